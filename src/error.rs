@@ -1,0 +1,108 @@
+//! One error type for the whole tool: each variant names its subject and
+//! carries a hint that says what to do about it.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong, with the subject it went wrong on.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The request itself is wrong (flags, inputs, tag syntax).
+    #[error("{message}")]
+    Input {
+        /// What is wrong.
+        message: String,
+        /// What to do about it.
+        hint: Option<String>,
+    },
+    /// The settings folder cannot be packaged as it is.
+    #[error("{}: {message}", path.display())]
+    Source {
+        /// The file or folder at fault.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+        /// What to do about it.
+        hint: Option<String>,
+    },
+    /// Reading or writing a local file failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What we were doing.
+        context: String,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An OCI image layout on disk is not usable.
+    #[error("OCI layout {}: {message}", path.display())]
+    Layout {
+        /// The layout directory.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A timestamp tag already names another image; such tags never move.
+    #[error("tag {tag} already points to {existing}, not to {new}: timestamp tags never move")]
+    TagExists {
+        /// The immutable tag.
+        tag: String,
+        /// The digest it holds now.
+        existing: String,
+        /// The digest we built.
+        new: String,
+    },
+}
+
+impl Error {
+    /// Shorthand for an input error with a hint.
+    pub fn input(message: impl Into<String>, hint: impl Into<Option<String>>) -> Self {
+        Error::Input {
+            message: message.into(),
+            hint: hint.into(),
+        }
+    }
+
+    /// Shorthand for an I/O error with context.
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+
+    /// Shorthand for a source error.
+    pub fn source(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
+        Error::Source {
+            path: path.into(),
+            message: message.into(),
+            hint: None,
+        }
+    }
+
+    /// What the user can do about this error, when we know.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            Error::Input { hint, .. } | Error::Source { hint, .. } => hint.clone(),
+            Error::TagExists { .. } => Some(
+                "a timestamp tag names one commit's content forever; commit the change so a new tag is made, \
+                 or build from the commit (--source commit) instead of a modified worktree"
+                    .into(),
+            ),
+            Error::Layout { .. } => Some("choose an empty directory or a valid OCI image layout for --output".into()),
+            Error::Io { .. } => None,
+        }
+    }
+
+    /// The process exit code for this error: 2 for bad input, 3 for a refused
+    /// move of an immutable tag, 1 for everything else.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::Input { .. } | Error::Source { .. } => 2,
+            Error::TagExists { .. } => 3,
+            Error::Io { .. } | Error::Layout { .. } => 1,
+        }
+    }
+}
+
+/// Result with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,121 @@
+//! A gzip writer with every byte pinned: miniz_oxide's deflate at a fixed
+//! level (the exact crate version is pinned in Cargo.toml), header mtime 0,
+//! no file name, XFL 0 and OS byte 255 ("unknown"). It does not go through
+//! flate2, whose backend can be switched by any other crate in the build.
+
+use std::io::{self, Write};
+
+use miniz_oxide::deflate::core::{
+    CompressorOxide, TDEFLFlush, TDEFLStatus, compress, create_comp_flags_from_zip_params,
+};
+
+/// The deflate level every layer is compressed with.
+pub const LEVEL: i32 = 6;
+
+const HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255];
+
+/// Streams gzip output into `W`.
+pub struct GzipWriter<W: Write> {
+    inner: W,
+    compressor: Box<CompressorOxide>,
+    crc: crc32fast::Hasher,
+    len: u32,
+    buf: Vec<u8>,
+}
+
+impl<W: Write> GzipWriter<W> {
+    /// Writes the fixed gzip header and prepares the compressor.
+    pub fn new(mut inner: W) -> io::Result<Self> {
+        inner.write_all(&HEADER)?;
+        let flags = create_comp_flags_from_zip_params(LEVEL, -15, 0);
+        Ok(GzipWriter {
+            inner,
+            compressor: Box::new(CompressorOxide::new(flags)),
+            crc: crc32fast::Hasher::new(),
+            len: 0,
+            buf: vec![0; 256 * 1024],
+        })
+    }
+
+    fn run(&mut self, mut input: &[u8], flush: TDEFLFlush) -> io::Result<()> {
+        loop {
+            let (status, read, written) =
+                compress(&mut self.compressor, input, &mut self.buf, flush);
+            self.inner.write_all(&self.buf[..written])?;
+            input = &input[read..];
+            match status {
+                TDEFLStatus::Done => return Ok(()),
+                TDEFLStatus::Okay => {
+                    // With no flush, the compressor is done once it consumed all input and
+                    // had room to spare; with Finish it keeps going until Done.
+                    if input.is_empty()
+                        && written < self.buf.len()
+                        && !matches!(flush, TDEFLFlush::Finish)
+                    {
+                        return Ok(());
+                    }
+                }
+                TDEFLStatus::BadParam | TDEFLStatus::PutBufFailed => {
+                    return Err(io::Error::other(format!("deflate failed: {status:?}")));
+                }
+            }
+        }
+    }
+
+    /// Compresses all of `data`.
+    pub fn write_all(&mut self, data: &[u8]) -> io::Result<()> {
+        self.crc.update(data);
+        self.len = self.len.wrapping_add(data.len() as u32);
+        self.run(data, TDEFLFlush::None)
+    }
+
+    /// Ends the deflate stream, writes the trailer and returns the writer.
+    pub fn finish(mut self) -> io::Result<W> {
+        self.run(&[], TDEFLFlush::Finish)?;
+        let crc = self.crc.clone().finalize();
+        self.inner.write_all(&crc.to_le_bytes())?;
+        self.inner.write_all(&self.len.to_le_bytes())?;
+        Ok(self.inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    #[test]
+    fn round_trips_through_an_independent_decoder() {
+        let data: Vec<u8> = (0..3_000_000u32)
+            .map(|i| (i % 251) as u8 ^ (i >> 13) as u8)
+            .collect();
+        let mut gz = GzipWriter::new(Vec::new()).unwrap();
+        for chunk in data.chunks(70_001) {
+            gz.write_all(chunk).unwrap();
+        }
+        let out = gz.finish().unwrap();
+        assert_eq!(&out[..10], &HEADER);
+        let mut back = Vec::new();
+        // Decode with the system gzip: an independent implementation.
+        let mut child = std::process::Command::new("gzip")
+            .args(["-d", "-c"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let writer = std::thread::spawn(move || stdin.write_all(&out));
+        child.stdout.take().unwrap().read_to_end(&mut back).unwrap();
+        writer.join().unwrap().unwrap();
+        assert!(child.wait().unwrap().success());
+        assert_eq!(back, data);
+    }
+
+    #[test]
+    fn empty_input_is_valid_gzip() {
+        let out = GzipWriter::new(Vec::new()).unwrap().finish().unwrap();
+        let decoded = miniz_oxide::inflate::decompress_to_vec(&out[10..out.len() - 8]).unwrap();
+        assert!(decoded.is_empty());
+        assert_eq!(&out[out.len() - 4..], &[0, 0, 0, 0]);
+    }
+}

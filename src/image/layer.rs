@@ -1,0 +1,233 @@
+//! Writes the one layer: a deterministic tar stream, gzip-compressed, hashed
+//! on both sides, streamed to a temporary file. The tar side and the
+//! compress side run on two threads joined by a small bounded channel, so
+//! memory stays flat however large the folder is.
+
+use std::io::{self, Read, Write};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+
+use sha2::{Digest as _, Sha256};
+use tempfile::NamedTempFile;
+
+use super::gzip::GzipWriter;
+use crate::error::{Error, Result};
+use crate::source::{EntryKind, Source};
+
+/// The mtime of every entry: fixed, so the layer depends only on paths,
+/// modes and contents.
+pub const MTIME: u64 = 0;
+
+const CHUNK: usize = 256 * 1024;
+
+/// The layer as written: the compressed bytes live in `file`.
+#[derive(Debug)]
+pub struct LayerBlob {
+    /// The compressed layer on disk.
+    pub file: NamedTempFile,
+    /// `sha256:` of the compressed bytes (the blob digest).
+    pub digest: String,
+    /// Compressed size in bytes.
+    pub size: u64,
+    /// `sha256:` of the uncompressed tar (the config's diff_id).
+    pub diff_id: String,
+    /// Uncompressed tar size in bytes.
+    pub uncompressed_size: u64,
+}
+
+/// Hashes and counts everything written through it.
+struct Hashing<W> {
+    inner: W,
+    hash: Sha256,
+    len: u64,
+}
+
+impl<W: Write> Write for Hashing<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hash.update(&buf[..n]);
+        self.len += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Collects the tar stream into chunks and hands them to the compressor.
+struct ChunkSender {
+    tx: SyncSender<Vec<u8>>,
+    buf: Vec<u8>,
+}
+
+impl ChunkSender {
+    fn send(&mut self) -> io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let full = std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK));
+        self.tx
+            .send(full)
+            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "compressor stopped"))
+    }
+}
+
+impl Write for ChunkSender {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        let room = CHUNK - self.buf.len();
+        let n = room.min(data.len());
+        self.buf.extend_from_slice(&data[..n]);
+        if self.buf.len() == CHUNK {
+            self.send()?;
+        }
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Reads exactly `remaining` bytes and fails if the file is shorter or
+/// longer than when the folder was listed.
+struct Exact<R> {
+    inner: R,
+    remaining: u64,
+}
+
+impl<R: Read> Read for Exact<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.remaining == 0 {
+            let mut probe = [0u8; 1];
+            return match self.inner.read(&mut probe)? {
+                0 => Ok(0),
+                _ => Err(io::Error::other(
+                    "the file grew while it was being packaged",
+                )),
+            };
+        }
+        let want = buf
+            .len()
+            .min(self.remaining.min(usize::MAX as u64) as usize);
+        let n = self.inner.read(&mut buf[..want])?;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the file shrank while it was being packaged",
+            ));
+        }
+        self.remaining -= n as u64;
+        Ok(n)
+    }
+}
+
+fn header(kind: tar::EntryType, mode: u32, size: u64) -> tar::Header {
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(kind);
+    h.set_mode(mode);
+    h.set_size(size);
+    h.set_mtime(MTIME);
+    h.set_uid(0);
+    h.set_gid(0);
+    h
+}
+
+/// Writes the tar stream of `source` to `out`. Returns the uncompressed digest and size.
+fn write_tar<W: Write>(source: &Source, out: W) -> Result<(String, u64)> {
+    let hashing = Hashing {
+        inner: out,
+        hash: Sha256::new(),
+        len: 0,
+    };
+    let mut tar = tar::Builder::new(hashing);
+    for entry in &source.entries {
+        let display = source.root.join(&entry.path);
+        let fail = |e: io::Error| Error::io(format!("packaging {}", display.display()), e);
+        match &entry.kind {
+            EntryKind::Dir => {
+                let mut h = header(tar::EntryType::Directory, 0o755, 0);
+                tar.append_data(&mut h, format!("{}/", entry.path), io::empty())
+                    .map_err(fail)?;
+            }
+            EntryKind::File {
+                size,
+                executable,
+                content,
+            } => {
+                let mode = if *executable { 0o755 } else { 0o644 };
+                let mut h = header(tar::EntryType::Regular, mode, *size);
+                let reader = source.open(content).map_err(fail)?;
+                let exact = Exact {
+                    inner: reader,
+                    remaining: *size,
+                };
+                tar.append_data(&mut h, &entry.path, exact).map_err(fail)?;
+            }
+            EntryKind::Symlink { target } => {
+                let mut h = header(tar::EntryType::Symlink, 0o777, 0);
+                tar.append_link(&mut h, &entry.path, target).map_err(fail)?;
+            }
+        }
+    }
+    let hashing = tar
+        .into_inner()
+        .map_err(|e| Error::io("finishing the layer", e))?;
+    Ok((
+        format!("sha256:{}", hex::encode(hashing.hash.finalize())),
+        hashing.len,
+    ))
+}
+
+fn compress(rx: Receiver<Vec<u8>>, file: &std::fs::File) -> io::Result<(String, u64)> {
+    let out = Hashing {
+        inner: io::BufWriter::with_capacity(CHUNK, file),
+        hash: Sha256::new(),
+        len: 0,
+    };
+    let mut gz = GzipWriter::new(out)?;
+    for chunk in rx {
+        gz.write_all(&chunk)?;
+    }
+    let mut out = gz.finish()?;
+    out.flush()?;
+    Ok((
+        format!("sha256:{}", hex::encode(out.hash.finalize())),
+        out.len,
+    ))
+}
+
+/// Packages `source` into a gzip-compressed tar layer in a temporary file.
+pub fn write(source: &Source) -> Result<LayerBlob> {
+    let file = NamedTempFile::new().map_err(|e| Error::io("creating a temporary layer file", e))?;
+    let (tx, rx) = sync_channel::<Vec<u8>>(4);
+    let (tar_result, gz_result) = std::thread::scope(|s| {
+        let handle = s.spawn(|| compress(rx, file.as_file()));
+        let mut sender = ChunkSender {
+            tx,
+            buf: Vec::with_capacity(CHUNK),
+        };
+        let tar_result = write_tar(source, &mut sender).and_then(|r| {
+            sender
+                .send()
+                .map_err(|e| Error::io("packaging the layer", e))?;
+            Ok(r)
+        });
+        drop(sender);
+        let gz_result = handle.join();
+        (tar_result, gz_result)
+    });
+    let gz_result = gz_result.map_err(|_| {
+        Error::io(
+            "compressing the layer",
+            io::Error::other("compressor thread panicked"),
+        )
+    })?;
+    // A compressor failure (disk full) explains a tar-side broken pipe: report it first.
+    let (digest, size) = gz_result.map_err(|e| Error::io("writing the compressed layer", e))?;
+    let (diff_id, uncompressed_size) = tar_result?;
+    Ok(LayerBlob {
+        file,
+        digest,
+        size,
+        diff_id,
+        uncompressed_size,
+    })
+}

@@ -1,0 +1,17 @@
+//! settings-image packages a folder of settings into a byte-reproducible OCI
+//! image that Kubernetes mounts as an image volume, tags it from git history
+//! and publishes it to an OCI layout or a registry.
+//!
+//! The pipeline: [`request`] (what to do) -> [`source`] (files) -> [`image`]
+//! (blobs and manifest) -> [`publish`] (layout or registry) -> [`report`].
+
+pub mod cli;
+pub mod error;
+pub mod image;
+pub mod publish;
+pub mod report;
+pub mod request;
+pub mod source;
+pub mod tag;
+
+pub use error::{Error, Result};

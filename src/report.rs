@@ -1,0 +1,61 @@
+//! The one report every front end prints: `--json` serializes it, the human
+//! summary formats it, and the action turns it into outputs.
+
+use serde::Serialize;
+
+/// The layer as the report shows it.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct LayerReport {
+    /// `sha256:` of the compressed layer.
+    pub digest: String,
+    /// `sha256:` of the uncompressed layer (the config's diff_id).
+    pub diff_id: String,
+    /// Compressed size in bytes.
+    pub size: u64,
+    /// Uncompressed tar size in bytes.
+    pub uncompressed_size: u64,
+}
+
+/// What a build (and publish) did.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Report {
+    /// The manifest digest.
+    pub digest: String,
+    /// The config digest.
+    pub config_digest: String,
+    /// The layer.
+    pub layer: LayerReport,
+    /// Number of regular files in the image.
+    pub files: usize,
+    /// Total bytes of the files' contents, uncompressed.
+    pub size: u64,
+    /// The tags the image was written under.
+    pub tags: Vec<String>,
+    /// The OCI layout directory written to, for `build`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+    /// Blobs written that were not there before.
+    pub new_blobs: usize,
+}
+
+impl Report {
+    /// A short human summary.
+    pub fn human(&self) -> String {
+        let mut s = format!(
+            "{} files, {} bytes\ndigest {}\nlayer  {} ({} bytes)\n",
+            self.files, self.size, self.digest, self.layer.digest, self.layer.size
+        );
+        if let Some(out) = &self.output {
+            let tags = if self.tags.is_empty() {
+                "(untagged)".to_string()
+            } else {
+                self.tags.join(", ")
+            };
+            s.push_str(&format!(
+                "wrote  {out} (OCI layout), tags: {tags}, new blobs: {}\n",
+                self.new_blobs
+            ));
+        }
+        s
+    }
+}

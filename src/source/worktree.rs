@@ -1,0 +1,124 @@
+//! Reads the settings folder as it is on disk.
+
+use std::fs;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use super::{Content, Entry, EntryKind, Source, check_symlink_target, sort_entries};
+use crate::error::{Error, Result};
+
+/// Reads `root` recursively. `.git` is skipped at every level; symlinks
+/// that are absolute or leave the folder, fifos, sockets, devices and
+/// non-UTF-8 names are errors naming the path; hard links are read as the
+/// regular files they are. An empty or missing folder is an error.
+pub fn read(root: &Path) -> Result<Source> {
+    let meta = fs::metadata(root).map_err(|e| Error::Source {
+        path: root.to_path_buf(),
+        message: format!("cannot read the settings folder: {e}"),
+        hint: Some("--path must name an existing directory".into()),
+    })?;
+    if !meta.is_dir() {
+        return Err(Error::Source {
+            path: root.to_path_buf(),
+            message: "is not a directory".into(),
+            hint: Some("--path must name the folder that holds the settings files".into()),
+        });
+    }
+    let mut entries = Vec::new();
+    walk(root, root, "", &mut entries)?;
+    sort_entries(&mut entries);
+    if !entries.iter().any(|e| !matches!(e.kind, EntryKind::Dir)) {
+        return Err(Error::Source {
+            path: root.to_path_buf(),
+            message: "the settings folder holds no files".into(),
+            hint: Some(
+                "an empty image would mount as an empty directory; add the settings files first"
+                    .into(),
+            ),
+        });
+    }
+    Ok(Source {
+        root: root.to_path_buf(),
+        entries,
+        objects: None,
+    })
+}
+
+fn walk(root: &Path, dir: &Path, rel: &str, out: &mut Vec<Entry>) -> Result<()> {
+    let rd = fs::read_dir(dir).map_err(|e| Error::io(format!("reading {}", dir.display()), e))?;
+    for item in rd {
+        let item = item.map_err(|e| Error::io(format!("reading {}", dir.display()), e))?;
+        let full: PathBuf = item.path();
+        let name = item.file_name();
+        let Some(name) = name.to_str() else {
+            return Err(Error::Source {
+                path: full,
+                message: "the name is not valid UTF-8".into(),
+                hint: Some("rename the file; image layers and Kubernetes need UTF-8 paths".into()),
+            });
+        };
+        if name == ".git" {
+            continue;
+        }
+        let path = if rel.is_empty() {
+            name.to_string()
+        } else {
+            format!("{rel}/{name}")
+        };
+        let meta = fs::symlink_metadata(&full)
+            .map_err(|e| Error::io(format!("reading {}", full.display()), e))?;
+        let ft = meta.file_type();
+        if ft.is_dir() {
+            out.push(Entry {
+                path: path.clone(),
+                kind: EntryKind::Dir,
+            });
+            walk(root, &full, &path, out)?;
+        } else if ft.is_file() {
+            out.push(Entry {
+                path,
+                kind: EntryKind::File {
+                    size: meta.len(),
+                    executable: meta.permissions().mode() & 0o111 != 0,
+                    content: Content::Path(full),
+                },
+            });
+        } else if ft.is_symlink() {
+            let target = fs::read_link(&full)
+                .map_err(|e| Error::io(format!("reading link {}", full.display()), e))?;
+            let Some(target) = target.to_str().map(str::to_string) else {
+                return Err(Error::source(full, "the symlink target is not valid UTF-8"));
+            };
+            check_symlink_target(&path, &target).map_err(|m| Error::Source {
+                path: full.clone(),
+                message: m,
+                hint: Some(format!(
+                    "replace the link with a copy of the file, or point it inside {}",
+                    root.display()
+                )),
+            })?;
+            out.push(Entry {
+                path,
+                kind: EntryKind::Symlink { target },
+            });
+        } else {
+            let what = if ft.is_fifo() {
+                "a fifo"
+            } else if ft.is_socket() {
+                "a socket"
+            } else if ft.is_block_device() || ft.is_char_device() {
+                "a device"
+            } else {
+                "not a regular file"
+            };
+            return Err(Error::Source {
+                path: full,
+                message: format!(
+                    "is {what}; a settings image holds only files, directories and symlinks"
+                ),
+                hint: Some("remove it from the settings folder".into()),
+            });
+        }
+    }
+    Ok(())
+}
