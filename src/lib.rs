@@ -5,6 +5,7 @@
 //! The pipeline: [`request`] (what to do) -> [`source`] (files) -> [`image`]
 //! (blobs and manifest) -> [`publish`] (layout or registry) -> [`report`].
 
+pub mod action;
 pub mod cli;
 pub mod error;
 pub mod image;

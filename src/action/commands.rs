@@ -1,0 +1,140 @@
+//! GitHub Actions workflow commands and file commands: the only place that
+//! knows the runner's escaping rules and the `$GITHUB_OUTPUT` heredoc form.
+
+use std::collections::hash_map::RandomState;
+use std::fs::OpenOptions;
+use std::hash::{BuildHasher, Hasher};
+use std::io::Write;
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+/// The step summary limit the runner enforces (1 MiB).
+pub const SUMMARY_LIMIT: usize = 1024 * 1024;
+
+/// Escapes a command's message: `%`, CR and LF.
+pub fn escape_data(s: &str) -> String {
+    s.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
+}
+
+/// Escapes a command property: as [`escape_data`] plus `:` and `,`.
+pub fn escape_property(s: &str) -> String {
+    escape_data(s).replace(':', "%3A").replace(',', "%2C")
+}
+
+/// `::error title=...::message`
+pub fn error(title: &str, message: &str) -> String {
+    format!(
+        "::error title={}::{}",
+        escape_property(title),
+        escape_data(message)
+    )
+}
+
+/// `::warning title=...::message`
+pub fn warning(title: &str, message: &str) -> String {
+    format!(
+        "::warning title={}::{}",
+        escape_property(title),
+        escape_data(message)
+    )
+}
+
+/// `::notice title=...::message`
+pub fn notice(title: &str, message: &str) -> String {
+    format!(
+        "::notice title={}::{}",
+        escape_property(title),
+        escape_data(message)
+    )
+}
+
+/// `::add-mask::value`: the runner replaces the value with `***` in logs.
+pub fn add_mask(secret: &str) -> String {
+    format!("::add-mask::{}", escape_data(secret))
+}
+
+fn random_hex() -> String {
+    let mut h = RandomState::new().build_hasher();
+    h.write_u64(std::process::id() as u64);
+    let a = h.finish();
+    let mut h = RandomState::new().build_hasher();
+    h.write_u64(a);
+    format!("{a:016x}{:016x}", h.finish())
+}
+
+/// Formats one output in the runner's heredoc form with a random delimiter
+/// that does not occur in the value.
+pub fn output_entry(name: &str, value: &str) -> String {
+    loop {
+        let delim = format!("ghadelimiter_{}", random_hex());
+        if !value.contains(&delim) && !name.contains(&delim) {
+            return format!("{name}<<{delim}\n{value}\n{delim}\n");
+        }
+    }
+}
+
+/// Appends `text` to a file command file (`$GITHUB_OUTPUT`, `$GITHUB_STEP_SUMMARY`).
+pub fn append(path: &Path, text: &str) -> Result<()> {
+    let mut f = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+    f.write_all(text.as_bytes())
+        .map_err(|e| Error::io(format!("writing {}", path.display()), e))
+}
+
+/// Cuts a summary to the runner's limit on a character boundary, with a note.
+pub fn cap_summary(mut s: String) -> String {
+    const NOTE: &str = "\n\n_(summary cut at the runner's 1 MiB limit)_\n";
+    if s.len() <= SUMMARY_LIMIT {
+        return s;
+    }
+    let mut cut = SUMMARY_LIMIT - NOTE.len();
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    s.truncate(cut);
+    s.push_str(NOTE);
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaping_follows_the_runner() {
+        assert_eq!(escape_data("50% a\r\nb"), "50%25 a%0D%0Ab");
+        assert_eq!(escape_property("a:b,c%"), "a%3Ab%2Cc%25");
+        assert_eq!(
+            error("push: failed, 401", "line1\nline2"),
+            "::error title=push%3A failed%2C 401::line1%0Aline2"
+        );
+    }
+
+    #[test]
+    fn heredoc_delimiter_is_random_and_absent_from_value() {
+        let a = output_entry("digest", "sha256:abc");
+        let b = output_entry("digest", "sha256:abc");
+        assert_ne!(a, b);
+        let (head, rest) = a.split_once('\n').unwrap();
+        let delim = head.strip_prefix("digest<<").unwrap();
+        assert_eq!(rest, format!("sha256:abc\n{delim}\n"));
+        let multi = output_entry("tags", "a\nghadelimiter_x\nb");
+        assert!(multi.starts_with("tags<<ghadelimiter_"));
+        assert!(multi.contains("\na\nghadelimiter_x\nb\n"));
+    }
+
+    #[test]
+    fn summary_is_capped_on_a_char_boundary() {
+        let big = "é".repeat(SUMMARY_LIMIT);
+        let capped = cap_summary(big);
+        assert!(capped.len() <= SUMMARY_LIMIT);
+        assert!(capped.ends_with("limit)_\n"));
+        assert_eq!(cap_summary("small".into()), "small");
+    }
+}
