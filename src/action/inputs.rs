@@ -237,11 +237,11 @@ mod tests {
 
     fn fixture(rel: &str) -> String {
         let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../shared/fixtures/github")
+            .join("tests/fixtures/github")
             .join(rel);
         assert!(
             p.exists(),
-            "fixture {} is missing: the repository must sit next to shared/",
+            "fixture {} is missing: tests/fixtures is part of the repository",
             p.display()
         );
         p.display().to_string()
