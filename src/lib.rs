@@ -10,6 +10,7 @@ pub mod cli;
 pub mod error;
 pub mod image;
 pub mod publish;
+pub mod release;
 pub mod report;
 pub mod request;
 pub mod source;

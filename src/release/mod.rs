@@ -1,0 +1,5 @@
+//! Release channels: promotion of a timestamp tag into a forward-only
+//! channel, gated by time windows.
+
+pub mod cron;
+pub mod policy;
