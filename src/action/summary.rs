@@ -1,0 +1,201 @@
+//! The job summary: what was published, where it came from, and the Flux
+//! objects that follow it, ready to paste.
+
+use std::fmt::Write as _;
+
+/// The facts the summary shows.
+#[derive(Debug, Clone, Default)]
+pub struct Facts {
+    /// `HOST/NAME` the image was pushed to.
+    pub repository: String,
+    /// `HOST/NAME:TAG@sha256:...`.
+    pub reference: String,
+    /// The manifest digest.
+    pub digest: String,
+    /// The timestamp tag, when one was made.
+    pub timestamp_tag: Option<String>,
+    /// The timestamp tag's prefix, when one was made.
+    pub prefix: Option<String>,
+    /// All tags written.
+    pub tags: Vec<String>,
+    /// The commit the content comes from.
+    pub commit: Option<String>,
+    /// `$GITHUB_SERVER_URL/$GITHUB_REPOSITORY`, when known.
+    pub repository_url: Option<String>,
+    /// Number of files in the image.
+    pub files: usize,
+    /// Total bytes of the files.
+    pub size: u64,
+    /// Whether anything was new in the registry.
+    pub pushed: bool,
+    /// Blobs uploaded.
+    pub uploaded_blobs: usize,
+    /// Notes (anomalies, warnings) to show.
+    pub notes: Vec<String>,
+}
+
+/// Escapes a regular expression's special characters (the prefix may hold `.`).
+fn regex_escape(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.chars() {
+        if "\\.+*?()|[]{}^$".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A Kubernetes object name from the repository's last path segment.
+fn object_name(repository: &str) -> String {
+    let last = repository.rsplit('/').next().unwrap_or(repository);
+    let name: String = last
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let name = name.trim_matches('-');
+    if name.is_empty() {
+        "settings".into()
+    } else {
+        name.chars().take(63).collect()
+    }
+}
+
+/// The Flux objects for this repository and prefix.
+pub fn flux_yaml(repository: &str, prefix: &str, reference: &str) -> String {
+    let name = object_name(repository);
+    format!(
+        r#"apiVersion: image.toolkit.fluxcd.io/v1
+kind: ImageRepository
+metadata:
+  name: {name}
+  namespace: flux-system
+spec:
+  image: {repository}
+  interval: 1m
+---
+apiVersion: image.toolkit.fluxcd.io/v1
+kind: ImagePolicy
+metadata:
+  name: {name}
+  namespace: flux-system
+spec:
+  imageRepositoryRef:
+    name: {name}
+  digestReflectionPolicy: IfNotPresent
+  filterTags:
+    pattern: '^{pattern}-(?P<ts>[0-9]+)-[0-9a-f]{{7}}$'
+    extract: '$ts'
+  policy:
+    numerical:
+      order: asc
+---
+# In the workload, on the image volume:
+#   volumes:
+#     - name: settings
+#       image:
+#         reference: {reference} # {{"$imagepolicy": "flux-system:{name}"}}
+"#,
+        pattern = regex_escape(prefix),
+    )
+}
+
+/// Renders the Markdown summary.
+pub fn render(f: &Facts) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "### settings-image: `{}`\n", f.repository);
+    let _ = writeln!(s, "| | |\n|---|---|");
+    let _ = writeln!(s, "| reference | `{}` |", f.reference);
+    if let Some(t) = &f.timestamp_tag {
+        let _ = writeln!(s, "| tag | `{t}` |");
+    }
+    let _ = writeln!(s, "| digest | `{}` |", f.digest);
+    if let Some(c) = &f.commit {
+        match &f.repository_url {
+            Some(url) => {
+                let _ = writeln!(
+                    s,
+                    "| commit | [`{}`]({url}/commit/{c}) |",
+                    &c[..c.len().min(12)]
+                );
+            }
+            None => {
+                let _ = writeln!(s, "| commit | `{c}` |");
+            }
+        }
+    }
+    let _ = writeln!(s, "| files | {} ({} bytes) |", f.files, f.size);
+    let _ = writeln!(
+        s,
+        "| pushed | {} |",
+        if f.pushed {
+            format!("yes ({} new blobs)", f.uploaded_blobs)
+        } else {
+            "no: the registry already had this exact image".to_string()
+        }
+    );
+    if f.tags.len() > 1 {
+        let tags: Vec<String> = f.tags.iter().map(|t| format!("`{t}`")).collect();
+        let _ = writeln!(s, "| tags | {} |", tags.join(", "));
+    }
+    for n in &f.notes {
+        let _ = writeln!(s, "\n> [!WARNING]\n> {}", n.replace('\n', "\n> "));
+    }
+    if let Some(prefix) = &f.prefix {
+        let _ = writeln!(
+            s,
+            "\n<details><summary>Flux objects for this image</summary>\n\n```yaml\n{}```\n</details>",
+            flux_yaml(&f.repository, prefix, &f.reference)
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flux_pattern_escapes_the_prefix_and_matches_our_tags() {
+        let y = flux_yaml("ghcr.io/acme/settings-shop", "release-1.2", "r:t@sha256:x");
+        assert!(
+            y.contains(r"pattern: '^release-1\.2-(?P<ts>[0-9]+)-[0-9a-f]{7}$'"),
+            "{y}"
+        );
+        assert!(y.contains("name: settings-shop"));
+        assert!(y.contains("digestReflectionPolicy: IfNotPresent"));
+        assert!(y.contains(r#"# {"$imagepolicy": "flux-system:settings-shop"}"#));
+    }
+
+    #[test]
+    fn summary_links_the_commit_and_says_whether_anything_was_new() {
+        let f = Facts {
+            repository: "ghcr.io/acme/settings-shop".into(),
+            reference: "ghcr.io/acme/settings-shop:main-1-abcdef0@sha256:00".into(),
+            digest: "sha256:00".into(),
+            timestamp_tag: Some("main-1-abcdef0".into()),
+            prefix: Some("main".into()),
+            tags: vec!["main-1-abcdef0".into()],
+            commit: Some("abcdef0123456789".into()),
+            repository_url: Some("https://github.com/acme/settings".into()),
+            files: 3,
+            size: 42,
+            pushed: false,
+            ..Facts::default()
+        };
+        let s = render(&f);
+        assert!(
+            s.contains("(https://github.com/acme/settings/commit/abcdef0123456789)"),
+            "{s}"
+        );
+        assert!(s.contains("| pushed | no"), "{s}");
+        assert!(s.contains("3 (42 bytes)"));
+        assert!(s.contains("kind: ImagePolicy"));
+    }
+}
