@@ -1,0 +1,205 @@
+//! Timestamp tags as Flux orders them, and the promotion decision.
+//!
+//! Flux's numerical policy filters tags with `^PREFIX-(?P<ts>[0-9]+)-[0-9a-f]{7}$`,
+//! parses `ts` as a number and takes the highest. [`highest`] does exactly
+//! that, so what we promote is what Flux would pick.
+
+use super::policy::Gate;
+
+/// A parsed `PREFIX-<ts>-<sha7>` tag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stamped {
+    /// The whole tag.
+    pub tag: String,
+    /// The committer time.
+    pub ts: u64,
+    /// The 7 hex characters of the commit.
+    pub sha7: String,
+}
+
+/// Parses `tag` if it is `PREFIX-<digits>-<7 lowercase hex>` for exactly this prefix.
+pub fn parse(prefix: &str, tag: &str) -> Option<Stamped> {
+    let rest = tag.strip_prefix(prefix)?.strip_prefix('-')?;
+    let (ts, sha7) = rest.split_once('-')?;
+    if ts.is_empty()
+        || !ts.bytes().all(|b| b.is_ascii_digit())
+        || sha7.len() != 7
+        || !sha7.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    {
+        return None;
+    }
+    Some(Stamped {
+        tag: tag.to_string(),
+        ts: ts.parse().ok()?,
+        sha7: sha7.to_string(),
+    })
+}
+
+/// The tag Flux's numerical policy picks among `tags` for `prefix`: the
+/// highest timestamp. Among equal timestamps Flux's choice is not defined;
+/// we take the highest tag string so the answer is at least stable.
+pub fn highest<'a>(prefix: &str, tags: impl IntoIterator<Item = &'a String>) -> Option<Stamped> {
+    tags.into_iter()
+        .filter_map(|t| parse(prefix, t))
+        .max_by(|a, b| a.ts.cmp(&b.ts).then_with(|| a.tag.cmp(&b.tag)))
+}
+
+/// What a promotion run decides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// No tag of the source prefix exists.
+    NoCandidate,
+    /// The channel already holds the candidate or something newer.
+    UpToDate {
+        /// The newest source tag.
+        candidate: Stamped,
+        /// The newest channel tag.
+        current: Stamped,
+    },
+    /// Promote now.
+    Promote {
+        /// The source tag.
+        candidate: Stamped,
+        /// The channel tag to write (`CHANNEL-<ts>-<sha7>`).
+        channel_tag: String,
+        /// Why it may happen now (the window, or the break-glass reason).
+        because: String,
+        /// Whether break-glass bypassed a closed gate.
+        forced: bool,
+    },
+    /// Newer content waits for the gate to open.
+    Wait {
+        /// The source tag that waits.
+        candidate: Stamped,
+        /// Why the gate is shut.
+        reason: String,
+    },
+}
+
+impl Decision {
+    /// A short machine-readable name: `no-candidate`, `up-to-date`, `promote`, `wait`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Decision::NoCandidate => "no-candidate",
+            Decision::UpToDate { .. } => "up-to-date",
+            Decision::Promote { .. } => "promote",
+            Decision::Wait { .. } => "wait",
+        }
+    }
+}
+
+/// Decides a promotion from `from` tags into channel `to`. `force` is the
+/// break-glass reason; it opens a shut gate but never promotes an older
+/// candidate.
+pub fn decide(from: &str, to: &str, tags: &[String], gate: &Gate, force: Option<&str>) -> Decision {
+    let Some(candidate) = highest(from, tags) else {
+        return Decision::NoCandidate;
+    };
+    if let Some(current) = highest(to, tags)
+        && current.ts >= candidate.ts
+    {
+        return Decision::UpToDate { candidate, current };
+    }
+    let channel_tag = format!("{to}-{}-{}", candidate.ts, candidate.sha7);
+    if gate.open {
+        return Decision::Promote {
+            candidate,
+            channel_tag,
+            because: gate.reason.clone(),
+            forced: false,
+        };
+    }
+    match force {
+        Some(reason) => Decision::Promote {
+            candidate,
+            channel_tag,
+            because: format!("break-glass: {reason} (gate was shut: {})", gate.reason),
+            forced: true,
+        },
+        None => Decision::Wait {
+            candidate,
+            reason: gate.reason.clone(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tags(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn gate(open: bool) -> Gate {
+        Gate {
+            open,
+            reason: if open {
+                "open"
+            } else {
+                "deny window active: freeze"
+            }
+            .into(),
+            active: vec![],
+        }
+    }
+
+    #[test]
+    fn parsing_follows_the_flux_filter() {
+        assert_eq!(parse("main", "main-17-abcdef0").map(|s| s.ts), Some(17));
+        assert!(parse("main", "main-17-abcdef").is_none());
+        assert!(parse("main", "main-17-ABCDEF0").is_none());
+        assert!(parse("main", "mainx-17-abcdef0").is_none());
+        assert!(parse("main", "feature-main-17-abcdef0").is_none());
+        assert!(parse("main", "main--abcdef0").is_none());
+        // Numbers, not strings: 9 < 10.
+        let h = highest(
+            "main",
+            &tags(&["main-9-aaaaaaa", "main-10-bbbbbbb", "prod-99-ccccccc"]),
+        )
+        .unwrap();
+        assert_eq!(h.tag, "main-10-bbbbbbb");
+    }
+
+    #[test]
+    fn decisions() {
+        let t = tags(&["main-10-aaaaaaa", "main-20-bbbbbbb", "prod-10-aaaaaaa"]);
+        match decide("main", "prod", &t, &gate(true), None) {
+            Decision::Promote {
+                channel_tag,
+                forced,
+                ..
+            } => {
+                assert_eq!(channel_tag, "prod-20-bbbbbbb");
+                assert!(!forced);
+            }
+            d => panic!("{d:?}"),
+        }
+        assert_eq!(
+            decide("main", "prod", &t, &gate(false), None).kind(),
+            "wait"
+        );
+        match decide("main", "prod", &t, &gate(false), Some("incident 42")) {
+            Decision::Promote {
+                forced, because, ..
+            } => assert!(forced && because.contains("incident 42")),
+            d => panic!("{d:?}"),
+        }
+        // Up to date, and an older candidate is never promoted, not even by force.
+        let t = tags(&["main-10-aaaaaaa", "prod-20-bbbbbbb"]);
+        assert_eq!(
+            decide("main", "prod", &t, &gate(true), Some("x")).kind(),
+            "up-to-date"
+        );
+        assert_eq!(
+            decide(
+                "main",
+                "prod",
+                &tags(&["prod-1-aaaaaaa"]),
+                &gate(true),
+                None
+            ),
+            Decision::NoCandidate
+        );
+    }
+}
