@@ -45,6 +45,65 @@ pub fn is_timestamp_tag(tag: &str) -> bool {
         && ts.bytes().all(|b| b.is_ascii_digit())
 }
 
+/// Turns a branch name (or any prefix the user gives) into a tag
+/// component: every character outside `[A-Za-z0-9_.-]` becomes `-` (one per
+/// character, so `feature/x` becomes `feature-x`), and leading `.` and `-`
+/// are removed, because a tag may not start with them. An empty result is an
+/// error.
+pub fn sanitize_prefix(prefix: &str) -> Result<String> {
+    let mapped: String = prefix
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let trimmed = mapped.trim_start_matches(['.', '-']);
+    if trimmed.is_empty() {
+        return Err(Error::input(
+            format!("the tag prefix {prefix:?} has no usable characters"),
+            Some(
+                "give a prefix (usually the branch name) with at least one of [A-Za-z0-9_]"
+                    .to_string(),
+            ),
+        ));
+    }
+    Ok(trimmed.to_string())
+}
+
+/// The timestamp tag `<prefix>-<timestamp>-<sha7>` for a commit: the prefix
+/// is sanitized with [`sanitize_prefix`] and cut so the whole tag fits in
+/// [`MAX_TAG_LEN`] characters; `sha7` is the first 7 characters of the
+/// commit id. Every result matches Flux's filter
+/// `^<prefix>-(?P<ts>[0-9]+)-[0-9a-f]{7}$` and [`is_timestamp_tag`].
+pub fn timestamp_tag(prefix: &str, timestamp: i64, commit: &str) -> Result<String> {
+    let sha7 = commit
+        .get(..7)
+        .filter(|s| s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')));
+    let Some(sha7) = sha7 else {
+        return Err(Error::input(
+            format!("{commit:?} is not a commit id"),
+            Some("a timestamp tag needs a lowercase hex commit id".to_string()),
+        ));
+    };
+    if timestamp < 0 {
+        return Err(Error::input(
+            format!("commit {commit} has a committer time before 1970 ({timestamp})"),
+            Some("a timestamp tag needs a non-negative unix time".to_string()),
+        ));
+    }
+    let suffix = format!("-{timestamp}-{sha7}");
+    let mut prefix = sanitize_prefix(prefix)?;
+    // The prefix is ASCII after sanitizing, so a byte cut is a char cut.
+    prefix.truncate(MAX_TAG_LEN.saturating_sub(suffix.len()));
+    let tag = format!("{prefix}{suffix}");
+    validate(&tag)?;
+    Ok(tag)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,5 +134,47 @@ mod tests {
         assert!(!is_timestamp_tag("-1700000000-abcdef0"));
         assert!(!is_timestamp_tag("main--abcdef0"));
         assert!(!is_timestamp_tag("main-17x-abcdef0"));
+    }
+
+    #[test]
+    fn prefixes_from_branch_names() {
+        let ok =
+            |input: &str, want: &str| assert_eq!(sanitize_prefix(input).unwrap(), want, "{input}");
+        ok("main", "main");
+        ok("feature/x", "feature-x");
+        ok("Release_1.2", "Release_1.2");
+        ok("a b:c@d", "a-b-c-d");
+        ok("dependabot/npm/x@1.0", "dependabot-npm-x-1.0");
+        ok("-x", "x");
+        ok(".hidden", "hidden");
+        ok("./-.x", "x");
+        ok("ünï", "n-");
+        ok("x//y", "x--y");
+        for bad in ["", "-", ".", "/", "./-"] {
+            assert!(sanitize_prefix(bad).is_err(), "{bad:?}");
+        }
+        assert!(sanitize_prefix("ü").is_err());
+    }
+
+    #[test]
+    fn timestamp_tags_fit_and_match_flux() {
+        let id = "0123456789abcdef0123456789abcdef01234567";
+        let t = timestamp_tag("feature/x", 1700000000, id).unwrap();
+        assert_eq!(t, "feature-x-1700000000-0123456");
+        assert!(is_timestamp_tag(&t));
+        let long = "b".repeat(300);
+        let t = timestamp_tag(&long, 1700000000, id).unwrap();
+        assert_eq!(t.len(), MAX_TAG_LEN);
+        assert!(t.ends_with("-1700000000-0123456"));
+        assert!(t.starts_with("bbbb"));
+        assert!(validate(&t).is_ok());
+        // Flux's filter: the prefix followed by exactly the suffix.
+        let prefix = &t[..t.len() - "-1700000000-0123456".len()];
+        assert!(prefix.bytes().all(|b| b == b'b'));
+        assert_eq!(timestamp_tag("main", 0, id).unwrap(), "main-0-0123456");
+        assert!(timestamp_tag("main", 1, "ABCDEF0123").is_err());
+        assert!(timestamp_tag("main", 1, "abc").is_err());
+        assert!(timestamp_tag("main", -1, id).is_err());
+        assert!(timestamp_tag("/", 1, id).is_err());
     }
 }
