@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::error::{Error, Result};
+use crate::history::{self, SourceMode, Token};
 use crate::request::{self, Request, Target};
 
 /// Package a settings folder into an OCI image for Kubernetes image volumes.
@@ -21,6 +22,63 @@ pub struct Cli {
 pub enum Command {
     /// Build the image into an OCI image layout directory (no registry needed).
     Build(BuildArgs),
+    /// Print the timestamp tag `PREFIX-<ts>-<sha7>` of the commit that last
+    /// changed the folder (what `git log -1 -- DIR` names).
+    Tag(TagArgs),
+}
+
+/// Git history options shared by the commands that build.
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// Also tag the image `PREFIX-<committer time>-<sha7>` from the commit
+    /// that last changed the folder; PREFIX is usually the branch name
+    /// (`feature/x` becomes `feature-x`).
+    #[arg(long, value_name = "PREFIX")]
+    pub timestamp_tag: Option<String>,
+    /// Inside git, package the folder as the commit holds it (tracked files
+    /// only) or as it is on disk.
+    #[arg(long, value_enum, default_value_t = SourceMode::Commit)]
+    pub source: SourceMode,
+    /// GitHub token for the API fallback on shallow clones.
+    #[command(flatten)]
+    pub github: GitHubArgs,
+}
+
+/// The GitHub token, from a flag or `GITHUB_TOKEN`; never printed.
+#[derive(Debug, Args)]
+pub struct GitHubArgs {
+    /// Token for the GitHub API, used only when a shallow clone cannot tell
+    /// which commit last changed the folder (with GITHUB_REPOSITORY).
+    #[arg(
+        long = "github-token",
+        value_name = "TOKEN",
+        env = "GITHUB_TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
+}
+
+impl GitHubArgs {
+    fn token(&self) -> Option<Token> {
+        self.token.clone().and_then(Token::new)
+    }
+}
+
+/// Arguments of `tag`.
+#[derive(Debug, Args)]
+pub struct TagArgs {
+    /// The settings folder.
+    #[arg(long, value_name = "DIR")]
+    pub path: PathBuf,
+    /// The tag prefix, usually the branch name (sanitized into a tag).
+    #[arg(long, value_name = "PREFIX")]
+    pub prefix: String,
+    /// Print one JSON object (tag, commit, timestamp, committed_at, path).
+    #[arg(long)]
+    pub json: bool,
+    /// GitHub token for the API fallback on shallow clones.
+    #[command(flatten)]
+    pub github: GitHubArgs,
 }
 
 /// Arguments of `build`.
@@ -38,6 +96,9 @@ pub struct BuildArgs {
     /// Print one JSON object instead of a human summary.
     #[arg(long)]
     pub json: bool,
+    /// Git history options.
+    #[command(flatten)]
+    pub history: HistoryArgs,
 }
 
 fn print_report(report: &crate::report::Report, json: bool) -> Result<()> {
@@ -59,11 +120,35 @@ pub fn run(cli: Cli) -> Result<()> {
                 path: args.path,
                 tags: args.tags,
                 target: Target::Layout(args.output),
+                source: args.history.source,
+                timestamp_tag: args.history.timestamp_tag,
+                github_token: args.history.github.token(),
             };
             let report = request::run(&req)?;
             print_report(&report, args.json)
         }
+        Command::Tag(args) => run_tag(&args),
     }
+}
+
+fn run_tag(args: &TagArgs) -> Result<()> {
+    crate::tag::sanitize_prefix(&args.prefix)?;
+    let token = args.github.token();
+    let lc = history::last_change(&args.path, token.as_ref())?;
+    let tag = crate::tag::timestamp_tag(&args.prefix, lc.commit.timestamp, &lc.commit.id)?;
+    if args.json {
+        let v = serde_json::json!({
+            "tag": tag,
+            "commit": lc.commit.id,
+            "timestamp": lc.commit.timestamp,
+            "committed_at": lc.commit.committed_at(),
+            "path": lc.repo_path,
+        });
+        println!("{v}");
+    } else {
+        println!("{tag}");
+    }
+    Ok(())
 }
 
 /// Prints an error with its hint to stderr and returns the exit code.

@@ -41,6 +41,28 @@ pub enum Error {
         /// What is wrong with it.
         message: String,
     },
+    /// Git history cannot answer what was asked (no repository, no commit
+    /// holding the folder, a shallow clone without proof).
+    #[error("{}: {message}", path.display())]
+    History {
+        /// The settings folder the question was about.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+        /// What to do about it.
+        hint: Option<String>,
+    },
+    /// The GitHub REST API did not give the answer the shallow-clone
+    /// fallback needed. Never carries the token.
+    #[error("GitHub API {what}: {message}")]
+    GitHub {
+        /// The request, without credentials (e.g. `list commits for settings`).
+        what: String,
+        /// What went wrong.
+        message: String,
+        /// What to do about it.
+        hint: Option<String>,
+    },
     /// A timestamp tag already names another image; such tags never move.
     #[error("tag {tag} already points to {existing}, not to {new}: timestamp tags never move")]
     TagExists {
@@ -79,10 +101,26 @@ impl Error {
         }
     }
 
+    /// Shorthand for a history error with a hint.
+    pub fn history(
+        path: impl Into<PathBuf>,
+        message: impl Into<String>,
+        hint: impl Into<Option<String>>,
+    ) -> Self {
+        Error::History {
+            path: path.into(),
+            message: message.into(),
+            hint: hint.into(),
+        }
+    }
+
     /// What the user can do about this error, when we know.
     pub fn hint(&self) -> Option<String> {
         match self {
-            Error::Input { hint, .. } | Error::Source { hint, .. } => hint.clone(),
+            Error::Input { hint, .. }
+            | Error::Source { hint, .. }
+            | Error::History { hint, .. }
+            | Error::GitHub { hint, .. } => hint.clone(),
             Error::TagExists { .. } => Some(
                 "a timestamp tag names one commit's content forever; commit the change so a new tag is made, \
                  or build from the commit (--source commit) instead of a modified worktree"
@@ -94,12 +132,16 @@ impl Error {
     }
 
     /// The process exit code for this error: 2 for bad input, 3 for a refused
-    /// move of an immutable tag, 1 for everything else.
+    /// move of an immutable tag, 1 for everything else (history and GitHub
+    /// API failures included).
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Input { .. } | Error::Source { .. } => 2,
             Error::TagExists { .. } => 3,
-            Error::Io { .. } | Error::Layout { .. } => 1,
+            Error::Io { .. }
+            | Error::Layout { .. }
+            | Error::History { .. }
+            | Error::GitHub { .. } => 1,
         }
     }
 }

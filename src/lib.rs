@@ -8,6 +8,7 @@
 pub mod action;
 pub mod cli;
 pub mod error;
+pub mod history;
 pub mod image;
 pub mod publish;
 pub mod release;

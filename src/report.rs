@@ -36,6 +36,15 @@ pub struct Report {
     pub output: Option<String>,
     /// Blobs written that were not there before.
     pub new_blobs: usize,
+    /// The full id of the commit the image was built from, inside git.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+    /// That commit's committer time in unix seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timestamp: Option<i64>,
+    /// The timestamp tag added by `--timestamp-tag`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timestamp_tag: Option<String>,
 }
 
 impl Report {
@@ -45,6 +54,9 @@ impl Report {
             "{} files, {} bytes\ndigest {}\nlayer  {} ({} bytes)\n",
             self.files, self.size, self.digest, self.layer.digest, self.layer.size
         );
+        if let Some(commit) = &self.commit {
+            s.push_str(&format!("commit {commit}\n"));
+        }
         if let Some(out) = &self.output {
             let tags = if self.tags.is_empty() {
                 "(untagged)".to_string()

@@ -4,10 +4,10 @@
 use std::path::PathBuf;
 
 use crate::error::{Error, Result};
-use crate::image::{self, Metadata};
+use crate::history::{self, SourceMode, Token};
+use crate::image;
 use crate::publish::layout;
 use crate::report::{LayerReport, Report};
-use crate::source::worktree;
 use crate::tag;
 
 /// Where the image goes.
@@ -26,6 +26,13 @@ pub struct Request {
     pub tags: Vec<String>,
     /// Where to write.
     pub target: Target,
+    /// Inside git: package the commit's folder or the disk's.
+    pub source: SourceMode,
+    /// Adds the tag `<prefix>-<committer time>-<sha7>` of the commit that
+    /// last changed the folder.
+    pub timestamp_tag: Option<String>,
+    /// Token for the GitHub API fallback on shallow clones.
+    pub github_token: Option<Token>,
 }
 
 impl Request {
@@ -33,6 +40,9 @@ impl Request {
     pub fn validate(&self) -> Result<()> {
         for t in &self.tags {
             tag::validate(t)?;
+        }
+        if let Some(prefix) = &self.timestamp_tag {
+            tag::sanitize_prefix(prefix)?;
         }
         if self.path.as_os_str().is_empty() {
             return Err(Error::input(
@@ -47,12 +57,30 @@ impl Request {
 /// Builds the image and publishes it as the request says.
 pub fn run(req: &Request) -> Result<Report> {
     req.validate()?;
-    let source = worktree::read(&req.path)?;
-    let meta = Metadata::default();
-    let img = image::build(&source, &meta)?;
+    let prepared = history::prepare(
+        &req.path,
+        req.source,
+        req.timestamp_tag.is_some(),
+        req.github_token.as_ref(),
+    )?;
+    for w in &prepared.warnings {
+        eprintln!("warning: {w}");
+    }
+    let mut tags = req.tags.clone();
+    let timestamp_tag = match (&req.timestamp_tag, &prepared.commit) {
+        (Some(prefix), Some(c)) => {
+            let t = tag::timestamp_tag(prefix, c.timestamp, &c.id)?;
+            if !tags.contains(&t) {
+                tags.push(t.clone());
+            }
+            Some(t)
+        }
+        _ => None,
+    };
+    let img = image::build(&prepared.source, &prepared.metadata())?;
     let (output, new_blobs) = match &req.target {
         Target::Layout(dir) => {
-            let w = layout::write(dir, &img, &req.tags)?;
+            let w = layout::write(dir, &img, &tags)?;
             (Some(dir.display().to_string()), w.new_blobs)
         }
     };
@@ -67,8 +95,11 @@ pub fn run(req: &Request) -> Result<Report> {
         },
         files: img.files,
         size: img.content_size,
-        tags: req.tags.clone(),
+        tags,
         output,
         new_blobs,
+        commit: prepared.commit.as_ref().map(|c| c.id.clone()),
+        timestamp: prepared.commit.as_ref().map(|c| c.timestamp),
+        timestamp_tag,
     })
 }

@@ -1,0 +1,454 @@
+//! Pure-Rust git access through `gix`: no git binary, no global or system
+//! configuration (there may be none in a `FROM scratch` image), and full
+//! trust in the repository whoever owns it (in GitHub Actions a container
+//! action runs as root on a workspace owned by uid 1001, which the git CLI
+//! refuses as "dubious ownership"). Only objects are read, never hooks or
+//! filters, so trusting the repository runs nothing from it.
+
+use std::collections::HashSet;
+use std::io::{Cursor, Read};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use gix::ObjectId;
+use gix::objs::tree::EntryKind as GitKind;
+
+use super::CommitInfo;
+use crate::error::{Error, Result};
+use crate::source::{
+    Content, Entry, EntryKind, ObjectStore, Source, check_symlink_target, sort_entries,
+};
+
+/// An open repository and the settings folder's place in it.
+pub struct Repo {
+    repo: gix::ThreadSafeRepository,
+    /// The worktree root (canonical).
+    root: PathBuf,
+    /// The folder relative to the root, `/`-separated, "" for the root.
+    rel: String,
+    /// Commits whose parents are cut off (`.git/shallow`).
+    shallow: HashSet<ObjectId>,
+}
+
+impl std::fmt::Debug for Repo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Repo")
+            .field("root", &self.root)
+            .field("rel", &self.rel)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where the walk for the last change ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Walk {
+    /// The commit that last changed the folder.
+    Found(CommitInfo),
+    /// HEAD does not hold the folder.
+    NotInHead,
+    /// The walk reached a shallow-clone boundary while the folder still
+    /// looked unchanged: the local history cannot prove the answer.
+    Boundary {
+        /// HEAD's id.
+        head: String,
+        /// The boundary commit (never an answer).
+        boundary: String,
+    },
+}
+
+fn git_err(path: &Path, what: &str, e: impl std::fmt::Display) -> Error {
+    Error::history(
+        path,
+        format!("{what}: {e}"),
+        Some(
+            "check that the repository is intact (`git fsck`) and that HEAD points to a commit"
+                .to_string(),
+        ),
+    )
+}
+
+impl Repo {
+    /// Finds the repository holding `path` by looking for `.git` (a
+    /// directory, or a file as in linked worktrees) in the folder and its
+    /// parents, and opens it. `None` when there is none.
+    pub fn discover(path: &Path) -> Result<Option<Repo>> {
+        let abs = std::fs::canonicalize(path).map_err(|e| Error::Source {
+            path: path.to_path_buf(),
+            message: format!("cannot read the settings folder: {e}"),
+            hint: Some("--path must name an existing directory".into()),
+        })?;
+        let Some(root) = abs.ancestors().find(|d| d.join(".git").exists()) else {
+            return Ok(None);
+        };
+        let root = root.to_path_buf();
+        let rel_path = abs.strip_prefix(&root).unwrap_or(Path::new(""));
+        let mut parts = Vec::new();
+        for c in rel_path.components() {
+            let Some(s) = c.as_os_str().to_str() else {
+                return Err(Error::source(path, "the path is not valid UTF-8"));
+            };
+            parts.push(s.to_string());
+        }
+        let rel = parts.join("/");
+        if parts.iter().any(|p| p == ".git") {
+            return Err(Error::input(
+                format!("{} is inside a .git directory", path.display()),
+                Some("name the settings folder in the worktree".to_string()),
+            ));
+        }
+        let opts = gix::open::Options::isolated().with(gix::sec::Trust::Full);
+        let repo = gix::open_opts(&root, opts)
+            .map_err(|e| git_err(path, "cannot open the git repository", e))?;
+        let shallow = repo
+            .shallow_commits()
+            .map_err(|e| git_err(path, "cannot read .git/shallow", e))?
+            .map(|c| c.iter().copied().collect())
+            .unwrap_or_default();
+        Ok(Some(Repo {
+            repo: repo.into_sync(),
+            root,
+            rel,
+            shallow,
+        }))
+    }
+
+    /// The folder relative to the repository root ("" for the root).
+    pub fn repo_path(&self) -> &str {
+        &self.rel
+    }
+
+    /// The folder relative to the repository root, `.` for the root.
+    pub fn display_path(&self) -> String {
+        if self.rel.is_empty() {
+            ".".to_string()
+        } else {
+            self.rel.clone()
+        }
+    }
+
+    fn err(&self, what: &str, e: impl std::fmt::Display) -> Error {
+        git_err(&self.root.join(&self.rel), what, e)
+    }
+
+    /// The folder's entry (mode and id) in the tree of `commit`, `None` when
+    /// the commit does not hold it.
+    fn folder_entry(
+        &self,
+        repo: &gix::Repository,
+        commit: &gix::Commit<'_>,
+    ) -> Result<Option<(gix::objs::tree::EntryMode, ObjectId)>> {
+        let tree_id = commit
+            .tree_id()
+            .map_err(|e| self.err("cannot read a commit's tree", e))?
+            .detach();
+        if self.rel.is_empty() {
+            return Ok(Some((GitKind::Tree.into(), tree_id)));
+        }
+        let tree = repo
+            .find_tree(tree_id)
+            .map_err(|e| self.err("cannot read a tree", e))?;
+        let entry = tree
+            .lookup_entry(self.rel.split('/').map(str::as_bytes))
+            .map_err(|e| self.err("cannot look up the folder in a tree", e))?;
+        Ok(entry.map(|e| (e.mode(), e.object_id())))
+    }
+
+    /// Walks from HEAD the way `git log -1 -- DIR` does (see the module
+    /// docs of [`super`]). Before the answer the walk never forks: a merge
+    /// either is the answer or is followed through one parent.
+    pub fn last_change(&self) -> Result<Walk> {
+        let repo = self.repo.to_thread_local();
+        let head = repo
+            .head_id()
+            .map_err(|e| self.err("cannot resolve HEAD", e))?
+            .detach();
+        let mut id = head;
+        let entry = {
+            let c = repo
+                .find_commit(id)
+                .map_err(|e| self.err("cannot read the HEAD commit", e))?;
+            self.folder_entry(&repo, &c)?
+        };
+        if entry.is_none() {
+            return Ok(Walk::NotInHead);
+        }
+        loop {
+            let commit = repo
+                .find_commit(id)
+                .map_err(|e| self.err(&format!("cannot read commit {id}"), e))?;
+            let parents: Vec<ObjectId> = commit.parent_ids().map(|p| p.detach()).collect();
+            if self.shallow.contains(&id) || parents.iter().any(|p| !repo.has_object(p)) {
+                return Ok(Walk::Boundary {
+                    head: head.to_string(),
+                    boundary: id.to_string(),
+                });
+            }
+            let mut next = None;
+            for p in &parents {
+                let pc = repo
+                    .find_commit(*p)
+                    .map_err(|e| self.err(&format!("cannot read commit {p}"), e))?;
+                if self.folder_entry(&repo, &pc)? == entry {
+                    next = Some(*p);
+                    break;
+                }
+            }
+            match next {
+                // TREESAME: the parent holds the same folder; follow it.
+                Some(p) => id = p,
+                None => {
+                    // A root commit holding the folder, a commit whose
+                    // folder differs from its parent's, or a merge TREESAME
+                    // to no parent: the answer.
+                    let time = commit
+                        .time()
+                        .map_err(|e| self.err(&format!("cannot read the committer of {id}"), e))?;
+                    return Ok(Walk::Found(CommitInfo {
+                        id: id.to_string(),
+                        timestamp: time.seconds,
+                    }));
+                }
+            }
+        }
+    }
+
+    /// Reads the folder as `commit` holds it: tracked files only, modes from
+    /// git (100755 executable, 120000 symlink checked like the worktree
+    /// reader's, 160000 submodule an error naming the path). `shown` is the
+    /// path as the user gave it, for messages.
+    pub fn read_folder(&self, commit: &str, shown: &Path) -> Result<Source> {
+        let repo = self.repo.to_thread_local();
+        let id = ObjectId::from_hex(commit.as_bytes())
+            .map_err(|e| self.err(&format!("{commit:?} is not a commit id"), e))?;
+        let c = repo
+            .find_commit(id)
+            .map_err(|e| self.err(&format!("cannot read commit {id}"), e))?;
+        let Some((mode, tree_id)) = self.folder_entry(&repo, &c)? else {
+            return Err(Error::history(
+                shown,
+                format!("commit {id} does not hold the folder"),
+                Some("commit the folder first".to_string()),
+            ));
+        };
+        if mode.kind() != GitKind::Tree {
+            return Err(Error::Source {
+                path: shown.to_path_buf(),
+                message: format!("is not a directory in commit {id}"),
+                hint: Some("--path must name the folder that holds the settings files".into()),
+            });
+        }
+        let mut entries = Vec::new();
+        self.walk_tree(&repo, tree_id, "", shown, &mut entries)?;
+        sort_entries(&mut entries);
+        if !entries.iter().any(|e| !matches!(e.kind, EntryKind::Dir)) {
+            return Err(Error::Source {
+                path: shown.to_path_buf(),
+                message: format!("the settings folder holds no files in commit {id}"),
+                hint: Some(
+                    "an empty image would mount as an empty directory; commit the settings files first"
+                        .into(),
+                ),
+            });
+        }
+        Ok(Source {
+            root: shown.to_path_buf(),
+            entries,
+            objects: Some(Arc::new(GitObjects {
+                repo: self.repo.clone(),
+            })),
+        })
+    }
+
+    fn walk_tree(
+        &self,
+        repo: &gix::Repository,
+        tree_id: ObjectId,
+        rel: &str,
+        shown: &Path,
+        out: &mut Vec<Entry>,
+    ) -> Result<()> {
+        let tree = repo
+            .find_tree(tree_id)
+            .map_err(|e| self.err(&format!("cannot read tree {tree_id}"), e))?;
+        let decoded = tree
+            .decode()
+            .map_err(|e| self.err(&format!("cannot decode tree {tree_id}"), e))?;
+        for e in &decoded.entries {
+            let Ok(name) = std::str::from_utf8(e.filename) else {
+                return Err(Error::Source {
+                    path: shown
+                        .join(rel)
+                        .join(String::from_utf8_lossy(e.filename).as_ref()),
+                    message: "the name is not valid UTF-8".into(),
+                    hint: Some(
+                        "rename the file; image layers and Kubernetes need UTF-8 paths".into(),
+                    ),
+                });
+            };
+            let path = if rel.is_empty() {
+                name.to_string()
+            } else {
+                format!("{rel}/{name}")
+            };
+            let oid = e.oid.to_owned();
+            match e.mode.kind() {
+                GitKind::Tree => {
+                    out.push(Entry {
+                        path: path.clone(),
+                        kind: EntryKind::Dir,
+                    });
+                    self.walk_tree(repo, oid, &path, shown, out)?;
+                }
+                kind @ (GitKind::Blob | GitKind::BlobExecutable) => {
+                    let header = repo.find_header(oid).map_err(|err| {
+                        self.err(&format!("cannot read blob {oid} ({path})"), err)
+                    })?;
+                    out.push(Entry {
+                        path,
+                        kind: EntryKind::File {
+                            size: header.size(),
+                            executable: kind == GitKind::BlobExecutable,
+                            content: Content::Object(oid.to_string()),
+                        },
+                    });
+                }
+                GitKind::Link => {
+                    let blob = repo.find_blob(oid).map_err(|err| {
+                        self.err(&format!("cannot read link {oid} ({path})"), err)
+                    })?;
+                    let Ok(target) = std::str::from_utf8(&blob.data).map(str::to_string) else {
+                        return Err(Error::source(
+                            shown.join(&path),
+                            "the symlink target is not valid UTF-8",
+                        ));
+                    };
+                    check_symlink_target(&path, &target).map_err(|m| Error::Source {
+                        path: shown.join(&path),
+                        message: m,
+                        hint: Some(format!(
+                            "replace the link with a copy of the file, or point it inside {}",
+                            shown.display()
+                        )),
+                    })?;
+                    out.push(Entry {
+                        path,
+                        kind: EntryKind::Symlink { target },
+                    });
+                }
+                GitKind::Commit => {
+                    return Err(Error::Source {
+                        path: shown.join(&path),
+                        message:
+                            "is a git submodule; a settings image cannot hold another repository"
+                                .into(),
+                        hint: Some(
+                            "copy the files into the settings folder instead of a submodule".into(),
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Compares what the disk holds with what a commit holds, entry by
+    /// entry, content by blob id. Returns the first difference, described.
+    pub fn first_difference(&self, disk: &Source, commit: &Source) -> Result<Option<String>> {
+        let kind = self.repo.to_thread_local().object_hash();
+        let mut a = disk.entries.iter().peekable();
+        let mut b = commit.entries.iter().peekable();
+        loop {
+            match (a.peek(), b.peek()) {
+                (None, None) => return Ok(None),
+                (Some(x), None) => return Ok(Some(format!("{} is not in the commit", x.path))),
+                (None, Some(y)) => return Ok(Some(format!("{} is missing on disk", y.path))),
+                (Some(x), Some(y)) => {
+                    match x.path.as_bytes().cmp(y.path.as_bytes()) {
+                        std::cmp::Ordering::Less => {
+                            return Ok(Some(format!("{} is not in the commit", x.path)));
+                        }
+                        std::cmp::Ordering::Greater => {
+                            return Ok(Some(format!("{} is missing on disk", y.path)));
+                        }
+                        std::cmp::Ordering::Equal => {}
+                    }
+                    let same = match (&x.kind, &y.kind) {
+                        (EntryKind::Dir, EntryKind::Dir) => true,
+                        (EntryKind::Symlink { target: t1 }, EntryKind::Symlink { target: t2 }) => {
+                            t1 == t2
+                        }
+                        (
+                            EntryKind::File {
+                                size: s1,
+                                executable: e1,
+                                content: c1,
+                            },
+                            EntryKind::File {
+                                size: s2,
+                                executable: e2,
+                                content: Content::Object(id2),
+                            },
+                        ) => {
+                            s1 == s2 && e1 == e2 && {
+                                let mut r = disk
+                                    .open(c1)
+                                    .map_err(|e| Error::io(format!("reading {}", x.path), e))?;
+                                let id = gix::objs::compute_stream_hash(
+                                    kind,
+                                    gix::objs::Kind::Blob,
+                                    &mut r,
+                                    *s1,
+                                    &mut gix::progress::Discard,
+                                    &std::sync::atomic::AtomicBool::new(false),
+                                )
+                                .map_err(|e| self.err(&format!("hashing {}", x.path), e))?;
+                                ObjectId::from_hex(id2.as_bytes()).is_ok_and(|want| want == id)
+                            }
+                        }
+                        _ => false,
+                    };
+                    if !same {
+                        return Ok(Some(format!("{} differs", x.path)));
+                    }
+                    a.next();
+                    b.next();
+                }
+            }
+        }
+    }
+
+    /// The `origin` remote's URL as an https URL without credentials, when
+    /// it names a remote host.
+    pub fn remote_url(&self) -> Option<String> {
+        let repo = self.repo.to_thread_local();
+        let snapshot = repo.config_snapshot();
+        let url = snapshot.plumbing().string("remote.origin.url")?;
+        super::github::normalize_remote_url(&url.to_string())
+    }
+}
+
+/// Git blobs as an [`ObjectStore`]: each `open` reads one blob, so only one
+/// file's bytes are in memory at a time.
+pub struct GitObjects {
+    repo: gix::ThreadSafeRepository,
+}
+
+impl std::fmt::Debug for GitObjects {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GitObjects")
+            .field("git_dir", &self.repo.git_dir())
+            .finish()
+    }
+}
+
+impl ObjectStore for GitObjects {
+    fn open(&self, id: &str) -> std::io::Result<Box<dyn Read + '_>> {
+        let oid = ObjectId::from_hex(id.as_bytes())
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        let repo = self.repo.to_thread_local();
+        let blob = repo
+            .find_blob(oid)
+            .map_err(|e| std::io::Error::other(format!("reading git blob {id}: {e}")))?;
+        Ok(Box::new(Cursor::new(blob.detach().data)))
+    }
+}

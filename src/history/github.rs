@@ -1,0 +1,267 @@
+//! The GitHub side of history: the REST API fallback for shallow clones
+//! (`GET /repos/{owner}/{repo}/commits?path=..&sha=..&per_page=1` through
+//! `octocrab`), and the repository's https URL for the `source` annotation.
+//! The token goes into the Authorization header and nowhere else: errors
+//! are built from status codes and GitHub's messages, and any text that
+//! could echo the token is scrubbed.
+
+use std::time::Duration;
+
+use super::{CommitInfo, Token};
+use crate::error::{Error, Result};
+
+/// The default REST API base when `GITHUB_API_URL` is not set.
+pub const DEFAULT_API_URL: &str = "https://api.github.com";
+
+/// What is needed to ask GitHub about a repository's history.
+#[derive(Debug, Clone)]
+pub struct Api {
+    /// The REST API base URL (`GITHUB_API_URL`).
+    pub base_url: String,
+    /// The repository owner.
+    pub owner: String,
+    /// The repository name.
+    pub repo: String,
+    token: Token,
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+impl Api {
+    /// Builds the API access from `GITHUB_REPOSITORY` (`owner/name`),
+    /// `GITHUB_API_URL` (default [`DEFAULT_API_URL`]) and the token (`token`,
+    /// else `GITHUB_TOKEN`). `None` when the repository or the token is
+    /// missing, or `GITHUB_REPOSITORY` is not `owner/name`.
+    pub fn from_env(token: Option<&Token>) -> Option<Api> {
+        let token = token
+            .cloned()
+            .or_else(|| env("GITHUB_TOKEN").and_then(Token::new))?;
+        let repository = env("GITHUB_REPOSITORY")?;
+        let (owner, repo) = repository.trim().split_once('/')?;
+        if owner.is_empty() || repo.is_empty() || repo.contains('/') {
+            return None;
+        }
+        Some(Api {
+            base_url: env("GITHUB_API_URL").unwrap_or_else(|| DEFAULT_API_URL.to_string()),
+            owner: owner.to_string(),
+            repo: repo.to_string(),
+            token,
+        })
+    }
+
+    fn scrub(&self, text: &str) -> String {
+        text.replace(self.token.expose(), "***")
+    }
+
+    fn error(&self, what: &str, message: &str) -> Error {
+        Error::GitHub {
+            what: what.to_string(),
+            message: self.scrub(message),
+            hint: Some(format!(
+                "check that GITHUB_REPOSITORY ({}/{}) names this repository, that HEAD was pushed to it and that the token may read its contents; \
+                 or check out the full history (actions/checkout with `fetch-depth: 0`) so no API call is needed",
+                self.owner, self.repo
+            )),
+        }
+    }
+
+    /// Asks GitHub for the last commit reachable from `sha` that changed
+    /// `path` (repository-relative; "" for the whole repository), with its
+    /// committer time.
+    pub fn last_change(&self, path: &str, sha: &str) -> Result<CommitInfo> {
+        let what = format!(
+            "list commits of {}/{} for path {:?} from {sha}",
+            self.owner, self.repo, path
+        );
+        if self
+            .token
+            .expose()
+            .bytes()
+            .any(|b| !(0x21..=0x7e).contains(&b))
+        {
+            return Err(Error::GitHub {
+                what,
+                message: "the token holds characters that cannot go into an HTTP header".into(),
+                hint: Some("pass the token exactly as GitHub issued it".into()),
+            });
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Error::io("starting the HTTP runtime", e))?;
+        let page = rt.block_on(async {
+            let client = octocrab::Octocrab::builder()
+                .base_uri(self.base_url.as_str())
+                .map_err(|e| self.error(&what, &format!("bad GITHUB_API_URL: {}", describe(&e))))?
+                .personal_token(self.token.expose().to_string())
+                .set_connect_timeout(Some(Duration::from_secs(30)))
+                .set_read_timeout(Some(Duration::from_secs(60)))
+                .build()
+                .map_err(|e| self.error(&what, &describe(&e)))?;
+            let repos = client.repos(&self.owner, &self.repo);
+            let mut req = repos.list_commits().sha(sha).per_page(1u8);
+            if !path.is_empty() {
+                req = req.path(path);
+            }
+            req.send()
+                .await
+                .map_err(|e| self.error(&what, &describe(&e)))
+        })?;
+        let Some(item) = page.items.into_iter().next() else {
+            return Err(self.error(&what, "no commit changed the folder"));
+        };
+        let Some(date) = item.commit.committer.and_then(|c| c.date) else {
+            return Err(self.error(
+                &what,
+                &format!("commit {} came without a committer date", item.sha),
+            ));
+        };
+        let id = item.sha.to_ascii_lowercase();
+        if id.len() != 40 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(self.error(&what, &format!("{:?} is not a commit id", item.sha)));
+        }
+        Ok(CommitInfo {
+            id,
+            timestamp: date.timestamp(),
+        })
+    }
+}
+
+/// An octocrab error as one line: GitHub's status and message, or the
+/// transport error with its causes.
+fn describe(e: &octocrab::Error) -> String {
+    if let octocrab::Error::GitHub { source, .. } = e {
+        return format!("HTTP {}: {}", source.status_code, source.message);
+    }
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
+}
+
+/// The repository URL from GitHub Actions' `GITHUB_SERVER_URL` and
+/// `GITHUB_REPOSITORY`, normalized like a remote URL.
+pub fn source_url_from_env() -> Option<String> {
+    let server = env("GITHUB_SERVER_URL")?;
+    let repository = env("GITHUB_REPOSITORY")?;
+    normalize_remote_url(&format!(
+        "{}/{}",
+        server.trim().trim_end_matches('/'),
+        repository.trim()
+    ))
+}
+
+/// Turns a remote URL into the repository's https URL without credentials,
+/// port-less for ssh, without `.git` or a trailing slash:
+/// `git@github.com:o/r.git`, `ssh://git@github.com/o/r`,
+/// `https://x-access-token:TOKEN@github.com/o/r.git` all give
+/// `https://github.com/o/r`. Local paths and `file://` URLs give `None`.
+pub fn normalize_remote_url(url: &str) -> Option<String> {
+    let url = url.trim();
+    let (host_and_port, path) = if let Some((scheme, rest)) = url.split_once("://") {
+        let scheme = scheme.to_ascii_lowercase();
+        if !matches!(
+            scheme.as_str(),
+            "http" | "https" | "ssh" | "git" | "git+ssh" | "ssh+git"
+        ) {
+            return None;
+        }
+        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+        let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+        let host_port = if scheme.contains("ssh") || scheme == "git" {
+            // The ssh or git-daemon port says nothing about the web URL.
+            strip_port(host_port)
+        } else {
+            host_port
+        };
+        (host_port.to_string(), path.to_string())
+    } else {
+        // scp-like `user@host:path`; a local path has no `:` before any `/`.
+        let (before, path) = url.split_once(':')?;
+        if before.contains('/') || before.is_empty() {
+            return None;
+        }
+        let host = before.rsplit_once('@').map_or(before, |(_, h)| h);
+        (host.to_string(), path.to_string())
+    };
+    let host = host_and_port.to_ascii_lowercase();
+    if host.is_empty()
+        || !host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']'))
+    {
+        return None;
+    }
+    let path = path.split(['?', '#']).next().unwrap_or("");
+    let path = path.trim_matches('/');
+    let path = path
+        .strip_suffix(".git")
+        .unwrap_or(path)
+        .trim_end_matches('/');
+    if path.is_empty() {
+        return None;
+    }
+    Some(format!("https://{host}/{path}"))
+}
+
+fn strip_port(host_port: &str) -> &str {
+    if host_port.starts_with('[') {
+        // [v6]:port
+        return host_port
+            .split_once("]:")
+            .map_or(host_port, |(h, _)| &host_port[..h.len() + 1]);
+    }
+    host_port.split_once(':').map_or(host_port, |(h, _)| h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remote_urls_normalize_without_credentials() {
+        let n = |u: &str| normalize_remote_url(u);
+        let want = Some("https://github.com/o/r".to_string());
+        assert_eq!(n("https://github.com/o/r.git"), want);
+        assert_eq!(n("https://github.com/o/r"), want);
+        assert_eq!(n("https://github.com/o/r/"), want);
+        assert_eq!(n("http://github.com/o/r.git"), want);
+        assert_eq!(
+            n("https://x-access-token:ghs_SECRET@github.com/o/r.git"),
+            want
+        );
+        assert_eq!(n("https://user@github.com/o/r"), want);
+        assert_eq!(n("git@github.com:o/r.git"), want);
+        assert_eq!(n("ssh://git@github.com/o/r.git"), want);
+        assert_eq!(n("ssh://git@github.com:22/o/r.git"), want);
+        assert_eq!(n("git://github.com/o/r.git"), want);
+        assert_eq!(n("https://GitHub.com/o/r.git?x=1#y"), want);
+        assert_eq!(
+            n("https://ghe.example.com:8443/team/r.git"),
+            Some("https://ghe.example.com:8443/team/r".to_string())
+        );
+        for none in [
+            "/srv/repos/r.git",
+            "file:///srv/r.git",
+            "../r",
+            "",
+            "https://github.com",
+            "https://github.com/",
+        ] {
+            assert_eq!(n(none), None, "{none}");
+        }
+        for u in [
+            "https://x-access-token:ghs_SECRET@github.com/o/r.git",
+            "https://ghs_SECRET@github.com/o/r.git",
+            "ssh://ghs_SECRET:pw@github.com/o/r.git",
+        ] {
+            assert!(!n(u).unwrap_or_default().contains("SECRET"), "{u}");
+        }
+    }
+}

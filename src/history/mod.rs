@@ -1,0 +1,311 @@
+//! Git history: which commit last changed the settings folder, what that
+//! commit holds, and where the repository lives. The only module that knows
+//! git ([`git`], pure Rust through `gix`) and the GitHub REST API
+//! ([`github`], the shallow-clone fallback).
+//!
+//! "Last changed" means exactly what `git log -1 -- DIR` answers from HEAD,
+//! with git's default history simplification: a merge that is TREESAME to a
+//! parent for DIR follows only the first such parent; a merge TREESAME to no
+//! parent is the answer; any other commit is the answer when its DIR entry
+//! differs from its parent's. Walking only through commits that are TREESAME
+//! to the next one means the DIR tree at HEAD is the DIR tree at the answer:
+//! the image content read from either is the same, which is why the GitHub
+//! fallback (whose answer is not in a shallow clone) reads HEAD's tree.
+
+pub mod git;
+pub mod github;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::image::{ANNOTATION_CREATED, ANNOTATION_REVISION, ANNOTATION_SOURCE, Metadata};
+use crate::source::{Source, worktree};
+
+/// Where the image content comes from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum SourceMode {
+    /// The folder exactly as the commit that last changed it holds it:
+    /// tracked files only, modes from git.
+    #[default]
+    Commit,
+    /// The folder as it is on disk, untracked and ignored files included.
+    Worktree,
+}
+
+/// A GitHub token. Its `Debug` never shows the value, so it cannot leak
+/// through a logged request.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token(String);
+
+impl Token {
+    /// Wraps a token; an empty or blank string is no token.
+    pub fn new(value: impl Into<String>) -> Option<Token> {
+        let value = value.into();
+        let value = value.trim();
+        (!value.is_empty()).then(|| Token(value.to_string()))
+    }
+
+    /// The secret itself, for the Authorization header only.
+    pub(crate) fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(***)")
+    }
+}
+
+/// One commit as the tag and the annotations need it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitInfo {
+    /// The full lowercase hex id.
+    pub id: String,
+    /// Committer time in unix seconds (`git log --format=%ct`).
+    pub timestamp: i64,
+}
+
+impl CommitInfo {
+    /// The committer time as RFC 3339 in UTC (`2024-01-02T03:04:05Z`).
+    pub fn committed_at(&self) -> String {
+        rfc3339(self.timestamp)
+    }
+}
+
+/// The answer to "which commit last changed the folder".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LastChange {
+    /// The commit.
+    pub commit: CommitInfo,
+    /// The folder relative to the repository root, `/`-separated; `.` for
+    /// the root itself.
+    pub repo_path: String,
+    /// True when the local history was shallow and the GitHub API answered.
+    pub from_github: bool,
+}
+
+/// Finds the commit that last changed the folder at `path` (see the module
+/// docs for the exact meaning). On a shallow clone whose history cannot
+/// prove the answer, asks the GitHub API when `GITHUB_REPOSITORY` and a
+/// token (`token`, else `GITHUB_TOKEN`) are set, and fails otherwise.
+pub fn last_change(path: &Path, token: Option<&Token>) -> Result<LastChange> {
+    let Some(repo) = git::Repo::discover(path)? else {
+        return Err(Error::history(
+            path,
+            "is not inside a git repository, so no commit names it",
+            Some(
+                "run inside a git checkout, or build without a timestamp tag (the folder is then packaged from disk)"
+                    .to_string(),
+            ),
+        ));
+    };
+    resolve(&repo, path, token).map(|(lc, _)| lc)
+}
+
+/// Resolves the last change, falling back to GitHub on a shallow boundary.
+/// Also returns the commit to read the content from.
+fn resolve(repo: &git::Repo, path: &Path, token: Option<&Token>) -> Result<(LastChange, String)> {
+    let repo_path = repo.display_path();
+    match repo.last_change()? {
+        git::Walk::Found(commit) => {
+            let content = commit.id.clone();
+            Ok((
+                LastChange {
+                    commit,
+                    repo_path,
+                    from_github: false,
+                },
+                content,
+            ))
+        }
+        git::Walk::NotInHead => Err(Error::history(
+            path,
+            "is not in the HEAD commit (untracked, ignored or deleted)",
+            Some(
+                "commit the folder first, or use --source worktree to package it from disk without a timestamp tag"
+                    .to_string(),
+            ),
+        )),
+        git::Walk::Boundary { head, boundary } => {
+            let Some(api) = github::Api::from_env(token) else {
+                return Err(Error::history(
+                    path,
+                    format!(
+                        "this is a shallow clone and its history ends at commit {boundary} before showing which commit last changed the folder"
+                    ),
+                    Some(
+                        "check out the full history (actions/checkout with `fetch-depth: 0`), or set GITHUB_REPOSITORY and a token (GITHUB_TOKEN) so the GitHub API can answer"
+                            .to_string(),
+                    ),
+                ));
+            };
+            let commit = api.last_change(repo.repo_path(), &head)?;
+            Ok((
+                LastChange {
+                    commit,
+                    repo_path,
+                    from_github: true,
+                },
+                head,
+            ))
+        }
+    }
+}
+
+/// What a build packages, and the commit facts that go into the image.
+#[derive(Debug)]
+pub struct Prepared {
+    /// The files to package.
+    pub source: Source,
+    /// The commit the image is built from, when the folder is in git.
+    pub commit: Option<CommitInfo>,
+    /// The repository's https URL, when known.
+    pub source_url: Option<String>,
+    /// Things the user should know (printed to stderr by the caller).
+    pub warnings: Vec<String>,
+}
+
+impl Prepared {
+    /// The annotations (revision, created, source) and labels (source) for
+    /// this build. Empty outside git. Never the wall clock.
+    pub fn metadata(&self) -> Metadata {
+        let mut annotations = BTreeMap::new();
+        let mut labels = BTreeMap::new();
+        if let Some(c) = &self.commit {
+            annotations.insert(ANNOTATION_REVISION.to_string(), c.id.clone());
+            annotations.insert(ANNOTATION_CREATED.to_string(), c.committed_at());
+            if let Some(url) = &self.source_url {
+                annotations.insert(ANNOTATION_SOURCE.to_string(), url.clone());
+                labels.insert(ANNOTATION_SOURCE.to_string(), url.clone());
+            }
+        }
+        Metadata {
+            annotations,
+            labels,
+        }
+    }
+}
+
+/// Reads the folder for a build. Inside git with [`SourceMode::Commit`] the
+/// content is the folder as the last commit that changed it holds it; with
+/// [`SourceMode::Worktree`] it is the disk, with a warning when that differs
+/// from the commit. Outside git the disk is read, and `need_commit` (a
+/// timestamp tag was asked for) is an error.
+pub fn prepare(
+    path: &Path,
+    mode: SourceMode,
+    need_commit: bool,
+    token: Option<&Token>,
+) -> Result<Prepared> {
+    let Some(repo) = git::Repo::discover(path)? else {
+        if need_commit {
+            return Err(Error::history(
+                path,
+                "is not inside a git repository, so there is no commit to take a timestamp tag from",
+                Some(
+                    "drop --timestamp-tag, or build from a git checkout that holds the folder"
+                        .to_string(),
+                ),
+            ));
+        }
+        return Ok(Prepared {
+            source: worktree::read(path)?,
+            commit: None,
+            source_url: None,
+            warnings: Vec::new(),
+        });
+    };
+    let source_url = github::source_url_from_env().or_else(|| repo.remote_url());
+    match mode {
+        SourceMode::Commit => {
+            let (lc, content) = resolve(&repo, path, token)?;
+            let source = repo.read_folder(&content, path)?;
+            Ok(Prepared {
+                source,
+                commit: Some(lc.commit),
+                source_url,
+                warnings: Vec::new(),
+            })
+        }
+        SourceMode::Worktree => {
+            let source = worktree::read(path)?;
+            let mut warnings = Vec::new();
+            let commit = match resolve(&repo, path, token) {
+                Ok((lc, content)) => {
+                    let committed = repo.read_folder(&content, path)?;
+                    if let Some(diff) = repo.first_difference(&source, &committed)? {
+                        warnings.push(format!(
+                            "{}: the folder on disk differs from commit {} ({diff}); the image holds the disk, not the commit",
+                            path.display(),
+                            lc.commit.id
+                        ));
+                    }
+                    Some(lc.commit)
+                }
+                Err(e) if !need_commit => {
+                    warnings.push(format!(
+                        "{e}; building without commit annotations (revision, created)"
+                    ));
+                    None
+                }
+                Err(e) => return Err(e),
+            };
+            Ok(Prepared {
+                source,
+                commit,
+                source_url,
+                warnings,
+            })
+        }
+    }
+}
+
+/// Formats unix seconds as RFC 3339 in UTC, e.g. `2024-01-02T03:04:05Z`.
+pub fn rfc3339(secs: i64) -> String {
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Howard Hinnant's days-to-civil conversion (proleptic Gregorian).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_formatting() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(1_700_000_000), "2023-11-14T22:13:20Z");
+        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339(4_102_444_799), "2099-12-31T23:59:59Z");
+        assert_eq!(rfc3339(-1), "1969-12-31T23:59:59Z");
+    }
+
+    #[test]
+    fn token_debug_is_redacted() {
+        let t = Token::new("ghp_secret").unwrap();
+        assert!(!format!("{t:?}").contains("secret"));
+        assert!(Token::new("  ").is_none());
+    }
+}
