@@ -1,0 +1,1259 @@
+//! History tests, differential against the git CLI: every repository here
+//! is made with `git` at fixed dates, and for every case the commit,
+//! timestamp and tag `settings-image tag` prints must equal
+//! `git log -1 --format='%H %ct' -- DIR`. Shallow clones exercise the
+//! GitHub API fallback against a stub server on 127.0.0.1; a copy owned by
+//! another uid proves no ownership check gets in the way; builds prove the
+//! image holds the commit's tracked files only.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_settings-image");
+
+/// Variables that would change what the binary does; removed from every run.
+const GITHUB_VARS: [&str; 5] = [
+    "GITHUB_TOKEN",
+    "GITHUB_REPOSITORY",
+    "GITHUB_API_URL",
+    "GITHUB_SERVER_URL",
+    "GH_TOKEN",
+];
+
+fn ok(out: &Output, what: &str) -> String {
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A scratch git repository driven by the git CLI, isolated from any
+/// global or system configuration.
+struct Repo {
+    _tmp: tempfile::TempDir,
+    home: PathBuf,
+    dir: PathBuf,
+}
+
+fn git_cmd(home: &Path, cwd: &Path) -> Command {
+    let mut c = Command::new("git");
+    c.current_dir(cwd)
+        .env("HOME", home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", home.join("gitconfig"))
+        .env("GIT_AUTHOR_NAME", "A U Thor")
+        .env("GIT_AUTHOR_EMAIL", "author@example.com")
+        .env("GIT_COMMITTER_NAME", "C O Mitter")
+        .env("GIT_COMMITTER_EMAIL", "committer@example.com")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE");
+    c
+}
+
+impl Repo {
+    fn new() -> Repo {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let home = tmp.path().join("home");
+        let dir = tmp.path().join("repo");
+        std::fs::create_dir_all(&home).expect("home");
+        std::fs::create_dir_all(&dir).expect("repo dir");
+        let r = Repo {
+            _tmp: tmp,
+            home,
+            dir,
+        };
+        r.git(&["init", "-q", "-b", "main"]);
+        r
+    }
+
+    fn git_in(&self, cwd: &Path, args: &[&str]) -> String {
+        let out = git_cmd(&self.home, cwd)
+            .args(args)
+            .output()
+            .expect("git must be installed (scripts/deps.sh installs it)");
+        ok(&out, &format!("git {args:?}"))
+    }
+
+    fn git(&self, args: &[&str]) -> String {
+        self.git_in(&self.dir, args)
+    }
+
+    fn write(&self, rel: &str, content: &str) {
+        let p = self.dir.join(rel);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, content).expect("write");
+    }
+
+    /// Commits everything with committer time `ct` (and author time `at`).
+    fn commit_at(&self, msg: &str, ct: i64, at: i64) -> String {
+        self.git(&["add", "-A"]);
+        self.commit_staged(msg, ct, at)
+    }
+
+    /// Commits the index as it is (no `git add`).
+    fn commit_staged(&self, msg: &str, ct: i64, at: i64) -> String {
+        let out = git_cmd(&self.home, &self.dir)
+            .env("GIT_AUTHOR_DATE", format!("@{at} +0200"))
+            .env("GIT_COMMITTER_DATE", format!("@{ct} -0500"))
+            .args(["commit", "-q", "--allow-empty", "-m", msg])
+            .output()
+            .expect("git commit");
+        ok(&out, "git commit");
+        self.git(&["rev-parse", "HEAD"]).trim().to_string()
+    }
+
+    fn commit(&self, msg: &str, t: i64) -> String {
+        self.commit_at(msg, t, t)
+    }
+
+    /// Merges `branch` into the current branch without committing, then
+    /// lets `resolve` shape the tree, then commits at `t`.
+    fn merge(&self, branch: &str, t: i64, resolve: impl FnOnce(&Repo)) -> String {
+        let out = git_cmd(&self.home, &self.dir)
+            .args(["merge", "--no-ff", "--no-commit", "-q", branch])
+            .output()
+            .expect("git merge");
+        // A conflict is fine: `resolve` settles it.
+        let _ = out;
+        resolve(self);
+        self.commit(&format!("merge {branch}"), t)
+    }
+
+    /// The oracle: `git log -1 --format='%H %ct' -- DIR` run in `cwd`.
+    fn oracle(&self, cwd: &Path, dir: &str) -> (String, i64) {
+        let line = self.git_in(cwd, &["log", "-1", "--format=%H %ct", "--", dir]);
+        let (h, t) = line
+            .trim()
+            .split_once(' ')
+            .expect("git log printed a commit");
+        (h.to_string(), t.parse().expect("timestamp"))
+    }
+}
+
+fn run(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(BIN);
+    c.current_dir(cwd).args(args).env("HOME", "/nonexistent");
+    for v in GITHUB_VARS {
+        c.env_remove(v);
+    }
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("run settings-image")
+}
+
+fn tag_json(cwd: &Path, dir: &str, env: &[(&str, &str)]) -> Value {
+    let out = run(
+        cwd,
+        &["tag", "--path", dir, "--prefix", "feature/x", "--json"],
+        env,
+    );
+    let s = ok(&out, &format!("settings-image tag --path {dir}"));
+    serde_json::from_str(&s).expect("tag --json prints JSON")
+}
+
+/// Asserts that `tag` agrees with git for `dir` given relative to `cwd`.
+fn check(repo: &Repo, cwd: &Path, dir: &str) {
+    check_from(repo, cwd, cwd, dir)
+}
+
+/// As [`check`], with git asked from `oracle_cwd` (git needs a cwd inside
+/// the repository; an absolute `dir` means the same from anywhere).
+fn check_from(repo: &Repo, oracle_cwd: &Path, cwd: &Path, dir: &str) {
+    let (id, ts) = repo.oracle(oracle_cwd, dir);
+    let v = tag_json(cwd, dir, &[]);
+    assert_eq!(
+        v["commit"],
+        id.as_str(),
+        "commit for {dir} from {}",
+        cwd.display()
+    );
+    assert_eq!(v["timestamp"], ts, "timestamp for {dir}");
+    let want_tag = format!("feature-x-{ts}-{}", &id[..7]);
+    assert_eq!(v["tag"], want_tag.as_str(), "tag for {dir}");
+    // The plain form prints just the tag.
+    let out = run(cwd, &["tag", "--path", dir, "--prefix", "feature/x"], &[]);
+    assert_eq!(ok(&out, "tag").trim(), want_tag);
+    // committed_at is the same instant in RFC 3339.
+    let want_iso = git_utc(repo, &id);
+    assert_eq!(v["committed_at"], want_iso.as_str());
+}
+
+/// The committer time of `id` in UTC RFC 3339, as git formats it.
+fn git_utc(repo: &Repo, id: &str) -> String {
+    let out = git_cmd(&repo.home, &repo.dir)
+        .env("TZ", "UTC")
+        .args([
+            "show",
+            "-s",
+            "--date=format-local:%Y-%m-%dT%H:%M:%SZ",
+            "--format=%cd",
+            id,
+        ])
+        .output()
+        .expect("git show");
+    ok(&out, "git show").trim().to_string()
+}
+
+fn check_all(repo: &Repo) {
+    check(repo, &repo.dir, "s");
+}
+
+#[test]
+fn linear_history() {
+    let r = Repo::new();
+    r.write("s/a.yaml", "a: 1\n");
+    r.write("README", "x\n");
+    r.commit("one", 1_600_000_000);
+    check_all(&r);
+    r.write("s/a.yaml", "a: 2\n");
+    r.commit("two", 1_600_000_100);
+    check_all(&r);
+    r.write("s/deep/b.yaml", "b\n");
+    r.commit("three", 1_600_000_200);
+    check_all(&r);
+    check(&r, &r.dir, "s/deep");
+}
+
+#[test]
+fn folder_untouched_by_latest_commits() {
+    let r = Repo::new();
+    r.write("s/a.yaml", "a\n");
+    r.commit("one", 1_600_000_000);
+    r.write("s/a.yaml", "b\n");
+    let changed = r.commit("two", 1_600_000_100);
+    r.write("other/x", "1\n");
+    r.commit("three", 1_600_000_200);
+    r.write("s2/a.yaml", "look-alike name\n");
+    r.commit("four", 1_600_000_300);
+    r.commit("empty", 1_600_000_400);
+    check_all(&r);
+    assert_eq!(tag_json(&r.dir, "s", &[])["commit"], changed.as_str());
+}
+
+#[test]
+fn merge_where_only_the_side_branch_changes_the_folder() {
+    let r = Repo::new();
+    r.write("s/a.yaml", "a\n");
+    r.commit("base", 1_600_000_000);
+    r.git(&["checkout", "-q", "-b", "side"]);
+    r.write("s/a.yaml", "side\n");
+    let side = r.commit("side changes s", 1_600_000_100);
+    r.git(&["checkout", "-q", "main"]);
+    r.write("other", "main\n");
+    r.commit("main changes other", 1_600_000_200);
+    r.merge("side", 1_600_000_300, |_| {});
+    check_all(&r);
+    // TREESAME to the side parent: the answer is the side commit.
+    assert_eq!(tag_json(&r.dir, "s", &[])["commit"], side.as_str());
+}
+
+#[test]
+fn merge_where_only_main_changes_the_folder() {
+    let r = Repo::new();
+    r.write("s/a.yaml", "a\n");
+    r.commit("base", 1_600_000_000);
+    r.git(&["checkout", "-q", "-b", "side"]);
+    r.write("other", "side\n");
+    r.commit("side changes other", 1_600_000_300);
+    r.git(&["checkout", "-q", "main"]);
+    r.write("s/a.yaml", "main\n");
+    let main = r.commit("main changes s", 1_600_000_100);
+    r.merge("side", 1_600_000_400, |_| {});
+    check_all(&r);
+    assert_eq!(tag_json(&r.dir, "s", &[])["commit"], main.as_str());
+}
+
+#[test]
+fn merge_where_both_sides_change_the_folder() {
+    let r = Repo::new();
+    r.write("s/a.yaml", "a\n");
+    r.write("s/b.yaml", "b\n");
+    r.commit("base", 1_600_000_000);
+    r.git(&["checkout", "-q", "-b", "side"]);
+    r.write("s/b.yaml", "side\n");
+    r.commit("side changes b", 1_600_000_200);
+    r.git(&["checkout", "-q", "main"]);
+    r.write("s/a.yaml", "main\n");
+    r.commit("main changes a", 1_600_000_100);
+    let merge = r.merge("side", 1_600_000_300, |_| {});
+    check_all(&r);
+    // TREESAME to neither parent: the merge itself.
+    assert_eq!(tag_json(&r.dir, "s", &[])["commit"], merge.as_str());
+    // After the merge, a commit elsewhere changes nothing.
+    r.write("other", "x\n");
+    r.commit("later", 1_600_000_400);
+    check_all(&r);
+}
+
+#[test]
+fn merges_that_resolve_to_one_sides_content() {
+    let r = Repo::new();
+    r.write("s/a.yaml", "a\n");
+    r.commit("base", 1_600_000_000);
+    r.git(&["checkout", "-q", "-b", "side"]);
+    r.write("s/a.yaml", "side\n");
+    let side = r.commit("side", 1_600_000_100);
+    r.git(&["checkout", "-q", "main"]);
+    r.write("s/a.yaml", "main\n");
+    let main = r.commit("main", 1_600_000_200);
+    // Conflict resolved to the side's content: TREESAME to the second parent.
+    r.merge("side", 1_600_000_300, |r| {
+        r.git(&["checkout", "side", "--", "s"]);
+    });
+    check_all(&r);
+    assert_eq!(tag_json(&r.dir, "s", &[])["commit"], side.as_str());
+
+    // Another round resolved to main's content: TREESAME to the first parent.
+    r.git(&["checkout", "-q", "side"]);
+    r.write("s/a.yaml", "side 2\n");
+    r.commit("side 2", 1_600_000_400);
+    r.git(&["checkout", "-q", "main"]);
+    r.merge("side", 1_600_000_500, |r| {
+        r.git(&["checkout", "HEAD", "--", "s"]);
+    });
+    check_all(&r);
+    assert_eq!(tag_json(&r.dir, "s", &[])["commit"], side.as_str());
+    let _ = main;
+}
+
+#[test]
+fn merge_where_both_sides_make_the_same_change() {
+    let r = Repo::new();
+    r.write("s/a.yaml", "a\n");
+    r.commit("base", 1_600_000_000);
+    r.git(&["checkout", "-q", "-b", "side"]);
+    r.write("s/a.yaml", "same\n");
+    r.commit("side", 1_600_000_300);
+    r.git(&["checkout", "-q", "main"]);
+    r.write("s/a.yaml", "same\n");
+    r.write("x", "1\n");
+    r.commit("main", 1_600_000_100);
+    r.merge("side", 1_600_000_400, |_| {});
+    // TREESAME to both parents: git follows the first.
+    check_all(&r);
+}
+
+#[test]
+fn rename_into_the_folder() {
+    let r = Repo::new();
+    r.write("s/a.yaml", "a\n");
+    r.write("elsewhere/b.yaml", "b\n");
+    r.commit("base", 1_600_000_000);
+    r.write("x", "1\n");
+    r.commit("unrelated", 1_600_000_100);
+    r.git(&["mv", "elsewhere/b.yaml", "s/b.yaml"]);
+    let renamed = r.commit("rename into s", 1_600_000_200);
+    r.write("y", "1\n");
+    r.commit("unrelated 2", 1_600_000_300);
+    check_all(&r);
+    assert_eq!(tag_json(&r.dir, "s", &[])["commit"], renamed.as_str());
+}
+
+#[test]
+fn file_deleted_and_re_added() {
+    let r = Repo::new();
+    r.write("s/a.yaml", "a\n");
+    r.write("s/b.yaml", "b\n");
+    r.commit("base", 1_600_000_000);
+    r.git(&["rm", "-q", "s/b.yaml"]);
+    r.commit("delete", 1_600_000_100);
+    check_all(&r);
+    r.write("s/b.yaml", "b\n");
+    let readded = r.commit("re-add", 1_600_000_200);
+    r.write("x", "1\n");
+    r.commit("unrelated", 1_600_000_300);
+    check_all(&r);
+    assert_eq!(tag_json(&r.dir, "s", &[])["commit"], readded.as_str());
+}
+
+#[test]
+fn mode_only_change() {
+    let r = Repo::new();
+    r.write("s/run.sh", "echo hi\n");
+    r.commit("base", 1_600_000_000);
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(
+        r.dir.join("s/run.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .expect("chmod");
+    r.commit("chmod", 1_600_000_100);
+    r.write("x", "1\n");
+    r.commit("unrelated", 1_600_000_200);
+    check_all(&r);
+    let (id, _) = r.oracle(&r.dir, "s");
+    let (chmod_id, _) = r.oracle(&r.dir, "s/run.sh");
+    assert_eq!(id, chmod_id);
+    assert_eq!(
+        r.git(&["log", "-1", "--format=%s", &id]).trim(),
+        "chmod",
+        "the mode change is the answer"
+    );
+}
+
+#[test]
+fn folder_deleted_and_re_created() {
+    let r = Repo::new();
+    r.write("s/a.yaml", "a\n");
+    r.commit("base", 1_600_000_000);
+    r.git(&["rm", "-q", "-r", "s"]);
+    r.write("x", "1\n");
+    r.commit("delete s", 1_600_000_100);
+    // Not in HEAD: an error that says so, never a commit.
+    check(&r, &r.dir, "x");
+    std::fs::create_dir_all(r.dir.join("s")).expect("mkdir");
+    let out = run(&r.dir, &["tag", "--path", "s", "--prefix", "main"], &[]);
+    assert!(!out.status.success(), "a folder not in HEAD has no tag");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not in the HEAD commit"), "{err}");
+    r.write("s/a.yaml", "a\n");
+    let recreated = r.commit("re-create s", 1_600_000_200);
+    r.write("x", "2\n");
+    r.commit("unrelated", 1_600_000_300);
+    check_all(&r);
+    assert_eq!(tag_json(&r.dir, "s", &[])["commit"], recreated.as_str());
+}
+
+#[test]
+fn committer_dates_going_backwards_and_author_dates_differing() {
+    let r = Repo::new();
+    r.write("s/a.yaml", "a\n");
+    r.commit("base", 1_700_000_000);
+    r.write("s/a.yaml", "b\n");
+    // Older committer date than its parent, and an author date far away.
+    let back = r.commit_at("backwards", 1_500_000_000, 1_800_000_000);
+    r.write("x", "1\n");
+    r.commit_at("unrelated", 1_400_000_000, 1_900_000_000);
+    check_all(&r);
+    let v = tag_json(&r.dir, "s", &[]);
+    assert_eq!(v["commit"], back.as_str());
+    assert_eq!(
+        v["timestamp"], 1_500_000_000,
+        "committer time, not author time"
+    );
+    assert_eq!(v["committed_at"], "2017-07-14T02:40:00Z");
+}
+
+#[test]
+fn path_forms_and_working_directories() {
+    let r = Repo::new();
+    r.write("s/sub/a.yaml", "a\n");
+    r.write("s/b.yaml", "b\n");
+    r.write("t/c.yaml", "c\n");
+    r.commit("base", 1_600_000_000);
+    r.write("s/sub/a.yaml", "a2\n");
+    r.commit("sub", 1_600_000_100);
+    r.write("s/b.yaml", "b2\n");
+    r.commit("s", 1_600_000_200);
+    r.write("t/c.yaml", "c2\n");
+    r.commit("t", 1_600_000_300);
+    for form in ["s", "s/", "./s", "./s/", "s/sub/..", "s//"] {
+        check(&r, &r.dir, form);
+    }
+    let abs = r.dir.join("s");
+    check(&r, &r.dir, abs.to_str().expect("utf-8 path"));
+    let sub = r.dir.join("s/sub");
+    check(&r, &sub, ".");
+    check(&r, &sub, "..");
+    check(&r, &sub, "../sub");
+    check(&r, &sub, "../../t");
+    check(&r, &r.dir.join("t"), "../s/sub/");
+    // The repository root itself.
+    check(&r, &r.dir, ".");
+    check(&r, &sub, "../..");
+    // An absolute path from a cwd outside the repository.
+    check_from(
+        &r,
+        &r.dir,
+        Path::new("/"),
+        abs.to_str().expect("utf-8 path"),
+    );
+    let v = tag_json(&sub, "./", &[]);
+    assert_eq!(v["path"], "s/sub", "path is repository-relative");
+    assert_eq!(tag_json(&r.dir, ".", &[])["path"], ".");
+}
+
+#[test]
+fn long_prefixes_are_cut_to_a_valid_tag() {
+    let r = Repo::new();
+    r.write("s/a.yaml", "a\n");
+    let id = r.commit("base", 1_600_000_000);
+    let prefix = format!("release/{}", "v".repeat(200));
+    let out = run(&r.dir, &["tag", "--path", "s", "--prefix", &prefix], &[]);
+    let tag = ok(&out, "tag").trim().to_string();
+    assert_eq!(tag.len(), 128);
+    assert!(tag.starts_with("release-vvv"));
+    assert!(tag.ends_with(&format!("-1600000000-{}", &id[..7])));
+    let out = run(&r.dir, &["tag", "--path", "s", "--prefix", "/"], &[]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("prefix"));
+}
+
+// ---------------------------------------------------------------- shallow
+
+/// The GitHub REST fixtures: in the repository (tests/fixtures) or the
+/// shared folder beside it (../shared). Missing is a failure, not a skip.
+fn fixtures() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for c in [
+        root.join("tests/fixtures/github/rest"),
+        root.join("../shared/fixtures/github/rest"),
+    ] {
+        if c.join("commit-items.json").is_file() {
+            return c;
+        }
+    }
+    panic!(
+        "GitHub REST fixtures not found: expected commit-items.json in {}/tests/fixtures/github/rest or {}/../shared/fixtures/github/rest",
+        root.display(),
+        root.display()
+    );
+}
+
+/// One request the stub saw.
+#[derive(Debug, Clone)]
+struct Seen {
+    request_line: String,
+    headers: Vec<(String, String)>,
+}
+
+impl Seen {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// A tiny HTTP/1.1 server on 127.0.0.1 answering every request with
+/// `status` and `body`, recording what it saw. Serves at most 8 requests.
+fn stub(status: u16, body: String) -> (String, Arc<Mutex<Vec<Seen>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
+    let addr = listener.local_addr().expect("addr");
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let seen2 = Arc::clone(&seen);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(8) {
+            let Ok(mut stream) = stream else { continue };
+            let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(10)));
+            let mut reader = BufReader::new(stream.try_clone().expect("clone stream"));
+            let mut request_line = String::new();
+            if reader.read_line(&mut request_line).is_err() {
+                continue;
+            }
+            let mut headers = Vec::new();
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    break;
+                }
+                let line = line.trim_end();
+                if line.is_empty() {
+                    break;
+                }
+                if let Some((k, v)) = line.split_once(':') {
+                    headers.push((k.trim().to_string(), v.trim().to_string()));
+                }
+            }
+            seen2.lock().expect("lock").push(Seen {
+                request_line: request_line.trim_end().to_string(),
+                headers,
+            });
+            let reason = if status == 200 { "OK" } else { "Not Found" };
+            let resp = format!(
+                "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(resp.as_bytes());
+            let _ = stream.flush();
+            let mut rest = Vec::new();
+            let _ = reader.read_to_end(&mut rest);
+        }
+    });
+    (format!("http://{addr}"), seen)
+}
+
+/// An origin repository whose latest commits do not touch `s`, and a
+/// `--depth N` clone of it.
+fn origin_and_clone(depth: u32, head_changes_s: bool) -> (Repo, PathBuf) {
+    let r = Repo::new();
+    r.write("s/a.yaml", "a\n");
+    r.commit("one", 1_600_000_000);
+    r.write("s/a.yaml", "a2\n");
+    r.commit("two", 1_600_000_100);
+    r.write("x", "1\n");
+    r.commit("three", 1_600_000_200);
+    if head_changes_s {
+        r.write("s/b.yaml", "b\n");
+    } else {
+        r.write("x", "2\n");
+    }
+    r.commit("four", 1_600_000_300);
+    let clone = r
+        .dir
+        .parent()
+        .expect("parent")
+        .join(format!("clone{depth}"));
+    let url = format!("file://{}", r.dir.display());
+    r.git_in(
+        r.dir.parent().expect("parent"),
+        &[
+            "clone",
+            "-q",
+            "--depth",
+            &depth.to_string(),
+            &url,
+            clone.to_str().expect("utf-8"),
+        ],
+    );
+    assert!(clone.join(".git/shallow").is_file(), "the clone is shallow");
+    (r, clone)
+}
+
+#[test]
+fn shallow_clone_without_api_fails_clearly() {
+    let (_r, clone) = origin_and_clone(1, false);
+    let out = run(&clone, &["tag", "--path", "s", "--prefix", "main"], &[]);
+    assert!(
+        !out.status.success(),
+        "must not answer with the boundary commit"
+    );
+    assert!(out.stdout.is_empty(), "no tag printed");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("shallow"), "{err}");
+    assert!(err.contains("fetch-depth: 0"), "{err}");
+    // A token alone (no GITHUB_REPOSITORY) is not enough either.
+    let out = run(
+        &clone,
+        &["tag", "--path", "s", "--prefix", "main"],
+        &[("GITHUB_TOKEN", "t0ken-abc")],
+    );
+    assert!(!out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("t0ken-abc"));
+    // Nor a repository without a token.
+    let out = run(
+        &clone,
+        &["tag", "--path", "s", "--prefix", "main"],
+        &[("GITHUB_REPOSITORY", "o/r")],
+    );
+    assert!(!out.status.success());
+    // Building from the commit needs the commit too.
+    let layout = clone.parent().expect("parent").join("layout-shallow");
+    let out = run(
+        &clone,
+        &[
+            "build",
+            "--path",
+            "s",
+            "--output",
+            layout.to_str().expect("utf-8"),
+        ],
+        &[],
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("fetch-depth: 0"));
+}
+
+#[test]
+fn shallow_depth_two_with_head_changing_the_folder_needs_no_api() {
+    let (r, clone) = origin_and_clone(2, true);
+    let (id, ts) = r.oracle(&r.dir, "s");
+    let v = tag_json(&clone, "s", &[]);
+    assert_eq!(v["commit"], id.as_str());
+    assert_eq!(v["timestamp"], ts);
+    // depth 2 where HEAD does not change the folder: the parent is the
+    // boundary, so there is no proof.
+    let (_r2, clone2) = origin_and_clone(2, false);
+    let out = run(&clone2, &["tag", "--path", "s", "--prefix", "main"], &[]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("fetch-depth: 0"));
+}
+
+#[test]
+fn shallow_clone_asks_the_github_api() {
+    let body = std::fs::read_to_string(fixtures().join("commit-items.json")).expect("fixture");
+    let items: Value = serde_json::from_str(&body).expect("fixture JSON");
+    let want_sha = items[0]["sha"].as_str().expect("sha").to_string();
+    let (base, seen) = stub(200, body);
+    let (r, clone) = origin_and_clone(1, false);
+    let head = r.git(&["rev-parse", "HEAD"]).trim().to_string();
+    let token = "ghs_t0kenNeverPrinted";
+    let env = [
+        ("GITHUB_API_URL", base.as_str()),
+        ("GITHUB_REPOSITORY", "octo-org/settings"),
+        ("GITHUB_TOKEN", token),
+    ];
+    let out = run(
+        &clone,
+        &["tag", "--path", "s/", "--prefix", "main", "--json"],
+        &env,
+    );
+    let stdout = ok(&out, "tag via the API");
+    let v: Value = serde_json::from_str(&stdout).expect("json");
+    assert_eq!(v["commit"], want_sha.as_str());
+    // 2011-04-14T16:00:49Z, the fixture's committer date.
+    assert_eq!(v["timestamp"], 1_302_796_849);
+    assert_eq!(v["committed_at"], "2011-04-14T16:00:49Z");
+    assert_eq!(
+        v["tag"],
+        format!("main-1302796849-{}", &want_sha[..7]).as_str()
+    );
+    assert!(!stdout.contains(token));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains(token));
+
+    let seen = seen.lock().expect("lock").clone();
+    assert_eq!(seen.len(), 1, "one request: {seen:?}");
+    let req = &seen[0];
+    let target = req
+        .request_line
+        .strip_prefix("GET ")
+        .and_then(|s| s.strip_suffix(" HTTP/1.1"))
+        .expect("GET request");
+    let (path, query) = target.split_once('?').expect("a query");
+    assert_eq!(path, "/repos/octo-org/settings/commits");
+    let mut params: Vec<&str> = query.split('&').collect();
+    params.sort();
+    let sha_param = format!("sha={head}");
+    let mut want = vec!["path=s", "per_page=1", sha_param.as_str()];
+    want.sort();
+    assert_eq!(params, want);
+    let auth = req.header("authorization").expect("Authorization header");
+    assert!(
+        auth == format!("Bearer {token}") || auth == format!("token {token}"),
+        "Authorization: {auth}"
+    );
+}
+
+#[test]
+fn build_on_a_shallow_clone_reads_content_from_head() {
+    let body = std::fs::read_to_string(fixtures().join("commit-items.json")).expect("fixture");
+    let (base, _seen) = stub(200, body);
+    let (r, clone) = origin_and_clone(1, false);
+    let tmp = tempfile::tempdir().expect("tmp");
+    let shallow_layout = tmp.path().join("shallow");
+    let env = [
+        ("GITHUB_API_URL", base.as_str()),
+        ("GITHUB_REPOSITORY", "octo-org/settings"),
+        ("GITHUB_TOKEN", "ghs_x"),
+    ];
+    let out = run(
+        &clone,
+        &[
+            "build",
+            "--path",
+            "s",
+            "--output",
+            shallow_layout.to_str().expect("utf-8"),
+            "--timestamp-tag",
+            "main",
+            "--json",
+        ],
+        &env,
+    );
+    let v: Value = serde_json::from_str(&ok(&out, "build via the API")).expect("json");
+    assert_eq!(v["commit"], "6dcb09b5b57875f334f61aebed695e2e4193db5e");
+    assert_eq!(v["timestamp_tag"], "main-1302796849-6dcb09b");
+    let full_layout = tmp.path().join("full");
+    let out = run(
+        &r.dir,
+        &[
+            "build",
+            "--path",
+            "s",
+            "--output",
+            full_layout.to_str().expect("utf-8"),
+            "--json",
+        ],
+        &[],
+    );
+    let full: Value = serde_json::from_str(&ok(&out, "build from full history")).expect("json");
+    assert_eq!(
+        v["layer"], full["layer"],
+        "the shallow build holds HEAD's folder, which is the answer's folder"
+    );
+}
+
+#[test]
+fn github_api_errors_are_clear_and_never_show_the_token() {
+    let (base, _seen) = stub(
+        404,
+        r#"{"message":"Not Found","documentation_url":"https://docs.github.com/rest"}"#.to_string(),
+    );
+    let (_r, clone) = origin_and_clone(1, false);
+    let token = "ghs_secretSecret";
+    let out = run(
+        &clone,
+        &["tag", "--path", "s", "--prefix", "main"],
+        &[
+            ("GITHUB_API_URL", base.as_str()),
+            ("GITHUB_REPOSITORY", "o/r"),
+            ("GITHUB_TOKEN", token),
+        ],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("404"), "{err}");
+    assert!(err.contains("fetch-depth: 0"), "{err}");
+    assert!(!err.contains(token), "{err}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(token));
+}
+
+// ---------------------------------------------------------------- builds
+
+fn layer_blob(layout: &Path, digest: &str) -> PathBuf {
+    layout
+        .join("blobs/sha256")
+        .join(digest.strip_prefix("sha256:").expect("sha256 digest"))
+}
+
+fn tar_list(blob: &Path) -> Vec<String> {
+    let out = Command::new("tar")
+        .arg("-tvzf")
+        .arg(blob)
+        .output()
+        .expect("tar must be installed");
+    ok(&out, "tar -tvzf").lines().map(str::to_string).collect()
+}
+
+fn tar_cat(blob: &Path, member: &str) -> String {
+    let out = Command::new("tar")
+        .arg("-xOzf")
+        .arg(blob)
+        .arg(member)
+        .output()
+        .expect("tar must be installed");
+    ok(&out, "tar -xOzf")
+}
+
+fn build_json(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> (Value, String) {
+    let mut all = vec!["build"];
+    all.extend_from_slice(args);
+    all.push("--json");
+    let out = run(cwd, &all, env);
+    let v = serde_json::from_str(&ok(&out, &format!("build {args:?}"))).expect("json");
+    (v, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn manifest(layout: &Path, digest: &str) -> Value {
+    serde_json::from_slice(&std::fs::read(layer_blob(layout, digest)).expect("manifest blob"))
+        .expect("manifest JSON")
+}
+
+#[test]
+fn image_holds_tracked_files_only_with_commit_annotations() {
+    let r = Repo::new();
+    r.write(".gitignore", "secrets.local.yaml\n");
+    r.write("s/a.yaml", "committed\n");
+    r.write("s/run.sh", "#!/bin/sh\n");
+    r.commit("base", 1_600_000_000);
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(
+        r.dir.join("s/run.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .expect("chmod");
+    let id = r.commit("exec", 1_600_000_100);
+    assert!(
+        r.git(&["ls-tree", "HEAD", "s/run.sh"])
+            .starts_with("100755")
+    );
+    r.git(&[
+        "remote",
+        "add",
+        "origin",
+        "https://x-access-token:ghs_remoteSecret@github.com/octo-org/settings.git",
+    ]);
+    // What must not leak: ignored, untracked, uncommitted, and a mode that
+    // is only on disk.
+    r.write("s/secrets.local.yaml", "password: hunter2\n");
+    r.write("s/untracked.yaml", "u\n");
+    r.write("s/a.yaml", "edited on disk\n");
+    std::fs::set_permissions(
+        r.dir.join("s/run.sh"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .expect("chmod");
+
+    let tmp = tempfile::tempdir().expect("tmp");
+    let l1 = tmp.path().join("l1");
+    let (v, stderr) = build_json(
+        &r.dir,
+        &[
+            "--path",
+            "s",
+            "--output",
+            l1.to_str().expect("utf-8"),
+            "--timestamp-tag",
+            "feature/x",
+        ],
+        &[],
+    );
+    assert!(!stderr.contains("warning"), "{stderr}");
+    assert_eq!(v["commit"], id.as_str());
+    assert_eq!(v["timestamp"], 1_600_000_100);
+    let want_tag = format!("feature-x-1600000100-{}", &id[..7]);
+    assert_eq!(v["timestamp_tag"], want_tag.as_str());
+    assert!(
+        v["tags"]
+            .as_array()
+            .expect("tags")
+            .contains(&Value::from(want_tag.as_str()))
+    );
+    let blob = layer_blob(&l1, v["layer"]["digest"].as_str().expect("layer digest"));
+    let list = tar_list(&blob);
+    let names: Vec<&str> = list
+        .iter()
+        .map(|l| l.rsplit(' ').next().expect("name"))
+        .collect();
+    assert_eq!(names, ["a.yaml", "run.sh"], "{list:?}");
+    assert!(
+        list[1].starts_with("-rwxr-xr-x"),
+        "mode from git: {}",
+        list[1]
+    );
+    assert_eq!(tar_cat(&blob, "a.yaml"), "committed\n");
+
+    let m = manifest(&l1, v["digest"].as_str().expect("digest"));
+    let ann = &m["annotations"];
+    assert_eq!(ann["org.opencontainers.image.revision"], id.as_str());
+    assert_eq!(
+        ann["org.opencontainers.image.created"],
+        "2020-09-13T12:28:20Z"
+    );
+    assert_eq!(
+        ann["org.opencontainers.image.created"],
+        git_utc(&r, &id).as_str()
+    );
+    assert_eq!(
+        ann["org.opencontainers.image.source"],
+        "https://github.com/octo-org/settings"
+    );
+    let config: Value = serde_json::from_slice(
+        &std::fs::read(layer_blob(
+            &l1,
+            m["config"]["digest"].as_str().expect("config"),
+        ))
+        .expect("config blob"),
+    )
+    .expect("config JSON");
+    assert_eq!(
+        config["config"]["Labels"]["org.opencontainers.image.source"],
+        "https://github.com/octo-org/settings"
+    );
+    let everything = format!("{}{}", serde_json::to_string(&m).expect("m"), config);
+    assert!(!everything.contains("ghs_remoteSecret"));
+
+    // The same commit builds the same digest, days later or not.
+    let l2 = tmp.path().join("l2");
+    let (v2, _) = build_json(
+        &r.dir,
+        &["--path", "./s/", "--output", l2.to_str().expect("utf-8")],
+        &[],
+    );
+    assert_eq!(v2["digest"], v["digest"]);
+
+    // GitHub Actions' variables name the source when set.
+    let l3 = tmp.path().join("l3");
+    let (v3, _) = build_json(
+        &r.dir,
+        &["--path", "s", "--output", l3.to_str().expect("utf-8")],
+        &[
+            ("GITHUB_SERVER_URL", "https://github.com"),
+            ("GITHUB_REPOSITORY", "other/repo"),
+        ],
+    );
+    let m3 = manifest(&l3, v3["digest"].as_str().expect("digest"));
+    assert_eq!(
+        m3["annotations"]["org.opencontainers.image.source"],
+        "https://github.com/other/repo"
+    );
+
+    // --source worktree packages the disk, and warns that it differs.
+    let l4 = tmp.path().join("l4");
+    let (v4, stderr) = build_json(
+        &r.dir,
+        &[
+            "--path",
+            "s",
+            "--output",
+            l4.to_str().expect("utf-8"),
+            "--source",
+            "worktree",
+        ],
+        &[],
+    );
+    assert!(
+        stderr.contains("warning") && stderr.contains("differs"),
+        "{stderr}"
+    );
+    let list4 = tar_list(&layer_blob(
+        &l4,
+        v4["layer"]["digest"].as_str().expect("layer"),
+    ));
+    assert!(
+        list4.iter().any(|l| l.ends_with("secrets.local.yaml")),
+        "{list4:?}"
+    );
+    assert!(
+        list4.iter().any(|l| l.ends_with("untracked.yaml")),
+        "{list4:?}"
+    );
+}
+
+#[test]
+fn worktree_source_equal_to_the_commit_gives_the_same_image_without_warning() {
+    let r = Repo::new();
+    r.write("s/a.yaml", "a\n");
+    r.write("s/d/b.yaml", "b\n");
+    r.commit("base", 1_600_000_000);
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (a, stderr_a) = build_json(
+        &r.dir,
+        &[
+            "--path",
+            "s",
+            "--output",
+            tmp.path().join("a").to_str().expect("utf-8"),
+        ],
+        &[],
+    );
+    let (b, stderr_b) = build_json(
+        &r.dir,
+        &[
+            "--path",
+            "s",
+            "--output",
+            tmp.path().join("b").to_str().expect("utf-8"),
+            "--source",
+            "worktree",
+        ],
+        &[],
+    );
+    assert!(
+        !stderr_a.contains("warning") && !stderr_b.contains("warning"),
+        "{stderr_a}{stderr_b}"
+    );
+    assert_eq!(a["digest"], b["digest"]);
+    // A single changed byte is noticed.
+    r.write("s/d/b.yaml", "c\n");
+    let (_, stderr) = build_json(
+        &r.dir,
+        &[
+            "--path",
+            "s",
+            "--output",
+            tmp.path().join("c").to_str().expect("utf-8"),
+            "--source",
+            "worktree",
+        ],
+        &[],
+    );
+    assert!(stderr.contains("d/b.yaml differs"), "{stderr}");
+}
+
+#[test]
+fn outside_git_the_worktree_is_used_and_timestamp_tags_are_refused() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    // tempdir lives outside any repository; prove it.
+    let probe = git_cmd(tmp.path(), tmp.path())
+        .args(["rev-parse", "--git-dir"])
+        .output()
+        .expect("git");
+    assert!(
+        !probe.status.success(),
+        "the temp dir must not be inside a git repository"
+    );
+    let s = tmp.path().join("s");
+    std::fs::create_dir_all(&s).expect("mkdir");
+    std::fs::write(s.join("a.yaml"), "a\n").expect("write");
+    let out_dir = tmp.path().join("out");
+    let (v, _) = build_json(
+        tmp.path(),
+        &["--path", "s", "--output", out_dir.to_str().expect("utf-8")],
+        &[],
+    );
+    assert!(v.get("commit").is_none());
+    let m = manifest(&out_dir, v["digest"].as_str().expect("digest"));
+    assert!(
+        m.get("annotations").is_none(),
+        "no commit, no annotations: {m}"
+    );
+    let out = run(
+        tmp.path(),
+        &[
+            "build",
+            "--path",
+            "s",
+            "--output",
+            out_dir.to_str().expect("utf-8"),
+            "--timestamp-tag",
+            "main",
+        ],
+        &[],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not inside a git repository"), "{err}");
+    let out = run(tmp.path(), &["tag", "--path", "s", "--prefix", "main"], &[]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not inside a git repository"));
+}
+
+#[test]
+fn submodules_and_escaping_symlinks_in_the_commit_are_errors() {
+    let r = Repo::new();
+    r.write("s/a.yaml", "a\n");
+    let id = r.commit("base", 1_600_000_000);
+    r.git(&[
+        "update-index",
+        "--add",
+        "--cacheinfo",
+        &format!("160000,{id},s/vendor"),
+    ]);
+    r.commit_staged("gitlink", 1_600_000_100, 1_600_000_100);
+    assert!(r.git(&["ls-tree", "-r", "HEAD"]).contains("160000 commit"));
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out = run(
+        &r.dir,
+        &[
+            "build",
+            "--path",
+            "s",
+            "--output",
+            tmp.path().join("x").to_str().expect("utf-8"),
+        ],
+        &[],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("vendor") && err.contains("submodule"), "{err}");
+
+    let r = Repo::new();
+    r.write("s/a.yaml", "a\n");
+    std::os::unix::fs::symlink("a.yaml", r.dir.join("s/ok")).expect("symlink");
+    r.commit("base", 1_600_000_000);
+    let (v, _) = build_json(
+        &r.dir,
+        &[
+            "--path",
+            "s",
+            "--output",
+            tmp.path().join("y").to_str().expect("utf-8"),
+        ],
+        &[],
+    );
+    let list = tar_list(&layer_blob(
+        &tmp.path().join("y"),
+        v["layer"]["digest"].as_str().expect("layer"),
+    ));
+    assert!(
+        list.iter()
+            .any(|l| l.starts_with('l') && l.ends_with("ok -> a.yaml")),
+        "{list:?}"
+    );
+    std::os::unix::fs::symlink("../../etc/passwd", r.dir.join("s/bad")).expect("symlink");
+    r.commit("bad link", 1_600_000_100);
+    let out = run(
+        &r.dir,
+        &[
+            "build",
+            "--path",
+            "s",
+            "--output",
+            tmp.path().join("z").to_str().expect("utf-8"),
+        ],
+        &[],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad") && err.contains("leaves the folder"),
+        "{err}"
+    );
+}
+
+#[test]
+fn repository_owned_by_another_uid() {
+    let uid = Command::new("id").arg("-u").output().expect("id");
+    assert_eq!(
+        ok(&uid, "id -u").trim(),
+        "0",
+        "this test needs root to chown a repository to another uid (CI and dev machines run as root)"
+    );
+    let r = Repo::new();
+    r.write("s/a.yaml", "a\n");
+    r.commit("one", 1_600_000_000);
+    r.write("x", "1\n");
+    r.commit("two", 1_600_000_100);
+    r.git(&[
+        "remote",
+        "add",
+        "origin",
+        "git@github.com:octo-org/settings.git",
+    ]);
+    let (id, ts) = r.oracle(&r.dir, "s");
+    let copy = r.dir.parent().expect("parent").join("foreign");
+    let out = Command::new("cp")
+        .arg("-a")
+        .arg(&r.dir)
+        .arg(&copy)
+        .output()
+        .expect("cp");
+    ok(&out, "cp -a");
+    let out = Command::new("chown")
+        .args(["-R", "1001:1001"])
+        .arg(&copy)
+        .output()
+        .expect("chown");
+    ok(&out, "chown");
+    // git itself refuses it: the test is meaningful.
+    let refused = git_cmd(&r.home, &copy)
+        .args(["log", "-1", "--format=%H", "--", "s"])
+        .output()
+        .expect("git");
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("dubious ownership"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    let v = tag_json(&copy, "s", &[]);
+    assert_eq!(v["commit"], id.as_str());
+    assert_eq!(v["timestamp"], ts);
+    let tmp = tempfile::tempdir().expect("tmp");
+    let layout = tmp.path().join("l");
+    let (b, _) = build_json(
+        &copy,
+        &[
+            "--path",
+            "s",
+            "--output",
+            layout.to_str().expect("utf-8"),
+            "--timestamp-tag",
+            "main",
+        ],
+        &[],
+    );
+    assert_eq!(b["commit"], id.as_str());
+    let m = manifest(&layout, b["digest"].as_str().expect("digest"));
+    assert_eq!(
+        m["annotations"]["org.opencontainers.image.source"],
+        "https://github.com/octo-org/settings"
+    );
+    let list = tar_list(&layer_blob(
+        &layout,
+        b["layer"]["digest"].as_str().expect("layer"),
+    ));
+    assert_eq!(list.len(), 1, "{list:?}");
+}
