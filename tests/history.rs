@@ -1193,9 +1193,16 @@ fn repository_owned_by_another_uid() {
     );
     let r = Repo::new();
     r.write("s/a.yaml", "a\n");
+    // Larger than gitoxide's default allocation limit for repositories it
+    // does not fully trust (16 MiB): must still be read.
+    let big: String = (0..20 * 1024 * 1024 / 32)
+        .map(|i| format!("{i:031}\n"))
+        .collect();
+    r.write("s/big.txt", &big);
     r.commit("one", 1_600_000_000);
     r.write("x", "1\n");
     r.commit("two", 1_600_000_100);
+    r.git(&["gc", "-q"]);
     r.git(&[
         "remote",
         "add",
@@ -1251,9 +1258,8 @@ fn repository_owned_by_another_uid() {
         m["annotations"]["org.opencontainers.image.source"],
         "https://github.com/octo-org/settings"
     );
-    let list = tar_list(&layer_blob(
-        &layout,
-        b["layer"]["digest"].as_str().expect("layer"),
-    ));
-    assert_eq!(list.len(), 1, "{list:?}");
+    let blob = layer_blob(&layout, b["layer"]["digest"].as_str().expect("layer"));
+    let list = tar_list(&blob);
+    assert_eq!(list.len(), 2, "{list:?}");
+    assert!(tar_cat(&blob, "big.txt") == big, "the big file is intact");
 }

@@ -46,9 +46,13 @@ pub enum Walk {
     Found(CommitInfo),
     /// HEAD does not hold the folder.
     NotInHead,
-    /// The walk reached a shallow-clone boundary while the folder still
-    /// looked unchanged: the local history cannot prove the answer.
+    /// The walk reached a commit whose parents are missing (a shallow-clone
+    /// boundary) while the folder still looked unchanged: the local history
+    /// cannot prove the answer.
     Boundary {
+        /// Whether the commit is listed in `.git/shallow` (else the
+        /// repository is incomplete some other way).
+        shallow: bool,
         /// HEAD's id.
         head: String,
         /// The boundary commit (never an answer).
@@ -96,7 +100,14 @@ impl Repo {
                 Some("name the settings folder in the worktree".to_string()),
             ));
         }
-        let opts = gix::open::Options::isolated().with(gix::sec::Trust::Full);
+        // Isolated: only the repository's own config, no environment, no
+        // global or system files. Full trust in the git dir; a worktree
+        // owned by someone else still lowers trust to "reduced", which caps
+        // object allocations at 16 MiB unless told otherwise: lift the cap,
+        // a settings file may be larger, and we read only blobs we package.
+        let opts = gix::open::Options::isolated()
+            .with(gix::sec::Trust::Full)
+            .config_overrides(["gitoxide.objects.allocLimitIfReducedTrust=0"]);
         let repo = gix::open_opts(&root, opts)
             .map_err(|e| git_err(path, "cannot open the git repository", e))?;
         let shallow = repo
@@ -177,8 +188,12 @@ impl Repo {
                 .find_commit(id)
                 .map_err(|e| self.err(&format!("cannot read commit {id}"), e))?;
             let parents: Vec<ObjectId> = commit.parent_ids().map(|p| p.detach()).collect();
-            if self.shallow.contains(&id) || parents.iter().any(|p| !repo.has_object(p)) {
+            // A shallow boundary: parents cut off (the commit is listed in
+            // .git/shallow). Nothing proves the folder was different before,
+            // so this commit is never the answer.
+            if parents.iter().any(|p| !repo.has_object(p)) {
                 return Ok(Walk::Boundary {
+                    shallow: self.shallow.contains(&id),
                     head: head.to_string(),
                     boundary: id.to_string(),
                 });

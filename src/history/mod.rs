@@ -128,12 +128,21 @@ fn resolve(repo: &git::Repo, path: &Path, token: Option<&Token>) -> Result<(Last
                     .to_string(),
             ),
         )),
-        git::Walk::Boundary { head, boundary } => {
+        git::Walk::Boundary {
+            head,
+            boundary,
+            shallow,
+        } => {
             let Some(api) = github::Api::from_env(token) else {
+                let what = if shallow {
+                    "this is a shallow clone and its history ends"
+                } else {
+                    "the repository lacks the parents of a commit (history ends)"
+                };
                 return Err(Error::history(
                     path,
                     format!(
-                        "this is a shallow clone and its history ends at commit {boundary} before showing which commit last changed the folder"
+                        "{what} at commit {boundary} before showing which commit last changed the folder"
                     ),
                     Some(
                         "check out the full history (actions/checkout with `fetch-depth: 0`), or set GITHUB_REPOSITORY and a token (GITHUB_TOKEN) so the GitHub API can answer"
