@@ -135,6 +135,12 @@ fn run_tag(args: &TagArgs) -> Result<()> {
     crate::tag::sanitize_prefix(&args.prefix)?;
     let token = args.github.token();
     let lc = history::last_change(&args.path, token.as_ref())?;
+    if lc.from_github {
+        eprintln!(
+            "note: shallow clone; the GitHub API named commit {} as the last change of {}",
+            lc.commit.id, lc.repo_path
+        );
+    }
     let tag = crate::tag::timestamp_tag(&args.prefix, lc.commit.timestamp, &lc.commit.id)?;
     if args.json {
         let v = serde_json::json!({

@@ -648,6 +648,43 @@ fn shallow_clone_without_api_fails_clearly() {
         &[("GITHUB_REPOSITORY", "o/r")],
     );
     assert!(!out.status.success());
+    // --source worktree still builds (from disk, without commit
+    // annotations), saying why.
+    let wt_layout = clone.parent().expect("parent").join("layout-wt");
+    let (v, stderr) = build_json(
+        &clone,
+        &[
+            "--path",
+            "s",
+            "--output",
+            wt_layout.to_str().expect("utf-8"),
+            "--source",
+            "worktree",
+        ],
+        &[],
+    );
+    assert!(v.get("commit").is_none(), "{v}");
+    assert!(
+        stderr.contains("warning") && stderr.contains("shallow"),
+        "{stderr}"
+    );
+    // And with a timestamp tag it cannot.
+    let out = run(
+        &clone,
+        &[
+            "build",
+            "--path",
+            "s",
+            "--output",
+            wt_layout.to_str().expect("utf-8"),
+            "--source",
+            "worktree",
+            "--timestamp-tag",
+            "main",
+        ],
+        &[],
+    );
+    assert!(!out.status.success());
     // Building from the commit needs the commit too.
     let layout = clone.parent().expect("parent").join("layout-shallow");
     let out = run(
