@@ -1300,3 +1300,86 @@ fn repository_owned_by_another_uid() {
     assert_eq!(list.len(), 2, "{list:?}");
     assert!(tar_cat(&blob, "big.txt") == big, "the big file is intact");
 }
+
+// ---------------------------------------------------------------- random
+
+/// A small deterministic generator (xorshift64*), so failures reproduce.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Random histories with three branches, criss-cross merges resolved by
+/// either side, repeated contents (so both sides can make the same change)
+/// and committer dates jumping back and forth: after every step, the
+/// answer must equal git's for several folders.
+#[test]
+fn random_histories_agree_with_git() {
+    const FILES: [&str; 5] = ["s/a", "s/b", "s/sub/c", "t/d", "other"];
+    const BRANCHES: [&str; 3] = ["main", "side", "third"];
+    for seed in [0x9e37_79b9_7f4a_7c15_u64, 42, 7_777_777] {
+        let mut rng = Rng(seed);
+        let r = Repo::new();
+        for f in FILES {
+            r.write(f, "v0\n");
+        }
+        let mut t: i64 = 1_600_000_000;
+        r.commit("root", t);
+        r.git(&["branch", "side"]);
+        r.git(&["branch", "third"]);
+        let mut current = "main";
+        for step in 0..36 {
+            t += rng.below(2000) as i64 - 700;
+            let branch = BRANCHES[rng.below(3) as usize];
+            if branch != current {
+                r.git(&["checkout", "-q", branch]);
+                current = branch;
+            }
+            if rng.below(3) == 0 {
+                let other = BRANCHES[rng.below(3) as usize];
+                if other == current {
+                    continue;
+                }
+                let strategy = ["-Xtheirs", "-Xours", "-sours"][rng.below(3) as usize];
+                let out = git_cmd(&r.home, &r.dir)
+                    .args(["merge", "-q", "--no-ff", "--no-commit", strategy, other])
+                    .output()
+                    .expect("git merge");
+                ok(
+                    &out,
+                    &format!("seed {seed} step {step}: merge {strategy} {other}"),
+                );
+                r.commit(&format!("merge {other} into {current} ({strategy})"), t);
+            } else {
+                for _ in 0..=rng.below(2) {
+                    let f = FILES[rng.below(FILES.len() as u64) as usize];
+                    r.write(f, &format!("v{}\n", rng.below(4)));
+                }
+                r.commit(&format!("step {step} on {current}"), t);
+            }
+            for dir in ["s", "s/sub", "t"] {
+                let (id, ts) = r.oracle(&r.dir, dir);
+                let v = tag_json(&r.dir, dir, &[]);
+                assert_eq!(
+                    (
+                        v["commit"].as_str().unwrap_or(""),
+                        v["timestamp"].as_i64().unwrap_or(-1)
+                    ),
+                    (id.as_str(), ts),
+                    "seed {seed} step {step} dir {dir}:\n{}",
+                    r.git(&["log", "--graph", "--format=%h %ct %s", "--all"])
+                );
+            }
+        }
+    }
+}
