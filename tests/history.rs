@@ -821,6 +821,48 @@ fn build_on_a_shallow_clone_reads_content_from_head() {
     );
 }
 
+/// The fixture's list-commits answer with its first item's sha replaced.
+fn items_naming(sha: &str) -> String {
+    let body = std::fs::read_to_string(fixtures().join("commit-items.json")).expect("fixture");
+    let mut items: Value = serde_json::from_str(&body).expect("fixture JSON");
+    items[0]["sha"] = Value::from(sha);
+    items.to_string()
+}
+
+#[test]
+fn api_answers_are_checked_against_local_history() {
+    // depth 1, HEAD changed the folder: GitHub names HEAD (the boundary,
+    // present locally); the timestamp is HEAD's own committer time, not
+    // the date in the answer.
+    let (r, clone) = origin_and_clone(1, true);
+    let head = r.git(&["rev-parse", "HEAD"]).trim().to_string();
+    let (base, _seen) = stub(200, items_naming(&head));
+    let env = [
+        ("GITHUB_API_URL", base.as_str()),
+        ("GITHUB_REPOSITORY", "o/r"),
+        ("GITHUB_TOKEN", "ghs_x"),
+    ];
+    let v = tag_json(&clone, "s", &env);
+    let (id, ts) = r.oracle(&r.dir, "s");
+    assert_eq!(v["commit"], id.as_str());
+    assert_eq!(v["timestamp"], ts);
+
+    // depth 2, HEAD did not change the folder: HEAD was walked past, so an
+    // answer naming it contradicts the local history.
+    let (r, clone) = origin_and_clone(2, false);
+    let head = r.git(&["rev-parse", "HEAD"]).trim().to_string();
+    let (base, _seen) = stub(200, items_naming(&head));
+    let env = [
+        ("GITHUB_API_URL", base.as_str()),
+        ("GITHUB_REPOSITORY", "o/r"),
+        ("GITHUB_TOKEN", "ghs_x"),
+    ];
+    let out = run(&clone, &["tag", "--path", "s", "--prefix", "main"], &env);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("did not change the folder"), "{err}");
+}
+
 #[test]
 fn github_api_errors_are_clear_and_never_show_the_token() {
     let (base, _seen) = stub(

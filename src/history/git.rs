@@ -57,6 +57,8 @@ pub enum Walk {
         head: String,
         /// The boundary commit (never an answer).
         boundary: String,
+        /// The commits walked before it, proven not to change the folder.
+        passed: Vec<String>,
     },
 }
 
@@ -183,6 +185,7 @@ impl Repo {
         if entry.is_none() {
             return Ok(Walk::NotInHead);
         }
+        let mut passed = Vec::new();
         loop {
             let commit = repo
                 .find_commit(id)
@@ -196,6 +199,7 @@ impl Repo {
                     shallow: self.shallow.contains(&id),
                     head: head.to_string(),
                     boundary: id.to_string(),
+                    passed,
                 });
             }
             let mut next = None;
@@ -210,7 +214,10 @@ impl Repo {
             }
             match next {
                 // TREESAME: the parent holds the same folder; follow it.
-                Some(p) => id = p,
+                Some(p) => {
+                    passed.push(id.to_string());
+                    id = p;
+                }
                 None => {
                     // A root commit holding the folder, a commit whose
                     // folder differs from its parent's, or a merge TREESAME
@@ -225,6 +232,14 @@ impl Repo {
                 }
             }
         }
+    }
+
+    /// The committer time of `id` when the commit is in the repository.
+    pub fn commit_time(&self, id: &str) -> Option<i64> {
+        let repo = self.repo.to_thread_local();
+        let oid = ObjectId::from_hex(id.as_bytes()).ok()?;
+        let commit = repo.find_commit(oid).ok()?;
+        commit.time().ok().map(|t| t.seconds)
     }
 
     /// Reads the folder as `commit` holds it: tracked files only, modes from

@@ -132,6 +132,7 @@ fn resolve(repo: &git::Repo, path: &Path, token: Option<&Token>) -> Result<(Last
             head,
             boundary,
             shallow,
+            passed,
         } => {
             let Some(api) = github::Api::from_env(token) else {
                 let what = if shallow {
@@ -150,7 +151,25 @@ fn resolve(repo: &git::Repo, path: &Path, token: Option<&Token>) -> Result<(Last
                     ),
                 ));
             };
-            let commit = api.last_change(repo.repo_path(), &head)?;
+            let mut commit = api.last_change(repo.repo_path(), &head)?;
+            if passed.contains(&commit.id) {
+                return Err(Error::GitHub {
+                    what: format!("list commits for {repo_path}"),
+                    message: format!(
+                        "GitHub named commit {}, but the local history shows it did not change the folder",
+                        commit.id
+                    ),
+                    hint: Some(
+                        "check that GITHUB_REPOSITORY names this repository, or check out the full history (`fetch-depth: 0`)"
+                            .to_string(),
+                    ),
+                });
+            }
+            // When the commit is here (often the boundary itself), its own
+            // committer time is the exact `%ct`.
+            if let Some(ts) = repo.commit_time(&commit.id) {
+                commit.timestamp = ts;
+            }
             Ok((
                 LastChange {
                     commit,
