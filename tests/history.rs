@@ -425,6 +425,29 @@ fn folder_deleted_and_re_created() {
 }
 
 #[test]
+fn file_replaced_by_a_folder_and_a_symlink_named_as_the_folder() {
+    let r = Repo::new();
+    r.write("s", "a file named s\n");
+    r.commit("file", 1_600_000_000);
+    r.git(&["rm", "-q", "s"]);
+    r.write("s/sub/a.yaml", "a\n");
+    let folder = r.commit("folder", 1_600_000_100);
+    r.write("x", "1\n");
+    r.commit("unrelated", 1_600_000_200);
+    check(&r, &r.dir, "s");
+    check(&r, &r.dir, "s/sub");
+    assert_eq!(tag_json(&r.dir, "s", &[])["commit"], folder.as_str());
+    // A symlink to the folder: git names the link's own history.
+    std::os::unix::fs::symlink("s", r.dir.join("link")).expect("symlink");
+    let link = r.commit("link", 1_600_000_300);
+    r.write("s/sub/a.yaml", "b\n");
+    r.commit("change s", 1_600_000_400);
+    check(&r, &r.dir, "link");
+    assert_eq!(tag_json(&r.dir, "link", &[])["commit"], link.as_str());
+    check(&r, &r.dir, "s");
+}
+
+#[test]
 fn committer_dates_going_backwards_and_author_dates_differing() {
     let r = Repo::new();
     r.write("s/a.yaml", "a\n");
@@ -1424,4 +1447,39 @@ fn random_histories_agree_with_git() {
             }
         }
     }
+}
+
+#[test]
+fn linked_worktrees_read_their_own_head() {
+    let r = Repo::new();
+    r.write("s/a.yaml", "a\n");
+    r.commit("one", 1_600_000_000);
+    r.git(&["branch", "other"]);
+    r.write("s/a.yaml", "main\n");
+    r.commit("main changes s", 1_600_000_100);
+    let wt = r.dir.parent().expect("parent").join("linked");
+    r.git(&[
+        "worktree",
+        "add",
+        "-q",
+        wt.to_str().expect("utf-8"),
+        "other",
+    ]);
+    assert!(
+        wt.join(".git").is_file(),
+        "a linked worktree has a .git file"
+    );
+    check(&r, &wt, "s");
+    let (id, _) = r.oracle(&wt, "s");
+    let (main_id, _) = r.oracle(&r.dir, "s");
+    assert_ne!(id, main_id, "each worktree answers for its own HEAD");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let layout = tmp.path().join("l");
+    let (v, _) = build_json(
+        &wt,
+        &["--path", "s", "--output", layout.to_str().expect("utf-8")],
+        &[],
+    );
+    let blob = layer_blob(&layout, v["layer"]["digest"].as_str().expect("layer"));
+    assert_eq!(tar_cat(&blob, "a.yaml"), "a\n");
 }

@@ -62,6 +62,21 @@ pub enum Walk {
     },
 }
 
+/// `cwd.join(path)` with `.` and `..` resolved by name.
+fn lexical_absolute(cwd: &Path, path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in cwd.join(path).components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
 fn git_err(path: &Path, what: &str, e: impl std::fmt::Display) -> Error {
     Error::history(
         path,
@@ -76,13 +91,14 @@ fn git_err(path: &Path, what: &str, e: impl std::fmt::Display) -> Error {
 impl Repo {
     /// Finds the repository holding `path` by looking for `.git` (a
     /// directory, or a file as in linked worktrees) in the folder and its
-    /// parents, and opens it. `None` when there is none.
+    /// parents, and opens it. `None` when there is none. Like git's
+    /// pathspecs, `path` is resolved against the current directory
+    /// lexically (`.` and `..` by name, symlinks not followed), so a
+    /// symlink named as the folder means the link, as in `git log -- LINK`.
     pub fn discover(path: &Path) -> Result<Option<Repo>> {
-        let abs = std::fs::canonicalize(path).map_err(|e| Error::Source {
-            path: path.to_path_buf(),
-            message: format!("cannot read the settings folder: {e}"),
-            hint: Some("--path must name an existing directory".into()),
-        })?;
+        let cwd =
+            std::env::current_dir().map_err(|e| Error::io("reading the current directory", e))?;
+        let abs = lexical_absolute(&cwd, path);
         let Some(root) = abs.ancestors().find(|d| d.join(".git").exists()) else {
             return Ok(None);
         };
