@@ -13,6 +13,8 @@ packages=(
   buildah        # a peer in the push benchmark
   busybox-static # a tiny binary to run inside test containers
   gzip tar coreutils python3
+  python3-jsonschema # draft-04 validator for the OCI schema tests
+  time           # /usr/bin/time -v for peak RSS in scripts/bench-build.sh
 )
 
 missing=()
@@ -28,4 +30,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# The schema tests run `python3` from PATH. When that is not Debian's python
+# (pyenv, a venv), the apt package above does not reach it: use pip.
+if ! python3 -c 'import jsonschema' 2>/dev/null; then
+  echo "scripts/deps.sh: installing jsonschema for $(command -v python3) with pip" >&2
+  python3 -m pip install --quiet jsonschema
 fi
