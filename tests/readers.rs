@@ -57,8 +57,14 @@ fn umoci_unpacks_exactly_the_files_with_normalized_modes() {
     let want = expected_from_source(&src);
     assert_eq!(got, want);
     // The expectation itself must hold normalized modes, or this test proves nothing.
-    assert_eq!(want["private.yaml"], Node::File(0o644, b"password: hunter2\n".to_vec()));
-    assert_eq!(want["wide-open.sh"], Node::File(0o755, b"#!/bin/sh\n".to_vec()));
+    assert_eq!(
+        want["private.yaml"],
+        Node::File(0o644, b"password: hunter2\n".to_vec())
+    );
+    assert_eq!(
+        want["wide-open.sh"],
+        Node::File(0o755, b"#!/bin/sh\n".to_vec())
+    );
     assert_eq!(want["secret"], Node::Dir(0o755));
 }
 
@@ -194,7 +200,10 @@ fn podman_mounts_the_image_into_a_runc_container() {
     }
     let got: Vec<String> = out.lines().map(str::to_string).collect();
     assert_eq!(got, want, "container output:\n{out}");
-    assert!(want.iter().any(|l| l.starts_with("755 0:0 ") && l.ends_with("./bin/reload.sh")));
+    assert!(
+        want.iter()
+            .any(|l| l.starts_with("755 0:0 ") && l.ends_with("./bin/reload.sh"))
+    );
 }
 
 #[test]
@@ -225,11 +234,16 @@ fn containerd_imports_unpacks_and_mounts_the_image() {
     );
     let images = common::stdout_of(ctd.ctr().args(["images", "ls"]));
     assert!(
-        images.contains("localhost/settings:dev") && images.contains(&common::field(&report, "/digest")),
+        images.contains("localhost/settings:dev")
+            && images.contains(&common::field(&report, "/digest")),
         "{images}"
     );
     // One layer: the snapshot's chain id is the layer's diff_id.
-    let snapshots = common::stdout_of(ctd.ctr().args(["snapshots", "--snapshotter", "native", "ls"]));
+    let snapshots =
+        common::stdout_of(
+            ctd.ctr()
+                .args(["snapshots", "--snapshotter", "native", "ls"]),
+        );
     assert!(
         snapshots.contains(&common::field(&report, "/layer/diff_id")),
         "no snapshot named by our diff_id:\n{snapshots}"
@@ -240,12 +254,22 @@ fn containerd_imports_unpacks_and_mounts_the_image() {
     let guard = common::MountGuard(mnt.clone());
     common::run_ok(
         ctd.ctr()
-            .args(["images", "mount", "--snapshotter", "native", "localhost/settings:dev"])
+            .args([
+                "images",
+                "mount",
+                "--snapshotter",
+                "native",
+                "localhost/settings:dev",
+            ])
             .arg(&mnt),
     );
     assert!(common::is_mounted(&mnt));
     assert_eq!(common::snapshot(&mnt), expected_from_source(&src));
     common::run_ok(ctd.ctr().args(["images", "unmount", "--rm"]).arg(&mnt));
-    assert!(!common::is_mounted(&mnt), "ctr images unmount left {} mounted", mnt.display());
+    assert!(
+        !common::is_mounted(&mnt),
+        "ctr images unmount left {} mounted",
+        mnt.display()
+    );
     drop(guard);
 }

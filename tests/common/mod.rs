@@ -57,10 +57,7 @@ impl TempDir {
             .map(|d| d.subsec_nanos())
             .unwrap_or(0);
         let n = NEXT_TMP.fetch_add(1, Ordering::SeqCst);
-        let path = std::env::temp_dir().join(format!(
-            "si-{}-{n}-{nanos:x}",
-            std::process::id()
-        ));
+        let path = std::env::temp_dir().join(format!("si-{}-{n}-{nanos:x}", std::process::id()));
         fs::create_dir(&path).unwrap_or_else(|e| panic!("creating {}: {e}", path.display()));
         TempDir { path }
     }
@@ -282,7 +279,10 @@ impl Podman {
     pub fn cmd(&self) -> Command {
         let mut cmd = tool("podman");
         cmd.env("CONTAINERS_CONF", self.dir.join("containers.conf"))
-            .env("CONTAINERS_REGISTRIES_CONF", self.dir.join("registries.conf"))
+            .env(
+                "CONTAINERS_REGISTRIES_CONF",
+                self.dir.join("registries.conf"),
+            )
             .env_remove("CONTAINER_HOST")
             .arg("--root")
             .arg(self.dir.join("root"))
@@ -300,7 +300,14 @@ impl Podman {
         fs::create_dir_all(rootfs.join("bin")).expect("creating the busybox rootfs");
         fs::copy(&busybox, rootfs.join("bin/busybox")).expect("copying busybox");
         let tar = self.dir.join("busybox.tar");
-        run_ok(tool("tar").arg("-C").arg(&rootfs).arg("-cf").arg(&tar).arg("."));
+        run_ok(
+            tool("tar")
+                .arg("-C")
+                .arg(&rootfs)
+                .arg("-cf")
+                .arg(&tar)
+                .arg("."),
+        );
         run_ok(self.cmd().arg("import").arg(&tar).arg(name));
     }
 }

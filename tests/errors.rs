@@ -1,0 +1,147 @@
+//! Folders that cannot become a settings image: each fails with exit code 2,
+//! a message naming the path and what to do, and writes nothing.
+
+mod common;
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+
+use common::TempDir;
+
+/// Builds `src` into a new output directory and checks the refusal: exit
+/// code 2, every `needles` in stderr, a hint, no stdout, no output dir.
+fn refused(tmp: &TempDir, src: &Path, needles: &[&str]) -> String {
+    let output = tmp.join("out");
+    let out = common::build_raw(src, &output, &["dev"]);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
+    for n in needles {
+        assert!(stderr.contains(n), "stderr lacks {n:?}:\n{stderr}");
+    }
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    assert!(stderr.contains("\nhint: "), "no hint:\n{stderr}");
+    assert!(
+        out.stdout.is_empty(),
+        "stdout: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        !output.exists(),
+        "a refused build created {}",
+        output.display()
+    );
+    stderr
+}
+
+fn folder(tmp: &TempDir) -> PathBuf {
+    let src = tmp.join("src");
+    common::write_file(&src, "ok.yaml", b"ok: true\n", 0o644);
+    src
+}
+
+fn shown(p: &Path) -> String {
+    p.display().to_string()
+}
+
+#[test]
+fn missing_folder() {
+    let tmp = TempDir::new();
+    let src = tmp.join("does-not-exist");
+    refused(
+        &tmp,
+        &src,
+        &[&shown(&src), "cannot read the settings folder"],
+    );
+}
+
+#[test]
+fn a_file_instead_of_a_folder() {
+    let tmp = TempDir::new();
+    let src = folder(&tmp).join("ok.yaml");
+    refused(&tmp, &src, &[&shown(&src), "is not a directory"]);
+}
+
+#[test]
+fn empty_folder_even_with_subfolders_and_git() {
+    let tmp = TempDir::new();
+    let src = tmp.join("src");
+    std::fs::create_dir_all(src.join("sub/deeper")).unwrap();
+    common::write_file(&src, ".git/HEAD", b"ref: refs/heads/main\n", 0o644);
+    refused(&tmp, &src, &[&shown(&src), "holds no files"]);
+}
+
+#[test]
+fn absolute_symlink() {
+    let tmp = TempDir::new();
+    let src = folder(&tmp);
+    let link = src.join("passwd");
+    symlink("/etc/passwd", &link).unwrap();
+    refused(
+        &tmp,
+        &src,
+        &[&shown(&link), "absolute path \"/etc/passwd\""],
+    );
+}
+
+#[test]
+fn symlink_escaping_the_folder() {
+    let tmp = TempDir::new();
+    let src = folder(&tmp);
+    common::write_file(&src, "sub/a.yaml", b"a: 1\n", 0o644);
+    let link = src.join("sub/escape");
+    // Lexically outside, even though it comes back in.
+    symlink("../../src/ok.yaml", &link).unwrap();
+    refused(&tmp, &src, &[&shown(&link), "leaves the folder"]);
+}
+
+#[test]
+fn fifo() {
+    let tmp = TempDir::new();
+    let src = folder(&tmp);
+    let fifo = src.join("pipe");
+    common::run_ok(common::tool("mkfifo").arg(&fifo));
+    refused(&tmp, &src, &[&shown(&fifo), "is a fifo"]);
+}
+
+#[test]
+fn socket() {
+    let tmp = TempDir::new();
+    let src = folder(&tmp);
+    let sock = src.join("control.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    refused(&tmp, &src, &[&shown(&sock), "is a socket"]);
+}
+
+#[test]
+fn non_utf8_file_name() {
+    let tmp = TempDir::new();
+    let src = folder(&tmp);
+    let bad = src.join("sub").join(OsStr::from_bytes(b"caf\xe9.yaml"));
+    common::write_file(&src, "sub/fine.yaml", b"x: 1\n", 0o644);
+    std::fs::write(&bad, b"x: 2\n").unwrap();
+    // The name is shown with a replacement character; its folder and the
+    // readable part of the name are there.
+    refused(
+        &tmp,
+        &src,
+        &[
+            &shown(&src.join("sub")),
+            "caf\u{fffd}.yaml",
+            "not valid UTF-8",
+        ],
+    );
+}
+
+#[test]
+fn an_invalid_tag_is_refused_before_reading_anything() {
+    let tmp = TempDir::new();
+    let src = folder(&tmp);
+    let output = tmp.join("out");
+    let out = common::build_raw(&src, &output, &["bad/tag"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("invalid tag \"bad/tag\""), "{stderr}");
+    assert!(!output.exists());
+}
