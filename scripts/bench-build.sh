@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Benchmark: `settings-image build` against the shell pipeline that computes
+# the same kind of digest:
+#   tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -c DIR | gzip -6 -n | sha256sum
+# on a generated folder of 10,000 files / 100 MiB (mostly YAML and JSON text,
+# in a few subfolders, generated from a fixed seed so every run sees the same
+# bytes). Caches are warm: each command runs once first, then the median of
+# 3 runs is taken. Prints the time ratio (ours / pipeline) and our peak RSS,
+# and the peak RSS for a folder 10x smaller, to show memory stays flat.
+#
+# usage: bash scripts/bench-build.sh [WORK_DIR]   (default: a temp dir, removed at the end)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ ! -x /usr/bin/time ]; then
+  if [ "$(id -u)" = 0 ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time >/dev/null
+  else
+    echo "bench-build.sh: /usr/bin/time is missing: apt-get install time" >&2
+    exit 1
+  fi
+fi
+
+cargo build --release --locked --quiet
+bin="$PWD/target/release/settings-image"
+
+if [ $# -ge 1 ]; then
+  work="$1"
+  mkdir -p "$work"
+else
+  work="$(mktemp -d)"
+  trap 'rm -rf "$work"' EXIT
+fi
+
+# generate DIR FILES BYTES SEED: a deterministic settings tree.
+generate() {
+  python3 - "$@" <<'PY'
+import json, os, random, sys
+root, files, total, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+rng = random.Random(seed)
+words = ("service name port host timeout retries enabled replicas region zone "
+         "database pool cache ttl limit feature flag owner team tier image tag "
+         "memory cpu request path url secret ref level debug info warn error").split()
+dirs = ["", "services", "services/payments", "services/catalog", "regions/eu",
+        "regions/us", "features", "teams/alpha", "teams/beta", "policies"]
+def value():
+    k = rng.random()
+    if k < 0.3: return rng.randint(0, 100000)
+    if k < 0.45: return rng.choice([True, False])
+    if k < 0.6: return "%s-%s-%d" % (rng.choice(words), rng.choice(words), rng.randint(0, 999))
+    if k < 0.75: return "%08x%08x" % (rng.getrandbits(32), rng.getrandbits(32))
+    return " ".join(rng.choice(words) for _ in range(rng.randint(2, 8)))
+def yaml_doc(size):
+    out, n = [], 0
+    while n < size:
+        block = "%s_%d:\n" % (rng.choice(words), rng.randint(0, 99))
+        for _ in range(rng.randint(3, 10)):
+            block += "  %s: %s\n" % (rng.choice(words), json.dumps(value()))
+        out.append(block); n += len(block)
+    return "".join(out).encode()
+def json_doc(size):
+    items, n = [], 0
+    while n < size:
+        item = {rng.choice(words): value() for _ in range(rng.randint(3, 8))}
+        s = json.dumps(item, indent=2); items.append(item); n += len(s) + 2
+    return (json.dumps(items, indent=2) + "\n").encode()
+mean = total / files
+written = 0
+for i in range(files):
+    # Sizes vary around the mean; the last file takes up the rest.
+    size = int(mean * rng.uniform(0.2, 1.8)) if i < files - 1 else max(total - written, 1)
+    d = dirs[i % len(dirs)]
+    if rng.random() < 0.65:
+        name, data = "settings-%05d.yaml" % i, yaml_doc(size)[:size]
+    elif rng.random() < 0.9:
+        name, data = "settings-%05d.json" % i, json_doc(size)[:size]
+    else:  # a few opaque blobs (certificates, compiled policies)
+        name, data = "blob-%05d.bin" % i, rng.randbytes(size)
+    path = os.path.join(root, d, name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+    written += len(data)
+PY
+}
+
+now() { date +%s.%N; }
+
+# median3 CMD...: runs CMD once to warm up, then 3 times; prints the median seconds.
+median3() {
+  "$@" >/dev/null
+  local t=()
+  for _ in 1 2 3; do
+    local s e
+    s=$(now); "$@" >/dev/null; e=$(now)
+    t+=("$(awk -v s="$s" -v e="$e" 'BEGIN { print e - s }')")
+  done
+  printf '%s\n' "${t[@]}" | sort -g | sed -n 2p
+}
+
+ours() {
+  rm -rf "$work/out"
+  "$bin" build --path "$1" --output "$work/out" --tag bench --json
+}
+pipeline() {
+  tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$1" -c . | gzip -6 -n | sha256sum
+}
+# peak_rss DIR: our peak resident set size in KiB.
+peak_rss() {
+  rm -rf "$work/out"
+  /usr/bin/time -f '%M' -o "$work/rss" "$bin" build --path "$1" --output "$work/out" >/dev/null
+  cat "$work/rss"
+}
+
+big="$work/big" small="$work/small"
+[ -d "$big" ] || generate "$big" 10000 $((100 * 1024 * 1024)) 1
+[ -d "$small" ] || generate "$small" 1000 $((10 * 1024 * 1024)) 2
+echo "folder: $(find "$big" -type f | wc -l) files, $(du -sb "$big" | cut -f1) bytes (small: $(find "$small" -type f | wc -l) files, $(du -sb "$small" | cut -f1) bytes)"
+
+t_ours=$(median3 ours "$big")
+t_pipe=$(median3 pipeline "$big")
+ratio=$(awk -v a="$t_ours" -v b="$t_pipe" 'BEGIN { print a / b }')
+layer=$(ours "$big" | python3 -c 'import json,sys; r=json.load(sys.stdin)["layer"]; print(r["size"], r["uncompressed_size"])')
+rss_big=$(peak_rss "$big")
+rss_small=$(peak_rss "$small")
+printf 'ours:      %.3f s (median of 3, warm), layer %s bytes compressed / %s tar\n' "$t_ours" ${layer}
+printf 'pipeline:  %.3f s (median of 3, warm)\n' "$t_pipe"
+printf 'ratio:     %.2f (ours / pipeline; target <= 1.00)\n' "$ratio"
+printf 'peak RSS:  %s KiB (100 MiB folder), %s KiB (10 MiB folder)\n' "$rss_big" "$rss_small"
