@@ -145,3 +145,31 @@ fn an_invalid_tag_is_refused_before_reading_anything() {
     assert!(stderr.contains("invalid tag \"bad/tag\""), "{stderr}");
     assert!(!output.exists());
 }
+
+#[test]
+fn symlink_escaping_through_another_symlink() {
+    // Each link is inside the folder on its own path, but `esc` goes through
+    // `sub/up` (the folder itself) and then one level up: out of the folder.
+    let tmp = TempDir::new();
+    let src = folder(&tmp);
+    std::fs::create_dir(src.join("sub")).unwrap();
+    symlink("..", src.join("sub/up")).unwrap();
+    let esc = src.join("esc");
+    symlink("sub/up/../ok.yaml", &esc).unwrap();
+    // The kernel agrees it leaves the folder: it resolves next to `src`.
+    common::write_file(tmp.path(), "ok.yaml", b"outside: true\n", 0o644);
+    assert_eq!(
+        std::fs::canonicalize(&esc).unwrap_or_default(),
+        tmp.path().join("ok.yaml")
+    );
+    refused(&tmp, &src, &[&shown(&esc), "leaves the folder"]);
+}
+
+#[test]
+fn symlink_loop() {
+    let tmp = TempDir::new();
+    let src = folder(&tmp);
+    symlink("b", src.join("a")).unwrap();
+    symlink("a", src.join("b")).unwrap();
+    refused(&tmp, &src, &[&shown(&src.join("a")), "loop"]);
+}

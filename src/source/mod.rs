@@ -137,6 +137,77 @@ pub fn check_symlink_target(link_path: &str, target: &str) -> Result<(), String>
     Ok(())
 }
 
+/// The most links one path may go through, as Linux's `MAXSYMLINKS`.
+const MAX_LINK_HOPS: usize = 40;
+
+/// Resolves every symlink among `entries` the way a reader's kernel will,
+/// following the folder's own links, and returns the first link (path and
+/// reason) that leaves the folder or never resolves (a loop).
+///
+/// [`check_symlink_target`] judges one link by its own path; this catches
+/// chains such as `sub/up -> ..` plus `esc -> sub/up/../x`, where each link
+/// looks inside but `esc` ends up outside. Targets that name nothing in the
+/// folder stay as they are (a dangling link inside is allowed).
+pub fn check_symlink_chains(entries: &[Entry]) -> Result<(), (String, String)> {
+    let links: std::collections::HashMap<&str, &str> = entries
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EntryKind::Symlink { target } => Some((e.path.as_str(), target.as_str())),
+            _ => None,
+        })
+        .collect();
+    for (&path, &target) in &links {
+        resolve_link(&links, path, target).map_err(|m| (path.to_string(), m))?;
+    }
+    Ok(())
+}
+
+fn resolve_link(
+    links: &std::collections::HashMap<&str, &str>,
+    path: &str,
+    target: &str,
+) -> Result<(), String> {
+    // Where we are (components below the folder) and what is left to walk.
+    let mut at: Vec<&str> = path.split('/').collect();
+    at.pop();
+    let mut pending: std::collections::VecDeque<&str> = target.split('/').collect();
+    let mut hops = 0;
+    while let Some(part) = pending.pop_front() {
+        match part {
+            "" | "." => {}
+            ".." => {
+                if at.pop().is_none() {
+                    return Err(format!(
+                        "symlink target {target:?} leaves the folder once the folder's own links                          are followed; only links inside the folder are kept"
+                    ));
+                }
+            }
+            name => {
+                at.push(name);
+                if let Some(next) = links.get(at.join("/").as_str()) {
+                    hops += 1;
+                    if hops > MAX_LINK_HOPS {
+                        return Err(format!(
+                            "symlink target {target:?} is part of a symlink loop and resolves to nothing"
+                        ));
+                    }
+                    // The link is replaced by its target, read from the link's folder.
+                    at.pop();
+                    if next.starts_with('/') {
+                        return Err(format!(
+                            "symlink target {target:?} goes through the absolute link {next:?}"
+                        ));
+                    }
+                    for p in next.split('/').rev() {
+                        pending.push_front(p);
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,6 +222,37 @@ mod tests {
         assert!(check_symlink_target("dir/a", "x/../../../y").is_err());
         assert!(check_symlink_target("a", "/etc/passwd").is_err());
         assert!(check_symlink_target("a", "").is_err());
+    }
+
+    fn link(path: &str, target: &str) -> Entry {
+        Entry {
+            path: path.into(),
+            kind: EntryKind::Symlink {
+                target: target.into(),
+            },
+        }
+    }
+
+    #[test]
+    fn symlink_chains() {
+        let ok = [
+            link("sub/up", ".."),
+            link("a", "sub/up/sub/up/x"),
+            link("b", "sub/up/sub/../x"),
+            link("c", "missing/../x"),
+        ];
+        assert!(check_symlink_chains(&ok).is_ok());
+        let escape = [link("sub/up", ".."), link("esc", "sub/up/../x")];
+        assert_eq!(check_symlink_chains(&escape).unwrap_err().0, "esc");
+        let deep = [link("d/e/two", "../.."), link("x", "d/e/two/d/e/two/..")];
+        assert_eq!(check_symlink_chains(&deep).unwrap_err().0, "x");
+        let looped = [link("a", "b"), link("b", "a")];
+        assert!(
+            check_symlink_chains(&looped)
+                .unwrap_err()
+                .1
+                .contains("loop")
+        );
     }
 
     #[test]

@@ -4,7 +4,9 @@ use std::fs;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use super::{Content, Entry, EntryKind, Source, check_symlink_target, sort_entries};
+use super::{
+    Content, Entry, EntryKind, Source, check_symlink_chains, check_symlink_target, sort_entries,
+};
 use crate::error::{Error, Result};
 
 /// Reads `root` recursively. `.git` is skipped at every level; symlinks
@@ -27,6 +29,14 @@ pub fn read(root: &Path) -> Result<Source> {
     let mut entries = Vec::new();
     walk(root, root, "", &mut entries)?;
     sort_entries(&mut entries);
+    check_symlink_chains(&entries).map_err(|(link, message)| Error::Source {
+        path: root.join(&link),
+        message,
+        hint: Some(format!(
+            "replace the link with a copy of the file, or point it inside {} without going through another link",
+            root.display()
+        )),
+    })?;
     if !entries.iter().any(|e| !matches!(e.kind, EntryKind::Dir)) {
         return Err(Error::Source {
             path: root.to_path_buf(),
