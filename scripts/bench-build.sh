@@ -4,8 +4,9 @@
 #   tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -c DIR | gzip -6 -n | sha256sum
 # on a generated folder of 10,000 files / 100 MiB (mostly YAML and JSON text,
 # in a few subfolders, generated from a fixed seed so every run sees the same
-# bytes). Caches are warm: each command runs once first, then the median of
-# 3 runs is taken. Prints the time ratio (ours / pipeline) and our peak RSS,
+# bytes). Caches are warm: each command runs once first; then the two
+# alternate (the machine may be shared) and the median of 5 runs each is
+# taken (RUNS=n to change). Prints the time ratio (ours / pipeline) and our peak RSS,
 # and the peak RSS for a folder 10x smaller, to show memory stays flat.
 #
 # usage: bash scripts/bench-build.sh [WORK_DIR]   (default: a temp dir, removed at the end)
@@ -86,17 +87,13 @@ PY
 
 now() { date +%s.%N; }
 
-# median3 CMD...: runs CMD once to warm up, then 3 times; prints the median seconds.
-median3() {
-  "$@" >/dev/null
-  local t=()
-  for _ in 1 2 3; do
-    local s e
-    s=$(now); "$@" >/dev/null; e=$(now)
-    t+=("$(awk -v s="$s" -v e="$e" 'BEGIN { print e - s }')")
-  done
-  printf '%s\n' "${t[@]}" | sort -g | sed -n 2p
+# seconds CMD...: wall-clock seconds of one run.
+seconds() {
+  local s e
+  s=$(now); "$@" >/dev/null; e=$(now)
+  awk -v s="$s" -v e="$e" 'BEGIN { print e - s }'
 }
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 ours() {
   rm -rf "$work/out"
@@ -115,15 +112,26 @@ peak_rss() {
 big="$work/big" small="$work/small"
 [ -d "$big" ] || generate "$big" 10000 $((100 * 1024 * 1024)) 1
 [ -d "$small" ] || generate "$small" 1000 $((10 * 1024 * 1024)) 2
-echo "folder: $(find "$big" -type f | wc -l) files, $(du -sb "$big" | cut -f1) bytes (small: $(find "$small" -type f | wc -l) files, $(du -sb "$small" | cut -f1) bytes)"
+count() { echo "$(find "$1" -type f | wc -l) files, $(find "$1" -type f -printf '%s\n' | awk '{ s += $1 } END { print s }') bytes"; }
+echo "folder: $(count "$big") (small: $(count "$small"))"
 
-t_ours=$(median3 ours "$big")
-t_pipe=$(median3 pipeline "$big")
+# Warm up both, then alternate them so both see the same machine load
+# (the machine may be shared); the median of RUNS runs each is kept.
+runs=${RUNS:-5}
+ours "$big" >/dev/null
+pipeline "$big" >/dev/null
+a=() b=()
+for _ in $(seq "$runs"); do
+  a+=("$(seconds ours "$big")")
+  b+=("$(seconds pipeline "$big")")
+done
+t_ours=$(median "${a[@]}")
+t_pipe=$(median "${b[@]}")
 ratio=$(awk -v a="$t_ours" -v b="$t_pipe" 'BEGIN { print a / b }')
 layer=$(ours "$big" | python3 -c 'import json,sys; r=json.load(sys.stdin)["layer"]; print(r["size"], r["uncompressed_size"])')
 rss_big=$(peak_rss "$big")
 rss_small=$(peak_rss "$small")
-printf 'ours:      %.3f s (median of 3, warm), layer %s bytes compressed / %s tar\n' "$t_ours" ${layer}
-printf 'pipeline:  %.3f s (median of 3, warm)\n' "$t_pipe"
+printf 'ours:      %.3f s (median of %s, warm), layer %s bytes compressed / %s tar\n' "$t_ours" "$runs" ${layer}
+printf 'pipeline:  %.3f s (median of %s, warm)\n' "$t_pipe" "$runs"
 printf 'ratio:     %.2f (ours / pipeline; target <= 1.00)\n' "$ratio"
 printf 'peak RSS:  %s KiB (100 MiB folder), %s KiB (10 MiB folder)\n' "$rss_big" "$rss_small"
