@@ -156,8 +156,11 @@ pub fn check_symlink_chains(entries: &[Entry]) -> Result<(), (String, String)> {
             _ => None,
         })
         .collect();
-    for (&path, &target) in &links {
-        resolve_link(&links, path, target).map_err(|m| (path.to_string(), m))?;
+    // In entry order, so the link named in the error is always the same one.
+    for e in entries {
+        if let EntryKind::Symlink { target } = &e.kind {
+            resolve_link(&links, &e.path, target).map_err(|m| (e.path.clone(), m))?;
+        }
     }
     Ok(())
 }
