@@ -343,3 +343,45 @@ fn an_output_that_is_not_a_layout_is_refused() {
         "the build wrote into a foreign directory"
     );
 }
+
+#[test]
+fn blobs_are_named_by_their_sha256_whether_linked_or_copied() {
+    use sha2::{Digest as _, Sha256};
+    use std::os::unix::fs::MetadataExt;
+    let tmp = TempDir::new();
+    let src = shop_copy(&tmp, "src");
+    // The layer is built in TMPDIR: on the layout's file system it is hard
+    // linked into place, on another (/dev/shm is a tmpfs) it is copied.
+    let shm = Path::new("/dev/shm");
+    assert!(shm.is_dir(), "/dev/shm is missing");
+    for (name, tmpdir) in [("same-fs", tmp.path()), ("other-fs", shm)] {
+        let layout = tmp.join(name);
+        let out = std::process::Command::new(common::bin())
+            .env("TMPDIR", tmpdir)
+            .args(["build", "--path"])
+            .arg(&src)
+            .arg("--output")
+            .arg(&layout)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let blobs = blob_names(&layout);
+        assert_eq!(blobs.len(), 3);
+        for blob in blobs {
+            let path = layout.join("blobs/sha256").join(&blob);
+            let bytes = fs::read(&path).unwrap();
+            assert_eq!(hex::encode(Sha256::digest(&bytes)), blob, "{name}: {blob}");
+            let meta = fs::metadata(&path).unwrap();
+            assert_eq!(meta.mode() & 0o777, 0o644, "{name}: {blob}");
+            assert_eq!(
+                meta.nlink(),
+                1,
+                "{name}: a temporary name of {blob} is left"
+            );
+        }
+    }
+}

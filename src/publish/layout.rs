@@ -193,6 +193,21 @@ fn put_layer(blobs: &Path, image: &Image) -> Result<bool> {
     if path.exists() {
         return Ok(false);
     }
+    // The built layer is a temporary file; when it is on the layout's file
+    // system, a hard link puts it in place without copying it (the temporary
+    // name goes away when the image is dropped). Elsewhere, copy it.
+    let built = image.layer.file.as_file();
+    let linked = built
+        .sync_all()
+        .and_then(|_| {
+            use std::os::unix::fs::PermissionsExt;
+            built.set_permissions(fs::Permissions::from_mode(0o644))
+        })
+        .and_then(|_| fs::hard_link(image.layer.file.path(), &path));
+    if linked.is_ok() {
+        sync_dir(blobs)?;
+        return Ok(true);
+    }
     let tmp = tempfile::NamedTempFile::new_in(blobs)
         .map_err(|e| Error::io(format!("writing into {}", blobs.display()), e))?;
     let mut src = fs::File::open(image.layer.file.path())
@@ -204,6 +219,13 @@ fn put_layer(blobs: &Path, image: &Image) -> Result<bool> {
         .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
     persist(tmp, &path)?;
     Ok(true)
+}
+
+/// Makes a new name in `dir` durable.
+fn sync_dir(dir: &Path) -> Result<()> {
+    fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io(format!("syncing {}", dir.display()), e))
 }
 
 fn write_atomic(dir: &Path, path: &Path, bytes: &[u8]) -> Result<()> {
