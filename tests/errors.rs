@@ -173,3 +173,12 @@ fn symlink_loop() {
     symlink("a", src.join("b")).unwrap();
     refused(&tmp, &src, &[&shown(&src.join("a")), "loop"]);
 }
+
+#[test]
+fn non_utf8_symlink_target() {
+    let tmp = TempDir::new();
+    let src = folder(&tmp);
+    let link = src.join("link");
+    symlink(OsStr::from_bytes(b"caf\xe9.yaml"), &link).unwrap();
+    refused(&tmp, &src, &[&shown(&link), "not valid UTF-8"]);
+}

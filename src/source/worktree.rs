@@ -97,7 +97,14 @@ fn walk(root: &Path, dir: &Path, rel: &str, out: &mut Vec<Entry>) -> Result<()> 
             let target = fs::read_link(&full)
                 .map_err(|e| Error::io(format!("reading link {}", full.display()), e))?;
             let Some(target) = target.to_str().map(str::to_string) else {
-                return Err(Error::source(full, "the symlink target is not valid UTF-8"));
+                return Err(Error::Source {
+                    path: full,
+                    message: "the symlink target is not valid UTF-8".into(),
+                    hint: Some(
+                        "point the link at a UTF-8 name; image layers and Kubernetes need UTF-8 paths"
+                            .into(),
+                    ),
+                });
             };
             check_symlink_target(&path, &target).map_err(|m| Error::Source {
                 path: full.clone(),
