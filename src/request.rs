@@ -77,6 +77,12 @@ pub fn run(req: &Request) -> Result<Report> {
         }
         _ => None,
     };
+    // Packaged from disk, a layout inside the folder would go into the next build.
+    if req.source == SourceMode::Worktree || prepared.commit.is_none() {
+        match &req.target {
+            Target::Layout(dir) => layout::check_outside(dir, &req.path)?,
+        }
+    }
     let img = image::build(&prepared.source, &prepared.metadata())?;
     let (output, new_blobs) = match &req.target {
         Target::Layout(dir) => {

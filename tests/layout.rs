@@ -385,3 +385,29 @@ fn blobs_are_named_by_their_sha256_whether_linked_or_copied() {
         }
     }
 }
+
+#[test]
+fn an_output_inside_the_folder_is_refused() {
+    // Otherwise the next build would package the layout itself.
+    let tmp = TempDir::new();
+    let src = shop_copy(&tmp, "src");
+    for output in [
+        "out",
+        "features/../out",
+        "features/new/layout",
+        "new/../out",
+        ".",
+    ] {
+        let out = common::build_raw(&src, &src.join(output), &["dev"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{output}: {stderr}");
+        assert!(stderr.contains("inside the settings folder"), "{stderr}");
+        assert!(stderr.contains("hint:"), "{stderr}");
+    }
+    assert_eq!(
+        common::snapshot(&src),
+        common::snapshot(&common::repo().join("examples/shop"))
+    );
+    // A sibling whose name merely starts the same is fine.
+    common::build(&src, &tmp.join("src-out"), &["dev"]);
+}

@@ -41,6 +41,59 @@ pub fn write(root: &Path, image: &Image, tags: &[String]) -> Result<LayoutWrite>
     result
 }
 
+/// Refuses a layout directory inside the settings folder `folder`: the next
+/// build would package the layout itself. A missing folder passes (the
+/// source reader reports it).
+pub fn check_outside(output: &Path, folder: &Path) -> Result<()> {
+    let Ok(folder) = fs::canonicalize(folder) else {
+        return Ok(());
+    };
+    let out =
+        resolve(output).map_err(|e| Error::io(format!("resolving {}", output.display()), e))?;
+    if out.starts_with(&folder) {
+        return Err(Error::input(
+            format!(
+                "--output {} is inside the settings folder {}",
+                output.display(),
+                folder.display()
+            ),
+            Some(
+                "write the layout outside the settings folder, or the next build would package it"
+                    .to_string(),
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `path` made absolute with its longest existing ancestor canonicalized
+/// (symlinks resolved) and the missing rest applied lexically.
+fn resolve(path: &Path) -> std::io::Result<PathBuf> {
+    use std::path::Component;
+    let abs = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()?.join(path)
+    };
+    let parts: Vec<Component> = abs.components().collect();
+    for split in (1..=parts.len()).rev() {
+        let base: PathBuf = parts[..split].iter().collect();
+        if let Ok(mut resolved) = fs::canonicalize(&base) {
+            for part in &parts[split..] {
+                match part {
+                    Component::ParentDir => {
+                        resolved.pop();
+                    }
+                    Component::Normal(name) => resolved.push(name),
+                    _ => {}
+                }
+            }
+            return Ok(resolved);
+        }
+    }
+    Ok(abs)
+}
+
 fn layout_err(root: &Path, message: impl Into<String>) -> Error {
     Error::Layout {
         path: root.to_path_buf(),
