@@ -15,6 +15,7 @@ cd "$(dirname "$0")/.."
 
 if [ ! -x /usr/bin/time ]; then
   if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time >/dev/null
   else
     echo "bench-build.sh: /usr/bin/time is missing: apt-get install time" >&2
