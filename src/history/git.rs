@@ -16,7 +16,8 @@ use gix::objs::tree::EntryKind as GitKind;
 use super::CommitInfo;
 use crate::error::{Error, Result};
 use crate::source::{
-    Content, Entry, EntryKind, ObjectStore, Source, check_symlink_target, sort_entries,
+    Content, Entry, EntryKind, ObjectStore, Source, check_symlink_chains, check_symlink_target,
+    sort_entries,
 };
 
 /// An open repository and the settings folder's place in it.
@@ -286,6 +287,14 @@ impl Repo {
         let mut entries = Vec::new();
         self.walk_tree(&repo, tree_id, "", shown, &mut entries)?;
         sort_entries(&mut entries);
+        check_symlink_chains(&entries).map_err(|(link, message)| Error::Source {
+            path: shown.join(&link),
+            message: format!("{message} (commit {id})"),
+            hint: Some(format!(
+                "replace the link with a copy of the file, or point it inside {} without going through another link",
+                shown.display()
+            )),
+        })?;
         if !entries.iter().any(|e| !matches!(e.kind, EntryKind::Dir)) {
             return Err(Error::Source {
                 path: shown.to_path_buf(),
