@@ -68,7 +68,7 @@ fn empty_folder_even_with_subfolders_and_git() {
     let tmp = TempDir::new();
     let src = tmp.join("src");
     std::fs::create_dir_all(src.join("sub/deeper")).unwrap();
-    common::write_file(&src, ".git/HEAD", b"ref: refs/heads/main\n", 0o644);
+    common::write_file(&src, "sub/.git/HEAD", b"ref: refs/heads/main\n", 0o644);
     refused(&tmp, &src, &[&shown(&src), "holds no files"]);
 }
 
@@ -181,4 +181,34 @@ fn non_utf8_symlink_target() {
     let link = src.join("link");
     symlink(OsStr::from_bytes(b"caf\xe9.yaml"), &link).unwrap();
     refused(&tmp, &src, &[&shown(&link), "not valid UTF-8"]);
+}
+
+#[test]
+fn symlink_escaping_through_another_symlink_in_a_commit() {
+    // The same chain, read from git (the default inside a repository).
+    let tmp = TempDir::new();
+    let repo = tmp.join("repo");
+    let src = repo.join("settings");
+    common::write_file(&src, "ok.yaml", b"ok: true\n", 0o644);
+    std::fs::create_dir(src.join("sub")).unwrap();
+    symlink("..", src.join("sub/up")).unwrap();
+    symlink("sub/up/../README", src.join("esc")).unwrap();
+    common::write_file(&repo, "README", b"outside the folder\n", 0o644);
+    let git = |args: &[&str]| {
+        common::run_ok(
+            common::tool("git")
+                .arg("-C")
+                .arg(&repo)
+                .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+                .args(args),
+        )
+    };
+    git(&["init", "-q"]);
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", "settings"]);
+    refused(
+        &tmp,
+        &src,
+        &[&shown(&src.join("esc")), "leaves the folder", "commit"],
+    );
 }

@@ -84,9 +84,12 @@ fn umoci_sees_symlinks_hard_links_long_names_and_no_git() {
     let long_path = format!("{long_dir}/{long_file}");
     common::write_file(&src, &long_path, b"long: yes\n", 0o644);
     symlink(&long_path, src.join("long-link")).unwrap();
-    // .git at the top (a directory) and below (a gitfile, as in a worktree).
-    common::write_file(&src, ".git/config", b"[core]\n", 0o644);
-    common::write_file(&src, ".git/objects/ab/cdef", b"blob", 0o444);
+    // .git below the top: a directory (a nested clone) and a gitfile (as in a
+    // linked worktree or submodule). A .git at the top is a real repository:
+    // see the next test.
+    common::write_file(&src, "vendor/.git/config", b"[core]\n", 0o644);
+    common::write_file(&src, "vendor/.git/objects/ab/cdef", b"blob", 0o444);
+    common::write_file(&src, "vendor/settings.yaml", b"vendored: true\n", 0o644);
     common::write_file(&src, "dir/.git", b"gitdir: /elsewhere\n", 0o644);
 
     let layout = tmp.join("layout");
@@ -107,6 +110,38 @@ fn umoci_sees_symlinks_hard_links_long_names_and_no_git() {
         "a .git entry reached the image: {:?}",
         got.keys().collect::<Vec<_>>()
     );
+}
+
+#[test]
+fn a_repository_root_packaged_from_disk_leaves_out_git() {
+    let tmp = TempDir::new();
+    let src = tmp.join("repo");
+    common::write_file(&src, "app.yaml", b"app: 1\n", 0o644);
+    common::write_file(&src, "nested/more.json", b"{}\n", 0o644);
+    let git = |args: &[&str]| {
+        common::run_ok(
+            common::tool("git")
+                .arg("-C")
+                .arg(&src)
+                .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+                .args(args),
+        )
+    };
+    git(&["init", "-q"]);
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", "settings"]);
+    common::write_file(&src, "untracked.yaml", b"new: true\n", 0o600);
+    assert!(src.join(".git/HEAD").is_file());
+
+    let layout = tmp.join("layout");
+    common::report_of(
+        common::build_cmd(&src, &layout).args(["--source", "worktree", "--tag", "v1"]),
+    );
+    let rootfs = common::umoci_unpack(&layout, "v1", &tmp.join("bundle"));
+    let got = common::snapshot(&rootfs);
+    assert_eq!(got, expected_from_source(&src));
+    assert!(got.contains_key("untracked.yaml"));
+    assert!(got.keys().all(|k| !k.contains(".git")), "{:?}", got.keys());
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! index.json, the manifest and the config checked against the official OCI
-//! image-spec JSON schemas (draft-04) in `shared/fixtures/oci-schema`, with
+//! image-spec JSON schemas (draft-04) in `tests/fixtures/oci-schema`, with
 //! python's `jsonschema` (a real draft-04 implementation).
 
 mod common;
@@ -10,11 +10,13 @@ use std::process::Output;
 use common::TempDir;
 use serde_json::Value;
 
+/// The schemas, kept in the repository (byte-for-byte copies; see SOURCE.txt
+/// there for the upstream commit and the id -> file map).
 fn schema_dir() -> PathBuf {
-    let dir = common::shared_dir().join("fixtures").join("oci-schema");
+    let dir = common::repo().join("tests/fixtures/oci-schema");
     assert!(
         dir.join("SOURCE.txt").is_file() && dir.join("image-manifest-schema.json").is_file(),
-        "{} does not hold the OCI schemas",
+        "{} does not hold the OCI schemas (tests/fixtures/oci-schema is part of the repository)",
         dir.display()
     );
     dir
@@ -60,6 +62,61 @@ fn layout_index_manifest_and_config_match_the_oci_schemas() {
     let config = blob(&layout, &common::field(&report, "/config_digest"));
     let out = validate(&[
         ("layout", &layout.join("oci-layout")),
+        ("index", &layout.join("index.json")),
+        ("manifest", &manifest),
+        ("config", &config),
+    ]);
+    assert!(
+        out.status.success(),
+        "schema violations:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn an_image_built_from_git_with_annotations_and_labels_matches_too() {
+    let tmp = TempDir::new();
+    let repo = tmp.join("repo");
+    common::copy_tree(&common::repo().join("examples/shop"), &repo.join("shop"));
+    let git = |args: &[&str]| {
+        common::run_ok(
+            common::tool("git")
+                .arg("-C")
+                .arg(&repo)
+                .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+                .args(args),
+        )
+    };
+    git(&["init", "-q"]);
+    git(&[
+        "remote",
+        "add",
+        "origin",
+        "https://github.com/example/settings.git",
+    ]);
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", "shop"]);
+    let layout = tmp.join("layout");
+    let report = common::report_of(
+        common::build_cmd(&repo.join("shop"), &layout)
+            .env_remove("GITHUB_SERVER_URL")
+            .env_remove("GITHUB_REPOSITORY")
+            .args(["--timestamp-tag", "main"]),
+    );
+    let manifest = blob(&layout, &common::field(&report, "/digest"));
+    let config = blob(&layout, &common::field(&report, "/config_digest"));
+    // The documents really carry what this test is about.
+    let m: Value = serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+    assert!(
+        m["annotations"]["org.opencontainers.image.revision"].is_string(),
+        "{m}"
+    );
+    let c: Value = serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
+    assert!(
+        c["config"]["Labels"]["org.opencontainers.image.source"].is_string(),
+        "{c}"
+    );
+    let out = validate(&[
         ("index", &layout.join("index.json")),
         ("manifest", &manifest),
         ("config", &config),

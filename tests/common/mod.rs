@@ -28,19 +28,6 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// `shared/` beside the repository (a copy of it sits next to the clone in
-/// CI). Panics when it is missing: the schema tests cannot run without it.
-pub fn shared_dir() -> PathBuf {
-    let dir = repo().join("..").join("shared");
-    assert!(
-        dir.is_dir(),
-        "{} is missing: the tests need the project's shared/ folder next to the repository \
-         (it holds fixtures/oci-schema)",
-        dir.display()
-    );
-    dir
-}
-
 /// A temporary directory removed on drop. Its path is all lowercase (podman
 /// derives an image name from an `oci:` path and refuses upper case).
 pub struct TempDir {
@@ -127,9 +114,8 @@ pub fn stdout_of(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&run_ok(cmd).stdout).into_owned()
 }
 
-/// `settings-image build --path SRC --output OUT --tag T... --json`, without
-/// checking the result.
-pub fn build_raw(src: &Path, out: &Path, tags: &[&str]) -> Output {
+/// `settings-image build --path SRC --output OUT --json`, to add flags to.
+pub fn build_cmd(src: &Path, out: &Path) -> Command {
     let mut cmd = Command::new(bin());
     cmd.arg("build")
         .arg("--path")
@@ -137,10 +123,29 @@ pub fn build_raw(src: &Path, out: &Path, tags: &[&str]) -> Output {
         .arg("--output")
         .arg(out)
         .arg("--json");
+    cmd
+}
+
+/// `settings-image build --path SRC --output OUT --tag T... --json`, without
+/// checking the result.
+pub fn build_raw(src: &Path, out: &Path, tags: &[&str]) -> Output {
+    let mut cmd = build_cmd(src, out);
     for t in tags {
         cmd.args(["--tag", t]);
     }
     cmd.output().expect("running settings-image")
+}
+
+/// Runs a build command; returns the `--json` report or panics.
+pub fn report_of(cmd: &mut Command) -> Value {
+    let out = cmd.output().expect("running settings-image");
+    assert!(
+        out.status.success(),
+        "build failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("build --json prints one JSON object")
 }
 
 /// Builds and returns the `--json` report; panics when the build fails.

@@ -8,7 +8,7 @@ Exit 0 when every file is valid, 1 when one is not (errors on stderr),
 
 $refs are resolved only from SCHEMA_DIR, through the id -> file map that
 upstream's schema/schema.go uses (see SOURCE.txt there); an unknown id is
-an error, never a silent pass.
+an error, never a silent pass. Used by tests/schema.rs.
 """
 import json
 import os
