@@ -98,7 +98,7 @@ median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int(
 
 ours() {
   rm -rf "$work/out"
-  "$bin" build --path "$1" --output "$work/out" --tag bench --json
+  "$bin" build --source worktree --path "$1" --output "$work/out" --tag bench --json
 }
 pipeline() {
   tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$1" -c . | gzip -6 -n | sha256sum
@@ -106,7 +106,7 @@ pipeline() {
 # peak_rss DIR: our peak resident set size in KiB.
 peak_rss() {
   rm -rf "$work/out"
-  /usr/bin/time -f '%M' -o "$work/rss" "$bin" build --path "$1" --output "$work/out" >/dev/null
+  /usr/bin/time -f '%M' -o "$work/rss" "$bin" build --source worktree --path "$1" --output "$work/out" >/dev/null
   cat "$work/rss"
 }
 
