@@ -32,13 +32,23 @@ pub struct LayoutWrite {
 /// empty directory. A timestamp tag that already names another digest is
 /// refused before anything is written; other tags move to the new image.
 pub fn write(root: &Path, image: &Image, tags: &[String]) -> Result<LayoutWrite> {
-    let created = !root.exists();
+    let created = outermost_missing(root);
     let result = write_inner(root, image, tags);
-    if result.is_err() && created {
-        // Leave nothing half-made behind when we made the directory ourselves.
-        let _ = fs::remove_dir_all(root);
+    if let (Err(_), Some(dir)) = (&result, created) {
+        // Leave nothing half-made behind: remove what we made, missing
+        // parents of the layout included.
+        let _ = fs::remove_dir_all(dir);
     }
     result
+}
+
+/// The outermost of `path` and its ancestors that does not exist yet: what
+/// creating `path` makes, and what to remove if the write fails.
+fn outermost_missing(path: &Path) -> Option<PathBuf> {
+    path.ancestors()
+        .take_while(|p| !p.as_os_str().is_empty() && fs::symlink_metadata(p).is_err())
+        .last()
+        .map(Path::to_path_buf)
 }
 
 /// Refuses a layout directory inside the settings folder `folder`: the next
@@ -296,4 +306,25 @@ fn persist(tmp: tempfile::NamedTempFile, path: &Path) -> Result<()> {
     tmp.persist(path)
         .map_err(|e| Error::io(format!("writing {}", path.display()), e.error))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_write_removes_every_directory_it_created() {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("src");
+        fs::create_dir(&src).unwrap();
+        fs::write(src.join("a.yaml"), "a: 1\n").unwrap();
+        let source = crate::source::worktree::read(&src).unwrap();
+        let image = crate::image::build(&source, &Default::default()).unwrap();
+        // Without its built layer file, putting the layer in place fails
+        // after the layout's directories were made.
+        fs::remove_file(image.layer.file.path()).unwrap();
+        let out = tmp.path().join("new/deeper/layout");
+        assert!(write(&out, &image, &["dev".to_string()]).is_err());
+        assert!(!tmp.path().join("new").exists(), "new/ was left behind");
+    }
 }
