@@ -411,3 +411,35 @@ fn an_output_inside_the_folder_is_refused() {
     // A sibling whose name merely starts the same is fine.
     common::build(&src, &tmp.join("src-out"), &["dev"]);
 }
+
+#[test]
+fn concurrent_builds_into_one_layout_keep_every_tag() {
+    let tmp = TempDir::new();
+    let layout = tmp.join("layout");
+    let n = 8;
+    let sources: Vec<_> = (0..n)
+        .map(|i| {
+            let src = shop_copy(&tmp, &format!("src{i}"));
+            common::write_file(&src, "id.yaml", format!("id: {i}\n").as_bytes(), 0o644);
+            src
+        })
+        .collect();
+    let children: Vec<_> = sources
+        .iter()
+        .enumerate()
+        .map(|(i, src)| {
+            common::build_cmd(src, &layout)
+                .args(["--tag", &format!("t{i}")])
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut c in children {
+        assert!(c.wait().unwrap().success());
+    }
+    let mut tags: Vec<String> = index_tags(&layout).into_iter().map(|(t, _)| t).collect();
+    tags.sort();
+    let want: Vec<String> = (0..n).map(|i| format!("t{i}")).collect();
+    assert_eq!(tags, want, "a concurrent build lost another's index entry");
+}

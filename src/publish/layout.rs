@@ -33,13 +33,29 @@ pub struct LayoutWrite {
 /// refused before anything is written; other tags move to the new image.
 pub fn write(root: &Path, image: &Image, tags: &[String]) -> Result<LayoutWrite> {
     let created = outermost_missing(root);
-    let result = write_inner(root, image, tags);
+    let result = lock(root).and_then(|_lock| write_inner(root, image, tags));
     if let (Err(_), Some(dir)) = (&result, created) {
         // Leave nothing half-made behind: remove what we made, missing
         // parents of the layout included.
         let _ = fs::remove_dir_all(dir);
     }
     result
+}
+
+/// Creates `root` if needed and takes an exclusive lock on it (`flock` on
+/// the directory), held until the returned file is dropped: concurrent
+/// builds into one layout then update `index.json` one after the other
+/// instead of losing each other's entries.
+fn lock(root: &Path) -> Result<fs::File> {
+    if root.exists() && !root.is_dir() {
+        return Err(layout_err(root, "exists and is not a directory"));
+    }
+    fs::create_dir_all(root).map_err(|e| Error::io(format!("creating {}", root.display()), e))?;
+    let dir =
+        fs::File::open(root).map_err(|e| Error::io(format!("opening {}", root.display()), e))?;
+    dir.lock()
+        .map_err(|e| Error::io(format!("locking {}", root.display()), e))?;
+    Ok(dir)
 }
 
 /// The outermost of `path` and its ancestors that does not exist yet: what
