@@ -222,7 +222,9 @@ fn podman_mounts_the_image_into_a_runc_container() {
             ))
             .args(["localhost/busybox:test", "/bin/busybox", "sh", "-c", script]),
     );
-    // The mount point itself is podman's (read-only 0555); the layer has no root entry.
+    // One line per entry, nothing else: the image volume is read-only, so a
+    // WRITABLE line would fail the comparison too. The mount point itself is
+    // podman's (0555) and not listed; the layer has no root entry.
     let mut want = Vec::new();
     for (path, node) in expected_from_source(&src) {
         want.push(match node {
