@@ -6,7 +6,9 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::error::{Error, Result};
 use crate::history::{self, SourceMode, Token};
+use crate::publish::registry::{self, Credentials};
 use crate::request::{self, Request, Target};
+use std::io::Read;
 
 /// Package a settings folder into an OCI image for Kubernetes image volumes.
 #[derive(Debug, Parser)]
@@ -25,6 +27,8 @@ pub enum Command {
     /// Print the timestamp tag `PREFIX-<ts>-<sha7>` of the commit that last
     /// changed the folder (what `git log -1 -- DIR` names).
     Tag(TagArgs),
+    /// Build the image and push it to a registry (idempotent; timestamp tags never move).
+    Push(PushArgs),
 }
 
 /// Git history options shared by the commands that build.
@@ -81,6 +85,67 @@ pub struct TagArgs {
     pub github: GitHubArgs,
 }
 
+/// Arguments of `push`.
+#[derive(Debug, Args)]
+pub struct PushArgs {
+    /// The settings folder to package.
+    #[arg(long, value_name = "DIR")]
+    pub path: PathBuf,
+    /// The repository to push to, HOST/NAME (e.g. ghcr.io/OWNER/settings).
+    #[arg(long, value_name = "HOST/NAME")]
+    pub repository: String,
+    /// A tag to write; may be repeated. The first one is used in `reference`.
+    #[arg(long = "tag", value_name = "TAG")]
+    pub tags: Vec<String>,
+    /// Use plain HTTP for a non-loopback registry (loopback hosts always use it).
+    #[arg(long)]
+    pub insecure: bool,
+    /// Upload each blob in one PUT (Google Artifact Registry) instead of 4 MiB chunks.
+    #[arg(long)]
+    pub monolithic: bool,
+    /// Registry username (or SETTINGS_IMAGE_USERNAME); the password comes from
+    /// --password-stdin or SETTINGS_IMAGE_PASSWORD.
+    #[arg(long, value_name = "USER", env = "SETTINGS_IMAGE_USERNAME")]
+    pub username: Option<String>,
+    /// Read the password or token from standard input.
+    #[arg(long)]
+    pub password_stdin: bool,
+    /// Print one JSON object instead of a human summary.
+    #[arg(long)]
+    pub json: bool,
+    /// Git history: timestamp tag, source mode, GitHub token.
+    #[command(flatten)]
+    pub history: HistoryArgs,
+}
+
+fn push_credentials(args: &PushArgs) -> Result<Option<Credentials>> {
+    let password = if args.password_stdin {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .map_err(|e| Error::io("reading the password from standard input", e))?;
+        Some(s.trim_end_matches(['\n', '\r']).to_string())
+    } else {
+        std::env::var("SETTINGS_IMAGE_PASSWORD").ok()
+    };
+    match (&args.username, password) {
+        (Some(u), Some(p)) if !u.is_empty() && !p.is_empty() => Ok(Some(Credentials {
+            username: u.clone(),
+            password: p,
+        })),
+        (None, None) => Ok(None),
+        (Some(u), None) if u.is_empty() => Ok(None),
+        (None, Some(_)) if !args.password_stdin => Ok(None),
+        _ => Err(Error::input(
+            "a registry username needs a password and a password needs a username",
+            Some(
+                "give --username USER with --password-stdin (or set SETTINGS_IMAGE_USERNAME and SETTINGS_IMAGE_PASSWORD)"
+                    .to_string(),
+            ),
+        )),
+    }
+}
+
 /// Arguments of `build`.
 #[derive(Debug, Args)]
 pub struct BuildArgs {
@@ -128,6 +193,24 @@ pub fn run(cli: Cli) -> Result<()> {
             print_report(&report, args.json)
         }
         Command::Tag(args) => run_tag(&args),
+        Command::Push(args) => {
+            let credentials = push_credentials(&args)?;
+            let req = Request {
+                path: args.path,
+                tags: args.tags,
+                target: Target::Registry(registry::Options {
+                    repository: args.repository,
+                    insecure: args.insecure,
+                    monolithic: args.monolithic,
+                    credentials,
+                }),
+                source: args.history.source,
+                timestamp_tag: args.history.timestamp_tag,
+                github_token: args.history.github.token(),
+            };
+            let report = request::run(&req)?;
+            print_report(&report, args.json)
+        }
     }
 }
 

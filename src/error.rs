@@ -73,6 +73,28 @@ pub enum Error {
         /// The digest we built.
         new: String,
     },
+    /// A registry refused or failed a request.
+    #[error("registry {reference}: {what} failed: {message}")]
+    Registry {
+        /// The repository (`HOST/NAME`) or reference the request was about.
+        reference: String,
+        /// The operation, e.g. "uploading blob sha256:...".
+        what: String,
+        /// The registry's answer: HTTP status, error code and message.
+        message: String,
+        /// What to do about it.
+        hint: Option<String>,
+    },
+    /// A registry rejected our credentials or lack of them (401/403).
+    #[error("authentication failed for {host}: {message}")]
+    Auth {
+        /// The registry host.
+        host: String,
+        /// What the registry said (never a secret).
+        message: String,
+        /// What to do about it.
+        hint: String,
+    },
 }
 
 impl Error {
@@ -120,7 +142,9 @@ impl Error {
             Error::Input { hint, .. }
             | Error::Source { hint, .. }
             | Error::History { hint, .. }
-            | Error::GitHub { hint, .. } => hint.clone(),
+            | Error::GitHub { hint, .. }
+            | Error::Registry { hint, .. } => hint.clone(),
+            Error::Auth { hint, .. } => Some(hint.clone()),
             Error::TagExists { .. } => Some(
                 "a timestamp tag names one commit's content forever; commit the change so a new tag is made, \
                  or build from the commit (--source commit) instead of a modified worktree"
@@ -132,12 +156,15 @@ impl Error {
     }
 
     /// The process exit code for this error: 2 for bad input, 3 for a refused
-    /// move of an immutable tag, 1 for everything else (history and GitHub
+    /// move of an immutable tag, 4 for a registry failure, 5 for a registry
+    /// authentication failure, 1 for everything else (history and GitHub
     /// API failures included).
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Input { .. } | Error::Source { .. } => 2,
             Error::TagExists { .. } => 3,
+            Error::Registry { .. } => 4,
+            Error::Auth { .. } => 5,
             Error::Io { .. }
             | Error::Layout { .. }
             | Error::History { .. }

@@ -45,6 +45,22 @@ pub struct Report {
     /// The timestamp tag added by `--timestamp-tag`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timestamp_tag: Option<String>,
+    /// What a registry push did (`push` only).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub push: Option<PushReport>,
+}
+
+/// The fields `push` adds to the report.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct PushReport {
+    /// `HOST/NAME:FIRST_TAG@sha256:...`, the form Flux writes into a Deployment.
+    pub reference: String,
+    /// Blobs uploaded because the registry did not have them.
+    pub uploaded_blobs: usize,
+    /// Bytes of the uploaded blobs.
+    pub uploaded_bytes: u64,
+    /// False when the registry already held the image under every tag.
+    pub pushed: bool,
 }
 
 impl Report {
@@ -66,6 +82,15 @@ impl Report {
             s.push_str(&format!(
                 "wrote  {out} (OCI layout), tags: {tags}, new blobs: {}\n",
                 self.new_blobs
+            ));
+        }
+        if let Some(p) = &self.push {
+            s.push_str(&format!(
+                "{} {}, uploaded {} blobs ({} bytes)\n",
+                if p.pushed { "pushed" } else { "up to date" },
+                p.reference,
+                p.uploaded_blobs,
+                p.uploaded_bytes
             ));
         }
         s

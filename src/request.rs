@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use crate::error::{Error, Result};
 use crate::history::{self, SourceMode, Token};
 use crate::image;
-use crate::publish::layout;
-use crate::report::{LayerReport, Report};
+use crate::publish::{layout, registry};
+use crate::report::{LayerReport, PushReport, Report};
 use crate::tag;
 
 /// Where the image goes.
@@ -15,6 +15,8 @@ use crate::tag;
 pub enum Target {
     /// An OCI image layout directory.
     Layout(PathBuf),
+    /// A registry repository.
+    Registry(registry::Options),
 }
 
 /// Everything needed to build and publish one settings image.
@@ -43,6 +45,9 @@ impl Request {
         }
         if let Some(prefix) = &self.timestamp_tag {
             tag::sanitize_prefix(prefix)?;
+        }
+        if let Target::Registry(opts) = &self.target {
+            registry::parse_repository(&opts.repository)?;
         }
         if self.path.as_os_str().is_empty() {
             return Err(Error::input(
@@ -84,10 +89,20 @@ pub fn run(req: &Request) -> Result<Report> {
         }
     }
     let img = image::build(&prepared.source, &prepared.metadata())?;
-    let (output, new_blobs) = match &req.target {
+    let (output, new_blobs, push) = match &req.target {
         Target::Layout(dir) => {
             let w = layout::write(dir, &img, &tags)?;
-            (Some(dir.display().to_string()), w.new_blobs)
+            (Some(dir.display().to_string()), w.new_blobs, None)
+        }
+        Target::Registry(opts) => {
+            let p = registry::push(&img, &tags, opts)?;
+            let report = PushReport {
+                reference: p.reference,
+                uploaded_blobs: p.uploaded_blobs,
+                uploaded_bytes: p.uploaded_bytes,
+                pushed: p.pushed,
+            };
+            (None, p.uploaded_blobs, Some(report))
         }
     };
     Ok(Report {
@@ -107,5 +122,6 @@ pub fn run(req: &Request) -> Result<Report> {
         commit: prepared.commit.as_ref().map(|c| c.id.clone()),
         timestamp: prepared.commit.as_ref().map(|c| c.timestamp),
         timestamp_tag,
+        push,
     })
 }

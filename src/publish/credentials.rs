@@ -1,0 +1,220 @@
+//! Registry credentials from docker's `config.json`: `credHelpers`, `auths`
+//! entries (base64 `auth`, `username`/`password`, `identitytoken`) and
+//! `credsStore`, the way `docker login` leaves them. Explicit credentials
+//! (flags, environment) are handled by the caller before this is asked.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use base64::Engine as _;
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::publish::registry::Credentials;
+
+/// `$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`.
+pub fn docker_config_path() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("DOCKER_CONFIG").filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(dir).join("config.json"));
+    }
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(|h| PathBuf::from(h).join(".docker").join("config.json"))
+}
+
+/// The host part of an `auths` key: `https://index.docker.io/v1/` ->
+/// `index.docker.io`, `ghcr.io` -> `ghcr.io`.
+fn key_host(key: &str) -> &str {
+    let k = key
+        .strip_prefix("https://")
+        .or_else(|| key.strip_prefix("http://"))
+        .unwrap_or(key);
+    k.split('/').next().unwrap_or(k)
+}
+
+fn hosts_match(key: &str, host: &str) -> bool {
+    let k = key_host(key);
+    let docker_hub =
+        |h: &str| matches!(h, "docker.io" | "index.docker.io" | "registry-1.docker.io");
+    k.eq_ignore_ascii_case(host) || (docker_hub(k) && docker_hub(host))
+}
+
+fn config_err(path: &std::path::Path, message: String) -> Error {
+    Error::input(
+        format!("{}: {message}", path.display()),
+        Some(
+            "fix or remove the docker config file, or give credentials with --username and --password-stdin"
+                .to_string(),
+        ),
+    )
+}
+
+/// The credentials docker's config holds for `host`, or `None` when it has
+/// none (then the push is anonymous).
+pub fn from_docker_config(host: &str) -> Result<Option<Credentials>> {
+    let Some(path) = docker_config_path() else {
+        return Ok(None);
+    };
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
+    };
+    let config: Value = serde_json::from_str(&text)
+        .map_err(|e| config_err(&path, format!("not valid JSON: {e}")))?;
+    if let Some(helpers) = config.get("credHelpers").and_then(Value::as_object) {
+        for (key, helper) in helpers {
+            if hosts_match(key, host)
+                && let Some(helper) = helper.as_str()
+            {
+                return run_helper(helper, key, host);
+            }
+        }
+    }
+    if let Some(auths) = config.get("auths").and_then(Value::as_object) {
+        for (key, entry) in auths {
+            if !hosts_match(key, host) {
+                continue;
+            }
+            if let Some(c) = from_entry(entry).map_err(|m| config_err(&path, m))? {
+                return Ok(Some(c));
+            }
+        }
+    }
+    if let Some(store) = config.get("credsStore").and_then(Value::as_str)
+        && !store.is_empty()
+    {
+        return run_helper(store, host, host);
+    }
+    Ok(None)
+}
+
+fn from_entry(entry: &Value) -> std::result::Result<Option<Credentials>, String> {
+    let s = |k: &str| {
+        entry
+            .get(k)
+            .and_then(Value::as_str)
+            .filter(|v| !v.is_empty())
+    };
+    if let Some(token) = s("identitytoken") {
+        return Ok(Some(Credentials {
+            username: "<token>".into(),
+            password: token.into(),
+        }));
+    }
+    if let (Some(u), Some(p)) = (s("username"), s("password")) {
+        return Ok(Some(Credentials {
+            username: u.into(),
+            password: p.into(),
+        }));
+    }
+    if let Some(auth) = s("auth") {
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(auth.trim())
+            .map_err(|_| "an \"auth\" entry is not base64".to_string())?;
+        let text =
+            String::from_utf8(raw).map_err(|_| "an \"auth\" entry is not UTF-8".to_string())?;
+        let (u, p) = text
+            .split_once(':')
+            .ok_or_else(|| "an \"auth\" entry is not base64 of USER:PASSWORD".to_string())?;
+        return Ok(Some(Credentials {
+            username: u.into(),
+            password: p.into(),
+        }));
+    }
+    Ok(None)
+}
+
+/// Runs `docker-credential-<helper> get` with `server` on stdin.
+fn run_helper(helper: &str, server: &str, host: &str) -> Result<Option<Credentials>> {
+    let program = format!("docker-credential-{helper}");
+    let hint = || {
+        Some(format!(
+            "install {program} or remove it from the docker config, or give credentials with \
+             --username and --password-stdin"
+        ))
+    };
+    let mut child = Command::new(&program)
+        .arg("get")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| {
+            Error::input(
+                format!("cannot run credential helper {program}: {e}"),
+                hint(),
+            )
+        })?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(server.as_bytes())
+            .map_err(|e| Error::io(format!("writing to {program}"), e))?;
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|e| Error::io(format!("running {program}"), e))?;
+    if !out.status.success() {
+        let said = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        if said.contains("credentials not found") {
+            return Ok(None);
+        }
+        return Err(Error::input(
+            format!(
+                "credential helper {program} failed for {host}: {}",
+                said.trim()
+            ),
+            hint(),
+        ));
+    }
+    let v: Value = serde_json::from_slice(&out.stdout).map_err(|_| {
+        Error::input(
+            format!("credential helper {program} printed no JSON credentials for {host}"),
+            hint(),
+        )
+    })?;
+    let username = v.get("Username").and_then(Value::as_str).unwrap_or("");
+    let secret = v.get("Secret").and_then(Value::as_str).unwrap_or("");
+    if secret.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Credentials {
+        username: username.into(),
+        password: secret.into(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn keys() {
+        assert!(hosts_match("https://index.docker.io/v1/", "docker.io"));
+        assert!(hosts_match("ghcr.io", "ghcr.io"));
+        assert!(hosts_match("http://localhost:5000", "localhost:5000"));
+        assert!(!hosts_match("ghcr.io", "quay.io"));
+    }
+
+    #[test]
+    fn entries() {
+        let c = from_entry(&json!({"auth": "dTpwOnc="})).unwrap().unwrap();
+        assert_eq!((c.username.as_str(), c.password.as_str()), ("u", "p:w"));
+        let c = from_entry(&json!({"username": "a", "password": "b"}))
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.password, "b");
+        let c = from_entry(&json!({"auth": "", "identitytoken": "tok"}))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (c.username.as_str(), c.password.as_str()),
+            ("<token>", "tok")
+        );
+        assert!(from_entry(&json!({})).unwrap().is_none());
+        assert!(from_entry(&json!({"auth": "!!"})).is_err());
+    }
+}

@@ -1,0 +1,983 @@
+//! The registry publisher: pushes an [`Image`] to an OCI distribution
+//! registry. This is the one module that talks HTTP to registries.
+//!
+//! The order of operations is what makes a push safe and idempotent:
+//!
+//! 1. authenticate (anonymous, Basic, or the Bearer-token challenge flow of
+//!    ghcr.io and distribution's `auth: token`, through `oci-client`);
+//! 2. `HEAD` every tag: a timestamp tag that names another digest stops the
+//!    push before anything is uploaded ([`Error::TagExists`]); when every tag
+//!    already names our digest there is nothing to do;
+//! 3. every blob the registry does not have is uploaded (`HEAD` first), in
+//!    PATCH chunks of at most [`CHUNK_SIZE`] bytes read from disk, or in one
+//!    streamed PUT with `monolithic`;
+//! 4. only then the manifest is put, with our exact bytes, under each tag
+//!    that does not already name it.
+//!
+//! Requests are retried on 429 (honouring `Retry-After`), 5xx, connection
+//! errors and timeouts with bounded exponential backoff and jitter; an
+//! interrupted blob upload starts over in a new upload session.
+
+use std::fmt;
+use std::net::IpAddr;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::time::Duration;
+
+use reqwest::header::{self, HeaderMap, HeaderValue};
+use reqwest::{Method, RequestBuilder, Response, StatusCode, Url};
+
+use crate::error::{Error, Result};
+use crate::image::{Descriptor, Image, MANIFEST_MEDIA_TYPE};
+use crate::publish::credentials;
+use crate::tag::is_timestamp_tag;
+
+/// The largest request body sent in a chunked upload (ghcr.io rejects
+/// larger ones).
+pub const CHUNK_SIZE: u64 = 4 * 1024 * 1024;
+/// How often one request (or one blob upload) is tried before giving up.
+const MAX_ATTEMPTS: u32 = 6;
+/// The first backoff delay; it doubles per attempt.
+const BACKOFF_BASE: Duration = Duration::from_millis(200);
+/// The longest single wait between attempts, `Retry-After` included.
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// Read size when streaming a blob for a monolithic upload.
+const STREAM_BUF: usize = 256 * 1024;
+/// Manifest media types we accept when asking what a tag names.
+const ACCEPT_MANIFESTS: &str = "application/vnd.oci.image.manifest.v1+json, \
+     application/vnd.oci.image.index.v1+json, \
+     application/vnd.docker.distribution.manifest.v2+json, \
+     application/vnd.docker.distribution.manifest.list.v2+json";
+
+/// A username and a password (or token). `Debug` never shows the password.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    /// The username (`<token>` for an identity token).
+    pub username: String,
+    /// The password, personal access token or identity token.
+    pub password: String,
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Credentials")
+            .field("username", &self.username)
+            .field("password", &"<redacted>")
+            .finish()
+    }
+}
+
+/// How to push.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// `HOST/NAME`, e.g. `ghcr.io/acme/settings`.
+    pub repository: String,
+    /// Use plain HTTP even for a non-loopback host.
+    pub insecure: bool,
+    /// Upload each blob in one PUT instead of PATCH chunks.
+    pub monolithic: bool,
+    /// Explicit credentials (flags or environment); when `None`, docker's
+    /// `config.json` and its credential helpers are asked, then anonymous.
+    pub credentials: Option<Credentials>,
+}
+
+/// What a push did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pushed {
+    /// `HOST/NAME:FIRST_TAG@sha256:...` (or `HOST/NAME@sha256:...` untagged).
+    pub reference: String,
+    /// Blobs uploaded (the registry did not have them).
+    pub uploaded_blobs: usize,
+    /// Bytes of the uploaded blobs.
+    pub uploaded_bytes: u64,
+    /// False when the registry already held everything under every tag.
+    pub pushed: bool,
+    /// HTTP requests sent to the registry after authentication.
+    pub requests: u64,
+}
+
+/// A parsed `HOST/NAME`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Repository {
+    /// The registry host, with port when given.
+    pub host: String,
+    /// The repository name inside the registry.
+    pub name: String,
+}
+
+impl fmt::Display for Repository {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.host, self.name)
+    }
+}
+
+fn repo_hint() -> Option<String> {
+    Some(
+        "--repository is HOST/NAME with a registry host, e.g. ghcr.io/OWNER/settings or \
+         localhost:5000/settings; NAME is lower-case [a-z0-9] words joined by '.', '_', '__' or '-', \
+         separated by '/'"
+            .to_string(),
+    )
+}
+
+fn name_component_ok(c: &str) -> bool {
+    // [a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*
+    let b = c.as_bytes();
+    if b.is_empty() || !b[0].is_ascii_alphanumeric() || !b[b.len() - 1].is_ascii_alphanumeric() {
+        return false;
+    }
+    let mut i = 0;
+    while i < b.len() {
+        let ch = b[i];
+        if ch.is_ascii_lowercase() || ch.is_ascii_digit() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < b.len() && matches!(b[i], b'.' | b'_' | b'-') {
+            i += 1;
+        }
+        let sep = &c[start..i];
+        let ok = sep == "." || sep == "_" || sep == "__" || sep.bytes().all(|x| x == b'-');
+        if !ok || sep.is_empty() {
+            return false;
+        }
+    }
+    true
+}
+
+/// Parses and checks `HOST/NAME` before any network use: a host is required,
+/// the name must follow the distribution grammar (lower case only; ghcr.io
+/// gets its own explanation), and neither tag nor digest may be attached.
+pub fn parse_repository(s: &str) -> Result<Repository> {
+    let bad = |msg: String| Error::input(msg, repo_hint());
+    let Some((host, name)) = s.split_once('/') else {
+        return Err(bad(format!(
+            "invalid repository {s:?}: no registry host (expected HOST/NAME)"
+        )));
+    };
+    let looks_like_host = host.contains('.') || host.contains(':') || host == "localhost";
+    if !looks_like_host || host.is_empty() {
+        return Err(bad(format!(
+            "invalid repository {s:?}: {host:?} is not a registry host (expected HOST/NAME, e.g. ghcr.io/OWNER/NAME)"
+        )));
+    }
+    if name.contains('@') || name.rsplit('/').next().is_some_and(|l| l.contains(':')) {
+        return Err(bad(format!(
+            "invalid repository {s:?}: give the tag with --tag, not in --repository"
+        )));
+    }
+    if name.bytes().any(|b| b.is_ascii_uppercase()) {
+        let hint = if host == "ghcr.io" {
+            format!(
+                "ghcr.io only accepts lower-case package names, and GitHub owners are often written with capitals: \
+                 use --repository {}",
+                format!("{host}/{name}").to_ascii_lowercase()
+            )
+        } else {
+            format!(
+                "repository names are lower case: use --repository {}",
+                format!("{host}/{name}").to_ascii_lowercase()
+            )
+        };
+        return Err(Error::input(
+            format!("invalid repository {s:?}: upper-case letters in the name"),
+            Some(hint),
+        ));
+    }
+    if name.is_empty() || !name.split('/').all(name_component_ok) || s.len() > 255 {
+        return Err(bad(format!("invalid repository {s:?}: bad name {name:?}")));
+    }
+    // The crate's own parser must agree, or its auth flow would fail later.
+    let probe = format!("{s}:latest");
+    probe
+        .parse::<oci_client::Reference>()
+        .map_err(|e| bad(format!("invalid repository {s:?}: {e}")))?;
+    Ok(Repository {
+        host: host.to_string(),
+        name: name.to_string(),
+    })
+}
+
+/// True when `host` (with or without port) is a loopback address.
+pub fn is_loopback(host: &str) -> bool {
+    let h = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']').next().unwrap_or(rest)
+    } else if host.matches(':').count() == 1 {
+        host.split(':').next().unwrap_or(host)
+    } else {
+        host
+    };
+    h.eq_ignore_ascii_case("localhost") || h.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Pushes `image` under `tags` to the repository in `opts`.
+pub fn push(image: &Image, tags: &[String], opts: &Options) -> Result<Pushed> {
+    let repo = parse_repository(&opts.repository)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io("starting the async runtime", e))?;
+    rt.block_on(async {
+        let mut session = Session::open(repo, opts).await?;
+        session.push(image, tags).await
+    })
+}
+
+enum Authorization {
+    None,
+    Basic(Credentials),
+    Bearer(String),
+}
+
+struct Session {
+    repo: Repository,
+    base: Url,
+    http: reqwest::Client,
+    auth: Authorization,
+    monolithic: bool,
+    /// Strings that must never reach output: password and token.
+    secrets: Vec<String>,
+    requests: u64,
+    uploaded_blobs: usize,
+    uploaded_bytes: u64,
+}
+
+/// The body of one upload request.
+enum Body<'a> {
+    Empty,
+    Bytes(Vec<u8>),
+    File(&'a Path),
+}
+
+/// Where a blob's bytes come from.
+enum Blob<'a> {
+    Memory(&'a [u8]),
+    File(&'a Path),
+}
+
+fn jitter(d: Duration) -> Duration {
+    // 50% to 100% of d.
+    let ms = d.as_millis() as u64;
+    Duration::from_millis(ms / 2 + fastrand::u64(0..=ms / 2))
+}
+
+fn backoff(attempt: u32) -> Duration {
+    let d = BACKOFF_BASE.saturating_mul(1 << attempt.saturating_sub(1).min(16));
+    jitter(d.min(BACKOFF_MAX))
+}
+
+fn retry_after(resp: &Response) -> Option<Duration> {
+    let v = resp.headers().get(header::RETRY_AFTER)?.to_str().ok()?;
+    let secs: u64 = v.trim().parse().ok()?;
+    Some(Duration::from_secs(secs).min(BACKOFF_MAX))
+}
+
+fn is_transient_status(s: StatusCode) -> bool {
+    s == StatusCode::TOO_MANY_REQUESTS || s == StatusCode::REQUEST_TIMEOUT || s.is_server_error()
+}
+
+fn is_transient_error(e: &reqwest::Error) -> bool {
+    e.is_connect() || e.is_timeout() || e.is_request() || e.is_body() || e.is_decode()
+}
+
+/// Formats a registry error body (`{"errors":[{"code","message"}]}`).
+fn describe(status: StatusCode, body: &[u8]) -> String {
+    let mut parts = Vec::new();
+    if let Ok(v) = serde_json::from_slice::<serde_json::Value>(body)
+        && let Some(errs) = v.get("errors").and_then(|e| e.as_array())
+    {
+        for e in errs {
+            let code = e.get("code").and_then(|c| c.as_str()).unwrap_or("");
+            let msg = e.get("message").and_then(|c| c.as_str()).unwrap_or("");
+            parts.push(
+                format!("{code}: {msg}")
+                    .trim_matches([' ', ':'])
+                    .to_string(),
+            );
+        }
+    }
+    if parts.is_empty() {
+        let text = String::from_utf8_lossy(body);
+        let text = text.trim();
+        if !text.is_empty() && text.len() < 300 {
+            parts.push(text.to_string());
+        }
+    }
+    if parts.is_empty() {
+        format!("HTTP {status}")
+    } else {
+        format!("HTTP {status}: {}", parts.join("; "))
+    }
+}
+
+fn auth_hint(host: &str) -> String {
+    let mut h = format!(
+        "give credentials that may push to {host}: --username with --password-stdin, \
+         SETTINGS_IMAGE_USERNAME and SETTINGS_IMAGE_PASSWORD, or `docker login {host}`"
+    );
+    if host == "ghcr.io" {
+        h.push_str(
+            "; in GitHub Actions the workflow needs `permissions: packages: write`, and a package \
+             first created by hand needs this repository added under the package's \
+             \"Manage Actions access\" settings",
+        );
+    }
+    h
+}
+
+impl Session {
+    async fn open(repo: Repository, opts: &Options) -> Result<Self> {
+        let plain = opts.insecure || is_loopback(&repo.host);
+        let scheme = if plain { "http" } else { "https" };
+        let base = Url::parse(&format!("{scheme}://{}/v2/{}/", repo.host, repo.name))
+            .map_err(|e| Error::input(format!("invalid repository {repo}: {e}"), repo_hint()))?;
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(15))
+            .read_timeout(Duration::from_secs(60))
+            .user_agent(concat!("settings-image/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| Error::io("creating the HTTP client", std::io::Error::other(e)))?;
+        let creds = match &opts.credentials {
+            Some(c) => Some(c.clone()),
+            None => credentials::from_docker_config(&repo.host)?,
+        };
+        let mut secrets = Vec::new();
+        if let Some(c) = &creds
+            && !c.password.is_empty()
+        {
+            secrets.push(c.password.clone());
+        }
+        let mut session = Session {
+            repo,
+            base,
+            http,
+            auth: Authorization::None,
+            monolithic: opts.monolithic,
+            secrets,
+            requests: 0,
+            uploaded_blobs: 0,
+            uploaded_bytes: 0,
+        };
+        session.auth = session.authenticate(creds, plain).await?;
+        Ok(session)
+    }
+
+    /// Removes every secret from `s`.
+    fn scrub(&self, s: impl Into<String>) -> String {
+        let mut s = s.into();
+        for secret in &self.secrets {
+            if !secret.is_empty() {
+                s = s.replace(secret.as_str(), "<redacted>");
+            }
+        }
+        s
+    }
+
+    fn registry_err(&self, what: impl Into<String>, message: impl Into<String>) -> Error {
+        Error::Registry {
+            reference: self.repo.to_string(),
+            what: what.into(),
+            message: self.scrub(message),
+            hint: None,
+        }
+    }
+
+    fn http_err(&self, what: &str, e: &reqwest::Error) -> Error {
+        let mut msg = e.to_string();
+        let mut src = std::error::Error::source(e);
+        while let Some(s) = src {
+            msg.push_str(": ");
+            msg.push_str(&s.to_string());
+            src = s.source();
+        }
+        let mut err = self.registry_err(what, msg);
+        if let Error::Registry { hint, .. } = &mut err {
+            *hint = Some(format!(
+                "check that {} is reachable{}; the request was retried {MAX_ATTEMPTS} times",
+                self.repo.host,
+                if self.base.scheme() == "https" {
+                    " over HTTPS (plain HTTP is only used for loopback hosts or with --insecure)"
+                } else {
+                    ""
+                }
+            ));
+        }
+        err
+    }
+
+    /// Authenticates for push through `oci-client`: GET /v2/, and for a
+    /// Bearer challenge the token request (with Basic credentials when we
+    /// have them). Basic challenges keep using the credentials directly.
+    async fn authenticate(
+        &mut self,
+        creds: Option<Credentials>,
+        plain: bool,
+    ) -> Result<Authorization> {
+        use oci_client::client::{ClientConfig, ClientProtocol};
+        use oci_client::errors::OciDistributionError;
+        use oci_client::secrets::RegistryAuth;
+        let client = oci_client::Client::new(ClientConfig {
+            protocol: if plain {
+                ClientProtocol::Http
+            } else {
+                ClientProtocol::Https
+            },
+            connect_timeout: Some(Duration::from_secs(15)),
+            read_timeout: Some(Duration::from_secs(60)),
+            ..Default::default()
+        });
+        let reference = oci_client::Reference::with_tag(
+            self.repo.host.clone(),
+            self.repo.name.clone(),
+            "latest".to_string(),
+        );
+        let auth = match &creds {
+            Some(c) => RegistryAuth::Basic(c.username.clone(), c.password.clone()),
+            None => RegistryAuth::Anonymous,
+        };
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match client
+                .auth(&reference, &auth, oci_client::RegistryOperation::Push)
+                .await
+            {
+                Ok(Some(token)) => {
+                    self.secrets.push(token.clone());
+                    return Ok(Authorization::Bearer(token));
+                }
+                Ok(None) => {
+                    return Ok(match creds {
+                        Some(c) => Authorization::Basic(c),
+                        None => Authorization::None,
+                    });
+                }
+                Err(OciDistributionError::RequestError(e))
+                    if is_transient_error(&e) && attempt < MAX_ATTEMPTS =>
+                {
+                    tokio::time::sleep(backoff(attempt)).await;
+                }
+                Err(OciDistributionError::AuthenticationFailure(reason)) => {
+                    let who = match &creds {
+                        Some(c) => format!("as {}", c.username),
+                        None => "anonymously".to_string(),
+                    };
+                    return Err(Error::Auth {
+                        host: self.repo.host.clone(),
+                        message: self.scrub(format!(
+                            "the token service refused push access to {} {who}: {}",
+                            self.repo.name,
+                            reason.trim()
+                        )),
+                        hint: auth_hint(&self.repo.host),
+                    });
+                }
+                Err(OciDistributionError::RequestError(e)) => {
+                    return Err(self.http_err("authenticating", &e));
+                }
+                Err(e) => {
+                    return Err(self.registry_err("authenticating", e.to_string()));
+                }
+            }
+        }
+    }
+
+    fn url(&self, path: &str) -> Result<Url> {
+        self.base
+            .join(path)
+            .map_err(|e| self.registry_err("building a URL", e.to_string()))
+    }
+
+    fn request(&self, method: Method, url: Url) -> RequestBuilder {
+        let rb = self.http.request(method, url);
+        match &self.auth {
+            Authorization::None => rb,
+            Authorization::Basic(c) => rb.basic_auth(&c.username, Some(&c.password)),
+            Authorization::Bearer(t) => rb.bearer_auth(t),
+        }
+    }
+
+    /// Sends a request built by `make`, retrying transient failures when
+    /// `retry` is set. Returns the last response, whatever its status.
+    async fn send(
+        &mut self,
+        what: &str,
+        retry: bool,
+        make: impl Fn(&Self) -> Result<RequestBuilder>,
+    ) -> Result<Response> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let rb = make(self)?;
+            self.requests += 1;
+            let can_retry = retry && attempt < MAX_ATTEMPTS;
+            match rb.send().await {
+                Ok(resp) if can_retry && is_transient_status(resp.status()) => {
+                    let wait = retry_after(&resp).unwrap_or_else(|| backoff(attempt));
+                    drop(resp);
+                    tokio::time::sleep(wait).await;
+                }
+                Ok(resp) => return Ok(resp),
+                Err(e) if can_retry && is_transient_error(&e) => {
+                    tokio::time::sleep(backoff(attempt)).await;
+                }
+                Err(e) => return Err(self.http_err(what, &e)),
+            }
+        }
+    }
+
+    /// Turns a response with an unexpected status into an error.
+    async fn fail(&self, what: &str, resp: Response) -> Error {
+        let status = resp.status();
+        let body = resp.bytes().await.map(|b| b.to_vec()).unwrap_or_default();
+        let message = describe(status, &body);
+        if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+            return Error::Auth {
+                host: self.repo.host.clone(),
+                message: self.scrub(format!("{what} in {}: {message}", self.repo.name)),
+                hint: auth_hint(&self.repo.host),
+            };
+        }
+        let hint = if status == StatusCode::NOT_FOUND {
+            Some(format!(
+                "check that the repository {} exists or that the registry creates repositories on push",
+                self.repo
+            ))
+        } else if status == StatusCode::PAYLOAD_TOO_LARGE {
+            Some("the registry limits request sizes; chunked uploads (the default) keep each request at 4 MiB".into())
+        } else if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
+            Some(format!(
+                "the registry kept failing after {MAX_ATTEMPTS} attempts; try again later"
+            ))
+        } else if status == StatusCode::METHOD_NOT_ALLOWED || status == StatusCode::NOT_IMPLEMENTED
+        {
+            Some("if this registry does not support chunked uploads, try --monolithic".into())
+        } else {
+            None
+        };
+        let mut err = self.registry_err(what, message);
+        if let Error::Registry { hint: h, .. } = &mut err {
+            *h = hint;
+        }
+        err
+    }
+
+    /// The digest a tag (or digest) names, or `None` when it does not exist.
+    async fn manifest_digest(&mut self, reference: &str) -> Result<Option<String>> {
+        let what = format!("checking manifest {}:{reference}", self.repo);
+        let url = self.url(&format!("manifests/{reference}"))?;
+        let resp = self
+            .send(&what, true, |s| {
+                Ok(s.request(Method::HEAD, url.clone())
+                    .header(header::ACCEPT, ACCEPT_MANIFESTS))
+            })
+            .await?;
+        match resp.status() {
+            StatusCode::OK => {}
+            StatusCode::NOT_FOUND => return Ok(None),
+            _ => return Err(self.fail(&what, resp).await),
+        }
+        if let Some(d) = resp
+            .headers()
+            .get("docker-content-digest")
+            .and_then(|v| v.to_str().ok())
+        {
+            return Ok(Some(d.to_string()));
+        }
+        // No digest header: fetch the manifest and hash it.
+        let resp = self
+            .send(&what, true, |s| {
+                Ok(s.request(Method::GET, url.clone())
+                    .header(header::ACCEPT, ACCEPT_MANIFESTS))
+            })
+            .await?;
+        if !resp.status().is_success() {
+            return Err(self.fail(&what, resp).await);
+        }
+        let body = resp.bytes().await.map_err(|e| self.http_err(&what, &e))?;
+        Ok(Some(crate::image::sha256_digest(&body)))
+    }
+
+    async fn blob_exists(&mut self, digest: &str) -> Result<bool> {
+        let what = format!("checking blob {digest}");
+        let url = self.url(&format!("blobs/{digest}"))?;
+        let resp = self
+            .send(&what, true, |s| Ok(s.request(Method::HEAD, url.clone())))
+            .await?;
+        match resp.status() {
+            s if s.is_success() => Ok(true),
+            StatusCode::NOT_FOUND => Ok(false),
+            _ => Err(self.fail(&what, resp).await),
+        }
+    }
+
+    fn location(&self, what: &str, resp: &Response) -> Result<Url> {
+        let loc = resp
+            .headers()
+            .get(header::LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .ok_or_else(|| self.registry_err(what, "the registry sent no Location header"))?;
+        resp.url()
+            .join(loc)
+            .map_err(|e| self.registry_err(what, format!("bad Location {loc:?}: {e}")))
+    }
+
+    /// Sends one request of an upload session. Errors are classified as
+    /// retryable (the session is restarted) or permanent.
+    async fn upload_step(
+        &mut self,
+        what: &str,
+        method: Method,
+        url: &Url,
+        body: Body<'_>,
+        headers: HeaderMap,
+        expect: StatusCode,
+    ) -> Result<Result<Response, (Error, Option<Duration>)>> {
+        let body = match body {
+            Body::Empty => reqwest::Body::from(Vec::new()),
+            Body::Bytes(b) => reqwest::Body::from(b),
+            Body::File(path) => file_stream(path)
+                .await
+                .map_err(|e| Error::io(format!("reading {}", path.display()), e))?,
+        };
+        let rb = self
+            .request(method, url.clone())
+            .headers(headers)
+            .body(body);
+        self.requests += 1;
+        match rb.send().await {
+            Ok(resp) if resp.status() == expect => Ok(Ok(resp)),
+            Ok(resp) if is_transient_status(resp.status()) => {
+                let wait = retry_after(&resp);
+                Ok(Err((self.fail(what, resp).await, wait)))
+            }
+            Ok(resp) => Err(self.fail(what, resp).await),
+            Err(e) if is_transient_error(&e) => Ok(Err((self.http_err(what, &e), None))),
+            Err(e) => Err(self.http_err(what, &e)),
+        }
+    }
+
+    /// Uploads one blob, restarting in a new session after a transient
+    /// failure, at most [`MAX_ATTEMPTS`] times.
+    async fn upload_blob(&mut self, desc: &Descriptor, blob: Blob<'_>) -> Result<()> {
+        let what = format!("uploading blob {}", desc.digest);
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.upload_session(&what, desc, &blob).await? {
+                Ok(()) => {
+                    self.uploaded_blobs += 1;
+                    self.uploaded_bytes += desc.size;
+                    return Ok(());
+                }
+                Err((err, wait)) => {
+                    if attempt >= MAX_ATTEMPTS {
+                        return Err(err);
+                    }
+                    tokio::time::sleep(wait.unwrap_or_else(|| backoff(attempt))).await;
+                }
+            }
+        }
+    }
+
+    async fn upload_session(
+        &mut self,
+        what: &str,
+        desc: &Descriptor,
+        blob: &Blob<'_>,
+    ) -> Result<Result<(), (Error, Option<Duration>)>> {
+        let start = self.url("blobs/uploads/")?;
+        let mut h = HeaderMap::new();
+        h.insert(header::CONTENT_LENGTH, HeaderValue::from(0));
+        let resp = match self
+            .upload_step(
+                what,
+                Method::POST,
+                &start,
+                Body::Empty,
+                h,
+                StatusCode::ACCEPTED,
+            )
+            .await?
+        {
+            Ok(r) => r,
+            Err(e) => return Ok(Err(e)),
+        };
+        let mut loc = self.location(what, &resp)?;
+        drop(resp);
+        let octet = HeaderValue::from_static("application/octet-stream");
+        if self.monolithic {
+            let mut url = loc.clone();
+            url.query_pairs_mut().append_pair("digest", &desc.digest);
+            let mut h = HeaderMap::new();
+            h.insert(header::CONTENT_TYPE, octet);
+            h.insert(header::CONTENT_LENGTH, HeaderValue::from(desc.size));
+            let body = match blob {
+                Blob::Memory(b) => Body::Bytes(b.to_vec()),
+                Blob::File(p) => Body::File(p),
+            };
+            return Ok(
+                match self
+                    .upload_step(what, Method::PUT, &url, body, h, StatusCode::CREATED)
+                    .await?
+                {
+                    Ok(resp) => self.check_blob_digest(what, desc, &resp).map(Ok)?,
+                    Err(e) => Err(e),
+                },
+            );
+        }
+        let file = match blob {
+            Blob::File(p) => Some(
+                std::fs::File::open(p)
+                    .map_err(|e| Error::io(format!("reading {}", p.display()), e))?,
+            ),
+            Blob::Memory(_) => None,
+        };
+        let mut offset = 0u64;
+        while offset < desc.size {
+            let len = CHUNK_SIZE.min(desc.size - offset);
+            let chunk = match (&file, blob) {
+                (Some(f), _) => {
+                    let mut buf = vec![0u8; len as usize];
+                    f.read_exact_at(&mut buf, offset)
+                        .map_err(|e| Error::io("reading the layer", e))?;
+                    buf
+                }
+                (None, Blob::Memory(b)) => b
+                    .get(offset as usize..(offset + len) as usize)
+                    .unwrap_or_default()
+                    .to_vec(),
+                (None, Blob::File(_)) => Vec::new(),
+            };
+            let mut h = HeaderMap::new();
+            h.insert(header::CONTENT_TYPE, octet.clone());
+            h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+            let range = format!("{}-{}", offset, offset + len - 1);
+            h.insert(
+                header::CONTENT_RANGE,
+                HeaderValue::from_str(&range)
+                    .map_err(|e| self.registry_err(what, e.to_string()))?,
+            );
+            let resp = match self
+                .upload_step(
+                    what,
+                    Method::PATCH,
+                    &loc,
+                    Body::Bytes(chunk),
+                    h,
+                    StatusCode::ACCEPTED,
+                )
+                .await?
+            {
+                Ok(r) => r,
+                Err(e) => return Ok(Err(e)),
+            };
+            loc = self.location(what, &resp)?;
+            offset += len;
+        }
+        let mut url = loc;
+        url.query_pairs_mut().append_pair("digest", &desc.digest);
+        let mut h = HeaderMap::new();
+        h.insert(header::CONTENT_LENGTH, HeaderValue::from(0));
+        Ok(
+            match self
+                .upload_step(what, Method::PUT, &url, Body::Empty, h, StatusCode::CREATED)
+                .await?
+            {
+                Ok(resp) => self.check_blob_digest(what, desc, &resp).map(Ok)?,
+                Err(e) => Err(e),
+            },
+        )
+    }
+
+    fn check_blob_digest(&self, what: &str, desc: &Descriptor, resp: &Response) -> Result<()> {
+        if let Some(d) = resp
+            .headers()
+            .get("docker-content-digest")
+            .and_then(|v| v.to_str().ok())
+            && d != desc.digest
+        {
+            return Err(self.registry_err(
+                what,
+                format!("the registry stored digest {d}, expected {}", desc.digest),
+            ));
+        }
+        Ok(())
+    }
+
+    async fn put_manifest(&mut self, image: &Image, reference: &str) -> Result<()> {
+        let what = format!("putting manifest {}:{reference}", self.repo);
+        let url = self.url(&format!("manifests/{reference}"))?;
+        let body = image.manifest.clone();
+        let resp = self
+            .send(&what, true, |s| {
+                Ok(s.request(Method::PUT, url.clone())
+                    .header(header::CONTENT_TYPE, MANIFEST_MEDIA_TYPE)
+                    .body(body.clone()))
+            })
+            .await?;
+        if resp.status() != StatusCode::CREATED {
+            return Err(self.fail(&what, resp).await);
+        }
+        if let Some(d) = resp
+            .headers()
+            .get("docker-content-digest")
+            .and_then(|v| v.to_str().ok())
+            && d != image.digest
+        {
+            return Err(self.registry_err(
+                what,
+                format!(
+                    "the registry stored the manifest as {d}, not as {}",
+                    image.digest
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    async fn push(&mut self, image: &Image, tags: &[String]) -> Result<Pushed> {
+        // 1. What does every tag name now? Refuse before uploading anything.
+        let mut to_tag = Vec::new();
+        let mut content_present = false;
+        for tag in tags {
+            match self.manifest_digest(tag).await? {
+                Some(d) if d == image.digest => content_present = true,
+                Some(d) if is_timestamp_tag(tag) => {
+                    return Err(Error::TagExists {
+                        tag: format!("{}:{tag}", self.repo),
+                        existing: d,
+                        new: image.digest.clone(),
+                    });
+                }
+                _ => to_tag.push(tag.clone()),
+            }
+        }
+        let untagged = tags.is_empty();
+        // 2. Blobs, unless a manifest naming them is already there (a
+        // registry only accepts a manifest whose blobs it holds).
+        if !content_present && (untagged || !to_tag.is_empty()) {
+            content_present = self.manifest_digest(&image.digest).await?.is_some();
+            if !content_present {
+                if !self.blob_exists(&image.layer_descriptor.digest).await? {
+                    let desc = image.layer_descriptor.clone();
+                    self.upload_blob(&desc, Blob::File(image.layer.file.path()))
+                        .await?;
+                }
+                if !self.blob_exists(&image.config_descriptor.digest).await? {
+                    let desc = image.config_descriptor.clone();
+                    self.upload_blob(&desc, Blob::Memory(&image.config)).await?;
+                }
+            }
+        }
+        // 3. The manifest, under each tag that does not name it yet.
+        let mut manifests_put = 0;
+        if untagged {
+            if !content_present {
+                self.put_manifest(image, &image.digest.clone()).await?;
+                manifests_put += 1;
+            }
+        } else {
+            for tag in &to_tag {
+                self.put_manifest(image, tag).await?;
+                manifests_put += 1;
+            }
+        }
+        let reference = match tags.first() {
+            Some(t) => format!("{}:{t}@{}", self.repo, image.digest),
+            None => format!("{}@{}", self.repo, image.digest),
+        };
+        Ok(Pushed {
+            reference,
+            uploaded_blobs: self.uploaded_blobs,
+            uploaded_bytes: self.uploaded_bytes,
+            pushed: manifests_put > 0 || self.uploaded_blobs > 0,
+            requests: self.requests,
+        })
+    }
+}
+
+/// A request body that streams `path` from disk.
+async fn file_stream(path: &Path) -> std::io::Result<reqwest::Body> {
+    use tokio::io::AsyncReadExt;
+    let file = tokio::fs::File::open(path).await?;
+    let stream = futures_util::stream::try_unfold(file, |mut f| async move {
+        let mut buf = vec![0u8; STREAM_BUF];
+        let n = f.read(&mut buf).await?;
+        if n == 0 {
+            Ok::<_, std::io::Error>(None)
+        } else {
+            buf.truncate(n);
+            Ok(Some((buf, f)))
+        }
+    });
+    Ok(reqwest::Body::wrap_stream(stream))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repositories() {
+        let r = parse_repository("ghcr.io/acme/settings").unwrap();
+        assert_eq!(r.host, "ghcr.io");
+        assert_eq!(r.name, "acme/settings");
+        assert!(parse_repository("localhost:5000/a/b-c__d.e").is_ok());
+        for bad in [
+            "settings",
+            "acme/settings",
+            "ghcr.io/",
+            "ghcr.io/a//b",
+            "ghcr.io/a/b:tag",
+            "ghcr.io/a/b@sha256:00",
+            "ghcr.io/-a",
+            "ghcr.io/a_-b",
+        ] {
+            assert!(parse_repository(bad).is_err(), "{bad}");
+        }
+        let err = parse_repository("ghcr.io/Acme/settings").unwrap_err();
+        assert!(err.hint().unwrap().contains("ghcr.io/acme/settings"));
+        assert_eq!(err.exit_code(), 2);
+    }
+
+    #[test]
+    fn loopback() {
+        for h in [
+            "localhost",
+            "localhost:5000",
+            "127.0.0.1:1",
+            "127.9.9.9",
+            "[::1]:5000",
+            "::1",
+        ] {
+            assert!(is_loopback(h), "{h}");
+        }
+        for h in [
+            "ghcr.io",
+            "10.0.0.1:5000",
+            "localhost.example.com",
+            "[::2]:1",
+        ] {
+            assert!(!is_loopback(h), "{h}");
+        }
+    }
+
+    #[test]
+    fn credentials_debug_redacts() {
+        let c = Credentials {
+            username: "u".into(),
+            password: "hunter2".into(),
+        };
+        assert!(!format!("{c:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn backoff_is_bounded() {
+        for a in 1..40 {
+            assert!(backoff(a) <= BACKOFF_MAX);
+        }
+        assert!(backoff(1) <= BACKOFF_BASE);
+    }
+}
