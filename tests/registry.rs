@@ -1,0 +1,483 @@
+//! `settings-image push` against a real registry (CNCF distribution 2.8),
+//! read back by independent consumers (skopeo, podman, containerd), with
+//! faults injected by a proxy, and with Basic and Bearer-token auth.
+
+mod support_registry;
+
+use support_registry::*;
+
+fn push_args<'a>(dir: &'a str, repo: &'a str, tags: &[&'a str]) -> Vec<&'a str> {
+    let mut a = vec!["push", "--path", dir, "--repository", repo, "--json"];
+    for t in tags {
+        a.push("--tag");
+        a.push(t);
+    }
+    a
+}
+
+fn s(v: &serde_json::Value, k: &str) -> String {
+    v[k].as_str()
+        .unwrap_or_else(|| panic!("no string {k} in {v}"))
+        .to_string()
+}
+
+const TS_TAG: &str = "main-1700000000-abcdef0";
+
+#[test]
+fn push_is_read_by_skopeo_podman_and_containerd() {
+    let reg = Registry::start(Auth::None);
+    let dir = settings(3, "consumers");
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    std::fs::write(dir.path().join("sub/app.toml"), "port = 8080\n").unwrap();
+    let repo = format!("{}/team/settings", reg.host());
+    let d = dir.path().to_str().unwrap();
+    let out = run(&push_args(d, &repo, &["latest", TS_TAG]), &[], None).json();
+    let digest = s(&out, "digest");
+    assert!(digest.starts_with("sha256:") && digest.len() == 71);
+    assert_eq!(s(&out, "reference"), format!("{repo}:latest@{digest}"));
+    assert_eq!(out["tags"], serde_json::json!(["latest", TS_TAG]));
+    assert_eq!(out["uploaded_blobs"], 2);
+    let layer_size = out["layer"]["size"].as_u64().unwrap();
+    let config_len = skopeo_config_len(&format!("{repo}:latest"));
+    assert_eq!(out["uploaded_bytes"].as_u64().unwrap(), layer_size + config_len);
+    assert_eq!(out["pushed"], true);
+
+    // The same digest as `build` computes for the folder.
+    let layout = tempfile::tempdir().unwrap();
+    let out_dir = layout.path().join("l");
+    let b = run(
+        &["build", "--path", d, "--output", out_dir.to_str().unwrap(), "--json"],
+        &[],
+        None,
+    )
+    .json();
+    assert_eq!(s(&b, "digest"), digest);
+
+    // skopeo: both tags name our digest.
+    for tag in ["latest", TS_TAG] {
+        let inspect = skopeo_inspect(&format!("{repo}:{tag}"), None).expect("tag exists");
+        assert_eq!(inspect["Digest"].as_str(), Some(digest.as_str()), "{tag}");
+    }
+
+    // podman pulls it and mounts it as an image volume into a runc container.
+    let (cat, ls) = podman_read(&reg.host(), &format!("{repo}:{TS_TAG}"), "sub/app.toml");
+    assert_eq!(cat, "port = 8080\n");
+    for f in ["f00.yaml", "f01.yaml", "f02.yaml", "sub"] {
+        assert!(ls.lines().any(|l| l == f), "{f} missing from {ls}");
+    }
+
+    // containerd pulls over plain HTTP and mounts the image.
+    let cd = Containerd::start();
+    let reference = format!("{repo}:latest");
+    cd.ctr(&["images", "pull", "--plain-http", "--snapshotter", "native", &reference]);
+    let listed = cd.ctr(&["images", "ls"]);
+    assert!(listed.contains(&digest), "ctr images ls: {listed}");
+    let mnt = tempfile::tempdir().unwrap();
+    let m = mnt.path().to_str().unwrap();
+    cd.ctr(&["images", "mount", "--snapshotter", "native", &reference, m]);
+    let content = std::fs::read_to_string(mnt.path().join("f01.yaml"));
+    let app = std::fs::read_to_string(mnt.path().join("sub/app.toml"));
+    cd.ctr(&["images", "unmount", m]);
+    assert_eq!(content.unwrap(), "key1: value-consumers-1\n");
+    assert_eq!(app.unwrap(), "port = 8080\n");
+}
+
+fn skopeo_config_len(reference: &str) -> u64 {
+    let out = std::process::Command::new("skopeo")
+        .args(["inspect", "--tls-verify=false", "--no-creds", "--raw"])
+        .arg(format!("docker://{reference}"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let m: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    m["config"]["size"].as_u64().unwrap()
+}
+
+#[test]
+fn repush_uploads_nothing_and_makes_few_requests() {
+    let reg = Registry::start(Auth::None);
+    let proxy = Proxy::start(reg.port);
+    let dir = settings(5, "repush");
+    let d = dir.path().to_str().unwrap();
+    let repo = format!("{}/repush", proxy.host());
+    let first = run(&push_args(d, &repo, &["latest", TS_TAG]), &[], None).json();
+    assert_eq!(first["pushed"], true);
+    let seen = proxy.take();
+    assert_eq!(
+        seen.iter().filter(|r| r.method == "PUT" && r.path.contains("/manifests/")).count(),
+        2,
+        "one manifest PUT per tag: {seen:?}"
+    );
+
+    let again = run(&push_args(d, &repo, &["latest", TS_TAG]), &[], None).json();
+    assert_eq!(again["uploaded_blobs"], 0);
+    assert_eq!(again["uploaded_bytes"], 0);
+    assert_eq!(again["pushed"], false);
+    assert_eq!(again["digest"], first["digest"]);
+    let seen = proxy.take();
+    let after_auth: Vec<_> = seen.iter().filter(|r| r.path != "/v2/").collect();
+    assert!(
+        after_auth.iter().all(|r| r.method == "HEAD"),
+        "a re-push only asks: {seen:?}"
+    );
+    assert!(after_auth.len() <= 3, "re-push made {} requests: {seen:?}", after_auth.len());
+
+    // Same content under one more tag: no blob, one manifest PUT.
+    let more = run(&push_args(d, &repo, &["latest", "stable"]), &[], None).json();
+    assert_eq!(more["uploaded_blobs"], 0);
+    assert_eq!(more["pushed"], true);
+    let seen = proxy.take();
+    let puts: Vec<_> = seen.iter().filter(|r| r.method != "HEAD" && r.path != "/v2/").collect();
+    assert_eq!(puts.len(), 1, "{seen:?}");
+    assert!(puts[0].path.ends_with("/manifests/stable"), "{seen:?}");
+
+    // Changed content: only the new layer and config go up.
+    std::fs::write(dir.path().join("f00.yaml"), "changed: true\n").unwrap();
+    let changed = run(&push_args(d, &repo, &["latest"]), &[], None).json();
+    assert_eq!(changed["uploaded_blobs"], 2);
+    assert_ne!(changed["digest"], first["digest"]);
+    let inspect = skopeo_inspect(&format!("{}/repush:latest", reg.host()), None).unwrap();
+    assert_eq!(inspect["Digest"], changed["digest"]);
+}
+
+#[test]
+fn timestamp_tags_never_move_and_other_tags_do() {
+    let reg = Registry::start(Auth::None);
+    let proxy = Proxy::start(reg.port);
+    let dir = settings(2, "immutable");
+    let d = dir.path().to_str().unwrap();
+    let repo = format!("{}/immutable", proxy.host());
+    let a = run(&push_args(d, &repo, &["latest", TS_TAG]), &[], None).json();
+    proxy.take();
+
+    std::fs::write(dir.path().join("f00.yaml"), "other: content\n").unwrap();
+    let refused = run(&push_args(d, &repo, &["latest", TS_TAG]), &[], None);
+    assert_eq!(refused.code, 3, "stderr: {}", refused.stderr);
+    assert!(refused.stderr.contains(TS_TAG), "{}", refused.stderr);
+    assert!(refused.stderr.contains("never move"), "{}", refused.stderr);
+    let seen = proxy.take();
+    assert!(
+        seen.iter().all(|r| r.method == "HEAD" || r.method == "GET"),
+        "nothing may be uploaded or tagged: {seen:?}"
+    );
+    let direct = format!("{}/immutable", reg.host());
+    for tag in ["latest", TS_TAG] {
+        let i = skopeo_inspect(&format!("{direct}:{tag}"), None).unwrap();
+        assert_eq!(i["Digest"], a["digest"], "{tag} moved");
+    }
+
+    // The timestamp tag given after a movable one: still checked first.
+    let refused = run(&push_args(d, &repo, &["main", TS_TAG]), &[], None);
+    assert_eq!(refused.code, 3);
+    assert!(skopeo_inspect(&format!("{direct}:main"), None).is_none());
+
+    // `latest` alone moves.
+    let b = run(&push_args(d, &repo, &["latest"]), &[], None).json();
+    assert_ne!(b["digest"], a["digest"]);
+    let i = skopeo_inspect(&format!("{direct}:latest"), None).unwrap();
+    assert_eq!(i["Digest"], b["digest"]);
+    let i = skopeo_inspect(&format!("{direct}:{TS_TAG}"), None).unwrap();
+    assert_eq!(i["Digest"], a["digest"]);
+}
+
+#[test]
+fn transient_faults_are_retried() {
+    let reg = Registry::start(Auth::None);
+    let proxy = Proxy::start(reg.port);
+    let dir = settings(4, "faults");
+    let d = dir.path().to_str().unwrap();
+    let repo = format!("{}/faults", proxy.host());
+    let (mut posts, mut patches, mut manifest_puts) = (0, 0, 0);
+    proxy.set_rule(move |method, path| {
+        if method == "POST" && path.contains("/blobs/uploads/") {
+            posts += 1;
+            if posts <= 2 {
+                return Action::Respond(503, vec![]);
+            }
+        }
+        if method == "PATCH" {
+            patches += 1;
+            if patches == 1 {
+                return Action::Reset;
+            }
+        }
+        if method == "PUT" && path.contains("/manifests/") {
+            manifest_puts += 1;
+            if manifest_puts == 1 {
+                return Action::Respond(429, vec![("Retry-After".into(), "1".into())]);
+            }
+        }
+        Action::Forward
+    });
+    let started = std::time::Instant::now();
+    let out = run(&push_args(d, &repo, &["latest"]), &[], None).json();
+    let elapsed = started.elapsed();
+    assert_eq!(out["pushed"], true);
+    assert_eq!(out["uploaded_blobs"], 2);
+    let seen = proxy.take();
+    assert_eq!(seen.iter().filter(|r| r.status == 503).count(), 2, "{seen:?}");
+    assert_eq!(seen.iter().filter(|r| r.status == 0).count(), 1, "{seen:?}");
+    assert_eq!(seen.iter().filter(|r| r.status == 429).count(), 1, "{seen:?}");
+    assert!(elapsed >= std::time::Duration::from_secs(1), "Retry-After: 1 honoured");
+    // The interrupted upload was restarted in a new session: one more POST.
+    let posts = seen.iter().filter(|r| r.method == "POST").count();
+    assert!(posts >= 5, "2 refused + 1 interrupted + 2 good sessions: {seen:?}");
+    let inspect = skopeo_inspect(&format!("{}/faults:latest", reg.host()), None).unwrap();
+    assert_eq!(inspect["Digest"], out["digest"]);
+}
+
+#[test]
+fn permanent_failure_writes_no_tag() {
+    let reg = Registry::start(Auth::None);
+    let proxy = Proxy::start(reg.port);
+    let dir = settings(2, "permanent");
+    let d = dir.path().to_str().unwrap();
+    let repo = format!("{}/permanent", proxy.host());
+    proxy.set_rule(|method, path| {
+        if method == "PUT" && path.contains("/manifests/") {
+            Action::Respond(500, vec![])
+        } else {
+            Action::Forward
+        }
+    });
+    let out = run(&push_args(d, &repo, &["latest"]), &[], None);
+    assert_eq!(out.code, 4, "stdout {} stderr {}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("putting manifest"), "{}", out.stderr);
+    assert!(out.stderr.contains("500"), "{}", out.stderr);
+    assert!(out.stderr.contains("hint:"), "{}", out.stderr);
+    let puts = proxy
+        .take()
+        .iter()
+        .filter(|r| r.method == "PUT" && r.path.contains("/manifests/"))
+        .count();
+    assert!((2..=10).contains(&puts), "bounded retries, got {puts}");
+    assert!(skopeo_inspect(&format!("{}/permanent:latest", reg.host()), None).is_none());
+}
+
+#[test]
+fn large_layer_goes_in_chunks_of_at_most_4_mib_or_one_put() {
+    let reg = Registry::start(Auth::None);
+    let proxy = Proxy::start(reg.port);
+    let dir = tempfile::tempdir().unwrap();
+    random_file(&dir.path().join("blob.bin"), 9 * 1024 * 1024 + 123);
+    let d = dir.path().to_str().unwrap();
+    const MIB4: usize = 4 * 1024 * 1024;
+
+    let out = run(&push_args(d, &format!("{}/chunked", proxy.host()), &["v1"]), &[], None).json();
+    let layer = out["layer"]["size"].as_u64().unwrap() as usize;
+    assert!(layer > 2 * MIB4, "incompressible layer is {layer} bytes");
+    let seen = proxy.take();
+    assert!(seen.iter().all(|r| r.body_len <= MIB4), "{seen:?}");
+    let patches: Vec<_> = seen.iter().filter(|r| r.method == "PATCH").collect();
+    assert!(patches.len() >= 3, "{seen:?}");
+    let layer_bytes: usize = patches.iter().map(|r| r.body_len).sum::<usize>();
+    assert!(layer_bytes >= layer, "{seen:?}");
+
+    let out = run(
+        &[&push_args(d, &format!("{}/mono", proxy.host()), &["v1"])[..], &["--monolithic"]].concat(),
+        &[],
+        None,
+    )
+    .json();
+    assert_eq!(out["uploaded_blobs"], 2);
+    let seen = proxy.take();
+    assert!(seen.iter().all(|r| r.method != "PATCH"), "{seen:?}");
+    let blob_puts: Vec<_> = seen
+        .iter()
+        .filter(|r| r.method == "PUT" && r.path.contains("/blobs/uploads/"))
+        .collect();
+    assert_eq!(blob_puts.len(), 2, "{seen:?}");
+    assert!(blob_puts.iter().any(|r| r.body_len == layer), "{seen:?}");
+    let i = skopeo_inspect(&format!("{}/mono:v1", reg.host()), None).unwrap();
+    assert_eq!(i["Digest"], out["digest"]);
+}
+
+#[test]
+fn basic_auth_credentials_in_every_form() {
+    let password = "S3cret-Pa55-basic";
+    let reg = Registry::start(Auth::Basic {
+        user: "alice".into(),
+        password: password.into(),
+    });
+    let dir = settings(2, "basic");
+    let d = dir.path().to_str().unwrap();
+    let repo = format!("{}/basic", reg.host());
+
+    // Anonymous: refused with a clear error and exit code 5.
+    let anon = run(&push_args(d, &repo, &["latest"]), &[], None);
+    assert_eq!(anon.code, 5, "{}", anon.stderr);
+    assert!(
+        anon.stderr.contains(&format!("authentication failed for {}", reg.host())),
+        "{}",
+        anon.stderr
+    );
+    assert!(anon.stderr.contains("--password-stdin"), "{}", anon.stderr);
+
+    // Wrong password: refused, and the password never shows.
+    let wrong = "Wr0ng-Pa55-never-print";
+    let mut args = push_args(d, &repo, &["latest"]);
+    args.extend(["--username", "alice", "--password-stdin"]);
+    let bad = run(&args, &[], Some(&format!("{wrong}\n")));
+    assert_eq!(bad.code, 5, "{}", bad.stderr);
+    assert!(!bad.stderr.contains(wrong) && !bad.stdout.contains(wrong));
+
+    // --username with --password-stdin.
+    let ok = run(&args, &[], Some(&format!("{password}\n")));
+    let out = ok.json();
+    assert_eq!(out["pushed"], true);
+    assert!(!ok.stdout.contains(password) && !ok.stderr.contains(password));
+    let creds = format!("alice:{password}");
+    let i = skopeo_inspect(&format!("{repo}:latest"), Some(&creds)).unwrap();
+    assert_eq!(i["Digest"], out["digest"]);
+
+    // Environment variables.
+    let out = run(
+        &push_args(d, &repo, &["env"]),
+        &[
+            ("SETTINGS_IMAGE_USERNAME", "alice"),
+            ("SETTINGS_IMAGE_PASSWORD", password),
+        ],
+        None,
+    )
+    .json();
+    assert_eq!(out["uploaded_blobs"], 0);
+
+    // docker config.json with a base64 `auth` entry.
+    let cfg = tempfile::tempdir().unwrap();
+    use base64::Engine as _;
+    let auth = base64::engine::general_purpose::STANDARD.encode(&creds);
+    std::fs::write(
+        cfg.path().join("config.json"),
+        serde_json::json!({"auths": {(reg.host()): {"auth": auth}}}).to_string(),
+    )
+    .unwrap();
+    let c = cfg.path().to_str().unwrap();
+    let out = run(&push_args(d, &repo, &["docker-config"]), &[("DOCKER_CONFIG", c)], None).json();
+    assert_eq!(out["pushed"], true);
+
+    // A credential helper (credHelpers), run with the server on stdin.
+    let helper_dir = tempfile::tempdir().unwrap();
+    let helper = helper_dir.path().join("docker-credential-testhelper");
+    std::fs::write(
+        &helper,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = get ] || exit 1\nread server\n[ \"$server\" = \"{}\" ] || {{ echo 'credentials not found in native keychain'; exit 1; }}\necho '{{\"ServerURL\":\"'$server'\",\"Username\":\"alice\",\"Secret\":\"{password}\"}}'\n",
+            reg.host()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(
+        cfg.path().join("config.json"),
+        serde_json::json!({"credHelpers": {(reg.host()): "testhelper"}}).to_string(),
+    )
+    .unwrap();
+    let path = format!("{}:{}", helper_dir.path().display(), std::env::var("PATH").unwrap());
+    let helped = run(
+        &push_args(d, &repo, &["helper"]),
+        &[("DOCKER_CONFIG", c), ("PATH", &path)],
+        None,
+    );
+    assert_eq!(helped.json()["pushed"], true);
+    assert!(!helped.stdout.contains(password) && !helped.stderr.contains(password));
+    // credsStore used for every host.
+    std::fs::write(
+        cfg.path().join("config.json"),
+        serde_json::json!({"credsStore": "testhelper"}).to_string(),
+    )
+    .unwrap();
+    let stored = run(
+        &push_args(d, &repo, &["store"]),
+        &[("DOCKER_CONFIG", c), ("PATH", &path)],
+        None,
+    );
+    assert_eq!(stored.json()["pushed"], true);
+    for tag in ["latest", "env", "docker-config", "helper", "store"] {
+        assert!(
+            skopeo_inspect(&format!("{repo}:{tag}"), Some(&creds)).is_some(),
+            "{tag}"
+        );
+    }
+}
+
+#[test]
+fn bearer_token_flow_like_ghcr() {
+    let password = "T0ken-server-Pa55";
+    let ts = TokenServer::start("bob", password);
+    let reg = Registry::start(Auth::Token(ts.clone()));
+    let dir = settings(3, "token");
+    let d = dir.path().to_str().unwrap();
+    let repo = format!("{}/org/token", reg.host());
+
+    let anon = run(&push_args(d, &repo, &["latest"]), &[], None);
+    assert_eq!(anon.code, 5, "{}", anon.stderr);
+    assert!(anon.stderr.contains("authentication failed"), "{}", anon.stderr);
+
+    let env = [("SETTINGS_IMAGE_USERNAME", "bob"), ("SETTINGS_IMAGE_PASSWORD", password)];
+    let ok = run(&push_args(d, &repo, &["latest", TS_TAG]), &env, None);
+    let out = ok.json();
+    assert_eq!(out["pushed"], true);
+    assert_eq!(out["uploaded_blobs"], 2);
+    // The token request asked for push on this repository.
+    let reqs = ts.requests.lock().unwrap().clone();
+    assert!(
+        reqs.iter().any(|q| q.contains("repository%3Aorg%2Ftoken%3Apull%2Cpush")
+            || q.contains("repository:org/token:pull,push")),
+        "{reqs:?}"
+    );
+    let issued = ts.issued.lock().unwrap().clone();
+    assert!(!issued.is_empty());
+    for t in &issued {
+        assert!(!ok.stdout.contains(t.as_str()) && !ok.stderr.contains(t.as_str()));
+    }
+    assert!(!ok.stdout.contains(password) && !ok.stderr.contains(password));
+    let i = skopeo_inspect(&format!("{repo}:{TS_TAG}"), Some(&format!("bob:{password}"))).unwrap();
+    assert_eq!(i["Digest"], out["digest"]);
+
+    let again = run(&push_args(d, &repo, &["latest", TS_TAG]), &env, None).json();
+    assert_eq!(again["pushed"], false);
+    assert_eq!(again["uploaded_blobs"], 0);
+
+    let wrong = run(
+        &push_args(d, &repo, &["latest"]),
+        &[("SETTINGS_IMAGE_USERNAME", "bob"), ("SETTINGS_IMAGE_PASSWORD", "nope-nope-nope")],
+        None,
+    );
+    assert_eq!(wrong.code, 5, "{}", wrong.stderr);
+    assert!(!wrong.stderr.contains("nope-nope-nope"), "{}", wrong.stderr);
+}
+
+#[test]
+fn bad_repositories_are_refused_before_any_network() {
+    let dir = settings(1, "bad");
+    let d = dir.path().to_str().unwrap();
+    let upper = run(&push_args(d, "ghcr.io/Acme/Settings", &["latest"]), &[], None);
+    assert_eq!(upper.code, 2, "{}", upper.stderr);
+    assert!(upper.stderr.contains("ghcr.io/acme/settings"), "{}", upper.stderr);
+    for bad in ["settings", "ghcr.io/a/b:latest", "ghcr.io/a//b", "ghcr.io/"] {
+        let r = run(&push_args(d, bad, &["latest"]), &[], None);
+        assert_eq!(r.code, 2, "{bad}: {}", r.stderr);
+        assert!(r.stderr.contains("hint:"), "{bad}: {}", r.stderr);
+    }
+    let r = run(&push_args(d, "127.0.0.1:1/x", &["bad tag"]), &[], None);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    // Username without password.
+    let r = run(
+        &[&push_args(d, "127.0.0.1:1/x", &["t"])[..], &["--username", "u"]].concat(),
+        &[],
+        None,
+    );
+    assert_eq!(r.code, 2, "{}", r.stderr);
+}
+
+#[test]
+fn unreachable_registry_fails_clearly() {
+    let dir = settings(1, "down");
+    let d = dir.path().to_str().unwrap();
+    let port = free_port();
+    let r = run(&push_args(d, &format!("127.0.0.1:{port}/x"), &["latest"]), &[], None);
+    assert_ne!(r.code, 0);
+    assert!(r.stderr.contains(&format!("127.0.0.1:{port}")), "{}", r.stderr);
+    assert!(r.stderr.contains("hint:"), "{}", r.stderr);
+}

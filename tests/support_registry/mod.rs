@@ -1,0 +1,812 @@
+//! Test helpers for registry tests: a real CNCF distribution registry
+//! (`docker-registry`) on a free loopback port (no auth, htpasswd, or token
+//! auth), a test token server that signs JWTs with a key made by `openssl`,
+//! a fault-injecting HTTP proxy, and the independent consumers (skopeo,
+//! podman, containerd). A missing tool fails the test loudly.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+
+/// Fails loudly when a tool the test needs is missing.
+pub fn require(tool: &str) -> PathBuf {
+    for dir in std::env::var("PATH")
+        .unwrap_or_default()
+        .split(':')
+        .chain(["/usr/sbin", "/sbin"])
+    {
+        let p = Path::new(dir).join(tool);
+        if p.is_file() {
+            return p;
+        }
+    }
+    panic!("required tool {tool} is not installed: run `bash scripts/deps.sh` (as root)");
+}
+
+/// A free loopback TCP port.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_port(port: u16, what: &str, child: &mut Child) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("{what} exited early with {status}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("{what} did not listen on 127.0.0.1:{port} within 20s");
+}
+
+/// How the registry authenticates.
+pub enum Auth {
+    /// Anyone may push.
+    None,
+    /// htpasswd (bcrypt) Basic auth with one user.
+    Basic { user: String, password: String },
+    /// Bearer tokens from the given token server.
+    Token(Arc<TokenServer>),
+}
+
+/// A running `docker-registry`; killed on drop.
+pub struct Registry {
+    child: Child,
+    pub dir: tempfile::TempDir,
+    pub port: u16,
+    pub log: PathBuf,
+}
+
+impl Registry {
+    /// Starts a registry with `auth` on a free loopback port.
+    pub fn start(auth: Auth) -> Registry {
+        let bin = require("docker-registry");
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let auth_yaml = match &auth {
+            Auth::None => String::new(),
+            Auth::Basic { user, password } => {
+                require("htpasswd");
+                let out = Command::new("htpasswd")
+                    .args(["-Bbn", user, password])
+                    .output()
+                    .unwrap();
+                assert!(out.status.success(), "htpasswd failed");
+                let path = dir.path().join("htpasswd");
+                std::fs::write(&path, &out.stdout).unwrap();
+                format!(
+                    "auth:\n  htpasswd:\n    realm: test-registry\n    path: {}\n",
+                    path.display()
+                )
+            }
+            Auth::Token(ts) => format!(
+                "auth:\n  token:\n    realm: http://127.0.0.1:{}/token\n    service: {}\n    issuer: {}\n    rootcertbundle: {}\n",
+                ts.port,
+                TokenServer::SERVICE,
+                TokenServer::ISSUER,
+                ts.cert.display()
+            ),
+        };
+        let config = format!(
+            "version: 0.1\nlog:\n  level: info\n  accesslog:\n    disabled: false\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n{auth_yaml}",
+            dir.path().join("data").display()
+        );
+        let cfg = dir.path().join("config.yml");
+        std::fs::write(&cfg, config).unwrap();
+        let log = dir.path().join("registry.log");
+        let mut child = Command::new(bin)
+            .arg("serve")
+            .arg(&cfg)
+            .stdout(std::fs::File::create(&log).unwrap())
+            .stderr(std::fs::File::create(dir.path().join("registry.err")).unwrap())
+            .spawn()
+            .unwrap();
+        wait_port(port, "docker-registry", &mut child);
+        Registry {
+            child,
+            dir,
+            port,
+            log,
+        }
+    }
+
+    /// `127.0.0.1:PORT`.
+    pub fn host(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The settings-image binary.
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_settings-image"))
+}
+
+/// The result of running the binary.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// The `--json` output.
+    pub fn json(&self) -> serde_json::Value {
+        assert_eq!(
+            self.code, 0,
+            "push failed:\nstdout: {}\nstderr: {}",
+            self.stdout, self.stderr
+        );
+        serde_json::from_str(self.stdout.trim()).unwrap_or_else(|e| {
+            panic!("not JSON ({e}): {}", self.stdout);
+        })
+    }
+}
+
+/// Runs settings-image with `args`, `env` and `stdin`, with a docker config
+/// directory that is empty unless `env` says otherwise.
+pub fn run(args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> Run {
+    let empty = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(bin());
+    cmd.args(args)
+        .env_remove("SETTINGS_IMAGE_USERNAME")
+        .env_remove("SETTINGS_IMAGE_PASSWORD")
+        .env("DOCKER_CONFIG", empty.path())
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    if let Some(s) = stdin {
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(s.as_bytes())
+            .unwrap();
+    }
+    let out: Output = child.wait_with_output().unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into(),
+        stderr: String::from_utf8_lossy(&out.stderr).into(),
+    }
+}
+
+/// A settings folder with `n` small YAML files named `fNN.yaml`.
+pub fn settings(n: usize, salt: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..n {
+        std::fs::write(
+            dir.path().join(format!("f{i:02}.yaml")),
+            format!("key{i}: value-{salt}-{i}\n"),
+        )
+        .unwrap();
+    }
+    dir
+}
+
+/// Writes `size` random (incompressible) bytes to `path`.
+pub fn random_file(path: &Path, size: usize) {
+    let mut buf = vec![0u8; size];
+    std::fs::File::open("/dev/urandom")
+        .unwrap()
+        .read_exact(&mut buf)
+        .unwrap();
+    std::fs::write(path, buf).unwrap();
+}
+
+/// `skopeo inspect` of `reference` (`HOST/NAME:TAG`): its JSON, or `None`
+/// when the tag does not exist.
+pub fn skopeo_inspect(reference: &str, creds: Option<&str>) -> Option<serde_json::Value> {
+    require("skopeo");
+    let mut cmd = Command::new("skopeo");
+    cmd.args(["inspect", "--tls-verify=false"]);
+    match creds {
+        Some(c) => cmd.args(["--creds", c]),
+        None => cmd.arg("--no-creds"),
+    };
+    let out = cmd.arg(format!("docker://{reference}")).output().unwrap();
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("manifest unknown") || err.contains("not found"),
+            "skopeo inspect {reference} failed unexpectedly: {err}"
+        );
+        return None;
+    }
+    Some(serde_json::from_slice(&out.stdout).unwrap())
+}
+
+// ---------------------------------------------------------------- token server
+
+/// A test token server: answers `GET /token` with an RS256 JWT (signed by
+/// `openssl dgst`) granting pull and push, for the right Basic credentials.
+pub struct TokenServer {
+    pub port: u16,
+    pub cert: PathBuf,
+    key: PathBuf,
+    cert_der_b64: String,
+    user: String,
+    password: String,
+    /// Every token handed out.
+    pub issued: Mutex<Vec<String>>,
+    /// Token requests seen (query strings).
+    pub requests: Mutex<Vec<String>>,
+    _dir: tempfile::TempDir,
+}
+
+fn b64url(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+impl TokenServer {
+    pub const SERVICE: &'static str = "test-registry";
+    pub const ISSUER: &'static str = "test-issuer";
+
+    /// Generates a key and certificate and starts serving.
+    pub fn start(user: &str, password: &str) -> Arc<TokenServer> {
+        require("openssl");
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("key.pem");
+        let cert = dir.path().join("cert.pem");
+        let st = Command::new("openssl")
+            .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2"])
+            .args(["-subj", "/CN=test-token-issuer", "-keyout"])
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert)
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success(), "openssl req failed");
+        let der = Command::new("openssl")
+            .args(["x509", "-outform", "DER", "-in"])
+            .arg(&cert)
+            .output()
+            .unwrap();
+        assert!(der.status.success());
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let ts = Arc::new(TokenServer {
+            port,
+            cert,
+            key,
+            cert_der_b64: base64::engine::general_purpose::STANDARD.encode(&der.stdout),
+            user: user.into(),
+            password: password.into(),
+            issued: Mutex::new(Vec::new()),
+            requests: Mutex::new(Vec::new()),
+            _dir: dir,
+        });
+        let server = ts.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let server = server.clone();
+                std::thread::spawn(move || server.serve(stream));
+            }
+        });
+        ts
+    }
+
+    fn sign(&self, input: &str) -> Vec<u8> {
+        let mut child = Command::new("openssl")
+            .args(["dgst", "-sha256", "-sign"])
+            .arg(&self.key)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+        out.stdout
+    }
+
+    fn token(&self, scope: &str, account: &str) -> String {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let mut access = Vec::new();
+        for s in scope.split(' ').filter(|s| !s.is_empty()) {
+            let parts: Vec<&str> = s.split(':').collect();
+            if parts.len() == 3 {
+                access.push(serde_json::json!({
+                    "type": parts[0], "name": parts[1],
+                    "actions": parts[2].split(',').collect::<Vec<_>>()
+                }));
+            }
+        }
+        let header = serde_json::json!({"alg": "RS256", "typ": "JWT", "x5c": [self.cert_der_b64]});
+        let claims = serde_json::json!({
+            "iss": Self::ISSUER, "sub": account, "aud": Self::SERVICE,
+            "exp": now + 600, "nbf": now - 60, "iat": now,
+            "jti": format!("{}", fastrand::u64(..)), "access": access,
+        });
+        let input = format!(
+            "{}.{}",
+            b64url(header.to_string().as_bytes()),
+            b64url(claims.to_string().as_bytes())
+        );
+        let sig = self.sign(&input);
+        format!("{input}.{}", b64url(&sig))
+    }
+
+    fn serve(&self, stream: TcpStream) {
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut out = stream;
+        while let Some(head) = read_head(&mut reader) {
+            let query = head.path.split_once('?').map(|x| x.1).unwrap_or("");
+            self.requests.lock().unwrap().push(query.to_string());
+            let params: HashMap<String, String> = query
+                .split('&')
+                .filter_map(|kv| kv.split_once('='))
+                .map(|(k, v)| (k.to_string(), url_decode(v)))
+                .collect();
+            let expected = format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD
+                    .encode(format!("{}:{}", self.user, self.password))
+            );
+            let authorized = head.header("authorization") == Some(expected.as_str());
+            let resp = if authorized {
+                let tok = self.token(
+                    params.get("scope").map(String::as_str).unwrap_or(""),
+                    &self.user,
+                );
+                self.issued.lock().unwrap().push(tok.clone());
+                let body = serde_json::json!({"token": tok, "access_token": tok, "expires_in": 600})
+                    .to_string();
+                format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                )
+            } else {
+                let body = r#"{"errors":[{"code":"UNAUTHORIZED","message":"bad credentials"}]}"#;
+                format!(
+                    "HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                )
+            };
+            if out.write_all(resp.as_bytes()).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+fn url_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() => {
+                let h = std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("00");
+                out.push(u8::from_str_radix(h, 16).unwrap_or(b'?'));
+                i += 2;
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into()
+}
+
+// ---------------------------------------------------------------- HTTP parsing
+
+/// A parsed request or response head.
+pub struct Head {
+    pub first: String,
+    pub method: String,
+    pub path: String,
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub raw: Vec<u8>,
+}
+
+impl Head {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+    fn content_length(&self) -> Option<usize> {
+        self.header("content-length").and_then(|v| v.trim().parse().ok())
+    }
+    fn chunked(&self) -> bool {
+        self.header("transfer-encoding")
+            .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"))
+    }
+}
+
+fn read_head(r: &mut impl BufRead) -> Option<Head> {
+    let mut raw = Vec::new();
+    let mut lines = Vec::new();
+    loop {
+        let mut line = String::new();
+        let n = r.read_line(&mut line).ok()?;
+        if n == 0 {
+            return None;
+        }
+        raw.extend_from_slice(line.as_bytes());
+        let l = line.trim_end_matches(['\r', '\n']).to_string();
+        if l.is_empty() {
+            if lines.is_empty() {
+                continue;
+            }
+            break;
+        }
+        lines.push(l);
+    }
+    let first = lines.remove(0);
+    let mut parts = first.split(' ');
+    let a = parts.next().unwrap_or("").to_string();
+    let b = parts.next().unwrap_or("").to_string();
+    let headers = lines
+        .iter()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect();
+    let status = b.parse().unwrap_or(0);
+    Some(Head {
+        first,
+        method: a,
+        path: b,
+        status,
+        headers,
+        raw,
+    })
+}
+
+/// Reads a body as framed by `head`; returns the raw bytes (as sent) and the
+/// payload length.
+fn read_body(r: &mut impl BufRead, head: &Head, no_body: bool) -> std::io::Result<(Vec<u8>, usize)> {
+    if no_body {
+        return Ok((Vec::new(), 0));
+    }
+    if head.chunked() {
+        let mut raw = Vec::new();
+        let mut len = 0;
+        loop {
+            let mut line = String::new();
+            r.read_line(&mut line)?;
+            raw.extend_from_slice(line.as_bytes());
+            let size = usize::from_str_radix(line.trim().split(';').next().unwrap_or("0"), 16)
+                .unwrap_or(0);
+            let mut chunk = vec![0u8; size + 2];
+            r.read_exact(&mut chunk)?;
+            raw.extend_from_slice(&chunk);
+            len += size;
+            if size == 0 {
+                return Ok((raw, len));
+            }
+        }
+    }
+    if let Some(n) = head.content_length() {
+        let mut body = vec![0u8; n];
+        r.read_exact(&mut body)?;
+        return Ok((body, n));
+    }
+    Ok((Vec::new(), 0))
+}
+
+// ---------------------------------------------------------------- fault proxy
+
+/// One request the proxy saw.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub method: String,
+    pub path: String,
+    /// Payload bytes of the request body.
+    pub body_len: usize,
+    /// The status sent back (0 for a reset connection).
+    pub status: u16,
+}
+
+/// What the proxy does with a request.
+pub enum Action {
+    /// Pass it to the registry.
+    Forward,
+    /// Answer it with this status and headers, without the registry.
+    Respond(u16, Vec<(String, String)>),
+    /// Read part of the body, then drop the connection (a reset).
+    Reset,
+}
+
+type Rule = Box<dyn FnMut(&str, &str) -> Action + Send>;
+
+/// An HTTP/1.1 proxy on loopback in front of a registry that records every
+/// request and injects faults chosen by a rule on (method, path).
+pub struct Proxy {
+    pub port: u16,
+    pub seen: Arc<Mutex<Vec<Seen>>>,
+    rule: Arc<Mutex<Rule>>,
+}
+
+impl Proxy {
+    /// Starts a proxy to `127.0.0.1:upstream` that forwards everything.
+    pub fn start(upstream: u16) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let rule: Arc<Mutex<Rule>> = Arc::new(Mutex::new(Box::new(|_: &str, _: &str| Action::Forward)));
+        let (s, r) = (seen.clone(), rule.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let (s, r) = (s.clone(), r.clone());
+                std::thread::spawn(move || {
+                    let _ = proxy_conn(stream, upstream, s, r);
+                });
+            }
+        });
+        Proxy { port, seen, rule }
+    }
+
+    /// Replaces the fault rule.
+    pub fn set_rule(&self, rule: impl FnMut(&str, &str) -> Action + Send + 'static) {
+        *self.rule.lock().unwrap() = Box::new(rule);
+    }
+
+    /// `127.0.0.1:PORT`.
+    pub fn host(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Takes the requests seen so far.
+    pub fn take(&self) -> Vec<Seen> {
+        std::mem::take(&mut *self.seen.lock().unwrap())
+    }
+}
+
+fn proxy_conn(
+    client: TcpStream,
+    upstream_port: u16,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    rule: Arc<Mutex<Rule>>,
+) -> std::io::Result<()> {
+    let mut creader = BufReader::new(client.try_clone()?);
+    let mut cwriter = client;
+    let mut upstream: Option<(BufReader<TcpStream>, TcpStream)> = None;
+    while let Some(head) = read_head(&mut creader) {
+        let action = (rule.lock().unwrap())(&head.method, &head.path);
+        let record = |len: usize, status: u16| {
+            seen.lock().unwrap().push(Seen {
+                method: head.method.clone(),
+                path: head.path.clone(),
+                body_len: len,
+                status,
+            })
+        };
+        match action {
+            Action::Reset => {
+                let half = head.content_length().unwrap_or(0) / 2;
+                let mut part = vec![0u8; half];
+                let _ = creader.read_exact(&mut part);
+                record(head.content_length().unwrap_or(0), 0);
+                let _ = cwriter.shutdown(std::net::Shutdown::Both);
+                return Ok(());
+            }
+            Action::Respond(status, headers) => {
+                let (_, len) = read_body(&mut creader, &head, false)?;
+                record(len, status);
+                let body = format!(
+                    "{{\"errors\":[{{\"code\":\"INJECTED\",\"message\":\"injected {status} by the test proxy\"}}]}}"
+                );
+                let mut resp = format!(
+                    "HTTP/1.1 {status} Injected\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+                    body.len()
+                );
+                for (k, v) in headers {
+                    resp.push_str(&format!("{k}: {v}\r\n"));
+                }
+                resp.push_str("\r\n");
+                resp.push_str(&body);
+                cwriter.write_all(resp.as_bytes())?;
+            }
+            Action::Forward => {
+                let (body, len) = read_body(&mut creader, &head, false)?;
+                if upstream.is_none() {
+                    let s = TcpStream::connect(("127.0.0.1", upstream_port))?;
+                    upstream = Some((BufReader::new(s.try_clone()?), s));
+                }
+                let Some((ureader, uwriter)) = upstream.as_mut() else {
+                    unreachable!()
+                };
+                uwriter.write_all(&head.raw)?;
+                uwriter.write_all(&body)?;
+                let resp = read_head(ureader)
+                    .ok_or_else(|| std::io::Error::other("upstream closed"))?;
+                let no_body = head.method == "HEAD"
+                    || resp.status == 204
+                    || resp.status == 304
+                    || resp.status < 200;
+                let (rbody, _) = read_body(ureader, &resp, no_body)?;
+                record(len, resp.status);
+                cwriter.write_all(&resp.raw)?;
+                cwriter.write_all(&rbody)?;
+                if resp
+                    .header("connection")
+                    .is_some_and(|v| v.eq_ignore_ascii_case("close"))
+                {
+                    return Ok(());
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------- consumers
+
+/// Pulls `reference` with podman (vfs storage, private root, runc) and runs
+/// busybox with the image mounted at /settings: returns `cat` of `file`
+/// and an `ls` of the mount.
+pub fn podman_read(registry_host: &str, reference: &str, file: &str) -> (String, String) {
+    require("podman");
+    require("runc");
+    let busybox = require("busybox");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("containers.conf"),
+        "[containers]\ndefault_ulimits = []\n[engine]\nruntime = \"runc\"\ncgroup_manager = \"cgroupfs\"\nevents_logger = \"file\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("registries.conf"),
+        format!("[[registry]]\nlocation = \"{registry_host}\"\ninsecure = true\n"),
+    )
+    .unwrap();
+    let rootfs = d.join("rootfs");
+    std::fs::create_dir_all(rootfs.join("bin")).unwrap();
+    std::fs::copy(&busybox, rootfs.join("bin/busybox")).unwrap();
+    let podman = |args: &[&str]| {
+        let out = Command::new("podman")
+            .env("CONTAINERS_CONF", d.join("containers.conf"))
+            .env("CONTAINERS_REGISTRIES_CONF", d.join("registries.conf"))
+            .arg("--root")
+            .arg(d.join("root"))
+            .arg("--runroot")
+            .arg(d.join("runroot"))
+            .args(["--storage-driver", "vfs"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "podman {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    podman(&["pull", "-q", reference]);
+    let mount = format!("type=image,source={reference},destination=/settings");
+    let rootfs_s = rootfs.display().to_string();
+    let cat = podman(&[
+        "run", "--rm", "--mount", &mount, "--rootfs", &rootfs_s, "/bin/busybox", "cat",
+        &format!("/settings/{file}"),
+    ]);
+    let ls = podman(&[
+        "run", "--rm", "--mount", &mount, "--rootfs", &rootfs_s, "/bin/busybox", "ls", "/settings",
+    ]);
+    // podman leaves vfs layers owned by root; the tempdir removes them.
+    let _ = Command::new("podman")
+        .env("CONTAINERS_CONF", d.join("containers.conf"))
+        .arg("--root")
+        .arg(d.join("root"))
+        .arg("--runroot")
+        .arg(d.join("runroot"))
+        .args(["--storage-driver", "vfs", "system", "reset", "-f"])
+        .output();
+    (cat, ls)
+}
+
+/// A containerd started as a child process with its own root, state and
+/// socket; killed on drop.
+pub struct Containerd {
+    child: Child,
+    pub dir: tempfile::TempDir,
+}
+
+impl Containerd {
+    /// Starts containerd and waits for its socket.
+    pub fn start() -> Containerd {
+        require("containerd");
+        require("ctr");
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let sock = d.join("containerd.sock");
+        let config = format!(
+            "version = 2\nroot = \"{0}/root\"\nstate = \"{0}/state\"\ndisabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n[grpc]\n  address = \"{1}\"\n[ttrpc]\n  address = \"{1}.ttrpc\"\n[debug]\n  address = \"\"\n[metrics]\n  address = \"\"\n",
+            d.display(),
+            sock.display()
+        );
+        std::fs::write(d.join("config.toml"), config).unwrap();
+        let mut child = Command::new("containerd")
+            .arg("--config")
+            .arg(d.join("config.toml"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(d.join("containerd.log")).unwrap())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if sock.exists() {
+                let ok = Command::new("ctr")
+                    .arg("--address")
+                    .arg(&sock)
+                    .arg("version")
+                    .output()
+                    .unwrap();
+                if ok.status.success() {
+                    break;
+                }
+            }
+            if let Ok(Some(st)) = child.try_wait() {
+                panic!("containerd exited early with {st}");
+            }
+            assert!(Instant::now() < deadline, "containerd did not start");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Containerd { child, dir }
+    }
+
+    /// Runs `ctr` against this containerd.
+    pub fn ctr(&self, args: &[&str]) -> String {
+        let out = Command::new("ctr")
+            .arg("--address")
+            .arg(self.dir.path().join("containerd.sock"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "ctr {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    }
+}
+
+impl Drop for Containerd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
