@@ -39,14 +39,24 @@ fn push_is_read_by_skopeo_podman_and_containerd() {
     assert_eq!(out["uploaded_blobs"], 2);
     let layer_size = out["layer"]["size"].as_u64().unwrap();
     let config_len = skopeo_config_len(&format!("{repo}:latest"));
-    assert_eq!(out["uploaded_bytes"].as_u64().unwrap(), layer_size + config_len);
+    assert_eq!(
+        out["uploaded_bytes"].as_u64().unwrap(),
+        layer_size + config_len
+    );
     assert_eq!(out["pushed"], true);
 
     // The same digest as `build` computes for the folder.
     let layout = tempfile::tempdir().unwrap();
     let out_dir = layout.path().join("l");
     let b = run(
-        &["build", "--path", d, "--output", out_dir.to_str().unwrap(), "--json"],
+        &[
+            "build",
+            "--path",
+            d,
+            "--output",
+            out_dir.to_str().unwrap(),
+            "--json",
+        ],
         &[],
         None,
     )
@@ -69,7 +79,14 @@ fn push_is_read_by_skopeo_podman_and_containerd() {
     // containerd pulls over plain HTTP and mounts the image.
     let cd = Containerd::start();
     let reference = format!("{repo}:latest");
-    cd.ctr(&["images", "pull", "--plain-http", "--snapshotter", "native", &reference]);
+    cd.ctr(&[
+        "images",
+        "pull",
+        "--plain-http",
+        "--snapshotter",
+        "native",
+        &reference,
+    ]);
     let listed = cd.ctr(&["images", "ls"]);
     assert!(listed.contains(&digest), "ctr images ls: {listed}");
     let mnt = tempfile::tempdir().unwrap();
@@ -104,7 +121,9 @@ fn repush_uploads_nothing_and_makes_few_requests() {
     assert_eq!(first["pushed"], true);
     let seen = proxy.take();
     assert_eq!(
-        seen.iter().filter(|r| r.method == "PUT" && r.path.contains("/manifests/")).count(),
+        seen.iter()
+            .filter(|r| r.method == "PUT" && r.path.contains("/manifests/"))
+            .count(),
         2,
         "one manifest PUT per tag: {seen:?}"
     );
@@ -120,14 +139,21 @@ fn repush_uploads_nothing_and_makes_few_requests() {
         after_auth.iter().all(|r| r.method == "HEAD"),
         "a re-push only asks: {seen:?}"
     );
-    assert!(after_auth.len() <= 3, "re-push made {} requests: {seen:?}", after_auth.len());
+    assert!(
+        after_auth.len() <= 3,
+        "re-push made {} requests: {seen:?}",
+        after_auth.len()
+    );
 
     // Same content under one more tag: no blob, one manifest PUT.
     let more = run(&push_args(d, &repo, &["latest", "stable"]), &[], None).json();
     assert_eq!(more["uploaded_blobs"], 0);
     assert_eq!(more["pushed"], true);
     let seen = proxy.take();
-    let puts: Vec<_> = seen.iter().filter(|r| r.method != "HEAD" && r.path != "/v2/").collect();
+    let puts: Vec<_> = seen
+        .iter()
+        .filter(|r| r.method != "HEAD" && r.path != "/v2/")
+        .collect();
     assert_eq!(puts.len(), 1, "{seen:?}");
     assert!(puts[0].path.ends_with("/manifests/stable"), "{seen:?}");
 
@@ -215,13 +241,27 @@ fn transient_faults_are_retried() {
     assert_eq!(out["pushed"], true);
     assert_eq!(out["uploaded_blobs"], 2);
     let seen = proxy.take();
-    assert_eq!(seen.iter().filter(|r| r.status == 503).count(), 2, "{seen:?}");
+    assert_eq!(
+        seen.iter().filter(|r| r.status == 503).count(),
+        2,
+        "{seen:?}"
+    );
     assert_eq!(seen.iter().filter(|r| r.status == 0).count(), 1, "{seen:?}");
-    assert_eq!(seen.iter().filter(|r| r.status == 429).count(), 1, "{seen:?}");
-    assert!(elapsed >= std::time::Duration::from_secs(1), "Retry-After: 1 honoured");
+    assert_eq!(
+        seen.iter().filter(|r| r.status == 429).count(),
+        1,
+        "{seen:?}"
+    );
+    assert!(
+        elapsed >= std::time::Duration::from_secs(1),
+        "Retry-After: 1 honoured"
+    );
     // The interrupted upload was restarted in a new session: one more POST.
     let posts = seen.iter().filter(|r| r.method == "POST").count();
-    assert!(posts >= 5, "2 refused + 1 interrupted + 2 good sessions: {seen:?}");
+    assert!(
+        posts >= 5,
+        "2 refused + 1 interrupted + 2 good sessions: {seen:?}"
+    );
     let inspect = skopeo_inspect(&format!("{}/faults:latest", reg.host()), None).unwrap();
     assert_eq!(inspect["Digest"], out["digest"]);
 }
@@ -263,7 +303,12 @@ fn large_layer_goes_in_chunks_of_at_most_4_mib_or_one_put() {
     let d = dir.path().to_str().unwrap();
     const MIB4: usize = 4 * 1024 * 1024;
 
-    let out = run(&push_args(d, &format!("{}/chunked", proxy.host()), &["v1"]), &[], None).json();
+    let out = run(
+        &push_args(d, &format!("{}/chunked", proxy.host()), &["v1"]),
+        &[],
+        None,
+    )
+    .json();
     let layer = out["layer"]["size"].as_u64().unwrap() as usize;
     assert!(layer > 2 * MIB4, "incompressible layer is {layer} bytes");
     let seen = proxy.take();
@@ -274,7 +319,11 @@ fn large_layer_goes_in_chunks_of_at_most_4_mib_or_one_put() {
     assert!(layer_bytes >= layer, "{seen:?}");
 
     let out = run(
-        &[&push_args(d, &format!("{}/mono", proxy.host()), &["v1"])[..], &["--monolithic"]].concat(),
+        &[
+            &push_args(d, &format!("{}/mono", proxy.host()), &["v1"])[..],
+            &["--monolithic"],
+        ]
+        .concat(),
         &[],
         None,
     )
@@ -307,7 +356,8 @@ fn basic_auth_credentials_in_every_form() {
     let anon = run(&push_args(d, &repo, &["latest"]), &[], None);
     assert_eq!(anon.code, 5, "{}", anon.stderr);
     assert!(
-        anon.stderr.contains(&format!("authentication failed for {}", reg.host())),
+        anon.stderr
+            .contains(&format!("authentication failed for {}", reg.host())),
         "{}",
         anon.stderr
     );
@@ -352,7 +402,12 @@ fn basic_auth_credentials_in_every_form() {
     )
     .unwrap();
     let c = cfg.path().to_str().unwrap();
-    let out = run(&push_args(d, &repo, &["docker-config"]), &[("DOCKER_CONFIG", c)], None).json();
+    let out = run(
+        &push_args(d, &repo, &["docker-config"]),
+        &[("DOCKER_CONFIG", c)],
+        None,
+    )
+    .json();
     assert_eq!(out["pushed"], true);
 
     // A credential helper (credHelpers), run with the server on stdin.
@@ -373,7 +428,11 @@ fn basic_auth_credentials_in_every_form() {
         serde_json::json!({"credHelpers": {(reg.host()): "testhelper"}}).to_string(),
     )
     .unwrap();
-    let path = format!("{}:{}", helper_dir.path().display(), std::env::var("PATH").unwrap());
+    let path = format!(
+        "{}:{}",
+        helper_dir.path().display(),
+        std::env::var("PATH").unwrap()
+    );
     let helped = run(
         &push_args(d, &repo, &["helper"]),
         &[("DOCKER_CONFIG", c), ("PATH", &path)],
@@ -412,9 +471,16 @@ fn bearer_token_flow_like_ghcr() {
 
     let anon = run(&push_args(d, &repo, &["latest"]), &[], None);
     assert_eq!(anon.code, 5, "{}", anon.stderr);
-    assert!(anon.stderr.contains("authentication failed"), "{}", anon.stderr);
+    assert!(
+        anon.stderr.contains("authentication failed"),
+        "{}",
+        anon.stderr
+    );
 
-    let env = [("SETTINGS_IMAGE_USERNAME", "bob"), ("SETTINGS_IMAGE_PASSWORD", password)];
+    let env = [
+        ("SETTINGS_IMAGE_USERNAME", "bob"),
+        ("SETTINGS_IMAGE_PASSWORD", password),
+    ];
     let ok = run(&push_args(d, &repo, &["latest", TS_TAG]), &env, None);
     let out = ok.json();
     assert_eq!(out["pushed"], true);
@@ -422,8 +488,9 @@ fn bearer_token_flow_like_ghcr() {
     // The token request asked for push on this repository.
     let reqs = ts.requests.lock().unwrap().clone();
     assert!(
-        reqs.iter().any(|q| q.contains("repository%3Aorg%2Ftoken%3Apull%2Cpush")
-            || q.contains("repository:org/token:pull,push")),
+        reqs.iter()
+            .any(|q| q.contains("repository%3Aorg%2Ftoken%3Apull%2Cpush")
+                || q.contains("repository:org/token:pull,push")),
         "{reqs:?}"
     );
     let issued = ts.issued.lock().unwrap().clone();
@@ -432,7 +499,11 @@ fn bearer_token_flow_like_ghcr() {
         assert!(!ok.stdout.contains(t.as_str()) && !ok.stderr.contains(t.as_str()));
     }
     assert!(!ok.stdout.contains(password) && !ok.stderr.contains(password));
-    let i = skopeo_inspect(&format!("{repo}:{TS_TAG}"), Some(&format!("bob:{password}"))).unwrap();
+    let i = skopeo_inspect(
+        &format!("{repo}:{TS_TAG}"),
+        Some(&format!("bob:{password}")),
+    )
+    .unwrap();
     assert_eq!(i["Digest"], out["digest"]);
 
     let again = run(&push_args(d, &repo, &["latest", TS_TAG]), &env, None).json();
@@ -441,7 +512,10 @@ fn bearer_token_flow_like_ghcr() {
 
     let wrong = run(
         &push_args(d, &repo, &["latest"]),
-        &[("SETTINGS_IMAGE_USERNAME", "bob"), ("SETTINGS_IMAGE_PASSWORD", "nope-nope-nope")],
+        &[
+            ("SETTINGS_IMAGE_USERNAME", "bob"),
+            ("SETTINGS_IMAGE_PASSWORD", "nope-nope-nope"),
+        ],
         None,
     );
     assert_eq!(wrong.code, 5, "{}", wrong.stderr);
@@ -452,9 +526,17 @@ fn bearer_token_flow_like_ghcr() {
 fn bad_repositories_are_refused_before_any_network() {
     let dir = settings(1, "bad");
     let d = dir.path().to_str().unwrap();
-    let upper = run(&push_args(d, "ghcr.io/Acme/Settings", &["latest"]), &[], None);
+    let upper = run(
+        &push_args(d, "ghcr.io/Acme/Settings", &["latest"]),
+        &[],
+        None,
+    );
     assert_eq!(upper.code, 2, "{}", upper.stderr);
-    assert!(upper.stderr.contains("ghcr.io/acme/settings"), "{}", upper.stderr);
+    assert!(
+        upper.stderr.contains("ghcr.io/acme/settings"),
+        "{}",
+        upper.stderr
+    );
     for bad in ["settings", "ghcr.io/a/b:latest", "ghcr.io/a//b", "ghcr.io/"] {
         let r = run(&push_args(d, bad, &["latest"]), &[], None);
         assert_eq!(r.code, 2, "{bad}: {}", r.stderr);
@@ -464,7 +546,11 @@ fn bad_repositories_are_refused_before_any_network() {
     assert_eq!(r.code, 2, "{}", r.stderr);
     // Username without password.
     let r = run(
-        &[&push_args(d, "127.0.0.1:1/x", &["t"])[..], &["--username", "u"]].concat(),
+        &[
+            &push_args(d, "127.0.0.1:1/x", &["t"])[..],
+            &["--username", "u"],
+        ]
+        .concat(),
         &[],
         None,
     );
@@ -476,8 +562,16 @@ fn unreachable_registry_fails_clearly() {
     let dir = settings(1, "down");
     let d = dir.path().to_str().unwrap();
     let port = free_port();
-    let r = run(&push_args(d, &format!("127.0.0.1:{port}/x"), &["latest"]), &[], None);
+    let r = run(
+        &push_args(d, &format!("127.0.0.1:{port}/x"), &["latest"]),
+        &[],
+        None,
+    );
     assert_ne!(r.code, 0);
-    assert!(r.stderr.contains(&format!("127.0.0.1:{port}")), "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!("127.0.0.1:{port}")),
+        "{}",
+        r.stderr
+    );
     assert!(r.stderr.contains("hint:"), "{}", r.stderr);
 }

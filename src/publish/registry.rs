@@ -214,6 +214,9 @@ pub fn is_loopback(host: &str) -> bool {
 /// Pushes `image` under `tags` to the repository in `opts`.
 pub fn push(image: &Image, tags: &[String], opts: &Options) -> Result<Pushed> {
     let repo = parse_repository(&opts.repository)?;
+    // rustls with ring: pure Rust plus a little C that builds for musl, so
+    // the binary stays static. An error only means a provider is installed.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -277,8 +280,30 @@ fn is_transient_status(s: StatusCode) -> bool {
     s == StatusCode::TOO_MANY_REQUESTS || s == StatusCode::REQUEST_TIMEOUT || s.is_server_error()
 }
 
+/// The error and its sources as one line.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut msg = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        let text = s.to_string();
+        if !msg.contains(&text) {
+            msg.push_str(": ");
+            msg.push_str(&text);
+        }
+        src = s.source();
+    }
+    msg
+}
+
+/// A TLS certificate problem: retrying cannot help.
+fn is_certificate_error(e: &reqwest::Error) -> bool {
+    let chain = error_chain(e).to_ascii_lowercase();
+    chain.contains("certificate")
+}
+
 fn is_transient_error(e: &reqwest::Error) -> bool {
-    e.is_connect() || e.is_timeout() || e.is_request() || e.is_body() || e.is_decode()
+    (e.is_connect() || e.is_timeout() || e.is_request() || e.is_body() || e.is_decode())
+        && !is_certificate_error(e)
 }
 
 /// Formats a registry error body (`{"errors":[{"code","message"}]}`).
@@ -384,24 +409,24 @@ impl Session {
     }
 
     fn http_err(&self, what: &str, e: &reqwest::Error) -> Error {
-        let mut msg = e.to_string();
-        let mut src = std::error::Error::source(e);
-        while let Some(s) = src {
-            msg.push_str(": ");
-            msg.push_str(&s.to_string());
-            src = s.source();
-        }
-        let mut err = self.registry_err(what, msg);
+        let mut err = self.registry_err(what, error_chain(e));
+        let host = &self.repo.host;
         if let Error::Registry { hint, .. } = &mut err {
-            *hint = Some(format!(
-                "check that {} is reachable{}; the request was retried {MAX_ATTEMPTS} times",
-                self.repo.host,
-                if self.base.scheme() == "https" {
-                    " over HTTPS (plain HTTP is only used for loopback hosts or with --insecure)"
-                } else {
-                    ""
-                }
-            ));
+            *hint = Some(if is_certificate_error(e) {
+                format!(
+                    "{host} presented a TLS certificate that is not trusted: install its CA in the \
+                     system trust store, or use --insecure for a registry that serves plain HTTP"
+                )
+            } else if self.base.scheme() == "https" {
+                format!(
+                    "check that {host} is reachable over HTTPS (plain HTTP is only used for loopback \
+                     hosts or with --insecure); transient failures were retried {MAX_ATTEMPTS} times"
+                )
+            } else {
+                format!(
+                    "check that {host} is reachable; transient failures were retried {MAX_ATTEMPTS} times"
+                )
+            });
         }
         err
     }
@@ -474,10 +499,10 @@ impl Session {
                     });
                 }
                 Err(OciDistributionError::RequestError(e)) => {
-                    return Err(self.http_err("authenticating", &e));
+                    return Err(self.http_err("contacting the registry", &e));
                 }
                 Err(e) => {
-                    return Err(self.registry_err("authenticating", e.to_string()));
+                    return Err(self.registry_err("contacting the registry", e.to_string()));
                 }
             }
         }

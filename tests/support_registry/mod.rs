@@ -185,12 +185,7 @@ pub fn run(args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> Run {
     }
     let mut child = cmd.spawn().unwrap();
     if let Some(s) = stdin {
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(s.as_bytes())
-            .unwrap();
+        child.stdin.take().unwrap().write_all(s.as_bytes()).unwrap();
     }
     let out: Output = child.wait_with_output().unwrap();
     Run {
@@ -278,7 +273,9 @@ impl TokenServer {
         let key = dir.path().join("key.pem");
         let cert = dir.path().join("cert.pem");
         let st = Command::new("openssl")
-            .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2"])
+            .args([
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+            ])
             .args(["-subj", "/CN=test-token-issuer", "-keyout"])
             .arg(&key)
             .arg("-out")
@@ -388,8 +385,9 @@ impl TokenServer {
                     &self.user,
                 );
                 self.issued.lock().unwrap().push(tok.clone());
-                let body = serde_json::json!({"token": tok, "access_token": tok, "expires_in": 600})
-                    .to_string();
+                let body =
+                    serde_json::json!({"token": tok, "access_token": tok, "expires_in": 600})
+                        .to_string();
                 format!(
                     "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
                     body.len()
@@ -447,7 +445,8 @@ impl Head {
             .map(|(_, v)| v.as_str())
     }
     fn content_length(&self) -> Option<usize> {
-        self.header("content-length").and_then(|v| v.trim().parse().ok())
+        self.header("content-length")
+            .and_then(|v| v.trim().parse().ok())
     }
     fn chunked(&self) -> bool {
         self.header("transfer-encoding")
@@ -496,7 +495,11 @@ fn read_head(r: &mut impl BufRead) -> Option<Head> {
 
 /// Reads a body as framed by `head`; returns the raw bytes (as sent) and the
 /// payload length.
-fn read_body(r: &mut impl BufRead, head: &Head, no_body: bool) -> std::io::Result<(Vec<u8>, usize)> {
+fn read_body(
+    r: &mut impl BufRead,
+    head: &Head,
+    no_body: bool,
+) -> std::io::Result<(Vec<u8>, usize)> {
     if no_body {
         return Ok((Vec::new(), 0));
     }
@@ -565,7 +568,8 @@ impl Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let rule: Arc<Mutex<Rule>> = Arc::new(Mutex::new(Box::new(|_: &str, _: &str| Action::Forward)));
+        let rule: Arc<Mutex<Rule>> =
+            Arc::new(Mutex::new(Box::new(|_: &str, _: &str| Action::Forward)));
         let (s, r) = (seen.clone(), rule.clone());
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
@@ -650,8 +654,8 @@ fn proxy_conn(
                 };
                 uwriter.write_all(&head.raw)?;
                 uwriter.write_all(&body)?;
-                let resp = read_head(ureader)
-                    .ok_or_else(|| std::io::Error::other("upstream closed"))?;
+                let resp =
+                    read_head(ureader).ok_or_else(|| std::io::Error::other("upstream closed"))?;
                 let no_body = head.method == "HEAD"
                     || resp.status == 204
                     || resp.status == 304
@@ -719,11 +723,26 @@ pub fn podman_read(registry_host: &str, reference: &str, file: &str) -> (String,
     let mount = format!("type=image,source={reference},destination=/settings");
     let rootfs_s = rootfs.display().to_string();
     let cat = podman(&[
-        "run", "--rm", "--mount", &mount, "--rootfs", &rootfs_s, "/bin/busybox", "cat",
+        "run",
+        "--rm",
+        "--mount",
+        &mount,
+        "--rootfs",
+        &rootfs_s,
+        "/bin/busybox",
+        "cat",
         &format!("/settings/{file}"),
     ]);
     let ls = podman(&[
-        "run", "--rm", "--mount", &mount, "--rootfs", &rootfs_s, "/bin/busybox", "ls", "/settings",
+        "run",
+        "--rm",
+        "--mount",
+        &mount,
+        "--rootfs",
+        &rootfs_s,
+        "/bin/busybox",
+        "ls",
+        "/settings",
     ]);
     // podman leaves vfs layers owned by root; the tempdir removes them.
     let _ = Command::new("podman")
