@@ -59,7 +59,7 @@ for i in $(seq -w 1 50); do
   if [ $((10#$i % 5)) = 0 ]; then f="$src/conf.d/part-$i.yaml"; else f="$src/setting-$i.yaml"; fi
   {
     echo "# settings file $i"
-    for j in $(seq 1 40); do echo "key_${i}_${j}: value-$i-$j-$(printf '%08x' $((i * 7919 + j)))"; done
+    for j in $(seq 1 40); do echo "key_${i}_${j}: value-$i-$j-$(printf '%08x' $((10#$i * 7919 + j)))"; done
   } > "$f"
 done
 printf 'FROM scratch\nCOPY . /\n' > "$work/Dockerfile"

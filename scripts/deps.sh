@@ -12,6 +12,7 @@ packages=(
   podman runc containerd uidmap # runtimes that pull and mount our images
   buildah        # a peer in the push benchmark
   busybox-static # a tiny binary to run inside test containers
+  openssl        # signs the test token server's JWTs
   gzip tar coreutils python3
   python3-jsonschema # draft-04 validator for the OCI schema tests
   time           # /usr/bin/time -v for peak RSS in scripts/bench-build.sh

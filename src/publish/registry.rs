@@ -8,9 +8,10 @@
 //! 2. `HEAD` every tag: a timestamp tag that names another digest stops the
 //!    push before anything is uploaded ([`Error::TagExists`]); when every tag
 //!    already names our digest there is nothing to do;
-//! 3. every blob the registry does not have is uploaded (`HEAD` first), in
-//!    PATCH chunks of at most [`CHUNK_SIZE`] bytes read from disk, or in one
-//!    streamed PUT with `monolithic`;
+//! 3. every blob the registry does not have is uploaded (`HEAD` first; layer
+//!    and config side by side): in one PUT when it fits in [`CHUNK_SIZE`],
+//!    else in PATCH chunks of at most [`CHUNK_SIZE`] bytes read from disk,
+//!    or in one streamed PUT with `monolithic`;
 //! 4. only then the manifest is put, with our exact bytes, under each tag
 //!    that does not already name it.
 //!
@@ -18,6 +19,7 @@
 //! errors and timeouts with bounded exponential backoff and jitter; an
 //! interrupted blob upload starts over in a new upload session.
 
+use std::cell::Cell;
 use std::fmt;
 use std::net::IpAddr;
 use std::os::unix::fs::FileExt;
@@ -74,7 +76,8 @@ pub struct Options {
     pub repository: String,
     /// Use plain HTTP even for a non-loopback host.
     pub insecure: bool,
-    /// Upload each blob in one PUT instead of PATCH chunks.
+    /// Upload each blob in one PUT, however large, instead of PATCH chunks
+    /// for blobs over [`CHUNK_SIZE`].
     pub monolithic: bool,
     /// Explicit credentials (flags or environment); when `None`, docker's
     /// `config.json` and its credential helpers are asked, then anonymous.
@@ -222,7 +225,7 @@ pub fn push(image: &Image, tags: &[String], opts: &Options) -> Result<Pushed> {
         .build()
         .map_err(|e| Error::io("starting the async runtime", e))?;
     rt.block_on(async {
-        let mut session = Session::open(repo, opts).await?;
+        let session = Session::open(repo, opts).await?;
         session.push(image, tags).await
     })
 }
@@ -241,9 +244,9 @@ struct Session {
     monolithic: bool,
     /// Strings that must never reach output: password and token.
     secrets: Vec<String>,
-    requests: u64,
-    uploaded_blobs: usize,
-    uploaded_bytes: u64,
+    requests: Cell<u64>,
+    uploaded_blobs: Cell<usize>,
+    uploaded_bytes: Cell<u64>,
 }
 
 /// The body of one upload request.
@@ -380,9 +383,9 @@ impl Session {
             auth: Authorization::None,
             monolithic: opts.monolithic,
             secrets,
-            requests: 0,
-            uploaded_blobs: 0,
-            uploaded_bytes: 0,
+            requests: Cell::new(0),
+            uploaded_blobs: Cell::new(0),
+            uploaded_bytes: Cell::new(0),
         };
         session.auth = session.authenticate(creds, plain).await?;
         Ok(session)
@@ -526,7 +529,7 @@ impl Session {
     /// Sends a request built by `make`, retrying transient failures when
     /// `retry` is set. Returns the last response, whatever its status.
     async fn send(
-        &mut self,
+        &self,
         what: &str,
         retry: bool,
         make: impl Fn(&Self) -> Result<RequestBuilder>,
@@ -535,7 +538,7 @@ impl Session {
         loop {
             attempt += 1;
             let rb = make(self)?;
-            self.requests += 1;
+            self.requests.set(self.requests.get() + 1);
             let can_retry = retry && attempt < MAX_ATTEMPTS;
             match rb.send().await {
                 Ok(resp) if can_retry && is_transient_status(resp.status()) => {
@@ -589,7 +592,7 @@ impl Session {
     }
 
     /// The digest a tag (or digest) names, or `None` when it does not exist.
-    async fn manifest_digest(&mut self, reference: &str) -> Result<Option<String>> {
+    async fn manifest_digest(&self, reference: &str) -> Result<Option<String>> {
         let what = format!("checking manifest {}:{reference}", self.repo);
         let url = self.url(&format!("manifests/{reference}"))?;
         let resp = self
@@ -624,7 +627,7 @@ impl Session {
         Ok(Some(crate::image::sha256_digest(&body)))
     }
 
-    async fn blob_exists(&mut self, digest: &str) -> Result<bool> {
+    async fn blob_exists(&self, digest: &str) -> Result<bool> {
         let what = format!("checking blob {digest}");
         let url = self.url(&format!("blobs/{digest}"))?;
         let resp = self
@@ -651,7 +654,7 @@ impl Session {
     /// Sends one request of an upload session. Errors are classified as
     /// retryable (the session is restarted) or permanent.
     async fn upload_step(
-        &mut self,
+        &self,
         what: &str,
         method: Method,
         url: &Url,
@@ -670,7 +673,7 @@ impl Session {
             .request(method, url.clone())
             .headers(headers)
             .body(body);
-        self.requests += 1;
+        self.requests.set(self.requests.get() + 1);
         match rb.send().await {
             Ok(resp) if resp.status() == expect => Ok(Ok(resp)),
             Ok(resp) if is_transient_status(resp.status()) => {
@@ -685,15 +688,16 @@ impl Session {
 
     /// Uploads one blob, restarting in a new session after a transient
     /// failure, at most [`MAX_ATTEMPTS`] times.
-    async fn upload_blob(&mut self, desc: &Descriptor, blob: Blob<'_>) -> Result<()> {
+    async fn upload_blob(&self, desc: &Descriptor, blob: Blob<'_>) -> Result<()> {
         let what = format!("uploading blob {}", desc.digest);
         let mut attempt = 0;
         loop {
             attempt += 1;
             match self.upload_session(&what, desc, &blob).await? {
                 Ok(()) => {
-                    self.uploaded_blobs += 1;
-                    self.uploaded_bytes += desc.size;
+                    self.uploaded_blobs.set(self.uploaded_blobs.get() + 1);
+                    self.uploaded_bytes
+                        .set(self.uploaded_bytes.get() + desc.size);
                     return Ok(());
                 }
                 Err((err, wait)) => {
@@ -707,7 +711,7 @@ impl Session {
     }
 
     async fn upload_session(
-        &mut self,
+        &self,
         what: &str,
         desc: &Descriptor,
         blob: &Blob<'_>,
@@ -732,7 +736,8 @@ impl Session {
         let mut loc = self.location(what, &resp)?;
         drop(resp);
         let octet = HeaderValue::from_static("application/octet-stream");
-        if self.monolithic {
+        // A blob that fits in one request goes in one PUT either way.
+        if self.monolithic || desc.size <= CHUNK_SIZE {
             let mut url = loc.clone();
             url.query_pairs_mut().append_pair("digest", &desc.digest);
             let mut h = HeaderMap::new();
@@ -831,7 +836,7 @@ impl Session {
         Ok(())
     }
 
-    async fn put_manifest(&mut self, image: &Image, reference: &str) -> Result<()> {
+    async fn put_manifest(&self, image: &Image, reference: &str) -> Result<()> {
         let what = format!("putting manifest {}:{reference}", self.repo);
         let url = self.url(&format!("manifests/{reference}"))?;
         let body = image.manifest.clone();
@@ -862,12 +867,14 @@ impl Session {
         Ok(())
     }
 
-    async fn push(&mut self, image: &Image, tags: &[String]) -> Result<Pushed> {
+    async fn push(&self, image: &Image, tags: &[String]) -> Result<Pushed> {
+        use futures_util::future::{try_join, try_join_all};
         // 1. What does every tag name now? Refuse before uploading anything.
+        let current = try_join_all(tags.iter().map(|t| self.manifest_digest(t))).await?;
         let mut to_tag = Vec::new();
         let mut content_present = false;
-        for tag in tags {
-            match self.manifest_digest(tag).await? {
+        for (tag, digest) in tags.iter().zip(current) {
+            match digest {
                 Some(d) if d == image.digest => content_present = true,
                 Some(d) if is_timestamp_tag(tag) => {
                     return Err(Error::TagExists {
@@ -880,45 +887,51 @@ impl Session {
             }
         }
         let untagged = tags.is_empty();
-        // 2. Blobs, unless a manifest naming them is already there (a
-        // registry only accepts a manifest whose blobs it holds).
-        if !content_present && (untagged || !to_tag.is_empty()) {
+        if untagged {
             content_present = self.manifest_digest(&image.digest).await?.is_some();
-            if !content_present {
+        }
+        // 2. Blobs, unless a manifest naming them is already there (a
+        // registry only accepts a manifest whose blobs it holds). Layer and
+        // config go side by side.
+        if !content_present && (untagged || !to_tag.is_empty()) {
+            let layer = async {
                 if !self.blob_exists(&image.layer_descriptor.digest).await? {
-                    let desc = image.layer_descriptor.clone();
-                    self.upload_blob(&desc, Blob::File(image.layer.file.path()))
+                    self.upload_blob(&image.layer_descriptor, Blob::File(image.layer.file.path()))
                         .await?;
                 }
+                Ok::<_, Error>(())
+            };
+            let config = async {
                 if !self.blob_exists(&image.config_descriptor.digest).await? {
-                    let desc = image.config_descriptor.clone();
-                    self.upload_blob(&desc, Blob::Memory(&image.config)).await?;
+                    self.upload_blob(&image.config_descriptor, Blob::Memory(&image.config))
+                        .await?;
                 }
-            }
+                Ok::<_, Error>(())
+            };
+            try_join(layer, config).await?;
         }
         // 3. The manifest, under each tag that does not name it yet.
         let mut manifests_put = 0;
         if untagged {
             if !content_present {
-                self.put_manifest(image, &image.digest.clone()).await?;
+                self.put_manifest(image, &image.digest).await?;
                 manifests_put += 1;
             }
         } else {
-            for tag in &to_tag {
-                self.put_manifest(image, tag).await?;
-                manifests_put += 1;
-            }
+            try_join_all(to_tag.iter().map(|t| self.put_manifest(image, t))).await?;
+            manifests_put += to_tag.len();
         }
         let reference = match tags.first() {
             Some(t) => format!("{}:{t}@{}", self.repo, image.digest),
             None => format!("{}@{}", self.repo, image.digest),
         };
+        let uploaded_blobs = self.uploaded_blobs.get();
         Ok(Pushed {
             reference,
-            uploaded_blobs: self.uploaded_blobs,
-            uploaded_bytes: self.uploaded_bytes,
-            pushed: manifests_put > 0 || self.uploaded_blobs > 0,
-            requests: self.requests,
+            uploaded_blobs,
+            uploaded_bytes: self.uploaded_bytes.get(),
+            pushed: manifests_put > 0 || uploaded_blobs > 0,
+            requests: self.requests.get(),
         })
     }
 }
