@@ -257,6 +257,16 @@ fn transient_faults_are_retried() {
         elapsed >= std::time::Duration::from_secs(1),
         "Retry-After: 1 honoured"
     );
+    let manifest_puts: Vec<_> = seen
+        .iter()
+        .filter(|r| r.method == "PUT" && r.path.contains("/manifests/"))
+        .collect();
+    assert_eq!(manifest_puts.len(), 2, "{seen:?}");
+    let gap = manifest_puts[1].at - manifest_puts[0].at;
+    assert!(
+        gap >= std::time::Duration::from_millis(950),
+        "the manifest PUT was retried after {gap:?}, before Retry-After: 1"
+    );
     // The interrupted upload was restarted in a new session: one more POST.
     let posts = seen.iter().filter(|r| r.method == "POST").count();
     assert!(

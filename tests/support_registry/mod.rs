@@ -540,6 +540,8 @@ pub struct Seen {
     pub body_len: usize,
     /// The status sent back (0 for a reset connection).
     pub status: u16,
+    /// When the request arrived.
+    pub at: Instant,
 }
 
 /// What the proxy does with a request.
@@ -608,6 +610,7 @@ fn proxy_conn(
     let mut cwriter = client;
     let mut upstream: Option<(BufReader<TcpStream>, TcpStream)> = None;
     while let Some(head) = read_head(&mut creader) {
+        let at = Instant::now();
         let action = (rule.lock().unwrap())(&head.method, &head.path);
         let record = |len: usize, status: u16| {
             seen.lock().unwrap().push(Seen {
@@ -615,6 +618,7 @@ fn proxy_conn(
                 path: head.path.clone(),
                 body_len: len,
                 status,
+                at,
             })
         };
         match action {
