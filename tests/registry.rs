@@ -406,6 +406,35 @@ fn basic_auth_credentials_in_every_form() {
     // docker config.json with a base64 `auth` entry.
     let cfg = tempfile::tempdir().unwrap();
     use base64::Engine as _;
+    // Explicit credentials win over a docker config holding wrong ones.
+    let stale = base64::engine::general_purpose::STANDARD.encode("alice:stale-password");
+    std::fs::write(
+        cfg.path().join("config.json"),
+        serde_json::json!({"auths": {(reg.host()): {"auth": stale}}}).to_string(),
+    )
+    .unwrap();
+    let c = cfg.path().to_str().unwrap();
+    let out = run(
+        &push_args(d, &repo, &["env"]),
+        &[
+            ("DOCKER_CONFIG", c),
+            ("SETTINGS_IMAGE_USERNAME", "alice"),
+            ("SETTINGS_IMAGE_PASSWORD", password),
+        ],
+        None,
+    )
+    .json();
+    assert_eq!(out["pushed"], false);
+    let stale_run = run(
+        &push_args(d, &repo, &["env"]),
+        &[("DOCKER_CONFIG", c)],
+        None,
+    );
+    assert_eq!(
+        stale_run.code, 5,
+        "the stale docker config is used: {}",
+        stale_run.stderr
+    );
     let auth = base64::engine::general_purpose::STANDARD.encode(&creds);
     std::fs::write(
         cfg.path().join("config.json"),
@@ -647,4 +676,57 @@ fn memory_stays_flat_for_a_large_folder() {
     }
     let i = skopeo_inspect(&format!("{host}/mem-chunked:v"), None).unwrap();
     assert!(i["Digest"].as_str().unwrap().starts_with("sha256:"));
+}
+
+#[test]
+fn push_with_a_timestamp_tag_from_git_history() {
+    require("git");
+    let reg = Registry::start(Auth::None);
+    let repo_dir = tempfile::tempdir().unwrap();
+    let root = repo_dir.path();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(root)
+            .env("GIT_AUTHOR_DATE", "2024-01-02T03:04:05Z")
+            .env("GIT_COMMITTER_DATE", "2024-01-02T03:04:05Z")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    git(&["init", "-q", "-b", "main"]);
+    git(&["config", "user.email", "t@example.com"]);
+    git(&["config", "user.name", "t"]);
+    std::fs::create_dir(root.join("conf")).unwrap();
+    std::fs::write(root.join("conf/a.yaml"), "a: 1\n").unwrap();
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", "settings"]);
+    let sha7 = git(&["rev-parse", "--short=7", "HEAD"]);
+    let conf = root.join("conf");
+    let repo = format!("{}/history", reg.host());
+    let args = [
+        "push",
+        "--path",
+        conf.to_str().unwrap(),
+        "--repository",
+        &repo,
+        "--tag",
+        "latest",
+        "--timestamp-tag",
+        "main",
+        "--json",
+    ];
+    let out = run(&args, &[], None).json();
+    let expected = format!("main-1704164645-{sha7}");
+    assert_eq!(out["tags"], serde_json::json!(["latest", expected]));
+    let i = skopeo_inspect(&format!("{repo}:{expected}"), None).unwrap();
+    assert_eq!(i["Digest"], out["digest"]);
+    // Pushing the same commit again changes nothing.
+    let again = run(&args, &[], None).json();
+    assert_eq!(again["pushed"], false);
 }

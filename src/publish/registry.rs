@@ -1015,6 +1015,27 @@ mod tests {
     }
 
     #[test]
+    fn ghcr_auth_hint_names_the_workflow_fixes() {
+        let h = auth_hint("ghcr.io");
+        assert!(h.contains("permissions: packages: write"), "{h}");
+        assert!(h.contains("Manage Actions access"), "{h}");
+        assert!(!auth_hint("quay.io").contains("Manage Actions"));
+    }
+
+    #[test]
+    fn registry_error_bodies_are_summarised() {
+        let body = br#"{"errors":[{"code":"NAME_UNKNOWN","message":"repository name not known to registry"}]}"#;
+        assert_eq!(
+            describe(StatusCode::NOT_FOUND, body),
+            "HTTP 404 Not Found: NAME_UNKNOWN: repository name not known to registry"
+        );
+        assert_eq!(
+            describe(StatusCode::BAD_GATEWAY, b""),
+            "HTTP 502 Bad Gateway"
+        );
+    }
+
+    #[test]
     fn backoff_is_bounded() {
         for a in 1..40 {
             assert!(backoff(a) <= BACKOFF_MAX);
