@@ -730,3 +730,77 @@ fn push_with_a_timestamp_tag_from_git_history() {
     let again = run(&args, &[], None).json();
     assert_eq!(again["pushed"], false);
 }
+
+#[test]
+fn an_expired_token_is_renewed_mid_push() {
+    let password = "T0ken-renew-Pa55";
+    let ts = TokenServer::start("carol", password);
+    let reg = Registry::start(Auth::Token(ts.clone()));
+    let proxy = Proxy::start(reg.port);
+    let challenge = format!(
+        "Bearer realm=\"http://127.0.0.1:{}/token\",service=\"{}\",scope=\"repository:renew:pull,push\"",
+        ts.port,
+        TokenServer::SERVICE
+    );
+    let (mut blob_puts, mut manifest_puts) = (0, 0);
+    proxy.set_rule(move |method, path| {
+        let unauthorized =
+            Action::Respond(401, vec![("WWW-Authenticate".into(), challenge.clone())]);
+        if method == "PUT" && path.contains("/blobs/uploads/") {
+            blob_puts += 1;
+            if blob_puts == 1 {
+                return unauthorized;
+            }
+        }
+        if method == "PUT" && path.contains("/manifests/") {
+            manifest_puts += 1;
+            if manifest_puts == 1 {
+                return unauthorized;
+            }
+        }
+        Action::Forward
+    });
+    let dir = settings(2, "renew");
+    let env = [
+        ("SETTINGS_IMAGE_USERNAME", "carol"),
+        ("SETTINGS_IMAGE_PASSWORD", password),
+    ];
+    let run_ = run(
+        &push_args(
+            dir.path().to_str().unwrap(),
+            &format!("{}/renew", proxy.host()),
+            &["v1"],
+        ),
+        &env,
+        None,
+    );
+    let out = run_.json();
+    assert_eq!(out["pushed"], true);
+    assert_eq!(
+        ts.requests.lock().unwrap().len(),
+        3,
+        "one token, then one per 401"
+    );
+    let seen = proxy.take();
+    let refused: Vec<_> = seen
+        .iter()
+        .filter(|r| r.status == 401 && r.path != "/v2/")
+        .collect();
+    assert_eq!(refused.len(), 2, "{seen:?}");
+    // Each refused request went again, with the new token, and succeeded.
+    let manifest: Vec<_> = seen
+        .iter()
+        .filter(|r| r.path.ends_with("/manifests/v1") && r.method == "PUT")
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(manifest, [401, 201], "{seen:?}");
+    for t in ts.issued.lock().unwrap().iter() {
+        assert!(!run_.stdout.contains(t.as_str()) && !run_.stderr.contains(t.as_str()));
+    }
+    let i = skopeo_inspect(
+        &format!("{}/renew:v1", reg.host()),
+        Some(&format!("carol:{password}")),
+    )
+    .unwrap();
+    assert_eq!(i["Digest"], out["digest"]);
+}

@@ -19,7 +19,7 @@
 //! errors and timeouts with bounded exponential backoff and jitter; an
 //! interrupted blob upload starts over in a new upload session.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::net::IpAddr;
 use std::os::unix::fs::FileExt;
@@ -237,10 +237,16 @@ struct Session {
     repo: Repository,
     base: Url,
     http: reqwest::Client,
-    auth: Authorization,
+    auth: RefCell<Authorization>,
+    /// The credentials authentication used (for a new token after a 401).
+    creds: Option<Credentials>,
+    /// The oci-client that runs the authentication flow.
+    oci: oci_client::Client,
+    /// How often a 401 made us authenticate again.
+    reauths: Cell<u32>,
     monolithic: bool,
-    /// Strings that must never reach output: password and token.
-    secrets: Vec<String>,
+    /// Strings that must never reach output: password and tokens.
+    secrets: RefCell<Vec<String>>,
     requests: Cell<u64>,
     uploaded_blobs: Cell<usize>,
     uploaded_bytes: Cell<u64>,
@@ -379,25 +385,38 @@ impl Session {
         {
             secrets.push(c.password.clone());
         }
-        let mut session = Session {
+        let oci = oci_client::Client::new(oci_client::client::ClientConfig {
+            protocol: if plain {
+                oci_client::client::ClientProtocol::Http
+            } else {
+                oci_client::client::ClientProtocol::Https
+            },
+            connect_timeout: Some(Duration::from_secs(15)),
+            read_timeout: Some(Duration::from_secs(60)),
+            ..Default::default()
+        });
+        let session = Session {
             repo,
             base,
             http,
-            auth: Authorization::None,
+            auth: RefCell::new(Authorization::None),
+            creds,
+            oci,
+            reauths: Cell::new(0),
             monolithic: opts.monolithic,
-            secrets,
+            secrets: RefCell::new(secrets),
             requests: Cell::new(0),
             uploaded_blobs: Cell::new(0),
             uploaded_bytes: Cell::new(0),
         };
-        session.auth = session.authenticate(creds, plain).await?;
+        session.authenticate().await?;
         Ok(session)
     }
 
     /// Removes every secret from `s`.
     fn scrub(&self, s: impl Into<String>) -> String {
         let mut s = s.into();
-        for secret in &self.secrets {
+        for secret in self.secrets.borrow().iter() {
             if !secret.is_empty() {
                 s = s.replace(secret.as_str(), "<redacted>");
             }
@@ -440,24 +459,10 @@ impl Session {
     /// Authenticates for push through `oci-client`: GET /v2/, and for a
     /// Bearer challenge the token request (with Basic credentials when we
     /// have them). Basic challenges keep using the credentials directly.
-    async fn authenticate(
-        &mut self,
-        creds: Option<Credentials>,
-        plain: bool,
-    ) -> Result<Authorization> {
-        use oci_client::client::{ClientConfig, ClientProtocol};
+    async fn authenticate(&self) -> Result<()> {
         use oci_client::errors::OciDistributionError;
         use oci_client::secrets::RegistryAuth;
-        let client = oci_client::Client::new(ClientConfig {
-            protocol: if plain {
-                ClientProtocol::Http
-            } else {
-                ClientProtocol::Https
-            },
-            connect_timeout: Some(Duration::from_secs(15)),
-            read_timeout: Some(Duration::from_secs(60)),
-            ..Default::default()
-        });
+        let creds = &self.creds;
         let reference = oci_client::Reference::with_tag(
             self.repo.host.clone(),
             self.repo.name.clone(),
@@ -470,19 +475,22 @@ impl Session {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            match client
+            match self
+                .oci
                 .auth(&reference, &auth, oci_client::RegistryOperation::Push)
                 .await
             {
                 Ok(Some(token)) => {
-                    self.secrets.push(token.clone());
-                    return Ok(Authorization::Bearer(token));
+                    self.secrets.borrow_mut().push(token.clone());
+                    *self.auth.borrow_mut() = Authorization::Bearer(token);
+                    return Ok(());
                 }
                 Ok(None) => {
-                    return Ok(match creds {
-                        Some(c) => Authorization::Basic(c),
+                    *self.auth.borrow_mut() = match creds {
+                        Some(c) => Authorization::Basic(c.clone()),
                         None => Authorization::None,
-                    });
+                    };
+                    return Ok(());
                 }
                 Err(OciDistributionError::RequestError(e))
                     if is_transient_error(&e) && attempt < MAX_ATTEMPTS =>
@@ -522,11 +530,24 @@ impl Session {
 
     fn request(&self, method: Method, url: Url) -> RequestBuilder {
         let rb = self.http.request(method, url);
-        match &self.auth {
+        match &*self.auth.borrow() {
             Authorization::None => rb,
             Authorization::Basic(c) => rb.basic_auth(&c.username, Some(&c.password)),
             Authorization::Bearer(t) => rb.bearer_auth(t),
         }
+    }
+
+    /// After a 401 with a Bearer token (expired during a long push): gets a
+    /// new token, at most twice per push. True when the request is worth
+    /// sending again.
+    async fn reauthenticate(&self, status: StatusCode) -> Result<bool> {
+        let bearer = matches!(&*self.auth.borrow(), Authorization::Bearer(_));
+        if status != StatusCode::UNAUTHORIZED || !bearer || self.reauths.get() >= 2 {
+            return Ok(false);
+        }
+        self.reauths.set(self.reauths.get() + 1);
+        self.authenticate().await?;
+        Ok(true)
     }
 
     /// Sends a request built by `make`, retrying transient failures when
@@ -549,6 +570,7 @@ impl Session {
                     drop(resp);
                     tokio::time::sleep(wait).await;
                 }
+                Ok(resp) if can_retry && self.reauthenticate(resp.status()).await? => {}
                 Ok(resp) => return Ok(resp),
                 Err(e) if can_retry && is_transient_error(&e) => {
                     tokio::time::sleep(backoff(attempt)).await;
@@ -679,6 +701,10 @@ impl Session {
         self.requests.set(self.requests.get() + 1);
         match rb.send().await {
             Ok(resp) if resp.status() == expect => Ok(Ok(resp)),
+            Ok(resp) if self.reauthenticate(resp.status()).await? => {
+                // A new token: start the upload over in a new session.
+                Ok(Err((self.fail(what, resp).await, Some(Duration::ZERO))))
+            }
             Ok(resp) if is_transient_status(resp.status()) => {
                 let wait = retry_after(&resp);
                 Ok(Err((self.fail(what, resp).await, wait)))
