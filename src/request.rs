@@ -86,6 +86,7 @@ pub fn run(req: &Request) -> Result<Report> {
     if req.source == SourceMode::Worktree || prepared.commit.is_none() {
         match &req.target {
             Target::Layout(dir) => layout::check_outside(dir, &req.path)?,
+            Target::Registry(_) => {}
         }
     }
     let img = image::build(&prepared.source, &prepared.metadata())?;
