@@ -17,7 +17,8 @@
 //!
 //! Requests are retried on 429 (honouring `Retry-After`), 5xx, connection
 //! errors and timeouts with bounded exponential backoff and jitter; an
-//! interrupted blob upload starts over in a new upload session.
+//! interrupted blob upload starts over in a new upload session. A 401 while
+//! holding a Bearer token fetches a new token (at most twice per push).
 
 use std::cell::{Cell, RefCell};
 use std::fmt;
