@@ -804,3 +804,82 @@ fn an_expired_token_is_renewed_mid_push() {
     .unwrap();
     assert_eq!(i["Digest"], out["digest"]);
 }
+
+#[test]
+fn https_unless_loopback_or_insecure() {
+    // An IPv4-mapped IPv6 address reaches the loopback registry without
+    // being a loopback name, so the default must be HTTPS.
+    let reg = Registry::start(Auth::None);
+    let dir = settings(2, "transport");
+    let d = dir.path().to_str().unwrap();
+    let mapped = format!("[::ffff:127.0.0.1]:{}/transport", reg.port);
+    let started = std::time::Instant::now();
+    let refused = run(&push_args(d, &mapped, &["v1"]), &[], None);
+    assert_eq!(refused.code, 4, "{}", refused.stderr);
+    assert!(refused.stderr.contains("https://"), "{}", refused.stderr);
+    assert!(refused.stderr.contains("--insecure"), "{}", refused.stderr);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(3),
+        "a server that does not speak TLS is not retried"
+    );
+    assert!(skopeo_inspect(&format!("{}/transport:v1", reg.host()), None).is_none());
+
+    let mut args = push_args(d, &mapped, &["v1"]);
+    args.push("--insecure");
+    let out = run(&args, &[], None).json();
+    let i = skopeo_inspect(&format!("{}/transport:v1", reg.host()), None).unwrap();
+    assert_eq!(i["Digest"], out["digest"]);
+
+    // A TLS server with a certificate nobody trusts: refused, not retried.
+    require("openssl");
+    let tls = tempfile::tempdir().unwrap();
+    let (key, cert) = (tls.path().join("key.pem"), tls.path().join("cert.pem"));
+    let st = std::process::Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+        ])
+        .args(["-subj", "/CN=untrusted", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let port = free_port();
+    let mut server = std::process::Command::new("openssl")
+        .args(["s_server", "-quiet", "-www", "-accept"])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("-cert")
+        .arg(&cert)
+        .arg("-key")
+        .arg(&key)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "openssl s_server did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let started = std::time::Instant::now();
+    let r = run(
+        &push_args(d, &format!("[::ffff:127.0.0.1]:{port}/x"), &["v1"]),
+        &[],
+        None,
+    );
+    let elapsed = started.elapsed();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(r.stderr.contains("TLS certificate"), "{}", r.stderr);
+    assert!(
+        elapsed < std::time::Duration::from_secs(3),
+        "not retried: {elapsed:?}"
+    );
+}

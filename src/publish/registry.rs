@@ -308,9 +308,16 @@ fn is_certificate_error(e: &reqwest::Error) -> bool {
     chain.contains("certificate")
 }
 
+/// TLS spoken to a server that answers in plain HTTP: retrying cannot help.
+fn is_not_tls_error(e: &reqwest::Error) -> bool {
+    let chain = error_chain(e).to_ascii_lowercase();
+    chain.contains("invalidcontenttype") || chain.contains("corrupt message")
+}
+
 fn is_transient_error(e: &reqwest::Error) -> bool {
     (e.is_connect() || e.is_timeout() || e.is_request() || e.is_body() || e.is_decode())
         && !is_certificate_error(e)
+        && !is_not_tls_error(e)
 }
 
 /// Formats a registry error body (`{"errors":[{"code","message"}]}`).
@@ -438,7 +445,12 @@ impl Session {
         let mut err = self.registry_err(what, error_chain(e));
         let host = &self.repo.host;
         if let Error::Registry { hint, .. } = &mut err {
-            *hint = Some(if is_certificate_error(e) {
+            *hint = Some(if is_not_tls_error(e) {
+                format!(
+                    "{host} does not answer HTTPS; if it is a registry that serves plain HTTP, \
+                     add --insecure (plain HTTP is only used by itself for loopback hosts)"
+                )
+            } else if is_certificate_error(e) {
                 format!(
                     "{host} presented a TLS certificate that is not trusted: install its CA in the \
                      system trust store, or use --insecure for a registry that serves plain HTTP"
