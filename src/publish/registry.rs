@@ -212,6 +212,16 @@ pub fn is_loopback(host: &str) -> bool {
     h.eq_ignore_ascii_case("localhost") || h.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
+/// The host that serves the registry API: Docker Hub's `docker.io` is
+/// served by `index.docker.io` (as oci-client resolves it for auth).
+fn api_host(host: &str) -> &str {
+    if host == "docker.io" {
+        "index.docker.io"
+    } else {
+        host
+    }
+}
+
 /// Pushes `image` under `tags` to the repository in `opts`.
 pub fn push(image: &Image, tags: &[String], opts: &Options) -> Result<Pushed> {
     let repo = parse_repository(&opts.repository)?;
@@ -278,8 +288,21 @@ fn backoff(attempt: u32) -> Duration {
 }
 
 fn retry_after(resp: &Response) -> Option<Duration> {
-    let v = resp.headers().get(header::RETRY_AFTER)?.to_str().ok()?;
-    let secs: u64 = v.trim().parse().ok()?;
+    parse_retry_after(resp.headers().get(header::RETRY_AFTER)?.to_str().ok()?)
+}
+
+/// `Retry-After` as delay-seconds or an HTTP-date, capped at [`BACKOFF_MAX`].
+fn parse_retry_after(v: &str) -> Option<Duration> {
+    let v = v.trim();
+    let secs = match v.parse::<u64>() {
+        Ok(s) => s,
+        Err(_) => {
+            let at = jiff::fmt::rfc2822::DateTimeParser::new()
+                .parse_timestamp(v)
+                .ok()?;
+            u64::try_from(at.as_second() - jiff::Timestamp::now().as_second()).unwrap_or(0)
+        }
+    };
     Some(Duration::from_secs(secs).min(BACKOFF_MAX))
 }
 
@@ -369,8 +392,12 @@ impl Session {
     async fn open(repo: Repository, opts: &Options) -> Result<Self> {
         let plain = opts.insecure || is_loopback(&repo.host);
         let scheme = if plain { "http" } else { "https" };
-        let base = Url::parse(&format!("{scheme}://{}/v2/{}/", repo.host, repo.name))
-            .map_err(|e| Error::input(format!("invalid repository {repo}: {e}"), repo_hint()))?;
+        let base = Url::parse(&format!(
+            "{scheme}://{}/v2/{}/",
+            api_host(&repo.host),
+            repo.name
+        ))
+        .map_err(|e| Error::input(format!("invalid repository {repo}: {e}"), repo_hint()))?;
         let mut builder = reqwest::Client::builder();
         if plain {
             // Nothing to verify over plain HTTP: skip loading the system's CA
@@ -1072,6 +1099,26 @@ mod tests {
             describe(StatusCode::BAD_GATEWAY, b""),
             "HTTP 502 Bad Gateway"
         );
+    }
+
+    #[test]
+    fn retry_after_forms() {
+        assert_eq!(parse_retry_after("3"), Some(Duration::from_secs(3)));
+        assert_eq!(parse_retry_after("100000"), Some(BACKOFF_MAX));
+        assert_eq!(
+            parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT"),
+            Some(Duration::ZERO)
+        );
+        let soon = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(5);
+        let http_date = jiff::fmt::rfc2822::DateTimePrinter::new()
+            .timestamp_to_rfc9110_string(&soon)
+            .unwrap();
+        let d = parse_retry_after(&http_date).unwrap();
+        assert!(
+            d >= Duration::from_secs(3) && d <= Duration::from_secs(5),
+            "{d:?}"
+        );
+        assert_eq!(parse_retry_after("soon"), None);
     }
 
     #[test]
