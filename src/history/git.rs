@@ -63,6 +63,15 @@ pub enum Walk {
     },
 }
 
+/// What local history says about "is A an ancestor of B".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LocalAncestry {
+    /// Proven from local objects.
+    Known(bool),
+    /// Not provable locally; the reason (e.g. a shallow boundary).
+    Unknown(String),
+}
+
 /// `cwd.join(path)` with `.` and `..` resolved by name.
 fn lexical_absolute(cwd: &Path, path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
@@ -249,6 +258,67 @@ impl Repo {
                 }
             }
         }
+    }
+
+    /// Whether `ancestor` is reachable from `descendant` through parent
+    /// links (a commit is its own ancestor), as `git merge-base
+    /// --is-ancestor` answers. Walks every commit reachable from
+    /// `descendant` (no pruning by committer time: clocks may be skewed).
+    /// [`LocalAncestry::Unknown`] when the local objects cannot prove the
+    /// answer: `descendant` is missing, or the walk reaches a commit whose
+    /// parents are missing (a shallow clone) without meeting `ancestor`.
+    pub fn is_ancestor(&self, ancestor: &str, descendant: &str) -> Result<LocalAncestry> {
+        let parse = |id: &str| {
+            ObjectId::from_hex(id.as_bytes()).map_err(|e| {
+                Error::input(
+                    format!("{id:?} is not a full commit id: {e}"),
+                    Some("give the 40-hex-digit commit id".to_string()),
+                )
+            })
+        };
+        let a = parse(ancestor)?;
+        let d = parse(descendant)?;
+        if a == d {
+            return Ok(LocalAncestry::Known(true));
+        }
+        let repo = self.repo.to_thread_local();
+        if !repo.has_object(d) {
+            return Ok(LocalAncestry::Unknown(format!(
+                "commit {d} is not in the local repository"
+            )));
+        }
+        let mut seen: HashSet<ObjectId> = HashSet::from([d]);
+        let mut queue = std::collections::VecDeque::from([d]);
+        let mut cut = None;
+        while let Some(id) = queue.pop_front() {
+            let commit = repo
+                .find_commit(id)
+                .map_err(|e| self.err(&format!("cannot read commit {id}"), e))?;
+            for p in commit.parent_ids() {
+                let p = p.detach();
+                if p == a {
+                    return Ok(LocalAncestry::Known(true));
+                }
+                if !repo.has_object(p) {
+                    cut.get_or_insert(id);
+                    continue;
+                }
+                if seen.insert(p) {
+                    queue.push_back(p);
+                }
+            }
+        }
+        Ok(match cut {
+            None => LocalAncestry::Known(false),
+            Some(boundary) => LocalAncestry::Unknown(format!(
+                "the local history ends at commit {boundary}{} before reaching {a}",
+                if self.shallow.contains(&boundary) {
+                    " (shallow clone)"
+                } else {
+                    ""
+                }
+            )),
+        })
     }
 
     /// The committer time of `id` when the commit is in the repository.

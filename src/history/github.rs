@@ -67,14 +67,27 @@ impl Api {
         }
     }
 
-    /// Asks GitHub for the last commit reachable from `sha` that changed
-    /// `path` (repository-relative; "" for the whole repository), with its
-    /// committer time.
-    pub fn last_change(&self, path: &str, sha: &str) -> Result<CommitInfo> {
-        let what = format!(
-            "list commits of {}/{} for path {:?} from {sha}",
-            self.owner, self.repo, path
-        );
+    /// API access to `owner/repo` at `base_url` with `token`.
+    pub fn new(
+        base_url: impl Into<String>,
+        owner: impl Into<String>,
+        repo: impl Into<String>,
+        token: Token,
+    ) -> Api {
+        Api {
+            base_url: base_url.into(),
+            owner: owner.into(),
+            repo: repo.into(),
+            token,
+        }
+    }
+
+    /// Runs `f` with a client on a fresh single-threaded runtime.
+    fn call<T>(
+        &self,
+        what: &str,
+        f: impl AsyncFnOnce(octocrab::Octocrab) -> Result<T>,
+    ) -> Result<T> {
         if self
             .token
             .expose()
@@ -82,7 +95,7 @@ impl Api {
             .any(|b| !(0x21..=0x7e).contains(&b))
         {
             return Err(Error::GitHub {
-                what,
+                what: what.to_string(),
                 message: "the token holds characters that cannot go into an HTTP header".into(),
                 hint: Some("pass the token exactly as GitHub issued it".into()),
             });
@@ -91,15 +104,28 @@ impl Api {
             .enable_all()
             .build()
             .map_err(|e| Error::io("starting the HTTP runtime", e))?;
-        let page = rt.block_on(async {
+        rt.block_on(async {
             let client = octocrab::Octocrab::builder()
                 .base_uri(self.base_url.as_str())
-                .map_err(|e| self.error(&what, &format!("bad GITHUB_API_URL: {}", describe(&e))))?
+                .map_err(|e| self.error(what, &format!("bad GITHUB_API_URL: {}", describe(&e))))?
                 .personal_token(self.token.expose().to_string())
                 .set_connect_timeout(Some(Duration::from_secs(30)))
                 .set_read_timeout(Some(Duration::from_secs(60)))
                 .build()
-                .map_err(|e| self.error(&what, &describe(&e)))?;
+                .map_err(|e| self.error(what, &describe(&e)))?;
+            f(client).await
+        })
+    }
+
+    /// Asks GitHub for the last commit reachable from `sha` that changed
+    /// `path` (repository-relative; "" for the whole repository), with its
+    /// committer time.
+    pub fn last_change(&self, path: &str, sha: &str) -> Result<CommitInfo> {
+        let what = format!(
+            "list commits of {}/{} for path {:?} from {sha}",
+            self.owner, self.repo, path
+        );
+        let page = self.call(&what, async |client| {
             let repos = client.repos(&self.owner, &self.repo);
             let mut req = repos.list_commits().sha(sha).per_page(1u8);
             if !path.is_empty() {
@@ -126,6 +152,57 @@ impl Api {
             id,
             timestamp: date.timestamp(),
         })
+    }
+
+    /// Compares two commits (`GET /repos/{o}/{r}/compare/{base}...{head}`):
+    /// how `head` relates to `base`.
+    pub fn compare(&self, base: &str, head: &str) -> Result<Comparison> {
+        let what = format!("compare {}/{} {base}...{head}", self.owner, self.repo);
+        for id in [base, head] {
+            if id.is_empty() || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(Error::input(
+                    format!("{id:?} is not a commit id"),
+                    Some("give a hex commit id".to_string()),
+                ));
+            }
+        }
+        let route = format!(
+            "/repos/{}/{}/compare/{base}...{head}",
+            self.owner, self.repo
+        );
+        let v: serde_json::Value = self.call(&what, async |client| {
+            client
+                .get(&route, None::<&()>)
+                .await
+                .map_err(|e| self.error(&what, &describe(&e)))
+        })?;
+        match v.get("status").and_then(|s| s.as_str()) {
+            Some("ahead") => Ok(Comparison::Ahead),
+            Some("identical") => Ok(Comparison::Identical),
+            Some("behind") => Ok(Comparison::Behind),
+            Some("diverged") => Ok(Comparison::Diverged),
+            other => Err(self.error(&what, &format!("unexpected comparison status {other:?}"))),
+        }
+    }
+}
+
+/// How `head` relates to `base` in a GitHub comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Comparison {
+    /// `base` is a proper ancestor of `head`.
+    Ahead,
+    /// The same commit.
+    Identical,
+    /// `head` is a proper ancestor of `base`.
+    Behind,
+    /// Neither descends from the other.
+    Diverged,
+}
+
+impl Comparison {
+    /// True when `base` is an ancestor of `head` (or the same commit).
+    pub fn base_is_ancestor(self) -> bool {
+        matches!(self, Comparison::Ahead | Comparison::Identical)
     }
 }
 

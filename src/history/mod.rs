@@ -182,6 +182,45 @@ fn resolve(repo: &git::Repo, path: &Path, token: Option<&Token>) -> Result<(Last
     }
 }
 
+/// Where an ancestry answer came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AncestrySource {
+    /// The local git objects proved it.
+    Local,
+    /// The clone could not prove it; GitHub's compare API answered.
+    GitHub,
+}
+
+/// Whether commit `ancestor` is an ancestor of (or the same as) commit
+/// `descendant`, as `git merge-base --is-ancestor` answers. Local history
+/// first; when it cannot prove the answer (a shallow clone, a commit not
+/// fetched) GitHub's compare API (`api`) answers, and without `api` this
+/// is an error that says how to get the history.
+pub fn is_ancestor(
+    repo: &git::Repo,
+    ancestor: &str,
+    descendant: &str,
+    api: Option<&github::Api>,
+) -> Result<(bool, AncestrySource)> {
+    match repo.is_ancestor(ancestor, descendant)? {
+        git::LocalAncestry::Known(yes) => Ok((yes, AncestrySource::Local)),
+        git::LocalAncestry::Unknown(why) => {
+            let Some(api) = api else {
+                return Err(Error::history(
+                    repo.display_path(),
+                    format!("cannot tell whether commit {ancestor} is an ancestor of {descendant}: {why}"),
+                    Some(
+                        "check out the full history (actions/checkout with `fetch-depth: 0`), or set GITHUB_REPOSITORY and a token (GITHUB_TOKEN) so the GitHub compare API can answer"
+                            .to_string(),
+                    ),
+                ));
+            };
+            let cmp = api.compare(ancestor, descendant)?;
+            Ok((cmp.base_is_ancestor(), AncestrySource::GitHub))
+        }
+    }
+}
+
 /// What a build packages, and the commit facts that go into the image.
 #[derive(Debug)]
 pub struct Prepared {

@@ -1,0 +1,302 @@
+//! Ancestry, differential against `git merge-base --is-ancestor`: random
+//! histories with branches and merges (and skewed committer dates) made with
+//! the git CLI, every pair of commits asked both ways. Shallow clones must
+//! say "unknown" locally and then ask GitHub's compare API, here a loopback
+//! stub answering in the shape of tests/fixtures/github/rest/commit-comparison.json.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+
+use settings_image::history::git::{LocalAncestry, Repo};
+use settings_image::history::github::Api;
+use settings_image::history::{self, AncestrySource, Token};
+
+struct Git {
+    _tmp: tempfile::TempDir,
+    home: PathBuf,
+    dir: PathBuf,
+}
+
+impl Git {
+    fn new() -> Git {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let home = tmp.path().join("home");
+        let dir = tmp.path().join("repo");
+        std::fs::create_dir_all(&home).expect("home");
+        std::fs::create_dir_all(&dir).expect("dir");
+        let g = Git {
+            _tmp: tmp,
+            home,
+            dir,
+        };
+        g.git(&["init", "-q", "-b", "main"]);
+        g
+    }
+
+    fn cmd(&self, cwd: &Path) -> Command {
+        let mut c = Command::new("git");
+        c.current_dir(cwd)
+            .env("HOME", &self.home)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", self.home.join("gitconfig"))
+            .env("GIT_AUTHOR_NAME", "A")
+            .env("GIT_AUTHOR_EMAIL", "a@example.com")
+            .env("GIT_COMMITTER_NAME", "C")
+            .env("GIT_COMMITTER_EMAIL", "c@example.com")
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_WORK_TREE");
+        c
+    }
+
+    fn git(&self, args: &[&str]) -> String {
+        self.git_at(&self.dir, args)
+    }
+
+    fn git_at(&self, cwd: &Path, args: &[&str]) -> String {
+        let out = self.cmd(cwd).args(args).output().expect("git is installed");
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// A commit with `parents` (none: a root) made with commit-tree at
+    /// committer time `t`; returns its id.
+    fn commit(&self, parents: &[String], n: usize, t: i64) -> String {
+        std::fs::write(self.dir.join("f"), format!("{n}\n")).expect("write");
+        self.git(&["add", "f"]);
+        let tree = self.git(&["write-tree"]);
+        let mut args = vec![
+            "commit-tree".to_string(),
+            tree,
+            "-m".into(),
+            format!("c{n}"),
+        ];
+        for p in parents {
+            args.push("-p".into());
+            args.push(p.clone());
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = self
+            .cmd(&self.dir)
+            .env("GIT_COMMITTER_DATE", format!("@{t} +0000"))
+            .env("GIT_AUTHOR_DATE", format!("@{t} +0000"))
+            .args(&args)
+            .output()
+            .expect("git commit-tree");
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    fn oracle(&self, a: &str, d: &str) -> bool {
+        let st = self
+            .cmd(&self.dir)
+            .args(["merge-base", "--is-ancestor", a, d])
+            .status()
+            .expect("git merge-base");
+        match st.code() {
+            Some(0) => true,
+            Some(1) => false,
+            other => panic!("git merge-base --is-ancestor {a} {d}: {other:?}"),
+        }
+    }
+}
+
+/// A random DAG of `n` commits: each picks one or two earlier commits as
+/// parents (sometimes none: a second root), with committer times that go
+/// backwards now and then.
+fn random_history(g: &Git, seed: u64, n: usize) -> Vec<String> {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut ids: Vec<String> = Vec::new();
+    for i in 0..n {
+        let mut parents = Vec::new();
+        if !ids.is_empty() && rng.u32(0..20) != 0 {
+            // Mostly extend a recent commit, so the DAG has long chains.
+            let lo = ids.len().saturating_sub(4);
+            parents.push(ids[rng.usize(lo..ids.len())].clone());
+            if rng.u32(0..4) == 0 {
+                let other = ids[rng.usize(0..ids.len())].clone();
+                if !parents.contains(&other) {
+                    parents.push(other);
+                }
+            }
+        }
+        let skew = if rng.u32(0..5) == 0 { -5000 } else { 0 };
+        ids.push(g.commit(&parents, i, 1_700_000_000 + i as i64 * 60 + skew));
+    }
+    g.git(&["update-ref", "refs/heads/main", &ids[n - 1]]);
+    for (i, id) in ids.iter().enumerate() {
+        g.git(&["update-ref", &format!("refs/keep/{i}"), id]);
+    }
+    ids
+}
+
+#[test]
+fn every_pair_agrees_with_git_merge_base() {
+    for seed in [1u64, 7, 42] {
+        let g = Git::new();
+        let ids = random_history(&g, seed, 18);
+        let repo = Repo::discover(&g.dir).expect("open").expect("a repo");
+        let (mut yes, mut no) = (0, 0);
+        for a in &ids {
+            for d in &ids {
+                let want = g.oracle(a, d);
+                let got = history::is_ancestor(&repo, a, d, None).expect("local answer");
+                assert_eq!(
+                    got,
+                    (want, AncestrySource::Local),
+                    "seed {seed}: {a} -> {d}"
+                );
+                if want { yes += 1 } else { no += 1 }
+            }
+        }
+        // The generator made a DAG with both answers plenty.
+        assert!(yes > 30 && no > 30, "seed {seed}: {yes} yes, {no} no");
+    }
+}
+
+/// A linear origin of 6 commits and a `--depth 2` clone of it.
+fn shallow() -> (Git, PathBuf, Vec<String>) {
+    let g = Git::new();
+    let mut ids = Vec::new();
+    for i in 0..6 {
+        let parents: Vec<String> = ids.last().cloned().into_iter().collect();
+        ids.push(g.commit(&parents, i, 1_700_000_000 + i as i64));
+    }
+    g.git(&["update-ref", "refs/heads/main", &ids[5]]);
+    g.git(&["checkout", "-q", "main"]);
+    let clone = g.dir.parent().expect("parent").join("clone");
+    let url = format!("file://{}", g.dir.display());
+    g.git_at(
+        g.dir.parent().expect("parent"),
+        &[
+            "clone",
+            "-q",
+            "--depth",
+            "2",
+            &url,
+            clone.to_str().expect("utf-8"),
+        ],
+    );
+    (g, clone, ids)
+}
+
+#[test]
+fn a_shallow_clone_answers_what_it_can_and_says_unknown_otherwise() {
+    let (_g, clone, ids) = shallow();
+    let repo = Repo::discover(&clone).expect("open").expect("a repo");
+    // Inside the clone's two commits: provable.
+    assert_eq!(
+        repo.is_ancestor(&ids[4], &ids[5]).expect("ok"),
+        LocalAncestry::Known(true)
+    );
+    // ids[4] is the boundary: nothing proves what lies behind it.
+    assert!(matches!(
+        repo.is_ancestor(&ids[5], &ids[4]).expect("ok"),
+        LocalAncestry::Unknown(_)
+    ));
+    // Older than the boundary: unknown, naming the shallow boundary.
+    match repo.is_ancestor(&ids[1], &ids[5]).expect("ok") {
+        LocalAncestry::Unknown(why) => {
+            assert!(why.contains("shallow"), "{why}");
+            assert!(why.contains(&ids[4]), "names the boundary: {why}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Without the API: an error that says how to get the history.
+    let err = history::is_ancestor(&repo, &ids[1], &ids[5], None).expect_err("unprovable");
+    assert!(
+        err.hint().unwrap_or_default().contains("fetch-depth: 0"),
+        "{err}"
+    );
+}
+
+/// One request the stub saw: the request line and the Authorization header.
+type Seen = Arc<Mutex<Vec<(String, String)>>>;
+
+/// A loopback HTTP server answering each request with the comparison
+/// fixture whose `status` is `status`.
+fn compare_stub(status: &'static str) -> (String, Seen) {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/github/rest/commit-comparison.json");
+    let text = std::fs::read_to_string(&fixture).expect("comparison fixture");
+    let mut v: serde_json::Value = serde_json::from_str(&text).expect("fixture JSON");
+    v["status"] = status.into();
+    let body = v.to_string();
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let seen: Seen = Arc::default();
+    let seen2 = Arc::clone(&seen);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(8) {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+            let mut line = String::new();
+            let _ = reader.read_line(&mut line);
+            let mut auth = String::new();
+            loop {
+                let mut h = String::new();
+                if reader.read_line(&mut h).unwrap_or(0) == 0 || h.trim().is_empty() {
+                    break;
+                }
+                if let Some((k, val)) = h.split_once(':')
+                    && k.eq_ignore_ascii_case("authorization")
+                {
+                    auth = val.trim().to_string();
+                }
+            }
+            seen2
+                .lock()
+                .expect("lock")
+                .push((line.trim().to_string(), auth));
+            let resp = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(resp.as_bytes());
+            let _ = stream.flush();
+            let mut rest = Vec::new();
+            let _ = reader.read_to_end(&mut rest);
+        }
+    });
+    (format!("http://{addr}"), seen)
+}
+
+#[test]
+fn a_shallow_clone_asks_the_github_compare_api() {
+    let (_g, clone, ids) = shallow();
+    let repo = Repo::discover(&clone).expect("open").expect("a repo");
+    for (status, want) in [
+        ("ahead", true),
+        ("identical", true),
+        ("behind", false),
+        ("diverged", false),
+    ] {
+        let (base, seen) = compare_stub(status);
+        let token = Token::new("ghs_secretToken").expect("token");
+        let api = Api::new(base, "octo-org", "settings", token);
+        let got = history::is_ancestor(&repo, &ids[1], &ids[5], Some(&api)).expect(status);
+        assert_eq!(got, (want, AncestrySource::GitHub), "{status}");
+        let seen = seen.lock().expect("lock").clone();
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        assert_eq!(
+            seen[0].0,
+            format!(
+                "GET /repos/octo-org/settings/compare/{}...{} HTTP/1.1",
+                ids[1], ids[5]
+            )
+        );
+        assert!(seen[0].1.ends_with("ghs_secretToken"), "{:?}", seen[0].1);
+    }
+    // A local answer never calls the API (the stub would say "diverged").
+    let (base, seen) = compare_stub("diverged");
+    let api = Api::new(base, "o", "r", Token::new("t").expect("token"));
+    let got = history::is_ancestor(&repo, &ids[4], &ids[5], Some(&api)).expect("local");
+    assert_eq!(got, (true, AncestrySource::Local));
+    assert!(seen.lock().expect("lock").is_empty());
+}
