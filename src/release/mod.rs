@@ -3,4 +3,5 @@
 
 pub mod channel;
 pub mod cron;
+pub mod forward;
 pub mod policy;
