@@ -2,6 +2,7 @@
 //! bytes. Pure: it knows nothing of registries or layouts. Publishers take
 //! an [`Image`] and write it somewhere.
 
+pub mod artifact;
 pub mod gzip;
 pub mod layer;
 

@@ -31,7 +31,8 @@ use reqwest::header::{self, HeaderMap, HeaderValue};
 use reqwest::{Method, RequestBuilder, Response, StatusCode, Url};
 
 use crate::error::{Error, Result};
-use crate::image::{Descriptor, Image, MANIFEST_MEDIA_TYPE};
+use crate::image::artifact::{self, Artifact, Index};
+use crate::image::{Descriptor, INDEX_MEDIA_TYPE, Image, MANIFEST_MEDIA_TYPE};
 use crate::publish::credentials;
 use crate::tag::is_timestamp_tag;
 
@@ -44,6 +45,8 @@ const MAX_ATTEMPTS: u32 = 6;
 const BACKOFF_BASE: Duration = Duration::from_millis(200);
 /// The longest single wait between attempts, `Retry-After` included.
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// The largest manifest or blob read into memory (`get_manifest`, `get_blob`).
+pub const MAX_SMALL: usize = 16 * 1024 * 1024;
 /// Read size when streaming a blob for a monolithic upload.
 const STREAM_BUF: usize = 256 * 1024;
 /// Manifest media types we accept when asking what a tag names.
@@ -224,18 +227,183 @@ fn api_host(host: &str) -> &str {
 
 /// Pushes `image` under `tags` to the repository in `opts`.
 pub fn push(image: &Image, tags: &[String], opts: &Options) -> Result<Pushed> {
-    let repo = parse_repository(&opts.repository)?;
-    // rustls with ring: pure Rust plus a little C that builds for musl, so
-    // the binary stays static. An error only means a provider is installed.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::io("starting the async runtime", e))?;
-    rt.block_on(async {
-        let session = Session::open(repo, opts).await?;
-        session.push(image, tags).await
-    })
+    Client::open(opts)?.push(image, tags)
+}
+
+/// A manifest as the registry holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Manifest {
+    /// The exact bytes.
+    pub bytes: Vec<u8>,
+    /// Its media type (the manifest's `mediaType`, else `Content-Type`).
+    pub media_type: String,
+    /// `sha256:` of the bytes.
+    pub digest: String,
+}
+
+/// What a manifest PUT answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PutManifest {
+    /// `sha256:` of the bytes put.
+    pub digest: String,
+    /// The `OCI-Subject` response header: the registry indexed the
+    /// manifest's `subject` for the referrers API.
+    pub subject: Option<String>,
+}
+
+/// What [`Client::attach_referrer`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attached {
+    /// The referrer manifest's descriptor (with `artifactType` and
+    /// annotations), as it is listed among the subject's referrers.
+    pub descriptor: Descriptor,
+    /// The referrers tag (`sha256-<hex>`) that lists it, when the registry
+    /// has no referrers API; `None` when the registry indexed it itself.
+    pub referrers_tag: Option<String>,
+}
+
+/// A blocking client for one repository. Each call runs on the client's
+/// own single-threaded runtime, with the retries, token renewal and secret
+/// scrubbing described in the module documentation.
+pub struct Client {
+    rt: tokio::runtime::Runtime,
+    session: Session,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("repository", &self.session.repo)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// Opens `opts.repository` with pull and push access (credentials from
+    /// `opts`, else docker's config, else anonymous).
+    pub fn open(opts: &Options) -> Result<Client> {
+        Self::open_with(opts, Access::Push)
+    }
+
+    /// Opens `opts.repository` with pull access only (reading: `inspect`).
+    pub fn open_read_only(opts: &Options) -> Result<Client> {
+        Self::open_with(opts, Access::Pull)
+    }
+
+    fn open_with(opts: &Options, access: Access) -> Result<Client> {
+        let repo = parse_repository(&opts.repository)?;
+        // rustls with ring: pure Rust plus a little C that builds for musl,
+        // so the binary stays static. An error only means a provider is
+        // installed.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Error::io("starting the async runtime", e))?;
+        let session = rt.block_on(Session::open(repo, opts, access))?;
+        Ok(Client { rt, session })
+    }
+
+    /// The repository this client talks to.
+    pub fn repository(&self) -> &Repository {
+        &self.session.repo
+    }
+
+    /// HTTP requests sent so far (after authentication).
+    pub fn requests(&self) -> u64 {
+        self.session.requests.get()
+    }
+
+    /// Pushes `image` under `tags` (see the module documentation).
+    pub fn push(&self, image: &Image, tags: &[String]) -> Result<Pushed> {
+        self.rt.block_on(self.session.push(image, tags))
+    }
+
+    /// Every tag of the repository (all `Link` pages); empty when the
+    /// repository does not exist yet.
+    pub fn list_tags(&self) -> Result<Vec<String>> {
+        self.rt.block_on(self.session.list_tags())
+    }
+
+    /// What `reference` (a tag or `sha256:` digest) names, or `None`.
+    pub fn head_manifest(&self, reference: &str) -> Result<Option<Descriptor>> {
+        self.rt.block_on(self.session.head_manifest(reference))
+    }
+
+    /// The manifest `reference` names (at most [`MAX_SMALL`] bytes), or
+    /// `None`; a digest reference is verified against the bytes.
+    pub fn get_manifest(&self, reference: &str) -> Result<Option<Manifest>> {
+        self.rt.block_on(self.session.get_manifest(reference))
+    }
+
+    /// A small blob (at most [`MAX_SMALL`] bytes), verified against `digest`.
+    pub fn get_blob(&self, digest: &str) -> Result<Vec<u8>> {
+        self.rt.block_on(self.session.get_blob(digest))
+    }
+
+    /// Uploads `bytes` as a blob unless the registry already has it.
+    pub fn put_blob(&self, media_type: &str, bytes: &[u8]) -> Result<Descriptor> {
+        self.rt.block_on(self.session.put_blob(media_type, bytes))
+    }
+
+    /// Puts manifest `bytes` (exactly) under `reference`, a tag or the
+    /// bytes' digest. The answer carries the `OCI-Subject` header.
+    pub fn put_manifest(
+        &self,
+        reference: &str,
+        bytes: &[u8],
+        media_type: &str,
+    ) -> Result<PutManifest> {
+        self.rt.block_on(
+            self.session
+                .put_manifest_bytes(reference, bytes, media_type),
+        )
+    }
+
+    /// Cross-repository mount of blob `digest` from `from_repo` (a name on
+    /// the same registry, without host). False when the registry did not
+    /// mount it (not there, not allowed, or no mount support): upload it.
+    /// With token auth the token is scoped to this repository only, so
+    /// registries that check pull access on `from_repo` answer false.
+    pub fn mount_blob(&self, digest: &str, from_repo: &str) -> Result<bool> {
+        self.rt.block_on(self.session.mount_blob(digest, from_repo))
+    }
+
+    /// The referrers of the manifest `subject_digest`, only those of
+    /// `artifact_type` when given: the referrers API when the registry
+    /// implements it, else the referrers tag schema (`sha256-<hex>`).
+    pub fn referrers(
+        &self,
+        subject_digest: &str,
+        artifact_type: Option<&str>,
+    ) -> Result<Vec<Descriptor>> {
+        self.rt
+            .block_on(self.session.referrers(subject_digest, artifact_type))
+    }
+
+    /// True when the registry answered the referrers API; `None` before
+    /// any referrers call or attach told.
+    pub fn has_referrers_api(&self) -> Option<bool> {
+        self.session.referrers_api.get()
+    }
+
+    /// Attaches `artifact` to the manifest `subject`: uploads its blobs
+    /// (the empty config and each layer), puts its manifest by digest and,
+    /// unless the registry answers `OCI-Subject`, adds its descriptor to
+    /// the index under the referrers tag `sha256-<hex>` (read, add unless
+    /// the digest is listed, write). Concurrent attaches to the same
+    /// subject on such a registry can lose one descriptor (last write wins).
+    pub fn attach_referrer(&self, subject: &Descriptor, artifact: &Artifact) -> Result<Attached> {
+        self.rt
+            .block_on(self.session.attach_referrer(subject, artifact))
+    }
+}
+
+/// What a client was authenticated for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Access {
+    Pull,
+    Push,
 }
 
 enum Authorization {
@@ -261,6 +429,10 @@ struct Session {
     requests: Cell<u64>,
     uploaded_blobs: Cell<usize>,
     uploaded_bytes: Cell<u64>,
+    /// Pull, or pull and push.
+    access: Access,
+    /// Whether `GET /v2/NAME/referrers/DIGEST` answered 200 (once asked).
+    referrers_api: Cell<Option<bool>>,
 }
 
 /// The body of one upload request.
@@ -389,7 +561,7 @@ fn auth_hint(host: &str) -> String {
 }
 
 impl Session {
-    async fn open(repo: Repository, opts: &Options) -> Result<Self> {
+    async fn open(repo: Repository, opts: &Options, access: Access) -> Result<Self> {
         let plain = opts.insecure || is_loopback(&repo.host);
         let scheme = if plain { "http" } else { "https" };
         let base = Url::parse(&format!(
@@ -443,6 +615,8 @@ impl Session {
             requests: Cell::new(0),
             uploaded_blobs: Cell::new(0),
             uploaded_bytes: Cell::new(0),
+            access,
+            referrers_api: Cell::new(None),
         };
         session.authenticate().await?;
         Ok(session)
@@ -517,7 +691,14 @@ impl Session {
             attempt += 1;
             match self
                 .oci
-                .auth(&reference, &auth, oci_client::RegistryOperation::Push)
+                .auth(
+                    &reference,
+                    &auth,
+                    match self.access {
+                        Access::Pull => oci_client::RegistryOperation::Pull,
+                        Access::Push => oci_client::RegistryOperation::Push,
+                    },
+                )
                 .await
             {
                 Ok(Some(token)) => {
@@ -545,7 +726,11 @@ impl Session {
                     return Err(Error::Auth {
                         host: self.repo.host.clone(),
                         message: self.scrub(format!(
-                            "the token service refused push access to {} {who}: {}",
+                            "the token service refused {} access to {} {who}: {}",
+                            match self.access {
+                                Access::Pull => "pull",
+                                Access::Push => "push",
+                            },
                             self.repo.name,
                             reason.trim()
                         )),
@@ -658,6 +843,11 @@ impl Session {
 
     /// The digest a tag (or digest) names, or `None` when it does not exist.
     async fn manifest_digest(&self, reference: &str) -> Result<Option<String>> {
+        Ok(self.head_manifest(reference).await?.map(|d| d.digest))
+    }
+
+    /// What a tag (or digest) names, or `None` when it does not exist.
+    async fn head_manifest(&self, reference: &str) -> Result<Option<Descriptor>> {
         let what = format!("checking manifest {}:{reference}", self.repo);
         let url = self.url(&format!("manifests/{reference}"))?;
         let resp = self
@@ -671,25 +861,338 @@ impl Session {
             StatusCode::NOT_FOUND => return Ok(None),
             _ => return Err(self.fail(&what, resp).await),
         }
-        if let Some(d) = resp
-            .headers()
-            .get("docker-content-digest")
-            .and_then(|v| v.to_str().ok())
-        {
-            return Ok(Some(d.to_string()));
+        let digest = header_str(&resp, "docker-content-digest");
+        let media_type = header_str(&resp, header::CONTENT_TYPE.as_str());
+        let size =
+            header_str(&resp, header::CONTENT_LENGTH.as_str()).and_then(|v| v.parse::<u64>().ok());
+        if let (Some(digest), Some(media_type), Some(size)) = (digest, media_type, size) {
+            return Ok(Some(Descriptor {
+                media_type,
+                digest,
+                size,
+                artifact_type: None,
+                annotations: Default::default(),
+            }));
         }
-        // No digest header: fetch the manifest and hash it.
+        // Not everything in the headers: fetch the manifest and hash it.
+        Ok(self.get_manifest(reference).await?.map(|m| Descriptor {
+            size: m.bytes.len() as u64,
+            media_type: m.media_type,
+            digest: m.digest,
+            artifact_type: None,
+            annotations: Default::default(),
+        }))
+    }
+
+    /// The manifest a tag (or digest) names, or `None` when it does not exist.
+    async fn get_manifest(&self, reference: &str) -> Result<Option<Manifest>> {
+        let what = format!("getting manifest {}:{reference}", self.repo);
+        let url = self.url(&format!("manifests/{reference}"))?;
         let resp = self
             .send(&what, true, |s| {
                 Ok(s.request(Method::GET, url.clone())
                     .header(header::ACCEPT, ACCEPT_MANIFESTS))
             })
             .await?;
-        if !resp.status().is_success() {
+        match resp.status() {
+            StatusCode::OK => {}
+            StatusCode::NOT_FOUND => return Ok(None),
+            _ => return Err(self.fail(&what, resp).await),
+        }
+        let header_type = header_str(&resp, header::CONTENT_TYPE.as_str());
+        let bytes = read_limited(&resp_bytes(self, &what, resp).await?, MAX_SMALL, || {
+            self.registry_err(
+                &what,
+                format!("the manifest is larger than {MAX_SMALL} bytes"),
+            )
+        })?;
+        let digest = crate::image::sha256_digest(&bytes);
+        if reference.starts_with("sha256:") && digest != reference {
+            return Err(self.registry_err(
+                &what,
+                format!("the registry sent content with digest {digest}"),
+            ));
+        }
+        // The manifest's own mediaType wins over a generic Content-Type.
+        let media_type = serde_json::from_slice::<serde_json::Value>(&bytes)
+            .ok()
+            .and_then(|v| {
+                v.get("mediaType")
+                    .and_then(|m| m.as_str())
+                    .map(String::from)
+            })
+            .or(header_type)
+            .unwrap_or_else(|| MANIFEST_MEDIA_TYPE.to_string());
+        Ok(Some(Manifest {
+            bytes,
+            media_type,
+            digest,
+        }))
+    }
+
+    /// A small blob's bytes, checked against its digest.
+    async fn get_blob(&self, digest: &str) -> Result<Vec<u8>> {
+        let what = format!("getting blob {digest}");
+        let url = self.url(&format!("blobs/{digest}"))?;
+        let resp = self
+            .send(&what, true, |s| Ok(s.request(Method::GET, url.clone())))
+            .await?;
+        if resp.status() != StatusCode::OK {
             return Err(self.fail(&what, resp).await);
         }
-        let body = resp.bytes().await.map_err(|e| self.http_err(&what, &e))?;
-        Ok(Some(crate::image::sha256_digest(&body)))
+        let bytes = read_limited(&resp_bytes(self, &what, resp).await?, MAX_SMALL, || {
+            self.registry_err(&what, format!("the blob is larger than {MAX_SMALL} bytes"))
+        })?;
+        let got = crate::image::sha256_digest(&bytes);
+        if got != digest {
+            return Err(self.registry_err(
+                &what,
+                format!("the registry sent content with digest {got}"),
+            ));
+        }
+        Ok(bytes)
+    }
+
+    /// Uploads `bytes` as a blob unless the registry has it.
+    async fn put_blob(&self, media_type: &str, bytes: &[u8]) -> Result<Descriptor> {
+        let desc = Descriptor::of(media_type, bytes);
+        if !self.blob_exists(&desc.digest).await? {
+            self.upload_blob(&desc, Blob::Memory(bytes)).await?;
+        }
+        Ok(desc)
+    }
+
+    /// Mounts `digest` from `from` (a repository name on the same
+    /// registry). False when the registry did not mount it (it opened an
+    /// upload session instead, which is cancelled): upload it then.
+    async fn mount_blob(&self, digest: &str, from: &str) -> Result<bool> {
+        let what = format!("mounting blob {digest} from {from}");
+        let mut url = self.url("blobs/uploads/")?;
+        url.query_pairs_mut()
+            .append_pair("mount", digest)
+            .append_pair("from", from);
+        let resp = self
+            .send(&what, true, |s| {
+                Ok(s.request(Method::POST, url.clone())
+                    .header(header::CONTENT_LENGTH, 0))
+            })
+            .await?;
+        match resp.status() {
+            StatusCode::CREATED => Ok(true),
+            StatusCode::ACCEPTED => {
+                // An upload session we do not need: cancel it, best effort.
+                if let Ok(loc) = self.location(&what, &resp) {
+                    let _ = self
+                        .send(&what, false, |s| Ok(s.request(Method::DELETE, loc.clone())))
+                        .await;
+                }
+                Ok(false)
+            }
+            _ => Err(self.fail(&what, resp).await),
+        }
+    }
+
+    /// Puts manifest `bytes` under `reference` (a tag or its digest).
+    async fn put_manifest_bytes(
+        &self,
+        reference: &str,
+        bytes: &[u8],
+        media_type: &str,
+    ) -> Result<PutManifest> {
+        let what = format!("putting manifest {}:{reference}", self.repo);
+        let url = self.url(&format!("manifests/{reference}"))?;
+        let digest = crate::image::sha256_digest(bytes);
+        let resp = self
+            .send(&what, true, |s| {
+                Ok(s.request(Method::PUT, url.clone())
+                    .header(header::CONTENT_TYPE, media_type)
+                    .body(bytes.to_vec()))
+            })
+            .await?;
+        if resp.status() != StatusCode::CREATED {
+            return Err(self.fail(&what, resp).await);
+        }
+        if let Some(d) = header_str(&resp, "docker-content-digest")
+            && d != digest
+        {
+            return Err(self.registry_err(
+                what,
+                format!("the registry stored the manifest as {d}, not as {digest}"),
+            ));
+        }
+        Ok(PutManifest {
+            digest,
+            subject: header_str(&resp, "oci-subject"),
+        })
+    }
+
+    /// Every tag of the repository, following `Link` pagination. Empty
+    /// when the repository does not exist yet.
+    async fn list_tags(&self) -> Result<Vec<String>> {
+        #[derive(serde::Deserialize)]
+        struct TagList {
+            #[serde(default)]
+            tags: Option<Vec<String>>,
+        }
+        let what = format!("listing tags of {}", self.repo);
+        let mut url = self.url("tags/list")?;
+        url.query_pairs_mut().append_pair("n", "1000");
+        let mut tags = Vec::new();
+        for _ in 0..10_000 {
+            let resp = self
+                .send(&what, true, |s| Ok(s.request(Method::GET, url.clone())))
+                .await?;
+            match resp.status() {
+                StatusCode::OK => {}
+                StatusCode::NOT_FOUND if tags.is_empty() => return Ok(tags),
+                _ => return Err(self.fail(&what, resp).await),
+            }
+            let next = next_link(&resp);
+            let body = resp_bytes(self, &what, resp).await?;
+            let page: TagList = serde_json::from_slice(&body)
+                .map_err(|e| self.registry_err(&what, format!("unreadable tag list: {e}")))?;
+            tags.extend(page.tags.unwrap_or_default());
+            match next {
+                Some(n) => {
+                    url = url
+                        .join(&n)
+                        .map_err(|e| self.registry_err(&what, format!("bad Link {n:?}: {e}")))?
+                }
+                None => return Ok(tags),
+            }
+        }
+        Err(self.registry_err(&what, "the tag list never ended (more than 10000 pages)"))
+    }
+
+    /// The referrers of `subject`, optionally only those of `artifact_type`:
+    /// the referrers API when the registry has it, else the referrers tag
+    /// schema (`sha256-<hex>`).
+    async fn referrers(
+        &self,
+        subject: &str,
+        artifact_type: Option<&str>,
+    ) -> Result<Vec<Descriptor>> {
+        let mut list = match self.referrers_api_list(subject, artifact_type).await? {
+            Some(l) => l,
+            None => self.referrers_tag_index(subject).await?.manifests,
+        };
+        if let Some(t) = artifact_type {
+            list.retain(|d| d.artifact_type.as_deref() == Some(t));
+        }
+        Ok(list)
+    }
+
+    /// `GET /v2/NAME/referrers/DIGEST` (all pages), or `None` when the
+    /// registry does not implement it (anything but 200 with an index).
+    async fn referrers_api_list(
+        &self,
+        subject: &str,
+        artifact_type: Option<&str>,
+    ) -> Result<Option<Vec<Descriptor>>> {
+        if self.referrers_api.get() == Some(false) {
+            return Ok(None);
+        }
+        let what = format!("listing referrers of {}@{subject}", self.repo);
+        let mut url = self.url(&format!("referrers/{subject}"))?;
+        if let Some(t) = artifact_type {
+            url.query_pairs_mut().append_pair("artifactType", t);
+        }
+        let mut list = Vec::new();
+        for _ in 0..1000 {
+            let resp = self
+                .send(&what, true, |s| {
+                    Ok(s.request(Method::GET, url.clone())
+                        .header(header::ACCEPT, INDEX_MEDIA_TYPE))
+                })
+                .await?;
+            match resp.status() {
+                StatusCode::OK => {}
+                StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+                    return Err(self.fail(&what, resp).await);
+                }
+                s if s.is_server_error() => return Err(self.fail(&what, resp).await),
+                _ => {
+                    self.referrers_api.set(Some(false));
+                    return Ok(None);
+                }
+            }
+            let next = next_link(&resp);
+            let body = resp_bytes(self, &what, resp).await?;
+            let Ok(index) = Index::parse(&body) else {
+                // Some registries answer 200 with an HTML page or an error.
+                self.referrers_api.set(Some(false));
+                return Ok(None);
+            };
+            self.referrers_api.set(Some(true));
+            list.extend(index.manifests);
+            match next {
+                Some(n) => {
+                    url = url
+                        .join(&n)
+                        .map_err(|e| self.registry_err(&what, format!("bad Link {n:?}: {e}")))?
+                }
+                None => return Ok(Some(list)),
+            }
+        }
+        Err(self.registry_err(
+            &what,
+            "the referrers list never ended (more than 1000 pages)",
+        ))
+    }
+
+    /// The index under the referrers tag of `subject` (empty when missing).
+    async fn referrers_tag_index(&self, subject: &str) -> Result<Index> {
+        let tag = artifact::referrers_tag(subject);
+        match self.get_manifest(&tag).await? {
+            None => Ok(Index::empty()),
+            Some(m) => Index::parse(&m.bytes).map_err(|e| {
+                self.registry_err(
+                    format!("reading the referrers index {}:{tag}", self.repo),
+                    format!("{e}"),
+                )
+            }),
+        }
+    }
+
+    /// Attaches `art` to `subject`: uploads its blobs, puts its manifest by
+    /// digest and, when the registry does not confirm the subject with
+    /// `OCI-Subject`, adds it to the referrers tag's index.
+    async fn attach_referrer(&self, subject: &Descriptor, art: &Artifact) -> Result<Attached> {
+        use futures_util::future::try_join_all;
+        let (bytes, descriptor) = artifact::manifest(subject, art)?;
+        let empty = artifact::empty_descriptor();
+        self.put_blob(&empty.media_type, artifact::EMPTY_JSON)
+            .await?;
+        try_join_all(art.layers.iter().map(|(mt, b)| self.put_blob(mt, b))).await?;
+        let put = self
+            .put_manifest_bytes(&descriptor.digest, &bytes, MANIFEST_MEDIA_TYPE)
+            .await?;
+        if put.subject.as_deref() == Some(subject.digest.as_str()) {
+            self.referrers_api.set(Some(true));
+            return Ok(Attached {
+                descriptor,
+                referrers_tag: None,
+            });
+        }
+        // Referrers tag schema (distribution spec v1.1): read, add, write.
+        let tag = artifact::referrers_tag(&subject.digest);
+        let mut index = self.referrers_tag_index(&subject.digest).await?;
+        if !index
+            .manifests
+            .iter()
+            .any(|d| d.digest == descriptor.digest)
+        {
+            index.manifests.push(descriptor.clone());
+            index.media_type = Some(INDEX_MEDIA_TYPE.to_string());
+            index.schema_version = 2;
+            let bytes = index.to_bytes()?;
+            self.put_manifest_bytes(&tag, &bytes, INDEX_MEDIA_TYPE)
+                .await?;
+        }
+        Ok(Attached {
+            descriptor,
+            referrers_tag: Some(tag),
+        })
     }
 
     async fn blob_exists(&self, digest: &str) -> Result<bool> {
@@ -906,31 +1409,13 @@ impl Session {
     }
 
     async fn put_manifest(&self, image: &Image, reference: &str) -> Result<()> {
-        let what = format!("putting manifest {}:{reference}", self.repo);
-        let url = self.url(&format!("manifests/{reference}"))?;
-        let body = image.manifest.clone();
-        let resp = self
-            .send(&what, true, |s| {
-                Ok(s.request(Method::PUT, url.clone())
-                    .header(header::CONTENT_TYPE, MANIFEST_MEDIA_TYPE)
-                    .body(body.clone()))
-            })
+        let put = self
+            .put_manifest_bytes(reference, &image.manifest, MANIFEST_MEDIA_TYPE)
             .await?;
-        if resp.status() != StatusCode::CREATED {
-            return Err(self.fail(&what, resp).await);
-        }
-        if let Some(d) = resp
-            .headers()
-            .get("docker-content-digest")
-            .and_then(|v| v.to_str().ok())
-            && d != image.digest
-        {
+        if put.digest != image.digest {
             return Err(self.registry_err(
-                what,
-                format!(
-                    "the registry stored the manifest as {d}, not as {}",
-                    image.digest
-                ),
+                format!("putting manifest {}:{reference}", self.repo),
+                format!("the manifest digest {} is not {}", put.digest, image.digest),
             ));
         }
         Ok(())
@@ -1003,6 +1488,42 @@ impl Session {
             requests: self.requests.get(),
         })
     }
+}
+
+fn header_str(resp: &Response, name: &str) -> Option<String> {
+    resp.headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim().to_string())
+}
+
+/// The `rel="next"` target of a `Link` header.
+fn next_link(resp: &Response) -> Option<String> {
+    resp.headers()
+        .get_all(header::LINK)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .find(|l| l.contains("rel=\"next\"") || l.contains("rel=next"))
+        .and_then(|l| {
+            let start = l.find('<')? + 1;
+            let end = l[start..].find('>')? + start;
+            Some(l[start..end].to_string())
+        })
+}
+
+async fn resp_bytes(s: &Session, what: &str, resp: Response) -> Result<Vec<u8>> {
+    resp.bytes()
+        .await
+        .map(|b| b.to_vec())
+        .map_err(|e| s.http_err(what, &e))
+}
+
+fn read_limited(bytes: &[u8], max: usize, err: impl FnOnce() -> Error) -> Result<Vec<u8>> {
+    if bytes.len() > max {
+        return Err(err());
+    }
+    Ok(bytes.to_vec())
 }
 
 /// A request body that streams `path` from disk.
