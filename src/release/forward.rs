@@ -253,7 +253,7 @@ pub fn repair_target<'a>(
         }
     }
     // Newest first by timestamp, so the usual tip is tried first.
-    descendants.sort_by(|a, b| b.stamped.ts.cmp(&a.stamped.ts));
+    descendants.sort_by_key(|d| std::cmp::Reverse(d.stamped.ts));
     'candidates: for c in &descendants {
         let Some(crev) = &c.revision else { continue };
         for o in &descendants {
