@@ -110,6 +110,15 @@ pub struct PushArgs {
     /// Read the password or token from standard input.
     #[arg(long)]
     pub password_stdin: bool,
+    /// Also move this tag (e.g. `main`) to the image, but only forward: when
+    /// the new commit descends from the commit the tag's image records now.
+    /// Needs --timestamp-tag.
+    #[arg(long, value_name = "NAME")]
+    pub branch_tag: Option<String>,
+    /// Move --branch-tag even when the new commit does not descend from its
+    /// current one (history was rewritten on purpose, e.g. a force-push).
+    #[arg(long)]
+    pub allow_rewind: bool,
     /// Print one JSON object instead of a human summary.
     #[arg(long)]
     pub json: bool,
@@ -188,6 +197,7 @@ pub fn run(cli: Cli) -> Result<()> {
                 source: args.history.source,
                 timestamp_tag: args.history.timestamp_tag,
                 github_token: args.history.github.token(),
+                forward: request::Forward::default(),
             };
             let report = request::run(&req)?;
             print_report(&report, args.json)
@@ -207,6 +217,10 @@ pub fn run(cli: Cli) -> Result<()> {
                 source: args.history.source,
                 timestamp_tag: args.history.timestamp_tag,
                 github_token: args.history.github.token(),
+                forward: request::Forward {
+                    branch_tag: args.branch_tag,
+                    allow_rewind: args.allow_rewind,
+                },
             };
             let report = request::run(&req)?;
             print_report(&report, args.json)

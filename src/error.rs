@@ -73,6 +73,19 @@ pub enum Error {
         /// The digest we built.
         new: String,
     },
+    /// A branch tag would move to a commit that does not descend from the
+    /// one its image records (history was rewritten, e.g. a force-push).
+    #[error(
+        "branch tag {tag} records commit {current}, and {new} does not descend from it: refusing to move it sideways"
+    )]
+    Rewind {
+        /// `HOST/NAME:TAG`.
+        tag: String,
+        /// The commit the tag's image records now.
+        current: String,
+        /// The commit we built.
+        new: String,
+    },
     /// A registry refused or failed a request.
     #[error("registry {reference}: {what} failed: {message}")]
     Registry {
@@ -150,6 +163,11 @@ impl Error {
                  or build from the commit (--source commit) instead of a modified worktree"
                     .into(),
             ),
+            Error::Rewind { .. } => Some(
+                "the branch's history was rewritten (force-push, reset); if that is intended, re-run with \
+                 --allow-rewind to move the branch tag to this commit"
+                    .into(),
+            ),
             Error::Layout { .. } => Some("choose an empty directory or a valid OCI image layout for --output".into()),
             Error::Io { .. } => None,
         }
@@ -157,7 +175,8 @@ impl Error {
 
     /// The process exit code for this error: 2 for bad input, 3 for a refused
     /// move of an immutable tag, 4 for a registry failure, 5 for a registry
-    /// authentication failure, 1 for everything else (history and GitHub
+    /// authentication failure, 6 for a refused sideways move of a branch
+    /// tag, 1 for everything else (history and GitHub
     /// API failures included).
     pub fn exit_code(&self) -> i32 {
         match self {
@@ -165,6 +184,7 @@ impl Error {
             Error::TagExists { .. } => 3,
             Error::Registry { .. } => 4,
             Error::Auth { .. } => 5,
+            Error::Rewind { .. } => 6,
             Error::Io { .. }
             | Error::Layout { .. }
             | Error::History { .. }

@@ -45,6 +45,13 @@ pub struct Report {
     /// The timestamp tag added by `--timestamp-tag`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timestamp_tag: Option<String>,
+    /// Something Flux's numerical policy gets wrong about this push
+    /// (`push` with a timestamp tag only; absent when normal).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub anomaly: Option<crate::release::forward::Anomaly>,
+    /// What `--branch-tag` did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub branch_tag: Option<crate::publish::forward::BranchReport>,
     /// What a registry push did (`push` only).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub push: Option<PushReport>,
@@ -91,6 +98,24 @@ impl Report {
                 p.reference,
                 p.uploaded_blobs,
                 p.uploaded_bytes
+            ));
+        }
+        if let Some(a) = &self.anomaly {
+            s.push_str(&format!("anomaly {}: {}\n", a.kind.as_str(), a.message));
+        }
+        if let Some(b) = &self.branch_tag {
+            s.push_str(&format!(
+                "branch tag {}: {}{}{}\n",
+                b.name,
+                b.outcome,
+                b.commit
+                    .as_deref()
+                    .map(|c| format!(", commit {c}"))
+                    .unwrap_or_default(),
+                b.repaired_to
+                    .as_deref()
+                    .map(|t| format!(", moved on to {t} after a racing run"))
+                    .unwrap_or_default()
             ));
         }
         s

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use crate::error::{Error, Result};
 use crate::history::{self, SourceMode, Token};
 use crate::image;
-use crate::publish::{layout, registry};
+use crate::publish::{forward, layout, registry};
+use crate::release::forward::BranchMove;
 use crate::report::{LayerReport, PushReport, Report};
 use crate::tag;
 
@@ -35,6 +36,18 @@ pub struct Request {
     pub timestamp_tag: Option<String>,
     /// Token for the GitHub API fallback on shallow clones.
     pub github_token: Option<Token>,
+    /// Forward-only options of a registry push.
+    pub forward: Forward,
+}
+
+/// Forward-only options of a registry push.
+#[derive(Debug, Clone, Default)]
+pub struct Forward {
+    /// A moving tag (e.g. `main`) that follows the new image only when its
+    /// commit descends from the one the tag's image records now.
+    pub branch_tag: Option<String>,
+    /// Move the branch tag even when history diverged (after a force-push).
+    pub allow_rewind: bool,
 }
 
 impl Request {
@@ -48,6 +61,32 @@ impl Request {
         }
         if let Target::Registry(opts) = &self.target {
             registry::parse_repository(&opts.repository)?;
+        }
+        if let Some(b) = &self.forward.branch_tag {
+            tag::validate(b)?;
+            if tag::is_timestamp_tag(b) || self.tags.contains(b) {
+                return Err(Error::input(
+                    format!("--branch-tag {b:?} is a timestamp tag or also given with --tag"),
+                    Some(
+                        "name the moving tag after the branch, e.g. --branch-tag main".to_string(),
+                    ),
+                ));
+            }
+            if self.timestamp_tag.is_none() || !matches!(self.target, Target::Registry(_)) {
+                return Err(Error::input(
+                    "--branch-tag needs --timestamp-tag and a registry (push)",
+                    Some(
+                        "the branch tag is guarded by the commits the timestamp tags record: add --timestamp-tag BRANCH"
+                            .to_string(),
+                    ),
+                ));
+            }
+        }
+        if self.forward.allow_rewind && self.forward.branch_tag.is_none() {
+            return Err(Error::input(
+                "--allow-rewind only applies to --branch-tag",
+                Some("add --branch-tag NAME, or drop --allow-rewind".to_string()),
+            ));
         }
         if self.path.as_os_str().is_empty() {
             return Err(Error::input(
@@ -90,13 +129,68 @@ pub fn run(req: &Request) -> Result<Report> {
         }
     }
     let img = image::build(&prepared.source, &prepared.metadata())?;
+    let mut anomaly = None;
+    let mut branch = None;
     let (output, new_blobs, push) = match &req.target {
         Target::Layout(dir) => {
             let w = layout::write(dir, &img, &tags)?;
             (Some(dir.display().to_string()), w.new_blobs, None)
         }
         Target::Registry(opts) => {
-            let p = registry::push(&img, &tags, opts)?;
+            let client = registry::Client::open(opts)?;
+            let forward = match (&timestamp_tag, &prepared.commit) {
+                (Some(t), Some(c)) => Some((
+                    t,
+                    c,
+                    forward::Ancestry::open(&req.path, req.github_token.as_ref())?,
+                )),
+                _ => None,
+            };
+            // Before tagging: what Flux's numerical policy will make of it.
+            if let Some((t, c, ancestry)) = &forward {
+                let ts = u64::try_from(c.timestamp).unwrap_or(0);
+                match forward::check_anomaly(&client, ancestry, &c.id, ts, t) {
+                    Ok(a) => anomaly = a,
+                    Err(e) => {
+                        eprintln!("warning: could not check the existing tags for anomalies: {e}")
+                    }
+                }
+                if let Some(a) = &anomaly {
+                    eprintln!("warning: {}: {}", a.kind.as_str(), a.message);
+                }
+            }
+            // Refuse a sideways branch-tag move before pushing anything.
+            let plan = match (&req.forward.branch_tag, &forward) {
+                (Some(name), Some((_, c, ancestry))) => Some((
+                    name,
+                    forward::plan_branch(&client, ancestry, name, &c.id, req.forward.allow_rewind)?,
+                )),
+                _ => None,
+            };
+            let p = client.push(&img, &tags)?;
+            if let (Some((name, plan)), Some((t, c, ancestry))) = (&plan, &forward) {
+                match plan {
+                    BranchMove::KeepNewer { current } => eprintln!(
+                        "notice: branch tag {name} stays on commit {current}, which descends from {}: a re-run of an older commit",
+                        c.id
+                    ),
+                    BranchMove::Diverged { current } => eprintln!(
+                        "warning: --allow-rewind: moving branch tag {name} from commit {} to {}, which does not descend from it",
+                        current.as_deref().unwrap_or("(none recorded)"),
+                        c.id
+                    ),
+                    _ => {}
+                }
+                branch = Some(forward::move_branch(
+                    &client,
+                    ancestry,
+                    name,
+                    plan,
+                    &img.manifest,
+                    &c.id,
+                    t,
+                )?);
+            }
             let report = PushReport {
                 reference: p.reference,
                 uploaded_blobs: p.uploaded_blobs,
@@ -123,6 +217,8 @@ pub fn run(req: &Request) -> Result<Report> {
         commit: prepared.commit.as_ref().map(|c| c.id.clone()),
         timestamp: prepared.commit.as_ref().map(|c| c.timestamp),
         timestamp_tag,
+        anomaly,
+        branch_tag: branch,
         push,
     })
 }

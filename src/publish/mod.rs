@@ -4,5 +4,6 @@
 //! timestamp tag never moves.
 
 pub mod credentials;
+pub mod forward;
 pub mod layout;
 pub mod registry;

@@ -1,0 +1,243 @@
+//! Forward-only publishing on a registry: the anomaly check before a push
+//! tags an image, and the guarded branch tag (`--branch-tag`) after it.
+//! The decisions are [`crate::release::forward`]'s; this module reads what
+//! they need through [`registry::Client`] (timestamp tags and the commit
+//! each image records in `org.opencontainers.image.revision`) and answers
+//! ancestry questions from git history ([`crate::history::is_ancestor`]).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::history::{self, Token, git, github};
+use crate::image::ANNOTATION_REVISION;
+use crate::image::artifact::ManifestView;
+use crate::publish::registry::Client;
+use crate::release::channel::Stamped;
+use crate::release::forward::{self, Anomaly, BranchMove, Tagged};
+
+/// The most timestamp tags whose manifests are read for one check.
+const MAX_READ: usize = 64;
+
+/// Answers "is A an ancestor of B" from the repository holding the
+/// settings folder, asking GitHub's compare API when a shallow clone cannot
+/// prove it. Answers are cached.
+#[derive(Debug)]
+pub struct Ancestry {
+    repo: git::Repo,
+    api: Option<github::Api>,
+    cache: RefCell<HashMap<(String, String), bool>>,
+}
+
+impl Ancestry {
+    /// Opens the repository holding `path`; the GitHub fallback comes from
+    /// `GITHUB_REPOSITORY`, `GITHUB_API_URL` and `token` (else `GITHUB_TOKEN`).
+    pub fn open(path: &Path, token: Option<&Token>) -> Result<Ancestry> {
+        let Some(repo) = git::Repo::discover(path)? else {
+            return Err(Error::history(
+                path,
+                "is not inside a git repository, so commits cannot be ordered",
+                Some("run inside a git checkout".to_string()),
+            ));
+        };
+        Ok(Ancestry {
+            repo,
+            api: github::Api::from_env(token),
+            cache: RefCell::default(),
+        })
+    }
+
+    /// Whether `ancestor` is an ancestor of (or the same as) `descendant`.
+    pub fn is_ancestor(&self, ancestor: &str, descendant: &str) -> Result<bool> {
+        let key = (ancestor.to_string(), descendant.to_string());
+        if let Some(&yes) = self.cache.borrow().get(&key) {
+            return Ok(yes);
+        }
+        let (yes, _) = history::is_ancestor(&self.repo, ancestor, descendant, self.api.as_ref())?;
+        self.cache.borrow_mut().insert(key, yes);
+        Ok(yes)
+    }
+}
+
+/// The commit the image under `reference` records, `Ok(None)` when the tag
+/// does not exist, `Ok(Some(None))` when the image records none.
+pub fn revision_of(client: &Client, reference: &str) -> Result<Option<Option<String>>> {
+    let Some(m) = client.get_manifest(reference)? else {
+        return Ok(None);
+    };
+    let view = ManifestView::parse(&m.bytes).unwrap_or_default();
+    Ok(Some(
+        view.annotations
+            .get(ANNOTATION_REVISION)
+            .map(|r| r.to_ascii_lowercase()),
+    ))
+}
+
+/// Reads the revision of each of `stamped` (at most [`MAX_READ`]).
+fn tagged(client: &Client, stamped: Vec<Stamped>) -> Result<Vec<Tagged>> {
+    let mut out = Vec::new();
+    for s in stamped.into_iter().take(MAX_READ) {
+        // A tag deleted between listing and reading is simply gone.
+        if let Some(revision) = revision_of(client, &s.tag)? {
+            out.push(Tagged {
+                stamped: s,
+                revision,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The prefix of a timestamp tag `PREFIX-<ts>-<sha7>`.
+pub fn prefix_of(timestamp_tag: &str) -> &str {
+    timestamp_tag
+        .rsplitn(3, '-')
+        .nth(2)
+        .unwrap_or(timestamp_tag)
+}
+
+/// Checks a push of `commit` at `ts` under `new_tag` against the
+/// repository's timestamp tags of the same prefix (see
+/// [`forward::check`]).
+pub fn check_anomaly(
+    client: &Client,
+    ancestry: &Ancestry,
+    commit: &str,
+    ts: u64,
+    new_tag: &str,
+) -> Result<Option<Anomaly>> {
+    let tags = client.list_tags()?;
+    let relevant = forward::relevant(prefix_of(new_tag), ts, &tags);
+    let existing = tagged(client, relevant)?;
+    forward::check(commit, ts, new_tag, &existing, |a, d| {
+        ancestry.is_ancestor(a, d)
+    })
+}
+
+/// What `--branch-tag` did, in the report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BranchReport {
+    /// The branch tag.
+    pub name: String,
+    /// `created`, `moved`, `unchanged`, `kept-newer` or `rewound`.
+    pub outcome: String,
+    /// The commit the tag's image records after this run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+    /// The timestamp tag whose image the branch tag was moved on to after
+    /// a racing run (repair), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repaired_to: Option<String>,
+}
+
+/// Decides, before anything is pushed, whether branch tag `name` may move
+/// to `commit`; a diverged history is refused ([`Error::Rewind`]) unless
+/// `allow_rewind`.
+pub fn plan_branch(
+    client: &Client,
+    ancestry: &Ancestry,
+    name: &str,
+    commit: &str,
+    allow_rewind: bool,
+) -> Result<BranchMove> {
+    let current = revision_of(client, name)?;
+    let plan = forward::branch_move(commit, current.as_ref().map(|c| c.as_deref()), |a, d| {
+        ancestry.is_ancestor(a, d)
+    })?;
+    if let BranchMove::Diverged { current } = &plan
+        && !allow_rewind
+    {
+        return Err(Error::Rewind {
+            tag: format!("{}:{name}", client.repository()),
+            current: current
+                .clone()
+                .unwrap_or_else(|| "no commit (the image has no revision annotation)".into()),
+            new: commit.to_string(),
+        });
+    }
+    Ok(plan)
+}
+
+/// Moves branch tag `name` to `manifest` (the image manifest just pushed for
+/// `commit`, whose timestamp tag is `timestamp_tag`) as `plan` allows, then
+/// reads the tag back with the timestamp tags and, when a racing run left
+/// it behind the newest descendant, moves it on to that one.
+pub fn move_branch(
+    client: &Client,
+    ancestry: &Ancestry,
+    name: &str,
+    plan: &BranchMove,
+    manifest: &[u8],
+    commit: &str,
+    timestamp_tag: &str,
+) -> Result<BranchReport> {
+    let outcome = match plan {
+        BranchMove::Create => "created",
+        BranchMove::Forward => "moved",
+        BranchMove::Same => "unchanged",
+        BranchMove::KeepNewer { .. } => "kept-newer",
+        BranchMove::Diverged { .. } => "rewound",
+    };
+    let media_type = crate::image::MANIFEST_MEDIA_TYPE;
+    let mut report = BranchReport {
+        name: name.to_string(),
+        outcome: outcome.to_string(),
+        commit: Some(commit.to_string()),
+        repaired_to: None,
+    };
+    match plan {
+        BranchMove::KeepNewer { current } => {
+            report.commit = Some(current.clone());
+            return Ok(report);
+        }
+        BranchMove::Same => {
+            // Same commit; rewrite only when the bytes differ.
+            let now = client.head_manifest(name)?;
+            if now.map(|d| d.digest) != Some(crate::image::sha256_digest(manifest)) {
+                client.put_manifest(name, manifest, media_type)?;
+            }
+        }
+        _ => {
+            client.put_manifest(name, manifest, media_type)?;
+        }
+    }
+    // Read back: a racing run may have moved the tag after us.
+    let now = revision_of(client, name)?.flatten();
+    let base = match &now {
+        Some(rev) if rev != commit && ancestry.is_ancestor(commit, rev)? => rev.clone(),
+        _ => commit.to_string(),
+    };
+    let tags = client.list_tags()?;
+    let prefix = prefix_of(timestamp_tag);
+    let mut stamped: Vec<Stamped> = tags
+        .iter()
+        .filter_map(|t| crate::release::channel::parse(prefix, t))
+        .collect();
+    stamped.sort_by(|a, b| b.ts.cmp(&a.ts).then_with(|| b.tag.cmp(&a.tag)));
+    let tagged = tagged(client, stamped)?;
+    if let Some(tip) = forward::repair_target(&base, &tagged, |a, d| ancestry.is_ancestor(a, d))?
+        && tip.revision != now
+        && let Some(m) = client.get_manifest(&tip.stamped.tag)?
+    {
+        client.put_manifest(name, &m.bytes, &m.media_type)?;
+        report.repaired_to = Some(tip.stamped.tag.clone());
+        report.commit = tip.revision.clone();
+    } else if now.as_deref() != Some(commit) {
+        report.commit = now;
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes() {
+        assert_eq!(prefix_of("main-1700000000-abcdef0"), "main");
+        assert_eq!(prefix_of("feature-x-1-abcdef0"), "feature-x");
+    }
+}
