@@ -1,0 +1,500 @@
+//! Forward-only publishing end to end: a real `docker-registry`, git
+//! histories made with the git CLI at fixed committer dates, and the
+//! binary's `push --timestamp-tag main --branch-tag main`. For every
+//! scenario: the final tags (listed with curl), what Flux's numerical
+//! policy picks (implemented here independently from the crate), the
+//! anomaly each push reports, and where the branch tag points.
+
+mod support_registry;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+use support_registry::{Auth, Registry, bin, require};
+
+/// Variables that would change what the binary does.
+const REMOVED: [&str; 7] = [
+    "GITHUB_TOKEN",
+    "GITHUB_REPOSITORY",
+    "GITHUB_API_URL",
+    "GITHUB_SERVER_URL",
+    "GH_TOKEN",
+    "SETTINGS_IMAGE_USERNAME",
+    "SETTINGS_IMAGE_PASSWORD",
+];
+
+struct Git {
+    tmp: tempfile::TempDir,
+    dir: PathBuf,
+}
+
+impl Git {
+    fn new() -> Git {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("repo");
+        std::fs::create_dir_all(tmp.path().join("home")).expect("home");
+        std::fs::create_dir_all(&dir).expect("dir");
+        let g = Git { tmp, dir };
+        g.git(&["init", "-q", "-b", "main"]);
+        g
+    }
+
+    fn cmd(&self, cwd: &Path) -> Command {
+        let home = self.tmp.path().join("home");
+        let mut c = Command::new("git");
+        c.current_dir(cwd)
+            .env("HOME", &home)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", home.join("gitconfig"))
+            .env("GIT_AUTHOR_NAME", "A")
+            .env("GIT_AUTHOR_EMAIL", "a@example.com")
+            .env("GIT_COMMITTER_NAME", "C")
+            .env("GIT_COMMITTER_EMAIL", "c@example.com")
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_WORK_TREE");
+        c
+    }
+
+    fn git_env(&self, args: &[&str], env: &[(&str, String)]) -> String {
+        let mut c = self.cmd(&self.dir);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let out = c.args(args).output().expect("git is installed");
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    fn git(&self, args: &[&str]) -> String {
+        self.git_env(args, &[])
+    }
+
+    /// Writes `s/app.yaml` and commits at committer time `ct` (author `at`).
+    fn change(&self, content: &str, ct: i64, at: i64) -> String {
+        std::fs::create_dir_all(self.dir.join("s")).expect("s");
+        std::fs::write(self.dir.join("s/app.yaml"), content).expect("write");
+        self.git(&["add", "-A"]);
+        self.git_env(
+            &["commit", "-q", "-m", content.trim()],
+            &[
+                ("GIT_AUTHOR_DATE", format!("@{at} +0000")),
+                ("GIT_COMMITTER_DATE", format!("@{ct} +0000")),
+            ],
+        );
+        self.git(&["rev-parse", "HEAD"])
+    }
+
+    /// A worktree detached at `commit`, for a run that must not see HEAD move.
+    fn worktree(&self, name: &str, commit: &str) -> PathBuf {
+        let p = self.tmp.path().join(name);
+        self.git(&[
+            "worktree",
+            "add",
+            "-q",
+            "--detach",
+            p.to_str().expect("utf-8"),
+            commit,
+        ]);
+        p
+    }
+}
+
+struct Push {
+    code: i32,
+    stderr: String,
+    json: Option<Value>,
+}
+
+impl Push {
+    fn ok(&self) -> &Value {
+        assert_eq!(self.code, 0, "push failed: {}", self.stderr);
+        self.json.as_ref().expect("JSON report")
+    }
+
+    fn anomaly(&self) -> Option<String> {
+        self.ok()
+            .get("anomaly")
+            .map(|a| a["kind"].as_str().expect("kind").to_string())
+    }
+}
+
+/// `settings-image push` of `checkout/s` to `repo` with the timestamp tag
+/// prefix `main` and branch tag `main`.
+fn push_cmd(checkout: &Path, repo: &str, extra: &[&str]) -> Command {
+    let mut c = Command::new(bin());
+    let empty = checkout.join(".docker-empty");
+    std::fs::create_dir_all(&empty).expect("docker config dir");
+    c.current_dir(checkout)
+        .args([
+            "push",
+            "--path",
+            "s",
+            "--repository",
+            repo,
+            "--timestamp-tag",
+            "main",
+            "--branch-tag",
+            "main",
+            "--json",
+        ])
+        .args(extra)
+        .env("DOCKER_CONFIG", &empty)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for v in REMOVED {
+        c.env_remove(v);
+    }
+    c
+}
+
+fn finish(out: std::process::Output) -> Push {
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    Push {
+        code: out.status.code().unwrap_or(-1),
+        stderr: String::from_utf8_lossy(&out.stderr).to_string(),
+        json: serde_json::from_str(stdout.trim()).ok(),
+    }
+}
+
+fn push(checkout: &Path, repo: &str, extra: &[&str]) -> Push {
+    finish(
+        push_cmd(checkout, repo, extra)
+            .output()
+            .expect("run settings-image"),
+    )
+}
+
+/// GET over plain HTTP with curl: status and body.
+fn curl(url: &str, accept: Option<&str>) -> (u16, String) {
+    require("curl");
+    let mut c = Command::new("curl");
+    c.args(["-s", "-w", "\n%{http_code}"]);
+    if let Some(a) = accept {
+        c.args(["-H", &format!("Accept: {a}")]);
+    }
+    let out = c.arg(url).output().expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let (body, code) = text.rsplit_once('\n').expect("status line");
+    (code.trim().parse().expect("status"), body.to_string())
+}
+
+fn tags(reg: &Registry) -> BTreeSet<String> {
+    let (code, body) = curl(
+        &format!("http://{}/v2/settings/tags/list", reg.host()),
+        None,
+    );
+    assert_eq!(code, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).expect("tags JSON");
+    v["tags"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|t| t.as_str().expect("tag").to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The revision annotation of the image under `tag`, read with curl.
+fn revision(reg: &Registry, tag: &str) -> String {
+    let (code, body) = curl(
+        &format!("http://{}/v2/settings/manifests/{tag}", reg.host()),
+        Some("application/vnd.oci.image.manifest.v1+json"),
+    );
+    assert_eq!(code, 200, "{tag}: {body}");
+    let v: Value = serde_json::from_str(&body).expect("manifest JSON");
+    v["annotations"]["org.opencontainers.image.revision"]
+        .as_str()
+        .expect("revision annotation")
+        .to_string()
+}
+
+/// Flux's `numerical: asc` policy over `filterTags`
+/// `^main-(?P<ts>[0-9]+)-[0-9a-f]{7}$` with `extract: $ts`, written here
+/// from the Flux documentation: every tag whose number is the maximum
+/// (more than one means Flux may pick either).
+fn flux_picks(tags: &BTreeSet<String>) -> Vec<String> {
+    let re = regex::Regex::new(r"^main-(?P<ts>[0-9]+)-[0-9a-f]{7}$").expect("regex");
+    let numbered: Vec<(u64, &String)> = tags
+        .iter()
+        .filter_map(|t| {
+            let caps = re.captures(t)?;
+            Some((caps["ts"].parse().ok()?, t))
+        })
+        .collect();
+    let Some(max) = numbered.iter().map(|(n, _)| *n).max() else {
+        return Vec::new();
+    };
+    numbered
+        .into_iter()
+        .filter(|(n, _)| *n == max)
+        .map(|(_, t)| t.clone())
+        .collect()
+}
+
+fn tag_of(ts: i64, commit: &str) -> String {
+    format!("main-{ts}-{}", &commit[..7])
+}
+
+fn repo_of(reg: &Registry) -> String {
+    format!("{}/settings", reg.host())
+}
+
+#[test]
+fn rerun_of_an_old_commit_is_a_no_op_and_keeps_the_branch_tag() {
+    let reg = Registry::start(Auth::None);
+    let repo = repo_of(&reg);
+    let g = Git::new();
+    let c1 = g.change("v: 1\n", 1_700_000_100, 1_700_000_100);
+    let old = g.worktree("old", &c1);
+    let c2 = g.change("v: 2\n", 1_700_000_200, 1_700_000_200);
+    let p1 = push(&old, &repo, &[]);
+    assert_eq!(p1.anomaly(), None);
+    assert_eq!(p1.ok()["branch_tag"]["outcome"], "created");
+    let p2 = push(&g.dir, &repo, &[]);
+    assert_eq!(p2.anomaly(), None);
+    assert_eq!(p2.ok()["branch_tag"]["outcome"], "moved");
+    // The re-run of the old job.
+    let p3 = push(&old, &repo, &[]);
+    assert_eq!(p3.anomaly().as_deref(), Some("rerun-of-older"));
+    assert!(p3.stderr.contains("rerun-of-older"), "{}", p3.stderr);
+    assert_eq!(p3.ok()["pushed"], false, "nothing new was written");
+    assert_eq!(p3.ok()["branch_tag"]["outcome"], "kept-newer");
+    let want: BTreeSet<String> = [
+        tag_of(1_700_000_100, &c1),
+        tag_of(1_700_000_200, &c2),
+        "main".into(),
+    ]
+    .into_iter()
+    .collect();
+    let t = tags(&reg);
+    assert_eq!(t, want);
+    assert_eq!(flux_picks(&t), [tag_of(1_700_000_200, &c2)]);
+    assert_eq!(revision(&reg, "main"), c2);
+}
+
+#[test]
+fn concurrent_runs_of_consecutive_commits_converge_forward_in_either_order() {
+    let reg = Registry::start(Auth::None);
+    let repo = repo_of(&reg);
+    let g = Git::new();
+    let mut t = 1_700_000_000;
+    let c0 = g.change("v: 0\n", t, t);
+    push(&g.dir, &repo, &[]).ok();
+    assert_eq!(revision(&reg, "main"), c0);
+    for round in 0..6 {
+        t += 100;
+        let older = g.change(&format!("v: {round}a\n"), t, t);
+        t += 100;
+        let newer = g.change(&format!("v: {round}b\n"), t, t);
+        let wo = g.worktree(&format!("o{round}"), &older);
+        let wn = g.worktree(&format!("n{round}"), &newer);
+        // Even rounds start the older run first, odd rounds the newer.
+        let (first, second) = if round % 2 == 0 {
+            (&wo, &wn)
+        } else {
+            (&wn, &wo)
+        };
+        let a = push_cmd(first, &repo, &[]).spawn().expect("spawn");
+        let b = push_cmd(second, &repo, &[]).spawn().expect("spawn");
+        let (a, b) = (
+            finish(a.wait_with_output().expect("wait")),
+            finish(b.wait_with_output().expect("wait")),
+        );
+        for p in [&a, &b] {
+            p.ok();
+            // The older run may see the newer tag already: a re-run, never
+            // a timestamp problem.
+            assert!(
+                matches!(p.anomaly().as_deref(), None | Some("rerun-of-older")),
+                "round {round}: {:?}",
+                p.anomaly()
+            );
+        }
+        assert_eq!(
+            revision(&reg, "main"),
+            newer,
+            "round {round}: the branch tag converged forward"
+        );
+        let all = tags(&reg);
+        assert!(all.contains(&tag_of(t - 100, &older)) && all.contains(&tag_of(t, &newer)));
+        assert_eq!(flux_picks(&all), [tag_of(t, &newer)], "round {round}");
+    }
+}
+
+#[test]
+fn same_second_commits_are_reported() {
+    let reg = Registry::start(Auth::None);
+    let repo = repo_of(&reg);
+    let g = Git::new();
+    let c1 = g.change("v: 1\n", 1_700_000_300, 1_700_000_300);
+    push(&g.dir, &repo, &[]).ok();
+    let c2 = g.change("v: 2\n", 1_700_000_300, 1_700_000_300);
+    let p = push(&g.dir, &repo, &[]);
+    assert_eq!(p.anomaly().as_deref(), Some("same-timestamp"));
+    let msg = p.ok()["anomaly"]["message"].as_str().expect("message");
+    assert!(msg.contains(&tag_of(1_700_000_300, &c1)), "{msg}");
+    assert!(p.stderr.contains("warning: same-timestamp"), "{}", p.stderr);
+    let t = tags(&reg);
+    let mut both = vec![tag_of(1_700_000_300, &c1), tag_of(1_700_000_300, &c2)];
+    both.sort();
+    assert_eq!(flux_picks(&t), both, "Flux may pick either");
+    assert_eq!(revision(&reg, "main"), c2);
+}
+
+#[test]
+fn a_backwards_committer_date_is_reported_with_the_fix() {
+    let reg = Registry::start(Auth::None);
+    let repo = repo_of(&reg);
+    let g = Git::new();
+    let c1 = g.change("v: 1\n", 1_700_000_500, 1_700_000_500);
+    push(&g.dir, &repo, &[]).ok();
+    // A skewed clock: the child is "older".
+    let c2 = g.change("v: 2\n", 1_700_000_400, 1_700_000_400);
+    let p = push(&g.dir, &repo, &[]);
+    assert_eq!(p.anomaly().as_deref(), Some("backwards-timestamp"));
+    let msg = p.ok()["anomaly"]["message"].as_str().expect("message");
+    assert!(msg.contains("ignores"), "{msg}");
+    assert!(
+        msg.contains("commit one more change"),
+        "says how to fix it: {msg}"
+    );
+    let t = tags(&reg);
+    assert_eq!(
+        flux_picks(&t),
+        [tag_of(1_700_000_500, &c1)],
+        "Flux keeps the ancestor"
+    );
+    assert!(t.contains(&tag_of(1_700_000_400, &c2)));
+    // The branch tag follows history, not the clock.
+    assert_eq!(revision(&reg, "main"), c2);
+}
+
+#[test]
+fn a_force_push_is_refused_unless_rewinding_is_allowed() {
+    let reg = Registry::start(Auth::None);
+    let repo = repo_of(&reg);
+    let g = Git::new();
+    let c1 = g.change("v: 1\n", 1_700_000_100, 1_700_000_100);
+    let c2 = g.change("v: 2\n", 1_700_000_200, 1_700_000_200);
+    push(&g.dir, &repo, &[]).ok();
+    // Force-push: the branch is reset and goes another way.
+    g.git(&["reset", "-q", "--hard", &c1]);
+    let c3 = g.change("v: 3\n", 1_700_000_300, 1_700_000_300);
+    let p = push(&g.dir, &repo, &[]);
+    assert_eq!(p.code, 6, "a distinct exit code: {}", p.stderr);
+    assert!(p.stderr.contains("--allow-rewind"), "{}", p.stderr);
+    assert!(
+        p.stderr.contains(&c2),
+        "names the current commit: {}",
+        p.stderr
+    );
+    let t = tags(&reg);
+    assert!(
+        !t.contains(&tag_of(1_700_000_300, &c3)),
+        "refused before pushing anything"
+    );
+    assert_eq!(revision(&reg, "main"), c2);
+    let p = push(&g.dir, &repo, &["--allow-rewind"]);
+    assert_eq!(p.ok()["branch_tag"]["outcome"], "rewound");
+    assert!(
+        p.stderr.contains("--allow-rewind"),
+        "said loudly: {}",
+        p.stderr
+    );
+    assert_eq!(p.anomaly(), None);
+    assert_eq!(revision(&reg, "main"), c3);
+    assert_eq!(flux_picks(&tags(&reg)), [tag_of(1_700_000_300, &c3)]);
+}
+
+#[test]
+fn a_revert_moves_the_branch_tag_forward() {
+    let reg = Registry::start(Auth::None);
+    let repo = repo_of(&reg);
+    let g = Git::new();
+    g.change("v: 1\n", 1_700_000_100, 1_700_000_100);
+    let first = push(&g.dir, &repo, &[]).ok().clone();
+    let c2 = g.change("v: 2\n", 1_700_000_200, 1_700_000_200);
+    push(&g.dir, &repo, &[]).ok();
+    g.git_env(
+        &["revert", "--no-edit", &c2],
+        &[
+            ("GIT_AUTHOR_DATE", "@1700000300 +0000".into()),
+            ("GIT_COMMITTER_DATE", "@1700000300 +0000".into()),
+        ],
+    );
+    let c3 = g.git(&["rev-parse", "HEAD"]);
+    let p = push(&g.dir, &repo, &[]);
+    assert_eq!(p.anomaly(), None);
+    assert_eq!(p.ok()["branch_tag"]["outcome"], "moved");
+    // The content is the first commit's again; the image is a new version.
+    assert_eq!(p.ok()["layer"]["digest"], first["layer"]["digest"]);
+    assert_ne!(p.ok()["digest"], first["digest"]);
+    assert_eq!(revision(&reg, "main"), c3);
+    assert_eq!(flux_picks(&tags(&reg)), [tag_of(1_700_000_300, &c3)]);
+}
+
+#[test]
+fn a_rebase_with_author_dates_goes_backwards_and_is_reported() {
+    let reg = Registry::start(Auth::None);
+    let repo = repo_of(&reg);
+    let g = Git::new();
+    g.change("v: 1\n", 1_700_000_100, 1_700_000_100);
+    push(&g.dir, &repo, &[]).ok();
+    // A feature branch written at t=150 (author date).
+    g.git(&["checkout", "-q", "-b", "feature"]);
+    std::fs::write(g.dir.join("s/extra.yaml"), "e: 1\n").expect("write");
+    g.git(&["add", "-A"]);
+    g.git_env(
+        &["commit", "-q", "-m", "feature"],
+        &[
+            ("GIT_AUTHOR_DATE", "@1700000150 +0000".into()),
+            ("GIT_COMMITTER_DATE", "@1700000150 +0000".into()),
+        ],
+    );
+    // Main moves on at t=200 and is published.
+    g.git(&["checkout", "-q", "main"]);
+    let c2 = g.change("v: 2\n", 1_700_000_200, 1_700_000_200);
+    push(&g.dir, &repo, &[]).ok();
+    // Rebase keeping the author date as committer date, then fast-forward.
+    g.git(&["checkout", "-q", "feature"]);
+    g.git_env(
+        &["rebase", "-q", "--committer-date-is-author-date", "main"],
+        &[("GIT_COMMITTER_DATE", "@1700000900 +0000".into())],
+    );
+    let f = g.git(&["rev-parse", "HEAD"]);
+    assert_eq!(g.git(&["log", "-1", "--format=%ct"]), "1700000150");
+    g.git(&["checkout", "-q", "main"]);
+    g.git(&["merge", "-q", "--ff-only", "feature"]);
+    let p = push(&g.dir, &repo, &[]);
+    assert_eq!(p.anomaly().as_deref(), Some("backwards-timestamp"));
+    let msg = p.ok()["anomaly"]["message"].as_str().expect("message");
+    assert!(msg.contains(&tag_of(1_700_000_200, &c2)), "{msg}");
+    assert_eq!(flux_picks(&tags(&reg)), [tag_of(1_700_000_200, &c2)]);
+    assert_eq!(revision(&reg, "main"), f);
+}
+
+#[test]
+fn branch_tag_needs_a_timestamp_tag() {
+    let out = Command::new(bin())
+        .args([
+            "push",
+            "--path",
+            ".",
+            "--repository",
+            "127.0.0.1:1/settings",
+            "--branch-tag",
+            "main",
+        ])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--timestamp-tag"));
+}
