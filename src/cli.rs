@@ -29,6 +29,23 @@ pub enum Command {
     Tag(TagArgs),
     /// Build the image and push it to a registry (idempotent; timestamp tags never move).
     Push(PushArgs),
+    /// Show an image's digest, annotations and provenance (which commit,
+    /// ref, builder and run) from its referrers.
+    Inspect(InspectArgs),
+}
+
+/// Arguments of `inspect`.
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// The image, HOST/NAME:TAG or HOST/NAME@sha256:<hex>.
+    #[arg(value_name = "REFERENCE")]
+    pub reference: String,
+    /// Use plain HTTP for a non-loopback registry (loopback hosts always use it).
+    #[arg(long)]
+    pub insecure: bool,
+    /// Print one JSON object instead of a human summary.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Git history options shared by the commands that build.
@@ -122,6 +139,9 @@ pub struct PushArgs {
     /// Print one JSON object instead of a human summary.
     #[arg(long)]
     pub json: bool,
+    /// Do not attach SLSA provenance (an in-toto referrer) to the pushed image.
+    #[arg(long)]
+    pub no_provenance: bool,
     /// Git history: timestamp tag, source mode, GitHub token.
     #[command(flatten)]
     pub history: HistoryArgs,
@@ -198,6 +218,7 @@ pub fn run(cli: Cli) -> Result<()> {
                 timestamp_tag: args.history.timestamp_tag,
                 github_token: args.history.github.token(),
                 forward: request::Forward::default(),
+                provenance: false,
             };
             let report = request::run(&req)?;
             print_report(&report, args.json)
@@ -221,11 +242,33 @@ pub fn run(cli: Cli) -> Result<()> {
                     branch_tag: args.branch_tag,
                     allow_rewind: args.allow_rewind,
                 },
+                provenance: !args.no_provenance,
             };
             let report = request::run(&req)?;
             print_report(&report, args.json)
         }
+        Command::Inspect(args) => run_inspect(&args),
     }
+}
+
+fn run_inspect(args: &InspectArgs) -> Result<()> {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let credentials = match (
+        env("SETTINGS_IMAGE_USERNAME"),
+        env("SETTINGS_IMAGE_PASSWORD"),
+    ) {
+        (Some(username), Some(password)) => Some(Credentials { username, password }),
+        _ => None,
+    };
+    let found = crate::inspect::inspect(&args.reference, args.insecure, credentials)?;
+    if args.json {
+        let s = serde_json::to_string(&found)
+            .map_err(|e| Error::io("printing the inspection", std::io::Error::other(e)))?;
+        println!("{s}");
+    } else {
+        print!("{}", found.human());
+    }
+    Ok(())
 }
 
 fn run_tag(args: &TagArgs) -> Result<()> {

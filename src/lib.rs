@@ -10,6 +10,8 @@ pub mod cli;
 pub mod error;
 pub mod history;
 pub mod image;
+pub mod inspect;
+pub mod provenance;
 pub mod publish;
 pub mod release;
 pub mod report;

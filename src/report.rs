@@ -68,6 +68,10 @@ pub struct PushReport {
     pub uploaded_bytes: u64,
     /// False when the registry already held the image under every tag.
     pub pushed: bool,
+    /// The digest of the provenance referrer attached to the image (or
+    /// found there from an earlier push of the same commit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<String>,
 }
 
 impl Report {
@@ -99,6 +103,9 @@ impl Report {
                 p.uploaded_blobs,
                 p.uploaded_bytes
             ));
+            if let Some(d) = &p.provenance {
+                s.push_str(&format!("provenance {d}\n"));
+            }
         }
         if let Some(a) = &self.anomaly {
             s.push_str(&format!("anomaly {}: {}\n", a.kind.as_str(), a.message));

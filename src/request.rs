@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use crate::error::{Error, Result};
 use crate::history::{self, SourceMode, Token};
 use crate::image;
+use crate::provenance;
 use crate::publish::{forward, layout, registry};
 use crate::release::forward::BranchMove;
 use crate::report::{LayerReport, PushReport, Report};
@@ -38,6 +39,9 @@ pub struct Request {
     pub github_token: Option<Token>,
     /// Forward-only options of a registry push.
     pub forward: Forward,
+    /// After a registry push, attach SLSA provenance as a referrer (needs
+    /// a commit: without one a warning says why there is none).
+    pub provenance: bool,
 }
 
 /// Forward-only options of a registry push.
@@ -191,11 +195,34 @@ pub fn run(req: &Request) -> Result<Report> {
                     t,
                 )?);
             }
+            let provenance = match (&prepared.commit, req.provenance) {
+                (Some(commit), true) if req.source == SourceMode::Commit => {
+                    let facts =
+                        provenance::Facts::collect(&req.path, commit, prepared.source_url.clone())?;
+                    Some(
+                        provenance::attach(&client, &img, &facts)
+                            .map_err(|e| provenance::after_push_error(e, &p.reference))?,
+                    )
+                }
+                (_, true) => {
+                    eprintln!(
+                        "warning: no provenance attached: {}",
+                        if prepared.commit.is_none() {
+                            "the folder is not in a git commit"
+                        } else {
+                            "--source worktree packages the disk, which no commit attests"
+                        }
+                    );
+                    None
+                }
+                (_, false) => None,
+            };
             let report = PushReport {
                 reference: p.reference,
                 uploaded_blobs: p.uploaded_blobs,
                 uploaded_bytes: p.uploaded_bytes,
                 pushed: p.pushed,
+                provenance,
             };
             (None, p.uploaded_blobs, Some(report))
         }

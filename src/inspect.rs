@@ -1,0 +1,285 @@
+//! `settings-image inspect`: an image's digest and annotations, and what
+//! its referrers (provenance, and any other kind in [`KINDS`]) say.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::image::artifact::ManifestView;
+use crate::image::{ANNOTATION_CREATED, ANNOTATION_REVISION, Descriptor};
+use crate::provenance;
+use crate::publish::registry::{self, Client, Options};
+
+/// One kind of referrer inspect knows how to read.
+pub struct Kind {
+    /// The referrer's `artifactType`.
+    pub artifact_type: &'static str,
+    /// The short name shown (`provenance`).
+    pub name: &'static str,
+    /// Reads the referrer's content into what inspect shows about it.
+    pub read: fn(&Client, &Descriptor, &str) -> Result<serde_json::Value>,
+}
+
+/// The referrer kinds inspect reads; others are listed with their
+/// descriptor only. A new kind (e.g. promotion records) is one more entry.
+pub const KINDS: &[Kind] = &[Kind {
+    artifact_type: provenance::ARTIFACT_TYPE,
+    name: "provenance",
+    read: read_provenance,
+}];
+
+/// Reads a provenance referrer: its manifest, then its statement layer.
+fn read_provenance(
+    client: &Client,
+    desc: &Descriptor,
+    image_digest: &str,
+) -> Result<serde_json::Value> {
+    let layer = first_layer(client, desc, provenance::ARTIFACT_TYPE)?;
+    let bytes = client.get_blob(&layer.digest)?;
+    let summary = provenance::read_statement(&bytes, image_digest)?;
+    serde_json::to_value(summary)
+        .map_err(|e| Error::io("showing the provenance", std::io::Error::other(e)))
+}
+
+/// The first layer of media type `media_type` of the referrer `desc`.
+pub fn first_layer(client: &Client, desc: &Descriptor, media_type: &str) -> Result<Descriptor> {
+    let what = format!("reading referrer {}", desc.digest);
+    let m = client
+        .get_manifest(&desc.digest)?
+        .ok_or_else(|| Error::Registry {
+            reference: client.repository().to_string(),
+            what: what.clone(),
+            message: "listed as a referrer, but the manifest is not there".into(),
+            hint: None,
+        })?;
+    let view = ManifestView::parse(&m.bytes)?;
+    view.layers
+        .into_iter()
+        .find(|l| l.media_type == media_type)
+        .ok_or_else(|| Error::Registry {
+            reference: client.repository().to_string(),
+            what,
+            message: format!("the referrer has no {media_type} layer"),
+            hint: None,
+        })
+}
+
+/// One referrer as inspect shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Referrer {
+    /// The referrer manifest's digest.
+    pub digest: String,
+    /// Its `artifactType`.
+    pub artifact_type: Option<String>,
+    /// The kind's name from [`KINDS`], `None` for unknown types.
+    pub kind: Option<String>,
+    /// The referrer's annotations (revision, created).
+    pub annotations: BTreeMap<String, String>,
+    /// What the kind's reader found in it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub details: Option<serde_json::Value>,
+    /// Why the content could not be read, when it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// What `inspect` prints.
+#[derive(Debug, Clone, Serialize)]
+pub struct Inspection {
+    /// `HOST/NAME`.
+    pub repository: String,
+    /// The tag or digest asked for.
+    pub reference: String,
+    /// The manifest digest.
+    pub digest: String,
+    /// The manifest media type.
+    pub media_type: String,
+    /// The manifest annotations (revision, created, source).
+    pub annotations: BTreeMap<String, String>,
+    /// Every referrer, oldest `created` first.
+    pub referrers: Vec<Referrer>,
+    /// The newest provenance's details, when there is one.
+    pub provenance: Option<serde_json::Value>,
+}
+
+/// Splits `HOST/NAME:TAG`, `HOST/NAME@sha256:...` (or both) into the
+/// repository and the reference to ask for (the digest when given).
+pub fn parse_reference(s: &str) -> Result<(String, String)> {
+    let hint = || {
+        Some(
+            "give HOST/NAME:TAG or HOST/NAME@sha256:<64 hex>, e.g. ghcr.io/acme/settings:latest"
+                .to_string(),
+        )
+    };
+    let (rest, digest) = match s.split_once('@') {
+        Some((r, d)) => (r, Some(d)),
+        None => (s, None),
+    };
+    let (repo, tag) = match rest.rfind(':') {
+        Some(i) if !rest[i..].contains('/') => (&rest[..i], Some(&rest[i + 1..])),
+        _ => (rest, None),
+    };
+    registry::parse_repository(repo)?;
+    if let Some(d) = digest {
+        let ok = d.strip_prefix("sha256:").is_some_and(|h| {
+            h.len() == 64
+                && h.bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        });
+        if !ok {
+            return Err(Error::input(
+                format!("invalid digest {d:?} in {s:?}"),
+                hint(),
+            ));
+        }
+        return Ok((repo.to_string(), d.to_string()));
+    }
+    match tag {
+        Some(t) => {
+            crate::tag::validate(t)?;
+            Ok((repo.to_string(), t.to_string()))
+        }
+        None => Err(Error::input(
+            format!("{s:?} names no tag or digest"),
+            hint(),
+        )),
+    }
+}
+
+/// Inspects `reference` (see [`parse_reference`]) with pull access.
+pub fn inspect(
+    reference: &str,
+    insecure: bool,
+    credentials: Option<registry::Credentials>,
+) -> Result<Inspection> {
+    let (repository, what) = parse_reference(reference)?;
+    let client = Client::open_read_only(&Options {
+        repository: repository.clone(),
+        insecure,
+        monolithic: false,
+        credentials,
+    })?;
+    let m = client.get_manifest(&what)?.ok_or_else(|| Error::Registry {
+        reference: repository.clone(),
+        what: format!("reading {what}"),
+        message: "no such tag or digest".into(),
+        hint: Some(format!(
+            "check the tag with `skopeo list-tags docker://{repository}`"
+        )),
+    })?;
+    let view = ManifestView::parse(&m.bytes)?;
+    let mut referrers: Vec<Referrer> = client
+        .referrers(&m.digest, None)?
+        .into_iter()
+        .map(|d| {
+            let kind = KINDS
+                .iter()
+                .find(|k| d.artifact_type.as_deref() == Some(k.artifact_type));
+            let (details, error) = match kind.map(|k| (k.read)(&client, &d, &m.digest)) {
+                Some(Ok(v)) => (Some(v), None),
+                Some(Err(e)) => (None, Some(e.to_string())),
+                None => (None, None),
+            };
+            Referrer {
+                digest: d.digest,
+                artifact_type: d.artifact_type,
+                kind: kind.map(|k| k.name.to_string()),
+                annotations: d.annotations,
+                details,
+                error,
+            }
+        })
+        .collect();
+    referrers.sort_by(|a, b| {
+        let key = |r: &Referrer| {
+            (
+                r.annotations.get(ANNOTATION_CREATED).cloned(),
+                r.digest.clone(),
+            )
+        };
+        key(a).cmp(&key(b))
+    });
+    let provenance = referrers
+        .iter()
+        .rev()
+        .find(|r| r.kind.as_deref() == Some("provenance"))
+        .and_then(|r| r.details.clone());
+    Ok(Inspection {
+        repository,
+        reference: what,
+        digest: m.digest,
+        media_type: m.media_type,
+        annotations: view.annotations,
+        referrers,
+        provenance,
+    })
+}
+
+impl Inspection {
+    /// A short human summary.
+    pub fn human(&self) -> String {
+        let mut s = format!("{}@{}\n", self.repository, self.digest);
+        for (k, v) in &self.annotations {
+            let k = k.strip_prefix("org.opencontainers.image.").unwrap_or(k);
+            s.push_str(&format!("  {k}: {v}\n"));
+        }
+        if self.referrers.is_empty() {
+            s.push_str("no referrers (no provenance)\n");
+        }
+        for r in &self.referrers {
+            let kind = r
+                .kind
+                .clone()
+                .or_else(|| r.artifact_type.clone())
+                .unwrap_or_else(|| "referrer".into());
+            s.push_str(&format!("{kind} {}\n", r.digest));
+            if let Some(rev) = r.annotations.get(ANNOTATION_REVISION) {
+                s.push_str(&format!("  revision: {rev}\n"));
+            }
+            if let Some(serde_json::Value::Object(map)) = &r.details {
+                for (k, v) in map {
+                    match v {
+                        serde_json::Value::Null => {}
+                        serde_json::Value::String(t) => s.push_str(&format!("  {k}: {t}\n")),
+                        other => s.push_str(&format!("  {k}: {other}\n")),
+                    }
+                }
+            }
+            if let Some(e) = &r.error {
+                s.push_str(&format!("  unreadable: {e}\n"));
+            }
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references() {
+        let d = format!("sha256:{}", "a".repeat(64));
+        assert_eq!(
+            parse_reference("localhost:5000/a/b:v1").unwrap(),
+            ("localhost:5000/a/b".into(), "v1".into())
+        );
+        assert_eq!(
+            parse_reference(&format!("ghcr.io/a/b:v1@{d}")).unwrap(),
+            ("ghcr.io/a/b".into(), d.clone())
+        );
+        assert_eq!(
+            parse_reference(&format!("ghcr.io/a/b@{d}")).unwrap(),
+            ("ghcr.io/a/b".into(), d)
+        );
+        for bad in [
+            "ghcr.io/a/b",
+            "localhost:5000/a",
+            "ghcr.io/a/b@sha256:12",
+            "b:v1",
+        ] {
+            assert!(parse_reference(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,335 @@
+//! Provenance: an in-toto Statement v1 with a SLSA provenance v1 predicate
+//! that says which commit, ref and folder an image was built from, by which
+//! builder and run. It is attached to the pushed image as an OCI referrer
+//! (`artifactType` `application/vnd.in-toto+json`). Building the statement
+//! is pure; [`attach`] does the registry part through
+//! [`Client`].
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::history::{CommitInfo, git};
+use crate::image::artifact::Artifact;
+use crate::image::{ANNOTATION_CREATED, ANNOTATION_REVISION, Descriptor, Image};
+use crate::publish::registry::Client;
+
+/// The referrer's `artifactType` and its layer's media type.
+pub const ARTIFACT_TYPE: &str = "application/vnd.in-toto+json";
+/// in-toto Statement v1 `_type`.
+pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
+/// SLSA provenance v1 `predicateType`.
+pub const PREDICATE_TYPE: &str = "https://slsa.dev/provenance/v1";
+/// The `buildType` of a settings-image push.
+pub const BUILD_TYPE: &str = "https://github.com/settings-image/settings-image/push/v1";
+
+/// What the provenance states about one build.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Facts {
+    /// The source repository URL (`https://github.com/OWNER/REPO`), when known.
+    pub repository: Option<String>,
+    /// The git ref built (`GITHUB_REF`, else the checked-out branch).
+    pub git_ref: Option<String>,
+    /// The folder relative to the repository root (`.` for the root).
+    pub path: String,
+    /// The commit the content comes from.
+    pub commit: String,
+    /// Its committer time, RFC 3339 (the annotations' `created`).
+    pub committed_at: String,
+    /// `builder.id`: the action's repository and ref, or `settings-image/<version>`.
+    pub builder_id: String,
+    /// The workflow run URL with run id and attempt, in GitHub Actions.
+    pub invocation_id: Option<String>,
+    /// `GITHUB_WORKFLOW_REF`, in GitHub Actions.
+    pub workflow_ref: Option<String>,
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name)
+        .ok()
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+}
+
+impl Facts {
+    /// Collects the facts for the folder at `path` built from `commit`:
+    /// GitHub Actions' environment first, then the git checkout.
+    pub fn collect(path: &Path, commit: &CommitInfo, repository: Option<String>) -> Result<Facts> {
+        let repo = git::Repo::discover(path)?;
+        let rel = repo
+            .as_ref()
+            .map(|r| r.display_path())
+            .unwrap_or_else(|| ".".to_string());
+        let git_ref = env("GITHUB_REF").or_else(|| head_ref(path));
+        let server = env("GITHUB_SERVER_URL").unwrap_or_else(|| "https://github.com".to_string());
+        let server = server.trim_end_matches('/');
+        let builder_id = match (env("GITHUB_ACTION_REPOSITORY"), env("GITHUB_ACTION_REF")) {
+            (Some(r), Some(rf)) => format!("{server}/{r}@{rf}"),
+            (Some(r), None) => format!("{server}/{r}"),
+            _ => format!("settings-image/{}", env!("CARGO_PKG_VERSION")),
+        };
+        let invocation_id = match (env("GITHUB_REPOSITORY"), env("GITHUB_RUN_ID")) {
+            (Some(r), Some(id)) => Some(format!(
+                "{server}/{r}/actions/runs/{id}/attempts/{}",
+                env("GITHUB_RUN_ATTEMPT").unwrap_or_else(|| "1".to_string())
+            )),
+            _ => None,
+        };
+        Ok(Facts {
+            repository,
+            git_ref,
+            path: rel,
+            commit: commit.id.clone(),
+            committed_at: commit.committed_at(),
+            builder_id,
+            invocation_id,
+            workflow_ref: env("GITHUB_WORKFLOW_REF"),
+        })
+    }
+}
+
+/// The checked-out branch (`refs/heads/NAME`), `None` when detached.
+fn head_ref(path: &Path) -> Option<String> {
+    let repo = gix::discover(path).ok()?;
+    let name = repo.head_name().ok()??;
+    Some(name.as_bstr().to_string())
+}
+
+#[derive(Serialize, Deserialize)]
+struct Statement {
+    #[serde(rename = "_type")]
+    kind: String,
+    subject: Vec<Subject>,
+    #[serde(rename = "predicateType")]
+    predicate_type: String,
+    predicate: serde_json::Value,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Subject {
+    name: String,
+    digest: BTreeMap<String, String>,
+}
+
+/// The in-toto statement's bytes for the image `subject_name` (`HOST/NAME`)
+/// with manifest digest `subject_digest` (`sha256:<hex>`).
+pub fn statement(subject_name: &str, subject_digest: &str, facts: &Facts) -> Result<Vec<u8>> {
+    let (alg, hex) = subject_digest
+        .split_once(':')
+        .ok_or_else(|| Error::input(format!("not a digest: {subject_digest}"), None))?;
+    let mut external = serde_json::Map::new();
+    if let Some(r) = &facts.repository {
+        external.insert("repository".into(), r.clone().into());
+    }
+    if let Some(r) = &facts.git_ref {
+        external.insert("ref".into(), r.clone().into());
+    }
+    external.insert("path".into(), facts.path.clone().into());
+    if let Some(w) = &facts.workflow_ref {
+        external.insert("workflow".into(), serde_json::json!({ "ref": w }));
+    }
+    let uri = match (&facts.repository, &facts.git_ref) {
+        (Some(r), Some(rf)) => format!("git+{r}@{rf}"),
+        (Some(r), None) => format!("git+{r}"),
+        (None, _) => "git+unknown".to_string(),
+    };
+    let mut metadata = serde_json::Map::new();
+    if let Some(id) = &facts.invocation_id {
+        metadata.insert("invocationId".into(), id.clone().into());
+    }
+    let predicate = serde_json::json!({
+        "buildDefinition": {
+            "buildType": BUILD_TYPE,
+            "externalParameters": external,
+            "internalParameters": {},
+            "resolvedDependencies": [{
+                "uri": uri,
+                "digest": { "gitCommit": facts.commit },
+            }],
+        },
+        "runDetails": {
+            "builder": { "id": facts.builder_id },
+            "metadata": metadata,
+        },
+    });
+    let st = Statement {
+        kind: STATEMENT_TYPE.to_string(),
+        subject: vec![Subject {
+            name: subject_name.to_string(),
+            digest: BTreeMap::from([(alg.to_string(), hex.to_string())]),
+        }],
+        predicate_type: PREDICATE_TYPE.to_string(),
+        predicate,
+    };
+    serde_json::to_vec(&st)
+        .map_err(|e| Error::io("serializing the provenance", std::io::Error::other(e)))
+}
+
+/// The referrer artifact for `facts`: the statement as its one layer,
+/// revision and created (the commit time, never the clock) as annotations.
+pub fn artifact(subject_name: &str, subject_digest: &str, facts: &Facts) -> Result<Artifact> {
+    Ok(Artifact {
+        artifact_type: ARTIFACT_TYPE.to_string(),
+        layers: vec![(
+            ARTIFACT_TYPE.to_string(),
+            statement(subject_name, subject_digest, facts)?,
+        )],
+        annotations: BTreeMap::from([
+            (ANNOTATION_REVISION.to_string(), facts.commit.clone()),
+            (ANNOTATION_CREATED.to_string(), facts.committed_at.clone()),
+        ]),
+    })
+}
+
+/// What a provenance statement says, read back (for `inspect`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    /// The commit (`resolvedDependencies[0].digest.gitCommit`).
+    pub commit: Option<String>,
+    /// `externalParameters.ref`.
+    #[serde(rename = "ref")]
+    pub git_ref: Option<String>,
+    /// `externalParameters.repository`.
+    pub repository: Option<String>,
+    /// `externalParameters.path`.
+    pub path: Option<String>,
+    /// `runDetails.builder.id`.
+    pub builder: Option<String>,
+    /// `runDetails.metadata.invocationId`.
+    pub run: Option<String>,
+    /// `externalParameters.workflow.ref`.
+    pub workflow: Option<String>,
+    /// True when the statement's subject digest is the image's digest.
+    pub subject_matches: bool,
+}
+
+/// Reads a statement's bytes; `image_digest` is checked against its subject.
+pub fn read_statement(bytes: &[u8], image_digest: &str) -> Result<Summary> {
+    let st: Statement = serde_json::from_slice(bytes).map_err(|e| {
+        Error::io(
+            "reading a provenance statement",
+            std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+        )
+    })?;
+    let p = &st.predicate;
+    let s = |ptr: &str| p.pointer(ptr).and_then(|v| v.as_str()).map(String::from);
+    let subject_matches = st.subject.iter().any(|sub| {
+        sub.digest
+            .iter()
+            .any(|(alg, hex)| format!("{alg}:{hex}") == image_digest)
+    });
+    Ok(Summary {
+        commit: s("/buildDefinition/resolvedDependencies/0/digest/gitCommit"),
+        git_ref: s("/buildDefinition/externalParameters/ref"),
+        repository: s("/buildDefinition/externalParameters/repository"),
+        path: s("/buildDefinition/externalParameters/path"),
+        builder: s("/runDetails/builder/id"),
+        run: s("/runDetails/metadata/invocationId"),
+        workflow: s("/buildDefinition/externalParameters/workflow/ref"),
+        subject_matches,
+    })
+}
+
+/// Attaches the provenance of `image` (built from `commit`) unless a
+/// provenance referrer for the same revision is already there. Returns the
+/// referrer's digest, the existing one's on a re-run.
+pub fn attach(client: &Client, image: &Image, facts: &Facts) -> Result<String> {
+    let subject = image.manifest_descriptor();
+    let existing = client.referrers(&subject.digest, Some(ARTIFACT_TYPE))?;
+    if let Some(d) = same_revision(&existing, &facts.commit) {
+        return Ok(d.digest.clone());
+    }
+    let name = client.repository().to_string();
+    let art = artifact(&name, &subject.digest, facts)?;
+    let attached = client.attach_referrer(&subject, &art)?;
+    Ok(attached.descriptor.digest)
+}
+
+fn same_revision<'a>(list: &'a [Descriptor], commit: &str) -> Option<&'a Descriptor> {
+    list.iter().find(|d| {
+        d.artifact_type.as_deref() == Some(ARTIFACT_TYPE)
+            && d.annotations.get(ANNOTATION_REVISION).map(String::as_str) == Some(commit)
+    })
+}
+
+/// Adds what to do to an error of attaching provenance after a push that
+/// worked.
+pub fn after_push_error(err: Error, reference: &str) -> Error {
+    let extra = format!(
+        "the image itself was pushed as {reference}; run the same push again to attach the \
+         provenance, or add --no-provenance"
+    );
+    match err {
+        Error::Registry {
+            reference: r,
+            what,
+            message,
+            hint,
+        } => Error::Registry {
+            reference: r,
+            what: format!("attaching provenance: {what}"),
+            message,
+            hint: Some(match hint {
+                Some(h) => format!("{h}; {extra}"),
+                None => extra,
+            }),
+        },
+        Error::Auth {
+            host,
+            message,
+            hint,
+        } => Error::Auth {
+            host,
+            message: format!("attaching provenance: {message}"),
+            hint: format!("{hint}; {extra}"),
+        },
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts() -> Facts {
+        Facts {
+            repository: Some("https://github.com/acme/settings".into()),
+            git_ref: Some("refs/heads/main".into()),
+            path: "configs/shop".into(),
+            commit: "0123456789abcdef0123456789abcdef01234567".into(),
+            committed_at: "2023-11-14T22:13:20Z".into(),
+            builder_id: "https://github.com/acme/settings-image@v1".into(),
+            invocation_id: Some(
+                "https://github.com/acme/settings/actions/runs/42/attempts/2".into(),
+            ),
+            workflow_ref: Some("acme/settings/.github/workflows/push.yml@refs/heads/main".into()),
+        }
+    }
+
+    #[test]
+    fn statement_round_trips() {
+        let digest = format!("sha256:{}", "ab".repeat(32));
+        let bytes = statement("ghcr.io/acme/settings", &digest, &facts()).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(v["_type"], STATEMENT_TYPE);
+        assert_eq!(v["predicateType"], PREDICATE_TYPE);
+        assert_eq!(v["subject"][0]["name"], "ghcr.io/acme/settings");
+        assert_eq!(v["subject"][0]["digest"]["sha256"], "ab".repeat(32));
+        let dep = &v["predicate"]["buildDefinition"]["resolvedDependencies"][0];
+        assert_eq!(
+            dep["uri"],
+            "git+https://github.com/acme/settings@refs/heads/main"
+        );
+        let s = read_statement(&bytes, &digest).unwrap();
+        assert_eq!(s.commit.as_deref(), Some(facts().commit.as_str()));
+        assert_eq!(s.path.as_deref(), Some("configs/shop"));
+        assert_eq!(s.run, facts().invocation_id);
+        assert_eq!(s.workflow, facts().workflow_ref);
+        assert!(s.subject_matches);
+        assert!(!read_statement(&bytes, "sha256:00").unwrap().subject_matches);
+        let art = artifact("ghcr.io/acme/settings", &digest, &facts()).unwrap();
+        assert_eq!(art.annotations[ANNOTATION_CREATED], "2023-11-14T22:13:20Z");
+    }
+}

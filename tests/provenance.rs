@@ -1,0 +1,858 @@
+//! Provenance referrers: `push` attaches an in-toto SLSA provenance
+//! statement to the image. Against the real `docker-registry`
+//! (distribution 2.8, no referrers API) through the referrers tag schema,
+//! checked by raw HTTP against the distribution spec v1.1; against a
+//! loopback stub registry that implements the referrers API and answers
+//! `OCI-Subject`, where no fallback tag may be written. `inspect` reads
+//! both back.
+
+mod support_registry;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+use support_registry::*;
+
+const IN_TOTO: &str = "application/vnd.in-toto+json";
+const INDEX: &str = "application/vnd.oci.image.index.v1+json";
+const MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+const EMPTY_DIGEST: &str =
+    "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a";
+
+fn sha256(b: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(b)))
+}
+
+// ------------------------------------------------------------------ git
+
+/// A git repository with a `conf` folder and fixed dates.
+struct Repo {
+    dir: tempfile::TempDir,
+}
+
+impl Repo {
+    fn new() -> Repo {
+        require("git");
+        let r = Repo {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        r.git(&["init", "-q", "-b", "main"]);
+        r.git(&["config", "user.email", "t@example.com"]);
+        r.git(&["config", "user.name", "t"]);
+        r.git(&[
+            "remote",
+            "add",
+            "origin",
+            "https://github.com/acme/settings.git",
+        ]);
+        std::fs::create_dir(r.dir.path().join("conf")).unwrap();
+        r
+    }
+
+    fn git(&self, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(self.dir.path())
+            .env("GIT_AUTHOR_DATE", "2024-01-02T03:04:05Z")
+            .env("GIT_COMMITTER_DATE", "2024-01-02T03:04:05Z")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// Commits `conf/a.yaml` with `content`; returns the commit id.
+    fn commit(&self, content: &str) -> String {
+        std::fs::write(self.dir.path().join("conf/a.yaml"), content).unwrap();
+        self.git(&["add", "."]);
+        self.git(&["commit", "-q", "-m", content]);
+        self.git(&["rev-parse", "HEAD"])
+    }
+
+    fn conf(&self) -> String {
+        self.dir.path().join("conf").to_str().unwrap().to_string()
+    }
+}
+
+/// GitHub Actions' environment for run `run_id`.
+fn actions_env(run_id: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("GITHUB_SERVER_URL", "https://github.com".into()),
+        ("GITHUB_REPOSITORY", "acme/settings".into()),
+        ("GITHUB_REF", "refs/heads/main".into()),
+        ("GITHUB_RUN_ID", run_id.into()),
+        ("GITHUB_RUN_ATTEMPT", "2".into()),
+        (
+            "GITHUB_WORKFLOW_REF",
+            "acme/settings/.github/workflows/settings.yml@refs/heads/main".into(),
+        ),
+        ("GITHUB_ACTION_REPOSITORY", "acme/settings-image".into()),
+        ("GITHUB_ACTION_REF", "v1".into()),
+    ]
+}
+
+fn push(conf: &str, repo: &str, tag: &str, env: &[(&str, String)], extra: &[&str]) -> Run {
+    let mut args = vec![
+        "push",
+        "--path",
+        conf,
+        "--repository",
+        repo,
+        "--tag",
+        tag,
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    run(&args, &env, None)
+}
+
+/// `settings-image` with the GitHub variables of the test process removed
+/// (a CI runner's own would otherwise leak into the provenance).
+fn clean_env(extra: &[(&'static str, String)]) -> Vec<(&'static str, String)> {
+    let mut env: Vec<(&'static str, String)> = [
+        "GITHUB_SERVER_URL",
+        "GITHUB_REPOSITORY",
+        "GITHUB_REF",
+        "GITHUB_RUN_ID",
+        "GITHUB_RUN_ATTEMPT",
+        "GITHUB_WORKFLOW_REF",
+        "GITHUB_ACTION_REPOSITORY",
+        "GITHUB_ACTION_REF",
+        "GITHUB_TOKEN",
+    ]
+    .into_iter()
+    .map(|k| (k, String::new()))
+    .collect();
+    for (k, v) in extra {
+        env.retain(|(e, _)| e != k);
+        env.push((k, v.clone()));
+    }
+    env
+}
+
+// ------------------------------------------------------------ raw HTTP
+
+struct Resp {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Resp {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+}
+
+/// One plain HTTP/1.1 GET (no client library between us and the registry).
+fn http_get(host: &str, path: &str, accept: &str) -> Resp {
+    let mut s = TcpStream::connect(host).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nAccept: {accept}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut r = BufReader::new(s);
+    let (first, headers) = read_head(&mut r).expect("a response");
+    let status = first.split(' ').nth(1).unwrap().parse().unwrap();
+    let chunked = headers
+        .iter()
+        .any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
+    let mut body = Vec::new();
+    if chunked {
+        loop {
+            let mut line = String::new();
+            r.read_line(&mut line).unwrap();
+            let n = usize::from_str_radix(line.trim(), 16).unwrap();
+            let mut chunk = vec![0; n + 2];
+            r.read_exact(&mut chunk).unwrap();
+            if n == 0 {
+                break;
+            }
+            body.extend_from_slice(&chunk[..n]);
+        }
+    } else {
+        r.read_to_end(&mut body).unwrap();
+    }
+    Resp {
+        status,
+        headers,
+        body,
+    }
+}
+
+fn read_head(r: &mut impl BufRead) -> Option<(String, Vec<(String, String)>)> {
+    let mut first = String::new();
+    if r.read_line(&mut first).ok()? == 0 {
+        return None;
+    }
+    let mut headers = Vec::new();
+    loop {
+        let mut line = String::new();
+        r.read_line(&mut line).ok()?;
+        let l = line.trim_end();
+        if l.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = l.split_once(':') {
+            headers.push((k.trim().to_string(), v.trim().to_string()));
+        }
+    }
+    Some((first.trim_end().to_string(), headers))
+}
+
+/// The image manifest's descriptor as the registry serves it.
+fn image_descriptor(host: &str, name: &str, tag: &str) -> Value {
+    let r = http_get(host, &format!("/v2/{name}/manifests/{tag}"), MANIFEST);
+    assert_eq!(r.status, 200);
+    serde_json::json!({
+        "mediaType": MANIFEST,
+        "digest": sha256(&r.body),
+        "size": r.body.len(),
+    })
+}
+
+/// The referrers tag schema's index for `digest`, as raw HTTP sees it.
+fn fallback_index(host: &str, name: &str, digest: &str) -> Option<(Resp, Value)> {
+    let tag = digest.replace(':', "-");
+    let r = http_get(host, &format!("/v2/{name}/manifests/{tag}"), INDEX);
+    if r.status == 404 {
+        return None;
+    }
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let v = r.json();
+    Some((r, v))
+}
+
+fn provenance_descriptors(index: &Value) -> Vec<Value> {
+    index["manifests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["artifactType"] == IN_TOTO)
+        .cloned()
+        .collect()
+}
+
+// ------------------------------------------------------------- the tests
+
+#[test]
+fn provenance_in_the_referrers_tag_schema_on_distribution() {
+    let reg = Registry::start(Auth::None);
+    let host = reg.host();
+    let name = "acme/settings";
+    let repo = format!("{host}/{name}");
+    let git = Repo::new();
+    let commit = git.commit("a: 1\n");
+
+    let out = push(
+        &git.conf(),
+        &repo,
+        "v1",
+        &clean_env(&actions_env("1001")),
+        &[],
+    )
+    .json();
+    let digest = out["digest"].as_str().unwrap().to_string();
+    let hexd = digest.strip_prefix("sha256:").unwrap().to_string();
+    let prov = out["provenance"]
+        .as_str()
+        .expect("the report names the provenance referrer")
+        .to_string();
+    let subject = image_descriptor(&host, name, "v1");
+    assert_eq!(subject["digest"], digest.as_str());
+
+    // distribution 2.8 has no referrers API: the fallback path is what we test.
+    let api = http_get(&host, &format!("/v2/{name}/referrers/{digest}"), INDEX);
+    assert_ne!(api.status, 200, "distribution 2.8 grew a referrers API?");
+
+    // The tag `sha256-<hex>` holds an image index of the referrers.
+    let (resp, index) = fallback_index(&host, name, &digest).expect("referrers tag written");
+    assert_eq!(resp.header("content-type"), Some(INDEX));
+    assert_eq!(index["schemaVersion"], 2);
+    assert_eq!(index["mediaType"], INDEX);
+    let tags = http_get(&host, &format!("/v2/{name}/tags/list"), "*/*").json();
+    assert!(
+        tags["tags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t == &format!("sha256-{hexd}")),
+        "{tags}"
+    );
+    let listed = provenance_descriptors(&index);
+    assert_eq!(listed.len(), 1, "{index}");
+    let d = &listed[0];
+    assert_eq!(d["mediaType"], MANIFEST);
+    assert_eq!(d["digest"], prov.as_str());
+    assert_eq!(
+        d["annotations"]["org.opencontainers.image.revision"],
+        commit.as_str()
+    );
+    // The commit time, not the clock.
+    assert_eq!(
+        d["annotations"]["org.opencontainers.image.created"],
+        "2024-01-02T03:04:05Z"
+    );
+
+    // The referrer manifest: subject = the image descriptor, empty config.
+    let m = http_get(&host, &format!("/v2/{name}/manifests/{prov}"), MANIFEST);
+    assert_eq!(m.status, 200);
+    assert_eq!(sha256(&m.body), prov);
+    assert_eq!(d["size"], m.body.len());
+    let manifest = m.json();
+    assert_eq!(manifest["subject"], subject);
+    assert_eq!(manifest["artifactType"], IN_TOTO);
+    assert_eq!(
+        manifest["config"]["mediaType"],
+        "application/vnd.oci.empty.v1+json"
+    );
+    assert_eq!(manifest["config"]["digest"], EMPTY_DIGEST);
+    assert_eq!(manifest["config"]["size"], 2);
+    assert_eq!(manifest["annotations"], d["annotations"]);
+    let layers = manifest["layers"].as_array().unwrap();
+    assert_eq!(layers.len(), 1);
+    assert_eq!(layers[0]["mediaType"], IN_TOTO);
+    let empty = http_get(&host, &format!("/v2/{name}/blobs/{EMPTY_DIGEST}"), "*/*");
+    assert_eq!(empty.body, b"{}");
+
+    // The statement.
+    let layer_digest = layers[0]["digest"].as_str().unwrap();
+    let blob = http_get(&host, &format!("/v2/{name}/blobs/{layer_digest}"), "*/*");
+    assert_eq!(blob.status, 200);
+    assert_eq!(sha256(&blob.body), layer_digest);
+    let st = blob.json();
+    assert_eq!(st["_type"], "https://in-toto.io/Statement/v1");
+    assert_eq!(st["predicateType"], "https://slsa.dev/provenance/v1");
+    assert_eq!(st["subject"].as_array().unwrap().len(), 1);
+    assert_eq!(st["subject"][0]["name"], repo.as_str());
+    assert_eq!(st["subject"][0]["digest"]["sha256"], hexd.as_str());
+    let p = &st["predicate"];
+    let ext = &p["buildDefinition"]["externalParameters"];
+    assert_eq!(ext["repository"], "https://github.com/acme/settings");
+    assert_eq!(ext["ref"], "refs/heads/main");
+    assert_eq!(ext["path"], "conf");
+    assert_eq!(
+        ext["workflow"]["ref"],
+        "acme/settings/.github/workflows/settings.yml@refs/heads/main"
+    );
+    let dep = &p["buildDefinition"]["resolvedDependencies"][0];
+    assert_eq!(
+        dep["uri"],
+        "git+https://github.com/acme/settings@refs/heads/main"
+    );
+    assert_eq!(dep["digest"]["gitCommit"], commit.as_str());
+    assert_eq!(
+        p["runDetails"]["builder"]["id"],
+        "https://github.com/acme/settings-image@v1"
+    );
+    assert_eq!(
+        p["runDetails"]["metadata"]["invocationId"],
+        "https://github.com/acme/settings/actions/runs/1001/attempts/2"
+    );
+
+    // A re-run of the same commit (another run id) adds nothing.
+    let before = resp.body.clone();
+    let again = push(
+        &git.conf(),
+        &repo,
+        "v1",
+        &clean_env(&actions_env("1002")),
+        &[],
+    )
+    .json();
+    assert_eq!(again["pushed"], false);
+    assert_eq!(again["provenance"], prov.as_str());
+    let (resp2, index2) = fallback_index(&host, name, &digest).unwrap();
+    assert_eq!(provenance_descriptors(&index2).len(), 1, "{index2}");
+    assert_eq!(resp2.body, before, "the index was rewritten");
+
+    // A second image's provenance has its own index; the first is untouched.
+    let commit2 = git.commit("a: 2\n");
+    let out2 = push(
+        &git.conf(),
+        &repo,
+        "v2",
+        &clean_env(&actions_env("1003")),
+        &[],
+    )
+    .json();
+    let digest2 = out2["digest"].as_str().unwrap().to_string();
+    assert_ne!(digest2, digest);
+    let (_, index3) = fallback_index(&host, name, &digest2).expect("second referrers tag");
+    let listed3 = provenance_descriptors(&index3);
+    assert_eq!(listed3.len(), 1);
+    assert_eq!(
+        listed3[0]["annotations"]["org.opencontainers.image.revision"],
+        commit2.as_str()
+    );
+    let (resp4, _) = fallback_index(&host, name, &digest).unwrap();
+    assert_eq!(resp4.body, before, "another subject's index changed");
+
+    // inspect reads it back, by tag and by digest.
+    for reference in [format!("{repo}:v1"), format!("{repo}@{digest}")] {
+        let i = run(&["inspect", &reference, "--json"], &[], None).json();
+        assert_eq!(i["digest"], digest.as_str());
+        assert_eq!(
+            i["annotations"]["org.opencontainers.image.revision"],
+            commit.as_str()
+        );
+        assert_eq!(
+            i["annotations"]["org.opencontainers.image.source"],
+            "https://github.com/acme/settings"
+        );
+        assert_eq!(i["provenance"]["commit"], commit.as_str());
+        assert_eq!(i["provenance"]["ref"], "refs/heads/main");
+        assert_eq!(
+            i["provenance"]["builder"],
+            "https://github.com/acme/settings-image@v1"
+        );
+        assert_eq!(
+            i["provenance"]["run"],
+            "https://github.com/acme/settings/actions/runs/1001/attempts/2"
+        );
+        assert_eq!(i["provenance"]["subject_matches"], true);
+        let refs = i["referrers"].as_array().unwrap();
+        assert_eq!(refs.len(), 1);
+        assert_eq!(refs[0]["kind"], "provenance");
+        assert_eq!(refs[0]["digest"], prov.as_str());
+    }
+    let human = run(&["inspect", &format!("{repo}:v2")], &[], None);
+    assert_eq!(human.code, 0, "{}", human.stderr);
+    assert!(human.stdout.contains(&commit2), "{}", human.stdout);
+    assert!(human.stdout.contains("provenance"), "{}", human.stdout);
+
+    // --no-provenance writes no referrers tag; the CLI's builder id.
+    let commit3 = git.commit("a: 3\n");
+    let out3 = push(
+        &git.conf(),
+        &repo,
+        "v3",
+        &clean_env(&[]),
+        &["--no-provenance"],
+    )
+    .json();
+    assert!(out3.get("provenance").is_none(), "{out3}");
+    let digest3 = out3["digest"].as_str().unwrap();
+    assert!(fallback_index(&host, name, digest3).is_none());
+    let i3 = run(&["inspect", &format!("{repo}:v3"), "--json"], &[], None).json();
+    assert_eq!(i3["referrers"], serde_json::json!([]));
+    assert_eq!(i3["provenance"], Value::Null);
+    let out4 = push(&git.conf(), &repo, "v3", &clean_env(&[]), &[]).json();
+    let i4 = run(&["inspect", &format!("{repo}:v3"), "--json"], &[], None).json();
+    assert_eq!(i4["provenance"]["commit"], commit3.as_str());
+    assert_eq!(
+        i4["provenance"]["builder"],
+        format!("settings-image/{}", env!("CARGO_PKG_VERSION")).as_str()
+    );
+    assert_eq!(i4["provenance"]["ref"], "refs/heads/main");
+    assert!(i4["provenance"]["run"].is_null());
+    assert_eq!(i4["referrers"][0]["digest"], out4["provenance"]);
+}
+
+#[test]
+fn a_folder_outside_git_is_pushed_without_provenance() {
+    let reg = Registry::start(Auth::None);
+    let dir = settings(2, "nogit");
+    let repo = format!("{}/nogit", reg.host());
+    let r = push(
+        dir.path().to_str().unwrap(),
+        &repo,
+        "v1",
+        &clean_env(&[]),
+        &[],
+    );
+    let out = r.json();
+    assert!(out.get("provenance").is_none());
+    assert!(r.stderr.contains("no provenance"), "{}", r.stderr);
+    let digest = out["digest"].as_str().unwrap();
+    assert!(fallback_index(&reg.host(), "nogit", digest).is_none());
+}
+
+#[test]
+fn tokens_never_appear_with_provenance_and_inspect() {
+    let password = "Pr0v-t0ken-Pa55";
+    let ts = TokenServer::start("dora", password);
+    let reg = Registry::start(Auth::Token(ts.clone()));
+    let git = Repo::new();
+    let commit = git.commit("a: 1\n");
+    let repo = format!("{}/org/prov", reg.host());
+    let mut env = clean_env(&actions_env("7"));
+    env.push(("SETTINGS_IMAGE_USERNAME", "dora".into()));
+    env.push(("SETTINGS_IMAGE_PASSWORD", password.into()));
+    let pushed = push(&git.conf(), &repo, "v1", &env, &[]);
+    let out = pushed.json();
+    assert!(out["provenance"].is_string(), "{out}");
+    let refs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let inspected = run(&["inspect", &format!("{repo}:v1"), "--json"], &refs, None);
+    let i = inspected.json();
+    assert_eq!(i["provenance"]["commit"], commit.as_str());
+    // inspect asked for pull only.
+    let reqs = ts.requests.lock().unwrap().clone();
+    assert!(
+        reqs.iter().any(|q| {
+            let q = q
+                .replace("%3A", ":")
+                .replace("%2F", "/")
+                .replace("%2C", ",");
+            q.contains("repository:org/prov:pull") && !q.contains("repository:org/prov:pull,push")
+        }),
+        "{reqs:?}"
+    );
+    let issued = ts.issued.lock().unwrap().clone();
+    assert!(!issued.is_empty());
+    for r in [&pushed, &inspected] {
+        for t in issued.iter().map(String::as_str).chain([password]) {
+            assert!(!r.stdout.contains(t) && !r.stderr.contains(t));
+        }
+    }
+    // Without credentials the token service refuses, and says so.
+    let anon = run(&["inspect", &format!("{repo}:v1")], &[], None);
+    assert_eq!(anon.code, 5, "{} {}", anon.stdout, anon.stderr);
+    assert!(anon.stderr.contains("pull"), "{}", anon.stderr);
+}
+
+// ----------------------------------------------- a referrers-API registry
+
+#[derive(Default)]
+struct Store {
+    blobs: HashMap<String, Vec<u8>>,
+    manifests: HashMap<String, (String, Vec<u8>)>,
+    tags: HashMap<String, String>,
+    uploads: HashMap<String, Vec<u8>>,
+    next: u64,
+    /// `METHOD path` of every request.
+    log: Vec<String>,
+}
+
+/// A loopback registry that implements the OCI distribution spec v1.1
+/// referrers API (and just enough else for a push): `GET referrers/DIGEST`
+/// answers an index of the manifests whose `subject` is DIGEST, and a
+/// manifest PUT with a subject answers `OCI-Subject`.
+struct Stub {
+    port: u16,
+    store: Arc<Mutex<Store>>,
+}
+
+impl Stub {
+    fn start() -> Stub {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let store = Arc::new(Mutex::new(Store::default()));
+        let st = store.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { continue };
+                let st = st.clone();
+                std::thread::spawn(move || serve(conn, &st));
+            }
+        });
+        Stub { port, store }
+    }
+
+    fn host(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn log(&self) -> Vec<String> {
+        self.store.lock().unwrap().log.clone()
+    }
+}
+
+fn serve(conn: TcpStream, store: &Mutex<Store>) {
+    let mut w = conn.try_clone().unwrap();
+    let mut r = BufReader::new(conn);
+    while let Some((first, headers)) = read_head(&mut r) {
+        let mut parts = first.split(' ');
+        let method = parts.next().unwrap_or("").to_string();
+        let target = parts.next().unwrap_or("").to_string();
+        let h = |n: &str| {
+            headers
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(n))
+                .map(|(_, v)| v.clone())
+        };
+        let mut body = Vec::new();
+        if h("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
+            loop {
+                let mut line = String::new();
+                r.read_line(&mut line).unwrap();
+                let n = usize::from_str_radix(line.trim(), 16).unwrap_or(0);
+                let mut chunk = vec![0; n + 2];
+                r.read_exact(&mut chunk).unwrap();
+                if n == 0 {
+                    break;
+                }
+                body.extend_from_slice(&chunk[..n]);
+            }
+        } else if let Some(n) = h("content-length").and_then(|v| v.parse::<usize>().ok()) {
+            body = vec![0; n];
+            r.read_exact(&mut body).unwrap();
+        }
+        let (status, mut out_headers, out_body) =
+            handle(store, &method, &target, h("content-type"), body);
+        let len = out_body.len();
+        out_headers.push(("Content-Length".into(), len.to_string()));
+        let mut resp = format!("HTTP/1.1 {status} X\r\n");
+        for (k, v) in out_headers {
+            resp.push_str(&format!("{k}: {v}\r\n"));
+        }
+        resp.push_str("\r\n");
+        let mut bytes = resp.into_bytes();
+        if method != "HEAD" {
+            bytes.extend_from_slice(&out_body);
+        }
+        if w.write_all(&bytes).is_err() {
+            return;
+        }
+    }
+}
+
+type Answer = (u16, Vec<(String, String)>, Vec<u8>);
+
+fn handle(
+    store: &Mutex<Store>,
+    method: &str,
+    target: &str,
+    content_type: Option<String>,
+    body: Vec<u8>,
+) -> Answer {
+    let mut s = store.lock().unwrap();
+    s.log.push(format!("{method} {target}"));
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let q = |k: &str| {
+        query.split('&').find_map(|kv| {
+            let (a, b) = kv.split_once('=')?;
+            (a == k).then(|| {
+                b.replace("%3A", ":")
+                    .replace("%2F", "/")
+                    .replace("%2B", "+")
+            })
+        })
+    };
+    let not_found = (
+        404,
+        vec![],
+        br#"{"errors":[{"code":"NOT_FOUND"}]}"#.to_vec(),
+    );
+    if path == "/v2/" {
+        return (200, vec![], b"{}".to_vec());
+    }
+    let Some(rest) = path.strip_prefix("/v2/") else {
+        return not_found;
+    };
+    let find = |marker: &str| {
+        rest.find(marker)
+            .map(|i| (&rest[..i], &rest[i + marker.len()..]))
+    };
+    if let Some((name, id)) = find("/blobs/uploads/") {
+        return match method {
+            "POST" => {
+                s.next += 1;
+                let id = s.next.to_string();
+                s.uploads.insert(id.clone(), Vec::new());
+                (
+                    202,
+                    vec![("Location".into(), format!("/v2/{name}/blobs/uploads/{id}"))],
+                    vec![],
+                )
+            }
+            "PATCH" => {
+                s.uploads.entry(id.to_string()).or_default().extend(body);
+                (
+                    202,
+                    vec![("Location".into(), format!("/v2/{name}/blobs/uploads/{id}"))],
+                    vec![],
+                )
+            }
+            "PUT" => {
+                let mut data = s.uploads.remove(id).unwrap_or_default();
+                data.extend(body);
+                let digest = q("digest").unwrap_or_default();
+                if sha256(&data) != digest {
+                    return (
+                        400,
+                        vec![],
+                        br#"{"errors":[{"code":"DIGEST_INVALID"}]}"#.to_vec(),
+                    );
+                }
+                s.blobs.insert(digest.clone(), data);
+                (201, vec![("Docker-Content-Digest".into(), digest)], vec![])
+            }
+            _ => (405, vec![], vec![]),
+        };
+    }
+    if let Some((_, digest)) = find("/blobs/") {
+        return match s.blobs.get(digest) {
+            Some(b) => (
+                200,
+                vec![("Docker-Content-Digest".into(), digest.to_string())],
+                b.clone(),
+            ),
+            None => not_found,
+        };
+    }
+    if let Some((name, reference)) = find("/manifests/") {
+        match method {
+            "PUT" => {
+                let digest = sha256(&body);
+                let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                let mt = content_type.unwrap_or_default();
+                s.manifests.insert(digest.clone(), (mt, body));
+                if !reference.starts_with("sha256:") {
+                    s.tags.insert(reference.to_string(), digest.clone());
+                }
+                let mut h = vec![
+                    ("Docker-Content-Digest".into(), digest.clone()),
+                    ("Location".into(), format!("/v2/{name}/manifests/{digest}")),
+                ];
+                if let Some(sub) = v["subject"]["digest"].as_str() {
+                    h.push(("OCI-Subject".into(), sub.to_string()));
+                }
+                return (201, h, vec![]);
+            }
+            "GET" | "HEAD" => {
+                let digest = if reference.starts_with("sha256:") {
+                    reference.to_string()
+                } else {
+                    match s.tags.get(reference) {
+                        Some(d) => d.clone(),
+                        None => return not_found,
+                    }
+                };
+                return match s.manifests.get(&digest) {
+                    Some((mt, b)) => (
+                        200,
+                        vec![
+                            ("Content-Type".into(), mt.clone()),
+                            ("Docker-Content-Digest".into(), digest),
+                        ],
+                        b.clone(),
+                    ),
+                    None => not_found,
+                };
+            }
+            _ => return (405, vec![], vec![]),
+        }
+    }
+    if let Some((_, subject)) = find("/referrers/") {
+        let filter = q("artifactType");
+        let mut list = Vec::new();
+        for (digest, (mt, b)) in &s.manifests {
+            let v: Value = serde_json::from_slice(b).unwrap_or(Value::Null);
+            if v["subject"]["digest"] != subject {
+                continue;
+            }
+            let at = v["artifactType"].clone();
+            if filter.as_deref().is_some_and(|f| at != f) {
+                continue;
+            }
+            list.push(serde_json::json!({
+                "mediaType": mt, "digest": digest, "size": b.len(),
+                "artifactType": at, "annotations": v["annotations"],
+            }));
+        }
+        let mut h = vec![("Content-Type".into(), INDEX.to_string())];
+        if filter.is_some() {
+            h.push(("OCI-Filters-Applied".into(), "artifactType".into()));
+        }
+        let index = serde_json::json!({"schemaVersion": 2, "mediaType": INDEX, "manifests": list});
+        return (200, h, serde_json::to_vec(&index).unwrap());
+    }
+    if rest.ends_with("/tags/list") {
+        let mut tags: Vec<&String> = s.tags.keys().collect();
+        tags.sort();
+        let v = serde_json::json!({"name": "x", "tags": tags});
+        return (200, vec![], serde_json::to_vec(&v).unwrap());
+    }
+    not_found
+}
+
+#[test]
+fn the_referrers_api_is_used_when_the_registry_has_it() {
+    let stub = Stub::start();
+    let repo = format!("{}/acme/settings", stub.host());
+    let git = Repo::new();
+    let commit = git.commit("a: 1\n");
+    let out = push(
+        &git.conf(),
+        &repo,
+        "v1",
+        &clean_env(&actions_env("11")),
+        &[],
+    )
+    .json();
+    let digest = out["digest"].as_str().unwrap().to_string();
+    let prov = out["provenance"].as_str().expect("provenance").to_string();
+    {
+        let s = stub.store.lock().unwrap();
+        assert!(
+            !s.tags.keys().any(|t| t.starts_with("sha256-")),
+            "a fallback tag was written: {:?}",
+            s.tags.keys()
+        );
+        let (_, bytes) = s.manifests.get(&prov).expect("referrer stored by digest");
+        let m: Value = serde_json::from_slice(bytes).unwrap();
+        assert_eq!(m["subject"]["digest"], digest.as_str());
+        assert_eq!(m["artifactType"], IN_TOTO);
+    }
+    assert!(
+        !stub.log().iter().any(|l| l.contains("/manifests/sha256-")),
+        "{:?}",
+        stub.log()
+    );
+
+    // A re-run adds no second referrer.
+    let again = push(
+        &git.conf(),
+        &repo,
+        "v1",
+        &clean_env(&actions_env("12")),
+        &[],
+    )
+    .json();
+    assert_eq!(again["provenance"], prov.as_str());
+    let before = stub.log().len();
+    let i = run(&["inspect", &format!("{repo}:v1"), "--json"], &[], None).json();
+    assert_eq!(i["provenance"]["commit"], commit.as_str());
+    assert_eq!(i["provenance"]["subject_matches"], true);
+    assert_eq!(i["referrers"].as_array().unwrap().len(), 1, "{i}");
+    let log = stub.log();
+    let after = &log[before..];
+    assert!(
+        after
+            .iter()
+            .any(|l| l.starts_with(&format!("GET /v2/acme/settings/referrers/{digest}"))),
+        "{after:?}"
+    );
+    assert!(
+        !log.iter().any(|l| l.contains("sha256-")),
+        "the tag schema was consulted: {log:?}"
+    );
+    let subjects = {
+        let s = stub.store.lock().unwrap();
+        s.manifests
+            .values()
+            .filter(|(_, b)| {
+                serde_json::from_slice::<Value>(b).unwrap()["subject"]["digest"] == digest.as_str()
+            })
+            .count()
+    };
+    assert_eq!(subjects, 1);
+}
