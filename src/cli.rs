@@ -32,6 +32,57 @@ pub enum Command {
     /// Show an image's digest, annotations and provenance (which commit,
     /// ref, builder and run) from its referrers.
     Inspect(InspectArgs),
+    /// Promote the newest PREFIX tag into a forward-only channel, as the
+    /// release policy's windows allow (same digest, no blob uploaded).
+    Promote(PromoteArgs),
+}
+
+/// Arguments of `promote`.
+#[derive(Debug, Args)]
+pub struct PromoteArgs {
+    /// The repository holding the candidate tags, HOST/NAME.
+    #[arg(long, value_name = "HOST/NAME")]
+    pub repository: String,
+    /// The prefix of the candidate tags (`main` for `main-<ts>-<sha7>`).
+    #[arg(long, value_name = "PREFIX")]
+    pub from: String,
+    /// The channel; channel tags are `CHANNEL-<ts>-<sha7>`.
+    #[arg(long, value_name = "CHANNEL")]
+    pub to: String,
+    /// Write the channel tags into another repository (same registry: blobs
+    /// are mounted, else copied).
+    #[arg(long, value_name = "HOST/NAME")]
+    pub target_repository: Option<String>,
+    /// The release policy file (YAML); none means always open.
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+    /// Decide as if it were this time (RFC 3339, e.g. 2026-12-21T10:00:00Z).
+    #[arg(long, value_name = "TIME")]
+    pub at: Option<String>,
+    /// Change nothing; print the decision, the tags, the active windows and
+    /// the next open and close over 14 days.
+    #[arg(long)]
+    pub explain: bool,
+    /// Break-glass: promote although the gate is shut (never an older
+    /// candidate). Needs --reason; recorded and printed loudly.
+    #[arg(long)]
+    pub force: bool,
+    /// Why break-glass is needed.
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
+    /// Use plain HTTP for a non-loopback registry (loopback hosts always use it).
+    #[arg(long)]
+    pub insecure: bool,
+    /// Registry username (or SETTINGS_IMAGE_USERNAME); the password comes from
+    /// --password-stdin or SETTINGS_IMAGE_PASSWORD.
+    #[arg(long, value_name = "USER", env = "SETTINGS_IMAGE_USERNAME")]
+    pub username: Option<String>,
+    /// Read the password or token from standard input.
+    #[arg(long)]
+    pub password_stdin: bool,
+    /// Print one JSON object instead of a human summary.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `inspect`.
@@ -148,7 +199,11 @@ pub struct PushArgs {
 }
 
 fn push_credentials(args: &PushArgs) -> Result<Option<Credentials>> {
-    let password = if args.password_stdin {
+    credentials(args.username.as_ref(), args.password_stdin)
+}
+
+fn credentials(username: Option<&String>, password_stdin: bool) -> Result<Option<Credentials>> {
+    let password = if password_stdin {
         let mut s = String::new();
         std::io::stdin()
             .read_to_string(&mut s)
@@ -157,14 +212,14 @@ fn push_credentials(args: &PushArgs) -> Result<Option<Credentials>> {
     } else {
         std::env::var("SETTINGS_IMAGE_PASSWORD").ok()
     };
-    match (&args.username, password) {
+    match (username, password) {
         (Some(u), Some(p)) if !u.is_empty() && !p.is_empty() => Ok(Some(Credentials {
             username: u.clone(),
             password: p,
         })),
         (None, None) => Ok(None),
         (Some(u), None) if u.is_empty() => Ok(None),
-        (None, Some(_)) if !args.password_stdin => Ok(None),
+        (None, Some(_)) if !password_stdin => Ok(None),
         _ => Err(Error::input(
             "a registry username needs a password and a password needs a username",
             Some(
@@ -248,7 +303,64 @@ pub fn run(cli: Cli) -> Result<()> {
             print_report(&report, args.json)
         }
         Command::Inspect(args) => run_inspect(&args),
+        Command::Promote(args) => run_promote(&args),
     }
+}
+
+/// Turns `promote`'s arguments into a [`crate::promote::Request`]; shared
+/// with nothing else, the action face builds its own from inputs.
+fn promote_request(args: &PromoteArgs) -> Result<crate::promote::Request> {
+    let force = crate::promote::break_glass(args.force, args.reason.as_deref())?;
+    let policy = match &args.policy {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| Error::io(format!("reading the policy {}", path.display()), e))?;
+            crate::release::policy::Policy::from_yaml(&text)?
+        }
+        None => crate::release::policy::Policy::default(),
+    };
+    let at = args
+        .at
+        .as_deref()
+        .map(crate::promote::parse_at)
+        .transpose()?;
+    Ok(crate::promote::Request {
+        repository: args.repository.clone(),
+        from: args.from.clone(),
+        to: args.to.clone(),
+        target_repository: args.target_repository.clone(),
+        policy,
+        at,
+        force,
+        explain: args.explain,
+        insecure: args.insecure,
+        credentials: credentials(args.username.as_ref(), args.password_stdin)?,
+        actor: crate::promote::actor_from_env(),
+        run_url: crate::promote::run_url_from_env(),
+    })
+}
+
+fn run_promote(args: &PromoteArgs) -> Result<()> {
+    let req = promote_request(args)?;
+    if let Some(reason) = &req.force {
+        eprintln!("BREAK-GLASS requested by {}: {reason}", req.actor);
+    }
+    let out = crate::promote::run(&req)?;
+    if out.forced && out.promoted {
+        eprintln!(
+            "BREAK-GLASS: {} promoted outside the release windows: {}",
+            out.tag.as_deref().unwrap_or("?"),
+            out.because
+        );
+    }
+    if args.json {
+        let s = serde_json::to_string(&out)
+            .map_err(|e| Error::io("printing the outcome", std::io::Error::other(e)))?;
+        println!("{s}");
+    } else {
+        print!("{}", out.human());
+    }
+    Ok(())
 }
 
 fn run_inspect(args: &InspectArgs) -> Result<()> {

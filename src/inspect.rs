@@ -8,6 +8,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::image::artifact::ManifestView;
 use crate::image::{ANNOTATION_CREATED, ANNOTATION_REVISION, Descriptor};
+use crate::promote;
 use crate::provenance;
 use crate::publish::registry::{self, Client, Options};
 
@@ -23,11 +24,43 @@ pub struct Kind {
 
 /// The referrer kinds inspect reads; others are listed with their
 /// descriptor only. A new kind (e.g. promotion records) is one more entry.
-pub const KINDS: &[Kind] = &[Kind {
-    artifact_type: provenance::ARTIFACT_TYPE,
-    name: "provenance",
-    read: read_provenance,
-}];
+pub const KINDS: &[Kind] = &[
+    Kind {
+        artifact_type: provenance::ARTIFACT_TYPE,
+        name: "provenance",
+        read: read_provenance,
+    },
+    Kind {
+        artifact_type: promote::ARTIFACT_TYPE,
+        name: "promotion",
+        read: read_promotion,
+    },
+];
+
+/// Reads a promotion record referrer: who promoted the image into which
+/// channel tag, when, from which tag, and why it was allowed.
+fn read_promotion(
+    client: &Client,
+    desc: &Descriptor,
+    image_digest: &str,
+) -> Result<serde_json::Value> {
+    let layer = first_layer(client, desc, promote::ARTIFACT_TYPE)?;
+    let bytes = client.get_blob(&layer.digest)?;
+    let record = promote::read_record(&bytes)?;
+    if record.digest != image_digest {
+        return Err(Error::Registry {
+            reference: client.repository().to_string(),
+            what: format!("reading promotion record {}", desc.digest),
+            message: format!(
+                "the record is about {}, not this image {image_digest}",
+                record.digest
+            ),
+            hint: None,
+        });
+    }
+    serde_json::to_value(record)
+        .map_err(|e| Error::io("showing the promotion", std::io::Error::other(e)))
+}
 
 /// Reads a provenance referrer: its manifest, then its statement layer.
 fn read_provenance(
@@ -101,6 +134,8 @@ pub struct Inspection {
     pub referrers: Vec<Referrer>,
     /// The newest provenance's details, when there is one.
     pub provenance: Option<serde_json::Value>,
+    /// Every promotion record's details, oldest first.
+    pub promotions: Vec<serde_json::Value>,
 }
 
 /// Splits `HOST/NAME:TAG`, `HOST/NAME@sha256:...` (or both) into the
@@ -205,7 +240,13 @@ pub fn inspect(
         .rev()
         .find(|r| r.kind.as_deref() == Some("provenance"))
         .and_then(|r| r.details.clone());
+    let promotions = referrers
+        .iter()
+        .filter(|r| r.kind.as_deref() == Some("promotion"))
+        .filter_map(|r| r.details.clone())
+        .collect();
     Ok(Inspection {
+        promotions,
         repository,
         reference: what,
         digest: m.digest,

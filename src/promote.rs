@@ -1,0 +1,604 @@
+//! `settings-image promote`: copies the newest `FROM-<ts>-<sha7>` image into
+//! the forward-only channel `TO` as `TO-<ts>-<sha7>` (the exact manifest
+//! bytes, so the same digest, and no blob uploaded), when the release
+//! policy's windows allow it or by recorded break-glass, and attaches a
+//! promotion record to the image as an OCI referrer.
+//!
+//! The decision is [`channel::decide`]'s and the gate [`Policy::gate`]'s;
+//! this module reads the tags, copies the manifest and writes the record.
+//! Two promotes racing each write the channel tag of the candidate they
+//! saw; channel tags never move, so the channel's highest tag (what Flux
+//! picks) is the newest candidate either saw.
+
+use std::collections::BTreeMap;
+
+use jiff::{SignedDuration, Timestamp};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::image::artifact::{Artifact, ManifestView};
+use crate::image::{ANNOTATION_CREATED, Descriptor};
+use crate::publish::registry::{self, Client, Credentials, Options};
+use crate::release::channel::{self, Decision};
+use crate::release::policy::{Period, Policy};
+
+/// The `artifactType` (and layer media type) of a promotion record.
+pub const ARTIFACT_TYPE: &str = "application/vnd.settings-image.promotion.v1+json";
+/// The annotation on the record naming the channel tag it wrote.
+pub const ANNOTATION_CHANNEL_TAG: &str = "dev.settings-image.promotion.tag";
+/// How far ahead `--explain` looks for the next open and close.
+pub const EXPLAIN_HORIZON_DAYS: i64 = 14;
+
+/// Everything a promotion needs.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// `HOST/NAME` holding the candidate tags.
+    pub repository: String,
+    /// The prefix of the candidate tags (e.g. `main`).
+    pub from: String,
+    /// The channel (e.g. `prod`).
+    pub to: String,
+    /// Where the channel tags go, when not `repository` (same registry:
+    /// blobs are mounted across repositories, else copied).
+    pub target_repository: Option<String>,
+    /// The release policy (empty: always open).
+    pub policy: Policy,
+    /// "Now" for the decision; the wall clock when `None`.
+    pub at: Option<Timestamp>,
+    /// Break-glass: `Some(reason)` opens a shut gate (never for an older
+    /// candidate). The reason is not empty.
+    pub force: Option<String>,
+    /// Decide and show, change nothing.
+    pub explain: bool,
+    /// Plain HTTP for non-loopback registries.
+    pub insecure: bool,
+    /// Registry credentials (else docker's config, else anonymous).
+    pub credentials: Option<Credentials>,
+    /// Who promotes (see [`actor_from_env`]).
+    pub actor: String,
+    /// The CI run, when there is one (see [`run_url_from_env`]).
+    pub run_url: Option<String>,
+}
+
+/// The gate as reported.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct GateReport {
+    /// Whether promotion may happen now.
+    pub open: bool,
+    /// Why.
+    pub reason: String,
+    /// The windows active now.
+    pub active: Vec<String>,
+}
+
+/// One stretch of the calendar as reported.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct PeriodReport {
+    /// Start, RFC 3339.
+    pub start: String,
+    /// End (exclusive), RFC 3339.
+    pub end: String,
+    /// Open or shut.
+    pub open: bool,
+}
+
+impl From<&Period> for PeriodReport {
+    fn from(p: &Period) -> Self {
+        PeriodReport {
+            start: p.start.to_string(),
+            end: p.end.to_string(),
+            open: p.open,
+        }
+    }
+}
+
+/// What a promotion decided and did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    /// `promote`, `up-to-date`, `wait` or `no-candidate`.
+    pub decision: String,
+    /// True when a channel tag was written by this run.
+    pub promoted: bool,
+    /// Nothing was changed (`--explain`).
+    pub explain: bool,
+    /// The newest candidate tag.
+    pub candidate: Option<String>,
+    /// The newest channel tag before this run.
+    pub current: Option<String>,
+    /// The channel tag written (or that would be written).
+    pub tag: Option<String>,
+    /// The promoted manifest digest.
+    pub digest: Option<String>,
+    /// `HOST/NAME:TAG@sha256:...` of the channel tag.
+    pub reference: Option<String>,
+    /// Why the promotion may happen, or why it waits.
+    pub because: String,
+    /// Break-glass was used.
+    pub forced: bool,
+    /// "Now" as decided.
+    pub at: String,
+    /// The gate now.
+    pub gate: GateReport,
+    /// When the gate next opens (within the horizon), when it is shut now.
+    pub next_open: Option<String>,
+    /// When the gate next closes (within the horizon).
+    pub next_close: Option<String>,
+    /// The gate's periods over the horizon (14 days).
+    pub calendar: Vec<PeriodReport>,
+    /// Blobs uploaded to copy the image (0 within one repository).
+    pub uploaded_blobs: usize,
+    /// Blobs mounted from the source repository.
+    pub mounted_blobs: usize,
+    /// The promotion record's manifest digest.
+    pub record: Option<String>,
+}
+
+/// The promotion record, the one layer of the referrer.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Record {
+    /// The channel tag written.
+    pub tag: String,
+    /// The candidate tag it came from.
+    pub from_tag: String,
+    /// The repository of the candidate (`HOST/NAME`).
+    pub from_repository: String,
+    /// The manifest digest.
+    pub digest: String,
+    /// Who promoted.
+    pub actor: String,
+    /// When (the `--at` time, else the clock), RFC 3339.
+    pub at: String,
+    /// The window that allowed it, or the gate's state for break-glass.
+    pub because: String,
+    /// Break-glass was used.
+    pub forced: bool,
+    /// The break-glass reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The CI run URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_url: Option<String>,
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// Who promotes: `GITHUB_TRIGGERING_ACTOR`, else `GITHUB_ACTOR`, else the
+/// local user (`USER`, `LOGNAME`), else `unknown`.
+pub fn actor_from_env() -> String {
+    ["GITHUB_TRIGGERING_ACTOR", "GITHUB_ACTOR", "USER", "LOGNAME"]
+        .iter()
+        .find_map(|k| env(k))
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+/// The GitHub Actions run URL from `GITHUB_SERVER_URL`,
+/// `GITHUB_REPOSITORY`, `GITHUB_RUN_ID` (and `GITHUB_RUN_ATTEMPT`).
+pub fn run_url_from_env() -> Option<String> {
+    let server = env("GITHUB_SERVER_URL")?;
+    let repo = env("GITHUB_REPOSITORY")?;
+    let id = env("GITHUB_RUN_ID")?;
+    let mut url = format!("{}/{repo}/actions/runs/{id}", server.trim_end_matches('/'));
+    if let Some(a) = env("GITHUB_RUN_ATTEMPT") {
+        url.push_str(&format!("/attempts/{a}"));
+    }
+    Some(url)
+}
+
+/// Parses `--at`: RFC 3339 with an offset (`2026-12-21T10:00:00Z`).
+pub fn parse_at(text: &str) -> Result<Timestamp> {
+    text.trim().parse::<Timestamp>().map_err(|e| {
+        Error::input(
+            format!("--at {text:?} is not a time: {e}"),
+            Some("give RFC 3339 with an offset, e.g. 2026-12-21T10:00:00Z".to_string()),
+        )
+    })
+}
+
+/// Checks the break-glass pair: `--force` needs a non-empty `--reason`, and
+/// a reason without `--force` is a mistake. Returns the reason when forced.
+pub fn break_glass(force: bool, reason: Option<&str>) -> Result<Option<String>> {
+    let reason = reason.map(str::trim).filter(|r| !r.is_empty());
+    match (force, reason) {
+        (true, Some(r)) => Ok(Some(r.to_string())),
+        (true, None) => Err(Error::input(
+            "break-glass (--force) needs a reason",
+            Some(
+                "add --reason \"...\" saying why the release cannot wait for a window; it is recorded with the promotion"
+                    .to_string(),
+            ),
+        )),
+        (false, Some(_)) => Err(Error::input(
+            "--reason is only used with --force",
+            Some("add --force for break-glass, or drop --reason".to_string()),
+        )),
+        (false, None) => Ok(None),
+    }
+}
+
+fn check_prefixes(req: &Request) -> Result<()> {
+    for (flag, p) in [("--from", &req.from), ("--to", &req.to)] {
+        let clean = crate::tag::sanitize_prefix(p)?;
+        if &clean != p {
+            return Err(Error::input(
+                format!("{flag} {p:?} is not a tag prefix"),
+                Some(format!("use {clean:?}")),
+            ));
+        }
+    }
+    if req.from == req.to {
+        return Err(Error::input(
+            format!("--from and --to are both {:?}", req.from),
+            Some(
+                "promote from the candidate prefix (e.g. main) into another channel (e.g. prod)"
+                    .into(),
+            ),
+        ));
+    }
+    if let Some(r) = &req.force
+        && r.trim().is_empty()
+    {
+        return break_glass(true, None).map(|_| ());
+    }
+    Ok(())
+}
+
+fn options(req: &Request, repository: &str) -> Options {
+    Options {
+        repository: repository.to_string(),
+        insecure: req.insecure,
+        monolithic: false,
+        credentials: req.credentials.clone(),
+    }
+}
+
+/// Decides and, unless explaining, promotes (see the module docs).
+pub fn run(req: &Request) -> Result<Outcome> {
+    check_prefixes(req)?;
+    let source_repo = registry::parse_repository(&req.repository)?;
+    let target_name = req.target_repository.as_deref().unwrap_or(&req.repository);
+    let target_repo = registry::parse_repository(target_name)?;
+    let now = req.at.unwrap_or_else(Timestamp::now);
+    let gate = req.policy.gate(now);
+    let horizon = SignedDuration::from_hours(24 * EXPLAIN_HORIZON_DAYS);
+    let (next_open, next_close) = req.policy.next_changes(now, horizon);
+    let calendar = req.policy.calendar(now, horizon);
+
+    let open = |name: &str| {
+        if req.explain {
+            Client::open_read_only(&options(req, name))
+        } else {
+            Client::open(&options(req, name))
+        }
+    };
+    let source = open(&req.repository)?;
+    let target = if target_repo == source_repo {
+        None
+    } else {
+        Some(open(target_name)?)
+    };
+    let target_client = target.as_ref().unwrap_or(&source);
+    let mut tags: Vec<String> = source
+        .list_tags()?
+        .into_iter()
+        .filter(|t| channel::parse(&req.from, t).is_some())
+        .collect();
+    tags.extend(
+        target_client
+            .list_tags()?
+            .into_iter()
+            .filter(|t| channel::parse(&req.to, t).is_some()),
+    );
+    let current = channel::highest(&req.to, &tags).map(|s| s.tag);
+    let decision = channel::decide(&req.from, &req.to, &tags, &gate, req.force.as_deref());
+    let mut out = Outcome {
+        decision: decision.kind().to_string(),
+        promoted: false,
+        explain: req.explain,
+        candidate: channel::highest(&req.from, &tags).map(|s| s.tag),
+        current,
+        tag: None,
+        digest: None,
+        reference: None,
+        because: gate.reason.clone(),
+        forced: false,
+        at: now.to_string(),
+        gate: GateReport {
+            open: gate.open,
+            reason: gate.reason.clone(),
+            active: gate.active.clone(),
+        },
+        next_open: if gate.open {
+            None
+        } else {
+            next_open.map(|t| t.to_string())
+        },
+        next_close: next_close.map(|t| t.to_string()),
+        calendar: calendar.iter().map(PeriodReport::from).collect(),
+        uploaded_blobs: 0,
+        mounted_blobs: 0,
+        record: None,
+    };
+    let Decision::Promote {
+        candidate,
+        channel_tag,
+        because,
+        forced,
+    } = decision
+    else {
+        if let Decision::Wait { reason, .. } = &decision {
+            out.because = reason.clone();
+        }
+        return Ok(out);
+    };
+    out.tag = Some(channel_tag.clone());
+    out.because = because.clone();
+    out.forced = forced;
+    let m = source
+        .get_manifest(&candidate.tag)?
+        .ok_or_else(|| Error::Registry {
+            reference: format!("{source_repo}:{}", candidate.tag),
+            what: "reading the candidate".into(),
+            message: "the tag was listed but is gone".into(),
+            hint: Some("run promote again".into()),
+        })?;
+    out.digest = Some(m.digest.clone());
+    out.reference = Some(format!("{target_repo}:{channel_tag}@{}", m.digest));
+    if req.explain {
+        return Ok(out);
+    }
+    // Channel tags never move, like timestamp tags.
+    if let Some(d) = target_client.head_manifest(&channel_tag)? {
+        if d.digest != m.digest {
+            return Err(Error::TagExists {
+                tag: format!("{target_repo}:{channel_tag}"),
+                existing: d.digest,
+                new: m.digest,
+            });
+        }
+    } else {
+        if let Some(t) = &target {
+            let (mounted, uploaded) = copy_blobs(&source, t, &source_repo, &m.bytes)?;
+            out.mounted_blobs = mounted;
+            out.uploaded_blobs = uploaded;
+        }
+        let put = target_client.put_manifest(&channel_tag, &m.bytes, &m.media_type)?;
+        if put.digest != m.digest {
+            return Err(Error::Registry {
+                reference: format!("{target_repo}:{channel_tag}"),
+                what: "copying the manifest".into(),
+                message: format!("stored as {}, not {}", put.digest, m.digest),
+                hint: None,
+            });
+        }
+        out.promoted = true;
+    }
+    if out.promoted {
+        let record = Record {
+            tag: channel_tag.clone(),
+            from_tag: candidate.tag.clone(),
+            from_repository: source_repo.to_string(),
+            digest: m.digest.clone(),
+            actor: req.actor.clone(),
+            at: now.to_string(),
+            because,
+            forced,
+            reason: if forced { req.force.clone() } else { None },
+            run_url: req.run_url.clone(),
+        };
+        let subject = Descriptor {
+            media_type: m.media_type.clone(),
+            digest: m.digest.clone(),
+            size: m.bytes.len() as u64,
+            artifact_type: None,
+            annotations: BTreeMap::new(),
+        };
+        let attached = target_client
+            .attach_referrer(&subject, &artifact(&record)?)
+            .map_err(|e| after_promote_error(e, &channel_tag))?;
+        out.record = Some(attached.descriptor.digest);
+    }
+    Ok(out)
+}
+
+/// The referrer artifact for `record`.
+pub fn artifact(record: &Record) -> Result<Artifact> {
+    let bytes = serde_json::to_vec(record)
+        .map_err(|e| Error::io("serializing the promotion record", std::io::Error::other(e)))?;
+    Ok(Artifact {
+        artifact_type: ARTIFACT_TYPE.to_string(),
+        layers: vec![(ARTIFACT_TYPE.to_string(), bytes)],
+        annotations: BTreeMap::from([
+            (ANNOTATION_CREATED.to_string(), record.at.clone()),
+            (ANNOTATION_CHANNEL_TAG.to_string(), record.tag.clone()),
+        ]),
+    })
+}
+
+/// Reads a promotion record's layer.
+pub fn read_record(bytes: &[u8]) -> Result<Record> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        Error::io(
+            "reading a promotion record",
+            std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+        )
+    })
+}
+
+fn after_promote_error(err: Error, tag: &str) -> Error {
+    let extra = format!(
+        "the channel tag {tag} was written, but its promotion record was not; the promotion is \
+         in effect (Flux will pick it up); attach the record by hand or note it in the change log"
+    );
+    match err {
+        Error::Registry {
+            reference,
+            what,
+            message,
+            hint,
+        } => Error::Registry {
+            reference,
+            what,
+            message,
+            hint: Some(match hint {
+                Some(h) => format!("{h}; {extra}"),
+                None => extra,
+            }),
+        },
+        other => other,
+    }
+}
+
+/// Makes every blob of `manifest` available in `target`: a cross-repository
+/// mount from `source_repo` (same registry), else a download and upload.
+/// Returns (mounted, uploaded).
+fn copy_blobs(
+    source: &Client,
+    target: &Client,
+    source_repo: &registry::Repository,
+    manifest: &[u8],
+) -> Result<(usize, usize)> {
+    let view = ManifestView::parse(manifest)?;
+    let mut blobs: Vec<Descriptor> = view.config.into_iter().collect();
+    blobs.extend(view.layers);
+    let same_host = target.repository().host == source_repo.host;
+    let (mut mounted, mut uploaded) = (0, 0);
+    for b in blobs {
+        if same_host && target.mount_blob(&b.digest, &source_repo.name)? {
+            mounted += 1;
+            continue;
+        }
+        let bytes = source.get_blob(&b.digest)?;
+        target.put_blob(&b.media_type, &bytes)?;
+        uploaded += 1;
+    }
+    Ok((mounted, uploaded))
+}
+
+impl Outcome {
+    /// A human summary; `--explain` adds the active windows and the
+    /// calendar.
+    pub fn human(&self) -> String {
+        let mut s = String::new();
+        let head = match self.decision.as_str() {
+            "promote" if self.explain => format!(
+                "would promote {} as {}",
+                self.candidate.as_deref().unwrap_or("?"),
+                self.tag.as_deref().unwrap_or("?")
+            ),
+            "promote" if self.promoted => format!(
+                "promoted {} as {}",
+                self.candidate.as_deref().unwrap_or("?"),
+                self.reference.as_deref().unwrap_or("?")
+            ),
+            "promote" => format!(
+                "{} already holds {}",
+                self.tag.as_deref().unwrap_or("?"),
+                self.candidate.as_deref().unwrap_or("?")
+            ),
+            "up-to-date" => format!(
+                "up to date: the channel holds {} (candidate {})",
+                self.current.as_deref().unwrap_or("?"),
+                self.candidate.as_deref().unwrap_or("?")
+            ),
+            "wait" => format!(
+                "waiting: {} is newer, but the gate is shut",
+                self.candidate.as_deref().unwrap_or("?")
+            ),
+            _ => "no candidate: no tag of the source prefix exists".to_string(),
+        };
+        s.push_str(&head);
+        s.push('\n');
+        if self.forced {
+            s.push_str(&format!("BREAK-GLASS: {}\n", self.because));
+        } else {
+            s.push_str(&format!("because: {}\n", self.because));
+        }
+        if self.explain {
+            s.push_str(&format!("decision: {}\n", self.decision));
+            s.push_str(&format!(
+                "candidate: {}\ncurrent:   {}\n",
+                self.candidate.as_deref().unwrap_or("(none)"),
+                self.current.as_deref().unwrap_or("(none)")
+            ));
+            s.push_str(&format!("at: {}\n", self.at));
+            s.push_str(&format!(
+                "active windows: {}\n",
+                if self.gate.active.is_empty() {
+                    "(none)".to_string()
+                } else {
+                    self.gate.active.join(", ")
+                }
+            ));
+            s.push_str(&format!(
+                "next open:  {}\nnext close: {}\n",
+                self.next_open.as_deref().unwrap_or(if self.gate.open {
+                    "(open now)"
+                } else {
+                    "(not within 14 days)"
+                }),
+                self.next_close.as_deref().unwrap_or("(not within 14 days)")
+            ));
+            s.push_str("calendar (14 days):\n");
+            for p in &self.calendar {
+                s.push_str(&format!(
+                    "  {} .. {}  {}\n",
+                    p.start,
+                    p.end,
+                    if p.open { "open" } else { "shut" }
+                ));
+            }
+        }
+        if let Some(r) = &self.record {
+            s.push_str(&format!("record {r}\n"));
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn break_glass_needs_a_reason() {
+        assert!(break_glass(true, None).is_err());
+        assert!(break_glass(true, Some("  ")).is_err());
+        assert_eq!(
+            break_glass(true, Some("incident 7")).unwrap().as_deref(),
+            Some("incident 7")
+        );
+        assert!(break_glass(false, Some("why")).is_err());
+        assert_eq!(break_glass(false, None).unwrap(), None);
+        assert_eq!(break_glass(true, None).unwrap_err().exit_code(), 2);
+    }
+
+    #[test]
+    fn at_is_rfc3339() {
+        assert_eq!(
+            parse_at("2026-12-21T10:00:00Z").unwrap().as_second(),
+            1_797_847_200
+        );
+        assert!(parse_at("2026-12-21 10:00").is_err());
+    }
+
+    #[test]
+    fn record_round_trips() {
+        let r = Record {
+            tag: "prod-1-abcdef0".into(),
+            from_tag: "main-1-abcdef0".into(),
+            from_repository: "h/r".into(),
+            digest: "sha256:00".into(),
+            actor: "octocat".into(),
+            at: "2026-01-01T00:00:00Z".into(),
+            because: "allow window active: office hours".into(),
+            forced: false,
+            reason: None,
+            run_url: None,
+        };
+        let a = artifact(&r).unwrap();
+        assert_eq!(a.artifact_type, ARTIFACT_TYPE);
+        assert_eq!(read_record(&a.layers[0].1).unwrap(), r);
+    }
+}

@@ -1,0 +1,467 @@
+//! `settings-image promote` against a real `docker-registry` (CNCF
+//! distribution, no referrers API: records go through the `sha256-<hex>`
+//! tag index), with a recording proxy to count what goes over the wire.
+
+mod support_registry;
+
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+use support_registry::*;
+
+const CLEARED: [&str; 10] = [
+    "GITHUB_ACTOR",
+    "GITHUB_TRIGGERING_ACTOR",
+    "GITHUB_SERVER_URL",
+    "GITHUB_REPOSITORY",
+    "GITHUB_RUN_ID",
+    "GITHUB_RUN_ATTEMPT",
+    "GITHUB_TOKEN",
+    "SETTINGS_IMAGE_USERNAME",
+    "SETTINGS_IMAGE_PASSWORD",
+    "USER",
+];
+
+/// Runs the binary with the GitHub variables cleared, then `env`.
+fn cli(args: &[&str], env: &[(&str, &str)]) -> Run {
+    let empty = tempfile::tempdir().expect("tempdir");
+    let mut c = Command::new(bin());
+    c.args(args)
+        .env("DOCKER_CONFIG", empty.path())
+        .stdin(Stdio::null());
+    for k in CLEARED {
+        c.env_remove(k);
+    }
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().expect("run settings-image");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into(),
+        stderr: String::from_utf8_lossy(&out.stderr).into(),
+    }
+}
+
+/// Pushes a fresh folder under `tag`; returns the push report.
+fn push_candidate(repo: &str, tag: &str) -> Value {
+    let dir = settings(3, tag);
+    let d = dir.path().to_str().expect("utf-8");
+    cli(
+        &[
+            "push",
+            "--path",
+            d,
+            "--repository",
+            repo,
+            "--tag",
+            tag,
+            "--json",
+            "--no-provenance",
+        ],
+        &[],
+    )
+    .json()
+}
+
+fn promote(repo: &str, extra: &[&str], env: &[(&str, &str)]) -> Run {
+    let mut args = vec![
+        "promote",
+        "--repository",
+        repo,
+        "--from",
+        "main",
+        "--to",
+        "prod",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    cli(&args, env)
+}
+
+fn curl(url: &str, accept: Option<&str>) -> (u16, Vec<u8>) {
+    require("curl");
+    let tmp = tempfile::NamedTempFile::new().expect("tmp");
+    let mut c = Command::new("curl");
+    c.args([
+        "-s",
+        "-o",
+        tmp.path().to_str().expect("utf-8"),
+        "-w",
+        "%{http_code}",
+    ]);
+    if let Some(a) = accept {
+        c.args(["-H", &format!("Accept: {a}")]);
+    }
+    let out = c.arg(url).output().expect("curl");
+    let code = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("status");
+    (code, std::fs::read(tmp.path()).expect("body"))
+}
+
+fn tags(host: &str, name: &str) -> Vec<String> {
+    let (code, body) = curl(&format!("http://{host}/v2/{name}/tags/list"), None);
+    assert_eq!(code, 200);
+    let v: Value = serde_json::from_slice(&body).expect("json");
+    let mut t: Vec<String> = v["tags"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    t.sort();
+    t
+}
+
+/// The digest `tag` names, by HEAD with curl.
+fn digest_of(host: &str, name: &str, tag: &str) -> Option<String> {
+    require("curl");
+    let out = Command::new("curl")
+        .args([
+            "-sI",
+            "-H",
+            "Accept: application/vnd.oci.image.manifest.v1+json",
+            &format!("http://{host}/v2/{name}/manifests/{tag}"),
+        ])
+        .output()
+        .expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    if !text.starts_with("HTTP/1.1 200") {
+        return None;
+    }
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.eq_ignore_ascii_case("docker-content-digest")
+            .then(|| v.trim().to_string())
+    })
+}
+
+/// Flux's numerical policy for `^prod-(?P<ts>[0-9]+)-[0-9a-f]{7}$`.
+fn flux_prod(tags: &[String]) -> Option<String> {
+    let re = regex::Regex::new(r"^prod-(?P<ts>[0-9]+)-[0-9a-f]{7}$").expect("regex");
+    tags.iter()
+        .filter_map(|t| Some((re.captures(t)?["ts"].parse::<u64>().ok()?, t.clone())))
+        .max()
+        .map(|(_, t)| t)
+}
+
+#[test]
+fn the_channel_tag_holds_the_candidates_digest_with_no_blob_uploads_and_repeats_are_no_ops() {
+    let reg = Registry::start(Auth::None);
+    let proxy = Proxy::start(reg.port);
+    let repo = format!("{}/settings", reg.host());
+    push_candidate(&repo, "main-1700000100-aaaaaaa");
+    let newest = push_candidate(&repo, "main-1700000200-bbbbbbb");
+    let via_proxy = format!("{}/settings", proxy.host());
+    proxy.take();
+    let out = promote(&via_proxy, &[], &[]).json();
+    assert_eq!(out["decision"], "promote");
+    assert_eq!(out["promoted"], true);
+    assert_eq!(out["tag"], "prod-1700000200-bbbbbbb");
+    assert_eq!(out["candidate"], "main-1700000200-bbbbbbb");
+    assert_eq!(out["digest"], newest["digest"]);
+    assert_eq!(out["uploaded_blobs"], 0);
+    assert_eq!(
+        digest_of(&reg.host(), "settings", "prod-1700000200-bbbbbbb").as_deref(),
+        newest["digest"].as_str()
+    );
+    // On the wire: no request names the image's layer or config blob, and
+    // the only uploads are the record's (empty config and one layer).
+    let seen = proxy.take();
+    for blob in [&newest["layer"]["digest"], &newest["config_digest"]] {
+        let hex = blob.as_str().expect("digest").trim_start_matches("sha256:");
+        assert!(
+            !seen.iter().any(|r| r.path.contains(hex)),
+            "the image's blob {hex} went over the wire: {seen:?}"
+        );
+    }
+    let uploads = seen
+        .iter()
+        .filter(|r| r.method == "POST" && r.path.contains("/blobs/uploads"))
+        .count();
+    assert!(uploads <= 2, "{seen:?}");
+    // Again: up to date, nothing written.
+    let again = promote(&via_proxy, &[], &[]).json();
+    assert_eq!(again["decision"], "up-to-date");
+    assert_eq!(again["promoted"], false);
+    let seen = proxy.take();
+    assert!(
+        seen.iter().all(|r| r.method == "GET" || r.method == "HEAD"),
+        "a repeated promote writes nothing: {seen:?}"
+    );
+    let all = tags(&reg.host(), "settings");
+    assert_eq!(
+        all.iter().filter(|t| t.starts_with("prod-")).count(),
+        1,
+        "{all:?}"
+    );
+}
+
+#[test]
+fn an_older_candidate_is_never_promoted_not_even_by_break_glass() {
+    let reg = Registry::start(Auth::None);
+    let repo = format!("{}/settings", reg.host());
+    push_candidate(&repo, "main-1700000100-aaaaaaa");
+    // The channel already holds something newer.
+    push_candidate(&repo, "prod-1700000200-bbbbbbb");
+    let out = promote(&repo, &["--force", "--reason", "incident 9"], &[]).json();
+    assert_eq!(out["decision"], "up-to-date");
+    assert_eq!(out["promoted"], false);
+    let all = tags(&reg.host(), "settings");
+    assert!(
+        !all.iter().any(|t| t == "prod-1700000100-aaaaaaa"),
+        "{all:?}"
+    );
+    assert_eq!(flux_prod(&all).as_deref(), Some("prod-1700000200-bbbbbbb"));
+}
+
+#[test]
+fn break_glass_without_a_reason_is_refused() {
+    let reg = Registry::start(Auth::None);
+    let repo = format!("{}/settings", reg.host());
+    push_candidate(&repo, "main-1700000100-aaaaaaa");
+    for extra in [&["--force"][..], &["--force", "--reason", "  "][..]] {
+        let out = promote(&repo, extra, &[]);
+        assert_eq!(out.code, 2, "{}", out.stderr);
+        assert!(out.stderr.contains("--reason"), "{}", out.stderr);
+    }
+    assert!(
+        !tags(&reg.host(), "settings")
+            .iter()
+            .any(|t| t.starts_with("prod-"))
+    );
+}
+
+const FREEZE: &str = "windows:
+  - kind: deny
+    description: year-end freeze
+    start: \"2026-12-20T00:00:00\"
+    end: \"2027-01-04T00:00:00\"
+    timeZone: Europe/Amsterdam
+";
+
+#[test]
+fn a_closed_gate_waits_explain_changes_nothing_and_break_glass_is_recorded() {
+    let reg = Registry::start(Auth::None);
+    let repo = format!("{}/settings", reg.host());
+    let cand = push_candidate(&repo, "main-1700000100-aaaaaaa");
+    let dir = tempfile::tempdir().expect("tmp");
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(&policy, FREEZE).expect("policy");
+    let p = policy.to_str().expect("utf-8");
+    let at = "2026-12-21T10:00:00Z";
+    let wait = promote(&repo, &["--policy", p, "--at", at], &[]).json();
+    assert_eq!(wait["decision"], "wait");
+    assert_eq!(wait["promoted"], false);
+    assert_eq!(wait["gate"]["open"], false);
+    assert_eq!(wait["gate"]["active"][0], "year-end freeze");
+    // 2027-01-04T00:00 in Amsterdam is 23:00 UTC the day before.
+    assert_eq!(wait["next_open"], "2027-01-03T23:00:00Z");
+    let explain = cli(
+        &[
+            "promote",
+            "--repository",
+            &repo,
+            "--from",
+            "main",
+            "--to",
+            "prod",
+            "--policy",
+            p,
+            "--at",
+            "2027-01-05T10:00:00Z",
+            "--explain",
+        ],
+        &[],
+    );
+    assert_eq!(explain.code, 0, "{}", explain.stderr);
+    for want in [
+        "would promote main-1700000100-aaaaaaa as prod-1700000100-aaaaaaa",
+        "decision: promote",
+        "current:   (none)",
+        "next close",
+        "calendar (14 days)",
+    ] {
+        assert!(explain.stdout.contains(want), "{want}: {}", explain.stdout);
+    }
+    assert!(
+        !tags(&reg.host(), "settings")
+            .iter()
+            .any(|t| t.starts_with("prod-")),
+        "explain wrote nothing"
+    );
+    // Break-glass during the freeze: promoted, loudly, and recorded.
+    let env = [
+        ("GITHUB_ACTOR", "octocat"),
+        ("GITHUB_SERVER_URL", "https://github.com"),
+        ("GITHUB_REPOSITORY", "acme/settings"),
+        ("GITHUB_RUN_ID", "42"),
+    ];
+    let forced = promote(
+        &repo,
+        &[
+            "--policy",
+            p,
+            "--at",
+            at,
+            "--force",
+            "--reason",
+            "incident 7",
+        ],
+        &env,
+    );
+    assert!(forced.stderr.contains("BREAK-GLASS"), "{}", forced.stderr);
+    let out = forced.json();
+    assert_eq!(out["promoted"], true);
+    assert_eq!(out["forced"], true);
+    assert_eq!(out["digest"], cand["digest"]);
+    let record = out["record"].as_str().expect("record digest").to_string();
+
+    // The record by raw HTTP: the referrers tag index, its manifest, its layer.
+    let digest = cand["digest"].as_str().expect("digest");
+    let index_tag = digest.replace(':', "-");
+    let (code, body) = curl(
+        &format!("http://{}/v2/settings/manifests/{index_tag}", reg.host()),
+        Some("application/vnd.oci.image.index.v1+json"),
+    );
+    assert_eq!(code, 200);
+    let index: Value = serde_json::from_slice(&body).expect("index");
+    let entry = index["manifests"]
+        .as_array()
+        .expect("manifests")
+        .iter()
+        .find(|m| m["artifactType"] == "application/vnd.settings-image.promotion.v1+json")
+        .expect("the promotion is listed")
+        .clone();
+    assert_eq!(entry["digest"], record.as_str());
+    let (code, body) = curl(
+        &format!("http://{}/v2/settings/manifests/{record}", reg.host()),
+        Some("application/vnd.oci.image.manifest.v1+json"),
+    );
+    assert_eq!(code, 200);
+    let m: Value = serde_json::from_slice(&body).expect("record manifest");
+    assert_eq!(m["subject"]["digest"], digest);
+    let layer = m["layers"][0]["digest"].as_str().expect("layer");
+    let (code, body) = curl(
+        &format!("http://{}/v2/settings/blobs/{layer}", reg.host()),
+        None,
+    );
+    assert_eq!(code, 200);
+    let r: Value = serde_json::from_slice(&body).expect("record JSON");
+    assert_eq!(r["actor"], "octocat");
+    assert_eq!(r["at"], at);
+    assert_eq!(r["from_tag"], "main-1700000100-aaaaaaa");
+    assert_eq!(r["tag"], "prod-1700000100-aaaaaaa");
+    assert_eq!(r["forced"], true);
+    assert_eq!(r["reason"], "incident 7");
+    assert!(
+        r["because"]
+            .as_str()
+            .expect("because")
+            .contains("year-end freeze")
+    );
+    assert_eq!(
+        r["run_url"],
+        "https://github.com/acme/settings/actions/runs/42"
+    );
+
+    // And by inspect.
+    let ins = cli(
+        &[
+            "inspect",
+            &format!("{repo}:prod-1700000100-aaaaaaa"),
+            "--json",
+        ],
+        &[],
+    )
+    .json();
+    assert_eq!(ins["promotions"][0]["actor"], "octocat");
+    assert_eq!(ins["promotions"][0]["reason"], "incident 7");
+    let human = cli(
+        &["inspect", &format!("{repo}:prod-1700000100-aaaaaaa")],
+        &[],
+    );
+    assert!(human.stdout.contains("promotion "), "{}", human.stdout);
+}
+
+#[test]
+fn racing_promotes_converge_on_the_newest_candidate() {
+    let reg = Registry::start(Auth::None);
+    let repo = format!("{}/settings", reg.host());
+    for round in 1..=3u64 {
+        let tag = format!("main-{}-{:07x}", 1_700_000_000 + round * 100, round);
+        let cand = push_candidate(&repo, &tag);
+        let spawn = || {
+            let empty = tempfile::tempdir().expect("tmp");
+            let mut c = Command::new(bin());
+            c.args([
+                "promote",
+                "--repository",
+                &repo,
+                "--from",
+                "main",
+                "--to",
+                "prod",
+                "--json",
+            ])
+            .env("DOCKER_CONFIG", empty.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+            (c.spawn().expect("spawn"), empty)
+        };
+        let (a, _ea) = spawn();
+        let (b, _eb) = spawn();
+        for child in [a, b] {
+            let out = child.wait_with_output().expect("wait");
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+            assert!(
+                matches!(v["decision"].as_str(), Some("promote" | "up-to-date")),
+                "{v}"
+            );
+        }
+        let all = tags(&reg.host(), "settings");
+        let want = tag.replacen("main-", "prod-", 1);
+        assert_eq!(
+            flux_prod(&all).as_deref(),
+            Some(want.as_str()),
+            "round {round}"
+        );
+        assert_eq!(
+            digest_of(&reg.host(), "settings", &want).as_deref(),
+            cand["digest"].as_str()
+        );
+    }
+}
+
+#[test]
+fn a_target_repository_gets_the_blobs_by_mount() {
+    let reg = Registry::start(Auth::None);
+    let repo = format!("{}/settings", reg.host());
+    let cand = push_candidate(&repo, "main-1700000100-aaaaaaa");
+    let target = format!("{}/settings-prod", reg.host());
+    let out = promote(&repo, &["--target-repository", &target], &[]).json();
+    assert_eq!(out["promoted"], true);
+    assert_eq!(out["mounted_blobs"], 2);
+    assert_eq!(out["uploaded_blobs"], 0);
+    assert_eq!(
+        digest_of(&reg.host(), "settings-prod", "prod-1700000100-aaaaaaa").as_deref(),
+        cand["digest"].as_str()
+    );
+    assert!(
+        !tags(&reg.host(), "settings")
+            .iter()
+            .any(|t| t.starts_with("prod-"))
+    );
+    // The channel's state is read from the target: a second run is a no-op.
+    let again = promote(&repo, &["--target-repository", &target], &[]).json();
+    assert_eq!(again["decision"], "up-to-date");
+}
