@@ -35,6 +35,17 @@ pub enum Command {
     /// Promote the newest PREFIX tag into a forward-only channel, as the
     /// release policy's windows allow (same digest, no blob uploaded).
     Promote(PromoteArgs),
+    /// The GitHub action's entry point: reads `INPUT_*`, writes
+    /// `$GITHUB_OUTPUT` and `$GITHUB_STEP_SUMMARY`.
+    Action(ActionArgs),
+}
+
+/// Arguments of `action`.
+#[derive(Debug, Args)]
+pub struct ActionArgs {
+    /// What the action does.
+    #[arg(value_enum)]
+    pub mode: crate::action::Mode,
 }
 
 /// Arguments of `promote`.
@@ -304,6 +315,11 @@ pub fn run(cli: Cli) -> Result<()> {
         }
         Command::Inspect(args) => run_inspect(&args),
         Command::Promote(args) => run_promote(&args),
+        Command::Action(args) => match crate::action::run(args.mode) {
+            0 => Ok(()),
+            // The action has reported the error as a workflow command.
+            code => std::process::exit(code),
+        },
     }
 }
 

@@ -465,3 +465,106 @@ fn a_target_repository_gets_the_blobs_by_mount() {
     let again = promote(&repo, &["--target-repository", &target], &[]).json();
     assert_eq!(again["decision"], "up-to-date");
 }
+
+/// Parses `$GITHUB_OUTPUT`'s heredoc entries.
+fn outputs(text: &str) -> std::collections::HashMap<String, String> {
+    let mut out = std::collections::HashMap::new();
+    let mut lines = text.lines();
+    while let Some(head) = lines.next() {
+        let (name, delim) = head.split_once("<<").expect("heredoc entry");
+        let mut value = Vec::new();
+        for l in lines.by_ref() {
+            if l == delim {
+                break;
+            }
+            value.push(l);
+        }
+        out.insert(name.to_string(), value.join("\n"));
+    }
+    out
+}
+
+fn action(repo: &str, ws: &std::path::Path, extra: &[(&str, &str)]) -> (Run, String, String) {
+    let out_file = ws.join("output");
+    let summary_file = ws.join("summary");
+    let _ = std::fs::remove_file(&out_file);
+    let _ = std::fs::remove_file(&summary_file);
+    let mut env = vec![
+        ("INPUT_REPOSITORY", repo),
+        ("INPUT_FROM", "main"),
+        ("INPUT_TO", "prod"),
+        ("INPUT_FORCE", "false"),
+        ("GITHUB_WORKSPACE", ws.to_str().expect("utf-8")),
+        ("GITHUB_ACTOR", "octocat"),
+    ];
+    let o = out_file.to_str().expect("utf-8").to_string();
+    let s = summary_file.to_str().expect("utf-8").to_string();
+    env.push(("GITHUB_OUTPUT", &o));
+    env.push(("GITHUB_STEP_SUMMARY", &s));
+    env.extend_from_slice(extra);
+    let run = cli(&["action", "promote"], &env);
+    (
+        run,
+        std::fs::read_to_string(&out_file).unwrap_or_default(),
+        std::fs::read_to_string(&summary_file).unwrap_or_default(),
+    )
+}
+
+#[test]
+fn the_action_face_promotes_waits_and_refuses_with_outputs_and_annotations() {
+    let reg = Registry::start(Auth::None);
+    let repo = format!("{}/settings", reg.host());
+    let ws = tempfile::tempdir().expect("workspace");
+    let cand = push_candidate(&repo, "main-1700000100-aaaaaaa");
+    // A freeze that is always on: the gate is shut, the run succeeds.
+    std::fs::write(
+        ws.path().join("policy.yaml"),
+        "windows:\n  - kind: deny\n    description: forever freeze\n    start: \"2000-01-01T00:00:00Z\"\n    end: \"2999-01-01T00:00:00Z\"\n",
+    )
+    .expect("policy");
+    let (run, out, summary) = action(&repo, ws.path(), &[("INPUT_POLICY", "policy.yaml")]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let o = outputs(&out);
+    assert_eq!(o["decision"], "wait");
+    assert_eq!(o["promoted"], "false");
+    assert_eq!(o["next-open"], "");
+    assert!(run.stdout.contains("::warning title="), "{}", run.stdout);
+    assert!(summary.contains("**Waiting**"), "{summary}");
+    assert!(summary.contains("main-1700000100-aaaaaaa"), "{summary}");
+    assert!(
+        summary.contains("Release windows, next 7 days"),
+        "{summary}"
+    );
+    assert!(summary.contains("| shut |"), "{summary}");
+    // Break-glass without a reason: an ::error and exit 2.
+    let (run, _, _) = action(
+        &repo,
+        ws.path(),
+        &[("INPUT_POLICY", "policy.yaml"), ("INPUT_FORCE", "true")],
+    );
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    assert!(run.stdout.contains("::error title="), "{}", run.stdout);
+    assert!(
+        !tags(&reg.host(), "settings")
+            .iter()
+            .any(|t| t.starts_with("prod-"))
+    );
+    // No policy: always open; promoted with the outputs Flux users need.
+    let (run, out, summary) = action(&repo, ws.path(), &[]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let o = outputs(&out);
+    assert_eq!(o["promoted"], "true");
+    assert_eq!(o["decision"], "promote");
+    assert_eq!(o["tag"], "prod-1700000100-aaaaaaa");
+    assert_eq!(o["digest"], cand["digest"].as_str().expect("digest"));
+    assert_eq!(
+        o["reference"],
+        format!("{repo}:prod-1700000100-aaaaaaa@{}", o["digest"])
+    );
+    assert!(summary.contains("**Promoted**"), "{summary}");
+    assert!(summary.contains("| open |"), "{summary}");
+    // Again: up to date, a notice.
+    let (run, out, _) = action(&repo, ws.path(), &[]);
+    assert_eq!(outputs(&out)["decision"], "up-to-date");
+    assert!(run.stdout.contains("::notice title="), "{}", run.stdout);
+}

@@ -1,0 +1,395 @@
+//! `settings-image action promote`: the promote action's inputs
+//! (promote/action.yml) turned into a [`crate::promote::Request`], and the
+//! outcome turned into step outputs, a job summary and annotations.
+//!
+//! A shut gate and an up-to-date channel are successes (a scheduled job
+//! runs every half hour; most runs promote nothing): they are reported as
+//! `::warning` (waiting) or `::notice` (up to date). Errors, a refused
+//! break-glass without a reason included, are `::error` lines and the
+//! error's exit code.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use jiff::{SignedDuration, Timestamp};
+
+use super::commands;
+use super::inputs::{self, Env};
+use crate::error::{Error, Result};
+use crate::promote::{self, Outcome, PeriodReport};
+use crate::publish::registry::Credentials;
+use crate::release::policy::Policy;
+
+/// The secret inputs, masked before anything is printed.
+const SECRET_INPUTS: [&str; 1] = ["token"];
+/// How far the job summary's window calendar reaches.
+const SUMMARY_DAYS: i64 = 7;
+
+fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+/// The `::add-mask::` lines for the token, whole and line by line.
+pub fn mask_lines(env: &Env) -> Vec<String> {
+    let mut lines = Vec::new();
+    for name in SECRET_INPUTS {
+        let Some(raw) = env.get(&inputs::input_key(name)) else {
+            continue;
+        };
+        let mut values = vec![raw.trim().to_string()];
+        values.extend(raw.lines().map(|l| l.trim().to_string()));
+        for v in values {
+            let line = commands::add_mask(&v);
+            if !v.is_empty() && !lines.contains(&line) {
+                lines.push(line);
+            }
+        }
+    }
+    lines
+}
+
+fn var(env: &Env, name: &str) -> Option<String> {
+    env.get(name)
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+}
+
+/// Reads the inputs into a promotion request (no I/O but the policy file).
+pub fn read_request(env: &Env) -> Result<promote::Request> {
+    let repository = inputs::required(env, "repository")?;
+    let from = inputs::required(env, "from")?;
+    let to = inputs::required(env, "to")?;
+    let force = inputs::boolean(env, "force", false)?;
+    let force = promote::break_glass(force, inputs::input(env, "reason").as_deref()).map_err(
+        |e| match e {
+            Error::Input { message, hint } => Error::Input {
+                message: message
+                    .replace("--force", "`force: true`")
+                    .replace("--reason", "`reason`"),
+                hint: hint.map(|h| {
+                    h.replace("--reason \"...\"", "`reason: ...`")
+                        .replace("--force", "`force: true`")
+                        .replace("--reason", "`reason`")
+                }),
+            },
+            other => other,
+        },
+    )?;
+    let policy = match inputs::input(env, "policy") {
+        Some(p) => {
+            let workspace = match var(env, "GITHUB_WORKSPACE") {
+                Some(w) => PathBuf::from(w),
+                None => std::env::current_dir().map_err(|e| {
+                    Error::io(
+                        "reading the current directory (GITHUB_WORKSPACE is not set)",
+                        e,
+                    )
+                })?,
+            };
+            let path = inputs::workspace_path(&workspace, &p)?;
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| Error::io(format!("reading the policy {}", path.display()), e))?;
+            Policy::from_yaml(&text)?
+        }
+        None => Policy::default(),
+    };
+    let credentials = match (inputs::input(env, "username"), inputs::input(env, "token")) {
+        (Some(username), Some(password)) => Some(Credentials { username, password }),
+        (None, Some(_)) => {
+            return Err(Error::input(
+                "a registry token is set but `username` is empty",
+                Some(
+                    "set `username` (it defaults to ${{ github.actor }}), or clear `token` to read anonymously"
+                        .to_string(),
+                ),
+            ));
+        }
+        (_, None) => None,
+    };
+    let actor = ["GITHUB_TRIGGERING_ACTOR", "GITHUB_ACTOR", "USER"]
+        .iter()
+        .find_map(|k| var(env, k))
+        .unwrap_or_else(|| "unknown".to_string());
+    let run_url = match (
+        var(env, "GITHUB_SERVER_URL"),
+        var(env, "GITHUB_REPOSITORY"),
+        var(env, "GITHUB_RUN_ID"),
+    ) {
+        (Some(server), Some(repo), Some(id)) => {
+            let mut url = format!("{}/{repo}/actions/runs/{id}", server.trim_end_matches('/'));
+            if let Some(a) = var(env, "GITHUB_RUN_ATTEMPT") {
+                url.push_str(&format!("/attempts/{a}"));
+            }
+            Some(url)
+        }
+        _ => None,
+    };
+    Ok(promote::Request {
+        repository,
+        from,
+        to,
+        target_repository: None,
+        policy,
+        at: None,
+        force,
+        explain: false,
+        insecure: false,
+        credentials,
+        actor,
+        run_url,
+    })
+}
+
+/// The step outputs for `out`, in promote/action.yml's names.
+pub fn outputs(out: &Outcome) -> Vec<(&'static str, String)> {
+    vec![
+        ("promoted", out.promoted.to_string()),
+        ("tag", out.tag.clone().unwrap_or_default()),
+        ("digest", out.digest.clone().unwrap_or_default()),
+        ("reference", out.reference.clone().unwrap_or_default()),
+        ("decision", out.decision.clone()),
+        ("next-open", out.next_open.clone().unwrap_or_default()),
+    ]
+}
+
+/// The annotation for `out`, if any: a warning while waiting or for
+/// break-glass, a notice when up to date or without a candidate.
+pub fn annotation(out: &Outcome) -> Option<String> {
+    match out.decision.as_str() {
+        "wait" => Some(commands::warning(
+            "settings-image: promotion waits for a release window",
+            &format!(
+                "{} is newer than the channel, but the gate is shut ({}); next open: {}",
+                out.candidate.as_deref().unwrap_or("?"),
+                out.because,
+                out.next_open.as_deref().unwrap_or("not within 14 days")
+            ),
+        )),
+        "promote" if out.forced => Some(commands::warning(
+            "settings-image: BREAK-GLASS promotion",
+            &format!(
+                "{} promoted outside the release windows: {}",
+                out.tag.as_deref().unwrap_or("?"),
+                out.because
+            ),
+        )),
+        "up-to-date" => Some(commands::notice(
+            "settings-image: channel up to date",
+            &format!(
+                "the channel holds {} (newest candidate {})",
+                out.current.as_deref().unwrap_or("?"),
+                out.candidate.as_deref().unwrap_or("?")
+            ),
+        )),
+        "no-candidate" => Some(commands::warning(
+            "settings-image: nothing to promote",
+            "no tag of the `from` prefix exists in the repository",
+        )),
+        _ => None,
+    }
+}
+
+fn short_time(rfc3339: &str) -> String {
+    rfc3339
+        .parse::<Timestamp>()
+        .map(|t| t.strftime("%a %Y-%m-%d %H:%M UTC").to_string())
+        .unwrap_or_else(|_| rfc3339.to_string())
+}
+
+/// The job summary: the decision, the candidate and the current channel
+/// tag, and the gate's calendar over the next 7 days.
+pub fn summary(out: &Outcome) -> String {
+    let mut s = String::from("## settings-image promote\n\n");
+    let headline = match out.decision.as_str() {
+        "promote" if out.forced => "**BREAK-GLASS: promoted** outside the release windows",
+        "promote" if out.promoted => "**Promoted**",
+        "promote" => "**Already promoted** (the channel tag was there)",
+        "up-to-date" => "**Up to date**: nothing newer to promote",
+        "wait" => "**Waiting**: the release gate is shut",
+        _ => "**No candidate**",
+    };
+    s.push_str(headline);
+    s.push_str("\n\n| | |\n|---|---|\n");
+    let row = |k: &str, v: &str| format!("| {k} | `{}` |\n", v.replace('|', "\\|"));
+    s.push_str(&row("decision", &out.decision));
+    s.push_str(&row(
+        "candidate",
+        out.candidate.as_deref().unwrap_or("(none)"),
+    ));
+    s.push_str(&row(
+        "channel now",
+        out.current.as_deref().unwrap_or("(none)"),
+    ));
+    if let Some(t) = &out.tag {
+        s.push_str(&row("channel tag", t));
+    }
+    if let Some(r) = &out.reference {
+        s.push_str(&row("reference", r));
+    }
+    s.push_str(&row("because", &out.because));
+    if let Some(n) = &out.next_open {
+        s.push_str(&row("next open", n));
+    }
+    s.push_str(&format!(
+        "\n### Release windows, next {SUMMARY_DAYS} days\n\n| from | until | gate |\n|---|---|---|\n"
+    ));
+    for p in calendar_days(&out.calendar, &out.at, SUMMARY_DAYS) {
+        s.push_str(&format!(
+            "| {} | {} | {} |\n",
+            short_time(&p.start),
+            short_time(&p.end),
+            if p.open { "open" } else { "shut" }
+        ));
+    }
+    commands::cap_summary(s)
+}
+
+/// The periods of `calendar` within `days` of `at`, the last one cut there.
+fn calendar_days(calendar: &[PeriodReport], at: &str, days: i64) -> Vec<PeriodReport> {
+    let Ok(start) = at.parse::<Timestamp>() else {
+        return calendar.to_vec();
+    };
+    let Ok(end) = start.checked_add(SignedDuration::from_hours(24 * days)) else {
+        return calendar.to_vec();
+    };
+    let end_s = end.to_string();
+    calendar
+        .iter()
+        .filter(|p| p.start.parse::<Timestamp>().is_ok_and(|t| t < end))
+        .map(|p| {
+            let mut p = p.clone();
+            if p.end.parse::<Timestamp>().is_ok_and(|t| t > end) {
+                p.end = end_s.clone();
+            }
+            p
+        })
+        .collect()
+}
+
+fn error_line(err: &Error) -> String {
+    let message = match err.hint() {
+        Some(hint) => format!("{err}\nhint: {hint}"),
+        None => err.to_string(),
+    };
+    let title = match err {
+        Error::Input { .. } => "settings-image promote: invalid input",
+        Error::TagExists { .. } => "settings-image promote: the channel tag names other content",
+        Error::Auth { .. } => "settings-image promote: registry authentication failed",
+        _ => "settings-image promote: failed",
+    };
+    commands::error(title, &message)
+}
+
+fn promote(env: &Env) -> Result<Outcome> {
+    let req = read_request(env)?;
+    if let Some(reason) = &req.force {
+        say(&format!("BREAK-GLASS requested by {}: {reason}", req.actor));
+    }
+    let out = promote::run(&req)?;
+    if let Some(path) = var(env, "GITHUB_OUTPUT") {
+        let text: String = outputs(&out)
+            .iter()
+            .map(|(k, v)| commands::output_entry(k, v))
+            .collect();
+        commands::append(std::path::Path::new(&path), &text)?;
+    }
+    if let Some(path) = var(env, "GITHUB_STEP_SUMMARY") {
+        commands::append(std::path::Path::new(&path), &summary(&out))?;
+    }
+    Ok(out)
+}
+
+/// Runs the promote mode with the runner's environment; returns the exit
+/// code. Errors are reported as `::error` workflow commands.
+pub fn run(env: &Env) -> i32 {
+    for line in mask_lines(env) {
+        say(&line);
+    }
+    match promote(env) {
+        Ok(out) => {
+            print!("{}", out.human());
+            if let Some(a) = annotation(&out) {
+                say(&a);
+            }
+            0
+        }
+        Err(err) => {
+            say(&error_line(&err));
+            err.exit_code()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Env {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn break_glass_without_reason_is_an_input_error_in_action_words() {
+        let e = env(&[
+            ("INPUT_REPOSITORY", "localhost:5000/s"),
+            ("INPUT_FROM", "main"),
+            ("INPUT_TO", "prod"),
+            ("INPUT_FORCE", "true"),
+        ]);
+        let err = read_request(&e).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        let line = error_line(&err);
+        assert!(line.starts_with("::error title="), "{line}");
+        assert!(line.contains("`reason"), "{line}");
+    }
+
+    #[test]
+    fn inputs_and_actor() {
+        let e = env(&[
+            ("INPUT_REPOSITORY", "localhost:5000/s"),
+            ("INPUT_FROM", "main"),
+            ("INPUT_TO", "prod"),
+            ("INPUT_FORCE", "false"),
+            ("INPUT_USERNAME", "octocat"),
+            ("INPUT_TOKEN", "ghs_x"),
+            ("GITHUB_ACTOR", "a"),
+            ("GITHUB_TRIGGERING_ACTOR", "b"),
+            ("GITHUB_SERVER_URL", "https://github.com"),
+            ("GITHUB_REPOSITORY", "o/r"),
+            ("GITHUB_RUN_ID", "7"),
+        ]);
+        let r = read_request(&e).unwrap();
+        assert_eq!(r.actor, "b");
+        assert_eq!(r.force, None);
+        assert_eq!(
+            r.run_url.as_deref(),
+            Some("https://github.com/o/r/actions/runs/7")
+        );
+        assert_eq!(r.credentials.unwrap().username, "octocat");
+        assert_eq!(mask_lines(&e), ["::add-mask::ghs_x"]);
+    }
+
+    #[test]
+    fn calendar_is_cut_at_seven_days() {
+        let cal = vec![
+            PeriodReport {
+                start: "2026-01-01T00:00:00Z".into(),
+                end: "2026-01-05T00:00:00Z".into(),
+                open: true,
+            },
+            PeriodReport {
+                start: "2026-01-05T00:00:00Z".into(),
+                end: "2026-01-15T00:00:00Z".into(),
+                open: false,
+            },
+        ];
+        let c = calendar_days(&cal, "2026-01-01T00:00:00Z", 7);
+        assert_eq!(c.len(), 2);
+        assert_eq!(c[1].end, "2026-01-08T00:00:00Z");
+    }
+}
