@@ -1021,3 +1021,45 @@ fn the_client_api_on_a_referrers_api_registry() {
         stub.log()
     );
 }
+
+#[test]
+fn inspect_flags_a_statement_about_another_image() {
+    let reg = Registry::start(Auth::None);
+    let repo = format!("{}/forged", reg.host());
+    let git = Repo::new();
+    let commit = git.commit("a: 1\n");
+    let out = push(
+        &git.conf(),
+        &repo,
+        "v1",
+        &clean_env(&[]),
+        &["--no-provenance"],
+    )
+    .json();
+    let digest = out["digest"].as_str().unwrap();
+    // A provenance referrer on this image whose statement names another.
+    let facts = settings_image::provenance::Facts {
+        repository: None,
+        git_ref: None,
+        path: "conf".into(),
+        commit: commit.clone(),
+        committed_at: "2024-01-02T03:04:05Z".into(),
+        builder_id: "elsewhere".into(),
+        invocation_id: None,
+        workflow_ref: None,
+    };
+    let other = format!("sha256:{}", "1".repeat(64));
+    let art = settings_image::provenance::artifact(&repo, &other, &facts).unwrap();
+    let c = client(&repo);
+    let subject = c.head_manifest(digest).unwrap().unwrap();
+    c.attach_referrer(&subject, &art).unwrap();
+    let i = run(&["inspect", &format!("{repo}:v1"), "--json"], &[], None).json();
+    assert_eq!(i["provenance"]["subject_matches"], false);
+    let human = run(&["inspect", &format!("{repo}:v1")], &[], None);
+    assert!(human.stdout.contains("WARNING"), "{}", human.stdout);
+    // A later push of the same commit sees a provenance for the revision
+    // and adds none (the revision annotation is what re-runs compare).
+    let again = push(&git.conf(), &repo, "v1", &clean_env(&[]), &[]).json();
+    assert!(again["provenance"].is_string());
+    assert_eq!(c.referrers(digest, None).unwrap().len(), 1);
+}
