@@ -15,6 +15,11 @@
 //! 4. only then the manifest is put, with our exact bytes, under each tag
 //!    that does not already name it.
 //!
+//! Beyond a push, [`Client`] is the public, blocking registry API other
+//! commands build on: tags, manifests, small blobs, cross-repository mounts
+//! and OCI 1.1 referrers (the referrers API when the registry has it, else
+//! the `sha256-<hex>` referrers tag schema), see `docs/push.md`.
+//!
 //! Requests are retried on 429 (honouring `Retry-After`), 5xx, connection
 //! errors and timeouts with bounded exponential backoff and jitter; an
 //! interrupted blob upload starts over in a new upload session. A 401 while
