@@ -37,7 +37,7 @@ pub enum Command {
 /// Arguments of `inspect`.
 #[derive(Debug, Args)]
 pub struct InspectArgs {
-    /// The image, HOST/NAME:TAG or HOST/NAME@sha256:<hex>.
+    /// The image, HOST/NAME:TAG or HOST/NAME@sha256:HEX.
     #[arg(value_name = "REFERENCE")]
     pub reference: String,
     /// Use plain HTTP for a non-loopback registry (loopback hosts always use it).
