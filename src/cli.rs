@@ -99,7 +99,7 @@ pub struct PromoteArgs {
 /// Arguments of `inspect`.
 #[derive(Debug, Args)]
 pub struct InspectArgs {
-    /// The image, HOST/NAME:TAG or HOST/NAME@sha256:<hex>.
+    /// The image, HOST/NAME:TAG or HOST/NAME@sha256:HEX.
     #[arg(value_name = "REFERENCE")]
     pub reference: String,
     /// Use plain HTTP for a non-loopback registry (loopback hosts always use it).

@@ -282,6 +282,10 @@ impl Inspection {
                 for (k, v) in map {
                     match v {
                         serde_json::Value::Null => {}
+                        serde_json::Value::Bool(true) if k == "subject_matches" => {}
+                        serde_json::Value::Bool(false) if k == "subject_matches" => s.push_str(
+                            "  WARNING: the statement is about another image, not this digest\n",
+                        ),
                         serde_json::Value::String(t) => s.push_str(&format!("  {k}: {t}\n")),
                         other => s.push_str(&format!("  {k}: {other}\n")),
                     }

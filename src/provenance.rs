@@ -23,7 +23,7 @@ pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
 /// SLSA provenance v1 `predicateType`.
 pub const PREDICATE_TYPE: &str = "https://slsa.dev/provenance/v1";
 /// The `buildType` of a settings-image push.
-pub const BUILD_TYPE: &str = "https://github.com/settings-image/settings-image/push/v1";
+pub const BUILD_TYPE: &str = "https://github.com/ConfigButler/settings-image/push/v1";
 
 /// What the provenance states about one build.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

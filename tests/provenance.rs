@@ -662,6 +662,19 @@ fn handle(
             .map(|i| (&rest[..i], &rest[i + marker.len()..]))
     };
     if let Some((name, id)) = find("/blobs/uploads/") {
+        if let (Some(digest), Some(_)) = (q("mount"), q("from"))
+            && method == "POST"
+            && s.blobs.contains_key(&digest)
+        {
+            return (
+                201,
+                vec![
+                    ("Location".into(), format!("/v2/{name}/blobs/{digest}")),
+                    ("Docker-Content-Digest".into(), digest),
+                ],
+                vec![],
+            );
+        }
         return match method {
             "POST" => {
                 s.next += 1;
@@ -775,11 +788,25 @@ fn handle(
         let index = serde_json::json!({"schemaVersion": 2, "mediaType": INDEX, "manifests": list});
         return (200, h, serde_json::to_vec(&index).unwrap());
     }
-    if rest.ends_with("/tags/list") {
-        let mut tags: Vec<&String> = s.tags.keys().collect();
+    if let Some(name) = rest.strip_suffix("/tags/list") {
+        // Pages of two, whatever `n` asks, linked as the spec describes.
+        let mut tags: Vec<String> = s.tags.keys().cloned().collect();
         tags.sort();
-        let v = serde_json::json!({"name": "x", "tags": tags});
-        return (200, vec![], serde_json::to_vec(&v).unwrap());
+        let last = q("last");
+        let page: Vec<String> = tags
+            .into_iter()
+            .filter(|t| last.as_ref().is_none_or(|l| t > l))
+            .take(2)
+            .collect();
+        let mut h = vec![];
+        if page.len() == 2 {
+            h.push((
+                "Link".into(),
+                format!("</v2/{name}/tags/list?n=2&last={}>; rel=\"next\"", page[1]),
+            ));
+        }
+        let v = serde_json::json!({"name": name, "tags": page});
+        return (200, h, serde_json::to_vec(&v).unwrap());
     }
     not_found
 }
@@ -855,4 +882,184 @@ fn the_referrers_api_is_used_when_the_registry_has_it() {
             .count()
     };
     assert_eq!(subjects, 1);
+}
+
+// ------------------------------------------- the public registry client
+
+fn client(repository: &str) -> settings_image::publish::registry::Client {
+    settings_image::publish::registry::Client::open(&settings_image::publish::registry::Options {
+        repository: repository.to_string(),
+        insecure: false,
+        monolithic: false,
+        credentials: None,
+    })
+    .unwrap()
+}
+
+fn artifact(kind: &str, body: &[u8], rev: &str) -> settings_image::image::artifact::Artifact {
+    settings_image::image::artifact::Artifact {
+        artifact_type: kind.to_string(),
+        layers: vec![(kind.to_string(), body.to_vec())],
+        annotations: [(
+            "org.opencontainers.image.revision".to_string(),
+            rev.to_string(),
+        )]
+        .into_iter()
+        .collect(),
+    }
+}
+
+/// Exercises every client call on a registry; `api` says whether it has
+/// the referrers API.
+fn exercise_client(host: &str, api: bool) {
+    use settings_image::image::Descriptor;
+    let c = client(&format!("{host}/team/a"));
+    assert_eq!(c.list_tags().unwrap(), Vec::<String>::new());
+    assert_eq!(c.head_manifest("nope").unwrap(), None);
+    assert!(c.get_manifest("nope").unwrap().is_none());
+
+    // Blobs: put (twice: the second is a no-op), get, mount elsewhere.
+    let config = c
+        .put_blob("application/vnd.oci.empty.v1+json", b"{}")
+        .unwrap();
+    assert_eq!(config.digest, EMPTY_DIGEST);
+    let layer_bytes = b"layer bytes".to_vec();
+    let layer = c
+        .put_blob("application/octet-stream", &layer_bytes)
+        .unwrap();
+    let before = c.requests();
+    c.put_blob("application/octet-stream", &layer_bytes)
+        .unwrap();
+    assert_eq!(c.requests() - before, 1, "a present blob is only HEADed");
+    assert_eq!(c.get_blob(&layer.digest).unwrap(), layer_bytes);
+    let other = client(&format!("{host}/team/b"));
+    assert!(other.mount_blob(&layer.digest, "team/a").unwrap());
+    assert_eq!(other.get_blob(&layer.digest).unwrap(), layer_bytes);
+    let missing = format!("sha256:{}", "0".repeat(64));
+    assert!(!other.mount_blob(&missing, "team/a").unwrap());
+
+    // Manifests under tags, listed across pages.
+    let manifest = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2, "mediaType": MANIFEST,
+        "config": {"mediaType": "application/vnd.oci.empty.v1+json", "digest": EMPTY_DIGEST, "size": 2},
+        "layers": [{"mediaType": "application/octet-stream", "digest": layer.digest, "size": layer.size}],
+    }))
+    .unwrap();
+    for t in ["t1", "t2", "t3", "t4", "t5"] {
+        let put = c.put_manifest(t, &manifest, MANIFEST).unwrap();
+        assert_eq!(put.digest, sha256(&manifest));
+        assert_eq!(put.subject, None);
+    }
+    let mut tags = c.list_tags().unwrap();
+    tags.sort();
+    assert_eq!(tags, ["t1", "t2", "t3", "t4", "t5"]);
+    let head = c.head_manifest("t3").unwrap().unwrap();
+    assert_eq!(head.digest, sha256(&manifest));
+    assert_eq!(head.size, manifest.len() as u64);
+    assert_eq!(head.media_type, MANIFEST);
+    let got = c.get_manifest(&head.digest).unwrap().unwrap();
+    assert_eq!(got.bytes, manifest);
+    assert_eq!(got.media_type, MANIFEST);
+
+    // Referrers: two kinds on one subject, one on another; re-attaching the
+    // same artifact lists it once.
+    let subject = Descriptor::of(MANIFEST, &manifest);
+    assert_eq!(c.referrers(&subject.digest, None).unwrap(), vec![]);
+    let promo = "application/vnd.settings-image.promotion.v1+json";
+    let p1 = c
+        .attach_referrer(&subject, &artifact(IN_TOTO, b"{\"a\":1}", "r1"))
+        .unwrap();
+    let p2 = c
+        .attach_referrer(&subject, &artifact(promo, b"{\"b\":2}", "r1"))
+        .unwrap();
+    let p3 = c
+        .attach_referrer(&subject, &artifact(IN_TOTO, b"{\"a\":1}", "r1"))
+        .unwrap();
+    assert_eq!(p3.descriptor, p1.descriptor);
+    assert_eq!(c.has_referrers_api(), Some(api));
+    let tag = subject.digest.replace(':', "-");
+    let expected_tag = (!api).then(|| tag.clone());
+    assert_eq!(p1.referrers_tag, expected_tag);
+    let all = c.referrers(&subject.digest, None).unwrap();
+    assert_eq!(all.len(), 2, "{all:?}");
+    for d in [&p1.descriptor, &p2.descriptor] {
+        let listed = all.iter().find(|x| x.digest == d.digest).expect("listed");
+        assert_eq!(listed.artifact_type, d.artifact_type);
+        assert_eq!(
+            listed.annotations["org.opencontainers.image.revision"],
+            "r1"
+        );
+        assert_eq!(listed.size, d.size);
+    }
+    let only = c.referrers(&subject.digest, Some(promo)).unwrap();
+    assert_eq!(only.len(), 1);
+    assert_eq!(only[0].digest, p2.descriptor.digest);
+    let m = c.get_manifest(&p2.descriptor.digest).unwrap().unwrap();
+    let v: Value = serde_json::from_slice(&m.bytes).unwrap();
+    assert_eq!(v["subject"]["digest"], subject.digest.as_str());
+    assert_eq!(v["artifactType"], promo);
+    let tags = c.list_tags().unwrap();
+    assert_eq!(tags.contains(&tag), !api, "{tags:?}");
+}
+
+#[test]
+fn the_client_api_on_distribution() {
+    let reg = Registry::start(Auth::None);
+    exercise_client(&reg.host(), false);
+}
+
+#[test]
+fn the_client_api_on_a_referrers_api_registry() {
+    let stub = Stub::start();
+    exercise_client(&stub.host(), true);
+    // The tag list took more than one page.
+    assert!(
+        stub.log()
+            .iter()
+            .any(|l| l.contains("/tags/list?n=2&last=")),
+        "{:?}",
+        stub.log()
+    );
+}
+
+#[test]
+fn inspect_flags_a_statement_about_another_image() {
+    let reg = Registry::start(Auth::None);
+    let repo = format!("{}/forged", reg.host());
+    let git = Repo::new();
+    let commit = git.commit("a: 1\n");
+    let out = push(
+        &git.conf(),
+        &repo,
+        "v1",
+        &clean_env(&[]),
+        &["--no-provenance"],
+    )
+    .json();
+    let digest = out["digest"].as_str().unwrap();
+    // A provenance referrer on this image whose statement names another.
+    let facts = settings_image::provenance::Facts {
+        repository: None,
+        git_ref: None,
+        path: "conf".into(),
+        commit: commit.clone(),
+        committed_at: "2024-01-02T03:04:05Z".into(),
+        builder_id: "elsewhere".into(),
+        invocation_id: None,
+        workflow_ref: None,
+    };
+    let other = format!("sha256:{}", "1".repeat(64));
+    let art = settings_image::provenance::artifact(&repo, &other, &facts).unwrap();
+    let c = client(&repo);
+    let subject = c.head_manifest(digest).unwrap().unwrap();
+    c.attach_referrer(&subject, &art).unwrap();
+    let i = run(&["inspect", &format!("{repo}:v1"), "--json"], &[], None).json();
+    assert_eq!(i["provenance"]["subject_matches"], false);
+    let human = run(&["inspect", &format!("{repo}:v1")], &[], None);
+    assert!(human.stdout.contains("WARNING"), "{}", human.stdout);
+    // A later push of the same commit sees a provenance for the revision
+    // and adds none (the revision annotation is what re-runs compare).
+    let again = push(&git.conf(), &repo, "v1", &clean_env(&[]), &[]).json();
+    assert!(again["provenance"].is_string());
+    assert_eq!(c.referrers(digest, None).unwrap().len(), 1);
 }

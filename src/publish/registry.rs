@@ -15,6 +15,11 @@
 //! 4. only then the manifest is put, with our exact bytes, under each tag
 //!    that does not already name it.
 //!
+//! Beyond a push, [`Client`] is the public, blocking registry API other
+//! commands build on: tags, manifests, small blobs, cross-repository mounts
+//! and OCI 1.1 referrers (the referrers API when the registry has it, else
+//! the `sha256-<hex>` referrers tag schema), see `docs/push.md`.
+//!
 //! Requests are retried on 429 (honouring `Retry-After`), 5xx, connection
 //! errors and timeouts with bounded exponential backoff and jitter; an
 //! interrupted blob upload starts over in a new upload session. A 401 while
@@ -843,7 +848,47 @@ impl Session {
 
     /// The digest a tag (or digest) names, or `None` when it does not exist.
     async fn manifest_digest(&self, reference: &str) -> Result<Option<String>> {
-        Ok(self.head_manifest(reference).await?.map(|d| d.digest))
+        let what = format!("checking manifest {}:{reference}", self.repo);
+        let url = self.url(&format!("manifests/{reference}"))?;
+        let resp = self
+            .send(&what, true, |s| {
+                Ok(s.request(Method::HEAD, url.clone())
+                    .header(header::ACCEPT, ACCEPT_MANIFESTS))
+            })
+            .await?;
+        match resp.status() {
+            StatusCode::OK => {}
+            StatusCode::NOT_FOUND => return Ok(None),
+            _ => return Err(self.fail(&what, resp).await),
+        }
+        if let Some(d) = header_str(&resp, "docker-content-digest") {
+            return Ok(Some(d));
+        }
+        // No digest header: fetch the manifest and hash it.
+        Ok(self.get_manifest(reference).await?.map(|m| m.digest))
+    }
+
+    /// Reads a body of at most [`MAX_SMALL`] bytes.
+    async fn small_body(&self, what: &str, mut resp: Response, kind: &str) -> Result<Vec<u8>> {
+        let too_large = || {
+            self.registry_err(
+                what,
+                format!(
+                    "the {kind} is larger than {MAX_SMALL} bytes, more than is read into memory"
+                ),
+            )
+        };
+        if resp.content_length().is_some_and(|n| n > MAX_SMALL as u64) {
+            return Err(too_large());
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = resp.chunk().await.map_err(|e| self.http_err(what, &e))? {
+            if body.len() + chunk.len() > MAX_SMALL {
+                return Err(too_large());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
     }
 
     /// What a tag (or digest) names, or `None` when it does not exist.
@@ -900,12 +945,7 @@ impl Session {
             _ => return Err(self.fail(&what, resp).await),
         }
         let header_type = header_str(&resp, header::CONTENT_TYPE.as_str());
-        let bytes = read_limited(&resp_bytes(self, &what, resp).await?, MAX_SMALL, || {
-            self.registry_err(
-                &what,
-                format!("the manifest is larger than {MAX_SMALL} bytes"),
-            )
-        })?;
+        let bytes = self.small_body(&what, resp, "manifest").await?;
         let digest = crate::image::sha256_digest(&bytes);
         if reference.starts_with("sha256:") && digest != reference {
             return Err(self.registry_err(
@@ -940,9 +980,7 @@ impl Session {
         if resp.status() != StatusCode::OK {
             return Err(self.fail(&what, resp).await);
         }
-        let bytes = read_limited(&resp_bytes(self, &what, resp).await?, MAX_SMALL, || {
-            self.registry_err(&what, format!("the blob is larger than {MAX_SMALL} bytes"))
-        })?;
+        let bytes = self.small_body(&what, resp, "blob").await?;
         let got = crate::image::sha256_digest(&bytes);
         if got != digest {
             return Err(self.registry_err(
@@ -1048,7 +1086,7 @@ impl Session {
                 _ => return Err(self.fail(&what, resp).await),
             }
             let next = next_link(&resp);
-            let body = resp_bytes(self, &what, resp).await?;
+            let body = self.small_body(&what, resp, "answer").await?;
             let page: TagList = serde_json::from_slice(&body)
                 .map_err(|e| self.registry_err(&what, format!("unreadable tag list: {e}")))?;
             tags.extend(page.tags.unwrap_or_default());
@@ -1117,7 +1155,7 @@ impl Session {
                 }
             }
             let next = next_link(&resp);
-            let body = resp_bytes(self, &what, resp).await?;
+            let body = self.small_body(&what, resp, "answer").await?;
             let Ok(index) = Index::parse(&body) else {
                 // Some registries answer 200 with an HTML page or an error.
                 self.referrers_api.set(Some(false));
@@ -1510,20 +1548,6 @@ fn next_link(resp: &Response) -> Option<String> {
             let end = l[start..].find('>')? + start;
             Some(l[start..end].to_string())
         })
-}
-
-async fn resp_bytes(s: &Session, what: &str, resp: Response) -> Result<Vec<u8>> {
-    resp.bytes()
-        .await
-        .map(|b| b.to_vec())
-        .map_err(|e| s.http_err(what, &e))
-}
-
-fn read_limited(bytes: &[u8], max: usize, err: impl FnOnce() -> Error) -> Result<Vec<u8>> {
-    if bytes.len() > max {
-        return Err(err());
-    }
-    Ok(bytes.to_vec())
 }
 
 /// A request body that streams `path` from disk.
