@@ -392,29 +392,40 @@ fn a_closed_gate_waits_explain_changes_nothing_and_break_glass_is_recorded() {
 fn racing_promotes_converge_on_the_newest_candidate() {
     let reg = Registry::start(Auth::None);
     let repo = format!("{}/settings", reg.host());
+    let spawn = || {
+        let empty = tempfile::tempdir().expect("tmp");
+        let mut c = Command::new(bin());
+        c.args([
+            "promote",
+            "--repository",
+            &repo,
+            "--from",
+            "main",
+            "--to",
+            "prod",
+            "--json",
+        ])
+        .env("DOCKER_CONFIG", empty.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        for k in CLEARED {
+            c.env_remove(k);
+        }
+        (c.spawn().expect("spawn"), empty)
+    };
+    let mut ts = 1_700_000_000u64;
     for round in 1..=3u64 {
-        let tag = format!("main-{}-{:07x}", 1_700_000_000 + round * 100, round);
-        let cand = push_candidate(&repo, &tag);
-        let spawn = || {
-            let empty = tempfile::tempdir().expect("tmp");
-            let mut c = Command::new(bin());
-            c.args([
-                "promote",
-                "--repository",
-                &repo,
-                "--from",
-                "main",
-                "--to",
-                "prod",
-                "--json",
-            ])
-            .env("DOCKER_CONFIG", empty.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-            (c.spawn().expect("spawn"), empty)
-        };
+        // Run A starts with candidate `older` the newest; `newer` lands
+        // while A runs; run B starts after it. A may promote either.
+        ts += 100;
+        let older = format!("main-{ts}-{:07x}", round * 2);
+        push_candidate(&repo, &older);
         let (a, _ea) = spawn();
+        ts += 100;
+        let newer = format!("main-{ts}-{:07x}", round * 2 + 1);
+        let cand = push_candidate(&repo, &newer);
         let (b, _eb) = spawn();
+        let mut promoted = Vec::new();
         for child in [a, b] {
             let out = child.wait_with_output().expect("wait");
             assert!(
@@ -427,13 +438,20 @@ fn racing_promotes_converge_on_the_newest_candidate() {
                 matches!(v["decision"].as_str(), Some("promote" | "up-to-date")),
                 "{v}"
             );
+            if let Some(t) = v["tag"].as_str() {
+                promoted.push(t.to_string());
+            }
         }
         let all = tags(&reg.host(), "settings");
-        let want = tag.replacen("main-", "prod-", 1);
+        let want = newer.replacen("main-", "prod-", 1);
+        assert!(
+            promoted.contains(&want),
+            "round {round}: B promotes the newest: {promoted:?}"
+        );
         assert_eq!(
             flux_prod(&all).as_deref(),
             Some(want.as_str()),
-            "round {round}"
+            "round {round}: {all:?}"
         );
         assert_eq!(
             digest_of(&reg.host(), "settings", &want).as_deref(),
