@@ -195,6 +195,11 @@ fn a_shallow_clone_answers_what_it_can_and_says_unknown_otherwise() {
         repo.is_ancestor(&ids[4], &ids[5]).expect("ok"),
         LocalAncestry::Known(true)
     );
+    // The boundary ids[4] records its parent's id: that much is proven.
+    assert_eq!(
+        repo.is_ancestor(&ids[3], &ids[5]).expect("ok"),
+        LocalAncestry::Known(true)
+    );
     // ids[4] is the boundary: nothing proves what lies behind it.
     assert!(matches!(
         repo.is_ancestor(&ids[5], &ids[4]).expect("ok"),

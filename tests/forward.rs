@@ -504,3 +504,117 @@ fn branch_tag_needs_a_timestamp_tag() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--timestamp-tag"));
 }
+
+/// The (base, head) pairs the compare stub was asked about.
+type Asked = std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>;
+
+/// A loopback stand-in for GitHub's compare API: answers
+/// `GET /repos/o/r/compare/{base}...{head}` with the comparison fixture's
+/// shape and `status` from `answer(base, head)`; records the pairs asked.
+fn compare_stub(answer: impl Fn(&str, &str) -> &'static str + Send + 'static) -> (String, Asked) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/github/rest/commit-comparison.json");
+    let text = std::fs::read_to_string(&fixture).expect("comparison fixture");
+    let template: Value = serde_json::from_str(&text).expect("fixture JSON");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen2 = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+            let mut line = String::new();
+            let _ = reader.read_line(&mut line);
+            loop {
+                let mut h = String::new();
+                if reader.read_line(&mut h).unwrap_or(0) == 0 || h.trim().is_empty() {
+                    break;
+                }
+            }
+            let target = line.split_whitespace().nth(1).unwrap_or("").to_string();
+            let (status, body) = match target
+                .strip_prefix("/repos/o/r/compare/")
+                .and_then(|r| r.split_once("..."))
+            {
+                Some((base, head)) => {
+                    seen2
+                        .lock()
+                        .expect("lock")
+                        .push((base.to_string(), head.to_string()));
+                    let mut v = template.clone();
+                    v["status"] = answer(base, head).into();
+                    ("200 OK", v.to_string())
+                }
+                None => ("404 Not Found", r#"{"message":"Not Found"}"#.to_string()),
+            };
+            let resp = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(resp.as_bytes());
+            let _ = stream.flush();
+            let mut rest = Vec::new();
+            let _ = reader.read_to_end(&mut rest);
+        }
+    });
+    (format!("http://{addr}"), seen)
+}
+
+#[test]
+fn on_a_shallow_clone_the_branch_tag_is_guarded_by_the_github_compare_api() {
+    let reg = Registry::start(Auth::None);
+    let repo = repo_of(&reg);
+    let g = Git::new();
+    let c1 = g.change("v: 1\n", 1_700_000_100, 1_700_000_100);
+    push(&g.dir, &repo, &[]).ok();
+    g.change("v: 2\n", 1_700_000_200, 1_700_000_200);
+    let c3 = g.change("v: 3\n", 1_700_000_300, 1_700_000_300);
+    let c4 = g.change("v: 4\n", 1_700_000_400, 1_700_000_400);
+    // Holds c4 and c3; c3 records its parent c2's id, and c1 is beyond.
+    let clone = g.tmp.path().join("shallow");
+    g.git(&[
+        "clone",
+        "-q",
+        "--depth",
+        "2",
+        &format!("file://{}", g.dir.display()),
+        clone.to_str().expect("utf-8"),
+    ]);
+    // Without the API the branch tag cannot be proven forward: refused,
+    // and nothing is pushed.
+    let p = push(&clone, &repo, &[]);
+    assert_eq!(p.code, 1, "{}", p.stderr);
+    assert!(p.stderr.contains("fetch-depth: 0"), "{}", p.stderr);
+    assert!(
+        !tags(&reg).contains(&tag_of(1_700_000_400, &c4)),
+        "{}",
+        p.stderr
+    );
+    assert_eq!(revision(&reg, "main"), c1);
+    // With it: GitHub says c4 is ahead of c1.
+    let (c1a, c4a) = (c1.clone(), c4.clone());
+    let (base, seen) = compare_stub(move |b, h| {
+        if b == c1a && h == c4a {
+            "ahead"
+        } else {
+            "behind"
+        }
+    });
+    let out = push_cmd(&clone, &repo, &[])
+        .env("GITHUB_API_URL", &base)
+        .env("GITHUB_REPOSITORY", "o/r")
+        .env("GITHUB_TOKEN", "ghs_test")
+        .output()
+        .expect("run");
+    let p = finish(out);
+    assert_eq!(p.anomaly(), None);
+    assert_eq!(p.ok()["branch_tag"]["outcome"], "moved");
+    assert_eq!(revision(&reg, "main"), c4);
+    let asked = seen.lock().expect("lock").clone();
+    assert!(asked.contains(&(c1.clone(), c4.clone())), "{asked:?}");
+    // What the clone proves (c3 -> c4) is never asked.
+    assert!(!asked.iter().any(|(b, _)| b == &c3), "{asked:?}");
+    assert_eq!(flux_picks(&tags(&reg)), [tag_of(1_700_000_400, &c4)]);
+}

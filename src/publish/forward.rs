@@ -204,10 +204,23 @@ pub fn move_branch(
             client.put_manifest(name, manifest, media_type)?;
         }
     }
-    // Read back: a racing run may have moved the tag after us.
+    // Read back: a racing run may have moved the tag after us. Ordering
+    // here is best effort: a commit pushed by a racing run is often not in
+    // this checkout, and without the GitHub API it cannot be ordered; such
+    // a commit counts as "not a descendant" and a warning says so.
+    let unknown: RefCell<Vec<String>> = RefCell::default();
+    let lenient = |a: &str, d: &str| -> Result<bool> {
+        match ancestry.is_ancestor(a, d) {
+            Ok(yes) => Ok(yes),
+            Err(e) => {
+                unknown.borrow_mut().push(e.to_string());
+                Ok(false)
+            }
+        }
+    };
     let now = revision_of(client, name)?.flatten();
     let base = match &now {
-        Some(rev) if rev != commit && ancestry.is_ancestor(commit, rev)? => rev.clone(),
+        Some(rev) if rev != commit && lenient(commit, rev)? => rev.clone(),
         _ => commit.to_string(),
     };
     let tags = client.list_tags()?;
@@ -218,7 +231,7 @@ pub fn move_branch(
         .collect();
     stamped.sort_by(|a, b| b.ts.cmp(&a.ts).then_with(|| b.tag.cmp(&a.tag)));
     let tagged = tagged(client, stamped)?;
-    if let Some(tip) = forward::repair_target(&base, &tagged, |a, d| ancestry.is_ancestor(a, d))?
+    if let Some(tip) = forward::repair_target(&base, &tagged, &lenient)?
         && tip.revision != now
         && let Some(m) = client.get_manifest(&tip.stamped.tag)?
     {
@@ -227,6 +240,15 @@ pub fn move_branch(
         report.commit = tip.revision.clone();
     } else if now.as_deref() != Some(commit) {
         report.commit = now;
+    }
+    let unknown = unknown.into_inner();
+    if let Some(first) = unknown.first() {
+        eprintln!(
+            "warning: branch tag {name}: {} tagged commit(s) could not be ordered against this one, so a racing \
+             run's newer image may not have been followed ({first}); set GITHUB_REPOSITORY and GITHUB_TOKEN so \
+             the GitHub compare API can answer",
+            unknown.len()
+        );
     }
     Ok(report)
 }
