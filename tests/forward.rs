@@ -618,3 +618,83 @@ fn on_a_shallow_clone_the_branch_tag_is_guarded_by_the_github_compare_api() {
     assert!(!asked.iter().any(|(b, _)| b == &c3), "{asked:?}");
     assert_eq!(flux_picks(&tags(&reg)), [tag_of(1_700_000_400, &c4)]);
 }
+
+#[test]
+fn racing_runs_in_separate_checkouts_converge_through_the_compare_api() {
+    let reg = Registry::start(Auth::None);
+    let repo = repo_of(&reg);
+    let g = Git::new();
+    let mut t = 1_700_000_000;
+    g.change("v: 0\n", t, t);
+    push(&g.dir, &repo, &[]).ok();
+    // GitHub, played by the origin repository and git itself.
+    let origin = g.dir.clone();
+    let home = g.tmp.path().join("home");
+    let (base, _seen) = compare_stub(move |b, h| {
+        let st = Command::new("git")
+            .current_dir(&origin)
+            .env("HOME", &home)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .args(["merge-base", "--is-ancestor", b, h])
+            .status()
+            .expect("git");
+        match (b == h, st.success()) {
+            (true, _) => "identical",
+            (false, true) => "ahead",
+            (false, false) => "behind",
+        }
+    });
+    let clone = |name: &str| {
+        let p = g.tmp.path().join(name);
+        g.git(&[
+            "clone",
+            "-q",
+            &format!("file://{}", g.dir.display()),
+            p.to_str().expect("utf-8"),
+        ]);
+        p
+    };
+    for round in 0..6 {
+        // Each run's checkout holds only its own commit's history, as in
+        // CI: the older run has never seen the newer commit.
+        t += 100;
+        let older = g.change(&format!("v: {round}a\n"), t, t);
+        let wo = clone(&format!("o{round}"));
+        t += 100;
+        let newer = g.change(&format!("v: {round}b\n"), t, t);
+        let wn = clone(&format!("n{round}"));
+        let (first, second) = if round % 2 == 0 {
+            (&wo, &wn)
+        } else {
+            (&wn, &wo)
+        };
+        let spawn = |dir: &PathBuf| {
+            push_cmd(dir, &repo, &[])
+                .env("GITHUB_API_URL", &base)
+                .env("GITHUB_REPOSITORY", "o/r")
+                .env("GITHUB_TOKEN", "ghs_test")
+                .spawn()
+                .expect("spawn")
+        };
+        let a = spawn(first);
+        let b = spawn(second);
+        for p in [
+            finish(a.wait_with_output().expect("wait")),
+            finish(b.wait_with_output().expect("wait")),
+        ] {
+            p.ok();
+            assert!(
+                !p.stderr.contains("could not be ordered"),
+                "round {round}: {}",
+                p.stderr
+            );
+        }
+        assert_eq!(revision(&reg, "main"), newer, "round {round}");
+        assert!(tags(&reg).contains(&tag_of(t - 100, &older)));
+        assert_eq!(
+            flux_picks(&tags(&reg)),
+            [tag_of(t, &newer)],
+            "round {round}"
+        );
+    }
+}
