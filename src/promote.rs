@@ -265,18 +265,21 @@ pub fn run(req: &Request) -> Result<Outcome> {
     let (next_open, next_close) = req.policy.next_changes(now, horizon);
     let calendar = req.policy.calendar(now, horizon);
 
-    let open = |name: &str| {
-        if req.explain {
-            Client::open_read_only(&options(req, name))
-        } else {
+    // Write access only where something is written: the channel's
+    // repository, and never for --explain.
+    let open = |name: &str, write: bool| {
+        if write && !req.explain {
             Client::open(&options(req, name))
+        } else {
+            Client::open_read_only(&options(req, name))
         }
     };
-    let source = open(&req.repository)?;
-    let target = if target_repo == source_repo {
-        None
+    let separate = target_repo != source_repo;
+    let source = open(&req.repository, !separate)?;
+    let target = if separate {
+        Some(open(target_name, true)?)
     } else {
-        Some(open(target_name)?)
+        None
     };
     let target_client = target.as_ref().unwrap_or(&source);
     let mut tags: Vec<String> = source
