@@ -121,8 +121,9 @@ pub fn check(
         return Ok(Some(Anomaly {
             kind: AnomalyKind::RerunOfOlder,
             message: format!(
-                "commit {} is an ancestor of {rev}, already published as {}: this is a re-run of an older job; \
-                 {new_tag} is re-pushed with the same content and Flux keeps {}",
+                "commit {} is an ancestor of {rev}, already published as {}: this is a re-run of an older job \
+                 (or its first run after a newer commit was published); {new_tag} names the same content as before \
+                 and Flux keeps {}",
                 short(commit),
                 n.stamped.tag,
                 n.stamped.tag
