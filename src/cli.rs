@@ -361,6 +361,11 @@ fn run_promote(args: &PromoteArgs) -> Result<()> {
     if let Some(reason) = &req.force {
         eprintln!("BREAK-GLASS requested by {}: {reason}", req.actor);
     }
+    if let (Some(at), false) = (&req.at, req.explain) {
+        eprintln!(
+            "warning: --at judges the release windows at {at}, not now; a promotion records both times"
+        );
+    }
     let out = crate::promote::run(&req)?;
     if out.forced && out.promoted {
         eprintln!(

@@ -146,8 +146,12 @@ pub struct Record {
     pub digest: String,
     /// Who promoted.
     pub actor: String,
-    /// When (the `--at` time, else the clock), RFC 3339.
+    /// When the promotion happened: the clock, RFC 3339.
     pub at: String,
+    /// The time the gate was judged at, when `--at` fixed one other than
+    /// the clock (a dry run that was not dry); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate_at: Option<String>,
     /// The window that allowed it, or the gate's state for break-glass.
     pub because: String,
     /// Break-glass was used.
@@ -384,7 +388,8 @@ pub fn run(req: &Request) -> Result<Outcome> {
             from_repository: source_repo.to_string(),
             digest: m.digest.clone(),
             actor: req.actor.clone(),
-            at: now.to_string(),
+            at: Timestamp::now().to_string(),
+            gate_at: req.at.map(|t| t.to_string()),
             because,
             forced,
             reason: if forced { req.force.clone() } else { None },
@@ -595,6 +600,7 @@ mod tests {
             digest: "sha256:00".into(),
             actor: "octocat".into(),
             at: "2026-01-01T00:00:00Z".into(),
+            gate_at: None,
             because: "allow window active: office hours".into(),
             forced: false,
             reason: None,

@@ -353,7 +353,15 @@ fn a_closed_gate_waits_explain_changes_nothing_and_break_glass_is_recorded() {
     assert_eq!(code, 200);
     let r: Value = serde_json::from_slice(&body).expect("record JSON");
     assert_eq!(r["actor"], "octocat");
-    assert_eq!(r["at"], at);
+    // The record keeps the real time of the promotion and, apart, the time
+    // the gate was judged at.
+    assert_eq!(r["gate_at"], at);
+    let when: jiff::Timestamp = r["at"].as_str().expect("at").parse().expect("RFC 3339");
+    let age = jiff::Timestamp::now().as_second() - when.as_second();
+    assert!(
+        (0..600).contains(&age),
+        "record time {when} is not the clock"
+    );
     assert_eq!(r["from_tag"], "main-1700000100-aaaaaaa");
     assert_eq!(r["tag"], "prod-1700000100-aaaaaaa");
     assert_eq!(r["forced"], true);
