@@ -122,6 +122,11 @@ pub struct HistoryArgs {
     /// only) or as it is on disk.
     #[arg(long, value_enum, default_value_t = SourceMode::Commit)]
     pub source: SourceMode,
+    /// Walk history from this commit (full id) or reference instead of
+    /// HEAD, e.g. a pull request's head; with `--source commit` the content
+    /// comes from it too.
+    #[arg(long, value_name = "REV")]
+    pub revision: Option<String>,
     /// GitHub token for the API fallback on shallow clones.
     #[command(flatten)]
     pub github: GitHubArgs,
@@ -159,6 +164,9 @@ pub struct TagArgs {
     /// Print one JSON object (tag, commit, timestamp, committed_at, path).
     #[arg(long)]
     pub json: bool,
+    /// Walk history from this commit (full id) or reference instead of HEAD.
+    #[arg(long, value_name = "REV")]
+    pub revision: Option<String>,
     /// GitHub token for the API fallback on shallow clones.
     #[command(flatten)]
     pub github: GitHubArgs,
@@ -285,6 +293,7 @@ pub fn run(cli: Cli) -> Result<()> {
                 github_token: args.history.github.token(),
                 forward: request::Forward::default(),
                 provenance: false,
+                revision: args.history.revision,
             };
             let report = request::run(&req)?;
             print_report(&report, args.json)
@@ -309,6 +318,7 @@ pub fn run(cli: Cli) -> Result<()> {
                     allow_rewind: args.allow_rewind,
                 },
                 provenance: !args.no_provenance,
+                revision: args.history.revision,
             };
             let report = request::run(&req)?;
             print_report(&report, args.json)
@@ -407,7 +417,7 @@ fn run_inspect(args: &InspectArgs) -> Result<()> {
 fn run_tag(args: &TagArgs) -> Result<()> {
     crate::tag::sanitize_prefix(&args.prefix)?;
     let token = args.github.token();
-    let lc = history::last_change(&args.path, token.as_ref())?;
+    let lc = history::last_change(&args.path, args.revision.as_deref(), token.as_ref())?;
     if lc.from_github {
         eprintln!(
             "note: shallow clone; the GitHub API named commit {} as the last change of {}",

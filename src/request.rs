@@ -42,6 +42,11 @@ pub struct Request {
     /// After a registry push, attach SLSA provenance as a referrer (needs
     /// a commit: without one a warning says why there is none).
     pub provenance: bool,
+    /// The commit to start history from instead of HEAD (a full commit id
+    /// or a reference name), e.g. the head of a pull request: the timestamp
+    /// tag names the last change reachable from it and, with
+    /// [`SourceMode::Commit`], the content is the folder as it holds it.
+    pub revision: Option<String>,
 }
 
 /// Forward-only options of a registry push.
@@ -109,6 +114,7 @@ pub fn run(req: &Request) -> Result<Report> {
         &req.path,
         req.source,
         req.timestamp_tag.is_some(),
+        req.revision.as_deref(),
         req.github_token.as_ref(),
     )?;
     for w in &prepared.warnings {

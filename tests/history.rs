@@ -1483,3 +1483,129 @@ fn linked_worktrees_read_their_own_head() {
     let blob = layer_blob(&layout, v["layer"]["digest"].as_str().expect("layer"));
     assert_eq!(tar_cat(&blob, "a.yaml"), "a\n");
 }
+
+// ---------------------------------------------------------------- revisions
+
+#[test]
+fn a_revision_is_walked_from_like_git_log_rev() {
+    let r = Repo::new();
+    r.write("s/a.yaml", "a\n");
+    r.commit("base", 1_600_000_000);
+    r.git(&["checkout", "-q", "-b", "side"]);
+    r.write("s/a.yaml", "side\n");
+    let side = r.commit("side changes s", 1_600_000_100);
+    r.write("x", "1\n");
+    let side_tip = r.commit("side changes x", 1_600_000_150);
+    r.git(&["checkout", "-q", "main"]);
+    r.write("s/b.yaml", "main\n");
+    r.commit("main adds b", 1_600_000_200);
+    let merge = r.merge("side", 1_600_000_300, |_| {});
+    // HEAD (the merge, like a pull request's merge commit) names itself.
+    assert_eq!(tag_json(&r.dir, "s", &[])["commit"], merge.as_str());
+    for rev in [side_tip.as_str(), "side", "refs/heads/side"] {
+        let line = r.git(&["log", "-1", "--format=%H %ct", rev, "--", "s"]);
+        let (want, ts) = line.trim().split_once(' ').expect("git log");
+        assert_eq!(want, side, "the oracle for {rev}");
+        let out = run(
+            &r.dir,
+            &[
+                "tag",
+                "--path",
+                "s",
+                "--prefix",
+                "pr",
+                "--revision",
+                rev,
+                "--json",
+            ],
+            &[],
+        );
+        let v: Value = serde_json::from_str(&ok(&out, "tag --revision")).expect("json");
+        assert_eq!(v["commit"], side.as_str(), "--revision {rev}");
+        assert_eq!(v["tag"], format!("pr-{ts}-{}", &side[..7]).as_str());
+    }
+    // The content comes from the revision too: side's a.yaml, no b.yaml.
+    let tmp = tempfile::tempdir().expect("tmp");
+    let layout = tmp.path().join("layout");
+    let out = run(
+        &r.dir,
+        &[
+            "build",
+            "--path",
+            "s",
+            "--output",
+            layout.to_str().expect("utf-8"),
+            "--revision",
+            "side",
+            "--timestamp-tag",
+            "pr",
+            "--json",
+        ],
+        &[],
+    );
+    let v: Value = serde_json::from_str(&ok(&out, "build --revision")).expect("json");
+    assert_eq!(v["commit"], side.as_str());
+    let blob = layer_blob(&layout, v["layer"]["digest"].as_str().expect("digest"));
+    let list = tar_list(&blob).join("\n");
+    assert!(
+        list.contains("a.yaml") && !list.contains("b.yaml"),
+        "{list}"
+    );
+    assert_eq!(tar_cat(&blob, "a.yaml"), "side\n");
+    // A revision the clone does not have fails and says how to fetch it.
+    for rev in ["0123456789abcdef0123456789abcdef01234567", "no-such-branch"] {
+        let out = run(
+            &r.dir,
+            &["tag", "--path", "s", "--prefix", "pr", "--revision", rev],
+            &[],
+        );
+        assert!(!out.status.success(), "--revision {rev} must fail");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("the revision {rev} is not in this clone")),
+            "{err}"
+        );
+        assert!(err.contains("fetch-depth: 0"), "{err}");
+    }
+}
+
+#[test]
+fn a_shallow_revision_asks_the_github_api_from_that_revision() {
+    let body = std::fs::read_to_string(fixtures().join("commit-items.json")).expect("fixture");
+    let (base, seen) = stub(200, body);
+    // depth 2: HEAD ("four") and its parent ("three"), whose parents are cut.
+    let (_r, clone) = origin_and_clone(2, false);
+    let rev = git_cmd(&clone, &clone)
+        .args(["rev-parse", "HEAD~1"])
+        .output()
+        .expect("git rev-parse");
+    let rev = ok(&rev, "git rev-parse").trim().to_string();
+    let env = [
+        ("GITHUB_API_URL", base.as_str()),
+        ("GITHUB_REPOSITORY", "octo-org/settings"),
+        ("GITHUB_TOKEN", "ghs_x"),
+    ];
+    let out = run(
+        &clone,
+        &[
+            "tag",
+            "--path",
+            "s",
+            "--prefix",
+            "pr",
+            "--revision",
+            &rev,
+            "--json",
+        ],
+        &env,
+    );
+    let v: Value = serde_json::from_str(&ok(&out, "tag --revision via the API")).expect("json");
+    assert_eq!(v["commit"], "6dcb09b5b57875f334f61aebed695e2e4193db5e");
+    let seen = seen.lock().expect("lock").clone();
+    assert_eq!(seen.len(), 1, "one request: {seen:?}");
+    assert!(
+        seen[0].request_line.contains(&format!("sha={rev}")),
+        "the API is asked from the revision, not HEAD: {}",
+        seen[0].request_line
+    );
+}

@@ -45,7 +45,7 @@ impl std::fmt::Debug for Repo {
 pub enum Walk {
     /// The commit that last changed the folder.
     Found(CommitInfo),
-    /// HEAD does not hold the folder.
+    /// The start commit (HEAD or the revision) does not hold the folder.
     NotInHead,
     /// The walk reached a commit whose parents are missing (a shallow-clone
     /// boundary) while the folder still looked unchanged: the local history
@@ -54,7 +54,7 @@ pub enum Walk {
         /// Whether the commit is listed in `.git/shallow` (else the
         /// repository is incomplete some other way).
         shallow: bool,
-        /// HEAD's id.
+        /// The start commit's id (HEAD or the revision).
         head: String,
         /// The boundary commit (never an answer).
         boundary: String,
@@ -192,20 +192,58 @@ impl Repo {
         Ok(entry.map(|e| (e.mode(), e.object_id())))
     }
 
-    /// Walks from HEAD the way `git log -1 -- DIR` does (see the module
-    /// docs of [`super`]). Before the answer the walk never forks: a merge
-    /// either is the answer or is followed through one parent.
-    pub fn last_change(&self) -> Result<Walk> {
-        let repo = self.repo.to_thread_local();
-        let head = repo
-            .head_id()
-            .map_err(|e| self.err("cannot resolve HEAD", e))?
+    /// Resolves the commit a walk starts from: HEAD, or `revision` (a full
+    /// commit id or a reference name such as `refs/heads/main` or `main`).
+    fn start(&self, repo: &gix::Repository, revision: Option<&str>) -> Result<ObjectId> {
+        let Some(rev) = revision else {
+            return Ok(repo
+                .head_id()
+                .map_err(|e| self.err("cannot resolve HEAD", e))?
+                .detach());
+        };
+        let missing = || {
+            Error::history(
+                self.root.join(&self.rel),
+                format!("the revision {rev} is not in this clone"),
+                Some(
+                    "fetch it first: with actions/checkout use `fetch-depth: 0` (the head commit of a \
+                     pull request is a parent of the merge commit the workflow checks out)"
+                        .to_string(),
+                ),
+            )
+        };
+        if rev.len() == repo.object_hash().len_in_hex()
+            && let Ok(id) = ObjectId::from_hex(rev.as_bytes())
+        {
+            return if repo.has_object(id) {
+                Ok(id)
+            } else {
+                Err(missing())
+            };
+        }
+        let mut reference = repo
+            .try_find_reference(rev)
+            .map_err(|e| self.err(&format!("cannot look up the reference {rev}"), e))?
+            .ok_or_else(missing)?;
+        let id = reference
+            .peel_to_id()
+            .map_err(|e| self.err(&format!("cannot resolve the reference {rev}"), e))?
             .detach();
+        Ok(id)
+    }
+
+    /// Walks from HEAD (or from `revision`) the way `git log -1 REV -- DIR`
+    /// does (see the module docs of [`super`]). Before the answer the walk
+    /// never forks: a merge either is the answer or is followed through one
+    /// parent.
+    pub fn last_change(&self, revision: Option<&str>) -> Result<Walk> {
+        let repo = self.repo.to_thread_local();
+        let head = self.start(&repo, revision)?;
         let mut id = head;
         let entry = {
             let c = repo
                 .find_commit(id)
-                .map_err(|e| self.err("cannot read the HEAD commit", e))?;
+                .map_err(|e| self.err(&format!("cannot read the start commit {id}"), e))?;
             self.folder_entry(&repo, &c)?
         };
         if entry.is_none() {

@@ -87,10 +87,15 @@ pub struct LastChange {
 }
 
 /// Finds the commit that last changed the folder at `path` (see the module
-/// docs for the exact meaning). On a shallow clone whose history cannot
+/// docs for the exact meaning), walking from HEAD or from `revision` (a full
+/// commit id or a reference name). On a shallow clone whose history cannot
 /// prove the answer, asks the GitHub API when `GITHUB_REPOSITORY` and a
 /// token (`token`, else `GITHUB_TOKEN`) are set, and fails otherwise.
-pub fn last_change(path: &Path, token: Option<&Token>) -> Result<LastChange> {
+pub fn last_change(
+    path: &Path,
+    revision: Option<&str>,
+    token: Option<&Token>,
+) -> Result<LastChange> {
     let Some(repo) = git::Repo::discover(path)? else {
         return Err(Error::history(
             path,
@@ -101,14 +106,19 @@ pub fn last_change(path: &Path, token: Option<&Token>) -> Result<LastChange> {
             ),
         ));
     };
-    resolve(&repo, path, token).map(|(lc, _)| lc)
+    resolve(&repo, path, revision, token).map(|(lc, _)| lc)
 }
 
 /// Resolves the last change, falling back to GitHub on a shallow boundary.
 /// Also returns the commit to read the content from.
-fn resolve(repo: &git::Repo, path: &Path, token: Option<&Token>) -> Result<(LastChange, String)> {
+fn resolve(
+    repo: &git::Repo,
+    path: &Path,
+    revision: Option<&str>,
+    token: Option<&Token>,
+) -> Result<(LastChange, String)> {
     let repo_path = repo.display_path();
-    match repo.last_change()? {
+    match repo.last_change(revision)? {
         git::Walk::Found(commit) => {
             let content = commit.id.clone();
             Ok((
@@ -122,7 +132,10 @@ fn resolve(repo: &git::Repo, path: &Path, token: Option<&Token>) -> Result<(Last
         }
         git::Walk::NotInHead => Err(Error::history(
             path,
-            "is not in the HEAD commit (untracked, ignored or deleted)",
+            match revision {
+                None => "is not in the HEAD commit (untracked, ignored or deleted)".to_string(),
+                Some(rev) => format!("is not in the commit {rev} (untracked, ignored or deleted)"),
+            },
             Some(
                 "commit the folder first, or use --source worktree to package it from disk without a timestamp tag"
                     .to_string(),
@@ -259,14 +272,24 @@ impl Prepared {
 /// content is the folder as the last commit that changed it holds it; with
 /// [`SourceMode::Worktree`] it is the disk, with a warning when that differs
 /// from the commit. Outside git the disk is read, and `need_commit` (a
-/// timestamp tag was asked for) is an error.
+/// timestamp tag was asked for) is an error. History starts at HEAD, or at
+/// `revision` when given (the head of a pull request: the commit the
+/// tag names and, in commit mode, the content come from its history).
 pub fn prepare(
     path: &Path,
     mode: SourceMode,
     need_commit: bool,
+    revision: Option<&str>,
     token: Option<&Token>,
 ) -> Result<Prepared> {
     let Some(repo) = git::Repo::discover(path)? else {
+        if let Some(rev) = revision {
+            return Err(Error::history(
+                path,
+                format!("is not inside a git repository, so there is no revision {rev} to package"),
+                Some("build from a git checkout that holds the folder".to_string()),
+            ));
+        }
         if need_commit {
             return Err(Error::history(
                 path,
@@ -287,7 +310,7 @@ pub fn prepare(
     let source_url = github::source_url_from_env().or_else(|| repo.remote_url());
     match mode {
         SourceMode::Commit => {
-            let (lc, content) = resolve(&repo, path, token)?;
+            let (lc, content) = resolve(&repo, path, revision, token)?;
             let source = repo.read_folder(&content, path)?;
             Ok(Prepared {
                 source,
@@ -299,7 +322,7 @@ pub fn prepare(
         SourceMode::Worktree => {
             let source = worktree::read(path)?;
             let mut warnings = Vec::new();
-            let commit = match resolve(&repo, path, token) {
+            let commit = match resolve(&repo, path, revision, token) {
                 Ok((lc, content)) => {
                     let committed = repo.read_folder(&content, path)?;
                     if let Some(diff) = repo.first_difference(&source, &committed)? {
@@ -311,7 +334,7 @@ pub fn prepare(
                     }
                     Some(lc.commit)
                 }
-                Err(e) if !need_commit => {
+                Err(e) if !need_commit && revision.is_none() => {
                     warnings.push(format!(
                         "{e}; building without commit annotations (revision, created)"
                     ));
