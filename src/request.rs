@@ -26,7 +26,8 @@ pub enum Target {
 pub struct Request {
     /// The settings folder.
     pub path: PathBuf,
-    /// Tags to write, in order.
+    /// Tags to write, in order (the timestamp tag, when asked for, goes
+    /// before them: the first tag is the one `reference` names).
     pub tags: Vec<String>,
     /// Where to write.
     pub target: Target,
@@ -124,9 +125,9 @@ pub fn run(req: &Request) -> Result<Report> {
     let timestamp_tag = match (&req.timestamp_tag, &prepared.commit) {
         (Some(prefix), Some(c)) => {
             let t = tag::timestamp_tag(prefix, c.timestamp, &c.id)?;
-            if !tags.contains(&t) {
-                tags.push(t.clone());
-            }
+            // First, so `reference` names the tag that never moves.
+            tags.retain(|x| x != &t);
+            tags.insert(0, t.clone());
             Some(t)
         }
         _ => None,

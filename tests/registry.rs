@@ -723,7 +723,12 @@ fn push_with_a_timestamp_tag_from_git_history() {
     ];
     let out = run(&args, &[], None).json();
     let expected = format!("main-1704164645-{sha7}");
-    assert_eq!(out["tags"], serde_json::json!(["latest", expected]));
+    // The timestamp tag comes first, so `reference` names the tag that never moves.
+    assert_eq!(out["tags"], serde_json::json!([expected, "latest"]));
+    assert_eq!(
+        out["reference"],
+        format!("{repo}:{expected}@{}", out["digest"].as_str().unwrap())
+    );
     let i = skopeo_inspect(&format!("{repo}:{expected}"), None).unwrap();
     assert_eq!(i["Digest"], out["digest"]);
     // Pushing the same commit again changes nothing.
