@@ -565,6 +565,26 @@ fn auth_hint(host: &str) -> String {
     h
 }
 
+/// The HTTP client could not be built: in practice, no CA certificates.
+fn no_tls_client(repo: &Repository, e: &dyn std::error::Error) -> Error {
+    let mut message = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        message = format!("{message}: {s}");
+        source = s.source();
+    }
+    Error::Registry {
+        reference: repo.to_string(),
+        what: "setting up the HTTPS client".into(),
+        message,
+        hint: Some(
+            "the system has no usable CA certificates: install them (ca-certificates, \
+             /etc/ssl/certs/ca-certificates.crt) or point SSL_CERT_FILE at a CA bundle"
+                .into(),
+        ),
+    }
+}
+
 impl Session {
     async fn open(repo: Repository, opts: &Options, access: Access) -> Result<Self> {
         let plain = opts.insecure || is_loopback(&repo.host);
@@ -586,7 +606,7 @@ impl Session {
             .read_timeout(Duration::from_secs(60))
             .user_agent(concat!("settings-image/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| Error::io("creating the HTTP client", std::io::Error::other(e)))?;
+            .map_err(|e| no_tls_client(&repo, &e))?;
         let creds = match &opts.credentials {
             Some(c) => Some(c.clone()),
             None => credentials::from_docker_config(&repo.host)?,
@@ -597,7 +617,10 @@ impl Session {
         {
             secrets.push(c.password.clone());
         }
-        let oci = oci_client::Client::new(oci_client::client::ClientConfig {
+        // `Client::new` falls back to a default client, which panics when
+        // the system has no CA certificates (a `FROM scratch` image without
+        // a CA bundle): `try_from` reports it instead.
+        let oci = oci_client::Client::try_from(oci_client::client::ClientConfig {
             protocol: if plain {
                 oci_client::client::ClientProtocol::Http
             } else {
@@ -606,7 +629,8 @@ impl Session {
             connect_timeout: Some(Duration::from_secs(15)),
             read_timeout: Some(Duration::from_secs(60)),
             ..Default::default()
-        });
+        })
+        .map_err(|e| no_tls_client(&repo, &e))?;
         let session = Session {
             repo,
             base,
