@@ -13,6 +13,7 @@ packages=(
   buildah        # a peer in the push benchmark
   busybox-static # a tiny binary to run inside test containers
   openssl        # signs the test token server's JWTs
+  ca-certificates # the CA bundle the container contract test puts in the action image
   gzip tar coreutils python3
   python3-jsonschema # draft-04 validator for the OCI schema tests
   time           # /usr/bin/time -v for peak RSS in scripts/bench-build.sh

@@ -35,8 +35,8 @@ pub enum Command {
     /// Promote the newest PREFIX tag into a forward-only channel, as the
     /// release policy's windows allow (same digest, no blob uploaded).
     Promote(PromoteArgs),
-    /// The GitHub action's entry point: reads `INPUT_*`, writes
-    /// `$GITHUB_OUTPUT` and `$GITHUB_STEP_SUMMARY`.
+    /// The GitHub action's entry point: reads `INPUT_*` and the event,
+    /// writes `$GITHUB_OUTPUT` and `$GITHUB_STEP_SUMMARY`.
     Action(ActionArgs),
 }
 
@@ -44,7 +44,7 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct ActionArgs {
     /// What the action does.
-    #[arg(value_enum)]
+    #[arg(value_enum, default_value_t = crate::action::Mode::Publish)]
     pub mode: crate::action::Mode,
 }
 
@@ -181,7 +181,8 @@ pub struct PushArgs {
     /// The repository to push to, HOST/NAME (e.g. ghcr.io/OWNER/settings).
     #[arg(long, value_name = "HOST/NAME")]
     pub repository: String,
-    /// A tag to write; may be repeated. The first one is used in `reference`.
+    /// A tag to write; may be repeated. `reference` names the timestamp tag
+    /// when there is one, else the first of these.
     #[arg(long = "tag", value_name = "TAG")]
     pub tags: Vec<String>,
     /// Use plain HTTP for a non-loopback registry (loopback hosts always use it).

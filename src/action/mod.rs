@@ -4,11 +4,15 @@
 pub mod commands;
 pub mod inputs;
 pub mod promote;
+pub mod publish;
 pub mod summary;
 
-/// What `settings-image action` does (its positional argument).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+/// What `settings-image action` does (its optional positional argument).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Mode {
+    /// Build the settings image and push it (the default; action.yml).
+    #[default]
+    Publish,
     /// Promote the newest candidate into a channel (promote/action.yml).
     Promote,
 }
@@ -16,8 +20,23 @@ pub enum Mode {
 /// Runs the action in `mode` with the process environment; returns the exit
 /// code. Errors are reported as `::error` workflow commands, not returned.
 pub fn run(mode: Mode) -> i32 {
+    // A bug must still fail the step with an annotation, not only a trace.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        println!(
+            "{}",
+            commands::error(
+                "settings-image: internal error",
+                &format!(
+                    "{info}\nhint: this is a bug in settings-image; please report it with this message"
+                ),
+            )
+        );
+        default_hook(info);
+    }));
     let env: inputs::Env = std::env::vars().collect();
     match mode {
+        Mode::Publish => publish::run(&env),
         Mode::Promote => promote::run(&env),
     }
 }

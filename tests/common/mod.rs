@@ -280,6 +280,18 @@ impl Podman {
         Podman { dir }
     }
 
+    /// Marks `host` (`127.0.0.1:PORT`) as a plain-HTTP registry podman may
+    /// pull from.
+    pub fn insecure_registry(&self, host: &str) {
+        fs::write(
+            self.dir.join("registries.conf"),
+            format!(
+                "unqualified-search-registries = []\n\n[[registry]]\nlocation = \"{host}\"\ninsecure = true\n"
+            ),
+        )
+        .expect("writing registries.conf");
+    }
+
     /// `podman` with the private configuration and storage.
     pub fn cmd(&self) -> Command {
         let mut cmd = tool("podman");

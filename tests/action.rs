@@ -1,0 +1,894 @@
+//! `settings-image action` as the GitHub runner runs it: inputs in the
+//! environment under the runner's names (`INPUT_TIMESTAMP-TAG`, hyphen
+//! kept) with action.yml's defaults, a workspace that is a real git
+//! repository owned by the runner's uid 1001 (the action runs as root),
+//! empty `$GITHUB_OUTPUT` and `$GITHUB_STEP_SUMMARY` files, real webhook
+//! payloads, and a real registry (docker-registry) on loopback. The outputs
+//! file is parsed with the runner's rules. The last test runs a static
+//! binary in a scratch image under podman with the runner's mounts.
+//!
+//! The pull_request payload is the real push payload of
+//! `tests/fixtures/github/push` with the fields the action reads from a
+//! pull_request event added (`action`, `number`, `pull_request.head/base`):
+//! no pull_request example is among the fixtures, and only `head.sha` is read.
+
+mod common;
+mod support_registry;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{Podman, TempDir};
+use support_registry::{Auth, Registry, skopeo_inspect};
+
+const SERVER_URL: &str = "https://github.com";
+const GH_REPOSITORY: &str = "acme/settings";
+const ACTOR: &str = "octocat";
+const DIR: &str = "configs/shop";
+/// 2024-01-02T03:04:05Z
+const T0: i64 = 1_704_164_645;
+
+/// Runs git in `dir` as root on a repository owned by uid 1001, with a
+/// fixed committer time when `time` is given.
+fn git(dir: &Path, args: &[&str], time: Option<i64>) -> String {
+    let mut cmd = Command::new(common::require("git"));
+    // safe.directory from the environment reaches the git processes a
+    // clone starts (upload-pack), where `-c` does not.
+    cmd.env("GIT_CONFIG_COUNT", "1")
+        .env("GIT_CONFIG_KEY_0", "safe.directory")
+        .env("GIT_CONFIG_VALUE_0", "*");
+    cmd.args([
+        "-c",
+        "user.name=Test",
+        "-c",
+        "user.email=test@example.com",
+        "-c",
+        "commit.gpgsign=false",
+    ])
+    .args(args)
+    .current_dir(dir)
+    .env_remove("GIT_DIR");
+    if let Some(t) = time {
+        let d = format!("@{t} +0000");
+        cmd.env("GIT_AUTHOR_DATE", &d).env("GIT_COMMITTER_DATE", &d);
+    }
+    common::stdout_of(&mut cmd).trim().to_string()
+}
+
+/// Gives the tree to the runner's user, as actions/checkout leaves it.
+fn chown_runner(path: &Path) {
+    common::run_ok(Command::new("chown").arg("-R").arg("1001:1001").arg(path));
+}
+
+/// A workspace: `configs/shop` changed at T0, then an unrelated commit at
+/// T0+100 (so HEAD is not the commit the tag names).
+fn workspace(root: &Path) -> PathBuf {
+    let ws = root.join("workspace");
+    fs::create_dir_all(ws.join(DIR)).expect("creating the workspace");
+    git(&ws, &["init", "-q", "-b", "main"], None);
+    fs::write(ws.join(DIR).join("app.yaml"), "replicas: 2\n").expect("writing app.yaml");
+    git(&ws, &["add", "."], None);
+    git(&ws, &["commit", "-q", "-m", "shop settings"], Some(T0));
+    fs::write(ws.join("README.md"), "unrelated\n").expect("writing README.md");
+    git(&ws, &["add", "."], None);
+    git(&ws, &["commit", "-q", "-m", "readme"], Some(T0 + 100));
+    chown_runner(&ws);
+    ws
+}
+
+/// `git log -1 --format=%ct/%H [REV] -- DIR`: the oracle for the tag.
+fn last_change(ws: &Path, rev: Option<&str>) -> (String, String) {
+    let mut args = vec!["log", "-1", "--format=%ct/%H"];
+    args.extend(rev);
+    args.extend(["--", DIR]);
+    let out = git(ws, &args, None);
+    let (ct, id) = out.split_once('/').expect("ct/H");
+    (ct.to_string(), id.to_string())
+}
+
+fn fixture(rel: &str) -> PathBuf {
+    let p = common::repo().join("tests/fixtures/github").join(rel);
+    assert!(p.is_file(), "fixture {} is missing", p.display());
+    p
+}
+
+/// The environment variable the runner sets for an input.
+fn input_key(name: &str) -> String {
+    format!("INPUT_{}", name.replace(' ', "_").to_uppercase())
+}
+
+/// The `INPUT_*` variables the runner sets for a step: every input
+/// action.yml declares, from `with` or else its default (with
+/// `github.token` and `github.actor` filled in), else empty.
+fn runner_inputs(with: &[(&str, &str)], github_token: &str) -> Vec<(String, String)> {
+    let text = fs::read_to_string(common::repo().join("action.yml")).expect("reading action.yml");
+    let action: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).expect("action.yml is YAML");
+    let declared = action["inputs"]
+        .as_mapping()
+        .expect("action.yml declares inputs");
+    for (name, _) in with {
+        assert!(
+            declared.contains_key(*name),
+            "the test sets input {name}, which action.yml does not declare"
+        );
+    }
+    declared
+        .iter()
+        .map(|(name, spec)| {
+            let name = name.as_str().expect("input names are strings");
+            let value = match with.iter().find(|(n, _)| *n == name) {
+                Some((_, v)) => v.to_string(),
+                None => match &spec["default"] {
+                    serde_yaml_ng::Value::String(d) => d
+                        .replace("${{ github.token }}", github_token)
+                        .replace("${{ github.actor }}", ACTOR),
+                    serde_yaml_ng::Value::Null => String::new(),
+                    other => panic!("default of {name} is not a string: {other:?}"),
+                },
+            };
+            (input_key(name), value)
+        })
+        .collect()
+}
+
+/// One step run and what it left behind.
+struct Step {
+    code: i32,
+    stdout: String,
+    stderr: String,
+    /// The `$GITHUB_OUTPUT` file as written.
+    output_file: String,
+    /// The outputs as the runner reads them.
+    outputs: BTreeMap<String, String>,
+    summary: String,
+}
+
+impl Step {
+    fn out(&self, name: &str) -> &str {
+        self.outputs
+            .get(name)
+            .unwrap_or_else(|| panic!("no output {name} in {:?}", self.outputs))
+    }
+
+    fn assert_ok(&self) {
+        assert_eq!(
+            self.code, 0,
+            "the action failed:\nstdout:\n{}\nstderr:\n{}",
+            self.stdout, self.stderr
+        );
+    }
+
+    /// The secret appears only in the `::add-mask::` line, which comes first.
+    fn assert_masked(&self, secret: &str) {
+        let mask = format!("::add-mask::{secret}");
+        let lines: Vec<&str> = self.stdout.lines().collect();
+        let mask_at = lines
+            .iter()
+            .position(|l| *l == mask)
+            .unwrap_or_else(|| panic!("no {mask} line in stdout:\n{}", self.stdout));
+        assert!(
+            lines[..mask_at]
+                .iter()
+                .all(|l| l.starts_with("::add-mask::")),
+            "something was printed before the secret was masked:\n{}",
+            self.stdout
+        );
+        for l in &lines {
+            assert!(
+                *l == mask || !l.contains(secret),
+                "the secret leaked into stdout: {l}"
+            );
+        }
+        assert!(!self.stderr.contains(secret), "secret in stderr");
+        assert!(!self.output_file.contains(secret), "secret in the outputs");
+        assert!(!self.summary.contains(secret), "secret in the summary");
+    }
+}
+
+/// Parses a file command file with the runner's rules: `name=value`, or
+/// `name<<DELIMITER`, value lines, `DELIMITER`. Every name must appear once.
+fn parse_outputs(text: &str) -> BTreeMap<String, String> {
+    let lines: Vec<&str> = text.split('\n').collect();
+    let mut out = BTreeMap::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        i += 1;
+        if line.is_empty() {
+            continue;
+        }
+        let eq = line.find('=');
+        let heredoc = line.find("<<");
+        let (name, value) = match (eq, heredoc) {
+            (Some(e), h) if h.is_none_or(|h| e < h) => (&line[..e], line[e + 1..].to_string()),
+            (_, Some(h)) => {
+                let (name, delim) = (&line[..h], &line[h + 2..]);
+                assert!(!delim.is_empty(), "empty heredoc delimiter: {line}");
+                let start = i;
+                while i < lines.len() && lines[i] != delim {
+                    i += 1;
+                }
+                assert!(i < lines.len(), "heredoc {delim} is not closed:\n{text}");
+                let value = lines[start..i].join("\n");
+                i += 1;
+                (name, value)
+            }
+            _ => panic!("the runner rejects the line {line:?} in:\n{text}"),
+        };
+        assert!(!name.is_empty(), "an output without a name in:\n{text}");
+        assert!(
+            out.insert(name.to_string(), value).is_none(),
+            "output {name} written twice:\n{text}"
+        );
+    }
+    out
+}
+
+/// A simulated runner: a workspace, the file command files, the event.
+struct Runner {
+    tmp: TempDir,
+    ws: PathBuf,
+    event_name: String,
+    event_path: PathBuf,
+    sha: String,
+    github_ref: String,
+    github_token: String,
+}
+
+impl Runner {
+    fn new(tmp: TempDir, ws: PathBuf) -> Runner {
+        let sha = git(&ws, &["rev-parse", "HEAD"], None);
+        Runner {
+            tmp,
+            ws,
+            event_name: "push".into(),
+            event_path: fixture("push/branch-push-1-commit.octokit-webhooks-js.json"),
+            sha,
+            github_ref: "refs/heads/main".into(),
+            github_token: "ghs_unused0000000000000000000000000000".into(),
+        }
+    }
+
+    /// The runner's `GITHUB_*` environment for a step, with the given
+    /// file command paths and working directory.
+    fn github_env(
+        &self,
+        attempt: u32,
+        output: &str,
+        summary: &str,
+        ws: &str,
+        event: &str,
+    ) -> Vec<(String, String)> {
+        let ref_name = self.github_ref.rsplit('/').next().unwrap_or("");
+        [
+            ("CI", "true"),
+            ("GITHUB_ACTIONS", "true"),
+            ("GITHUB_ACTOR", ACTOR),
+            ("GITHUB_API_URL", "http://127.0.0.1:9"), // never needed with full history
+            ("GITHUB_EVENT_NAME", &self.event_name),
+            ("GITHUB_EVENT_PATH", event),
+            ("GITHUB_OUTPUT", output),
+            ("GITHUB_REF", &self.github_ref),
+            ("GITHUB_REF_NAME", ref_name),
+            ("GITHUB_REPOSITORY", GH_REPOSITORY),
+            ("GITHUB_RUN_ATTEMPT", &attempt.to_string()),
+            ("GITHUB_RUN_ID", "4242"),
+            ("GITHUB_SERVER_URL", SERVER_URL),
+            ("GITHUB_SHA", &self.sha),
+            ("GITHUB_STEP_SUMMARY", summary),
+            ("GITHUB_WORKSPACE", ws),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+    }
+
+    /// Fresh, empty file command files owned by the runner's user.
+    fn file_commands(&self, attempt: u32) -> (PathBuf, PathBuf, PathBuf) {
+        let dir = self
+            .tmp
+            .join(&format!("file_commands-{attempt}-{}", fastrand::u32(..)));
+        fs::create_dir_all(&dir).expect("creating the file commands dir");
+        let output = dir.join("set_output_7d1b6c1e");
+        let summary = dir.join("step_summary_7d1b6c1e");
+        fs::write(&output, "").expect("creating GITHUB_OUTPUT");
+        fs::write(&summary, "").expect("creating GITHUB_STEP_SUMMARY");
+        chown_runner(&dir);
+        (dir, output, summary)
+    }
+
+    fn collect(code: i32, stdout: &[u8], stderr: &[u8], output: &Path, summary: &Path) -> Step {
+        let output_file = fs::read_to_string(output).expect("reading GITHUB_OUTPUT");
+        Step {
+            code,
+            stdout: String::from_utf8_lossy(stdout).into_owned(),
+            stderr: String::from_utf8_lossy(stderr).into_owned(),
+            outputs: parse_outputs(&output_file),
+            output_file,
+            summary: fs::read_to_string(summary).expect("reading GITHUB_STEP_SUMMARY"),
+        }
+    }
+
+    /// Runs the binary as the runner runs the container's entrypoint: only
+    /// the runner's environment, the workspace as working directory.
+    fn run(&self, with: &[(&str, &str)], attempt: u32) -> Step {
+        let (_dir, output, summary) = self.file_commands(attempt);
+        let home = self.tmp.join("home");
+        fs::create_dir_all(&home).expect("creating HOME");
+        let out = Command::new(common::bin())
+            .arg("action")
+            .env_clear()
+            .env("HOME", &home)
+            .envs(self.github_env(
+                attempt,
+                output.to_str().expect("utf-8"),
+                summary.to_str().expect("utf-8"),
+                self.ws.to_str().expect("utf-8"),
+                self.event_path.to_str().expect("utf-8"),
+            ))
+            .envs(runner_inputs(with, &self.github_token))
+            .current_dir(&self.ws)
+            .output()
+            .expect("running settings-image action");
+        Self::collect(
+            out.status.code().unwrap_or(-1),
+            &out.stdout,
+            &out.stderr,
+            &output,
+            &summary,
+        )
+    }
+}
+
+fn with_base<'a>(repository: &'a str, extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+    let mut w = vec![
+        ("path", DIR),
+        ("repository", repository),
+        ("timestamp-tag", "main"),
+    ];
+    for (k, v) in extra {
+        w.retain(|(n, _)| n != k);
+        w.push((k, v));
+    }
+    w
+}
+
+/// The registry's repository list (`GET /v2/_catalog`), anonymously.
+fn catalog(port: u16) -> serde_json::Value {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connecting to the registry");
+    s.write_all(b"GET /v2/_catalog HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .expect("asking for the catalog");
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).expect("reading the catalog");
+    let body = resp.split_once("\r\n\r\n").expect("an HTTP response").1;
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("catalog is not JSON ({e}): {resp}"))
+}
+
+#[test]
+fn a_push_publishes_every_output_and_a_rerun_pushes_nothing() {
+    let password = "ghs_Act10nT0kenNeverPrinted42";
+    let reg = Registry::start(Auth::Basic {
+        user: ACTOR.into(),
+        password: password.into(),
+    });
+    let tmp = TempDir::new();
+    let ws = workspace(tmp.path());
+    let mut runner = Runner::new(tmp, ws);
+    runner.github_token = password.into(); // the `token` input's default
+    let repository = format!("{}/acme/settings-shop", reg.host());
+    let with = with_base(&repository, &[("tags", "latest, stable")]);
+
+    let step = runner.run(&with, 1);
+    step.assert_ok();
+    step.assert_masked(password);
+
+    let (ct, id) = last_change(&runner.ws, None);
+    let tag = format!("main-{ct}-{}", &id[..7]);
+    assert_eq!(ct, T0.to_string());
+    assert_ne!(
+        id, runner.sha,
+        "the fixture's HEAD must not be the last change"
+    );
+    let keys: Vec<&str> = step.outputs.keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            "commit",
+            "digest",
+            "pushed",
+            "reference",
+            "tag",
+            "tags",
+            "timestamp"
+        ]
+    );
+    assert_eq!(step.out("tag"), tag);
+    assert_eq!(step.out("commit"), id);
+    assert_eq!(step.out("timestamp"), ct);
+    assert_eq!(step.out("tags"), format!("{tag}\nlatest\nstable"));
+    assert_eq!(step.out("pushed"), "true");
+    let digest = step.out("digest").to_string();
+    assert_eq!(
+        step.out("reference"),
+        format!("{repository}:{tag}@{digest}")
+    );
+    let creds = format!("{ACTOR}:{password}");
+    for t in [tag.as_str(), "latest", "stable"] {
+        let i = skopeo_inspect(&format!("{repository}:{t}"), Some(&creds))
+            .unwrap_or_else(|| panic!("tag {t} is not in the registry"));
+        assert_eq!(i["Digest"], digest.as_str(), "tag {t}");
+    }
+    // Verbose logs are grouped; the summary links the commit and shows Flux.
+    assert!(step.stdout.contains("\n::group::"), "{}", step.stdout);
+    assert!(step.stdout.contains("\n::endgroup::\n"), "{}", step.stdout);
+    assert!(
+        step.summary
+            .contains(&format!("`{}`", step.out("reference"))),
+        "{}",
+        step.summary
+    );
+    assert!(
+        step.summary
+            .contains(&format!("({SERVER_URL}/{GH_REPOSITORY}/commit/{id})")),
+        "{}",
+        step.summary
+    );
+    assert!(
+        step.summary.contains("kind: ImagePolicy"),
+        "{}",
+        step.summary
+    );
+
+    // A re-run of the same job: same tag and digest, nothing pushed.
+    let again = runner.run(&with, 2);
+    again.assert_ok();
+    again.assert_masked(password);
+    let mut expected = step.outputs.clone();
+    expected.insert("pushed".into(), "false".into());
+    assert_eq!(again.outputs, expected);
+    assert!(again.summary.contains("| pushed | no"), "{}", again.summary);
+
+    // `summary: false` writes none.
+    let quiet = runner.run(&with_base(&repository, &[("summary", "false")]), 3);
+    quiet.assert_ok();
+    assert_eq!(quiet.summary, "");
+    assert_eq!(quiet.out("digest"), digest);
+}
+
+#[test]
+fn the_password_input_wins_over_the_token_and_neither_leaks() {
+    let password = "dckr_pat_Pa55w0rdInput";
+    let token = "ghs_DefaultTokenWrongHere";
+    let reg = Registry::start(Auth::Basic {
+        user: "deployer".into(),
+        password: password.into(),
+    });
+    let tmp = TempDir::new();
+    let ws = workspace(tmp.path());
+    let mut runner = Runner::new(tmp, ws);
+    runner.github_token = token.into();
+    let repository = format!("{}/acme/shop", reg.host());
+
+    let step = runner.run(
+        &with_base(
+            &repository,
+            &[("username", "deployer"), ("password", password)],
+        ),
+        1,
+    );
+    step.assert_ok();
+    step.assert_masked(password);
+    step.assert_masked(token);
+    assert_eq!(step.out("pushed"), "true");
+
+    // Only the (wrong) token: an auth error annotation, exit 5, no leak.
+    let step = runner.run(&with_base(&repository, &[("username", "deployer")]), 2);
+    assert_eq!(
+        step.code, 5,
+        "stdout:\n{}\nstderr:\n{}",
+        step.stdout, step.stderr
+    );
+    assert!(
+        step.stdout
+            .lines()
+            .any(|l| l
+                .starts_with("::error title=settings-image%3A registry authentication failed::")),
+        "{}",
+        step.stdout
+    );
+    step.assert_masked(token);
+    assert!(step.outputs.is_empty(), "{:?}", step.outputs);
+}
+
+#[test]
+fn bad_inputs_are_error_annotations_with_a_nonzero_exit() {
+    let tmp = TempDir::new();
+    let ws = workspace(tmp.path());
+    let runner = Runner::new(tmp, ws);
+    let secret = "ghs_ErrorPathT0ken";
+    let mut runner = runner;
+    runner.github_token = secret.into();
+    let cases: [(&[(&str, &str)], &str); 5] = [
+        (
+            &[("repository", "127.0.0.1:9/a/b"), ("timestamp-tag", "main")],
+            "::error title=settings-image%3A invalid input::the input `path` is required",
+        ),
+        (
+            &[("path", DIR), ("timestamp-tag", "main")],
+            "::error title=settings-image%3A invalid input::the input `repository` is required",
+        ),
+        (
+            &[
+                ("path", "../outside"),
+                ("repository", "127.0.0.1:9/a/b"),
+                ("timestamp-tag", "main"),
+            ],
+            "leaves the workspace",
+        ),
+        (
+            &[
+                ("path", "/etc"),
+                ("repository", "127.0.0.1:9/a/b"),
+                ("timestamp-tag", "main"),
+            ],
+            "leaves the workspace",
+        ),
+        (
+            &[
+                ("path", DIR),
+                ("repository", "127.0.0.1:9/a/b"),
+                ("timestamp-tag", "main"),
+                ("insecure", "maybe"),
+            ],
+            "the input `insecure` is \"maybe\", not a boolean",
+        ),
+    ];
+    for (i, (with, want)) in cases.iter().enumerate() {
+        let step = runner.run(with, i as u32 + 1);
+        assert_eq!(
+            step.code, 2,
+            "{with:?}: stdout:\n{}\nstderr:\n{}",
+            step.stdout, step.stderr
+        );
+        let error = step
+            .stdout
+            .lines()
+            .find(|l| l.starts_with("::error title="))
+            .unwrap_or_else(|| panic!("{with:?}: no ::error line in:\n{}", step.stdout));
+        assert!(error.contains(want), "{with:?}: {error}");
+        assert!(
+            error.contains("%0Ahint: "),
+            "{with:?}: the hint is missing: {error}"
+        );
+        step.assert_masked(secret);
+        assert!(step.outputs.is_empty(), "{with:?}: {:?}", step.outputs);
+    }
+}
+
+#[test]
+fn a_deleted_branch_is_a_notice_and_nothing_is_pushed() {
+    let reg = Registry::start(Auth::None);
+    let tmp = TempDir::new();
+    let ws = workspace(tmp.path());
+    let mut runner = Runner::new(tmp, ws);
+    runner.event_name = "delete".into();
+    runner.event_path = fixture("other/delete.octokit-webhooks.json");
+    let repository = format!("{}/acme/deleted", reg.host());
+    let step = runner.run(&with_base(&repository, &[("token", "")]), 1);
+    step.assert_ok();
+    assert!(
+        step.stdout
+            .lines()
+            .any(|l| l.starts_with("::notice title=") && l.contains("deleted")),
+        "{}",
+        step.stdout
+    );
+    assert_eq!(
+        step.outputs,
+        BTreeMap::from([("pushed".to_string(), "false".to_string())])
+    );
+    assert_eq!(catalog(reg.port)["repositories"], serde_json::json!([]));
+}
+
+#[test]
+fn workflow_dispatch_packages_the_checkout() {
+    let reg = Registry::start(Auth::None);
+    let tmp = TempDir::new();
+    let ws = workspace(tmp.path());
+    let mut runner = Runner::new(tmp, ws);
+    runner.event_name = "workflow_dispatch".into();
+    runner.event_path = fixture("other/workflow_dispatch.octokit-webhooks.json");
+    let repository = format!("{}/acme/dispatch", reg.host());
+    // Anonymous: no token, no password.
+    let step = runner.run(
+        &with_base(
+            &repository,
+            &[("token", ""), ("timestamp-tag", "release/1.x")],
+        ),
+        1,
+    );
+    step.assert_ok();
+    let (ct, id) = last_change(&runner.ws, None);
+    assert_eq!(step.out("tag"), format!("release-1.x-{ct}-{}", &id[..7]));
+    assert_eq!(step.out("tags"), step.out("tag"));
+    let i = skopeo_inspect(&format!("{repository}:{}", step.out("tag")), None)
+        .expect("the tag is in the registry");
+    assert_eq!(i["Digest"], step.out("digest"));
+}
+
+#[test]
+fn a_pull_request_packages_its_head_commit_not_the_merge_commit() {
+    let reg = Registry::start(Auth::None);
+    let tmp = TempDir::new();
+    let ws = workspace(tmp.path());
+    // The pull request changes app.yaml on `feature`; main meanwhile adds
+    // another file. GitHub checks out a merge of both (refs/pull/7/merge).
+    let base = git(&ws, &["rev-parse", "HEAD"], None);
+    git(&ws, &["checkout", "-q", "-b", "feature"], None);
+    fs::write(ws.join(DIR).join("app.yaml"), "replicas: 3\n").expect("writing");
+    git(
+        &ws,
+        &["commit", "-q", "-am", "more replicas"],
+        Some(T0 + 200),
+    );
+    let head = git(&ws, &["rev-parse", "HEAD"], None);
+    git(&ws, &["checkout", "-q", "main"], None);
+    fs::write(ws.join(DIR).join("extra.yaml"), "extra: true\n").expect("writing");
+    git(&ws, &["add", "."], None);
+    git(
+        &ws,
+        &["commit", "-q", "-m", "extra on main"],
+        Some(T0 + 300),
+    );
+    git(&ws, &["checkout", "-q", "--detach"], None);
+    git(
+        &ws,
+        &["merge", "-q", "--no-ff", "-m", "Merge into main", &head],
+        Some(T0 + 400),
+    );
+    let merge = git(&ws, &["rev-parse", "HEAD"], None);
+    chown_runner(&ws);
+    let (merge_ct, merge_change) = last_change(&ws, None);
+    assert_eq!(
+        merge_change, merge,
+        "the merge commit itself changes the folder"
+    );
+
+    let mut payload: serde_json::Value = serde_json::from_str(
+        &fs::read_to_string(fixture(
+            "push/branch-push-1-commit.octokit-webhooks-js.json",
+        ))
+        .expect("reading the push payload"),
+    )
+    .expect("the payload is JSON");
+    payload["action"] = "synchronize".into();
+    payload["number"] = 7.into();
+    payload["pull_request"] = serde_json::json!({
+        "number": 7,
+        "head": {"sha": head, "ref": "feature"},
+        "base": {"sha": base, "ref": "main"},
+    });
+    let event = tmp_path(&ws, "pull_request.json");
+    fs::write(&event, payload.to_string()).expect("writing the pull_request payload");
+
+    let mut runner = Runner::new(TempDir::new(), ws.clone());
+    runner.event_name = "pull_request".into();
+    runner.event_path = event;
+    runner.github_ref = "refs/pull/7/merge".into();
+    assert_eq!(runner.sha, merge);
+    let repository = format!("{}/acme/pr", reg.host());
+    let step = runner.run(
+        &with_base(&repository, &[("token", ""), ("timestamp-tag", "feature")]),
+        1,
+    );
+    step.assert_ok();
+    let (ct, id) = last_change(&ws, Some(&head));
+    assert_eq!(id, head);
+    assert_eq!(step.out("commit"), head);
+    assert_eq!(step.out("tag"), format!("feature-{ct}-{}", &head[..7]));
+    assert_ne!(step.out("timestamp"), merge_ct);
+
+    // The content is the head commit's: the same digest as a build from a
+    // clone checked out at the head (with the same source annotation).
+    let clone_dir = TempDir::new();
+    let clone = clone_dir.join("clone");
+    // A copy of the repository, so git runs no upload-pack on a
+    // repository owned by another user.
+    common::run_ok(Command::new("cp").arg("-a").arg(&ws).arg(&clone));
+    git(&clone, &["checkout", "-q", "--detach", &head], None);
+    assert!(!clone.join(DIR).join("extra.yaml").exists());
+    let layout = clone_dir.join("layout");
+    let report = common::report_of(
+        common::build_cmd(&clone.join(DIR), &layout)
+            .args(["--timestamp-tag", "feature"])
+            .env("GITHUB_SERVER_URL", SERVER_URL)
+            .env("GITHUB_REPOSITORY", GH_REPOSITORY),
+    );
+    assert_eq!(common::field(&report, "/timestamp_tag"), step.out("tag"));
+    assert_eq!(common::field(&report, "/digest"), step.out("digest"));
+}
+
+/// A path next to the workspace (not inside it, so the repository stays clean).
+fn tmp_path(ws: &Path, name: &str) -> PathBuf {
+    ws.parent().expect("the workspace has a parent").join(name)
+}
+
+/// Builds the static binary the container contract test runs: the gnu
+/// target with crt-static (the only target installed here; the Dockerfile
+/// builds the musl one), in its own target directory.
+fn static_binary() -> PathBuf {
+    let target_dir = common::repo().join("target/static");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    common::run_ok(
+        Command::new(cargo)
+            .args([
+                "build",
+                "--release",
+                "--locked",
+                "--target",
+                "x86_64-unknown-linux-gnu",
+            ])
+            .env("RUSTFLAGS", "-C target-feature=+crt-static")
+            .env_remove("CARGO_ENCODED_RUSTFLAGS")
+            .env("CARGO_TARGET_DIR", &target_dir)
+            .current_dir(common::repo()),
+    );
+    target_dir.join("x86_64-unknown-linux-gnu/release/settings-image")
+}
+
+#[test]
+fn the_static_binary_runs_as_a_container_action_under_podman() {
+    let binary = static_binary();
+    let reg = Registry::start(Auth::None);
+    let tmp = TempDir::new();
+
+    // Dogfood: the action's image is a settings image of a folder that
+    // holds what the Dockerfile's scratch image holds (the binary and the
+    // CA bundle), pushed like action.yml's `docker://` image.
+    let image_dir = tmp.join("image");
+    fs::create_dir_all(image_dir.join("etc/ssl/certs")).expect("creating the image folder");
+    // The CA bundle, as the Dockerfile copies it (oci-client needs one even
+    // for plain HTTP).
+    fs::copy(
+        "/etc/ssl/certs/ca-certificates.crt",
+        image_dir.join("etc/ssl/certs/ca-certificates.crt"),
+    )
+    .expect("copying the CA bundle (Debian package ca-certificates)");
+    fs::copy(&binary, image_dir.join("settings-image")).expect("copying the binary");
+    fs::set_permissions(
+        image_dir.join("settings-image"),
+        fs::Permissions::from_mode(0o755),
+    )
+    .expect("chmod");
+    let image = format!("{}/configbutler/settings-image", reg.host());
+    let pushed = support_registry::run(
+        &[
+            "push",
+            "--source",
+            "worktree",
+            "--path",
+            image_dir.to_str().expect("utf-8"),
+            "--repository",
+            &image,
+            "--tag",
+            "v0",
+            "--json",
+        ],
+        &[],
+        None,
+    )
+    .json();
+    let raw = common::stdout_of(
+        common::tool("skopeo")
+            .args(["inspect", "--raw", "--tls-verify=false"])
+            .arg(format!("docker://{image}:v0")),
+    );
+    let manifest: serde_json::Value = serde_json::from_str(&raw).expect("manifest JSON");
+    let blobs: u64 = manifest["layers"]
+        .as_array()
+        .expect("layers")
+        .iter()
+        .chain([&manifest["config"]])
+        .map(|d| d["size"].as_u64().expect("size"))
+        .sum();
+    let size = blobs + raw.len() as u64;
+    let binary_size = fs::metadata(&binary).expect("stat").len();
+    println!(
+        "action image {image}:v0: {size} bytes to pull ({:.2} MiB); binary {binary_size} bytes ({:.2} MiB)",
+        size as f64 / 1048576.0,
+        binary_size as f64 / 1048576.0
+    );
+    assert!(
+        size < 10 * 1024 * 1024,
+        "the action image is {size} bytes, over 10 MiB"
+    );
+    assert_eq!(pushed["pushed"], true);
+
+    // The runner's layout: workspace, file commands, event, home.
+    let ws = workspace(tmp.path());
+    let file_commands = tmp.join("_runner_file_commands");
+    let home = tmp.join("_github_home");
+    fs::create_dir_all(&file_commands).expect("mkdir");
+    fs::create_dir_all(&home).expect("mkdir");
+    fs::write(file_commands.join("set_output_5f1c"), "").expect("GITHUB_OUTPUT");
+    fs::write(file_commands.join("step_summary_5f1c"), "").expect("GITHUB_STEP_SUMMARY");
+    chown_runner(&file_commands);
+    chown_runner(&home);
+    let event = fixture("push/branch-push-1-commit.octokit-webhooks-js.json");
+    let runner = Runner::new(TempDir::new(), ws.clone());
+    let target = format!("{}/acme/from-container", reg.host());
+    let podman = Podman::new(tmp.path());
+    podman.insecure_registry(&reg.host());
+    // One step in the container, as the runner starts it.
+    let step = |with: &[(&str, &str)]| {
+        let env: Vec<(String, String)> = runner
+            .github_env(
+                1,
+                "/github/file_commands/set_output_5f1c",
+                "/github/file_commands/step_summary_5f1c",
+                "/github/workspace",
+                "/github/workflow/event.json",
+            )
+            .into_iter()
+            .chain([("HOME".to_string(), "/github/home".to_string())])
+            .chain(runner_inputs(with, ""))
+            .collect();
+        let mut cmd = podman.cmd();
+        cmd.args([
+            "run",
+            "--rm",
+            "--network",
+            "host",
+            "--workdir",
+            "/github/workspace",
+        ])
+        .arg("-v")
+        .arg(format!("{}:/github/workspace", ws.display()))
+        .arg("-v")
+        .arg(format!("{}:/github/file_commands", file_commands.display()))
+        .arg("-v")
+        .arg(format!("{}:/github/home", home.display()))
+        .arg("-v")
+        .arg(format!("{}:/github/workflow/event.json", event.display()));
+        // As the runner does: `-e NAME`, the value from the client's environment.
+        for (k, v) in &env {
+            cmd.arg("-e").arg(k).env(k, v);
+        }
+        cmd.args(["--entrypoint", "/settings-image"])
+            .arg(format!("{image}:v0"))
+            .arg("action");
+        let out = cmd.output().expect("running podman");
+        (
+            out.status,
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+
+    let (status, stdout, stderr) = step(&with_base(&target, &[("token", "")]));
+    assert!(
+        status.success(),
+        "the container action failed ({status}):\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let output_file =
+        fs::read_to_string(file_commands.join("set_output_5f1c")).expect("reading the outputs");
+    let outputs = parse_outputs(&output_file);
+    let (ct, id) = last_change(&ws, None);
+    let tag = format!("main-{ct}-{}", &id[..7]);
+    assert_eq!(outputs["tag"], tag, "{stdout}");
+    assert_eq!(outputs["pushed"], "true");
+    let i = skopeo_inspect(&format!("{target}:{tag}"), None).expect("pushed from the container");
+    assert_eq!(i["Digest"], outputs["digest"].as_str());
+    assert_eq!(
+        outputs["reference"],
+        format!("{target}:{tag}@{}", outputs["digest"])
+    );
+    let summary =
+        fs::read_to_string(file_commands.join("step_summary_5f1c")).expect("reading the summary");
+    assert!(summary.contains(&outputs["reference"]), "{summary}");
+}
