@@ -461,6 +461,50 @@ fn a_push_publishes_every_output_and_a_rerun_pushes_nothing() {
 }
 
 #[test]
+fn rerunning_an_older_job_pushes_nothing_and_warns() {
+    let reg = Registry::start(Auth::None);
+    let tmp = TempDir::new();
+    let ws = workspace(tmp.path());
+    let old = git(&ws, &["rev-parse", "HEAD"], None);
+    let repository = format!("{}/acme/rerun", reg.host());
+    let with = with_base(&repository, &[("token", "")]);
+    let first = Runner::new(TempDir::new(), ws.clone()).run(&with, 1);
+    first.assert_ok();
+    // A newer commit changes the folder and is published by its own run.
+    fs::write(ws.join(DIR).join("app.yaml"), "replicas: 5\n").expect("writing");
+    git(
+        &ws,
+        &["commit", "-q", "-am", "five replicas"],
+        Some(T0 + 500),
+    );
+    let newer = Runner::new(TempDir::new(), ws.clone()).run(&with, 1);
+    newer.assert_ok();
+    assert!(newer.out("timestamp") > first.out("timestamp"));
+    // Re-running the old job (its checkout is the old commit): same tag and
+    // digest as back then, nothing pushed, and a warning that Flux keeps
+    // the newer image.
+    git(&ws, &["checkout", "-q", "--detach", &old], None);
+    let rerun = Runner::new(TempDir::new(), ws.clone()).run(&with, 2);
+    rerun.assert_ok();
+    let mut expected = first.outputs.clone();
+    expected.insert("pushed".into(), "false".into());
+    assert_eq!(rerun.outputs, expected);
+    assert!(
+        rerun
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("::warning title=settings-image%3A rerun-of-older::")),
+        "{}",
+        rerun.stdout
+    );
+    assert!(
+        rerun.summary.contains("rerun-of-older"),
+        "{}",
+        rerun.summary
+    );
+}
+
+#[test]
 fn the_password_input_wins_over_the_token_and_neither_leaks() {
     let password = "dckr_pat_Pa55w0rdInput";
     let token = "ghs_DefaultTokenWrongHere";

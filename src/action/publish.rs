@@ -266,6 +266,12 @@ fn publish(env: &Env) -> Result<()> {
         },
         push.reference
     ));
+    if let Some(a) = &report.anomaly {
+        say(&commands::warning(
+            &format!("settings-image: {}", a.kind.as_str()),
+            &a.message,
+        ));
+    }
     if let Some(out) = env.get("GITHUB_OUTPUT").filter(|p| !p.is_empty()) {
         commands::append(Path::new(out), &outputs(&report))?;
     } else {
@@ -335,7 +341,11 @@ fn facts(env: &Env, inputs: &PublishInputs, report: &Report) -> Facts {
         size: report.size,
         pushed: push.is_some_and(|p| p.pushed),
         uploaded_blobs: push.map_or(0, |p| p.uploaded_blobs),
-        notes: Vec::new(),
+        notes: report
+            .anomaly
+            .iter()
+            .map(|a| format!("{}: {}", a.kind.as_str(), a.message))
+            .collect(),
     }
 }
 
