@@ -461,15 +461,17 @@ fn a_push_publishes_every_output_and_a_rerun_pushes_nothing() {
 }
 
 #[test]
-fn rerunning_an_older_job_pushes_nothing_and_warns() {
+fn rerunning_an_older_job_pushes_nothing_and_keeps_the_branch_tag() {
     let reg = Registry::start(Auth::None);
     let tmp = TempDir::new();
     let ws = workspace(tmp.path());
     let old = git(&ws, &["rev-parse", "HEAD"], None);
     let repository = format!("{}/acme/rerun", reg.host());
-    let with = with_base(&repository, &[("token", "")]);
+    let with = with_base(&repository, &[("token", ""), ("branch-tag", "main")]);
     let first = Runner::new(TempDir::new(), ws.clone()).run(&with, 1);
     first.assert_ok();
+    assert_eq!(first.out("branch-tag"), "created");
+    assert_eq!(first.out("anomaly"), "");
     // A newer commit changes the folder and is published by its own run.
     fs::write(ws.join(DIR).join("app.yaml"), "replicas: 5\n").expect("writing");
     git(
@@ -480,28 +482,48 @@ fn rerunning_an_older_job_pushes_nothing_and_warns() {
     let newer = Runner::new(TempDir::new(), ws.clone()).run(&with, 1);
     newer.assert_ok();
     assert!(newer.out("timestamp") > first.out("timestamp"));
+    assert_eq!(newer.out("branch-tag"), "moved");
     // Re-running the old job (its checkout is the old commit): same tag and
-    // digest as back then, nothing pushed, and a warning that Flux keeps
-    // the newer image.
+    // digest as back then, nothing pushed, the branch tag stays on the newer
+    // image, and notices (not failures) that say so.
     git(&ws, &["checkout", "-q", "--detach", &old], None);
     let rerun = Runner::new(TempDir::new(), ws.clone()).run(&with, 2);
     rerun.assert_ok();
     let mut expected = first.outputs.clone();
     expected.insert("pushed".into(), "false".into());
+    expected.insert("anomaly".into(), "rerun-of-older".into());
+    expected.insert("branch-tag".into(), "kept-newer".into());
+    expected.insert(
+        "anomaly-message".into(),
+        rerun.out("anomaly-message").to_string(),
+    );
     assert_eq!(rerun.outputs, expected);
     assert!(
+        rerun.out("anomaly-message").contains(newer.out("tag")),
+        "{}",
+        rerun.out("anomaly-message")
+    );
+    let notice = |title: &str| {
         rerun
             .stdout
             .lines()
-            .any(|l| l.starts_with("::warning title=settings-image%3A rerun-of-older::")),
+            .any(|l| l.starts_with(&format!("::notice title={title}::")))
+    };
+    assert!(
+        notice("settings-image%3A rerun-of-older"),
         "{}",
         rerun.stdout
     );
+    assert!(notice("settings-image%3A branch tag"), "{}", rerun.stdout);
+    assert!(!rerun.stdout.contains("::warning"), "{}", rerun.stdout);
     assert!(
-        rerun.summary.contains("rerun-of-older"),
+        rerun.summary.contains("rerun-of-older") && rerun.summary.contains("left where it is"),
         "{}",
         rerun.summary
     );
+    // The registry agrees: `main` names the newer image.
+    let main = skopeo_inspect(&format!("{repository}:main"), None).expect("the main tag exists");
+    assert_eq!(main["Digest"], newer.out("digest"));
 }
 
 #[test]

@@ -14,7 +14,9 @@ use super::inputs::{self, Env, EventPlan};
 use super::summary::{self, Facts};
 use crate::error::{Error, Result};
 use crate::history::{SourceMode, Token};
+use crate::publish::forward::BranchReport;
 use crate::publish::registry::{self, Credentials};
+use crate::release::forward::AnomalyKind;
 use crate::report::Report;
 use crate::request::{self, Request, Target};
 
@@ -30,6 +32,8 @@ struct PublishInputs {
     source: SourceMode,
     insecure: bool,
     summary: bool,
+    provenance: bool,
+    forward: request::Forward,
 }
 
 /// The secret inputs, masked before anything is printed.
@@ -117,6 +121,11 @@ fn read_inputs(env: &Env) -> Result<PublishInputs> {
         source,
         insecure: inputs::boolean(env, "insecure", false)?,
         summary: inputs::boolean(env, "summary", true)?,
+        provenance: inputs::boolean(env, "provenance", true)?,
+        forward: request::Forward {
+            branch_tag: inputs::input(env, "branch-tag"),
+            allow_rewind: inputs::boolean(env, "allow-rewind", false)?,
+        },
     })
 }
 
@@ -230,8 +239,8 @@ fn publish(env: &Env) -> Result<()> {
         github_token: inputs.github_token.clone(),
         revision: revision.clone(),
         // As `push` does by default: the commit, ref and run as a referrer.
-        provenance: true,
-        forward: request::Forward::default(),
+        provenance: inputs.provenance,
+        forward: inputs.forward.clone(),
     };
     say(&format!(
         "::group::settings-image: package {} and push to {}",
@@ -267,10 +276,20 @@ fn publish(env: &Env) -> Result<()> {
         push.reference
     ));
     if let Some(a) = &report.anomaly {
-        say(&commands::warning(
-            &format!("settings-image: {}", a.kind.as_str()),
-            &a.message,
-        ));
+        let title = format!("settings-image: {}", a.kind.as_str());
+        // A re-run of an older job is expected and harmless: a notice. The
+        // other two are ordering problems Flux will act on: warnings.
+        say(&match a.kind {
+            AnomalyKind::RerunOfOlder => commands::notice(&title, &a.message),
+            _ => commands::warning(&title, &a.message),
+        });
+    }
+    if let Some(b) = &report.branch_tag {
+        let text = branch_text(b);
+        say(&match b.outcome.as_str() {
+            "rewound" => commands::warning("settings-image: branch tag rewound", &text),
+            _ => commands::notice("settings-image: branch tag", &text),
+        });
     }
     if let Some(out) = env.get("GITHUB_OUTPUT").filter(|p| !p.is_empty()) {
         commands::append(Path::new(out), &outputs(&report))?;
@@ -308,10 +327,59 @@ fn outputs(report: &Report) -> String {
             report.timestamp.map(|t| t.to_string()).unwrap_or_default(),
         ),
         ("pushed", pushed.to_string()),
+        (
+            "anomaly",
+            report
+                .anomaly
+                .as_ref()
+                .map(|a| a.kind.as_str().to_string())
+                .unwrap_or_default(),
+        ),
+        (
+            "anomaly-message",
+            report
+                .anomaly
+                .as_ref()
+                .map(|a| a.message.clone())
+                .unwrap_or_default(),
+        ),
+        (
+            "branch-tag",
+            report
+                .branch_tag
+                .as_ref()
+                .map(|b| b.outcome.clone())
+                .unwrap_or_default(),
+        ),
     ]
     .iter()
     .map(|(name, value)| commands::output_entry(name, value))
     .collect()
+}
+
+/// One line on what happened to the branch tag.
+fn branch_text(b: &BranchReport) -> String {
+    let at = b
+        .commit
+        .as_deref()
+        .map(|c| format!(" (its image records commit {c})"))
+        .unwrap_or_default();
+    let repaired = b
+        .repaired_to
+        .as_deref()
+        .map(|t| format!("; moved on to {t} after a racing run"))
+        .unwrap_or_default();
+    let what = match b.outcome.as_str() {
+        "created" => "created",
+        "moved" => "moved forward to this image",
+        "unchanged" => "already pointed at this image",
+        "kept-newer" => {
+            "left where it is: it already names a newer commit (a re-run of an older job)"
+        }
+        "rewound" => "moved BACKWARDS to this image (allow-rewind)",
+        other => other,
+    };
+    format!("{} {what}{at}{repaired}", b.name)
 }
 
 fn facts(env: &Env, inputs: &PublishInputs, report: &Report) -> Facts {
@@ -345,6 +413,12 @@ fn facts(env: &Env, inputs: &PublishInputs, report: &Report) -> Facts {
             .anomaly
             .iter()
             .map(|a| format!("{}: {}", a.kind.as_str(), a.message))
+            .chain(
+                report
+                    .branch_tag
+                    .iter()
+                    .map(|b| format!("branch tag: {}", branch_text(b))),
+            )
             .collect(),
     }
 }
