@@ -271,6 +271,9 @@ pub struct BuildArgs {
 }
 
 fn print_report(report: &crate::report::Report, json: bool) -> Result<()> {
+    for w in &report.warnings {
+        eprintln!("warning: {w}");
+    }
     if json {
         let s = serde_json::to_string(report)
             .map_err(|e| Error::io("printing the report", std::io::Error::other(e)))?;

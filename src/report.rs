@@ -55,6 +55,11 @@ pub struct Report {
     /// What a registry push did (`push` only).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub push: Option<PushReport>,
+    /// Things the user should know that did not stop the run (the worktree
+    /// differs from the commit, no provenance attached, ...). The CLI prints
+    /// them on stderr; the action turns them into `::warning` annotations.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// The fields `push` adds to the report.

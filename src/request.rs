@@ -118,9 +118,7 @@ pub fn run(req: &Request) -> Result<Report> {
         req.revision.as_deref(),
         req.github_token.as_ref(),
     )?;
-    for w in &prepared.warnings {
-        eprintln!("warning: {w}");
-    }
+    let mut warnings = prepared.warnings.clone();
     let mut tags = req.tags.clone();
     let timestamp_tag = match (&req.timestamp_tag, &prepared.commit) {
         (Some(prefix), Some(c)) => {
@@ -162,9 +160,9 @@ pub fn run(req: &Request) -> Result<Report> {
                 let ts = u64::try_from(c.timestamp).unwrap_or(0);
                 match forward::check_anomaly(&client, ancestry, &c.id, ts, t) {
                     Ok(a) => anomaly = a,
-                    Err(e) => {
-                        eprintln!("warning: could not check the existing tags for anomalies: {e}")
-                    }
+                    Err(e) => warnings.push(format!(
+                        "could not check the existing tags for anomalies: {e}"
+                    )),
                 }
                 if let Some(a) = &anomaly {
                     eprintln!("warning: {}: {}", a.kind.as_str(), a.message);
@@ -212,14 +210,14 @@ pub fn run(req: &Request) -> Result<Report> {
                     )
                 }
                 (_, true) => {
-                    eprintln!(
-                        "warning: no provenance attached: {}",
+                    warnings.push(format!(
+                        "no provenance attached: {}",
                         if prepared.commit.is_none() {
                             "the folder is not in a git commit"
                         } else {
                             "--source worktree packages the disk, which no commit attests"
                         }
-                    );
+                    ));
                     None
                 }
                 (_, false) => None,
@@ -254,5 +252,6 @@ pub fn run(req: &Request) -> Result<Report> {
         anomaly,
         branch_tag: branch,
         push,
+        warnings,
     })
 }

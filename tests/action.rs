@@ -965,3 +965,33 @@ fn the_static_binary_runs_as_a_container_action_under_podman() {
         fs::read_to_string(file_commands.join("step_summary_5f1c")).expect("reading the summary");
     assert!(summary.contains(&outputs["reference"]), "{summary}");
 }
+
+#[test]
+fn worktree_warnings_become_warning_annotations() {
+    let reg = Registry::start(Auth::None);
+    let tmp = TempDir::new();
+    let ws = workspace(tmp.path());
+    // An uncommitted edit: the disk differs from the commit.
+    fs::write(ws.join(DIR).join("app.yaml"), "replicas: 9\n").expect("writing");
+    let repository = format!("{}/acme/worktree", reg.host());
+    let with = with_base(&repository, &[("token", ""), ("source", "worktree")]);
+    let step = Runner::new(tmp, ws).run(&with, 1);
+    step.assert_ok();
+    let warnings: Vec<&str> = step
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("::warning title=settings-image::"))
+        .collect();
+    assert!(
+        warnings.iter().any(|l| l.contains("differs from commit")),
+        "{}",
+        step.stdout
+    );
+    assert!(
+        warnings
+            .iter()
+            .any(|l| l.contains("no provenance attached")),
+        "{}",
+        step.stdout
+    );
+}

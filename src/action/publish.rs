@@ -275,6 +275,9 @@ fn publish(env: &Env) -> Result<()> {
         },
         push.reference
     ));
+    for w in &report.warnings {
+        say(&commands::warning("settings-image", w));
+    }
     if let Some(a) = &report.anomaly {
         let title = format!("settings-image: {}", a.kind.as_str());
         // A re-run of an older job is expected and harmless: a notice. The
