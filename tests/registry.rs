@@ -682,6 +682,7 @@ fn memory_stays_flat_for_a_large_folder() {
 fn push_with_a_timestamp_tag_from_git_history() {
     require("git");
     let reg = Registry::start(Auth::None);
+    let proxy = Proxy::start(reg.port);
     let repo_dir = tempfile::tempdir().unwrap();
     let root = repo_dir.path();
     let git = |args: &[&str]| {
@@ -708,7 +709,7 @@ fn push_with_a_timestamp_tag_from_git_history() {
     git(&["commit", "-q", "-m", "settings"]);
     let sha7 = git(&["rev-parse", "--short=7", "HEAD"]);
     let conf = root.join("conf");
-    let repo = format!("{}/history", reg.host());
+    let repo = format!("{}/history", proxy.host());
     let args = [
         "push",
         "--path",
@@ -731,10 +732,33 @@ fn push_with_a_timestamp_tag_from_git_history() {
     );
     let i = skopeo_inspect(&format!("{repo}:{expected}"), None).unwrap();
     assert_eq!(i["Digest"], out["digest"]);
-    // Pushing the same commit again changes nothing.
+    // Pushing the same commit again changes nothing, and only reads: the
+    // tag list and the newest tag's manifest (the anomaly check), the
+    // `latest` tag, and the provenance lookup (referrers API probe, then the
+    // referrers tag). The timestamp tag just read is not asked for again.
+    proxy.take();
     let again = run(&args, &[], None).json();
     assert_eq!(again["pushed"], false);
+    assert_eq!(again["provenance"], out["provenance"]);
+    let seen = proxy.take();
+    let after_auth: Vec<_> = seen.iter().filter(|r| r.path != "/v2/").collect();
+    assert!(
+        after_auth.iter().all(|r| r.method == "GET" || r.method == "HEAD"),
+        "a re-push only reads: {seen:?}"
+    );
+    assert!(
+        !after_auth
+            .iter()
+            .any(|r| r.method == "HEAD" && r.path.ends_with(&format!("/manifests/{expected}"))),
+        "the timestamp tag was read once already: {seen:?}"
+    );
+    assert!(
+        after_auth.len() <= 5,
+        "re-push made {} requests: {seen:?}",
+        after_auth.len()
+    );
 }
+
 
 #[test]
 fn an_expired_token_is_renewed_mid_push() {

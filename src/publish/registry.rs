@@ -26,6 +26,7 @@
 //! holding a Bearer token fetches a new token (at most twice per push).
 
 use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::fmt;
 use std::net::IpAddr;
 use std::os::unix::fs::FileExt;
@@ -438,6 +439,11 @@ struct Session {
     access: Access,
     /// Whether `GET /v2/NAME/referrers/DIGEST` answered 200 (once asked).
     referrers_api: Cell<Option<bool>>,
+    /// The digest each tag named when this session last read its manifest
+    /// (the anomaly check reads them just before a push). Only used to skip
+    /// a push's HEAD of a tag already known to name the very digest being
+    /// pushed; anything else is asked afresh.
+    named: RefCell<HashMap<String, String>>,
 }
 
 /// The body of one upload request.
@@ -646,6 +652,7 @@ impl Session {
             uploaded_bytes: Cell::new(0),
             access,
             referrers_api: Cell::new(None),
+            named: RefCell::new(HashMap::new()),
         };
         session.authenticate().await?;
         Ok(session)
@@ -971,6 +978,11 @@ impl Session {
         let header_type = header_str(&resp, header::CONTENT_TYPE.as_str());
         let bytes = self.small_body(&what, resp, "manifest").await?;
         let digest = crate::image::sha256_digest(&bytes);
+        if !reference.starts_with("sha256:") {
+            self.named
+                .borrow_mut()
+                .insert(reference.to_string(), digest.clone());
+        }
         if reference.starts_with("sha256:") && digest != reference {
             return Err(self.registry_err(
                 &what,
@@ -1486,7 +1498,16 @@ impl Session {
     async fn push(&self, image: &Image, tags: &[String]) -> Result<Pushed> {
         use futures_util::future::{try_join, try_join_all};
         // 1. What does every tag name now? Refuse before uploading anything.
-        let current = try_join_all(tags.iter().map(|t| self.manifest_digest(t))).await?;
+        // A tag this session just read as naming this very digest (a re-push)
+        // needs no second request.
+        let current = try_join_all(tags.iter().map(|t| async move {
+            let known = self.named.borrow().get(t.as_str()).cloned();
+            match known {
+                Some(d) if d == image.digest => Ok(Some(d)),
+                _ => self.manifest_digest(t).await,
+            }
+        }))
+        .await?;
         let mut to_tag = Vec::new();
         let mut content_present = false;
         for (tag, digest) in tags.iter().zip(current) {
