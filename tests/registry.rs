@@ -743,7 +743,9 @@ fn push_with_a_timestamp_tag_from_git_history() {
     let seen = proxy.take();
     let after_auth: Vec<_> = seen.iter().filter(|r| r.path != "/v2/").collect();
     assert!(
-        after_auth.iter().all(|r| r.method == "GET" || r.method == "HEAD"),
+        after_auth
+            .iter()
+            .all(|r| r.method == "GET" || r.method == "HEAD"),
         "a re-push only reads: {seen:?}"
     );
     assert!(
@@ -758,7 +760,6 @@ fn push_with_a_timestamp_tag_from_git_history() {
         after_auth.len()
     );
 }
-
 
 #[test]
 fn an_expired_token_is_renewed_mid_push() {
