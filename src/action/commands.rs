@@ -7,6 +7,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::io::Write;
 use std::path::Path;
 
+use super::inputs::{Env, input_key};
 use crate::error::{Error, Result};
 
 /// The step summary limit the runner enforces (1 MiB).
@@ -85,6 +86,60 @@ pub fn append(path: &Path, text: &str) -> Result<()> {
         .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
     f.write_all(text.as_bytes())
         .map_err(|e| Error::io(format!("writing {}", path.display()), e))
+}
+
+/// Prints one line to stdout at once (workflow commands are read line by line).
+pub fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+/// The `::add-mask::` lines for the secret inputs `names`: each value
+/// whole, and each of its lines when it has several (the runner masks
+/// line by line). Printed before anything else.
+pub fn mask_lines(env: &Env, names: &[&str]) -> Vec<String> {
+    let mut lines = Vec::new();
+    for name in names {
+        let Some(raw) = env.get(&input_key(name)) else {
+            continue;
+        };
+        let mut values = vec![raw.trim().to_string()];
+        values.extend(raw.lines().map(|l| l.trim().to_string()));
+        for v in values {
+            let line = add_mask(&v);
+            if !v.is_empty() && !lines.contains(&line) {
+                lines.push(line);
+            }
+        }
+    }
+    lines
+}
+
+/// What kind of failure an error is, for an annotation's title.
+fn error_kind(err: &Error) -> &'static str {
+    match err {
+        Error::Input { .. } => "invalid input",
+        Error::Source { .. } => "the settings folder cannot be packaged",
+        Error::Io { .. } => "I/O error",
+        Error::Layout { .. } => "OCI layout error",
+        Error::History { .. } => "git history",
+        Error::GitHub { .. } => "GitHub API",
+        Error::TagExists { .. } => "a timestamp tag already names other content",
+        Error::Registry { .. } => "registry error",
+        Error::Auth { .. } => "registry authentication failed",
+        Error::Rewind { .. } => "the branch tag would move backwards",
+    }
+}
+
+/// The `::error` line for `err` under `who` (`settings-image`,
+/// `settings-image promote`), its hint on a second line.
+pub fn error_line(who: &str, err: &Error) -> String {
+    let message = match err.hint() {
+        Some(hint) => format!("{err}\nhint: {hint}"),
+        None => err.to_string(),
+    };
+    error(&format!("{who}: {}", error_kind(err)), &message)
 }
 
 /// Cuts a summary to the runner's limit on a character boundary, with a note.

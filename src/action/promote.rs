@@ -8,12 +8,11 @@
 //! break-glass without a reason included, are `::error` lines and the
 //! error's exit code.
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use jiff::{SignedDuration, Timestamp};
 
-use super::commands;
+use super::commands::{self, say};
 use super::inputs::{self, Env};
 use crate::error::{Error, Result};
 use crate::promote::{self, Outcome, PeriodReport};
@@ -25,30 +24,8 @@ const SECRET_INPUTS: [&str; 1] = ["token"];
 /// How far the job summary's window calendar reaches.
 const SUMMARY_DAYS: i64 = 7;
 
-fn say(line: &str) {
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{line}");
-    let _ = out.flush();
-}
-
-/// The `::add-mask::` lines for the token, whole and line by line.
-pub fn mask_lines(env: &Env) -> Vec<String> {
-    let mut lines = Vec::new();
-    for name in SECRET_INPUTS {
-        let Some(raw) = env.get(&inputs::input_key(name)) else {
-            continue;
-        };
-        let mut values = vec![raw.trim().to_string()];
-        values.extend(raw.lines().map(|l| l.trim().to_string()));
-        for v in values {
-            let line = commands::add_mask(&v);
-            if !v.is_empty() && !lines.contains(&line) {
-                lines.push(line);
-            }
-        }
-    }
-    lines
-}
+/// The annotation title's subject.
+const WHO: &str = "settings-image promote";
 
 fn var(env: &Env, name: &str) -> Option<String> {
     env.get(name)
@@ -268,20 +245,6 @@ fn calendar_days(calendar: &[PeriodReport], at: &str, days: i64) -> Vec<PeriodRe
         .collect()
 }
 
-fn error_line(err: &Error) -> String {
-    let message = match err.hint() {
-        Some(hint) => format!("{err}\nhint: {hint}"),
-        None => err.to_string(),
-    };
-    let title = match err {
-        Error::Input { .. } => "settings-image promote: invalid input",
-        Error::TagExists { .. } => "settings-image promote: the channel tag names other content",
-        Error::Auth { .. } => "settings-image promote: registry authentication failed",
-        _ => "settings-image promote: failed",
-    };
-    commands::error(title, &message)
-}
-
 fn promote(env: &Env) -> Result<Outcome> {
     let req = read_request(env)?;
     if let Some(reason) = &req.force {
@@ -304,7 +267,7 @@ fn promote(env: &Env) -> Result<Outcome> {
 /// Runs the promote mode with the runner's environment; returns the exit
 /// code. Errors are reported as `::error` workflow commands.
 pub fn run(env: &Env) -> i32 {
-    for line in mask_lines(env) {
+    for line in commands::mask_lines(env, &SECRET_INPUTS) {
         say(&line);
     }
     match promote(env) {
@@ -316,7 +279,7 @@ pub fn run(env: &Env) -> i32 {
             0
         }
         Err(err) => {
-            say(&error_line(&err));
+            say(&commands::error_line(WHO, &err));
             err.exit_code()
         }
     }
@@ -343,7 +306,7 @@ mod tests {
         ]);
         let err = read_request(&e).unwrap_err();
         assert_eq!(err.exit_code(), 2);
-        let line = error_line(&err);
+        let line = commands::error_line(WHO, &err);
         assert!(line.starts_with("::error title="), "{line}");
         assert!(line.contains("`reason"), "{line}");
     }
@@ -371,7 +334,10 @@ mod tests {
             Some("https://github.com/o/r/actions/runs/7")
         );
         assert_eq!(r.credentials.unwrap().username, "octocat");
-        assert_eq!(mask_lines(&e), ["::add-mask::ghs_x"]);
+        assert_eq!(
+            commands::mask_lines(&e, &SECRET_INPUTS),
+            ["::add-mask::ghs_x"]
+        );
     }
 
     #[test]

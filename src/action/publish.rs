@@ -6,10 +6,9 @@
 //! Order matters: the secrets are registered with `::add-mask::` before
 //! anything else is printed, so the runner hides them from every later line.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::commands;
+use super::commands::{self, say};
 use super::inputs::{self, Env, EventPlan};
 use super::summary::{self, Facts};
 use crate::error::{Error, Result};
@@ -39,24 +38,8 @@ struct PublishInputs {
 /// The secret inputs, masked before anything is printed.
 const SECRET_INPUTS: [&str; 2] = ["token", "password"];
 
-/// The `::add-mask::` lines for the secret inputs: each value, and each of
-/// its lines when it has several (the runner masks line by line).
-pub fn mask_lines(env: &Env) -> Vec<String> {
-    let mut lines = Vec::new();
-    for name in SECRET_INPUTS {
-        let Some(raw) = env.get(&inputs::input_key(name)) else {
-            continue;
-        };
-        let mut values = vec![raw.trim().to_string()];
-        values.extend(raw.lines().map(|l| l.trim().to_string()));
-        for v in values {
-            if !v.is_empty() && !lines.contains(&commands::add_mask(&v)) {
-                lines.push(commands::add_mask(&v));
-            }
-        }
-    }
-    lines
-}
+/// The annotation title's subject.
+const WHO: &str = "settings-image";
 
 fn read_inputs(env: &Env) -> Result<PublishInputs> {
     let path = inputs::required(env, "path")?;
@@ -164,46 +147,15 @@ fn ensure_temp_dir() -> Result<()> {
         .map_err(|e| Error::io(context(), e))
 }
 
-/// A short title for an error annotation.
-fn error_title(err: &Error) -> &'static str {
-    match err {
-        Error::Input { .. } => "settings-image: invalid input",
-        Error::Source { .. } => "settings-image: the settings folder cannot be packaged",
-        Error::Io { .. } => "settings-image: I/O error",
-        Error::Layout { .. } => "settings-image: OCI layout error",
-        Error::History { .. } => "settings-image: git history",
-        Error::GitHub { .. } => "settings-image: GitHub API",
-        Error::TagExists { .. } => "settings-image: the timestamp tag already names other content",
-        Error::Registry { .. } => "settings-image: registry error",
-        Error::Auth { .. } => "settings-image: registry authentication failed",
-        Error::Rewind { .. } => "settings-image: the branch tag would move backwards",
-    }
-}
-
-/// The `::error` line for `err`, its hint on a second line.
-pub fn error_line(err: &Error) -> String {
-    let message = match err.hint() {
-        Some(hint) => format!("{err}\nhint: {hint}"),
-        None => err.to_string(),
-    };
-    commands::error(error_title(err), &message)
-}
-
-fn say(line: &str) {
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{line}");
-    let _ = out.flush();
-}
-
 /// Runs the publish mode with the runner's environment; returns the exit code.
 pub fn run(env: &Env) -> i32 {
-    for line in mask_lines(env) {
+    for line in commands::mask_lines(env, &SECRET_INPUTS) {
         say(&line);
     }
     match publish(env) {
         Ok(()) => 0,
         Err(err) => {
-            say(&error_line(&err));
+            say(&commands::error_line(WHO, &err));
             err.exit_code()
         }
     }
@@ -444,7 +396,7 @@ mod tests {
             ("INPUT_PASSWORD", "line1\nline2"),
             ("INPUT_USERNAME", "octocat"),
         ]);
-        let m = mask_lines(&e);
+        let m = commands::mask_lines(&e, &SECRET_INPUTS);
         assert!(m.contains(&"::add-mask::ghs_abc".to_string()), "{m:?}");
         assert!(
             m.contains(&"::add-mask::line1%0Aline2".to_string()),
@@ -453,7 +405,7 @@ mod tests {
         assert!(m.contains(&"::add-mask::line1".to_string()), "{m:?}");
         assert!(m.contains(&"::add-mask::line2".to_string()), "{m:?}");
         assert!(!m.iter().any(|l| l.contains("octocat")));
-        assert!(mask_lines(&env(&[("INPUT_TOKEN", "  ")])).is_empty());
+        assert!(commands::mask_lines(&env(&[("INPUT_TOKEN", "  ")]), &SECRET_INPUTS).is_empty());
     }
 
     #[test]
@@ -509,7 +461,7 @@ mod tests {
 
     #[test]
     fn an_error_line_carries_the_hint_escaped() {
-        let line = error_line(&Error::input("bad: x", Some("do y".to_string())));
+        let line = commands::error_line(WHO, &Error::input("bad: x", Some("do y".to_string())));
         assert_eq!(
             line,
             "::error title=settings-image%3A invalid input::bad: x%0Ahint: do y"
