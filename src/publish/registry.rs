@@ -879,24 +879,7 @@ impl Session {
 
     /// The digest a tag (or digest) names, or `None` when it does not exist.
     async fn manifest_digest(&self, reference: &str) -> Result<Option<String>> {
-        let what = format!("checking manifest {}:{reference}", self.repo);
-        let url = self.url(&format!("manifests/{reference}"))?;
-        let resp = self
-            .send(&what, true, |s| {
-                Ok(s.request(Method::HEAD, url.clone())
-                    .header(header::ACCEPT, ACCEPT_MANIFESTS))
-            })
-            .await?;
-        match resp.status() {
-            StatusCode::OK => {}
-            StatusCode::NOT_FOUND => return Ok(None),
-            _ => return Err(self.fail(&what, resp).await),
-        }
-        if let Some(d) = header_str(&resp, "docker-content-digest") {
-            return Ok(Some(d));
-        }
-        // No digest header: fetch the manifest and hash it.
-        Ok(self.get_manifest(reference).await?.map(|m| m.digest))
+        Ok(self.head_manifest(reference).await?.map(|d| d.digest))
     }
 
     /// Reads a body of at most [`MAX_SMALL`] bytes.
