@@ -905,21 +905,37 @@ impl Session {
         Ok(body)
     }
 
-    /// What a tag (or digest) names, or `None` when it does not exist.
-    async fn head_manifest(&self, reference: &str) -> Result<Option<Descriptor>> {
-        let what = format!("checking manifest {}:{reference}", self.repo);
+    /// `HEAD` or `GET` of `manifests/REFERENCE`: the response when it
+    /// exists, `None` on 404, the registry's error otherwise.
+    async fn manifest_request(
+        &self,
+        method: Method,
+        what: &str,
+        reference: &str,
+    ) -> Result<Option<Response>> {
         let url = self.url(&format!("manifests/{reference}"))?;
         let resp = self
-            .send(&what, true, |s| {
-                Ok(s.request(Method::HEAD, url.clone())
+            .send(what, true, |s| {
+                Ok(s.request(method.clone(), url.clone())
                     .header(header::ACCEPT, ACCEPT_MANIFESTS))
             })
             .await?;
         match resp.status() {
-            StatusCode::OK => {}
-            StatusCode::NOT_FOUND => return Ok(None),
-            _ => return Err(self.fail(&what, resp).await),
+            StatusCode::OK => Ok(Some(resp)),
+            StatusCode::NOT_FOUND => Ok(None),
+            _ => Err(self.fail(what, resp).await),
         }
+    }
+
+    /// What a tag (or digest) names, or `None` when it does not exist.
+    async fn head_manifest(&self, reference: &str) -> Result<Option<Descriptor>> {
+        let what = format!("checking manifest {}:{reference}", self.repo);
+        let Some(resp) = self
+            .manifest_request(Method::HEAD, &what, reference)
+            .await?
+        else {
+            return Ok(None);
+        };
         let digest = header_str(&resp, "docker-content-digest");
         let media_type = header_str(&resp, header::CONTENT_TYPE.as_str());
         let size =
@@ -946,18 +962,9 @@ impl Session {
     /// The manifest a tag (or digest) names, or `None` when it does not exist.
     async fn get_manifest(&self, reference: &str) -> Result<Option<Manifest>> {
         let what = format!("getting manifest {}:{reference}", self.repo);
-        let url = self.url(&format!("manifests/{reference}"))?;
-        let resp = self
-            .send(&what, true, |s| {
-                Ok(s.request(Method::GET, url.clone())
-                    .header(header::ACCEPT, ACCEPT_MANIFESTS))
-            })
-            .await?;
-        match resp.status() {
-            StatusCode::OK => {}
-            StatusCode::NOT_FOUND => return Ok(None),
-            _ => return Err(self.fail(&what, resp).await),
-        }
+        let Some(resp) = self.manifest_request(Method::GET, &what, reference).await? else {
+            return Ok(None);
+        };
         let header_type = header_str(&resp, header::CONTENT_TYPE.as_str());
         let bytes = self.small_body(&what, resp, "manifest").await?;
         let digest = crate::image::sha256_digest(&bytes);
