@@ -7,64 +7,18 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Arc, Mutex};
+
+mod common;
+
+use common::git::ScratchRepo as Git;
 
 use settings_image::history::git::{LocalAncestry, Repo};
 use settings_image::history::github::Api;
 use settings_image::history::{self, AncestrySource, Token};
 
-struct Git {
-    _tmp: tempfile::TempDir,
-    home: PathBuf,
-    dir: PathBuf,
-}
-
+/// This file's helpers on the scratch repository of tests/common/git.rs.
 impl Git {
-    fn new() -> Git {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let home = tmp.path().join("home");
-        let dir = tmp.path().join("repo");
-        std::fs::create_dir_all(&home).expect("home");
-        std::fs::create_dir_all(&dir).expect("dir");
-        let g = Git {
-            _tmp: tmp,
-            home,
-            dir,
-        };
-        g.git(&["init", "-q", "-b", "main"]);
-        g
-    }
-
-    fn cmd(&self, cwd: &Path) -> Command {
-        let mut c = Command::new("git");
-        c.current_dir(cwd)
-            .env("HOME", &self.home)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", self.home.join("gitconfig"))
-            .env("GIT_AUTHOR_NAME", "A")
-            .env("GIT_AUTHOR_EMAIL", "a@example.com")
-            .env("GIT_COMMITTER_NAME", "C")
-            .env("GIT_COMMITTER_EMAIL", "c@example.com")
-            .env_remove("GIT_DIR")
-            .env_remove("GIT_WORK_TREE");
-        c
-    }
-
-    fn git(&self, args: &[&str]) -> String {
-        self.git_at(&self.dir, args)
-    }
-
-    fn git_at(&self, cwd: &Path, args: &[&str]) -> String {
-        let out = self.cmd(cwd).args(args).output().expect("git is installed");
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    }
-
     /// A commit with `parents` (none: a root) made with commit-tree at
     /// committer time `t`; returns its id.
     fn commit(&self, parents: &[String], n: usize, t: i64) -> String {
@@ -172,7 +126,7 @@ fn shallow() -> (Git, PathBuf, Vec<String>) {
     g.git(&["checkout", "-q", "main"]);
     let clone = g.dir.parent().expect("parent").join("clone");
     let url = format!("file://{}", g.dir.display());
-    g.git_at(
+    g.git_in(
         g.dir.parent().expect("parent"),
         &[
             "clone",

@@ -14,6 +14,10 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
+mod common;
+
+use common::git::{ScratchRepo as Repo, git_cmd};
+
 const BIN: &str = env!("CARGO_BIN_EXE_settings-image");
 
 /// Variables that would change what the binary does; removed from every run.
@@ -36,57 +40,8 @@ fn ok(out: &Output, what: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// A scratch git repository driven by the git CLI, isolated from any
-/// global or system configuration.
-struct Repo {
-    _tmp: tempfile::TempDir,
-    home: PathBuf,
-    dir: PathBuf,
-}
-
-fn git_cmd(home: &Path, cwd: &Path) -> Command {
-    let mut c = Command::new("git");
-    c.current_dir(cwd)
-        .env("HOME", home)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", home.join("gitconfig"))
-        .env("GIT_AUTHOR_NAME", "A U Thor")
-        .env("GIT_AUTHOR_EMAIL", "author@example.com")
-        .env("GIT_COMMITTER_NAME", "C O Mitter")
-        .env("GIT_COMMITTER_EMAIL", "committer@example.com")
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE");
-    c
-}
-
+/// This file's helpers on the scratch repository of tests/common/git.rs.
 impl Repo {
-    fn new() -> Repo {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let home = tmp.path().join("home");
-        let dir = tmp.path().join("repo");
-        std::fs::create_dir_all(&home).expect("home");
-        std::fs::create_dir_all(&dir).expect("repo dir");
-        let r = Repo {
-            _tmp: tmp,
-            home,
-            dir,
-        };
-        r.git(&["init", "-q", "-b", "main"]);
-        r
-    }
-
-    fn git_in(&self, cwd: &Path, args: &[&str]) -> String {
-        let out = git_cmd(&self.home, cwd)
-            .args(args)
-            .output()
-            .expect("git must be installed (scripts/deps.sh installs it)");
-        ok(&out, &format!("git {args:?}"))
-    }
-
-    fn git(&self, args: &[&str]) -> String {
-        self.git_in(&self.dir, args)
-    }
-
     fn write(&self, rel: &str, content: &str) {
         let p = self.dir.join(rel);
         std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");

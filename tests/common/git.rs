@@ -1,0 +1,77 @@
+//! Scratch git repositories driven by the git CLI (the oracle for history
+//! questions), isolated from any global or system configuration.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// `git` run in `cwd` with `home` as its home and a fixed identity; no
+/// system or global configuration, no inherited `GIT_DIR`.
+pub fn git_cmd(home: &Path, cwd: &Path) -> Command {
+    let mut c = Command::new("git");
+    c.current_dir(cwd)
+        .env("HOME", home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", home.join("gitconfig"))
+        .env("GIT_AUTHOR_NAME", "A U Thor")
+        .env("GIT_AUTHOR_EMAIL", "author@example.com")
+        .env("GIT_COMMITTER_NAME", "C O Mitter")
+        .env("GIT_COMMITTER_EMAIL", "committer@example.com")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE");
+    c
+}
+
+/// A new repository (branch `main`) in a temporary directory, with its own
+/// home. Test files add their own methods (commits, merges, oracles).
+pub struct ScratchRepo {
+    _tmp: tempfile::TempDir,
+    /// The home git runs with.
+    pub home: PathBuf,
+    /// The work tree.
+    pub dir: PathBuf,
+}
+
+impl ScratchRepo {
+    /// `git init -b main` in a fresh temporary directory.
+    pub fn new() -> ScratchRepo {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let home = tmp.path().join("home");
+        let dir = tmp.path().join("repo");
+        std::fs::create_dir_all(&home).expect("home");
+        std::fs::create_dir_all(&dir).expect("repo dir");
+        let r = ScratchRepo {
+            _tmp: tmp,
+            home,
+            dir,
+        };
+        r.git(&["init", "-q", "-b", "main"]);
+        r
+    }
+
+    /// `git` in `cwd` with this repository's home.
+    pub fn cmd(&self, cwd: &Path) -> Command {
+        git_cmd(&self.home, cwd)
+    }
+
+    /// Runs git in `cwd`; panics with its output on failure; returns stdout, trimmed.
+    pub fn git_in(&self, cwd: &Path, args: &[&str]) -> String {
+        let out = self
+            .cmd(cwd)
+            .args(args)
+            .output()
+            .expect("git must be installed (scripts/deps.sh installs it)");
+        assert!(
+            out.status.success(),
+            "git {args:?} failed ({}):\nstdout: {}\nstderr: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// Runs git in the work tree.
+    pub fn git(&self, args: &[&str]) -> String {
+        self.git_in(&self.dir, args)
+    }
+}
