@@ -173,16 +173,20 @@ pub fn event_plan(env: &Env) -> Result<EventPlan> {
     Ok(EventPlan::Build { revision: None })
 }
 
+/// An environment made of `pairs`, for unit tests of the action front end.
+#[cfg(test)]
+pub(crate) fn env_of(pairs: &[(&str, &str)]) -> Env {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn env(pairs: &[(&str, &str)]) -> Env {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use super::env_of as env;
 
     #[test]
     fn names_keep_hyphens() {

@@ -289,12 +289,7 @@ pub fn run(env: &Env) -> i32 {
 mod tests {
     use super::*;
 
-    fn env(pairs: &[(&str, &str)]) -> Env {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use super::inputs::env_of as env;
 
     #[test]
     fn break_glass_without_reason_is_an_input_error_in_action_words() {

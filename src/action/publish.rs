@@ -382,12 +382,7 @@ fn facts(env: &Env, inputs: &PublishInputs, report: &Report) -> Facts {
 mod tests {
     use super::*;
 
-    fn env(pairs: &[(&str, &str)]) -> Env {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use super::inputs::env_of as env;
 
     #[test]
     fn masks_cover_both_secrets_and_their_lines() {
