@@ -6,7 +6,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::error::{Error, Result};
 use crate::history::{self, SourceMode, Token};
-use crate::publish::registry::{self, Credentials};
+use crate::registry::{self, Credentials};
 use crate::request::{self, Request, Target};
 use std::io::Read;
 

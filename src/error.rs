@@ -193,5 +193,21 @@ impl Error {
     }
 }
 
+/// An error and its sources as one line, each cause added unless the text
+/// so far already holds it (the one place the tool flattens a chain).
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut msg = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        let text = s.to_string();
+        if !msg.contains(&text) {
+            msg.push_str(": ");
+            msg.push_str(&text);
+        }
+        src = s.source();
+    }
+    msg
+}
+
 /// Result with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

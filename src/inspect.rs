@@ -10,7 +10,7 @@ use crate::image::artifact::ManifestView;
 use crate::image::{ANNOTATION_CREATED, ANNOTATION_REVISION, Descriptor};
 use crate::promote;
 use crate::provenance;
-use crate::publish::registry::{self, Client, Options};
+use crate::registry::{self, Client, Options};
 
 /// One kind of referrer inspect knows how to read.
 pub struct Kind {

@@ -4,6 +4,7 @@
 //!
 //! The pipeline: [`request`] (what to do) -> [`source`] (files) -> [`image`]
 //! (blobs and manifest) -> [`publish`] (layout or registry) -> [`report`].
+//! [`registry`] is the OCI distribution client every registry user shares.
 
 pub mod action;
 pub mod cli;
@@ -14,6 +15,7 @@ pub mod inspect;
 pub mod promote;
 pub mod provenance;
 pub mod publish;
+pub mod registry;
 pub mod release;
 pub mod report;
 pub mod request;

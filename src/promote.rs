@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::image::artifact::{Artifact, ManifestView};
 use crate::image::{ANNOTATION_CREATED, Descriptor};
-use crate::publish::registry::{self, Client, Credentials, Options};
+use crate::registry::{self, Client, Credentials, Options};
 use crate::release::channel::{self, Decision};
 use crate::release::policy::{Period, Policy};
 

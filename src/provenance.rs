@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::history::{CommitInfo, git};
 use crate::image::artifact::Artifact;
 use crate::image::{ANNOTATION_CREATED, ANNOTATION_REVISION, Descriptor, Image};
-use crate::publish::registry::Client;
+use crate::registry::Client;
 
 /// The referrer's `artifactType` and its layer's media type.
 pub const ARTIFACT_TYPE: &str = "application/vnd.in-toto+json";

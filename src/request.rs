@@ -6,10 +6,9 @@ use std::path::PathBuf;
 use crate::error::{Error, Result};
 use crate::history::{self, SourceMode, Token};
 use crate::image;
-use crate::provenance;
-use crate::publish::{forward, layout, registry};
-use crate::release::forward::BranchMove;
-use crate::report::{LayerReport, PushReport, Report};
+use crate::publish::{layout, registry};
+use crate::registry::Options;
+use crate::report::{LayerReport, Report};
 use crate::tag;
 
 /// Where the image goes.
@@ -18,7 +17,7 @@ pub enum Target {
     /// An OCI image layout directory.
     Layout(PathBuf),
     /// A registry repository.
-    Registry(registry::Options),
+    Registry(Options),
 }
 
 /// Everything needed to build and publish one settings image.
@@ -70,7 +69,7 @@ impl Request {
             tag::sanitize_prefix(prefix)?;
         }
         if let Target::Registry(opts) = &self.target {
-            registry::parse_repository(&opts.repository)?;
+            crate::registry::parse_repository(&opts.repository)?;
         }
         if let Some(b) = &self.forward.branch_tag {
             tag::validate(b)?;
@@ -146,90 +145,19 @@ pub fn run(req: &Request) -> Result<Report> {
             (Some(dir.display().to_string()), w.new_blobs, None)
         }
         Target::Registry(opts) => {
-            let client = registry::Client::open(opts)?;
-            let forward = match (&timestamp_tag, &prepared.commit) {
-                (Some(t), Some(c)) => Some((
-                    t,
-                    c,
-                    forward::Ancestry::open(&req.path, req.github_token.as_ref())?,
-                )),
-                _ => None,
-            };
-            // Before tagging: what Flux's numerical policy will make of it.
-            if let Some((t, c, ancestry)) = &forward {
-                let ts = u64::try_from(c.timestamp).unwrap_or(0);
-                match forward::check_anomaly(&client, ancestry, &c.id, ts, t) {
-                    Ok(a) => anomaly = a,
-                    Err(e) => warnings.push(format!(
-                        "could not check the existing tags for anomalies: {e}"
-                    )),
-                }
-                if let Some(a) = &anomaly {
-                    eprintln!("warning: {}: {}", a.kind.as_str(), a.message);
-                }
-            }
-            // Refuse a sideways branch-tag move before pushing anything.
-            let plan = match (&req.forward.branch_tag, &forward) {
-                (Some(name), Some((_, c, ancestry))) => Some((
-                    name,
-                    forward::plan_branch(&client, ancestry, name, &c.id, req.forward.allow_rewind)?,
-                )),
-                _ => None,
-            };
-            let p = client.push(&img, &tags)?;
-            if let (Some((name, plan)), Some((t, c, ancestry))) = (&plan, &forward) {
-                match plan {
-                    BranchMove::KeepNewer { current } => eprintln!(
-                        "notice: branch tag {name} stays on commit {current}, which descends from {}: a re-run of an older commit",
-                        c.id
-                    ),
-                    BranchMove::Diverged { current } => eprintln!(
-                        "warning: --allow-rewind: moving branch tag {name} from commit {} to {}, which does not descend from it",
-                        current.as_deref().unwrap_or("(none recorded)"),
-                        c.id
-                    ),
-                    _ => {}
-                }
-                branch = Some(forward::move_branch(
-                    &client,
-                    ancestry,
-                    name,
-                    plan,
-                    &img.manifest,
-                    &c.id,
-                    t,
-                )?);
-            }
-            let provenance = match (&prepared.commit, req.provenance) {
-                (Some(commit), true) if req.source == SourceMode::Commit => {
-                    let facts =
-                        provenance::Facts::collect(&req.path, commit, prepared.source_url.clone())?;
-                    Some(
-                        provenance::attach(&client, &img, &facts)
-                            .map_err(|e| provenance::after_push_error(e, &p.reference))?,
-                    )
-                }
-                (_, true) => {
-                    warnings.push(format!(
-                        "no provenance attached: {}",
-                        if prepared.commit.is_none() {
-                            "the folder is not in a git commit"
-                        } else {
-                            "--source worktree packages the disk, which no commit attests"
-                        }
-                    ));
-                    None
-                }
-                (_, false) => None,
-            };
-            let report = PushReport {
-                reference: p.reference,
-                uploaded_blobs: p.uploaded_blobs,
-                uploaded_bytes: p.uploaded_bytes,
-                pushed: p.pushed,
-                provenance,
-            };
-            (None, p.uploaded_blobs, Some(report))
+            let published = registry::publish(
+                req,
+                opts,
+                &prepared,
+                &img,
+                &tags,
+                timestamp_tag.as_ref(),
+                &mut warnings,
+            )?;
+            anomaly = published.anomaly;
+            branch = published.branch;
+            let blobs = published.push.uploaded_blobs;
+            (None, blobs, Some(published.push))
         }
     };
     Ok(Report {

@@ -886,8 +886,8 @@ fn the_referrers_api_is_used_when_the_registry_has_it() {
 
 // ------------------------------------------- the public registry client
 
-fn client(repository: &str) -> settings_image::publish::registry::Client {
-    settings_image::publish::registry::Client::open(&settings_image::publish::registry::Options {
+fn client(repository: &str) -> settings_image::registry::Client {
+    settings_image::registry::Client::open(&settings_image::registry::Options {
         repository: repository.to_string(),
         insecure: false,
         monolithic: false,

@@ -16,7 +16,7 @@ use super::commands::{self, say};
 use super::inputs::{self, Env};
 use crate::error::{Error, Result};
 use crate::promote::{self, Outcome, PeriodReport};
-use crate::publish::registry::Credentials;
+use crate::registry::Credentials;
 use crate::release::policy::Policy;
 
 /// The secret inputs, masked before anything is printed.

@@ -14,7 +14,7 @@ use super::summary::{self, Facts};
 use crate::error::{Error, Result};
 use crate::history::{SourceMode, Token};
 use crate::publish::forward::BranchReport;
-use crate::publish::registry::{self, Credentials};
+use crate::registry::{self, Credentials};
 use crate::release::forward::AnomalyKind;
 use crate::report::Report;
 use crate::request::{self, Request, Target};

@@ -1,7 +1,7 @@
 //! Forward-only publishing on a registry: the anomaly check before a push
 //! tags an image, and the guarded branch tag (`--branch-tag`) after it.
 //! The decisions are [`crate::release::forward`]'s; this module reads what
-//! they need through [`registry::Client`] (timestamp tags and the commit
+//! they need through [`crate::registry::Client`] (timestamp tags and the commit
 //! each image records in `org.opencontainers.image.revision`) and answers
 //! ancestry questions from git history ([`crate::history::is_ancestor`]).
 
@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::history::{self, Token, git, github};
 use crate::image::ANNOTATION_REVISION;
 use crate::image::artifact::ManifestView;
-use crate::publish::registry::Client;
+use crate::registry::Client;
 use crate::release::channel::Stamped;
 use crate::release::forward::{self, Anomaly, BranchMove, Tagged};
 

@@ -3,7 +3,6 @@
 //! idempotence: content already present is not written again, and a
 //! timestamp tag never moves.
 
-pub mod credentials;
 pub mod forward;
 pub mod layout;
 pub mod registry;

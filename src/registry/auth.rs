@@ -1,17 +1,190 @@
-//! Registry credentials from docker's `config.json`: `credHelpers`, `auths`
-//! entries (base64 `auth`, `username`/`password`, `identitytoken`) and
-//! `credsStore`, the way `docker login` leaves them. Explicit credentials
-//! (flags, environment) are handled by the caller before this is asked.
+//! Who we are to a registry. [`Credentials`] come from the front end
+//! (flags, inputs, environment) or, when it gives none, from the keychain:
+//! docker's `config.json` (`credHelpers`, `auths` entries with base64
+//! `auth`, `username`/`password` or `identitytoken`, then `credsStore`),
+//! the way `docker login` leaves it. [`Auth`] holds how each request is
+//! authorized (anonymous, Basic, or a Bearer token from the token flow of
+//! ghcr.io and distribution's `auth: token`, run by `oci-client`).
+//!
+//! This module knows nothing of sending requests: the transport runs the
+//! token flow with its retries and renews a token after a 401.
 
+use std::cell::{Cell, RefCell};
+use std::fmt;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use base64::Engine as _;
+use reqwest::RequestBuilder;
 use serde_json::Value;
 
+use super::name::Repository;
 use crate::error::{Error, Result};
-use crate::publish::registry::Credentials;
+
+/// A username and a password (or token). `Debug` never shows the password.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    /// The username (`<token>` for an identity token).
+    pub username: String,
+    /// The password, personal access token or identity token.
+    pub password: String,
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Credentials")
+            .field("username", &self.username)
+            .field("password", &"<redacted>")
+            .finish()
+    }
+}
+
+/// What a client is authenticated for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// Reading only (`inspect`, `promote --explain`).
+    Pull,
+    /// Reading and writing.
+    Push,
+}
+
+impl Access {
+    fn word(self) -> &'static str {
+        match self {
+            Access::Pull => "pull",
+            Access::Push => "push",
+        }
+    }
+}
+
+/// How requests are authorized now.
+enum Authorization {
+    None,
+    Basic(Credentials),
+    Bearer(String),
+}
+
+/// The authorization state of one session: the credentials it was opened
+/// with, the `oci-client` that runs the token flow, and the header each
+/// request carries.
+pub(crate) struct Auth {
+    creds: Option<Credentials>,
+    oci: oci_client::Client,
+    access: Access,
+    current: RefCell<Authorization>,
+    /// How often a 401 made us authenticate again.
+    renewals: Cell<u32>,
+}
+
+impl Auth {
+    /// An unauthenticated state; [`Auth::token_flow`] then [`Auth::use_token`]
+    /// or [`Auth::use_credentials`] settle it.
+    pub(crate) fn new(creds: Option<Credentials>, oci: oci_client::Client, access: Access) -> Auth {
+        Auth {
+            creds,
+            oci,
+            access,
+            current: RefCell::new(Authorization::None),
+            renewals: Cell::new(0),
+        }
+    }
+
+    /// The password, when there is one (a secret to scrub).
+    pub(crate) fn password(&self) -> Option<&str> {
+        self.creds
+            .as_ref()
+            .map(|c| c.password.as_str())
+            .filter(|p| !p.is_empty())
+    }
+
+    /// One round of the token flow through `oci-client`: `GET /v2/`, and for
+    /// a Bearer challenge the token request (with Basic credentials when we
+    /// have them). `Ok(None)`: no token needed (anonymous or Basic).
+    pub(crate) async fn token_flow(
+        &self,
+        repo: &Repository,
+    ) -> std::result::Result<Option<String>, oci_client::errors::OciDistributionError> {
+        use oci_client::secrets::RegistryAuth;
+        let reference = oci_client::Reference::with_tag(
+            repo.host.clone(),
+            repo.name.clone(),
+            "latest".to_string(),
+        );
+        let auth = match &self.creds {
+            Some(c) => RegistryAuth::Basic(c.username.clone(), c.password.clone()),
+            None => RegistryAuth::Anonymous,
+        };
+        let op = match self.access {
+            Access::Pull => oci_client::RegistryOperation::Pull,
+            Access::Push => oci_client::RegistryOperation::Push,
+        };
+        self.oci.auth(&reference, &auth, op).await
+    }
+
+    /// Authorizes requests with a Bearer token.
+    pub(crate) fn use_token(&self, token: String) {
+        *self.current.borrow_mut() = Authorization::Bearer(token);
+    }
+
+    /// Authorizes requests with the credentials directly (Basic), or not at all.
+    pub(crate) fn use_credentials(&self) {
+        *self.current.borrow_mut() = match &self.creds {
+            Some(c) => Authorization::Basic(c.clone()),
+            None => Authorization::None,
+        };
+    }
+
+    /// Adds the Authorization header to a request.
+    pub(crate) fn apply(&self, rb: RequestBuilder) -> RequestBuilder {
+        match &*self.current.borrow() {
+            Authorization::None => rb,
+            Authorization::Basic(c) => rb.basic_auth(&c.username, Some(&c.password)),
+            Authorization::Bearer(t) => rb.bearer_auth(t),
+        }
+    }
+
+    /// After a 401: true (and counted) when a Bearer token is held and it
+    /// has been renewed fewer than twice, so a new token is worth fetching.
+    pub(crate) fn may_renew(&self) -> bool {
+        let bearer = matches!(&*self.current.borrow(), Authorization::Bearer(_));
+        if !bearer || self.renewals.get() >= 2 {
+            return false;
+        }
+        self.renewals.set(self.renewals.get() + 1);
+        true
+    }
+
+    /// The token service's refusal, in words (not yet scrubbed).
+    pub(crate) fn refusal(&self, repo: &Repository, reason: &str) -> String {
+        let who = match &self.creds {
+            Some(c) => format!("as {}", c.username),
+            None => "anonymously".to_string(),
+        };
+        format!(
+            "the token service refused {} access to {} {who}: {}",
+            self.access.word(),
+            repo.name,
+            reason.trim()
+        )
+    }
+}
+
+/// What to do about a refused authentication at `host`.
+pub(crate) fn auth_hint(host: &str) -> String {
+    let mut h = format!(
+        "give credentials that may push to {host}: --username with --password-stdin, \
+         SETTINGS_IMAGE_USERNAME and SETTINGS_IMAGE_PASSWORD, or `docker login {host}`"
+    );
+    if host == "ghcr.io" {
+        h.push_str(
+            "; in GitHub Actions the workflow needs `permissions: packages: write`, and a package \
+             first created by hand needs this repository added under the package's \
+             \"Manage Actions access\" settings",
+        );
+    }
+    h
+}
 
 /// `$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`.
 pub fn docker_config_path() -> Option<PathBuf> {
@@ -190,6 +363,23 @@ fn run_helper(helper: &str, server: &str, host: &str) -> Result<Option<Credentia
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn credentials_debug_redacts() {
+        let c = Credentials {
+            username: "u".into(),
+            password: "hunter2".into(),
+        };
+        assert!(!format!("{c:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn ghcr_auth_hint_names_the_workflow_fixes() {
+        let h = auth_hint("ghcr.io");
+        assert!(h.contains("permissions: packages: write"), "{h}");
+        assert!(h.contains("Manage Actions access"), "{h}");
+        assert!(!auth_hint("quay.io").contains("Manage Actions"));
+    }
 
     #[test]
     fn keys() {
