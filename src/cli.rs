@@ -5,7 +5,10 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::error::{Error, Result};
+use crate::front::{self, Login};
 use crate::history::{self, SourceMode, Token};
+use crate::promote::BreakGlass;
+use crate::publish::forward::BranchOutcome;
 use crate::registry::{self, Credentials};
 use crate::request::{self, Request, Target};
 use std::io::Read;
@@ -218,11 +221,15 @@ pub struct PushArgs {
     pub history: HistoryArgs,
 }
 
-fn push_credentials(args: &PushArgs) -> Result<Option<Credentials>> {
-    credentials(args.username.as_ref(), args.password_stdin)
-}
-
-fn credentials(username: Option<&String>, password_stdin: bool) -> Result<Option<Credentials>> {
+/// The registry login of `push` and `promote`: `--username` (or
+/// `SETTINGS_IMAGE_USERNAME`) with the password from standard input or
+/// `SETTINGS_IMAGE_PASSWORD`. A password from the environment without a
+/// username is ignored; any other half is an error.
+fn credentials(
+    env: &front::Env,
+    username: Option<&String>,
+    password_stdin: bool,
+) -> Result<Option<Credentials>> {
     let password = if password_stdin {
         let mut s = String::new();
         std::io::stdin()
@@ -230,17 +237,13 @@ fn credentials(username: Option<&String>, password_stdin: bool) -> Result<Option
             .map_err(|e| Error::io("reading the password from standard input", e))?;
         Some(s.trim_end_matches(['\n', '\r']).to_string())
     } else {
-        std::env::var("SETTINGS_IMAGE_PASSWORD").ok()
+        env.get("SETTINGS_IMAGE_PASSWORD").cloned()
     };
-    match (username, password) {
-        (Some(u), Some(p)) if !u.is_empty() && !p.is_empty() => Ok(Some(Credentials {
-            username: u.clone(),
-            password: p,
-        })),
-        (None, None) => Ok(None),
-        (Some(u), None) if u.is_empty() => Ok(None),
-        (None, Some(_)) if !password_stdin => Ok(None),
-        _ => Err(Error::input(
+    match front::login(username.cloned(), password) {
+        Login::Both(c) => Ok(Some(c)),
+        Login::Neither => Ok(None),
+        Login::PasswordOnly if !password_stdin => Ok(None),
+        Login::UsernameOnly | Login::PasswordOnly => Err(Error::input(
             "a registry username needs a password and a password needs a username",
             Some(
                 "give --username USER with --password-stdin (or set SETTINGS_IMAGE_USERNAME and SETTINGS_IMAGE_PASSWORD)"
@@ -271,6 +274,24 @@ pub struct BuildArgs {
 }
 
 fn print_report(report: &crate::report::Report, json: bool) -> Result<()> {
+    if let Some(a) = &report.anomaly {
+        eprintln!("warning: {}: {}", a.kind.as_str(), a.message);
+    }
+    if let (Some(b), Some(commit)) = (&report.branch_tag, &report.commit) {
+        match b.outcome {
+            BranchOutcome::KeptNewer => eprintln!(
+                "notice: branch tag {} stays on commit {}, which descends from {commit}: a re-run of an older commit",
+                b.name,
+                b.commit.as_deref().unwrap_or("?"),
+            ),
+            BranchOutcome::Rewound => eprintln!(
+                "warning: --allow-rewind: moving branch tag {} from commit {} to {commit}, which does not descend from it",
+                b.name,
+                b.previous.as_deref().unwrap_or("(none recorded)"),
+            ),
+            _ => {}
+        }
+    }
     for w in &report.warnings {
         eprintln!("warning: {w}");
     }
@@ -286,6 +307,7 @@ fn print_report(report: &crate::report::Report, json: bool) -> Result<()> {
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> Result<()> {
+    let env = front::process_env();
     match cli.command {
         Command::Build(args) => {
             let req = Request {
@@ -294,7 +316,9 @@ pub fn run(cli: Cli) -> Result<()> {
                 target: Target::Layout(args.output),
                 source: args.history.source,
                 timestamp_tag: args.history.timestamp_tag,
-                github_token: args.history.github.token(),
+                github: front::github_api(&env, args.history.github.token()),
+                source_url: front::source_url(&env),
+                ci: front::ci(&env),
                 forward: request::Forward::default(),
                 provenance: false,
                 revision: args.history.revision,
@@ -302,9 +326,9 @@ pub fn run(cli: Cli) -> Result<()> {
             let report = request::run(&req)?;
             print_report(&report, args.json)
         }
-        Command::Tag(args) => run_tag(&args),
+        Command::Tag(args) => run_tag(&env, &args),
         Command::Push(args) => {
-            let credentials = push_credentials(&args)?;
+            let credentials = credentials(&env, args.username.as_ref(), args.password_stdin)?;
             let req = Request {
                 path: args.path,
                 tags: args.tags,
@@ -313,10 +337,13 @@ pub fn run(cli: Cli) -> Result<()> {
                     insecure: args.insecure,
                     monolithic: args.monolithic,
                     credentials,
+                    docker_config: front::docker_config(&env),
                 }),
                 source: args.history.source,
                 timestamp_tag: args.history.timestamp_tag,
-                github_token: args.history.github.token(),
+                github: front::github_api(&env, args.history.github.token()),
+                source_url: front::source_url(&env),
+                ci: front::ci(&env),
                 forward: request::Forward {
                     branch_tag: args.branch_tag,
                     allow_rewind: args.allow_rewind,
@@ -327,8 +354,8 @@ pub fn run(cli: Cli) -> Result<()> {
             let report = request::run(&req)?;
             print_report(&report, args.json)
         }
-        Command::Inspect(args) => run_inspect(&args),
-        Command::Promote(args) => run_promote(&args),
+        Command::Inspect(args) => run_inspect(&env, &args),
+        Command::Promote(args) => run_promote(&env, &args),
         Command::Action(args) => match crate::action::run(args.mode) {
             0 => Ok(()),
             // The action has reported the error as a workflow command.
@@ -339,16 +366,10 @@ pub fn run(cli: Cli) -> Result<()> {
 
 /// Turns `promote`'s arguments into a [`crate::promote::Request`]; shared
 /// with nothing else, the action face builds its own from inputs.
-fn promote_request(args: &PromoteArgs) -> Result<crate::promote::Request> {
-    let force = crate::promote::break_glass(args.force, args.reason.as_deref())?;
-    let policy = match &args.policy {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| Error::io(format!("reading the policy {}", path.display()), e))?;
-            crate::release::policy::Policy::from_yaml(&text)?
-        }
-        None => crate::release::policy::Policy::default(),
-    };
+fn promote_request(env: &front::Env, args: &PromoteArgs) -> Result<crate::promote::Request> {
+    let force = crate::promote::break_glass(args.force, args.reason.as_deref())
+        .map_err(break_glass_error)?;
+    let policy = front::policy(args.policy.as_deref())?;
     let at = args
         .at
         .as_deref()
@@ -364,14 +385,32 @@ fn promote_request(args: &PromoteArgs) -> Result<crate::promote::Request> {
         force,
         explain: args.explain,
         insecure: args.insecure,
-        credentials: credentials(args.username.as_ref(), args.password_stdin)?,
-        actor: crate::promote::actor_from_env(),
-        run_url: crate::promote::run_url_from_env(),
+        credentials: credentials(env, args.username.as_ref(), args.password_stdin)?,
+        docker_config: front::docker_config(env),
+        actor: front::actor(env),
+        run_url: front::run_url(env),
     })
 }
 
-fn run_promote(args: &PromoteArgs) -> Result<()> {
-    let req = promote_request(args)?;
+/// A refused break-glass in the CLI's words.
+fn break_glass_error(e: BreakGlass) -> Error {
+    match e {
+        BreakGlass::NoReason => Error::input(
+            "break-glass (--force) needs a reason",
+            Some(
+                "add --reason \"...\" saying why the release cannot wait for a window; it is recorded with the promotion"
+                    .to_string(),
+            ),
+        ),
+        BreakGlass::ReasonWithoutForce => Error::input(
+            "--reason is only used with --force",
+            Some("add --force for break-glass, or drop --reason".to_string()),
+        ),
+    }
+}
+
+fn run_promote(env: &front::Env, args: &PromoteArgs) -> Result<()> {
+    let req = promote_request(env, args)?;
     if let Some(reason) = &req.force {
         eprintln!("BREAK-GLASS requested by {}: {reason}", req.actor);
     }
@@ -398,16 +437,21 @@ fn run_promote(args: &PromoteArgs) -> Result<()> {
     Ok(())
 }
 
-fn run_inspect(args: &InspectArgs) -> Result<()> {
-    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    let credentials = match (
-        env("SETTINGS_IMAGE_USERNAME"),
-        env("SETTINGS_IMAGE_PASSWORD"),
+fn run_inspect(env: &front::Env, args: &InspectArgs) -> Result<()> {
+    // Reading needs no login: a half-given one is simply not used.
+    let credentials = match front::login(
+        env.get("SETTINGS_IMAGE_USERNAME").cloned(),
+        env.get("SETTINGS_IMAGE_PASSWORD").cloned(),
     ) {
-        (Some(username), Some(password)) => Some(Credentials { username, password }),
+        Login::Both(c) => Some(c),
         _ => None,
     };
-    let found = crate::inspect::inspect(&args.reference, args.insecure, credentials)?;
+    let found = crate::inspect::inspect(
+        &args.reference,
+        args.insecure,
+        credentials,
+        front::docker_config(env),
+    )?;
     if args.json {
         let s = serde_json::to_string(&found)
             .map_err(|e| Error::io("printing the inspection", std::io::Error::other(e)))?;
@@ -418,10 +462,10 @@ fn run_inspect(args: &InspectArgs) -> Result<()> {
     Ok(())
 }
 
-fn run_tag(args: &TagArgs) -> Result<()> {
+fn run_tag(env: &front::Env, args: &TagArgs) -> Result<()> {
     crate::tag::sanitize_prefix(&args.prefix)?;
-    let token = args.github.token();
-    let lc = history::last_change(&args.path, args.revision.as_deref(), token.as_ref())?;
+    let api = front::github_api(env, args.github.token());
+    let lc = history::last_change(&args.path, args.revision.as_deref(), api)?;
     if lc.from_github {
         eprintln!(
             "note: shallow clone; the GitHub API named commit {} as the last change of {}",

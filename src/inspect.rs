@@ -187,6 +187,7 @@ pub fn inspect(
     reference: &str,
     insecure: bool,
     credentials: Option<registry::Credentials>,
+    docker_config: Option<std::path::PathBuf>,
 ) -> Result<Inspection> {
     let (repository, what) = parse_reference(reference)?;
     let client = Client::open_read_only(&Options {
@@ -194,6 +195,7 @@ pub fn inspect(
         insecure,
         monolithic: false,
         credentials,
+        docker_config,
     })?;
     let m = client.get_manifest(&what)?.ok_or_else(|| Error::Registry {
         reference: repository.clone(),

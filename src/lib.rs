@@ -9,6 +9,7 @@
 pub mod action;
 pub mod cli;
 pub mod error;
+pub mod front;
 pub mod history;
 pub mod image;
 pub mod inspect;

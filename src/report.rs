@@ -119,7 +119,7 @@ impl Report {
             s.push_str(&format!(
                 "branch tag {}: {}{}{}\n",
                 b.name,
-                b.outcome,
+                b.outcome.as_str(),
                 b.commit
                     .as_deref()
                     .map(|c| format!(", commit {c}"))

@@ -4,8 +4,10 @@
 use std::path::PathBuf;
 
 use crate::error::{Error, Result};
-use crate::history::{self, SourceMode, Token};
+use crate::history::{self, Checkout, SourceMode, github};
 use crate::image;
+use crate::provenance;
+use crate::publish::registry::{Plan, Provenance};
 use crate::publish::{layout, registry};
 use crate::registry::Options;
 use crate::report::{LayerReport, Report};
@@ -35,8 +37,14 @@ pub struct Request {
     /// Adds the tag `<prefix>-<committer time>-<sha7>` of the commit that
     /// last changed the folder.
     pub timestamp_tag: Option<String>,
-    /// Token for the GitHub API fallback on shallow clones.
-    pub github_token: Option<Token>,
+    /// The GitHub API that answers what a shallow clone cannot (the last
+    /// change, ancestry), when the front end has a repository and a token.
+    pub github: Option<github::Api>,
+    /// The repository's URL as the CI names it (else the `origin` remote's
+    /// is used): the `source` annotation and the provenance's repository.
+    pub source_url: Option<String>,
+    /// What the CI run says about the build, for the provenance.
+    pub ci: provenance::Ci,
     /// Forward-only options of a registry push.
     pub forward: Forward,
     /// After a registry push, attach SLSA provenance as a referrer (needs
@@ -110,12 +118,16 @@ impl Request {
 /// Builds the image and publishes it as the request says.
 pub fn run(req: &Request) -> Result<Report> {
     req.validate()?;
+    // The one open of the repository in this run: the history walk, the
+    // ancestry checks and the provenance facts all use it.
+    let checkout = Checkout::open(&req.path, req.github.clone())?;
     let prepared = history::prepare(
+        checkout.as_ref(),
         &req.path,
         req.source,
         req.timestamp_tag.is_some(),
         req.revision.as_deref(),
-        req.github_token.as_ref(),
+        req.source_url.clone(),
     )?;
     let mut warnings = prepared.warnings.clone();
     let mut tags = req.tags.clone();
@@ -145,15 +157,39 @@ pub fn run(req: &Request) -> Result<Report> {
             (Some(dir.display().to_string()), w.new_blobs, None)
         }
         Target::Registry(opts) => {
+            let stamp = match (&timestamp_tag, &prepared.commit, &checkout) {
+                (Some(t), Some(c), Some(checkout)) => Some((t.as_str(), c, checkout)),
+                _ => None,
+            };
+            let provenance = match (&prepared.commit, &checkout, req.provenance) {
+                (_, _, false) => Provenance::Off,
+                (Some(commit), Some(checkout), true) if req.source == SourceMode::Commit => {
+                    Provenance::Attach(provenance::Facts::collect(
+                        checkout,
+                        commit,
+                        prepared.source_url.clone(),
+                        &req.ci,
+                    ))
+                }
+                (None, _, true) | (_, None, true) => {
+                    Provenance::Unattested("the folder is not in a git commit")
+                }
+                (Some(_), Some(_), true) => Provenance::Unattested(
+                    "--source worktree packages the disk, which no commit attests",
+                ),
+            };
             let published = registry::publish(
-                req,
                 opts,
-                &prepared,
-                &img,
-                &tags,
-                timestamp_tag.as_ref(),
-                &mut warnings,
+                Plan {
+                    image: &img,
+                    tags: &tags,
+                    stamp,
+                    branch_tag: req.forward.branch_tag.as_deref(),
+                    allow_rewind: req.forward.allow_rewind,
+                    provenance,
+                },
             )?;
+            warnings.extend(published.warnings);
             anomaly = published.anomaly;
             branch = published.branch;
             let blobs = published.push.uploaded_blobs;

@@ -892,6 +892,7 @@ fn client(repository: &str) -> settings_image::registry::Client {
         insecure: false,
         monolithic: false,
         credentials: None,
+        docker_config: None,
     })
     .unwrap()
 }

@@ -8,16 +8,13 @@
 //! break-glass without a reason included, are `::error` lines and the
 //! error's exit code.
 
-use std::path::PathBuf;
-
 use jiff::{SignedDuration, Timestamp};
 
 use super::commands::{self, say};
 use super::inputs::{self, Env};
 use crate::error::{Error, Result};
-use crate::promote::{self, Outcome, PeriodReport};
-use crate::registry::Credentials;
-use crate::release::policy::Policy;
+use crate::front::{self, Login};
+use crate::promote::{self, BreakGlass, Outcome, PeriodReport};
 
 /// The secret inputs, masked before anything is printed.
 const SECRET_INPUTS: [&str; 1] = ["token"];
@@ -41,40 +38,30 @@ pub fn read_request(env: &Env) -> Result<promote::Request> {
     let force = inputs::boolean(env, "force", false)?;
     let force = promote::break_glass(force, inputs::input(env, "reason").as_deref()).map_err(
         |e| match e {
-            Error::Input { message, hint } => Error::Input {
-                message: message
-                    .replace("--force", "`force: true`")
-                    .replace("--reason", "`reason`"),
-                hint: hint.map(|h| {
-                    h.replace("--reason \"...\"", "`reason: ...`")
-                        .replace("--force", "`force: true`")
-                        .replace("--reason", "`reason`")
-                }),
-            },
-            other => other,
+            BreakGlass::NoReason => Error::input(
+                "break-glass (`force: true`) needs a reason",
+                Some(
+                    "add `reason: ...` saying why the release cannot wait for a window; it is recorded with the promotion"
+                        .to_string(),
+                ),
+            ),
+            BreakGlass::ReasonWithoutForce => Error::input(
+                "`reason` is only used with `force: true`",
+                Some("add `force: true` for break-glass, or drop `reason`".to_string()),
+            ),
         },
     )?;
     let policy = match inputs::input(env, "policy") {
-        Some(p) => {
-            let workspace = match var(env, "GITHUB_WORKSPACE") {
-                Some(w) => PathBuf::from(w),
-                None => std::env::current_dir().map_err(|e| {
-                    Error::io(
-                        "reading the current directory (GITHUB_WORKSPACE is not set)",
-                        e,
-                    )
-                })?,
-            };
-            let path = inputs::workspace_path(&workspace, &p)?;
-            let text = std::fs::read_to_string(&path)
-                .map_err(|e| Error::io(format!("reading the policy {}", path.display()), e))?;
-            Policy::from_yaml(&text)?
-        }
-        None => Policy::default(),
+        Some(p) => Some(inputs::workspace_path(&front::workspace(env)?, &p)?),
+        None => None,
     };
-    let credentials = match (inputs::input(env, "username"), inputs::input(env, "token")) {
-        (Some(username), Some(password)) => Some(Credentials { username, password }),
-        (None, Some(_)) => {
+    let policy = front::policy(policy.as_deref())?;
+    let credentials = match front::login(
+        inputs::input(env, "username"),
+        inputs::input(env, "token"),
+    ) {
+        Login::Both(c) => Some(c),
+        Login::PasswordOnly => {
             return Err(Error::input(
                 "a registry token is set but `username` is empty",
                 Some(
@@ -83,26 +70,10 @@ pub fn read_request(env: &Env) -> Result<promote::Request> {
                 ),
             ));
         }
-        (_, None) => None,
+        Login::Neither | Login::UsernameOnly => None,
     };
-    let actor = ["GITHUB_TRIGGERING_ACTOR", "GITHUB_ACTOR", "USER"]
-        .iter()
-        .find_map(|k| var(env, k))
-        .unwrap_or_else(|| "unknown".to_string());
-    let run_url = match (
-        var(env, "GITHUB_SERVER_URL"),
-        var(env, "GITHUB_REPOSITORY"),
-        var(env, "GITHUB_RUN_ID"),
-    ) {
-        (Some(server), Some(repo), Some(id)) => {
-            let mut url = format!("{}/{repo}/actions/runs/{id}", server.trim_end_matches('/'));
-            if let Some(a) = var(env, "GITHUB_RUN_ATTEMPT") {
-                url.push_str(&format!("/attempts/{a}"));
-            }
-            Some(url)
-        }
-        _ => None,
-    };
+    let actor = front::actor(env);
+    let run_url = front::run_url(env);
     Ok(promote::Request {
         repository,
         from,
@@ -114,6 +85,7 @@ pub fn read_request(env: &Env) -> Result<promote::Request> {
         explain: false,
         insecure: false,
         credentials,
+        docker_config: front::docker_config(env),
         actor,
         run_url,
     })

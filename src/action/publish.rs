@@ -12,8 +12,9 @@ use super::commands::{self, say};
 use super::inputs::{self, Env, EventPlan};
 use super::summary::{self, Facts};
 use crate::error::{Error, Result};
+use crate::front::{self, Login};
 use crate::history::{SourceMode, Token};
-use crate::publish::forward::BranchReport;
+use crate::publish::forward::{BranchOutcome, BranchReport};
 use crate::registry::{self, Credentials};
 use crate::release::forward::AnomalyKind;
 use crate::report::Report;
@@ -44,15 +45,7 @@ const WHO: &str = "settings-image";
 fn read_inputs(env: &Env) -> Result<PublishInputs> {
     let path = inputs::required(env, "path")?;
     let repository = inputs::required(env, "repository")?;
-    let workspace = match env.get("GITHUB_WORKSPACE").filter(|w| !w.trim().is_empty()) {
-        Some(w) => PathBuf::from(w),
-        None => std::env::current_dir().map_err(|e| {
-            Error::io(
-                "reading the current directory (GITHUB_WORKSPACE is not set)",
-                e,
-            )
-        })?,
-    };
+    let workspace = front::workspace(env)?;
     let path = inputs::workspace_path(&workspace, &path)?;
     check_no_symlink_escape(&workspace, &path)?;
     let timestamp_tag = inputs::input(env, "timestamp-tag");
@@ -81,9 +74,9 @@ fn read_inputs(env: &Env) -> Result<PublishInputs> {
     };
     let token = inputs::input(env, "token");
     let secret = inputs::input(env, "password").or_else(|| token.clone());
-    let credentials = match (inputs::input(env, "username"), secret) {
-        (Some(username), Some(password)) => Some(Credentials { username, password }),
-        (None, Some(_)) => {
+    let credentials = match front::login(inputs::input(env, "username"), secret) {
+        Login::Both(c) => Some(c),
+        Login::PasswordOnly => {
             return Err(Error::input(
                 "a registry password or token is set but `username` is empty",
                 Some(
@@ -92,7 +85,7 @@ fn read_inputs(env: &Env) -> Result<PublishInputs> {
                 ),
             ));
         }
-        (_, None) => None,
+        Login::Neither | Login::UsernameOnly => None,
     };
     Ok(PublishInputs {
         path,
@@ -185,10 +178,13 @@ fn publish(env: &Env) -> Result<()> {
             insecure: inputs.insecure,
             monolithic: false,
             credentials: inputs.credentials.clone(),
+            docker_config: front::docker_config(env),
         }),
         source: inputs.source,
         timestamp_tag: inputs.timestamp_tag.clone(),
-        github_token: inputs.github_token.clone(),
+        github: front::github_api(env, inputs.github_token.clone()),
+        source_url: front::source_url(env),
+        ci: front::ci(env),
         revision: revision.clone(),
         // As `push` does by default: the commit, ref and run as a referrer.
         provenance: inputs.provenance,
@@ -241,8 +237,10 @@ fn publish(env: &Env) -> Result<()> {
     }
     if let Some(b) = &report.branch_tag {
         let text = branch_text(b);
-        say(&match b.outcome.as_str() {
-            "rewound" => commands::warning("settings-image: branch tag rewound", &text),
+        say(&match b.outcome {
+            BranchOutcome::Rewound => {
+                commands::warning("settings-image: branch tag rewound", &text)
+            }
             _ => commands::notice("settings-image: branch tag", &text),
         });
     }
@@ -303,7 +301,7 @@ fn outputs(report: &Report) -> String {
             report
                 .branch_tag
                 .as_ref()
-                .map(|b| b.outcome.clone())
+                .map(|b| b.outcome.as_str().to_string())
                 .unwrap_or_default(),
         ),
     ]
@@ -324,15 +322,14 @@ fn branch_text(b: &BranchReport) -> String {
         .as_deref()
         .map(|t| format!("; moved on to {t} after a racing run"))
         .unwrap_or_default();
-    let what = match b.outcome.as_str() {
-        "created" => "created",
-        "moved" => "moved forward to this image",
-        "unchanged" => "already pointed at this image",
-        "kept-newer" => {
+    let what = match b.outcome {
+        BranchOutcome::Created => "created",
+        BranchOutcome::Moved => "moved forward to this image",
+        BranchOutcome::Unchanged => "already pointed at this image",
+        BranchOutcome::KeptNewer => {
             "left where it is: it already names a newer commit (a re-run of an older job)"
         }
-        "rewound" => "moved BACKWARDS to this image (allow-rewind)",
-        other => other,
+        BranchOutcome::Rewound => "moved BACKWARDS to this image (allow-rewind)",
     };
     format!("{} {what}{at}{repaired}", b.name)
 }

@@ -2,17 +2,15 @@
 //! tags an image, and the guarded branch tag (`--branch-tag`) after it.
 //! The decisions are [`crate::release::forward`]'s; this module reads what
 //! they need through [`crate::registry::Client`] (timestamp tags and the commit
-//! each image records in `org.opencontainers.image.revision`) and answers
-//! ancestry questions from git history ([`crate::history::is_ancestor`]).
+//! each image records in `org.opencontainers.image.revision`) and asks the
+//! run's [`Checkout`] whether one commit descends from another.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
-use std::path::Path;
 
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::history::{self, Token, git, github};
+use crate::history::Checkout;
 use crate::image::ANNOTATION_REVISION;
 use crate::image::artifact::ManifestView;
 use crate::registry::Client;
@@ -21,46 +19,6 @@ use crate::release::forward::{self, Anomaly, BranchMove, Tagged};
 
 /// The most timestamp tags whose manifests are read for one check.
 const MAX_READ: usize = 64;
-
-/// Answers "is A an ancestor of B" from the repository holding the
-/// settings folder, asking GitHub's compare API when a shallow clone cannot
-/// prove it. Answers are cached.
-#[derive(Debug)]
-pub struct Ancestry {
-    repo: git::Repo,
-    api: Option<github::Api>,
-    cache: RefCell<HashMap<(String, String), bool>>,
-}
-
-impl Ancestry {
-    /// Opens the repository holding `path`; the GitHub fallback comes from
-    /// `GITHUB_REPOSITORY`, `GITHUB_API_URL` and `token` (else `GITHUB_TOKEN`).
-    pub fn open(path: &Path, token: Option<&Token>) -> Result<Ancestry> {
-        let Some(repo) = git::Repo::discover(path)? else {
-            return Err(Error::history(
-                path,
-                "is not inside a git repository, so commits cannot be ordered",
-                Some("run inside a git checkout".to_string()),
-            ));
-        };
-        Ok(Ancestry {
-            repo,
-            api: github::Api::from_env(token),
-            cache: RefCell::default(),
-        })
-    }
-
-    /// Whether `ancestor` is an ancestor of (or the same as) `descendant`.
-    pub fn is_ancestor(&self, ancestor: &str, descendant: &str) -> Result<bool> {
-        let key = (ancestor.to_string(), descendant.to_string());
-        if let Some(&yes) = self.cache.borrow().get(&key) {
-            return Ok(yes);
-        }
-        let (yes, _) = history::is_ancestor(&self.repo, ancestor, descendant, self.api.as_ref())?;
-        self.cache.borrow_mut().insert(key, yes);
-        Ok(yes)
-    }
-}
 
 /// The commit the image under `reference` records, `Ok(None)` when the tag
 /// does not exist, `Ok(Some(None))` when the image records none.
@@ -104,7 +62,7 @@ pub fn prefix_of(timestamp_tag: &str) -> &str {
 /// [`forward::check`]).
 pub fn check_anomaly(
     client: &Client,
-    ancestry: &Ancestry,
+    ancestry: &Checkout,
     commit: &str,
     ts: u64,
     new_tag: &str,
@@ -117,13 +75,44 @@ pub fn check_anomaly(
     })
 }
 
+/// What happened to the branch tag, as `--json` and the action's
+/// `branch-tag` output spell it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BranchOutcome {
+    /// The tag did not exist and was made.
+    Created,
+    /// Moved forward to a descendant.
+    Moved,
+    /// Already named this commit.
+    Unchanged,
+    /// Left on a newer commit (a re-run of an older job).
+    KeptNewer,
+    /// Moved to a commit that does not descend from its old one (allowed
+    /// rewind).
+    Rewound,
+}
+
+impl BranchOutcome {
+    /// The kebab-case name (`created`, `kept-newer`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BranchOutcome::Created => "created",
+            BranchOutcome::Moved => "moved",
+            BranchOutcome::Unchanged => "unchanged",
+            BranchOutcome::KeptNewer => "kept-newer",
+            BranchOutcome::Rewound => "rewound",
+        }
+    }
+}
+
 /// What `--branch-tag` did, in the report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct BranchReport {
     /// The branch tag.
     pub name: String,
-    /// `created`, `moved`, `unchanged`, `kept-newer` or `rewound`.
-    pub outcome: String,
+    /// What happened.
+    pub outcome: BranchOutcome,
     /// The commit the tag's image records after this run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub commit: Option<String>,
@@ -131,6 +120,13 @@ pub struct BranchReport {
     /// a racing run (repair), if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub repaired_to: Option<String>,
+    /// The commit the tag's image recorded before this run, when it was
+    /// rewound (for the front end's words; not in `--json`).
+    #[serde(skip)]
+    pub previous: Option<String>,
+    /// What the user should know (racing runs that could not be ordered).
+    #[serde(skip)]
+    pub warnings: Vec<String>,
 }
 
 /// Decides, before anything is pushed, whether branch tag `name` may move
@@ -138,7 +134,7 @@ pub struct BranchReport {
 /// `allow_rewind`.
 pub fn plan_branch(
     client: &Client,
-    ancestry: &Ancestry,
+    ancestry: &Checkout,
     name: &str,
     commit: &str,
     allow_rewind: bool,
@@ -167,7 +163,7 @@ pub fn plan_branch(
 /// it behind the newest descendant, moves it on to that one.
 pub fn move_branch(
     client: &Client,
-    ancestry: &Ancestry,
+    ancestry: &Checkout,
     name: &str,
     plan: &BranchMove,
     manifest: &[u8],
@@ -175,18 +171,23 @@ pub fn move_branch(
     timestamp_tag: &str,
 ) -> Result<BranchReport> {
     let outcome = match plan {
-        BranchMove::Create => "created",
-        BranchMove::Forward => "moved",
-        BranchMove::Same => "unchanged",
-        BranchMove::KeepNewer { .. } => "kept-newer",
-        BranchMove::Diverged { .. } => "rewound",
+        BranchMove::Create => BranchOutcome::Created,
+        BranchMove::Forward => BranchOutcome::Moved,
+        BranchMove::Same => BranchOutcome::Unchanged,
+        BranchMove::KeepNewer { .. } => BranchOutcome::KeptNewer,
+        BranchMove::Diverged { .. } => BranchOutcome::Rewound,
     };
     let media_type = crate::image::MANIFEST_MEDIA_TYPE;
     let mut report = BranchReport {
         name: name.to_string(),
-        outcome: outcome.to_string(),
+        outcome,
         commit: Some(commit.to_string()),
         repaired_to: None,
+        previous: match plan {
+            BranchMove::Diverged { current } => current.clone(),
+            _ => None,
+        },
+        warnings: Vec::new(),
     };
     match plan {
         BranchMove::KeepNewer { current } => {
@@ -243,12 +244,12 @@ pub fn move_branch(
     }
     let unknown = unknown.into_inner();
     if let Some(first) = unknown.first() {
-        eprintln!(
-            "warning: branch tag {name}: {} tagged commit(s) could not be ordered against this one, so a racing \
+        report.warnings.push(format!(
+            "branch tag {name}: {} tagged commit(s) could not be ordered against this one, so a racing \
              run's newer image may not have been followed ({first}); set GITHUB_REPOSITORY and GITHUB_TOKEN so \
              the GitHub compare API can answer",
             unknown.len()
-        );
+        ));
     }
     Ok(report)
 }

@@ -20,13 +20,13 @@
 //! provenance referrer.
 
 use crate::error::{Error, Result};
-use crate::history::SourceMode;
+use crate::history::{Checkout, CommitInfo};
 use crate::image::{Image, MANIFEST_MEDIA_TYPE};
 use crate::provenance;
 use crate::publish::forward;
 use crate::registry::blobs::Blob;
 use crate::registry::{self, Client, Session};
-use crate::release::forward::{Anomaly, BranchMove};
+use crate::release::forward::Anomaly;
 use crate::report::PushReport;
 use crate::tag::is_timestamp_tag;
 
@@ -144,6 +144,35 @@ async fn ordered_push(s: &Session, image: &Image, tags: &[String]) -> Result<Pus
     })
 }
 
+/// Whether to attach provenance after the push.
+#[derive(Debug)]
+pub enum Provenance {
+    /// Attach a statement of these facts.
+    Attach(provenance::Facts),
+    /// None was asked for.
+    Off,
+    /// It was asked for but cannot be given; the reason becomes a warning.
+    Unattested(&'static str),
+}
+
+/// What a registry publish does around the push.
+#[derive(Debug)]
+pub struct Plan<'a> {
+    /// The image.
+    pub image: &'a Image,
+    /// Its tags, the timestamp tag first when there is one.
+    pub tags: &'a [String],
+    /// The timestamp tag and the commit it names, with the checkout that
+    /// orders commits: turns on the anomaly check and the branch tag.
+    pub stamp: Option<(&'a str, &'a CommitInfo, &'a Checkout)>,
+    /// The guarded branch tag to move, if any.
+    pub branch_tag: Option<&'a str>,
+    /// Move the branch tag even when history diverged.
+    pub allow_rewind: bool,
+    /// Provenance after the push.
+    pub provenance: Provenance,
+}
+
 /// What publishing to a registry did.
 #[derive(Debug)]
 pub struct Published {
@@ -153,96 +182,53 @@ pub struct Published {
     pub anomaly: Option<Anomaly>,
     /// What happened to the branch tag.
     pub branch: Option<forward::BranchReport>,
+    /// What the user should know that did not stop the publish.
+    pub warnings: Vec<String>,
 }
 
-/// Publishes `img` under `tags` to the registry in `opts` as `req` asks:
-/// the anomaly check before tagging, a refused sideways branch-tag move
-/// before anything is pushed, the push, the branch tag, then provenance.
-pub fn publish(
-    req: &crate::request::Request,
-    opts: &registry::Options,
-    prepared: &crate::history::Prepared,
-    img: &Image,
-    tags: &[String],
-    timestamp_tag: Option<&String>,
-    warnings: &mut Vec<String>,
-) -> Result<Published> {
+/// Publishes as `plan` says to the registry in `opts`: the anomaly check
+/// before tagging, a refused sideways branch-tag move before anything is
+/// pushed, the push, the branch tag, then provenance.
+pub fn publish(opts: &registry::Options, plan: Plan<'_>) -> Result<Published> {
     let client = Client::open(opts)?;
+    let mut warnings = Vec::new();
     let mut anomaly = None;
-    let mut branch = None;
-    let stamp = match (timestamp_tag, &prepared.commit) {
-        (Some(t), Some(c)) => Some((
-            t,
-            c,
-            forward::Ancestry::open(&req.path, req.github_token.as_ref())?,
-        )),
-        _ => None,
-    };
     // Before tagging: what Flux's numerical policy will make of it.
-    if let Some((t, c, ancestry)) = &stamp {
+    if let Some((t, c, checkout)) = plan.stamp {
         let ts = u64::try_from(c.timestamp).unwrap_or(0);
-        match forward::check_anomaly(&client, ancestry, &c.id, ts, t) {
+        match forward::check_anomaly(&client, checkout, &c.id, ts, t) {
             Ok(a) => anomaly = a,
             Err(e) => warnings.push(format!(
                 "could not check the existing tags for anomalies: {e}"
             )),
         }
-        if let Some(a) = &anomaly {
-            eprintln!("warning: {}: {}", a.kind.as_str(), a.message);
-        }
     }
     // Refuse a sideways branch-tag move before pushing anything.
-    let plan = match (&req.forward.branch_tag, &stamp) {
-        (Some(name), Some((_, c, ancestry))) => Some((
+    let branch_plan = match (plan.branch_tag, plan.stamp) {
+        (Some(name), Some((_, c, checkout))) => Some((
             name,
-            forward::plan_branch(&client, ancestry, name, &c.id, req.forward.allow_rewind)?,
+            forward::plan_branch(&client, checkout, name, &c.id, plan.allow_rewind)?,
         )),
         _ => None,
     };
-    let p = push_with(&client, img, tags)?;
-    if let (Some((name, plan)), Some((t, c, ancestry))) = (&plan, &stamp) {
-        match plan {
-            BranchMove::KeepNewer { current } => eprintln!(
-                "notice: branch tag {name} stays on commit {current}, which descends from {}: a re-run of an older commit",
-                c.id
-            ),
-            BranchMove::Diverged { current } => eprintln!(
-                "warning: --allow-rewind: moving branch tag {name} from commit {} to {}, which does not descend from it",
-                current.as_deref().unwrap_or("(none recorded)"),
-                c.id
-            ),
-            _ => {}
-        }
-        branch = Some(forward::move_branch(
-            &client,
-            ancestry,
-            name,
-            plan,
-            &img.manifest,
-            &c.id,
-            t,
-        )?);
+    let p = push_with(&client, plan.image, plan.tags)?;
+    let mut branch = None;
+    if let (Some((name, how)), Some((t, c, checkout))) = (&branch_plan, plan.stamp) {
+        let report =
+            forward::move_branch(&client, checkout, name, how, &plan.image.manifest, &c.id, t)?;
+        warnings.extend(report.warnings.iter().cloned());
+        branch = Some(report);
     }
-    let provenance = match (&prepared.commit, req.provenance) {
-        (Some(commit), true) if req.source == SourceMode::Commit => {
-            let facts = provenance::Facts::collect(&req.path, commit, prepared.source_url.clone())?;
-            Some(
-                provenance::attach(&client, img, &facts)
-                    .map_err(|e| provenance::after_push_error(e, &p.reference))?,
-            )
-        }
-        (_, true) => {
-            warnings.push(format!(
-                "no provenance attached: {}",
-                if prepared.commit.is_none() {
-                    "the folder is not in a git commit"
-                } else {
-                    "--source worktree packages the disk, which no commit attests"
-                }
-            ));
+    let provenance = match &plan.provenance {
+        Provenance::Attach(facts) => Some(
+            provenance::attach(&client, plan.image, facts)
+                .map_err(|e| provenance::after_push_error(e, &p.reference))?,
+        ),
+        Provenance::Unattested(why) => {
+            warnings.push(format!("no provenance attached: {why}"));
             None
         }
-        (_, false) => None,
+        Provenance::Off => None,
     };
     Ok(Published {
         push: PushReport {
@@ -254,5 +240,6 @@ pub fn publish(
         },
         anomaly,
         branch,
+        warnings,
     })
 }

@@ -1,6 +1,6 @@
 //! Who we are to a registry. [`Credentials`] come from the front end
 //! (flags, inputs, environment) or, when it gives none, from the keychain:
-//! docker's `config.json` (`credHelpers`, `auths` entries with base64
+//! docker's `config.json` (the front end says where it is) (`credHelpers`, `auths` entries with base64
 //! `auth`, `username`/`password` or `identitytoken`, then `credsStore`),
 //! the way `docker login` leaves it. [`Auth`] holds how each request is
 //! authorized (anonymous, Basic, or a Bearer token from the token flow of
@@ -12,7 +12,7 @@
 use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use base64::Engine as _;
@@ -186,16 +186,6 @@ pub(crate) fn auth_hint(host: &str) -> String {
     h
 }
 
-/// `$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`.
-pub fn docker_config_path() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("DOCKER_CONFIG").filter(|d| !d.is_empty()) {
-        return Some(PathBuf::from(dir).join("config.json"));
-    }
-    std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(|h| PathBuf::from(h).join(".docker").join("config.json"))
-}
-
 /// The host part of an `auths` key: `https://index.docker.io/v1/` ->
 /// `index.docker.io`, `ghcr.io` -> `ghcr.io`.
 fn key_host(key: &str) -> &str {
@@ -223,19 +213,20 @@ fn config_err(path: &std::path::Path, message: String) -> Error {
     )
 }
 
-/// The credentials docker's config holds for `host`, or `None` when it has
-/// none (then the push is anonymous).
-pub fn from_docker_config(host: &str) -> Result<Option<Credentials>> {
-    let Some(path) = docker_config_path() else {
+/// The credentials docker's config at `path` (`config.json`, found by the
+/// front end) holds for `host`, or `None` when it has none (then the push
+/// is anonymous).
+pub fn from_docker_config(path: Option<&Path>, host: &str) -> Result<Option<Credentials>> {
+    let Some(path) = path else {
         return Ok(None);
     };
-    let text = match std::fs::read_to_string(&path) {
+    let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
     };
     let config: Value = serde_json::from_str(&text)
-        .map_err(|e| config_err(&path, format!("not valid JSON: {e}")))?;
+        .map_err(|e| config_err(path, format!("not valid JSON: {e}")))?;
     if let Some(helpers) = config.get("credHelpers").and_then(Value::as_object) {
         for (key, helper) in helpers {
             if hosts_match(key, host)
@@ -250,7 +241,7 @@ pub fn from_docker_config(host: &str) -> Result<Option<Credentials>> {
             if !hosts_match(key, host) {
                 continue;
             }
-            if let Some(c) = from_entry(entry).map_err(|m| config_err(&path, m))? {
+            if let Some(c) = from_entry(entry).map_err(|m| config_err(path, m))? {
                 return Ok(Some(c));
             }
         }

@@ -27,6 +27,7 @@ pub mod transport;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::fmt;
+use std::path::PathBuf;
 
 pub use auth::Credentials;
 pub use blobs::CHUNK_SIZE;
@@ -54,6 +55,9 @@ pub struct Options {
     /// Explicit credentials (flags or environment); when `None`, docker's
     /// `config.json` and its credential helpers are asked, then anonymous.
     pub credentials: Option<Credentials>,
+    /// Docker's `config.json` (`$DOCKER_CONFIG/config.json`, else
+    /// `~/.docker/config.json`, as the front end finds it); `None`: none.
+    pub docker_config: Option<PathBuf>,
 }
 
 /// One authenticated session with a repository and what it has learnt:
@@ -120,6 +124,7 @@ impl Client {
             repo,
             opts.insecure,
             opts.credentials.clone(),
+            opts.docker_config.as_deref(),
             access,
         ))?;
         let session = Session {

@@ -11,6 +11,7 @@
 //! causes become one line.
 
 use std::cell::{Cell, RefCell};
+use std::path::Path;
 use std::time::Duration;
 
 use reqwest::header;
@@ -181,11 +182,12 @@ pub(crate) struct Transport {
 impl Transport {
     /// Connects to `repo` (plain HTTP for loopback hosts or when `insecure`)
     /// and authenticates for `access` with `creds`, else with what docker's
-    /// config holds for the host, else anonymously.
+    /// config at `docker_config` holds for the host, else anonymously.
     pub(crate) async fn open(
         repo: Repository,
         insecure: bool,
         creds: Option<Credentials>,
+        docker_config: Option<&Path>,
         access: Access,
     ) -> Result<Self> {
         let plain = insecure || is_loopback(&repo.host);
@@ -210,7 +212,7 @@ impl Transport {
             .map_err(|e| no_tls_client(&repo, &e))?;
         let creds = match creds {
             Some(c) => Some(c),
-            None => auth::from_docker_config(&repo.host)?,
+            None => auth::from_docker_config(docker_config, &repo.host)?,
         };
         // `Client::new` falls back to a default client, which panics when
         // the system has no CA certificates (a `FROM scratch` image without
