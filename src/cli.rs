@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::front::{self, Login};
 use crate::history::{self, SourceMode, Token};
 use crate::promote::BreakGlass;
-use crate::publish::forward::BranchOutcome;
+use crate::publish::guards::BranchOutcome;
 use crate::registry::{self, Credentials};
 use crate::request::{self, Request, Target};
 use std::io::Read;

@@ -13,7 +13,7 @@ use std::path::Path;
 use common::git::ScratchRepo;
 use settings_image::history::{SourceMode, git};
 use settings_image::provenance::Ci;
-use settings_image::publish::forward::BranchOutcome;
+use settings_image::publish::guards::BranchOutcome;
 use settings_image::registry::Options;
 use settings_image::request::{self, Forward, Request, Target};
 use support_registry::{Auth, Registry};

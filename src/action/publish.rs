@@ -14,9 +14,9 @@ use super::summary::{self, Facts};
 use crate::error::{Error, Result};
 use crate::front::{self, Login};
 use crate::history::{SourceMode, Token};
-use crate::publish::forward::{BranchOutcome, BranchReport};
+use crate::publish::guards::{BranchOutcome, BranchReport};
 use crate::registry::{self, Credentials};
-use crate::release::forward::AnomalyKind;
+use crate::release::ordering::AnomalyKind;
 use crate::report::Report;
 use crate::request::{self, Request, Target};
 

@@ -16,17 +16,17 @@
 //!    that does not already name it.
 //!
 //! [`publish`] wraps a push in what a registry target adds around it: the
-//! anomaly check and the guarded branch tag ([`super::forward`]), and the
+//! anomaly check and the guarded branch tag ([`super::guards`]), and the
 //! provenance referrer.
 
 use crate::error::{Error, Result};
 use crate::history::{Checkout, CommitInfo};
 use crate::image::{Image, MANIFEST_MEDIA_TYPE};
 use crate::provenance;
-use crate::publish::forward;
+use crate::publish::guards;
 use crate::registry::blobs::Blob;
 use crate::registry::{self, Client, Session};
-use crate::release::forward::Anomaly;
+use crate::release::ordering::Anomaly;
 use crate::report::PushReport;
 use crate::tag::is_timestamp_tag;
 
@@ -181,7 +181,7 @@ pub struct Published {
     /// What the anomaly check found before tagging.
     pub anomaly: Option<Anomaly>,
     /// What happened to the branch tag.
-    pub branch: Option<forward::BranchReport>,
+    pub branch: Option<guards::BranchReport>,
     /// What the user should know that did not stop the publish.
     pub warnings: Vec<String>,
 }
@@ -196,7 +196,7 @@ pub fn publish(opts: &registry::Options, plan: Plan<'_>) -> Result<Published> {
     // Before tagging: what Flux's numerical policy will make of it.
     if let Some((t, c, checkout)) = plan.stamp {
         let ts = u64::try_from(c.timestamp).unwrap_or(0);
-        match forward::check_anomaly(&client, checkout, &c.id, ts, t) {
+        match guards::check_anomaly(&client, checkout, &c.id, ts, t) {
             Ok(a) => anomaly = a,
             Err(e) => warnings.push(format!(
                 "could not check the existing tags for anomalies: {e}"
@@ -207,7 +207,7 @@ pub fn publish(opts: &registry::Options, plan: Plan<'_>) -> Result<Published> {
     let branch_plan = match (plan.branch_tag, plan.stamp) {
         (Some(name), Some((_, c, checkout))) => Some((
             name,
-            forward::plan_branch(&client, checkout, name, &c.id, plan.allow_rewind)?,
+            guards::plan_branch(&client, checkout, name, &c.id, plan.allow_rewind)?,
         )),
         _ => None,
     };
@@ -215,7 +215,7 @@ pub fn publish(opts: &registry::Options, plan: Plan<'_>) -> Result<Published> {
     let mut branch = None;
     if let (Some((name, how)), Some((t, c, checkout))) = (&branch_plan, plan.stamp) {
         let report =
-            forward::move_branch(&client, checkout, name, how, &plan.image.manifest, &c.id, t)?;
+            guards::move_branch(&client, checkout, name, how, &plan.image.manifest, &c.id, t)?;
         warnings.extend(report.warnings.iter().cloned());
         branch = Some(report);
     }

@@ -1,6 +1,6 @@
 //! Forward-only publishing on a registry: the anomaly check before a push
 //! tags an image, and the guarded branch tag (`--branch-tag`) after it.
-//! The decisions are [`crate::release::forward`]'s; this module reads what
+//! The decisions are [`crate::release::ordering`]'s; this module reads what
 //! they need through [`crate::registry::Client`] (timestamp tags and the commit
 //! each image records in `org.opencontainers.image.revision`) and asks the
 //! run's [`Checkout`] whether one commit descends from another.
@@ -15,7 +15,7 @@ use crate::image::ANNOTATION_REVISION;
 use crate::image::artifact::ManifestView;
 use crate::registry::Client;
 use crate::release::channel::Stamped;
-use crate::release::forward::{self, Anomaly, BranchMove, Tagged};
+use crate::release::ordering::{self, Anomaly, BranchMove, Tagged};
 
 /// The most timestamp tags whose manifests are read for one check.
 const MAX_READ: usize = 64;
@@ -59,7 +59,7 @@ pub fn prefix_of(timestamp_tag: &str) -> &str {
 
 /// Checks a push of `commit` at `ts` under `new_tag` against the
 /// repository's timestamp tags of the same prefix (see
-/// [`forward::check`]).
+/// [`ordering::check`]).
 pub fn check_anomaly(
     client: &Client,
     ancestry: &Checkout,
@@ -68,9 +68,9 @@ pub fn check_anomaly(
     new_tag: &str,
 ) -> Result<Option<Anomaly>> {
     let tags = client.list_tags()?;
-    let relevant = forward::relevant(prefix_of(new_tag), ts, &tags);
+    let relevant = ordering::relevant(prefix_of(new_tag), ts, &tags);
     let existing = tagged(client, relevant)?;
-    forward::check(commit, ts, new_tag, &existing, |a, d| {
+    ordering::check(commit, ts, new_tag, &existing, |a, d| {
         ancestry.is_ancestor(a, d)
     })
 }
@@ -140,7 +140,7 @@ pub fn plan_branch(
     allow_rewind: bool,
 ) -> Result<BranchMove> {
     let current = revision_of(client, name)?;
-    let plan = forward::branch_move(commit, current.as_ref().map(|c| c.as_deref()), |a, d| {
+    let plan = ordering::branch_move(commit, current.as_ref().map(|c| c.as_deref()), |a, d| {
         ancestry.is_ancestor(a, d)
     })?;
     if let BranchMove::Diverged { current } = &plan
@@ -232,7 +232,7 @@ pub fn move_branch(
         .collect();
     stamped.sort_by(|a, b| b.ts.cmp(&a.ts).then_with(|| b.tag.cmp(&a.tag)));
     let tagged = tagged(client, stamped)?;
-    if let Some(tip) = forward::repair_target(&base, &tagged, &lenient)?
+    if let Some(tip) = ordering::repair_target(&base, &tagged, &lenient)?
         && tip.revision != now
         && let Some(m) = client.get_manifest(&tip.stamped.tag)?
     {
