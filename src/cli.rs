@@ -296,8 +296,7 @@ fn print_report(report: &crate::report::Report, json: bool) -> Result<()> {
         eprintln!("warning: {w}");
     }
     if json {
-        let s = serde_json::to_string(report)
-            .map_err(|e| Error::io("printing the report", std::io::Error::other(e)))?;
+        let s = serde_json::to_string(report).map_err(|e| Error::json("printing the report", e))?;
         println!("{s}");
     } else {
         print!("{}", report.human());
@@ -428,8 +427,7 @@ fn run_promote(env: &front::Env, args: &PromoteArgs) -> Result<()> {
         );
     }
     if args.json {
-        let s = serde_json::to_string(&out)
-            .map_err(|e| Error::io("printing the outcome", std::io::Error::other(e)))?;
+        let s = serde_json::to_string(&out).map_err(|e| Error::json("printing the outcome", e))?;
         println!("{s}");
     } else {
         print!("{}", out.human());
@@ -453,8 +451,8 @@ fn run_inspect(env: &front::Env, args: &InspectArgs) -> Result<()> {
         front::docker_config(env),
     )?;
     if args.json {
-        let s = serde_json::to_string(&found)
-            .map_err(|e| Error::io("printing the inspection", std::io::Error::other(e)))?;
+        let s =
+            serde_json::to_string(&found).map_err(|e| Error::json("printing the inspection", e))?;
         println!("{s}");
     } else {
         print!("{}", found.human());

@@ -33,6 +33,15 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// JSON we wrote or read could not be (de)serialized.
+    #[error("{context}: {source}")]
+    Json {
+        /// What we were doing.
+        context: String,
+        /// serde's error.
+        #[source]
+        source: serde_json::Error,
+    },
     /// An OCI image layout on disk is not usable.
     #[error("OCI layout {}: {message}", path.display())]
     Layout {
@@ -127,6 +136,14 @@ impl Error {
         }
     }
 
+    /// Shorthand for a JSON error with context.
+    pub fn json(context: impl Into<String>, source: serde_json::Error) -> Self {
+        Error::Json {
+            context: context.into(),
+            source,
+        }
+    }
+
     /// Shorthand for a source error.
     pub fn source(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
         Error::Source {
@@ -169,7 +186,7 @@ impl Error {
                     .into(),
             ),
             Error::Layout { .. } => Some("choose an empty directory or a valid OCI image layout for --output".into()),
-            Error::Io { .. } => None,
+            Error::Io { .. } | Error::Json { .. } => None,
         }
     }
 
@@ -186,6 +203,7 @@ impl Error {
             Error::Auth { .. } => 5,
             Error::Rewind { .. } => 6,
             Error::Io { .. }
+            | Error::Json { .. }
             | Error::Layout { .. }
             | Error::History { .. }
             | Error::GitHub { .. } => 1,

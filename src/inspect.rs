@@ -58,8 +58,7 @@ fn read_promotion(
             hint: None,
         });
     }
-    serde_json::to_value(record)
-        .map_err(|e| Error::io("showing the promotion", std::io::Error::other(e)))
+    serde_json::to_value(record).map_err(|e| Error::json("showing the promotion", e))
 }
 
 /// Reads a provenance referrer: its manifest, then its statement layer.
@@ -71,8 +70,7 @@ fn read_provenance(
     let layer = first_layer(client, desc, provenance::ARTIFACT_TYPE)?;
     let bytes = client.get_blob(&layer.digest)?;
     let summary = provenance::read_statement(&bytes, image_digest)?;
-    serde_json::to_value(summary)
-        .map_err(|e| Error::io("showing the provenance", std::io::Error::other(e)))
+    serde_json::to_value(summary).map_err(|e| Error::json("showing the provenance", e))
 }
 
 /// The first layer of media type `media_type` of the referrer `desc`.

@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::image::artifact::{Artifact, ManifestView};
 use crate::image::{ANNOTATION_CREATED, Descriptor};
 use crate::registry::{self, Client, Credentials, Options};
-use crate::release::channel::{self, Decision};
+use crate::release::channel::{self, Decision, DecisionKind};
 use crate::release::policy::{Period, Policy};
 
 /// The `artifactType` (and layer media type) of a promotion record.
@@ -98,8 +98,8 @@ impl From<&Period> for PeriodReport {
 /// What a promotion decided and did.
 #[derive(Debug, Clone, Serialize)]
 pub struct Outcome {
-    /// `promote`, `up-to-date`, `wait` or `no-candidate`.
-    pub decision: String,
+    /// What was decided.
+    pub decision: DecisionKind,
     /// True when a channel tag was written by this run.
     pub promoted: bool,
     /// Nothing was changed (`--explain`).
@@ -284,7 +284,7 @@ pub fn run(req: &Request) -> Result<Outcome> {
     let current = channel::highest(&req.to, &tags).map(|s| s.tag);
     let decision = channel::decide(&req.from, &req.to, &tags, &gate, req.force.as_deref());
     let mut out = Outcome {
-        decision: decision.kind().to_string(),
+        decision: decision.kind(),
         promoted: false,
         explain: req.explain,
         candidate: channel::highest(&req.from, &tags).map(|s| s.tag),
@@ -397,7 +397,7 @@ pub fn run(req: &Request) -> Result<Outcome> {
 /// The referrer artifact for `record`.
 pub fn artifact(record: &Record) -> Result<Artifact> {
     let bytes = serde_json::to_vec(record)
-        .map_err(|e| Error::io("serializing the promotion record", std::io::Error::other(e)))?;
+        .map_err(|e| Error::json("serializing the promotion record", e))?;
     Ok(Artifact {
         artifact_type: ARTIFACT_TYPE.to_string(),
         layers: vec![(ARTIFACT_TYPE.to_string(), bytes)],
@@ -410,12 +410,7 @@ pub fn artifact(record: &Record) -> Result<Artifact> {
 
 /// Reads a promotion record's layer.
 pub fn read_record(bytes: &[u8]) -> Result<Record> {
-    serde_json::from_slice(bytes).map_err(|e| {
-        Error::io(
-            "reading a promotion record",
-            std::io::Error::new(std::io::ErrorKind::InvalidData, e),
-        )
-    })
+    serde_json::from_slice(bytes).map_err(|e| Error::json("reading a promotion record", e))
 }
 
 fn after_promote_error(err: Error, tag: &str) -> Error {
@@ -473,32 +468,34 @@ impl Outcome {
     /// calendar.
     pub fn human(&self) -> String {
         let mut s = String::new();
-        let head = match self.decision.as_str() {
-            "promote" if self.explain => format!(
+        let head = match self.decision {
+            DecisionKind::Promote if self.explain => format!(
                 "would promote {} as {}",
                 self.candidate.as_deref().unwrap_or("?"),
                 self.tag.as_deref().unwrap_or("?")
             ),
-            "promote" if self.promoted => format!(
+            DecisionKind::Promote if self.promoted => format!(
                 "promoted {} as {}",
                 self.candidate.as_deref().unwrap_or("?"),
                 self.reference.as_deref().unwrap_or("?")
             ),
-            "promote" => format!(
+            DecisionKind::Promote => format!(
                 "{} already holds {}",
                 self.tag.as_deref().unwrap_or("?"),
                 self.candidate.as_deref().unwrap_or("?")
             ),
-            "up-to-date" => format!(
+            DecisionKind::UpToDate => format!(
                 "up to date: the channel holds {} (candidate {})",
                 self.current.as_deref().unwrap_or("?"),
                 self.candidate.as_deref().unwrap_or("?")
             ),
-            "wait" => format!(
+            DecisionKind::Wait => format!(
                 "waiting: {} is newer, but the gate is shut",
                 self.candidate.as_deref().unwrap_or("?")
             ),
-            _ => "no candidate: no tag of the source prefix exists".to_string(),
+            DecisionKind::NoCandidate => {
+                "no candidate: no tag of the source prefix exists".to_string()
+            }
         };
         s.push_str(&head);
         s.push('\n');
@@ -508,7 +505,7 @@ impl Outcome {
             s.push_str(&format!("because: {}\n", self.because));
         }
         if self.explain {
-            s.push_str(&format!("decision: {}\n", self.decision));
+            s.push_str(&format!("decision: {}\n", self.decision.as_str()));
             s.push_str(&format!(
                 "candidate: {}\ncurrent:   {}\n",
                 self.candidate.as_deref().unwrap_or("(none)"),

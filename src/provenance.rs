@@ -151,8 +151,7 @@ pub fn statement(subject_name: &str, subject_digest: &str, facts: &Facts) -> Res
         predicate_type: PREDICATE_TYPE.to_string(),
         predicate,
     };
-    serde_json::to_vec(&st)
-        .map_err(|e| Error::io("serializing the provenance", std::io::Error::other(e)))
+    serde_json::to_vec(&st).map_err(|e| Error::json("serializing the provenance", e))
 }
 
 /// The referrer artifact for `facts`: the statement as its one layer,
@@ -195,12 +194,8 @@ pub struct Summary {
 
 /// Reads a statement's bytes; `image_digest` is checked against its subject.
 pub fn read_statement(bytes: &[u8], image_digest: &str) -> Result<Summary> {
-    let st: Statement = serde_json::from_slice(bytes).map_err(|e| {
-        Error::io(
-            "reading a provenance statement",
-            std::io::Error::new(std::io::ErrorKind::InvalidData, e),
-        )
-    })?;
+    let st: Statement = serde_json::from_slice(bytes)
+        .map_err(|e| Error::json("reading a provenance statement", e))?;
     let p = &st.predicate;
     let s = |ptr: &str| p.pointer(ptr).and_then(|v| v.as_str()).map(String::from);
     let subject_matches = st.subject.iter().any(|sub| {

@@ -15,6 +15,7 @@ use super::inputs::{self, Env};
 use crate::error::{Error, Result};
 use crate::front::{self, Login};
 use crate::promote::{self, BreakGlass, Outcome, PeriodReport};
+use crate::release::channel::DecisionKind;
 
 /// The secret inputs, masked before anything is printed.
 const SECRET_INPUTS: [&str; 1] = ["token"];
@@ -98,7 +99,7 @@ pub fn outputs(out: &Outcome) -> Vec<(&'static str, String)> {
         ("tag", out.tag.clone().unwrap_or_default()),
         ("digest", out.digest.clone().unwrap_or_default()),
         ("reference", out.reference.clone().unwrap_or_default()),
-        ("decision", out.decision.clone()),
+        ("decision", out.decision.as_str().to_string()),
         ("next-open", out.next_open.clone().unwrap_or_default()),
     ]
 }
@@ -106,8 +107,8 @@ pub fn outputs(out: &Outcome) -> Vec<(&'static str, String)> {
 /// The annotation for `out`, if any: a warning while waiting or for
 /// break-glass, a notice when up to date or without a candidate.
 pub fn annotation(out: &Outcome) -> Option<String> {
-    match out.decision.as_str() {
-        "wait" => Some(commands::warning(
+    match out.decision {
+        DecisionKind::Wait => Some(commands::warning(
             "settings-image: promotion waits for a release window",
             &format!(
                 "{} is newer than the channel, but the gate is shut ({}); next open: {}",
@@ -116,7 +117,7 @@ pub fn annotation(out: &Outcome) -> Option<String> {
                 out.next_open.as_deref().unwrap_or("not within 14 days")
             ),
         )),
-        "promote" if out.forced => Some(commands::warning(
+        DecisionKind::Promote if out.forced => Some(commands::warning(
             "settings-image: BREAK-GLASS promotion",
             &format!(
                 "{} promoted outside the release windows: {}",
@@ -124,7 +125,7 @@ pub fn annotation(out: &Outcome) -> Option<String> {
                 out.because
             ),
         )),
-        "up-to-date" => Some(commands::notice(
+        DecisionKind::UpToDate => Some(commands::notice(
             "settings-image: channel up to date",
             &format!(
                 "the channel holds {} (newest candidate {})",
@@ -132,11 +133,11 @@ pub fn annotation(out: &Outcome) -> Option<String> {
                 out.candidate.as_deref().unwrap_or("?")
             ),
         )),
-        "no-candidate" => Some(commands::warning(
+        DecisionKind::NoCandidate => Some(commands::warning(
             "settings-image: nothing to promote",
             "no tag of the `from` prefix exists in the repository",
         )),
-        _ => None,
+        DecisionKind::Promote => None,
     }
 }
 
@@ -151,18 +152,20 @@ fn short_time(rfc3339: &str) -> String {
 /// tag, and the gate's calendar over the next 7 days.
 pub fn summary(out: &Outcome) -> String {
     let mut s = String::from("## settings-image promote\n\n");
-    let headline = match out.decision.as_str() {
-        "promote" if out.forced => "**BREAK-GLASS: promoted** outside the release windows",
-        "promote" if out.promoted => "**Promoted**",
-        "promote" => "**Already promoted** (the channel tag was there)",
-        "up-to-date" => "**Up to date**: nothing newer to promote",
-        "wait" => "**Waiting**: the release gate is shut",
-        _ => "**No candidate**",
+    let headline = match out.decision {
+        DecisionKind::Promote if out.forced => {
+            "**BREAK-GLASS: promoted** outside the release windows"
+        }
+        DecisionKind::Promote if out.promoted => "**Promoted**",
+        DecisionKind::Promote => "**Already promoted** (the channel tag was there)",
+        DecisionKind::UpToDate => "**Up to date**: nothing newer to promote",
+        DecisionKind::Wait => "**Waiting**: the release gate is shut",
+        DecisionKind::NoCandidate => "**No candidate**",
     };
     s.push_str(headline);
     s.push_str("\n\n| | |\n|---|---|\n");
     let row = |k: &str, v: &str| format!("| {k} | `{}` |\n", v.replace('|', "\\|"));
-    s.push_str(&row("decision", &out.decision));
+    s.push_str(&row("decision", out.decision.as_str()));
     s.push_str(&row(
         "candidate",
         out.candidate.as_deref().unwrap_or("(none)"),

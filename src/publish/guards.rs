@@ -49,12 +49,10 @@ fn tagged(client: &Client, stamped: Vec<Stamped>) -> Result<Vec<Tagged>> {
     Ok(out)
 }
 
-/// The prefix of a timestamp tag `PREFIX-<ts>-<sha7>`.
+/// The prefix of a timestamp tag `PREFIX-<ts>-<sha7>` (the tag itself
+/// for any other tag).
 pub fn prefix_of(timestamp_tag: &str) -> &str {
-    timestamp_tag
-        .rsplitn(3, '-')
-        .nth(2)
-        .unwrap_or(timestamp_tag)
+    crate::tag::timestamp_prefix(timestamp_tag).unwrap_or(timestamp_tag)
 }
 
 /// Checks a push of `commit` at `ts` under `new_tag` against the

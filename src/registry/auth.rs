@@ -293,11 +293,15 @@ fn from_entry(entry: &Value) -> std::result::Result<Option<Credentials>, String>
 /// Runs `docker-credential-<helper> get` with `server` on stdin.
 fn run_helper(helper: &str, server: &str, host: &str) -> Result<Option<Credentials>> {
     let program = format!("docker-credential-{helper}");
-    let hint = || {
-        Some(format!(
+    // A helper that cannot answer is a failure to authenticate (exit 5),
+    // like a refused login: the request itself was fine.
+    let refused = |message: String| Error::Auth {
+        host: host.to_string(),
+        message,
+        hint: format!(
             "install {program} or remove it from the docker config, or give credentials with \
              --username and --password-stdin"
-        ))
+        ),
     };
     let mut child = Command::new(&program)
         .arg("get")
@@ -305,12 +309,7 @@ fn run_helper(helper: &str, server: &str, host: &str) -> Result<Option<Credentia
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| {
-            Error::input(
-                format!("cannot run credential helper {program}: {e}"),
-                hint(),
-            )
-        })?;
+        .map_err(|e| refused(format!("cannot run credential helper {program}: {e}")))?;
     if let Some(mut stdin) = child.stdin.take() {
         stdin
             .write_all(server.as_bytes())
@@ -325,19 +324,15 @@ fn run_helper(helper: &str, server: &str, host: &str) -> Result<Option<Credentia
         if said.contains("credentials not found") {
             return Ok(None);
         }
-        return Err(Error::input(
-            format!(
-                "credential helper {program} failed for {host}: {}",
-                said.trim()
-            ),
-            hint(),
-        ));
+        return Err(refused(format!(
+            "credential helper {program} failed for {host}: {}",
+            said.trim()
+        )));
     }
     let v: Value = serde_json::from_slice(&out.stdout).map_err(|_| {
-        Error::input(
-            format!("credential helper {program} printed no JSON credentials for {host}"),
-            hint(),
-        )
+        refused(format!(
+            "credential helper {program} printed no JSON credentials for {host}"
+        ))
     })?;
     let username = v.get("Username").and_then(Value::as_str).unwrap_or("");
     let secret = v.get("Secret").and_then(Value::as_str).unwrap_or("");
@@ -362,6 +357,22 @@ mod tests {
             password: "hunter2".into(),
         };
         assert!(!format!("{c:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn a_credential_helper_that_cannot_answer_is_an_auth_failure() {
+        let err = run_helper(
+            "settings-image-test-no-such-helper",
+            "h.example",
+            "h.example",
+        )
+        .expect_err("no such helper");
+        assert_eq!(err.exit_code(), 5, "{err}");
+        assert!(
+            err.to_string()
+                .contains("docker-credential-settings-image-test-no-such-helper"),
+            "{err}"
+        );
     }
 
     #[test]
