@@ -6,17 +6,16 @@
 //! `docker-registry`, with git as the oracle for the commits.
 
 mod common;
-mod support_registry;
 
 use std::path::Path;
 
 use common::git::ScratchRepo;
+use common::registry::{Auth, Registry};
 use settings_image::history::{SourceMode, git};
 use settings_image::provenance::Ci;
 use settings_image::publish::guards::BranchOutcome;
 use settings_image::registry::Options;
 use settings_image::request::{self, Forward, Request, Target};
-use support_registry::{Auth, Registry};
 
 fn commit(repo: &ScratchRepo, file: &str, content: &str, time: u64) -> String {
     let path = repo.dir.join("configs").join(file);

@@ -6,17 +6,15 @@
 //! another uid proves no ownership check gets in the way; builds prove the
 //! image holds the commit's tracked files only.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
 mod common;
 
 use common::git::{ScratchRepo as Repo, git_cmd};
+use common::github;
 
 const BIN: &str = env!("CARGO_BIN_EXE_settings-image");
 
@@ -77,8 +75,14 @@ impl Repo {
             .args(["merge", "--no-ff", "--no-commit", "-q", branch])
             .output()
             .expect("git merge");
-        // A conflict is fine: `resolve` settles it.
-        let _ = out;
+        // A conflict (exit 1) is fine, `resolve` settles it; anything else
+        // is a broken scenario. Either way the merge must be in progress.
+        assert!(
+            out.status.success() || out.status.code() == Some(1),
+            "git merge {branch} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        self.git(&["rev-parse", "-q", "--verify", "MERGE_HEAD"]);
         resolve(self);
         self.commit(&format!("merge {branch}"), t)
     }
@@ -498,68 +502,9 @@ fn fixtures() -> PathBuf {
     );
 }
 
-/// One request the stub saw.
-#[derive(Debug, Clone)]
-struct Seen {
-    request_line: String,
-    headers: Vec<(String, String)>,
-}
-
-impl Seen {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// A tiny HTTP/1.1 server on 127.0.0.1 answering every request with
-/// `status` and `body`, recording what it saw. Serves at most 8 requests.
-fn stub(status: u16, body: String) -> (String, Arc<Mutex<Vec<Seen>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
-    let addr = listener.local_addr().expect("addr");
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let seen2 = Arc::clone(&seen);
-    std::thread::spawn(move || {
-        for stream in listener.incoming().take(8) {
-            let Ok(mut stream) = stream else { continue };
-            let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(10)));
-            let mut reader = BufReader::new(stream.try_clone().expect("clone stream"));
-            let mut request_line = String::new();
-            if reader.read_line(&mut request_line).is_err() {
-                continue;
-            }
-            let mut headers = Vec::new();
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                    break;
-                }
-                let line = line.trim_end();
-                if line.is_empty() {
-                    break;
-                }
-                if let Some((k, v)) = line.split_once(':') {
-                    headers.push((k.trim().to_string(), v.trim().to_string()));
-                }
-            }
-            seen2.lock().expect("lock").push(Seen {
-                request_line: request_line.trim_end().to_string(),
-                headers,
-            });
-            let reason = if status == 200 { "OK" } else { "Not Found" };
-            let resp = format!(
-                "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = stream.write_all(resp.as_bytes());
-            let _ = stream.flush();
-            let mut rest = Vec::new();
-            let _ = reader.read_to_end(&mut rest);
-        }
-    });
-    (format!("http://{addr}"), seen)
+/// The shared GitHub stub answering every request with `status` and `body`.
+fn stub(status: u16, body: String) -> (String, github::Log) {
+    github::stub(move |_| (status, body.clone()))
 }
 
 /// An origin repository whose latest commits do not touch `s`, and a

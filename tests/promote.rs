@@ -2,12 +2,12 @@
 //! distribution, no referrers API: records go through the `sha256-<hex>`
 //! tag index), with a recording proxy to count what goes over the wire.
 
-mod support_registry;
+mod common;
 
 use std::process::{Command, Stdio};
 
+use common::registry::*;
 use serde_json::Value;
-use support_registry::*;
 
 const CLEARED: [&str; 10] = [
     "GITHUB_ACTOR",
