@@ -27,13 +27,13 @@ const REMOVED: [&str; 7] = [
 ];
 
 struct Git {
-    tmp: tempfile::TempDir,
+    tmp: common::TempDir,
     dir: PathBuf,
 }
 
 impl Git {
     fn new() -> Git {
-        let tmp = tempfile::tempdir().expect("tempdir");
+        let tmp = common::TempDir::new();
         let dir = tmp.path().join("repo");
         std::fs::create_dir_all(tmp.path().join("home")).expect("home");
         std::fs::create_dir_all(&dir).expect("dir");

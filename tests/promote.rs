@@ -24,7 +24,7 @@ const CLEARED: [&str; 10] = [
 
 /// Runs the binary with the GitHub variables cleared, then `env`.
 fn cli(args: &[&str], env: &[(&str, &str)]) -> Run {
-    let empty = tempfile::tempdir().expect("tempdir");
+    let empty = common::TempDir::new();
     let mut c = Command::new(bin());
     c.args(args)
         .env("DOCKER_CONFIG", empty.path())
@@ -249,7 +249,7 @@ fn a_closed_gate_waits_explain_changes_nothing_and_break_glass_is_recorded() {
     let reg = Registry::start(Auth::None);
     let repo = format!("{}/settings", reg.host());
     let cand = push_candidate(&repo, "main-1700000100-aaaaaaa");
-    let dir = tempfile::tempdir().expect("tmp");
+    let dir = common::TempDir::new();
     let policy = dir.path().join("policy.yaml");
     std::fs::write(&policy, FREEZE).expect("policy");
     let p = policy.to_str().expect("utf-8");
@@ -401,7 +401,7 @@ fn racing_promotes_converge_on_the_newest_candidate() {
     let reg = Registry::start(Auth::None);
     let repo = format!("{}/settings", reg.host());
     let spawn = || {
-        let empty = tempfile::tempdir().expect("tmp");
+        let empty = common::TempDir::new();
         let mut c = Command::new(bin());
         c.args([
             "promote",
@@ -540,7 +540,7 @@ fn action(repo: &str, ws: &std::path::Path, extra: &[(&str, &str)]) -> (Run, Str
 fn the_action_face_promotes_waits_and_refuses_with_outputs_and_annotations() {
     let reg = Registry::start(Auth::None);
     let repo = format!("{}/settings", reg.host());
-    let ws = tempfile::tempdir().expect("workspace");
+    let ws = common::TempDir::new();
     let cand = push_candidate(&repo, "main-1700000100-aaaaaaa");
     // A freeze that is always on: the gate is shut, the run succeeds.
     std::fs::write(

@@ -47,14 +47,14 @@ fn sha256(b: &[u8]) -> String {
 
 /// A git repository with a `conf` folder and fixed dates.
 struct Repo {
-    dir: tempfile::TempDir,
+    dir: common::TempDir,
 }
 
 impl Repo {
     fn new() -> Repo {
         require("git");
         let r = Repo {
-            dir: tempfile::tempdir().unwrap(),
+            dir: common::TempDir::new(),
         };
         r.git(&["init", "-q", "-b", "main"]);
         r.git(&["config", "user.email", "t@example.com"]);

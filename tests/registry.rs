@@ -46,7 +46,7 @@ fn push_is_read_by_skopeo_podman_and_containerd() {
     assert_eq!(out["pushed"], true);
 
     // The same digest as `build` computes for the folder.
-    let layout = tempfile::tempdir().unwrap();
+    let layout = common::TempDir::new();
     let out_dir = layout.path().join("l");
     let b = run(
         &[
@@ -77,7 +77,7 @@ fn push_is_read_by_skopeo_podman_and_containerd() {
     }
 
     // containerd pulls over plain HTTP and mounts the image.
-    let ctd_dir = tempfile::tempdir().unwrap();
+    let ctd_dir = common::TempDir::new();
     let cd = common::Containerd::start(ctd_dir.path());
     let reference = format!("{repo}:latest");
     let ctr = |args: &[&str]| common::stdout_of(cd.ctr().args(args));
@@ -91,7 +91,7 @@ fn push_is_read_by_skopeo_podman_and_containerd() {
     ]);
     let listed = ctr(&["images", "ls"]);
     assert!(listed.contains(&digest), "ctr images ls: {listed}");
-    let mnt = tempfile::tempdir().unwrap();
+    let mnt = common::TempDir::new();
     let m = mnt.path().to_str().unwrap();
     ctr(&["images", "mount", "--snapshotter", "native", &reference, m]);
     let _unmount = common::MountGuard(mnt.path().to_path_buf());
@@ -312,7 +312,7 @@ fn permanent_failure_writes_no_tag() {
 fn large_layer_goes_in_chunks_of_at_most_4_mib_or_one_put() {
     let reg = Registry::start(Auth::None);
     let proxy = Proxy::start(reg.port);
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::TempDir::new();
     random_file(&dir.path().join("blob.bin"), 9 * 1024 * 1024 + 123);
     let d = dir.path().to_str().unwrap();
     const MIB4: usize = 4 * 1024 * 1024;
@@ -407,7 +407,7 @@ fn basic_auth_credentials_in_every_form() {
     assert_eq!(out["uploaded_blobs"], 0);
 
     // docker config.json with a base64 `auth` entry.
-    let cfg = tempfile::tempdir().unwrap();
+    let cfg = common::TempDir::new();
     use base64::Engine as _;
     // Explicit credentials win over a docker config holding wrong ones.
     let stale = base64::engine::general_purpose::STANDARD.encode("alice:stale-password");
@@ -454,7 +454,7 @@ fn basic_auth_credentials_in_every_form() {
     assert_eq!(out["pushed"], true);
 
     // A credential helper (credHelpers), run with the server on stdin.
-    let helper_dir = tempfile::tempdir().unwrap();
+    let helper_dir = common::TempDir::new();
     let helper = helper_dir.path().join("docker-credential-testhelper");
     std::fs::write(
         &helper,
@@ -624,7 +624,7 @@ fn push_with_a_timestamp_tag_from_git_history() {
     require("git");
     let reg = Registry::start(Auth::None);
     let proxy = Proxy::start(reg.port);
-    let repo_dir = tempfile::tempdir().unwrap();
+    let repo_dir = common::TempDir::new();
     let root = repo_dir.path();
     let git = |args: &[&str]| {
         let out = std::process::Command::new("git")
@@ -808,7 +808,7 @@ fn https_unless_loopback_or_insecure() {
 
     // A TLS server with a certificate nobody trusts: refused, not retried.
     require("openssl");
-    let tls = tempfile::tempdir().unwrap();
+    let tls = common::TempDir::new();
     let (key, cert) = (tls.path().join("key.pem"), tls.path().join("cert.pem"));
     let st = std::process::Command::new("openssl")
         .args([

@@ -52,7 +52,7 @@ pub enum Auth {
 /// A running `docker-registry`; killed on drop.
 pub struct Registry {
     child: Child,
-    pub dir: tempfile::TempDir,
+    pub dir: super::TempDir,
     pub port: u16,
     pub log: PathBuf,
 }
@@ -61,7 +61,7 @@ impl Registry {
     /// Starts a registry with `auth` on a free loopback port.
     pub fn start(auth: Auth) -> Registry {
         let bin = require("docker-registry");
-        let dir = tempfile::tempdir().unwrap();
+        let dir = super::TempDir::new();
         let port = free_port();
         let auth_yaml = match &auth {
             Auth::None => String::new(),
@@ -147,7 +147,7 @@ impl Run {
 /// Runs settings-image with `args`, `env` and `stdin`, with a docker config
 /// directory that is empty unless `env` says otherwise.
 pub fn run(args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> Run {
-    let empty = tempfile::tempdir().unwrap();
+    let empty = super::TempDir::new();
     let mut cmd = Command::new(bin());
     cmd.args(args)
         .env_remove("SETTINGS_IMAGE_USERNAME")
@@ -176,8 +176,8 @@ pub fn run(args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> Run {
 }
 
 /// A settings folder with `n` small YAML files named `fNN.yaml`.
-pub fn settings(n: usize, salt: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
+pub fn settings(n: usize, salt: &str) -> super::TempDir {
+    let dir = super::TempDir::new();
     for i in 0..n {
         std::fs::write(
             dir.path().join(format!("f{i:02}.yaml")),
@@ -235,7 +235,7 @@ pub struct TokenServer {
     pub issued: Mutex<Vec<String>>,
     /// Token requests seen (query strings).
     pub requests: Mutex<Vec<String>>,
-    _dir: tempfile::TempDir,
+    _dir: super::TempDir,
 }
 
 fn b64url(bytes: &[u8]) -> String {
@@ -249,7 +249,7 @@ impl TokenServer {
     /// Generates a key and certificate and starts serving.
     pub fn start(user: &str, password: &str) -> Arc<TokenServer> {
         require("openssl");
-        let dir = tempfile::tempdir().unwrap();
+        let dir = super::TempDir::new();
         let key = dir.path().join("key.pem");
         let cert = dir.path().join("cert.pem");
         let st = Command::new("openssl")
@@ -669,7 +669,7 @@ pub fn podman_read(registry_host: &str, reference: &str, file: &str) -> (String,
     require("podman");
     require("runc");
     let busybox = require("busybox");
-    let dir = tempfile::tempdir().unwrap();
+    let dir = super::TempDir::new();
     let d = dir.path();
     std::fs::write(
         d.join("containers.conf"),
