@@ -8,7 +8,7 @@ use crate::history::{self, SourceMode, Token};
 use crate::image;
 use crate::provenance;
 use crate::publish::{forward, layout, registry};
-use crate::release::forward::BranchMove;
+use crate::release::forward::{BranchMove, ForcedPush};
 use crate::report::{LayerReport, PushReport, Report};
 use crate::tag;
 
@@ -58,6 +58,10 @@ pub struct Forward {
     pub branch_tag: Option<String>,
     /// Move the branch tag even when history diverged (after a force-push).
     pub allow_rewind: bool,
+    /// This run follows a force-push of the branch, which named this
+    /// commit before it (GitHub's push event: `forced: true`, `before`).
+    /// Tells a rewind from a re-run of an older job.
+    pub forced_before: Option<String>,
 }
 
 impl Request {
@@ -91,6 +95,17 @@ impl Request {
                     ),
                 ));
             }
+        }
+        if let Some(before) = &self.forward.forced_before
+            && !(matches!(before.len(), 40 | 64) && before.bytes().all(|b| b.is_ascii_hexdigit()))
+        {
+            return Err(Error::input(
+                format!("--force-pushed-from {before:?} is not a full commit id"),
+                Some(
+                    "give the branch's previous head as 40 hex digits (the push event's `before`)"
+                        .to_string(),
+                ),
+            ));
         }
         if self.forward.allow_rewind && self.forward.branch_tag.is_none() {
             return Err(Error::input(
@@ -155,10 +170,13 @@ pub fn run(req: &Request) -> Result<Report> {
                 )),
                 _ => None,
             };
+            let forced = req.forward.forced_before.as_ref().map(|before| ForcedPush {
+                before: before.to_ascii_lowercase(),
+            });
             // Before tagging: what Flux's numerical policy will make of it.
             if let Some((t, c, ancestry)) = &forward {
                 let ts = u64::try_from(c.timestamp).unwrap_or(0);
-                match forward::check_anomaly(&client, ancestry, &c.id, ts, t) {
+                match forward::check_anomaly(&client, ancestry, &c.id, ts, t, forced.as_ref()) {
                     Ok(a) => anomaly = a,
                     Err(e) => warnings.push(format!(
                         "could not check the existing tags for anomalies: {e}"
@@ -172,15 +190,32 @@ pub fn run(req: &Request) -> Result<Report> {
             let plan = match (&req.forward.branch_tag, &forward) {
                 (Some(name), Some((_, c, ancestry))) => Some((
                     name,
-                    forward::plan_branch(&client, ancestry, name, &c.id, req.forward.allow_rewind)?,
+                    forward::plan_branch(
+                        &client,
+                        ancestry,
+                        name,
+                        &c.id,
+                        req.forward.allow_rewind,
+                        forced.as_ref(),
+                    )?,
                 )),
                 _ => None,
             };
             let p = client.push(&img, &tags)?;
             if let (Some((name, plan)), Some((t, c, ancestry))) = (&plan, &forward) {
                 match plan {
+                    BranchMove::KeepNewer { current } if forced.is_some() => eprintln!(
+                        "notice: branch tag {name} stays on commit {current}, which descends from {}; if the force-push \
+                         dropped it, --allow-rewind moves the tag back",
+                        c.id
+                    ),
                     BranchMove::KeepNewer { current } => eprintln!(
                         "notice: branch tag {name} stays on commit {current}, which descends from {}: a re-run of an older commit",
+                        c.id
+                    ),
+                    BranchMove::Rewound { current } => eprintln!(
+                        "warning: --allow-rewind: moving branch tag {name} back from commit {current}, which a force-push \
+                         dropped, to its ancestor {}",
                         c.id
                     ),
                     BranchMove::Diverged { current } => eprintln!(

@@ -173,6 +173,37 @@ pub fn event_plan(env: &Env) -> Result<EventPlan> {
     Ok(EventPlan::Build { revision: None })
 }
 
+/// The branch's previous head when the triggering event is a `push` that
+/// rewrote the branch (`forced: true`): the payload's `before`. `None` for
+/// every other event, a normal push, or a `before` of zeros (a new branch).
+pub fn forced_push(env: &Env) -> Result<Option<String>> {
+    if env.get("GITHUB_EVENT_NAME").map(String::as_str) != Some("push") {
+        return Ok(None);
+    }
+    let Some(path) = env.get("GITHUB_EVENT_PATH").filter(|p| !p.is_empty()) else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::io(format!("reading the event payload {path}"), e))?;
+    let payload: Value = serde_json::from_str(&text)
+        .map_err(|e| Error::input(format!("the event payload {path} is not JSON: {e}"), None))?;
+    if payload.get("forced").and_then(Value::as_bool) != Some(true) {
+        return Ok(None);
+    }
+    let before = payload.get("before").and_then(Value::as_str).unwrap_or("");
+    let full = matches!(before.len(), 40 | 64) && before.bytes().all(|b| b.is_ascii_hexdigit());
+    if !full {
+        return Err(Error::input(
+            format!("the forced push payload {path} has no commit id in `before` ({before:?})"),
+            None,
+        ));
+    }
+    if before.bytes().all(|b| b == b'0') {
+        return Ok(None);
+    }
+    Ok(Some(before.to_ascii_lowercase()))
+}
+
 /// An environment made of `pairs`, for unit tests of the action front end.
 #[cfg(test)]
 pub(crate) fn env_of(pairs: &[(&str, &str)]) -> Env {
@@ -275,6 +306,26 @@ mod tests {
         assert!(
             matches!(event_plan(&e).unwrap(), EventPlan::Skip(m) if m.contains("refs/heads/changes"))
         );
+
+        // A forced push: `before` is what the branch named until then.
+        assert_eq!(forced_push(&e).unwrap(), None, "not forced");
+        v["deleted"] = Value::Bool(false);
+        v["forced"] = Value::Bool(true);
+        v["before"] = "0123456789ABCDEF0123456789abcdef01234567".into();
+        std::fs::write(&p, v.to_string()).unwrap();
+        assert_eq!(
+            forced_push(&e).unwrap().as_deref(),
+            Some("0123456789abcdef0123456789abcdef01234567")
+        );
+        let mut other = e.clone();
+        other.insert("GITHUB_EVENT_NAME".into(), "workflow_dispatch".into());
+        assert_eq!(forced_push(&other).unwrap(), None);
+        v["before"] = "0".repeat(40).into();
+        std::fs::write(&p, v.to_string()).unwrap();
+        assert_eq!(forced_push(&e).unwrap(), None, "a new branch");
+        v["before"] = "HEAD~1".into();
+        std::fs::write(&p, v.to_string()).unwrap();
+        assert!(forced_push(&e).is_err());
 
         let wd = fixture("other/workflow_dispatch.octokit-webhooks.json");
         let e = env(&[

@@ -108,6 +108,7 @@ fn read_inputs(env: &Env) -> Result<PublishInputs> {
         forward: request::Forward {
             branch_tag: inputs::input(env, "branch-tag"),
             allow_rewind: inputs::boolean(env, "allow-rewind", false)?,
+            forced_before: inputs::forced_push(env)?,
         },
     })
 }
@@ -233,14 +234,15 @@ fn publish(env: &Env) -> Result<()> {
     if let Some(a) = &report.anomaly {
         let title = format!("settings-image: {}", a.kind.as_str());
         // A re-run of an older job is expected and harmless: a notice. The
-        // other two are ordering problems Flux will act on: warnings.
+        // others (a rewind, a same-second or backwards timestamp) are
+        // ordering problems Flux will act on: warnings.
         say(&match a.kind {
             AnomalyKind::RerunOfOlder => commands::notice(&title, &a.message),
             _ => commands::warning(&title, &a.message),
         });
     }
     if let Some(b) = &report.branch_tag {
-        let text = branch_text(b);
+        let text = branch_text(b, rewound(&report));
         say(&match b.outcome.as_str() {
             "rewound" => commands::warning("settings-image: branch tag rewound", &text),
             _ => commands::notice("settings-image: branch tag", &text),
@@ -312,8 +314,17 @@ fn outputs(report: &Report) -> String {
     .collect()
 }
 
-/// One line on what happened to the branch tag.
-fn branch_text(b: &BranchReport) -> String {
+/// Whether the run reported a force-push back to an ancestor.
+fn rewound(report: &Report) -> bool {
+    report
+        .anomaly
+        .as_ref()
+        .is_some_and(|a| a.kind == AnomalyKind::RewoundHistory)
+}
+
+/// One line on what happened to the branch tag; `rewound` when a
+/// force-push moved the branch back to an ancestor.
+fn branch_text(b: &BranchReport, rewound: bool) -> String {
     let at = b
         .commit
         .as_deref()
@@ -328,6 +339,9 @@ fn branch_text(b: &BranchReport) -> String {
         "created" => "created",
         "moved" => "moved forward to this image",
         "unchanged" => "already pointed at this image",
+        "kept-newer" if rewound => {
+            "left on the newer commit the force-push dropped; set `allow-rewind: true` to move it back to this image"
+        }
         "kept-newer" => {
             "left where it is: it already names a newer commit (a re-run of an older job)"
         }
@@ -372,7 +386,7 @@ fn facts(env: &Env, inputs: &PublishInputs, report: &Report) -> Facts {
                 report
                     .branch_tag
                     .iter()
-                    .map(|b| format!("branch tag: {}", branch_text(b))),
+                    .map(|b| format!("branch tag: {}", branch_text(b, rewound(report)))),
             )
             .collect(),
     }
