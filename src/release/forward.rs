@@ -166,10 +166,11 @@ pub fn check(
                 message: format!(
                     "a force-push rewound the branch from {} to {}, an ancestor of {rev}, which the branch no \
                      longer has: Flux keeps serving {} (the dropped commit's content), because its timestamp is \
-                     higher than {new_tag}'s. To serve this commit's content, push a new commit that reverts the \
-                     dropped changes (it gets a current timestamp, so Flux moves to it; into a gated channel, \
-                     `promote --force --reason ...` releases it at once); promoting before that would copy {} \
-                     into the channel",
+                     higher than {new_tag}'s. To serve this commit's content, a new commit must carry it with a \
+                     current timestamp: push the dropped commits back and then a commit that reverts them, or \
+                     commit one more change to the folder on the rewound branch (an empty commit does not count; \
+                     edit a comment in a settings file). Into a gated channel, `promote --force --reason ...` then \
+                     releases it at once; promoting before that would copy {} into the channel",
                     short(&f.before),
                     short(commit),
                     n.stamped.tag,
