@@ -15,10 +15,10 @@
 //! pick, computed here from the Flux documentation independently of the
 //! crate.
 
+mod common;
 mod support_registry;
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -143,70 +143,33 @@ fn payload(dir: &Path, name: &str, before: &str, after: &str, forced: bool) -> P
     p
 }
 
-/// A loopback stand-in for GitHub's compare API
-/// (`GET /repos/acme/settings/compare/{base}...{head}`): the real
-/// comparison fixture with `status` answered by git in `origin`.
-fn compare_api(origin: PathBuf, home: PathBuf) -> String {
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/github/rest/commit-comparison.json");
-    let template: Value =
-        serde_json::from_str(&std::fs::read_to_string(&fixture).expect("fixture")).expect("JSON");
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let addr = listener.local_addr().expect("addr");
+/// GitHub's compare API for the origin, played by git in it (it keeps the
+/// dropped commits, as GitHub does). Returns the API base URL and the
+/// pairs asked.
+fn compare_api(origin: &Origin) -> (String, common::github::Asked) {
+    let (dir, home) = (origin.dir.clone(), origin.home());
     let is_ancestor = move |a: &str, d: &str| {
         Command::new("git")
-            .current_dir(&origin)
+            .current_dir(&dir)
             .env("HOME", &home)
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .args(["merge-base", "--is-ancestor", a, d])
+            .stderr(std::process::Stdio::null())
             .status()
             .expect("git")
             .success()
     };
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-            let mut line = String::new();
-            let _ = reader.read_line(&mut line);
-            loop {
-                let mut h = String::new();
-                if reader.read_line(&mut h).unwrap_or(0) == 0 || h.trim().is_empty() {
-                    break;
-                }
-            }
-            let target = line.split_whitespace().nth(1).unwrap_or("").to_string();
-            let (status, body) = match target
-                .strip_prefix(&format!("/repos/{GH_REPOSITORY}/compare/"))
-                .and_then(|r| r.split_once("..."))
-            {
-                Some((base, head)) => {
-                    let mut v = template.clone();
-                    v["status"] = if base == head {
-                        "identical"
-                    } else if is_ancestor(base, head) {
-                        "ahead"
-                    } else if is_ancestor(head, base) {
-                        "behind"
-                    } else {
-                        "diverged"
-                    }
-                    .into();
-                    ("200 OK", v.to_string())
-                }
-                None => ("404 Not Found", r#"{"message":"Not Found"}"#.to_string()),
-            };
-            let resp = format!(
-                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = stream.write_all(resp.as_bytes());
-            let _ = stream.flush();
-            let mut rest = Vec::new();
-            let _ = reader.read_to_end(&mut rest);
+    common::github::compare_api(GH_REPOSITORY, move |base, head| {
+        if base == head {
+            "identical"
+        } else if is_ancestor(base, head) {
+            "ahead"
+        } else if is_ancestor(head, base) {
+            "behind"
+        } else {
+            "diverged"
         }
-    });
-    format!("http://{addr}")
+    })
 }
 
 /// One action run.
@@ -418,7 +381,7 @@ fn a_force_push_back_to_an_ancestor_is_a_rewound_history_warning_not_a_rerun() {
     let name = "acme/rewind";
     let repository = format!("{}/{name}", reg.host());
     let origin = Origin::new();
-    let api = compare_api(origin.dir.clone(), origin.home());
+    let (api, asked) = compare_api(&origin);
     let events = tempfile::tempdir().expect("events");
     let with = [
         ("path", DIR),
@@ -455,6 +418,14 @@ fn a_force_push_back_to_an_ancestor_is_a_rewound_history_warning_not_a_rerun() {
     let forced = payload(events.path(), "forced", &b, &a, true);
     let step = run_action(&ws, &forced, &api, &with);
     step.ok();
+    // B is not in the checkout: GitHub ordered A against it.
+    assert!(
+        asked
+            .lock()
+            .expect("lock")
+            .contains(&(a.clone(), b.clone())),
+        "{asked:?}"
+    );
     let all = tags(&reg, name);
     // Flux keeps serving B's content: its tag has the higher number.
     let pick = flux_pick(&all);
@@ -546,7 +517,7 @@ fn a_force_push_to_a_commit_below_an_orphaned_tag_is_a_backwards_timestamp_warni
     let name = "acme/orphan";
     let repository = format!("{}/{name}", reg.host());
     let origin = Origin::new();
-    let api = compare_api(origin.dir.clone(), origin.home());
+    let (api, asked) = compare_api(&origin);
     let events = tempfile::tempdir().expect("events");
     let with = [
         ("path", DIR),
@@ -596,6 +567,13 @@ fn a_force_push_to_a_commit_below_an_orphaned_tag_is_a_backwards_timestamp_warni
     rewind.push(("allow-rewind", "true"));
     let step = run_action(&ws, &forced, &api, &rewind);
     step.ok();
+    assert!(
+        asked
+            .lock()
+            .expect("lock")
+            .contains(&(c.clone(), b.clone())),
+        "GitHub ordered C against the dropped B: {asked:?}"
+    );
     let all = tags(&reg, name);
     assert!(all.contains(&tag_of(1_700_000_200, &c)));
     let pick = flux_pick(&all);
