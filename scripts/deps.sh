@@ -63,8 +63,11 @@ if ! cmp -s "$js/package-lock.json" "$js/node_modules/.deps-sh-lock"; then
   cp "$js/package-lock.json" "$js/node_modules/.deps-sh-lock"
 fi
 # The package imports its JSON schemas without an import attribute, which
-# node 20 refuses; add `with { type: "json" }` (idempotent).
+# node 20 refuses; add `with { type: "json" }` (idempotent). Node before
+# 18.20 (Debian bookworm's 18.19) knows only the older `assert` keyword.
+kw=with
+node --input-type=module -e 'import x from "data:application/json,{}" with { type: "json" }' 2>/dev/null || kw=assert
 for f in actions/action-schema.js workflows/workflow-schema.js; do
-  sed -i 's|^\(import [A-Za-z]* from "\.\./[a-z0-9.-]*\.json"\);$|\1 with { type: "json" };|' \
+  sed -i -E "s#^(import [A-Za-z]+ from \"\.\./[a-z0-9.-]+\.json\")( (with|assert) \{ type: \"json\" \})?;\$#\1 ${kw} { type: \"json\" };#" \
     "$js/node_modules/@actions/workflow-parser/dist/$f"
 done
