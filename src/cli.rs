@@ -303,6 +303,7 @@ pub fn run(cli: Cli) -> Result<()> {
                 forward: request::Forward::default(),
                 provenance: false,
                 revision: args.history.revision,
+                extra: Default::default(),
             };
             let report = request::run(&req)?;
             print_report(&report, args.json)
@@ -329,6 +330,7 @@ pub fn run(cli: Cli) -> Result<()> {
                 },
                 provenance: !args.no_provenance,
                 revision: args.history.revision,
+                extra: Default::default(),
             };
             let report = request::run(&req)?;
             print_report(&report, args.json)

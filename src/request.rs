@@ -48,6 +48,12 @@ pub struct Request {
     /// tag names the last change reachable from it and, with
     /// [`SourceMode::Commit`], the content is the folder as it holds it.
     pub revision: Option<String>,
+    /// Annotations (manifest) and labels (config) the caller adds, e.g.
+    /// docker/metadata-action's. The history's own (`revision`, `created`,
+    /// `source`) win, and `org.opencontainers.image.created` is never taken
+    /// from the caller: it is a build clock, and a rebuild of the same
+    /// commit must be byte-identical. Each value not taken is a warning.
+    pub extra: image::Metadata,
 }
 
 /// Forward-only options of a registry push.
@@ -123,6 +129,35 @@ impl Request {
     }
 }
 
+/// `ours` (from history) with the caller's `extra` added where it does
+/// not override ours; every value left out is a warning.
+fn merge_metadata(
+    mut ours: image::Metadata,
+    extra: &image::Metadata,
+    warnings: &mut Vec<String>,
+) -> image::Metadata {
+    for (what, theirs, mine) in [
+        ("annotation", &extra.annotations, &mut ours.annotations),
+        ("label", &extra.labels, &mut ours.labels),
+    ] {
+        for (k, v) in theirs {
+            match mine.get(k) {
+                Some(kept) if kept != v => warnings.push(format!(
+                    "{what} {k}={v} ignored: the history sets {kept}"
+                )),
+                Some(_) => {}
+                None if k == image::ANNOTATION_CREATED => warnings.push(format!(
+                    "{what} {k}={v} ignored: a build time would make every rebuild of the commit a new image"
+                )),
+                None => {
+                    mine.insert(k.clone(), v.clone());
+                }
+            }
+        }
+    }
+    ours
+}
+
 /// Builds the image and publishes it as the request says.
 pub fn run(req: &Request) -> Result<Report> {
     req.validate()?;
@@ -152,7 +187,10 @@ pub fn run(req: &Request) -> Result<Report> {
             Target::Registry(_) => {}
         }
     }
-    let img = image::build(&prepared.source, &prepared.metadata())?;
+    let img = image::build(
+        &prepared.source,
+        &merge_metadata(prepared.metadata(), &req.extra, &mut warnings),
+    )?;
     let mut anomaly = None;
     let mut branch = None;
     let (output, new_blobs, push) = match &req.target {

@@ -486,6 +486,7 @@ fn a_force_push_back_to_an_ancestor_is_a_rewound_history_warning_not_a_rerun() {
     let step = run_action(&ws, &forced, &api, &rewind);
     assert_eq!(step.ok().out("anomaly"), "rewound-history");
     assert_eq!(step.out("branch-tag"), "rewound");
+    assert_eq!(step.out("pushed"), "true", "the branch tag moved");
     assert_eq!(revision(&reg, name, "main"), a, "no repair forward to B");
     assert!(
         step.annotation("warning", "settings-image: branch tag rewound")

@@ -663,3 +663,77 @@ fn the_action_face_promotes_waits_and_refuses_with_outputs_and_annotations() {
     assert_eq!(outputs(&out)["decision"], "up-to-date");
     assert!(run.stdout.contains("::notice title="), "{}", run.stdout);
 }
+
+#[test]
+fn the_action_face_has_the_registry_inputs_and_an_explain_dry_run() {
+    let reg = Registry::start(Auth::None);
+    let repo = format!("{}/settings", reg.host());
+    let ws = tempfile::tempdir().expect("workspace");
+    push_candidate(&repo, "main-1700000100-aaaaaaa");
+    // Weekday windows: open on Monday 2026-12-21 10:00 UTC, shut on Sunday.
+    std::fs::write(
+        ws.path().join("policy.yaml"),
+        "windows:\n  - kind: allow\n    description: office hours\n    schedule: \"0 9 * * 1-5\"\n    duration: 8h\n    timeZone: UTC\n",
+    )
+    .expect("policy");
+    // The owner's capitals, as `${{ github.repository_owner }}` gives them.
+    let given = format!("{}/Settings", reg.host());
+    let target = format!("{}/Prod-Settings", reg.host());
+    let dry = |at: &str| {
+        action(
+            &given,
+            ws.path(),
+            &[
+                ("INPUT_POLICY", "policy.yaml"),
+                ("INPUT_TARGET-REPOSITORY", &target),
+                ("INPUT_EXPLAIN", "true"),
+                ("INPUT_AT", at),
+                ("INPUT_INSECURE", "false"),
+                ("INPUT_PASSWORD", ""),
+            ],
+        )
+    };
+    let (run, out, summary) = dry("2026-12-20T10:00:00Z");
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let o = outputs(&out);
+    assert_eq!(o["decision"], "wait", "{}", run.stdout);
+    assert_eq!(o["next-open"], "2026-12-21T09:00:00Z");
+    assert!(summary.contains("**Waiting**"), "{summary}");
+    let (run, out, _) = dry("2026-12-21T10:00:00Z");
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let o = outputs(&out);
+    assert_eq!(o["decision"], "promote", "{}", run.stdout);
+    assert_eq!(o["promoted"], "false", "explain writes nothing");
+    assert!(
+        run.stdout
+            .lines()
+            .any(|l| l
+                .starts_with("::notice title=settings-image promote%3A repository lower-cased::")),
+        "{}",
+        run.stdout
+    );
+    // Nothing was written: no channel tag, no target repository.
+    assert!(
+        !tags(&reg.host(), "settings")
+            .iter()
+            .any(|t| t.starts_with("prod-"))
+    );
+    let (code, _) = curl(
+        &format!("http://{}/v2/prod-settings/tags/list", reg.host()),
+        None,
+    );
+    assert_eq!(code, 404);
+    // A bad `at` is an error in the action's words.
+    let (run, _, _) = dry("next monday");
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    let error = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("::error title="))
+        .expect("an ::error line");
+    assert!(
+        error.contains("`at` \"next monday\" is not a time"),
+        "{error}"
+    );
+    assert!(!error.contains("--"), "{error}");
+}
