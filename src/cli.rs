@@ -8,8 +8,8 @@ use crate::error::{Error, Result};
 use crate::front::{self, Login};
 use crate::history::{self, SourceMode, Token};
 use crate::promote::BreakGlass;
-use crate::publish::guards::BranchOutcome;
 use crate::registry::{self, Credentials};
+use crate::release::ordering::BranchMove;
 use crate::request::{self, Request, Target};
 use std::io::Read;
 
@@ -210,6 +210,11 @@ pub struct PushArgs {
     /// current one (history was rewritten on purpose, e.g. a force-push).
     #[arg(long)]
     pub allow_rewind: bool,
+    /// This push follows a force-push of the branch; COMMIT is the branch's
+    /// head before it (GitHub's push event `before` when `forced` is true).
+    /// Tells a rewind to an older commit from a re-run of an older job.
+    #[arg(long, value_name = "COMMIT")]
+    pub force_pushed_from: Option<String>,
     /// Print one JSON object instead of a human summary.
     #[arg(long)]
     pub json: bool,
@@ -273,21 +278,29 @@ pub struct BuildArgs {
     pub history: HistoryArgs,
 }
 
-fn print_report(report: &crate::report::Report, json: bool) -> Result<()> {
+/// Prints the report; `forced`: the push followed a force-push (words the
+/// branch-tag notice).
+fn print_report(report: &crate::report::Report, json: bool, forced: bool) -> Result<()> {
     if let Some(a) = &report.anomaly {
         eprintln!("warning: {}: {}", a.kind.as_str(), a.message);
     }
     if let (Some(b), Some(commit)) = (&report.branch_tag, &report.commit) {
-        match b.outcome {
-            BranchOutcome::KeptNewer => eprintln!(
-                "notice: branch tag {} stays on commit {}, which descends from {commit}: a re-run of an older commit",
-                b.name,
-                b.commit.as_deref().unwrap_or("?"),
+        let name = &b.name;
+        match &b.plan {
+            BranchMove::KeepNewer { current } if forced => eprintln!(
+                "notice: branch tag {name} stays on commit {current}, which descends from {commit}; if the force-push \
+                 dropped it, --allow-rewind moves the tag back"
             ),
-            BranchOutcome::Rewound => eprintln!(
-                "warning: --allow-rewind: moving branch tag {} from commit {} to {commit}, which does not descend from it",
-                b.name,
-                b.previous.as_deref().unwrap_or("(none recorded)"),
+            BranchMove::KeepNewer { current } => eprintln!(
+                "notice: branch tag {name} stays on commit {current}, which descends from {commit}: a re-run of an older commit"
+            ),
+            BranchMove::Rewound { current } => eprintln!(
+                "warning: --allow-rewind: moving branch tag {name} back from commit {current}, which a force-push \
+                 dropped, to its ancestor {commit}"
+            ),
+            BranchMove::Diverged { current } => eprintln!(
+                "warning: --allow-rewind: moving branch tag {name} from commit {} to {commit}, which does not descend from it",
+                current.as_deref().unwrap_or("(none recorded)"),
             ),
             _ => {}
         }
@@ -321,9 +334,10 @@ pub fn run(cli: Cli) -> Result<()> {
                 forward: request::Forward::default(),
                 provenance: false,
                 revision: args.history.revision,
+                extra: Default::default(),
             };
             let report = request::run(&req)?;
-            print_report(&report, args.json)
+            print_report(&report, args.json, false)
         }
         Command::Tag(args) => run_tag(&env, &args),
         Command::Push(args) => {
@@ -346,12 +360,14 @@ pub fn run(cli: Cli) -> Result<()> {
                 forward: request::Forward {
                     branch_tag: args.branch_tag,
                     allow_rewind: args.allow_rewind,
+                    forced_before: args.force_pushed_from,
                 },
                 provenance: !args.no_provenance,
                 revision: args.history.revision,
+                extra: Default::default(),
             };
             let report = request::run(&req)?;
-            print_report(&report, args.json)
+            print_report(&report, args.json, req.forward.forced_before.is_some())
         }
         Command::Inspect(args) => run_inspect(&env, &args),
         Command::Promote(args) => run_promote(&env, &args),

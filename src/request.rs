@@ -10,6 +10,7 @@ use crate::provenance;
 use crate::publish::registry::{Plan, Provenance};
 use crate::publish::{layout, registry};
 use crate::registry::Options;
+use crate::release::ordering::ForcedPush;
 use crate::report::{LayerReport, Report};
 use crate::tag;
 
@@ -55,6 +56,12 @@ pub struct Request {
     /// tag names the last change reachable from it and, with
     /// [`SourceMode::Commit`], the content is the folder as it holds it.
     pub revision: Option<String>,
+    /// Annotations (manifest) and labels (config) the caller adds, e.g.
+    /// docker/metadata-action's. The history's own (`revision`, `created`,
+    /// `source`) win, and `org.opencontainers.image.created` is never taken
+    /// from the caller: it is a build clock, and a rebuild of the same
+    /// commit must be byte-identical. Each value not taken is a warning.
+    pub extra: image::Metadata,
 }
 
 /// Forward-only options of a registry push.
@@ -65,6 +72,10 @@ pub struct Forward {
     pub branch_tag: Option<String>,
     /// Move the branch tag even when history diverged (after a force-push).
     pub allow_rewind: bool,
+    /// This run follows a force-push of the branch, which named this
+    /// commit before it (GitHub's push event: `forced: true`, `before`).
+    /// Tells a rewind from a re-run of an older job.
+    pub forced_before: Option<String>,
 }
 
 impl Request {
@@ -99,6 +110,17 @@ impl Request {
                 ));
             }
         }
+        if let Some(before) = &self.forward.forced_before
+            && !(matches!(before.len(), 40 | 64) && before.bytes().all(|b| b.is_ascii_hexdigit()))
+        {
+            return Err(Error::input(
+                format!("--force-pushed-from {before:?} is not a full commit id"),
+                Some(
+                    "give the branch's previous head as 40 hex digits (the push event's `before`)"
+                        .to_string(),
+                ),
+            ));
+        }
         if self.forward.allow_rewind && self.forward.branch_tag.is_none() {
             return Err(Error::input(
                 "--allow-rewind only applies to --branch-tag",
@@ -113,6 +135,35 @@ impl Request {
         }
         Ok(())
     }
+}
+
+/// `ours` (from history) with the caller's `extra` added where it does
+/// not override ours; every value left out is a warning.
+fn merge_metadata(
+    mut ours: image::Metadata,
+    extra: &image::Metadata,
+    warnings: &mut Vec<String>,
+) -> image::Metadata {
+    for (what, theirs, mine) in [
+        ("annotation", &extra.annotations, &mut ours.annotations),
+        ("label", &extra.labels, &mut ours.labels),
+    ] {
+        for (k, v) in theirs {
+            match mine.get(k) {
+                Some(kept) if kept != v => warnings.push(format!(
+                    "{what} {k}={v} ignored: the history sets {kept}"
+                )),
+                Some(_) => {}
+                None if k == image::ANNOTATION_CREATED => warnings.push(format!(
+                    "{what} {k}={v} ignored: a build time would make every rebuild of the commit a new image"
+                )),
+                None => {
+                    mine.insert(k.clone(), v.clone());
+                }
+            }
+        }
+    }
+    ours
 }
 
 /// Builds the image and publishes it as the request says.
@@ -148,7 +199,10 @@ pub fn run(req: &Request) -> Result<Report> {
             Target::Registry(_) => {}
         }
     }
-    let img = image::build(&prepared.source, &prepared.metadata())?;
+    let img = image::build(
+        &prepared.source,
+        &merge_metadata(prepared.metadata(), &req.extra, &mut warnings),
+    )?;
     let mut anomaly = None;
     let mut branch = None;
     let (output, new_blobs, push) = match &req.target {
@@ -186,6 +240,9 @@ pub fn run(req: &Request) -> Result<Report> {
                     stamp,
                     branch_tag: req.forward.branch_tag.as_deref(),
                     allow_rewind: req.forward.allow_rewind,
+                    forced: req.forward.forced_before.as_ref().map(|before| ForcedPush {
+                        before: before.to_ascii_lowercase(),
+                    }),
                     provenance,
                 },
             )?;

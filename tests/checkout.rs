@@ -53,9 +53,11 @@ fn push_request(folder: &Path, repository: &str) -> Request {
         forward: Forward {
             branch_tag: Some("main".into()),
             allow_rewind: false,
+            forced_before: None,
         },
         provenance: true,
         revision: None,
+        extra: Default::default(),
     }
 }
 

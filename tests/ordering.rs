@@ -506,18 +506,6 @@ fn branch_tag_needs_a_timestamp_tag() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--timestamp-tag"));
 }
 
-/// The shared GitHub stub as GitHub's compare API for `o/r`: answers
-/// `GET /repos/o/r/compare/{base}...{head}` with the comparison fixture and
-/// `status` from `answer(base, head)`, anything else with 404.
-fn compare_stub(
-    answer: impl Fn(&str, &str) -> &'static str + Send + 'static,
-) -> (String, github::Log) {
-    github::stub(move |seen| match github::compared(seen, "o/r") {
-        Some((base, head)) => (200, github::comparison(answer(&base, &head))),
-        None => (404, r#"{"message":"Not Found"}"#.to_string()),
-    })
-}
-
 #[test]
 fn on_a_shallow_clone_the_branch_tag_is_guarded_by_the_github_compare_api() {
     let reg = Registry::start(Auth::None);
@@ -551,7 +539,7 @@ fn on_a_shallow_clone_the_branch_tag_is_guarded_by_the_github_compare_api() {
     assert_eq!(revision(&reg, "main"), c1);
     // With it: GitHub says c4 is ahead of c1.
     let (c1a, c4a) = (c1.clone(), c4.clone());
-    let (base, seen) = compare_stub(move |b, h| {
+    let (base, seen) = github::compare_api("o/r", move |b, h| {
         if b == c1a && h == c4a {
             "ahead"
         } else {
@@ -568,12 +556,7 @@ fn on_a_shallow_clone_the_branch_tag_is_guarded_by_the_github_compare_api() {
     assert_eq!(p.anomaly(), None);
     assert_eq!(p.ok()["branch_tag"]["outcome"], "moved");
     assert_eq!(revision(&reg, "main"), c4);
-    let asked: Vec<(String, String)> = seen
-        .lock()
-        .expect("lock")
-        .iter()
-        .filter_map(|s| github::compared(s, "o/r"))
-        .collect();
+    let asked = seen.lock().expect("lock").clone();
     assert!(asked.contains(&(c1.clone(), c4.clone())), "{asked:?}");
     // What the clone proves (c3 -> c4) is never asked.
     assert!(!asked.iter().any(|(b, _)| b == &c3), "{asked:?}");
@@ -591,7 +574,7 @@ fn racing_runs_in_separate_checkouts_converge_through_the_compare_api() {
     // GitHub, played by the origin repository and git itself.
     let origin = g.dir.clone();
     let home = g.tmp.path().join("home");
-    let (base, _seen) = compare_stub(move |b, h| {
+    let (base, _seen) = github::compare_api("o/r", move |b, h| {
         let st = Command::new("git")
             .current_dir(&origin)
             .env("HOME", &home)

@@ -172,6 +172,11 @@ fn resolve(
     let repo_path = repo.display_path();
     match repo.last_change(revision)? {
         git::Walk::Found(commit) => {
+            log::debug!(
+                "history: the last commit that changed {repo_path} is {} (committer time {})",
+                commit.id,
+                commit.timestamp
+            );
             let content = commit.id.clone();
             Ok((
                 LastChange {
@@ -199,6 +204,10 @@ fn resolve(
             shallow,
             passed,
         } => {
+            log::debug!(
+                "history: the walk from {head} ends at {boundary} (shallow: {shallow}) after {} commits that did not change {repo_path}",
+                passed.len()
+            );
             let Some(api) = checkout.api() else {
                 let what = if shallow {
                     "this is a shallow clone and its history ends"
@@ -216,7 +225,9 @@ fn resolve(
                     ),
                 ));
             };
+            log::debug!("history: asking the GitHub API for the last commit that changed {repo_path} from {head}");
             let mut commit = api.last_change(repo.repo_path(), &head)?;
+            log::debug!("history: the GitHub API names {}", commit.id);
             if passed.contains(&commit.id) {
                 return Err(Error::GitHub {
                     what: format!("list commits for {repo_path}"),
@@ -365,6 +376,11 @@ pub fn prepare(
     };
     let repo = checkout.repo();
     let source_url = source_url.or_else(|| repo.remote_url());
+    log::debug!(
+        "history: {} is in a git repository; source {mode:?}, history from {}",
+        path.display(),
+        revision.unwrap_or("HEAD")
+    );
     match mode {
         SourceMode::Commit => {
             let (lc, content) = resolve(checkout, path, revision)?;

@@ -15,7 +15,7 @@ use crate::image::ANNOTATION_REVISION;
 use crate::image::artifact::ManifestView;
 use crate::registry::Client;
 use crate::release::channel::Stamped;
-use crate::release::ordering::{self, Anomaly, BranchMove, Tagged};
+use crate::release::ordering::{self, Anomaly, BranchMove, ForcedPush, Tagged};
 
 /// The most timestamp tags whose manifests are read for one check.
 const MAX_READ: usize = 64;
@@ -57,18 +57,19 @@ pub fn prefix_of(timestamp_tag: &str) -> &str {
 
 /// Checks a push of `commit` at `ts` under `new_tag` against the
 /// repository's timestamp tags of the same prefix (see
-/// [`ordering::check`]).
+/// [`ordering::check`]); `forced` when the push event rewrote the branch.
 pub fn check_anomaly(
     client: &Client,
     ancestry: &Checkout,
     commit: &str,
     ts: u64,
     new_tag: &str,
+    forced: Option<&ForcedPush>,
 ) -> Result<Option<Anomaly>> {
     let tags = client.list_tags()?;
     let relevant = ordering::relevant(prefix_of(new_tag), ts, &tags);
     let existing = tagged(client, relevant)?;
-    ordering::check(commit, ts, new_tag, &existing, |a, d| {
+    ordering::check(commit, ts, new_tag, &existing, forced, |a, d| {
         ancestry.is_ancestor(a, d)
     })
 }
@@ -118,10 +119,10 @@ pub struct BranchReport {
     /// a racing run (repair), if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub repaired_to: Option<String>,
-    /// The commit the tag's image recorded before this run, when it was
-    /// rewound (for the front end's words; not in `--json`).
+    /// The move decided before the push (for the front end's words; not
+    /// in `--json`).
     #[serde(skip)]
-    pub previous: Option<String>,
+    pub plan: BranchMove,
     /// What the user should know (racing runs that could not be ordered).
     #[serde(skip)]
     pub warnings: Vec<String>,
@@ -129,18 +130,30 @@ pub struct BranchReport {
 
 /// Decides, before anything is pushed, whether branch tag `name` may move
 /// to `commit`; a diverged history is refused ([`Error::Rewind`]) unless
-/// `allow_rewind`.
+/// `allow_rewind`. After a force-push back to an ancestor (`forced`) the
+/// tag moves back only with `allow_rewind`, and is kept otherwise.
 pub fn plan_branch(
     client: &Client,
     ancestry: &Checkout,
     name: &str,
     commit: &str,
     allow_rewind: bool,
+    forced: Option<&ForcedPush>,
 ) -> Result<BranchMove> {
     let current = revision_of(client, name)?;
-    let plan = ordering::branch_move(commit, current.as_ref().map(|c| c.as_deref()), |a, d| {
-        ancestry.is_ancestor(a, d)
-    })?;
+    let plan = ordering::branch_move(
+        commit,
+        current.as_ref().map(|c| c.as_deref()),
+        forced,
+        |a, d| ancestry.is_ancestor(a, d),
+    )?;
+    if let BranchMove::Rewound { current } = &plan
+        && !allow_rewind
+    {
+        return Ok(BranchMove::KeepNewer {
+            current: current.clone(),
+        });
+    }
     if let BranchMove::Diverged { current } = &plan
         && !allow_rewind
     {
@@ -173,7 +186,7 @@ pub fn move_branch(
         BranchMove::Forward => BranchOutcome::Moved,
         BranchMove::Same => BranchOutcome::Unchanged,
         BranchMove::KeepNewer { .. } => BranchOutcome::KeptNewer,
-        BranchMove::Diverged { .. } => BranchOutcome::Rewound,
+        BranchMove::Diverged { .. } | BranchMove::Rewound { .. } => BranchOutcome::Rewound,
     };
     let media_type = crate::image::MANIFEST_MEDIA_TYPE;
     let mut report = BranchReport {
@@ -181,10 +194,7 @@ pub fn move_branch(
         outcome,
         commit: Some(commit.to_string()),
         repaired_to: None,
-        previous: match plan {
-            BranchMove::Diverged { current } => current.clone(),
-            _ => None,
-        },
+        plan: plan.clone(),
         warnings: Vec::new(),
     };
     match plan {
@@ -198,6 +208,12 @@ pub fn move_branch(
             if now.map(|d| d.digest) != Some(crate::image::sha256_digest(manifest)) {
                 client.put_manifest(name, manifest, media_type)?;
             }
+        }
+        BranchMove::Rewound { .. } => {
+            // Moved back on purpose: the tagged descendants are the commits
+            // the force-push dropped, so no repair follows them.
+            client.put_manifest(name, manifest, media_type)?;
+            return Ok(report);
         }
         _ => {
             client.put_manifest(name, manifest, media_type)?;

@@ -26,7 +26,7 @@ use crate::provenance;
 use crate::publish::guards;
 use crate::registry::blobs::Blob;
 use crate::registry::{self, Client, Session};
-use crate::release::ordering::Anomaly;
+use crate::release::ordering::{Anomaly, ForcedPush};
 use crate::report::PushReport;
 use crate::tag::is_timestamp_tag;
 
@@ -169,6 +169,9 @@ pub struct Plan<'a> {
     pub branch_tag: Option<&'a str>,
     /// Move the branch tag even when history diverged.
     pub allow_rewind: bool,
+    /// This run follows a force-push of the branch (tells a rewind from a
+    /// re-run of an older job).
+    pub forced: Option<ForcedPush>,
     /// Provenance after the push.
     pub provenance: Provenance,
 }
@@ -196,7 +199,7 @@ pub fn publish(opts: &registry::Options, plan: Plan<'_>) -> Result<Published> {
     // Before tagging: what Flux's numerical policy will make of it.
     if let Some((t, c, checkout)) = plan.stamp {
         let ts = u64::try_from(c.timestamp).unwrap_or(0);
-        match guards::check_anomaly(&client, checkout, &c.id, ts, t) {
+        match guards::check_anomaly(&client, checkout, &c.id, ts, t, plan.forced.as_ref()) {
             Ok(a) => anomaly = a,
             Err(e) => warnings.push(format!(
                 "could not check the existing tags for anomalies: {e}"
@@ -207,7 +210,14 @@ pub fn publish(opts: &registry::Options, plan: Plan<'_>) -> Result<Published> {
     let branch_plan = match (plan.branch_tag, plan.stamp) {
         (Some(name), Some((_, c, checkout))) => Some((
             name,
-            guards::plan_branch(&client, checkout, name, &c.id, plan.allow_rewind)?,
+            guards::plan_branch(
+                &client,
+                checkout,
+                name,
+                &c.id,
+                plan.allow_rewind,
+                plan.forced.as_ref(),
+            )?,
         )),
         _ => None,
     };

@@ -155,6 +155,14 @@ impl Auth {
         true
     }
 
+    /// `push as USER` / `pull anonymously`, for a debug line.
+    pub(crate) fn describe(&self) -> String {
+        match &self.creds {
+            Some(c) => format!("{} as {}", self.access.word(), c.username),
+            None => format!("{} anonymously", self.access.word()),
+        }
+    }
+
     /// The token service's refusal, in words (not yet scrubbed).
     pub(crate) fn refusal(&self, repo: &Repository, reason: &str) -> String {
         let who = match &self.creds {

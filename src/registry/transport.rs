@@ -310,6 +310,11 @@ impl Transport {
         let mut attempt = 0;
         loop {
             attempt += 1;
+            log::debug!(
+                "registry: authenticating to {} for {}",
+                self.repo.host,
+                self.auth.describe()
+            );
             match self.auth.token_flow(&self.repo).await {
                 Ok(Some(token)) => {
                     self.secrets.borrow_mut().push(token.clone());
@@ -353,6 +358,30 @@ impl Transport {
         Ok(true)
     }
 
+    /// One `debug` record per registry request (the action shows it as a
+    /// `::debug::` line under `RUNNER_DEBUG=1`): what, the URL without its
+    /// query (upload session state) and the status. Never a header.
+    fn debug_response(&self, what: &str, attempt: u32, sent: &reqwest::Result<Response>) {
+        if !log::log_enabled!(log::Level::Debug) {
+            return;
+        }
+        let (url, status) = match sent {
+            Ok(r) => (Some(r.url()), r.status().to_string()),
+            Err(e) => (e.url(), format!("failed: {}", error_chain(e))),
+        };
+        let url = url
+            .map(|u| format!("{}{}", u.origin().ascii_serialization(), u.path()))
+            .unwrap_or_default();
+        log::debug!(
+            "registry: {what}: {url} -> {status}{}",
+            if attempt > 1 {
+                format!(" (attempt {attempt})")
+            } else {
+                String::new()
+            }
+        );
+    }
+
     /// `path` relative to `/v2/NAME/`.
     pub(crate) fn url(&self, path: &str) -> Result<Url> {
         self.base
@@ -379,7 +408,9 @@ impl Transport {
             let rb = make(self)?;
             self.requests.set(self.requests.get() + 1);
             let can_retry = retry && attempt < MAX_ATTEMPTS;
-            match rb.send().await {
+            let sent = rb.send().await;
+            self.debug_response(what, attempt, &sent);
+            match sent {
                 Ok(resp) if can_retry && is_transient_status(resp.status()) => {
                     let wait = retry_after(&resp).unwrap_or_else(|| backoff(attempt));
                     drop(resp);
@@ -405,7 +436,9 @@ impl Transport {
         expect: StatusCode,
     ) -> Result<Attempt<Response>> {
         self.requests.set(self.requests.get() + 1);
-        match rb.send().await {
+        let sent = rb.send().await;
+        self.debug_response(what, 1, &sent);
+        match sent {
             Ok(resp) if resp.status() == expect => Ok(Attempt::Done(resp)),
             Ok(resp) if self.renew(resp.status()).await? => {
                 // A new token: start the operation over.

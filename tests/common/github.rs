@@ -110,3 +110,28 @@ pub fn compared(seen: &Seen, owner_repo: &str) -> Option<(String, String)> {
         .split_once("...")?;
     Some((base.to_string(), head.to_string()))
 }
+
+/// The (base, head) pairs a compare stub was asked about, in order.
+pub type Asked = Arc<Mutex<Vec<(String, String)>>>;
+
+/// The stub as GitHub's compare API for `repository` (`owner/repo`):
+/// `answer(base, head)` gives the comparison's `status` (`identical`,
+/// `ahead`, `behind`, `diverged`); any other path is a 404 with GitHub's
+/// body. Returns the API base URL (`GITHUB_API_URL`) and the pairs asked.
+pub fn compare_api(
+    repository: &str,
+    answer: impl Fn(&str, &str) -> &'static str + Send + 'static,
+) -> (String, Asked) {
+    let asked: Asked = Arc::default();
+    let record = Arc::clone(&asked);
+    let repository = repository.to_string();
+    let (url, _log) = stub(move |seen| match compared(seen, &repository) {
+        Some((base, head)) => {
+            let status = answer(&base, &head);
+            record.lock().expect("lock").push((base, head));
+            (200, comparison(status))
+        }
+        None => (404, r#"{"message":"Not Found"}"#.to_string()),
+    });
+    (url, asked)
+}
