@@ -115,7 +115,9 @@ mod tests {
         );
         assert!(y.contains("name: settings-shop"));
         assert!(y.contains("digestReflectionPolicy: IfNotPresent"));
-        assert!(y.contains(r#"reference: r:t@sha256:x # {"$imagepolicy": "flux-system:settings-shop"}"#));
+        assert!(y.contains(
+            r#"reference: r:t@sha256:x # {"$imagepolicy": "flux-system:settings-shop"}"#
+        ));
         assert!(y.contains("kind: ImageUpdateAutomation"), "{y}");
     }
 

@@ -109,7 +109,11 @@ pub fn run_flux(args: &FluxArgs) -> Result<()> {
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
     /// The image: HOST/NAME:TAG, HOST/NAME:TAG@sha256:... or HOST/NAME@sha256:...
-    #[arg(value_name = "REFERENCE", required_unless_present = "scan", conflicts_with = "scan")]
+    #[arg(
+        value_name = "REFERENCE",
+        required_unless_present = "scan",
+        conflicts_with = "scan"
+    )]
     pub reference: Option<String>,
     /// The settings folder in a checkout of the settings repository (full
     /// history: the image is rebuilt from its commit).

@@ -417,7 +417,10 @@ fn check_name(what: &str, name: &str) -> Result<()> {
     } else {
         Err(Error::input(
             format!("{what} {name:?} is not a Kubernetes object name"),
-            Some("use lowercase letters, digits and '-', starting and ending with a letter or digit".into()),
+            Some(
+                "use lowercase letters, digits and '-', starting and ending with a letter or digit"
+                    .into(),
+            ),
         ))
     }
 }
@@ -437,7 +440,9 @@ pub fn generate(opts: &Options) -> Result<Vec<Document>> {
         let provider = match (opts.provider, &opts.secret) {
             (Some(Provider::Generic), _) | (None, Some(_)) => None,
             (Some(p), _) => Some(p),
-            (None, None) => Some(Provider::for_host(&repo.host)).filter(|p| *p != Provider::Generic),
+            (None, None) => {
+                Some(Provider::for_host(&repo.host)).filter(|p| *p != Provider::Generic)
+            }
         };
         let repository = Object {
             api_version: "image.toolkit.fluxcd.io/v1",
@@ -554,7 +559,9 @@ fn check_interval(s: &str) -> Result<String> {
             ok = d > 0;
             rest = &r[d..];
         }
-        let unit = ["ms", "s", "m", "h"].into_iter().find(|u| rest.starts_with(u));
+        let unit = ["ms", "s", "m", "h"]
+            .into_iter()
+            .find(|u| rest.starts_with(u));
         match unit {
             Some(u) => rest = &rest[u.len()..],
             None => ok = false,
@@ -629,7 +636,10 @@ mod tests {
         assert!(y.contains("provider: azure"), "{y}");
         o.secret = Some("acr-read".into());
         let y = to_stream(&generate(&o).unwrap());
-        assert!(!y.contains("provider:") && y.contains("name: acr-read"), "{y}");
+        assert!(
+            !y.contains("provider:") && y.contains("name: acr-read"),
+            "{y}"
+        );
     }
 
     #[test]

@@ -110,7 +110,9 @@ pub fn find(dir: &Path, repository: &str) -> Result<Findings> {
         }
         let mut here = Vec::new();
         for doc in &docs {
-            objects(doc, &mut |obj| pod_volumes(obj, repository, &rel, &mut here));
+            objects(doc, &mut |obj| {
+                pod_volumes(obj, repository, &rel, &mut here)
+            });
         }
         // Lines: the n-th occurrence of a reference is on the n-th line holding it.
         let mut seen: BTreeMap<String, usize> = BTreeMap::new();
@@ -130,7 +132,8 @@ pub fn find(dir: &Path, repository: &str) -> Result<Findings> {
 }
 
 fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-    let rd = std::fs::read_dir(dir).map_err(|e| Error::io(format!("reading {}", dir.display()), e))?;
+    let rd =
+        std::fs::read_dir(dir).map_err(|e| Error::io(format!("reading {}", dir.display()), e))?;
     for entry in rd {
         let entry = entry.map_err(|e| Error::io(format!("reading {}", dir.display()), e))?;
         let path = entry.path();
@@ -141,11 +144,7 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
             if entry.file_name() != ".git" {
                 collect(&path, out)?;
             }
-        } else if ft.is_file()
-            && path
-                .extension()
-                .is_some_and(|e| e == "yaml" || e == "yml")
-        {
+        } else if ft.is_file() && path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
             out.push(path);
         }
     }
@@ -184,7 +183,10 @@ fn pod_volumes(obj: &Value, repository: &str, file: &str, out: &mut Vec<Found>) 
         .and_then(|m| m.get("name"))
         .and_then(Value::as_str)
         .unwrap_or("?");
-    let object = match meta.and_then(|m| m.get("namespace")).and_then(Value::as_str) {
+    let object = match meta
+        .and_then(|m| m.get("namespace"))
+        .and_then(Value::as_str)
+    {
         Some(ns) => format!("{kind}/{ns}/{name}"),
         None => format!("{kind}/{name}"),
     };
@@ -285,7 +287,10 @@ impl Report {
             s.push('\n');
         }
         if self.rows.is_empty() {
-            s.push_str(&format!("no image-volume reference to {}\n", self.repository));
+            s.push_str(&format!(
+                "no image-volume reference to {}\n",
+                self.repository
+            ));
         }
         s
     }
@@ -306,7 +311,12 @@ pub fn verify_all(
         let (status, detail, file, code) = cache
             .entry(found.reference.clone())
             .or_insert_with(|| match verify(&found.reference) {
-                Ok(v) => ("verified", format!("{} at {}", v.path, v.commit), None, None),
+                Ok(v) => (
+                    "verified",
+                    format!("{} at {}", v.path, v.commit),
+                    None,
+                    None,
+                ),
                 Err(Error::Mismatch { reason, file, .. }) => ("mismatch", reason, file, None),
                 Err(e) => {
                     let code = e.exit_code();

@@ -22,9 +22,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::history::{self, SourceMode, Token, git};
 use crate::image::artifact::ManifestView;
-use crate::image::{
-    self, ANNOTATION_REVISION, ANNOTATION_SOURCE, Descriptor, MANIFEST_MEDIA_TYPE,
-};
+use crate::image::{self, ANNOTATION_REVISION, ANNOTATION_SOURCE, Descriptor, MANIFEST_MEDIA_TYPE};
 use crate::provenance;
 use crate::publish::registry::{self, Client, Credentials};
 
@@ -141,7 +139,9 @@ pub fn verify_with(client: &Client, r: &Reference, req: &Request) -> Result<Veri
         message: "no such manifest".into(),
         hint: Some("check the reference; the image may have been deleted".into()),
     };
-    let m = client.get_manifest(asked)?.ok_or_else(|| not_found(asked))?;
+    let m = client
+        .get_manifest(asked)?
+        .ok_or_else(|| not_found(asked))?;
     // With both, the digest is what runs; the tag must still name it.
     if let (Some(tag), Some(digest)) = (&r.tag, &r.digest) {
         let now = client.head_manifest(tag)?.map(|d| d.digest);
@@ -207,9 +207,7 @@ pub fn verify_with(client: &Client, r: &Reference, req: &Request) -> Result<Veri
     {
         return Err(mismatch(
             shown,
-            format!(
-                "the provenance says the image holds folder {p}, but --path names {folder}"
-            ),
+            format!("the provenance says the image holds folder {p}, but --path names {folder}"),
             None,
         ));
     }
@@ -269,11 +267,19 @@ pub fn verify_with(client: &Client, r: &Reference, req: &Request) -> Result<Veri
     // Same manifest; the registry must also serve the same bytes.
     let config = client.get_blob(&rebuilt.config_descriptor.digest)?;
     if config != rebuilt.config {
-        return Err(mismatch(shown, "the registry serves another config blob under the manifest's config digest", None));
+        return Err(mismatch(
+            shown,
+            "the registry serves another config blob under the manifest's config digest",
+            None,
+        ));
     }
     let layer = client.get_blob(&rebuilt.layer.digest)?;
     if image::sha256_digest(&layer) != rebuilt.layer.digest {
-        return Err(mismatch(shown, "the registry serves another layer blob under the manifest's layer digest", None));
+        return Err(mismatch(
+            shown,
+            "the registry serves another layer blob under the manifest's layer digest",
+            None,
+        ));
     }
     Ok(Verified {
         reference: shown.to_string(),
@@ -371,9 +377,7 @@ fn explain(
         let ours = tar_entries(&ours_gz, &rebuilt.layer.digest)?;
         return Ok(match first_difference(&theirs, &ours) {
             Some((file, what)) => (
-                format!(
-                    "the layer differs from {folder} at commit {revision}: {file}: {what}"
-                ),
+                format!("the layer differs from {folder} at commit {revision}: {file}: {what}"),
                 Some(file),
             ),
             None => (
@@ -397,7 +401,9 @@ fn explain(
     for (k, v) in &pushed.annotations {
         match ours.annotations.get(k) {
             None => diffs.push(format!("extra annotation {k}={v:?}")),
-            Some(o) if o != v => diffs.push(format!("annotation {k} is {v:?}, the commit gives {o:?}")),
+            Some(o) if o != v => {
+                diffs.push(format!("annotation {k} is {v:?}, the commit gives {o:?}"))
+            }
             _ => {}
         }
     }
