@@ -53,7 +53,11 @@ impl Settings {
             .env("GIT_AUTHOR_DATE", &date)
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         self.repo.git(&["rev-parse", "HEAD"])
     }
 
@@ -347,8 +351,252 @@ fn a_shallow_checkout_gets_the_same_error_as_push() {
     assert_ne!(pushed.code, 0);
     let verified = verify(&folder, &s(&a, "reference"));
     assert_eq!(verified.code, pushed.code, "{}", verified.stderr);
-    let first = |t: &str| t.lines().find(|l| l.starts_with("error:")).unwrap_or("").to_string();
-    assert!(first(&pushed.stderr).contains("shallow clone"), "{}", pushed.stderr);
+    let first = |t: &str| {
+        t.lines()
+            .find(|l| l.starts_with("error:"))
+            .unwrap_or("")
+            .to_string()
+    };
+    assert!(
+        first(&pushed.stderr).contains("shallow clone"),
+        "{}",
+        pushed.stderr
+    );
     assert_eq!(first(&verified.stderr), first(&pushed.stderr));
-    assert!(verified.stderr.contains("fetch-depth: 0"), "{}", verified.stderr);
+    assert!(
+        verified.stderr.contains("fetch-depth: 0"),
+        "{}",
+        verified.stderr
+    );
+}
+
+/// A cluster repository with every workload kind, multi-document files,
+/// `kind: List` (as `kustomize build` / `flux build` render), a Helm
+/// template that is not YAML, and references that are not image volumes.
+fn cluster(dir: &Path, repo: &str, a: &str, b: &str, bad: &str) {
+    let w = |rel: &str, text: String| {
+        let p = dir.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    let pod = |volumes: &str| {
+        format!("containers:\n  - name: app\n    image: {repo}:not-a-volume\nvolumes:\n{volumes}")
+    };
+    let indent = |t: &str, n: usize| {
+        t.lines()
+            .map(|l| format!("{}{l}\n", " ".repeat(n)))
+            .collect::<String>()
+    };
+    let vol = |name: &str, r: &str| {
+        format!(
+            "  - name: {name}\n    image:\n      reference: {r} # {{\"$imagepolicy\": \"flux-system:settings\"}}\n"
+        )
+    };
+    w(
+        "apps/shop/deployment.yaml",
+        format!(
+            "apiVersion: v1\nkind: Service\nmetadata:\n  name: shop\nspec:\n  ports: [{{port: 80}}]\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: shop\n  namespace: shop\nspec:\n  template:\n    spec:\n{}",
+            indent(&pod(&vol("settings", a)), 6)
+        ),
+    );
+    w(
+        "apps/shop/statefulset.yml",
+        format!(
+            "apiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: db\nspec:\n  template:\n    spec:\n{}",
+            indent(&pod(&vol("settings", b)), 6)
+        ),
+    );
+    w(
+        "apps/jobs.yaml",
+        format!(
+            "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: once\nspec:\n  template:\n    spec:\n{}---\napiVersion: batch/v1\nkind: CronJob\nmetadata:\n  name: nightly\nspec:\n  jobTemplate:\n    spec:\n      template:\n        spec:\n{}",
+            indent(&pod(&vol("settings", a)), 6),
+            indent(&pod(&vol("settings", a)), 10)
+        ),
+    );
+    w(
+        "apps/ds.yaml",
+        format!(
+            "apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: agent\nspec:\n  template:\n    spec:\n{}",
+            indent(
+                &pod(&(vol("other", "ghcr.io/elsewhere/settings:v1") + &vol("mine", b))),
+                6
+            )
+        ),
+    );
+    w(
+        "apps/pod.yaml",
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: debug\nspec:\n{}",
+            indent(&pod(&vol("settings", bad)), 2)
+        ),
+    );
+    w(
+        "rendered/all.yaml",
+        format!(
+            "---\napiVersion: v1\nkind: List\nitems:\n  - apiVersion: apps/v1\n    kind: Deployment\n    metadata:\n      name: rendered\n    spec:\n      template:\n        spec:\n{}---\n",
+            indent(&pod(&vol("settings", b)), 10)
+        ),
+    );
+    w(
+        "charts/web/templates/deploy.yaml",
+        "spec:\n  replicas: {{ .Values.replicas }}\n  {{- include \"x\" . }}\n".into(),
+    );
+    w(
+        ".git/objects.yaml",
+        format!("kind: Pod\nspec:\n{}", indent(&pod(&vol("s", bad)), 2)),
+    );
+    w("README.md", format!("reference: {bad}\n"));
+}
+
+#[test]
+fn scan_verifies_every_workload_kind_and_fails_on_one_bad_reference() {
+    let reg = Registry::start(Auth::None);
+    let repo = format!("{}/team/settings", reg.host());
+    let st = Settings::new();
+    let a = push(&st.folder(), &repo, &[]);
+    st.write("configs/shop/app.yaml", "port: 9090\n");
+    st.commit("second", 1_700_000_100);
+    let b = push(&st.folder(), &repo, &[]);
+    let good_b = format!("{repo}@{}", s(&b, "digest"));
+    let dir = tempfile::tempdir().unwrap();
+    // First all faithful: exit 0.
+    cluster(
+        dir.path(),
+        &repo,
+        &s(&a, "reference"),
+        &good_b,
+        &s(&b, "reference"),
+    );
+    let folder = st.folder();
+    let scan = |json: bool| {
+        let mut args = vec![
+            "verify",
+            "--scan",
+            dir.path().to_str().unwrap(),
+            "--repository",
+            &repo,
+            "--path",
+            folder.to_str().unwrap(),
+        ];
+        if json {
+            args.push("--json");
+        }
+        si(&args)
+    };
+    let r = scan(true);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let v: Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    let mut objects: Vec<String> = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            assert_eq!(r["status"], "verified", "{r}");
+            format!(
+                "{} {}",
+                r["object"].as_str().unwrap(),
+                r["volume"].as_str().unwrap()
+            )
+        })
+        .collect();
+    objects.sort();
+    assert_eq!(
+        objects,
+        [
+            "CronJob/nightly settings",
+            "DaemonSet/agent mine",
+            "Deployment/rendered settings",
+            "Deployment/shop/shop settings",
+            "Job/once settings",
+            "Pod/debug settings",
+            "StatefulSet/db settings",
+        ]
+    );
+    assert_eq!(v["skipped"][0]["file"], "charts/web/templates/deploy.yaml");
+    // Now tag A's timestamp tag is re-pointed, and one Pod uses it.
+    let c = client(&repo);
+    let m = c.get_manifest(&s(&b, "digest")).unwrap().unwrap();
+    let tag_a = s(&a, "timestamp_tag");
+    c.put_manifest(&tag_a, &m.bytes, &m.media_type).unwrap();
+    let bad = format!("{repo}:{tag_a}");
+    cluster(dir.path(), &repo, &s(&a, "reference"), &good_b, &bad);
+    let r = scan(false);
+    assert_eq!(r.code, 7, "{}\n{}", r.stdout, r.stderr);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert!(lines[0].starts_with("STATUS"), "{}", r.stdout);
+    let bad_lines: Vec<&&str> = lines.iter().filter(|l| l.starts_with("mismatch")).collect();
+    // The Deployment, the Job and the CronJob pin A's digest next to the moved tag: the
+    // tag no longer names it. The Pod uses the moved tag alone.
+    assert_eq!(bad_lines.len(), 4, "{}", r.stdout);
+    assert!(
+        bad_lines
+            .iter()
+            .any(|l| l.contains("apps/pod.yaml:") && l.contains("re-pointed")),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stderr
+            .contains("skipped charts/web/templates/deploy.yaml")
+    );
+
+    // The action face, as a cluster repository's workflow runs it: the
+    // cluster checkout is the workspace, the settings repository is checked
+    // out (full history) into a folder of it.
+    let workspace = tempfile::tempdir().unwrap();
+    let ws = workspace.path();
+    cluster(
+        &ws.join("cluster"),
+        &repo,
+        &s(&a, "reference"),
+        &good_b,
+        &bad,
+    );
+    let url = format!("file://{}", st.repo.dir.display());
+    st.repo.git_in(ws, &["clone", "-q", &url, "settings"]);
+    let files = tempfile::tempdir().unwrap();
+    let out = files.path().join("output");
+    let summary = files.path().join("summary");
+    let mut cmd = std::process::Command::new(support_registry::bin());
+    cmd.arg("action")
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", ws)
+        .env("GITHUB_WORKSPACE", ws)
+        .env("GITHUB_OUTPUT", &out)
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .env("INPUT_MODE", "verify")
+        .env("INPUT_PATH", "settings/configs/shop")
+        .env("INPUT_REPOSITORY", &repo)
+        .env("INPUT_SCAN", "cluster/apps");
+    let o = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(7), "{stdout}");
+    assert!(
+        stdout.contains("::error file=cluster/apps/pod.yaml,line=")
+            && stdout.contains("re-pointed"),
+        "{stdout}"
+    );
+    let text = std::fs::read_to_string(&summary).unwrap();
+    assert!(text.contains("| ❌ | `pod.yaml:"), "{text}");
+    assert!(text.contains("| ✅ | `shop/statefulset.yml:"), "{text}");
+    let outputs = std::fs::read_to_string(&out).unwrap();
+    assert!(outputs.contains("verified<<"), "{outputs}");
+    assert!(outputs.contains("\nfalse\n"), "{outputs}");
+    // Only the faithful folder: the step passes.
+    let o = cmd
+        .env("INPUT_SCAN", "cluster/apps/shop/statefulset.yml")
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    // A wrong mode is an input error.
+    let o = cmd.env("INPUT_MODE", "audit").output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("the input `mode`"));
 }

@@ -73,10 +73,17 @@ pub fn in_repository(reference: &str, repository: &str) -> bool {
         .is_some_and(|rest| rest.starts_with(':') || rest.starts_with('@'))
 }
 
-/// Finds every image-volume reference to `repository` under `dir`.
+/// Finds every image-volume reference to `repository` in the YAML files
+/// under `dir` (or in `dir` itself when it is a file).
 pub fn find(dir: &Path, repository: &str) -> Result<Findings> {
     let mut files = Vec::new();
-    collect(dir, &mut files)?;
+    let dir = if dir.is_file() {
+        files.push(dir.to_path_buf());
+        dir.parent().unwrap_or(Path::new(""))
+    } else {
+        collect(dir, &mut files)?;
+        dir
+    };
     files.sort();
     let mut out = Findings::default();
     for path in files {
@@ -296,6 +303,15 @@ impl Report {
     }
 }
 
+/// One reference's verdict, shared by every row that names it.
+#[derive(Clone)]
+struct Outcome {
+    status: &'static str,
+    detail: String,
+    file: Option<String>,
+    code: Option<i32>,
+}
+
 /// Verifies every finding with `verify` (each distinct reference once);
 /// returns the report and the exit codes of errors that were not mismatches.
 pub fn verify_all(
@@ -303,29 +319,39 @@ pub fn verify_all(
     findings: Findings,
     verify: &mut dyn FnMut(&str) -> Result<super::verify::Verified>,
 ) -> (Report, Vec<i32>) {
-    let mut cache: BTreeMap<String, (&'static str, String, Option<String>, Option<i32>)> =
-        BTreeMap::new();
+    let mut cache: BTreeMap<String, Outcome> = BTreeMap::new();
     let mut rows = Vec::new();
     let mut errors = Vec::new();
     for found in findings.found {
-        let (status, detail, file, code) = cache
+        let Outcome {
+            status,
+            detail,
+            file,
+            code,
+        } = cache
             .entry(found.reference.clone())
             .or_insert_with(|| match verify(&found.reference) {
-                Ok(v) => (
-                    "verified",
-                    format!("{} at {}", v.path, v.commit),
-                    None,
-                    None,
-                ),
-                Err(Error::Mismatch { reason, file, .. }) => ("mismatch", reason, file, None),
-                Err(e) => {
-                    let code = e.exit_code();
-                    let detail = match e.hint() {
+                Ok(v) => Outcome {
+                    status: "verified",
+                    detail: format!("{} at {}", v.path, v.commit),
+                    file: None,
+                    code: None,
+                },
+                Err(Error::Mismatch { reason, file, .. }) => Outcome {
+                    status: "mismatch",
+                    detail: reason,
+                    file,
+                    code: None,
+                },
+                Err(e) => Outcome {
+                    status: "error",
+                    detail: match e.hint() {
                         Some(h) => format!("{e} (hint: {h})"),
                         None => e.to_string(),
-                    };
-                    ("error", detail, None, Some(code))
-                }
+                    },
+                    file: None,
+                    code: Some(e.exit_code()),
+                },
             })
             .clone();
         if let Some(c) = code {
