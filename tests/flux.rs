@@ -544,3 +544,27 @@ fn the_policy_picks_the_newest_commit_of_generated_histories() {
         assert!(folder_commits.iter().all(|c| !picked.ends_with(&c[..7])));
     }
 }
+
+#[test]
+fn the_objects_in_docs_flux_md_are_the_generators_output() {
+    let doc = std::fs::read_to_string(common::repo().join("docs/flux.md")).unwrap();
+    let marker = "<!-- generated: settings-image ";
+    let start = doc
+        .find(marker)
+        .expect("docs/flux.md shows generated objects");
+    let rest = &doc[start + marker.len()..];
+    let (cmd, rest) = rest
+        .split_once(" -->\n```yaml\n")
+        .expect("a yaml block follows");
+    let (shown, _) = rest.split_once("\n```\n").expect("the block ends");
+    let args: Vec<&str> = cmd.split_whitespace().collect();
+    assert_eq!(args[0], "flux");
+    let generated = flux_ok(&args[1..]);
+    assert_eq!(
+        shown.trim_end(),
+        generated.trim_end(),
+        "regenerate the block in docs/flux.md"
+    );
+    let (ok, msg) = validate(&documents(shown));
+    assert!(ok, "{msg}");
+}
