@@ -326,6 +326,7 @@ fn a_shallow_checkout_gets_the_same_error_as_push() {
     let reg = Registry::start(Auth::None);
     let repo = format!("{}/team/settings", reg.host());
     let st = Settings::new();
+    let older = push(&st.folder(), &repo, &[]);
     // The folder's last change is HEAD, and not the root commit: a depth-1
     // clone holds it with its parents cut off.
     st.write("configs/shop/app.yaml", "port: 9090\n");
