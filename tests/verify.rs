@@ -369,6 +369,15 @@ fn a_shallow_checkout_gets_the_same_error_as_push() {
         "{}",
         verified.stderr
     );
+    // An older image's commit is not in the clone at all: as clear.
+    let r = verify(&folder, &s(&older, "reference"));
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let missing = format!("the revision {} is not in this clone", s(&older, "commit"));
+    assert!(
+        r.stderr.contains(&missing) && r.stderr.contains("fetch-depth: 0"),
+        "{}",
+        r.stderr
+    );
 }
 
 /// A cluster repository with every workload kind, multi-document files,

@@ -66,7 +66,7 @@ fn scan(env: &Env) -> Result<i32> {
         credentials,
         github_token: token.and_then(Token::new),
     };
-    let (report, errors) = crate::cli::cluster::scan_and_verify(&dir, &repository, &base)?;
+    let (report, errors) = crate::cluster::scan::scan_and_verify(&dir, &repository, &base)?;
     // Rows name files relative to the scanned folder (or to a scanned file's folder).
     let base = if dir.is_file() {
         dir.parent().map(PathBuf::from).unwrap_or_default()

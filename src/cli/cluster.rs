@@ -185,7 +185,7 @@ pub fn run_verify(args: &VerifyArgs) -> Result<i32> {
             Ok(0)
         }
         (None, Some(dir), Some(repository)) => {
-            let report = scan_and_verify(dir, repository, &base)?;
+            let report = scan::scan_and_verify(dir, repository, &base)?;
             let (report, errors) = report;
             if args.json {
                 json(&report)?;
@@ -202,21 +202,4 @@ pub fn run_verify(args: &VerifyArgs) -> Result<i32> {
             None,
         )),
     }
-}
-
-/// Finds and verifies every reference to `repository` under `dir`; shared
-/// with the action's verify face.
-pub fn scan_and_verify(
-    dir: &std::path::Path,
-    repository: &str,
-    base: &verify::Request,
-) -> Result<(scan::Report, Vec<i32>)> {
-    crate::publish::registry::parse_repository(repository)?;
-    let findings = scan::find(dir, repository)?;
-    Ok(scan::verify_all(repository, findings, &mut |reference| {
-        verify::verify(&verify::Request {
-            reference: reference.to_string(),
-            ..base.clone()
-        })
-    }))
 }

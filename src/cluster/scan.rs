@@ -374,6 +374,24 @@ pub fn verify_all(
     )
 }
 
+/// Finds and verifies every reference to `repository` under `dir`, each
+/// against the settings checkout of `base` (its `reference` is ignored);
+/// both front ends call this.
+pub fn scan_and_verify(
+    dir: &Path,
+    repository: &str,
+    base: &super::verify::Request,
+) -> Result<(Report, Vec<i32>)> {
+    crate::publish::registry::parse_repository(repository)?;
+    let findings = find(dir, repository)?;
+    Ok(verify_all(repository, findings, &mut |reference| {
+        super::verify::verify(&super::verify::Request {
+            reference: reference.to_string(),
+            ..base.clone()
+        })
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
