@@ -245,6 +245,16 @@ fn regex_escape(s: &str) -> String {
 /// [`crate::tag::timestamp_tag`] makes for it, with the time in `ts`.
 pub fn filter_pattern(prefix: &str) -> Result<String> {
     let prefix = crate::tag::sanitize_prefix(prefix)?;
+    // `timestamp_tag` cuts a prefix that would not fit with a 10-digit
+    // time; the cut depends on the time's length, so no fixed pattern
+    // follows such a prefix.
+    let room = crate::tag::MAX_TAG_LEN - "-1700000000-abcdef0".len();
+    if prefix.len() > room {
+        return Err(Error::input(
+            format!("the prefix {prefix:?} is longer than {room} characters"),
+            Some("timestamp tags cut such a prefix; use a shorter one".into()),
+        ));
+    }
     Ok(format!(
         "^{}-(?P<ts>[0-9]+)-[0-9a-f]{{7}}$",
         regex_escape(&prefix)
@@ -653,5 +663,12 @@ mod tests {
         assert_eq!(generate(&o).unwrap_err().exit_code(), 2);
         let o = Options::new("ghcr.io/acme/settings", "/");
         assert!(generate(&o).is_err());
+        // The longest prefix whose tags keep it whole, and one more.
+        let id = "0123456789abcdef0123456789abcdef01234567";
+        let p = "p".repeat(109);
+        let t = crate::tag::timestamp_tag(&p, 1_700_000_000, id).unwrap();
+        assert!(t.starts_with(&format!("{p}-")));
+        assert!(filter_pattern(&p).is_ok());
+        assert!(filter_pattern(&"p".repeat(110)).is_err());
     }
 }
