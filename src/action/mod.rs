@@ -2,6 +2,7 @@
 //! and `$GITHUB_STEP_SUMMARY` out. The only module that knows the runner.
 
 pub mod commands;
+pub mod debug;
 pub mod inputs;
 pub mod promote;
 pub mod publish;
@@ -40,7 +41,11 @@ pub fn run(mode: Mode) -> i32 {
     }));
     let env: inputs::Env = std::env::vars().collect();
     match mode {
-        Mode::Publish => match inputs::input(&env, "mode").as_deref() {
+        Mode::Publish => match env
+            .get(&inputs::input_key("mode"))
+            .map(|m| m.trim())
+            .filter(|m| !m.is_empty())
+        {
             None | Some("publish") => publish::run(&env),
             Some("verify") => verify::run(&env),
             Some(other) => {
@@ -48,7 +53,7 @@ pub fn run(mode: Mode) -> i32 {
                     format!("the input `mode` is {other:?}"),
                     Some("use `publish` (the default) or `verify`".to_string()),
                 );
-                commands::say(&commands::error_line("settings-image", &err));
+                commands::say(&commands::error_line("settings-image", &err, &[]));
                 err.exit_code()
             }
         },

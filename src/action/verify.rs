@@ -29,32 +29,46 @@ pub fn run(env: &Env) -> i32 {
     match scan(env) {
         Ok(code) => code,
         Err(err) => {
-            say(&commands::error_line(WHO, &err));
+            say(&commands::error_line(WHO, &err, super::publish::WORDS));
             err.exit_code()
         }
     }
 }
 
-fn workspace(env: &Env) -> Result<PathBuf> {
-    match env.get("GITHUB_WORKSPACE").filter(|w| !w.trim().is_empty()) {
-        Some(w) => Ok(PathBuf::from(w)),
-        None => std::env::current_dir().map_err(|e| {
-            Error::io(
-                "reading the current directory (GITHUB_WORKSPACE is not set)",
-                e,
-            )
-        }),
-    }
+/// The verify face's inputs (action.yml with `mode: verify`), as the
+/// runner passes them; the publish inputs the runner also sets are ignored.
+#[derive(Debug, Default, serde::Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
+#[serde(rename_all = "kebab-case", default)]
+pub struct With {
+    /// The settings folder in the settings checkout (required).
+    pub path: Option<String>,
+    /// The image repository whose references are verified (required).
+    pub repository: Option<String>,
+    /// The cluster repository folder (or file) to scan (default `.`).
+    pub scan: Option<String>,
+    /// Registry password or token; also the GitHub API token of the
+    /// shallow-clone fallback.
+    pub token: Option<String>,
+    /// Registry user name.
+    pub username: Option<String>,
+    /// Registry password, used instead of `token`.
+    pub password: Option<String>,
+    /// Plain HTTP to a non-loopback registry.
+    #[serde(deserialize_with = "inputs::flag")]
+    pub insecure: Option<bool>,
 }
 
 fn scan(env: &Env) -> Result<i32> {
-    let ws = workspace(env)?;
-    let path = inputs::workspace_path(&ws, &inputs::required(env, "path")?)?;
-    let repository = inputs::required(env, "repository")?;
-    let dir = inputs::workspace_path(&ws, &inputs::input(env, "scan").unwrap_or(".".into()))?;
-    let token = inputs::input(env, "token");
-    let secret = inputs::input(env, "password").or_else(|| token.clone());
-    let credentials = match (inputs::input(env, "username"), secret) {
+    let with: With = inputs::from_env(env)?;
+    let ws = inputs::workspace(env)?;
+    let path = inputs::workspace_path(&ws, "path", &inputs::require(with.path, "path")?)?;
+    // Lower-cased as the publish face writes it (registries require it).
+    let repository = inputs::require(with.repository, "repository")?.to_ascii_lowercase();
+    let scan = with.scan.unwrap_or_else(|| ".".into());
+    let dir = inputs::workspace_path(&ws, "scan", &scan)?;
+    let secret = with.password.or_else(|| with.token.clone());
+    let credentials = match (with.username, secret) {
         (Some(username), Some(password)) => Some(Credentials { username, password }),
         _ => None,
     };
@@ -62,9 +76,9 @@ fn scan(env: &Env) -> Result<i32> {
     let base = verify::Request {
         reference: String::new(),
         path,
-        insecure: inputs::boolean(env, "insecure", false)?,
+        insecure: with.insecure.unwrap_or(false),
         credentials,
-        github_token: token.and_then(Token::new),
+        github_token: with.token.and_then(Token::new),
     };
     let (report, errors) = crate::cluster::scan::scan_and_verify(&dir, &repository, &base)?;
     // Rows name files relative to the scanned folder (or to a scanned file's folder).
