@@ -8,6 +8,7 @@
 
 pub mod action;
 pub mod cli;
+pub mod cluster;
 pub mod error;
 pub mod front;
 pub mod history;

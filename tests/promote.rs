@@ -273,7 +273,7 @@ fn a_squatted_channel_tag_is_refused_with_both_digests() {
     );
 
     // The action face: an ::error and exit 3.
-    let ws = tempfile::tempdir().expect("workspace");
+    let ws = common::TempDir::new();
     let (run, out, _) = action(&repo, ws.path(), &[]);
     assert_eq!(run.code, 3, "{}{}", run.stdout, run.stderr);
     let error = run
@@ -668,7 +668,7 @@ fn the_action_face_promotes_waits_and_refuses_with_outputs_and_annotations() {
 fn the_action_face_has_the_registry_inputs_and_an_explain_dry_run() {
     let reg = Registry::start(Auth::None);
     let repo = format!("{}/settings", reg.host());
-    let ws = tempfile::tempdir().expect("workspace");
+    let ws = common::TempDir::new();
     push_candidate(&repo, "main-1700000100-aaaaaaa");
     // Weekday windows: open on Monday 2026-12-21 10:00 UTC, shut on Sunday.
     std::fs::write(

@@ -270,7 +270,7 @@ fn check_no_symlink_escape(workspace: &Path, path: &Path) -> Result<()> {
 
 /// A `FROM scratch` image has no `/tmp`, and the layer is staged in a
 /// temporary file: create the directory (the action runs as root).
-fn ensure_temp_dir() -> Result<()> {
+pub(super) fn ensure_temp_dir() -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let tmp = std::env::temp_dir();
     if tmp.is_dir() {
