@@ -14,6 +14,7 @@ use crate::request::{self, Request, Target};
 use std::io::Read;
 
 pub mod cluster;
+pub mod metadata;
 
 /// Package a settings folder into an OCI image for Kubernetes image volumes.
 #[derive(Debug, Parser)]
@@ -230,6 +231,9 @@ pub struct PushArgs {
     /// Do not attach SLSA provenance (an in-toto referrer) to the pushed image.
     #[arg(long)]
     pub no_provenance: bool,
+    /// Annotations and labels to add.
+    #[command(flatten)]
+    pub metadata: metadata::MetadataArgs,
     /// Git history: timestamp tag, source mode, GitHub token.
     #[command(flatten)]
     pub history: HistoryArgs,
@@ -282,6 +286,9 @@ pub struct BuildArgs {
     /// Print one JSON object instead of a human summary.
     #[arg(long)]
     pub json: bool,
+    /// Annotations and labels to add.
+    #[command(flatten)]
+    pub metadata: metadata::MetadataArgs,
     /// Git history options.
     #[command(flatten)]
     pub history: HistoryArgs,
@@ -343,7 +350,7 @@ pub fn run(cli: Cli) -> Result<()> {
                 forward: request::Forward::default(),
                 provenance: false,
                 revision: args.history.revision,
-                extra: Default::default(),
+                extra: args.metadata.metadata(),
             };
             let report = request::run(&req)?;
             print_report(&report, args.json, false)
@@ -373,7 +380,7 @@ pub fn run(cli: Cli) -> Result<()> {
                 },
                 provenance: !args.no_provenance,
                 revision: args.history.revision,
-                extra: Default::default(),
+                extra: args.metadata.metadata(),
             };
             let report = request::run(&req)?;
             print_report(&report, args.json, req.forward.forced_before.is_some())

@@ -138,15 +138,23 @@ impl Request {
 }
 
 /// `ours` (from history) with the caller's `extra` added where it does
-/// not override ours; every value left out is a warning.
-fn merge_metadata(
+/// not override ours; every value left out is a warning. Also returns what
+/// was added: the provenance records it, and `verify` rebuilds with it
+/// through this same function.
+pub fn merge_metadata(
     mut ours: image::Metadata,
     extra: &image::Metadata,
     warnings: &mut Vec<String>,
-) -> image::Metadata {
-    for (what, theirs, mine) in [
-        ("annotation", &extra.annotations, &mut ours.annotations),
-        ("label", &extra.labels, &mut ours.labels),
+) -> (image::Metadata, image::Metadata) {
+    let mut added = image::Metadata::default();
+    for (what, theirs, mine, taken) in [
+        (
+            "annotation",
+            &extra.annotations,
+            &mut ours.annotations,
+            &mut added.annotations,
+        ),
+        ("label", &extra.labels, &mut ours.labels, &mut added.labels),
     ] {
         for (k, v) in theirs {
             match mine.get(k) {
@@ -159,11 +167,12 @@ fn merge_metadata(
                 )),
                 None => {
                     mine.insert(k.clone(), v.clone());
+                    taken.insert(k.clone(), v.clone());
                 }
             }
         }
     }
-    ours
+    (ours, added)
 }
 
 /// Builds the image and publishes it as the request says.
@@ -199,10 +208,8 @@ pub fn run(req: &Request) -> Result<Report> {
             Target::Registry(_) => {}
         }
     }
-    let img = image::build(
-        &prepared.source,
-        &merge_metadata(prepared.metadata(), &req.extra, &mut warnings),
-    )?;
+    let (metadata, added) = merge_metadata(prepared.metadata(), &req.extra, &mut warnings);
+    let img = image::build(&prepared.source, &metadata)?;
     let mut anomaly = None;
     let mut branch = None;
     let (output, new_blobs, push) = match &req.target {
@@ -223,6 +230,7 @@ pub fn run(req: &Request) -> Result<Report> {
                         commit,
                         prepared.source_url.clone(),
                         &req.ci,
+                        &added,
                     ))
                 }
                 (None, _, true) | (_, None, true) => {

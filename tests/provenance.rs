@@ -1064,6 +1064,8 @@ fn inspect_flags_a_statement_about_another_image() {
         builder_id: "elsewhere".into(),
         invocation_id: None,
         workflow_ref: None,
+        annotations: Default::default(),
+        labels: Default::default(),
     };
     let other = format!("sha256:{}", "1".repeat(64));
     let art = settings_image::provenance::artifact(&repo, &other, &facts).unwrap();
@@ -1198,6 +1200,8 @@ fn every_ref_that_publishes_a_digest_records_its_own_provenance() {
         builder_id: "settings-image/0.0.1".into(),
         invocation_id: None,
         workflow_ref: None,
+        annotations: Default::default(),
+        labels: Default::default(),
     };
     let mut art = settings_image::provenance::artifact(&repo2, &digest2, &facts).unwrap();
     assert!(

@@ -166,6 +166,8 @@ fn forge(c: &Client, dir: &Path, meta: &Metadata, tag: &str, commit: &str) -> St
         builder_id: "forger".into(),
         invocation_id: None,
         workflow_ref: None,
+        annotations: Default::default(),
+        labels: Default::default(),
     };
     provenance::attach(c, &img, &facts).unwrap();
     img.digest
