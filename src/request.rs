@@ -225,13 +225,13 @@ pub fn run(req: &Request) -> Result<Report> {
             let provenance = match (&prepared.commit, &checkout, req.provenance) {
                 (_, _, false) => Provenance::Off,
                 (Some(commit), Some(checkout), true) if req.source == SourceMode::Commit => {
-                    Provenance::Attach(provenance::Facts::collect(
+                    Provenance::Attach(Box::new(provenance::Facts::collect(
                         checkout,
                         commit,
                         prepared.source_url.clone(),
                         &req.ci,
                         &added,
-                    ))
+                    )))
                 }
                 (None, _, true) | (_, None, true) => {
                     Provenance::Unattested("the folder is not in a git commit")
