@@ -233,69 +233,23 @@ impl Repo {
     }
 
     /// Walks from HEAD (or from `revision`) the way `git log -1 REV -- DIR`
-    /// does (see the module docs of [`super`]). Before the answer the walk
-    /// never forks: a merge either is the answer or is followed through one
-    /// parent.
+    /// does (see the module docs of [`super`]), with the walk of
+    /// [`super::walk`] for this one folder.
     pub fn last_change(&self, revision: Option<&str>) -> Result<Walk> {
+        let mut walks = self.last_changes(&[self.rel.as_str()], revision)?;
+        walks
+            .pop()
+            .ok_or_else(|| self.err("walking history", "no answer for the folder"))
+    }
+
+    /// [`Repo::last_change`] for several folders in one walk: `folders`
+    /// are relative to the repository root, `/`-separated (`""` for the
+    /// root); the answers come in the same order.
+    pub fn last_changes(&self, folders: &[&str], revision: Option<&str>) -> Result<Vec<Walk>> {
         let repo = self.repo.to_thread_local();
         let head = self.start(&repo, revision)?;
-        let mut id = head;
-        let entry = {
-            let c = repo
-                .find_commit(id)
-                .map_err(|e| self.err(&format!("cannot read the start commit {id}"), e))?;
-            self.folder_entry(&repo, &c)?
-        };
-        if entry.is_none() {
-            return Ok(Walk::NotInHead);
-        }
-        let mut passed = Vec::new();
-        loop {
-            let commit = repo
-                .find_commit(id)
-                .map_err(|e| self.err(&format!("cannot read commit {id}"), e))?;
-            let parents: Vec<ObjectId> = commit.parent_ids().map(|p| p.detach()).collect();
-            // A shallow boundary: parents cut off (the commit is listed in
-            // .git/shallow). Nothing proves the folder was different before,
-            // so this commit is never the answer.
-            if parents.iter().any(|p| !repo.has_object(p)) {
-                return Ok(Walk::Boundary {
-                    shallow: self.shallow.contains(&id),
-                    head: head.to_string(),
-                    boundary: id.to_string(),
-                    passed,
-                });
-            }
-            let mut next = None;
-            for p in &parents {
-                let pc = repo
-                    .find_commit(*p)
-                    .map_err(|e| self.err(&format!("cannot read commit {p}"), e))?;
-                if self.folder_entry(&repo, &pc)? == entry {
-                    next = Some(*p);
-                    break;
-                }
-            }
-            match next {
-                // TREESAME: the parent holds the same folder; follow it.
-                Some(p) => {
-                    passed.push(id.to_string());
-                    id = p;
-                }
-                None => {
-                    // A root commit holding the folder, a commit whose
-                    // folder differs from its parent's, or a merge TREESAME
-                    // to no parent: the answer.
-                    let time = commit
-                        .time()
-                        .map_err(|e| self.err(&format!("cannot read the committer of {id}"), e))?;
-                    return Ok(Walk::Found(CommitInfo {
-                        id: id.to_string(),
-                        timestamp: time.seconds,
-                    }));
-                }
-            }
-        }
+        super::walk::last_changes(&repo, &self.shallow, head, folders)
+            .map_err(|f| self.err(&f.what, f.message))
     }
 
     /// Whether `ancestor` is reachable from `descendant` through parent

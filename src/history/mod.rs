@@ -14,6 +14,7 @@
 
 pub mod git;
 pub mod github;
+mod walk;
 
 use std::collections::BTreeMap;
 use std::path::Path;
