@@ -118,6 +118,12 @@ pub fn run(req: &Request) -> Result<Report> {
         req.revision.as_deref(),
         req.github_token.as_ref(),
     )?;
+    run_prepared(req, prepared)
+}
+
+/// [`run`] once the source is read (several folders read theirs in one
+/// history walk, see [`crate::many`]); `req` is validated by the caller.
+pub fn run_prepared(req: &Request, prepared: history::Prepared) -> Result<Report> {
     let mut warnings = prepared.warnings.clone();
     let mut tags = req.tags.clone();
     let timestamp_tag = match (&req.timestamp_tag, &prepared.commit) {

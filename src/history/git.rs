@@ -87,6 +87,26 @@ fn lexical_absolute(cwd: &Path, path: &Path) -> PathBuf {
     out
 }
 
+/// The folder `abs` (lexically absolute, shown as `path`) relative to the
+/// worktree `root`, `/`-separated, "" for the root itself.
+fn relative(path: &Path, abs: &Path, root: &Path) -> Result<String> {
+    let rel_path = abs.strip_prefix(root).unwrap_or(Path::new(""));
+    let mut parts = Vec::new();
+    for c in rel_path.components() {
+        let Some(s) = c.as_os_str().to_str() else {
+            return Err(Error::source(path, "the path is not valid UTF-8"));
+        };
+        parts.push(s.to_string());
+    }
+    if parts.iter().any(|p| p == ".git") {
+        return Err(Error::input(
+            format!("{} is inside a .git directory", path.display()),
+            Some("name the settings folder in the worktree".to_string()),
+        ));
+    }
+    Ok(parts.join("/"))
+}
+
 fn git_err(path: &Path, what: &str, e: impl std::fmt::Display) -> Error {
     Error::history(
         path,
@@ -113,21 +133,7 @@ impl Repo {
             return Ok(None);
         };
         let root = root.to_path_buf();
-        let rel_path = abs.strip_prefix(&root).unwrap_or(Path::new(""));
-        let mut parts = Vec::new();
-        for c in rel_path.components() {
-            let Some(s) = c.as_os_str().to_str() else {
-                return Err(Error::source(path, "the path is not valid UTF-8"));
-            };
-            parts.push(s.to_string());
-        }
-        let rel = parts.join("/");
-        if parts.iter().any(|p| p == ".git") {
-            return Err(Error::input(
-                format!("{} is inside a .git directory", path.display()),
-                Some("name the settings folder in the worktree".to_string()),
-            ));
-        }
+        let rel = relative(path, &abs, &root)?;
         // Isolated: only the repository's own config, no environment, no
         // global or system files. Full trust in the git dir; a worktree
         // owned by someone else still lowers trust to "reduced", which caps
@@ -149,6 +155,32 @@ impl Repo {
             rel,
             shallow,
         }))
+    }
+
+    /// The same open repository for another folder, when `path` lies in
+    /// this worktree (its nearest `.git` is this root's); `None` otherwise.
+    /// Opening once serves every folder of a run.
+    pub fn sibling(&self, path: &Path) -> Result<Option<Repo>> {
+        let cwd =
+            std::env::current_dir().map_err(|e| Error::io("reading the current directory", e))?;
+        let abs = lexical_absolute(&cwd, path);
+        let Some(root) = abs.ancestors().find(|d| d.join(".git").exists()) else {
+            return Ok(None);
+        };
+        if root != self.root {
+            return Ok(None);
+        }
+        Ok(Some(Repo {
+            repo: self.repo.clone(),
+            root: self.root.clone(),
+            rel: relative(path, &abs, root)?,
+            shallow: self.shallow.clone(),
+        }))
+    }
+
+    /// The worktree root.
+    pub fn root(&self) -> &Path {
+        &self.root
     }
 
     /// The folder relative to the repository root ("" for the root).

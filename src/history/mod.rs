@@ -17,7 +17,7 @@ pub mod github;
 mod walk;
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::image::{ANNOTATION_CREATED, ANNOTATION_REVISION, ANNOTATION_SOURCE, Metadata};
@@ -98,14 +98,7 @@ pub fn last_change(
     token: Option<&Token>,
 ) -> Result<LastChange> {
     let Some(repo) = git::Repo::discover(path)? else {
-        return Err(Error::history(
-            path,
-            "is not inside a git repository, so no commit names it",
-            Some(
-                "run inside a git checkout, or build without a timestamp tag (the folder is then packaged from disk)"
-                    .to_string(),
-            ),
-        ));
+        return Err(not_in_git(path));
     };
     resolve(&repo, path, revision, token).map(|(lc, _)| lc)
 }
@@ -118,8 +111,19 @@ fn resolve(
     revision: Option<&str>,
     token: Option<&Token>,
 ) -> Result<(LastChange, String)> {
+    settle(repo, path, revision, token, repo.last_change(revision)?)
+}
+
+/// [`resolve`] from a walk already made (one walk serves many folders).
+fn settle(
+    repo: &git::Repo,
+    path: &Path,
+    revision: Option<&str>,
+    token: Option<&Token>,
+    walk: git::Walk,
+) -> Result<(LastChange, String)> {
     let repo_path = repo.display_path();
-    match repo.last_change(revision)? {
+    match walk {
         git::Walk::Found(commit) => {
             let content = commit.id.clone();
             Ok((
@@ -283,7 +287,153 @@ pub fn prepare(
     revision: Option<&str>,
     token: Option<&Token>,
 ) -> Result<Prepared> {
-    let Some(repo) = git::Repo::discover(path)? else {
+    let found = git::Repo::discover(path)?.map(|r| (r, None));
+    prepare_with(path, found, mode, need_commit, revision, token)
+}
+
+/// [`prepare`] for several folders: each repository is opened once and
+/// walked once for all its folders (see [`walk_all`]). One answer per
+/// folder, in order; a folder's failure does not stop the others.
+pub fn prepare_many(
+    paths: &[PathBuf],
+    mode: SourceMode,
+    need_commit: bool,
+    revision: Option<&str>,
+    token: Option<&Token>,
+) -> Vec<Result<Prepared>> {
+    walk_all(paths, revision)
+        .into_iter()
+        .zip(paths)
+        .map(|(found, path)| {
+            let found = found?.map(|(repo, walk)| (repo, Some(walk)));
+            prepare_with(path, found, mode, need_commit, revision, token)
+        })
+        .collect()
+}
+
+/// [`last_change`] for several folders, one walk per repository. One
+/// answer per folder, in order.
+pub fn last_changes(
+    paths: &[PathBuf],
+    revision: Option<&str>,
+    token: Option<&Token>,
+) -> Vec<Result<LastChange>> {
+    walk_all(paths, revision)
+        .into_iter()
+        .zip(paths)
+        .map(|(found, path)| match found? {
+            None => Err(not_in_git(path)),
+            Some((repo, walk)) => settle(&repo, path, revision, token, walk).map(|(lc, _)| lc),
+        })
+        .collect()
+}
+
+fn not_in_git(path: &Path) -> Error {
+    Error::history(
+        path,
+        "is not inside a git repository, so no commit names it",
+        Some(
+            "run inside a git checkout, or build without a timestamp tag (the folder is then packaged from disk)"
+                .to_string(),
+        ),
+    )
+}
+
+/// Opens each folder's repository (once per repository: the others are
+/// [`git::Repo::sibling`]s) and walks its history once for all its folders.
+/// `None` for a folder outside git.
+fn walk_all(
+    paths: &[PathBuf],
+    revision: Option<&str>,
+) -> Vec<Result<Option<(git::Repo, git::Walk)>>> {
+    let mut roots: Vec<git::Repo> = Vec::new();
+    let mut opened: Vec<Result<Option<(usize, git::Repo)>>> = Vec::new();
+    for path in paths {
+        let mut found = None;
+        for (i, root) in roots.iter().enumerate() {
+            match root.sibling(path) {
+                Ok(Some(r)) => {
+                    found = Some(Ok(Some((i, r))));
+                    break;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    found = Some(Err(e));
+                    break;
+                }
+            }
+        }
+        let found = found.unwrap_or_else(|| match git::Repo::discover(path) {
+            Ok(Some(r)) => {
+                let i = roots.len();
+                match r.sibling(path) {
+                    Ok(Some(copy)) => {
+                        roots.push(copy);
+                        Ok(Some((i, r)))
+                    }
+                    Ok(None) => Ok(Some((usize::MAX, r))),
+                    Err(e) => Err(e),
+                }
+            }
+            Ok(None) => Ok(None),
+            Err(e) => Err(e),
+        });
+        opened.push(found);
+    }
+    // One walk per repository.
+    let mut answers: Vec<Option<Result<git::Walk>>> = (0..paths.len()).map(|_| None).collect();
+    for (i, root) in roots.iter().enumerate() {
+        let members: Vec<usize> = (0..paths.len())
+            .filter(|&k| matches!(&opened[k], Ok(Some((j, _))) if *j == i))
+            .collect();
+        let rels: Vec<&str> = members
+            .iter()
+            .filter_map(|&k| match &opened[k] {
+                Ok(Some((_, r))) => Some(r.repo_path()),
+                _ => None,
+            })
+            .collect();
+        match root.last_changes(&rels, revision) {
+            Ok(walks) => {
+                for (k, w) in members.into_iter().zip(walks) {
+                    answers[k] = Some(Ok(w));
+                }
+            }
+            Err(e) => {
+                for k in members {
+                    answers[k] = Some(Err(Error::history(&paths[k], e.to_string(), e.hint())));
+                }
+            }
+        }
+    }
+    opened
+        .into_iter()
+        .zip(answers)
+        .map(|(o, answer)| match o? {
+            None => Ok(None),
+            Some((_, repo)) => match answer {
+                Some(w) => Ok(Some((repo, w?))),
+                // Not walked with the others: its own walk.
+                None => {
+                    let w = repo.last_change(revision)?;
+                    Ok(Some((repo, w)))
+                }
+            },
+        })
+        .collect()
+}
+
+/// [`prepare`] with the repository already open (`None` outside git) and,
+/// when given, the walk already made.
+fn prepare_with(
+    path: &Path,
+    found: Option<(git::Repo, Option<git::Walk>)>,
+    mode: SourceMode,
+    need_commit: bool,
+    revision: Option<&str>,
+    token: Option<&Token>,
+) -> Result<Prepared> {
+    let Some((repo, walk)) = found else {
         if let Some(rev) = revision {
             return Err(Error::history(
                 path,
@@ -309,6 +459,10 @@ pub fn prepare(
         });
     };
     let source_url = github::source_url_from_env().or_else(|| repo.remote_url());
+    let resolve = |repo: &git::Repo, path: &Path, revision, token| match walk {
+        Some(w) => settle(repo, path, revision, token, w),
+        None => resolve(repo, path, revision, token),
+    };
     match mode {
         SourceMode::Commit => {
             let (lc, content) = resolve(&repo, path, revision, token)?;
