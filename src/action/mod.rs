@@ -3,6 +3,7 @@
 
 pub mod commands;
 pub mod inputs;
+pub mod many;
 pub mod promote;
 pub mod publish;
 pub mod summary;

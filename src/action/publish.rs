@@ -21,18 +21,18 @@ use crate::request::{self, Request, Target};
 
 /// The publish inputs, read and checked.
 #[derive(Debug)]
-struct PublishInputs {
-    path: PathBuf,
-    repository: String,
-    timestamp_tag: Option<String>,
-    tags: Vec<String>,
-    credentials: Option<Credentials>,
-    github_token: Option<Token>,
-    source: SourceMode,
-    insecure: bool,
-    summary: bool,
-    provenance: bool,
-    forward: request::Forward,
+pub(super) struct PublishInputs {
+    pub(super) path: PathBuf,
+    pub(super) repository: String,
+    pub(super) timestamp_tag: Option<String>,
+    pub(super) tags: Vec<String>,
+    pub(super) credentials: Option<Credentials>,
+    pub(super) github_token: Option<Token>,
+    pub(super) source: SourceMode,
+    pub(super) insecure: bool,
+    pub(super) summary: bool,
+    pub(super) provenance: bool,
+    pub(super) forward: request::Forward,
 }
 
 /// The secret inputs, masked before anything is printed.
@@ -41,7 +41,7 @@ const SECRET_INPUTS: [&str; 2] = ["token", "password"];
 /// The annotation title's subject.
 const WHO: &str = "settings-image";
 
-fn read_inputs(env: &Env) -> Result<PublishInputs> {
+pub(super) fn read_inputs(env: &Env) -> Result<PublishInputs> {
     let path = inputs::required(env, "path")?;
     let repository = inputs::required(env, "repository")?;
     let workspace = match env.get("GITHUB_WORKSPACE").filter(|w| !w.trim().is_empty()) {
@@ -135,7 +135,7 @@ fn check_no_symlink_escape(workspace: &Path, path: &Path) -> Result<()> {
 
 /// A `FROM scratch` image has no `/tmp`, and the layer is staged in a
 /// temporary file: create the directory (the action runs as root).
-fn ensure_temp_dir() -> Result<()> {
+pub(super) fn ensure_temp_dir() -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let tmp = std::env::temp_dir();
     if tmp.is_dir() {
@@ -162,6 +162,10 @@ pub fn run(env: &Env) -> i32 {
 }
 
 fn publish(env: &Env) -> Result<()> {
+    // Several folders (lines or globs in `path`), or the plan: src/action/many.rs.
+    if super::many::wanted(env)? {
+        return super::many::publish(env);
+    }
     let inputs = read_inputs(env)?;
     let revision = match inputs::event_plan(env)? {
         EventPlan::Skip(why) => {
