@@ -69,6 +69,9 @@ fn select(env: &Env) -> Result<(Vec<Folder>, super::publish::PublishInputs)> {
     std::env::set_current_dir(&ws)
         .map_err(|e| Error::io(format!("entering the workspace {}", ws.display()), e))?;
     let folders = many::select(&lines, "the input `path`")?;
+    for f in &folders {
+        super::publish::check_no_symlink_escape(&ws, &ws.join(&f.path))?;
+    }
     // The other inputs, checked as the single-folder action checks them.
     let mut shared = env.clone();
     if let Some(first) = folders.first() {

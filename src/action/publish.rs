@@ -115,7 +115,7 @@ pub(super) fn read_inputs(env: &Env) -> Result<PublishInputs> {
 /// `workspace_path` resolves names lexically; a symlink in the workspace
 /// could still point outside it. When both exist, the real folder must be
 /// inside the real workspace.
-fn check_no_symlink_escape(workspace: &Path, path: &Path) -> Result<()> {
+pub(super) fn check_no_symlink_escape(workspace: &Path, path: &Path) -> Result<()> {
     let (Ok(ws), Ok(real)) = (workspace.canonicalize(), path.canonicalize()) else {
         return Ok(()); // a missing folder is reported by the build, by name
     };
