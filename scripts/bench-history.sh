@@ -174,7 +174,7 @@ check "no commit-graph"
 read -r o1 g1 < <(time_pair ours_one git_one)
 read -r oa ga < <(time_pair ours_all git_all)
 
-git -C "$repo" commit-graph write --reachable
+git -C "$repo" commit-graph write --reachable --no-changed-paths
 check "commit-graph"
 read -r o1g g1g < <(time_pair ours_one git_one)
 read -r oag gag < <(time_pair ours_all git_all)

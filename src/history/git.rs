@@ -20,6 +20,10 @@ use crate::source::{
     sort_entries,
 };
 
+/// The delta-base cache of a history walk (git's `core.deltaBaseCacheLimit`
+/// default is 96 MiB; the walk reads small trees).
+const PACK_CACHE_BYTES: usize = 32 << 20;
+
 /// An open repository and the settings folder's place in it.
 pub struct Repo {
     repo: gix::ThreadSafeRepository,
@@ -278,7 +282,15 @@ impl Repo {
     /// are relative to the repository root, `/`-separated (`""` for the
     /// root); the answers come in the same order.
     pub fn last_changes(&self, folders: &[&str], revision: Option<&str>) -> Result<Vec<Walk>> {
-        let repo = self.repo.to_thread_local();
+        let mut repo = self.repo.to_thread_local();
+        // A delta-base cache: without one (gix sets none up unless built
+        // with `max-performance`) every tree read inflates its whole delta
+        // chain again; the walk reads trees whose bases it just read.
+        repo.objects.set_pack_cache(|| {
+            Box::new(gix::odb::pack::cache::lru::MemoryCappedHashmap::new(
+                PACK_CACHE_BYTES,
+            ))
+        });
         let head = self.start(&repo, revision)?;
         super::walk::last_changes(&repo, &self.shallow, head, folders)
             .map_err(|f| self.err(&f.what, f.message))
