@@ -16,55 +16,43 @@ use std::path::{Path, PathBuf};
 
 use super::commands::{self, say};
 use super::inputs::{self, Env, EventPlan};
-use super::publish::{ensure_temp_dir, read_inputs};
+use super::publish::{With, ensure_temp_dir, read_inputs};
 use crate::error::{Error, Result};
 use crate::many::{self, Folder, Image, Plan};
 use crate::publish::registry;
 use crate::request::{Request, Target};
 
 /// The folders and globs of the `path` input, one per line.
-fn path_lines(env: &Env) -> Vec<String> {
-    inputs::input(env, "path")
-        .map(|v| {
-            v.lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .map(str::to_string)
-                .collect()
-        })
+fn path_lines(with: &With) -> Vec<String> {
+    with.path
+        .as_deref()
         .unwrap_or_default()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 /// Whether this run is the several-folder action: `plan: true`, or a
 /// `path` with several lines or a glob.
 pub fn wanted(env: &Env) -> Result<bool> {
-    Ok(inputs::boolean(env, "plan", false)? || many::is_many(&path_lines(env)))
-}
-
-fn workspace(env: &Env) -> Result<PathBuf> {
-    match env.get("GITHUB_WORKSPACE").filter(|w| !w.trim().is_empty()) {
-        Some(w) => Ok(PathBuf::from(w)),
-        None => std::env::current_dir().map_err(|e| {
-            Error::io(
-                "reading the current directory (GITHUB_WORKSPACE is not set)",
-                e,
-            )
-        }),
-    }
+    let with: With = inputs::from_env(env)?;
+    Ok(with.plan.unwrap_or(false) || many::is_many(&path_lines(&with)))
 }
 
 /// Selects the folders (relative to the workspace, which becomes the
 /// current directory so that globs and the reported paths are relative to
 /// it) and reads the shared inputs.
-fn select(env: &Env) -> Result<(Vec<Folder>, super::publish::PublishInputs)> {
-    let lines = path_lines(env);
+fn select(env: &Env, with: &With) -> Result<(Vec<Folder>, super::publish::PublishInputs)> {
+    let lines = path_lines(with);
     if lines.is_empty() {
-        inputs::required(env, "path")?;
+        inputs::require(None, "path")?;
     }
-    let ws = workspace(env)?;
+    let ws = inputs::workspace(env)?;
     for l in &lines {
         // Refuses a folder or glob that leaves the workspace.
-        inputs::workspace_path(&ws, l)?;
+        inputs::workspace_path(&ws, "path", l)?;
     }
     std::env::set_current_dir(&ws)
         .map_err(|e| Error::io(format!("entering the workspace {}", ws.display()), e))?;
@@ -83,7 +71,14 @@ fn select(env: &Env) -> Result<(Vec<Folder>, super::publish::PublishInputs)> {
 
 /// Runs the several-folder action (or the plan).
 pub fn publish(env: &Env) -> Result<()> {
-    let (folders, inputs) = select(env)?;
+    let with: With = inputs::from_env(env)?;
+    let (folders, inputs) = select(env, &with)?;
+    if !inputs.push && with.plan != Some(true) {
+        return Err(Error::input(
+            "`push: false` (a dry run) is for one folder; several folders always push",
+            Some("drop `push: false`, or use `plan: true` to see what would be pushed".to_string()),
+        ));
+    }
     let repositories = many::targets(&inputs.repository, &folders, "the input `repository`")?;
     let options = registry::Options {
         repository: String::new(),
@@ -102,7 +97,7 @@ pub fn publish(env: &Env) -> Result<()> {
         }
         EventPlan::Build { revision } => revision,
     };
-    if inputs::boolean(env, "plan", false)? {
+    if with.plan == Some(true) {
         let Some(prefix) = inputs.timestamp_tag.as_deref() else {
             return Err(Error::input(
                 "`plan: true` needs `timestamp-tag`: the plan looks for each folder's timestamp tag",
@@ -131,7 +126,12 @@ pub fn publish(env: &Env) -> Result<()> {
         return Ok(());
     }
     ensure_temp_dir()?;
-    let jobs = match inputs::input(env, "jobs") {
+    let jobs = match with
+        .jobs
+        .as_deref()
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+    {
         None => 4,
         Some(v) => v.parse::<usize>().ok().filter(|&n| n > 0).ok_or_else(|| {
             Error::input(
@@ -150,6 +150,7 @@ pub fn publish(env: &Env) -> Result<()> {
         forward: inputs.forward.clone(),
         provenance: inputs.provenance,
         revision: revision.clone(),
+        extra: inputs.extra.clone(),
     };
     let targets = repositories
         .into_iter()

@@ -125,6 +125,11 @@ fn settle(
     let repo_path = repo.display_path();
     match walk {
         git::Walk::Found(commit) => {
+            log::debug!(
+                "history: the last commit that changed {repo_path} is {} (committer time {})",
+                commit.id,
+                commit.timestamp
+            );
             let content = commit.id.clone();
             Ok((
                 LastChange {
@@ -152,6 +157,10 @@ fn settle(
             shallow,
             passed,
         } => {
+            log::debug!(
+                "history: the walk from {head} ends at {boundary} (shallow: {shallow}) after {} commits that did not change {repo_path}",
+                passed.len()
+            );
             let Some(api) = github::Api::from_env(token) else {
                 let what = if shallow {
                     "this is a shallow clone and its history ends"
@@ -169,7 +178,9 @@ fn settle(
                     ),
                 ));
             };
+            log::debug!("history: asking the GitHub API for the last commit that changed {repo_path} from {head}");
             let mut commit = api.last_change(repo.repo_path(), &head)?;
+            log::debug!("history: the GitHub API names {}", commit.id);
             if passed.contains(&commit.id) {
                 return Err(Error::GitHub {
                     what: format!("list commits for {repo_path}"),
@@ -463,6 +474,11 @@ fn prepare_with(
         Some(w) => settle(repo, path, revision, token, w),
         None => resolve(repo, path, revision, token),
     };
+    log::debug!(
+        "history: {} is in a git repository; source {mode:?}, history from {}",
+        path.display(),
+        revision.unwrap_or("HEAD")
+    );
     match mode {
         SourceMode::Commit => {
             let (lc, content) = resolve(&repo, path, revision, token)?;
