@@ -23,8 +23,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::history::{self, Token};
-use crate::publish::registry;
+use crate::history::{self, github};
+use crate::registry;
 use crate::report::Report;
 use crate::request::{self, Request, Target};
 
@@ -262,7 +262,7 @@ pub struct Image {
     pub pushed: Option<bool>,
     /// What Flux's numerical policy gets wrong about this push.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub anomaly: Option<crate::release::forward::Anomaly>,
+    pub anomaly: Option<crate::release::ordering::Anomaly>,
     /// Why this folder failed (the others still ran).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -349,9 +349,10 @@ pub fn run(
         base.source,
         base.timestamp_tag.is_some(),
         base.revision.as_deref(),
-        base.github_token.as_ref(),
+        base.github.clone(),
+        base.source_url.clone(),
     );
-    let work: Vec<Mutex<Option<Result<history::Prepared>>>> =
+    let work: Vec<Mutex<Option<Result<history::PreparedIn>>>> =
         prepared.into_iter().map(|p| Mutex::new(Some(p))).collect();
     let results: Vec<Mutex<Option<Result<Report>>>> =
         (0..requests.len()).map(|_| Mutex::new(None)).collect();
@@ -366,7 +367,9 @@ pub fn run(
                     }
                     let taken = work[i].lock().ok().and_then(|mut w| w.take());
                     let result = match taken {
-                        Some(Ok(p)) => request::run_prepared(&requests[i], p),
+                        Some(Ok((checkout, p))) => {
+                            request::run_prepared(&requests[i], checkout.as_ref(), p)
+                        }
                         Some(Err(e)) => Err(e),
                         None => continue,
                     };
@@ -459,7 +462,7 @@ pub fn plan(
     repositories: &[String],
     prefix: &str,
     revision: Option<&str>,
-    token: Option<&Token>,
+    api: Option<github::Api>,
     registry: &registry::Options,
 ) -> Result<Plan> {
     crate::tag::sanitize_prefix(prefix)?;
@@ -467,7 +470,7 @@ pub fn plan(
         registry::parse_repository(r)?;
     }
     let paths: Vec<PathBuf> = folders.iter().map(|f| f.path.clone()).collect();
-    let changes = history::last_changes(&paths, revision, token);
+    let changes = history::last_changes(&paths, revision, api);
     let mut failed = Vec::new();
     let mut wanted = Vec::new();
     for ((f, repo), lc) in folders.iter().zip(repositories).zip(changes) {

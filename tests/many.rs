@@ -11,10 +11,10 @@ use std::process::Command;
 use serde_json::Value;
 
 mod common;
-mod support_registry;
 
+use common::bin;
 use common::git::ScratchRepo;
-use support_registry::{Auth, Registry, bin, skopeo_inspect};
+use common::registry::{Auth, Registry, skopeo_inspect};
 
 struct Out {
     code: i32,

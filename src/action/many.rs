@@ -18,8 +18,9 @@ use super::commands::{self, say};
 use super::inputs::{self, Env, EventPlan};
 use super::publish::{With, ensure_temp_dir, read_inputs};
 use crate::error::{Error, Result};
+use crate::front;
 use crate::many::{self, Folder, Image, Plan};
-use crate::publish::registry;
+use crate::registry;
 use crate::request::{Request, Target};
 
 /// The folders and globs of the `path` input, one per line.
@@ -85,6 +86,7 @@ pub fn publish(env: &Env) -> Result<()> {
         insecure: inputs.insecure,
         monolithic: false,
         credentials: inputs.credentials.clone(),
+        docker_config: front::docker_config(env),
     };
     let revision = match inputs::event_plan(env)? {
         EventPlan::Skip(why) => {
@@ -109,7 +111,7 @@ pub fn publish(env: &Env) -> Result<()> {
             &repositories,
             prefix,
             revision.as_deref(),
-            inputs.github_token.as_ref(),
+            front::github_api(env, inputs.github_token.clone()),
             &options,
         )?;
         let matrix = serde_json::to_string(&plan)
@@ -146,7 +148,9 @@ pub fn publish(env: &Env) -> Result<()> {
         target: Target::Registry(options.clone()),
         source: inputs.source,
         timestamp_tag: inputs.timestamp_tag.clone(),
-        github_token: inputs.github_token.clone(),
+        github: front::github_api(env, inputs.github_token.clone()),
+        source_url: front::source_url(env),
+        ci: front::ci(env),
         forward: inputs.forward.clone(),
         provenance: inputs.provenance,
         revision: revision.clone(),

@@ -16,7 +16,8 @@ pub mod git;
 pub mod github;
 mod walk;
 
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -87,41 +88,254 @@ pub struct LastChange {
     pub from_github: bool,
 }
 
-/// Finds the commit that last changed the folder at `path` (see the module
-/// docs for the exact meaning), walking from HEAD or from `revision` (a full
-/// commit id or a reference name). On a shallow clone whose history cannot
-/// prove the answer, asks the GitHub API when `GITHUB_REPOSITORY` and a
-/// token (`token`, else `GITHUB_TOKEN`) are set, and fails otherwise.
+/// A git checkout opened once per run (isolated and trusted, as [`git`]
+/// explains), with the GitHub API access built once: the history walk, the
+/// ancestry checks and the provenance facts all ask it. Ancestry answers
+/// are cached.
+#[derive(Debug)]
+pub struct Checkout {
+    repo: git::Repo,
+    api: Option<github::Api>,
+    ancestry: RefCell<HashMap<(String, String), bool>>,
+}
+
+impl Checkout {
+    /// Opens the repository holding `path`; `None` when there is none.
+    /// `api` answers what a shallow clone cannot.
+    pub fn open(path: &Path, api: Option<github::Api>) -> Result<Option<Checkout>> {
+        Ok(git::Repo::discover(path)?.map(|repo| Checkout {
+            repo,
+            api,
+            ancestry: RefCell::default(),
+        }))
+    }
+
+    /// The same open repository for another folder in this worktree (see
+    /// [`git::Repo::sibling`]), with the same GitHub API access; `None`
+    /// when `path` is not in this worktree.
+    pub fn sibling(&self, path: &Path) -> Result<Option<Checkout>> {
+        Ok(self.repo.sibling(path)?.map(|repo| Checkout {
+            repo,
+            api: self.api.clone(),
+            ancestry: RefCell::default(),
+        }))
+    }
+
+    /// The repository.
+    pub fn repo(&self) -> &git::Repo {
+        &self.repo
+    }
+
+    /// The GitHub API access, when the front end gave one.
+    pub fn api(&self) -> Option<&github::Api> {
+        self.api.as_ref()
+    }
+
+    /// Finds the commit that last changed the folder at `path` (see the
+    /// module docs for the exact meaning), walking from HEAD or from
+    /// `revision` (a full commit id or a reference name). On a shallow
+    /// clone whose history cannot prove the answer, asks the GitHub API,
+    /// and fails without one.
+    pub fn last_change(&self, path: &Path, revision: Option<&str>) -> Result<LastChange> {
+        resolve(self, path, revision).map(|(lc, _)| lc)
+    }
+
+    /// Whether `ancestor` is an ancestor of (or the same as) `descendant`
+    /// (see [`is_ancestor`]), cached.
+    pub fn is_ancestor(&self, ancestor: &str, descendant: &str) -> Result<bool> {
+        let key = (ancestor.to_string(), descendant.to_string());
+        if let Some(&yes) = self.ancestry.borrow().get(&key) {
+            return Ok(yes);
+        }
+        let (yes, _) = is_ancestor(&self.repo, ancestor, descendant, self.api.as_ref())?;
+        self.ancestry.borrow_mut().insert(key, yes);
+        Ok(yes)
+    }
+}
+
+/// Finds the commit that last changed the folder at `path` (see
+/// [`Checkout::last_change`]), opening the checkout for this one question.
 pub fn last_change(
     path: &Path,
     revision: Option<&str>,
-    token: Option<&Token>,
+    api: Option<github::Api>,
 ) -> Result<LastChange> {
-    let Some(repo) = git::Repo::discover(path)? else {
+    let Some(checkout) = Checkout::open(path, api)? else {
         return Err(not_in_git(path));
     };
-    resolve(&repo, path, revision, token).map(|(lc, _)| lc)
+    checkout.last_change(path, revision)
+}
+
+fn not_in_git(path: &Path) -> Error {
+    Error::history(
+        path,
+        "is not inside a git repository, so no commit names it",
+        Some(
+            "run inside a git checkout, or build without a timestamp tag (the folder is then packaged from disk)"
+                .to_string(),
+        ),
+    )
+}
+
+/// [`last_change`] for several folders, one walk per repository. One
+/// answer per folder, in order.
+pub fn last_changes(
+    paths: &[PathBuf],
+    revision: Option<&str>,
+    api: Option<github::Api>,
+) -> Vec<Result<LastChange>> {
+    walk_all(paths, revision, api)
+        .into_iter()
+        .zip(paths)
+        .map(|(found, path)| match found? {
+            None => Err(not_in_git(path)),
+            Some((checkout, walk)) => settle(&checkout, path, revision, walk).map(|(lc, _)| lc),
+        })
+        .collect()
+}
+
+/// A folder's checkout (`None` outside git) and what it packages.
+pub type PreparedIn = (Option<Checkout>, Prepared);
+
+/// [`prepare`] for several folders: each repository is opened once and
+/// walked once for all its folders (see [`walk_all`]). One answer per
+/// folder, in order, with the folder's checkout for the rest of its run; a
+/// folder's failure does not stop the others.
+pub fn prepare_many(
+    paths: &[PathBuf],
+    mode: SourceMode,
+    need_commit: bool,
+    revision: Option<&str>,
+    api: Option<github::Api>,
+    source_url: Option<String>,
+) -> Vec<Result<PreparedIn>> {
+    walk_all(paths, revision, api)
+        .into_iter()
+        .zip(paths)
+        .map(|(found, path)| {
+            let (checkout, walk) = match found? {
+                Some((c, w)) => (Some(c), Some(w)),
+                None => (None, None),
+            };
+            let prepared = prepare_with(
+                checkout.as_ref(),
+                walk,
+                path,
+                mode,
+                need_commit,
+                revision,
+                source_url.clone(),
+            )?;
+            Ok((checkout, prepared))
+        })
+        .collect()
+}
+
+/// Opens each folder's checkout (once per repository: the others are
+/// [`Checkout::sibling`]s) and walks its history once for all its
+/// folders. `None` for a folder outside git.
+fn walk_all(
+    paths: &[PathBuf],
+    revision: Option<&str>,
+    api: Option<github::Api>,
+) -> Vec<Result<Option<(Checkout, git::Walk)>>> {
+    let mut roots: Vec<Checkout> = Vec::new();
+    let mut opened: Vec<Result<Option<(usize, Checkout)>>> = Vec::new();
+    for path in paths {
+        let mut found = None;
+        for (i, root) in roots.iter().enumerate() {
+            match root.sibling(path) {
+                Ok(Some(c)) => {
+                    found = Some(Ok(Some((i, c))));
+                    break;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    found = Some(Err(e));
+                    break;
+                }
+            }
+        }
+        let found = found.unwrap_or_else(|| match Checkout::open(path, api.clone()) {
+            Ok(Some(c)) => match c.sibling(path) {
+                Ok(Some(copy)) => {
+                    roots.push(copy);
+                    Ok(Some((roots.len() - 1, c)))
+                }
+                Ok(None) => Ok(Some((usize::MAX, c))),
+                Err(e) => Err(e),
+            },
+            Ok(None) => Ok(None),
+            Err(e) => Err(e),
+        });
+        opened.push(found);
+    }
+    // One walk per repository.
+    let mut answers: Vec<Option<Result<git::Walk>>> = (0..paths.len()).map(|_| None).collect();
+    for (i, root) in roots.iter().enumerate() {
+        let members: Vec<usize> = (0..paths.len())
+            .filter(|&k| matches!(&opened[k], Ok(Some((j, _))) if *j == i))
+            .collect();
+        let rels: Vec<&str> = members
+            .iter()
+            .filter_map(|&k| match &opened[k] {
+                Ok(Some((_, c))) => Some(c.repo.repo_path()),
+                _ => None,
+            })
+            .collect();
+        match root.repo.last_changes(&rels, revision) {
+            Ok(walks) => {
+                for (k, w) in members.into_iter().zip(walks) {
+                    answers[k] = Some(Ok(w));
+                }
+            }
+            Err(e) => {
+                for k in members {
+                    answers[k] = Some(Err(Error::history(&paths[k], e.to_string(), e.hint())));
+                }
+            }
+        }
+    }
+    opened
+        .into_iter()
+        .zip(answers)
+        .map(|(o, answer)| match o? {
+            None => Ok(None),
+            Some((_, checkout)) => match answer {
+                Some(w) => Ok(Some((checkout, w?))),
+                // Not walked with the others: its own walk.
+                None => {
+                    let w = checkout.repo.last_change(revision)?;
+                    Ok(Some((checkout, w)))
+                }
+            },
+        })
+        .collect()
 }
 
 /// Resolves the last change, falling back to GitHub on a shallow boundary.
 /// Also returns the commit to read the content from.
 fn resolve(
-    repo: &git::Repo,
+    checkout: &Checkout,
     path: &Path,
     revision: Option<&str>,
-    token: Option<&Token>,
 ) -> Result<(LastChange, String)> {
-    settle(repo, path, revision, token, repo.last_change(revision)?)
+    settle(
+        checkout,
+        path,
+        revision,
+        checkout.repo.last_change(revision)?,
+    )
 }
 
 /// [`resolve`] from a walk already made (one walk serves many folders).
 fn settle(
-    repo: &git::Repo,
+    checkout: &Checkout,
     path: &Path,
     revision: Option<&str>,
-    token: Option<&Token>,
     walk: git::Walk,
 ) -> Result<(LastChange, String)> {
+    let repo = &checkout.repo;
     let repo_path = repo.display_path();
     match walk {
         git::Walk::Found(commit) => {
@@ -161,7 +375,7 @@ fn settle(
                 "history: the walk from {head} ends at {boundary} (shallow: {shallow}) after {} commits that did not change {repo_path}",
                 passed.len()
             );
-            let Some(api) = github::Api::from_env(token) else {
+            let Some(api) = checkout.api() else {
                 let what = if shallow {
                     "this is a shallow clone and its history ends"
                 } else {
@@ -291,160 +505,39 @@ impl Prepared {
 /// timestamp tag was asked for) is an error. History starts at HEAD, or at
 /// `revision` when given (the head of a pull request: the commit the
 /// tag names and, in commit mode, the content come from its history).
+/// `checkout` is the repository holding `path` (`None`: not in git);
+/// `source_url` the repository's URL as the CI names it, else the
+/// `origin` remote's.
 pub fn prepare(
+    checkout: Option<&Checkout>,
     path: &Path,
     mode: SourceMode,
     need_commit: bool,
     revision: Option<&str>,
-    token: Option<&Token>,
+    source_url: Option<String>,
 ) -> Result<Prepared> {
-    let found = git::Repo::discover(path)?.map(|r| (r, None));
-    prepare_with(path, found, mode, need_commit, revision, token)
-}
-
-/// [`prepare`] for several folders: each repository is opened once and
-/// walked once for all its folders (see [`walk_all`]). One answer per
-/// folder, in order; a folder's failure does not stop the others.
-pub fn prepare_many(
-    paths: &[PathBuf],
-    mode: SourceMode,
-    need_commit: bool,
-    revision: Option<&str>,
-    token: Option<&Token>,
-) -> Vec<Result<Prepared>> {
-    walk_all(paths, revision)
-        .into_iter()
-        .zip(paths)
-        .map(|(found, path)| {
-            let found = found?.map(|(repo, walk)| (repo, Some(walk)));
-            prepare_with(path, found, mode, need_commit, revision, token)
-        })
-        .collect()
-}
-
-/// [`last_change`] for several folders, one walk per repository. One
-/// answer per folder, in order.
-pub fn last_changes(
-    paths: &[PathBuf],
-    revision: Option<&str>,
-    token: Option<&Token>,
-) -> Vec<Result<LastChange>> {
-    walk_all(paths, revision)
-        .into_iter()
-        .zip(paths)
-        .map(|(found, path)| match found? {
-            None => Err(not_in_git(path)),
-            Some((repo, walk)) => settle(&repo, path, revision, token, walk).map(|(lc, _)| lc),
-        })
-        .collect()
-}
-
-fn not_in_git(path: &Path) -> Error {
-    Error::history(
+    prepare_with(
+        checkout,
+        None,
         path,
-        "is not inside a git repository, so no commit names it",
-        Some(
-            "run inside a git checkout, or build without a timestamp tag (the folder is then packaged from disk)"
-                .to_string(),
-        ),
+        mode,
+        need_commit,
+        revision,
+        source_url,
     )
 }
 
-/// Opens each folder's repository (once per repository: the others are
-/// [`git::Repo::sibling`]s) and walks its history once for all its folders.
-/// `None` for a folder outside git.
-fn walk_all(
-    paths: &[PathBuf],
-    revision: Option<&str>,
-) -> Vec<Result<Option<(git::Repo, git::Walk)>>> {
-    let mut roots: Vec<git::Repo> = Vec::new();
-    let mut opened: Vec<Result<Option<(usize, git::Repo)>>> = Vec::new();
-    for path in paths {
-        let mut found = None;
-        for (i, root) in roots.iter().enumerate() {
-            match root.sibling(path) {
-                Ok(Some(r)) => {
-                    found = Some(Ok(Some((i, r))));
-                    break;
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    found = Some(Err(e));
-                    break;
-                }
-            }
-        }
-        let found = found.unwrap_or_else(|| match git::Repo::discover(path) {
-            Ok(Some(r)) => {
-                let i = roots.len();
-                match r.sibling(path) {
-                    Ok(Some(copy)) => {
-                        roots.push(copy);
-                        Ok(Some((i, r)))
-                    }
-                    Ok(None) => Ok(Some((usize::MAX, r))),
-                    Err(e) => Err(e),
-                }
-            }
-            Ok(None) => Ok(None),
-            Err(e) => Err(e),
-        });
-        opened.push(found);
-    }
-    // One walk per repository.
-    let mut answers: Vec<Option<Result<git::Walk>>> = (0..paths.len()).map(|_| None).collect();
-    for (i, root) in roots.iter().enumerate() {
-        let members: Vec<usize> = (0..paths.len())
-            .filter(|&k| matches!(&opened[k], Ok(Some((j, _))) if *j == i))
-            .collect();
-        let rels: Vec<&str> = members
-            .iter()
-            .filter_map(|&k| match &opened[k] {
-                Ok(Some((_, r))) => Some(r.repo_path()),
-                _ => None,
-            })
-            .collect();
-        match root.last_changes(&rels, revision) {
-            Ok(walks) => {
-                for (k, w) in members.into_iter().zip(walks) {
-                    answers[k] = Some(Ok(w));
-                }
-            }
-            Err(e) => {
-                for k in members {
-                    answers[k] = Some(Err(Error::history(&paths[k], e.to_string(), e.hint())));
-                }
-            }
-        }
-    }
-    opened
-        .into_iter()
-        .zip(answers)
-        .map(|(o, answer)| match o? {
-            None => Ok(None),
-            Some((_, repo)) => match answer {
-                Some(w) => Ok(Some((repo, w?))),
-                // Not walked with the others: its own walk.
-                None => {
-                    let w = repo.last_change(revision)?;
-                    Ok(Some((repo, w)))
-                }
-            },
-        })
-        .collect()
-}
-
-/// [`prepare`] with the repository already open (`None` outside git) and,
-/// when given, the walk already made.
+/// [`prepare`] with, when given, the walk already made.
 fn prepare_with(
+    checkout: Option<&Checkout>,
+    walk: Option<git::Walk>,
     path: &Path,
-    found: Option<(git::Repo, Option<git::Walk>)>,
     mode: SourceMode,
     need_commit: bool,
     revision: Option<&str>,
-    token: Option<&Token>,
+    source_url: Option<String>,
 ) -> Result<Prepared> {
-    let Some((repo, walk)) = found else {
+    let Some(checkout) = checkout else {
         if let Some(rev) = revision {
             return Err(Error::history(
                 path,
@@ -469,10 +562,11 @@ fn prepare_with(
             warnings: Vec::new(),
         });
     };
-    let source_url = github::source_url_from_env().or_else(|| repo.remote_url());
-    let resolve = |repo: &git::Repo, path: &Path, revision, token| match walk {
-        Some(w) => settle(repo, path, revision, token, w),
-        None => resolve(repo, path, revision, token),
+    let repo = checkout.repo();
+    let source_url = source_url.or_else(|| repo.remote_url());
+    let resolve = |checkout: &Checkout, path: &Path, revision| match walk {
+        Some(w) => settle(checkout, path, revision, w),
+        None => resolve(checkout, path, revision),
     };
     log::debug!(
         "history: {} is in a git repository; source {mode:?}, history from {}",
@@ -481,7 +575,7 @@ fn prepare_with(
     );
     match mode {
         SourceMode::Commit => {
-            let (lc, content) = resolve(&repo, path, revision, token)?;
+            let (lc, content) = resolve(checkout, path, revision)?;
             let source = repo.read_folder(&content, path)?;
             Ok(Prepared {
                 source,
@@ -493,7 +587,7 @@ fn prepare_with(
         SourceMode::Worktree => {
             let source = worktree::read(path)?;
             let mut warnings = Vec::new();
-            let commit = match resolve(&repo, path, revision, token) {
+            let commit = match resolve(checkout, path, revision) {
                 Ok((lc, content)) => {
                     let committed = repo.read_folder(&content, path)?;
                     if let Some(diff) = repo.first_difference(&source, &committed)? {
