@@ -189,6 +189,17 @@ pub fn run(req: &Request) -> Result<Report> {
         req.revision.as_deref(),
         req.source_url.clone(),
     )?;
+    run_prepared(req, checkout.as_ref(), prepared)
+}
+
+/// [`run`] once the checkout is open and the source read (several folders
+/// read theirs in one history walk, see [`crate::many`]); `req` is
+/// validated by the caller.
+pub fn run_prepared(
+    req: &Request,
+    checkout: Option<&Checkout>,
+    prepared: history::Prepared,
+) -> Result<Report> {
     let mut warnings = prepared.warnings.clone();
     let mut tags = req.tags.clone();
     let timestamp_tag = match (&req.timestamp_tag, &prepared.commit) {
@@ -218,11 +229,11 @@ pub fn run(req: &Request) -> Result<Report> {
             (Some(dir.display().to_string()), w.new_blobs, None)
         }
         Target::Registry(opts) => {
-            let stamp = match (&timestamp_tag, &prepared.commit, &checkout) {
+            let stamp = match (&timestamp_tag, &prepared.commit, checkout) {
                 (Some(t), Some(c), Some(checkout)) => Some((t.as_str(), c, checkout)),
                 _ => None,
             };
-            let provenance = match (&prepared.commit, &checkout, req.provenance) {
+            let provenance = match (&prepared.commit, checkout, req.provenance) {
                 (_, _, false) => Provenance::Off,
                 (Some(commit), Some(checkout), true) if req.source == SourceMode::Commit => {
                     Provenance::Attach(Box::new(provenance::Facts::collect(

@@ -1433,3 +1433,114 @@ fn annotations_and_labels_the_action_adds_are_attested_and_verify() {
     // The original is untouched and still verifies.
     assert_eq!(verify_cli(&pinned, &folder).code, 0);
 }
+
+/// `configs/shop` (the fixture) and `configs/billing`, changed at T0+200.
+fn two_folder_workspace(root: &Path) -> PathBuf {
+    let ws = workspace(root);
+    fs::create_dir_all(ws.join("configs/billing")).expect("mkdir");
+    fs::write(ws.join("configs/billing/app.yaml"), "pool: 4\n").expect("write");
+    git(&ws, &["add", "."], None);
+    git(&ws, &["commit", "-q", "-m", "billing"], Some(T0 + 200));
+    chown_runner(&ws);
+    ws
+}
+
+/// `main-<ct>-<sha7>` of `git log -1 -- DIR`.
+fn tag_of(ws: &Path, dir: &str) -> String {
+    let out = git(ws, &["log", "-1", "--format=%ct/%H", "--", dir], None);
+    let (ct, id) = out.split_once('/').expect("ct/H");
+    format!("main-{ct}-{}", &id[..7])
+}
+
+#[test]
+fn several_folders_make_one_image_each_and_the_plan_names_the_changed_one() {
+    let reg = Registry::start(Auth::None);
+    let tmp = TempDir::new();
+    let ws = two_folder_workspace(tmp.path());
+    let mut runner = Runner::new(tmp, ws);
+    runner.github_token = String::new(); // anonymous push
+    let template = format!("{}/acme/{{name}}", reg.host());
+    let with = with_base(&template, &[("path", "configs/*")]);
+
+    let step = runner.run(&with, 1);
+    step.assert_ok();
+    let keys: Vec<&str> = step.outputs.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["images", "pushed"]);
+    assert_eq!(step.out("pushed"), "true");
+    let images: serde_json::Value = serde_json::from_str(step.out("images")).expect("JSON");
+    let images = images.as_array().expect("an array");
+    assert_eq!(images.len(), 2);
+    for (image, name) in images.iter().zip(["billing", "shop"]) {
+        let dir = format!("configs/{name}");
+        assert_eq!(image["path"], dir);
+        assert_eq!(image["repository"], format!("{}/acme/{name}", reg.host()));
+        assert_eq!(image["tag"], tag_of(&runner.ws, &dir));
+        assert_eq!(image["pushed"], true);
+        let reference = image["reference"].as_str().expect("reference");
+        assert!(
+            step.summary
+                .contains(&format!("| `{dir}` | `{reference}` | yes |")),
+            "{}",
+            step.summary
+        );
+        let seen = skopeo_inspect(
+            &format!(
+                "{}/acme/{name}:{}",
+                reg.host(),
+                image["tag"].as_str().unwrap()
+            ),
+            None,
+        )
+        .expect("pushed");
+        assert_eq!(seen["Digest"], image["digest"]);
+    }
+    assert_eq!(step.summary.matches("kind: ImagePolicy").count(), 2);
+
+    // The plan after a change to one folder names that folder only.
+    fs::write(runner.ws.join("configs/shop/app.yaml"), "replicas: 3\n").expect("write");
+    git(
+        &runner.ws,
+        &["commit", "-q", "-am", "shop replicas"],
+        Some(T0 + 300),
+    );
+    chown_runner(&runner.ws);
+    let plan = runner.run(
+        &with_base(&template, &[("path", "configs/*"), ("plan", "true")]),
+        2,
+    );
+    plan.assert_ok();
+    let matrix: serde_json::Value = serde_json::from_str(plan.out("matrix")).expect("JSON");
+    assert_eq!(
+        matrix,
+        serde_json::json!({ "include": [{
+            "path": "configs/shop",
+            "repository": format!("{}/acme/shop", reg.host()),
+            "tag": tag_of(&runner.ws, "configs/shop"),
+        }]})
+    );
+    // A matrix job for that folder is the single-folder action.
+    let job = runner.run(
+        &with_base(
+            &format!("{}/acme/shop", reg.host()),
+            &[("path", "configs/shop")],
+        ),
+        3,
+    );
+    job.assert_ok();
+    assert_eq!(job.out("tag"), tag_of(&runner.ws, "configs/shop"));
+    assert_eq!(job.out("pushed"), "true");
+    // Now nothing is left to do.
+    let plan = runner.run(
+        &with_base(&template, &[("path", "configs/*"), ("plan", "true")]),
+        4,
+    );
+    plan.assert_ok();
+    assert_eq!(plan.out("matrix"), r#"{"include":[]}"#);
+    // A glob matching nothing is an input error annotation, nothing pushed.
+    let bad = runner.run(
+        &with_base(&template, &[("path", "configs/*\nnothing/*")]),
+        5,
+    );
+    assert_eq!(bad.code, 2, "{}", bad.stdout);
+    assert!(bad.stdout.contains("matches no folder"), "{}", bad.stdout);
+}
