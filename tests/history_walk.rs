@@ -23,7 +23,7 @@ use common::git::ScratchRepo;
 
 /// The folders every check asks about, in one walk. `""` is the root
 /// (`git log -- .`).
-const FOLDERS: [&str; 11] = [
+const FOLDERS: [&str; 12] = [
     "",
     "configs",
     "configs/a",
@@ -35,11 +35,12 @@ const FOLDERS: [&str; 11] = [
     "other",
     "configs/a2",
     "never/there",
+    "configs/\u{fc}n\u{ef}",
 ];
 
 /// The files a history may hold. `configs/deep` as a file and as a folder
 /// exclude each other.
-const FILES: [&str; 11] = [
+const FILES: [&str; 12] = [
     "configs/a/app.yaml",
     "configs/a/extra.yaml",
     "configs/a2/app.yaml",
@@ -51,6 +52,7 @@ const FILES: [&str; 11] = [
     "configs/readme",
     "other/file",
     "top",
+    "configs/\u{fc}n\u{ef}/app.yaml",
 ];
 
 /// The id of the empty tree.
@@ -275,6 +277,69 @@ fn check(r: &ScratchRepo, dir: &Path, rev: &str, what: &str) {
     }
 }
 
+/// The commit-graphs every history is walked with: the changed-path
+/// filter version expected in the file (None: no filters), and git's
+/// arguments to write it.
+const GRAPHS: [(Option<u32>, &[&str]); 3] = [
+    (
+        None,
+        &["commit-graph", "write", "--reachable", "--no-changed-paths"],
+    ),
+    (
+        Some(1),
+        &[
+            "-c",
+            "commitGraph.changedPathsVersion=1",
+            "commit-graph",
+            "write",
+            "--reachable",
+            "--changed-paths",
+        ],
+    ),
+    (
+        Some(2),
+        &[
+            "-c",
+            "commitGraph.changedPathsVersion=2",
+            "commit-graph",
+            "write",
+            "--reachable",
+            "--changed-paths",
+        ],
+    ),
+];
+
+/// The byte range of chunk `id` in a commit-graph file.
+fn chunk(graph: &[u8], id: &[u8; 4]) -> Option<std::ops::Range<usize>> {
+    assert_eq!(&graph[..4], b"CGPH", "a commit-graph file");
+    let be64 =
+        |at: usize| u64::from_be_bytes(graph[at..at + 8].try_into().expect("8 bytes")) as usize;
+    (0..usize::from(graph[6]))
+        .map(|i| 8 + 12 * i)
+        .find(|&at| &graph[at..at + 4] == id)
+        .map(|at| be64(at + 4)..be64(at + 16))
+}
+
+/// The hash version in a commit-graph file's BDAT header (None: no filters).
+fn filter_version(graph: &[u8]) -> Option<u32> {
+    let data = chunk(graph, b"BDAT")?;
+    Some(u32::from_be_bytes(
+        graph[data.start..data.start + 4]
+            .try_into()
+            .expect("4 bytes"),
+    ))
+}
+
+/// Writes a fresh commit-graph in `dir` with git `args`, and checks that it
+/// holds the filter version expected.
+fn write_graph(r: &ScratchRepo, dir: &Path, args: &[&str], version: Option<u32>) {
+    let file = dir.join(".git/objects/info/commit-graph");
+    let _ = std::fs::remove_file(&file);
+    r.git_in(dir, args);
+    let bytes = std::fs::read(&file).expect("git wrote a commit-graph");
+    assert_eq!(filter_version(&bytes), version, "git {args:?}");
+}
+
 fn check_history(r: &ScratchRepo, ids: &BTreeMap<u32, String>, marks: &[u32], what: &str) {
     for rev in ["main", "side", "third"] {
         check(r, &r.dir, rev, what);
@@ -301,14 +366,15 @@ fn one_walk_agrees_with_git_for_every_folder() {
             &marks,
             &format!("seed {seed} without a commit-graph"),
         );
-        r.git(&["commit-graph", "write", "--reachable"]);
-        assert!(r.dir.join(".git/objects/info/commit-graph").is_file());
-        check_history(
-            &r,
-            &ids,
-            &marks,
-            &format!("seed {seed} with a commit-graph"),
-        );
+        for (version, args) in GRAPHS {
+            write_graph(&r, &r.dir, args, version);
+            check_history(
+                &r,
+                &ids,
+                &marks,
+                &format!("seed {seed} with a commit-graph, filters {version:?}"),
+            );
+        }
     }
 }
 

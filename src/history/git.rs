@@ -89,6 +89,13 @@ pub fn opens() -> usize {
     OPENS.with(|o| o.get())
 }
 
+/// How many tree objects history walks on the calling thread have read
+/// (trees found in the walk's cache are not counted): a walk that the
+/// commit-graph's changed-path filters answer reads almost none.
+pub fn tree_reads() -> usize {
+    super::walk::tree_reads()
+}
+
 /// `cwd.join(path)` with `.` and `..` resolved by name.
 fn lexical_absolute(cwd: &Path, path: &Path) -> PathBuf {
     let mut out = PathBuf::new();

@@ -35,7 +35,19 @@ use gix::objs::Find as _;
 use gix::objs::tree::{EntryKind, EntryMode};
 
 use super::CommitInfo;
+use super::bloom::{Filters, Key};
 use super::git::Walk;
+
+thread_local! {
+    /// Tree objects the walks on this thread have read (see [`tree_reads`]).
+    static TREE_READS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// How many tree objects walks on the calling thread have read (cache
+/// misses): what the changed-path filters save, for tests.
+pub(crate) fn tree_reads() -> usize {
+    TREE_READS.with(|t| t.get())
+}
 
 /// A folder's entry in its parent tree: mode and object id.
 type Entry = (EntryMode, ObjectId);
@@ -95,6 +107,11 @@ struct CommitData {
     /// commit outside the commit-graph has infinite generation (no graph
     /// commit descends from it).
     key: (u32, i64),
+    /// The commit's position in the commit-graph, if it is there.
+    pos: Option<u32>,
+    /// The parents' positions in the commit-graph (empty when the commit
+    /// is not in it): reading a parent by position skips a search by id.
+    parent_pos: Vec<u32>,
 }
 
 /// A node of the folders' path trie: the child names (sorted) and their
@@ -142,6 +159,10 @@ impl<V> Cache<V> {
 struct Walker<'a> {
     repo: &'a gix::Repository,
     graph: Option<gix::commitgraph::Graph>,
+    /// The graph's changed-path Bloom filters, if it has usable ones.
+    bloom: Option<Filters>,
+    /// Per folder, its keys in `bloom` (None: the filters cannot answer).
+    keys: Vec<Option<Key>>,
     shallow: &'a HashSet<ObjectId>,
     nodes: Vec<TrieNode>,
     /// Per folder, the (node, child slot) of each path component; empty
@@ -209,10 +230,17 @@ impl<'a> Walker<'a> {
         } else {
             None
         };
+        let bloom = graph.as_ref().and_then(|_| Filters::open(repo));
+        let keys = folders
+            .iter()
+            .map(|f| bloom.as_ref().and_then(|b| b.key(f)))
+            .collect();
         let trees = nodes.iter().map(|_| Cache::new()).collect();
         Ok(Walker {
             repo,
             graph,
+            bloom,
+            keys,
             shallow,
             nodes,
             paths,
@@ -226,24 +254,42 @@ impl<'a> Walker<'a> {
     /// Reads commit `id` into the cache unless it is there; false when the
     /// repository does not have it.
     fn load(&mut self, id: ObjectId) -> Result<bool, Failure> {
+        self.load_at(id, None)
+    }
+
+    /// [`Walker::load`], with the commit's graph position when known.
+    fn load_at(&mut self, id: ObjectId, at: Option<u32>) -> Result<bool, Failure> {
         if self.commits.contains_key(&id) {
             return Ok(true);
         }
         if let Some(graph) = &self.graph
-            && let Some(pos) = graph.lookup(id)
+            && let Some(pos) = at
+                .map(gix::commitgraph::Position)
+                .or_else(|| graph.lookup(id))
         {
             let c = graph.commit_at(pos);
-            let mut parents = Vec::new();
+            let mut parents = Vec::with_capacity(1);
+            let mut parent_pos = Vec::with_capacity(1);
             for p in c.iter_parents() {
                 let p = p.map_err(|e| fail(format!("cannot read the parents of {id}"), e))?;
                 parents.push(graph.id_at(p).to_owned());
+                parent_pos.push(p.0);
             }
             let key = (
                 c.generation(),
                 i64::try_from(c.committer_timestamp()).unwrap_or(i64::MAX),
             );
             let tree = c.root_tree_id().to_owned();
-            self.commits.insert(id, CommitData { tree, parents, key });
+            self.commits.insert(
+                id,
+                CommitData {
+                    tree,
+                    parents,
+                    key,
+                    pos: Some(pos.0),
+                    parent_pos,
+                },
+            );
             return Ok(true);
         }
         let Some(data) = self
@@ -287,6 +333,8 @@ impl<'a> Walker<'a> {
                 tree,
                 parents,
                 key: (u32::MAX, time),
+                pos: None,
+                parent_pos: Vec::new(),
             },
         );
         Ok(true)
@@ -301,6 +349,7 @@ impl<'a> Walker<'a> {
         let names = &self.nodes[n].names;
         let mut found: Box<[Option<Entry>]> = vec![None; names.len()].into_boxed_slice();
         if tree != ObjectId::empty_tree(tree.kind()) {
+            TREE_READS.with(|t| t.set(t.get() + 1));
             let Some(data) = self
                 .repo
                 .objects
@@ -425,8 +474,8 @@ impl<'a> Walker<'a> {
             // folders were different before, so this commit is never an
             // answer.
             let mut cut = self.shallow.contains(&id);
-            for p in &commit.parents {
-                if !self.load(*p)? {
+            for (i, p) in commit.parents.iter().enumerate() {
+                if !self.load_at(*p, commit.parent_pos.get(i).copied())? {
                     cut = true;
                 }
             }
@@ -444,9 +493,29 @@ impl<'a> Walker<'a> {
                 }
                 continue;
             }
-            for f in folders {
+            // Per folder: whether the commit's changed-path filter (its diff
+            // against the first parent) proves the folder unchanged, i.e.
+            // TREESAME to the first parent, the parent git checks first.
+            let proved: Vec<bool> = match (&self.bloom, commit.pos, commit.parents.first()) {
+                (Some(b), Some(pos), Some(_)) => match b.filter(pos, &id) {
+                    Some(filter) => folders
+                        .iter()
+                        .map(|&f| {
+                            self.keys[f]
+                                .as_ref()
+                                .is_some_and(|key| !Filters::maybe_changed(filter, key))
+                        })
+                        .collect(),
+                    None => vec![false; folders.len()],
+                },
+                _ => vec![false; folders.len()],
+            };
+            for (f, proved) in folders.into_iter().zip(proved) {
                 let mut next = None;
-                for p in &commit.parents {
+                if proved {
+                    next = commit.parents.first().copied();
+                }
+                for p in commit.parents.iter().filter(|_| next.is_none()) {
                     let tree = self.commits[p].tree;
                     if self.entry(f, tree)? == targets[f] {
                         next = Some(*p);
