@@ -388,14 +388,83 @@ fn a_stale_commit_graph_and_newer_commits_agree_with_git() {
         .nth(70)
         .map(|(i, _)| i)
         .expect("enough commits");
+    for (version, args) in GRAPHS {
+        let r = ScratchRepo::new();
+        import(&r, &stream[..cut]);
+        write_graph(&r, &r.dir, args, version);
+        let ids = import(&r, &stream[cut..]);
+        r.git(&["symbolic-ref", "HEAD", "refs/heads/main"]);
+        let in_graph = r.git(&["rev-list", "--count", "--all"]);
+        assert!(in_graph.parse::<u32>().expect("count") > 70);
+        check_history(
+            &r,
+            &ids,
+            &marks,
+            &format!("stale commit-graph, filters {version:?}"),
+        );
+    }
+}
+
+#[test]
+fn a_split_commit_graph_chain_with_filters_agrees_with_git() {
+    let (stream, marks) = history(77, 120);
+    let cut = stream
+        .match_indices("commit refs/heads/")
+        .nth(60)
+        .map(|(i, _)| i)
+        .expect("enough commits");
     let r = ScratchRepo::new();
     import(&r, &stream[..cut]);
-    r.git(&["commit-graph", "write", "--reachable"]);
+    let split = [
+        "commit-graph",
+        "write",
+        "--reachable",
+        "--changed-paths",
+        "--split=no-merge",
+    ];
+    r.git(&split);
     let ids = import(&r, &stream[cut..]);
+    r.git(&split);
     r.git(&["symbolic-ref", "HEAD", "refs/heads/main"]);
-    let in_graph = r.git(&["rev-list", "--count", "--all"]);
-    assert!(in_graph.parse::<u32>().expect("count") > 70);
-    check_history(&r, &ids, &marks, "stale commit-graph");
+    let dir = r.dir.join(".git/objects/info/commit-graphs");
+    let chain = std::fs::read_to_string(dir.join("commit-graph-chain")).expect("a chain");
+    assert_eq!(chain.lines().count(), 2, "two layers");
+    assert!(!r.dir.join(".git/objects/info/commit-graph").exists());
+    for layer in chain.lines() {
+        let bytes = std::fs::read(dir.join(format!("graph-{layer}.graph"))).expect("layer");
+        assert_eq!(filter_version(&bytes), Some(1), "layer {layer}");
+    }
+    check_history(&r, &ids, &marks, "split commit-graph with filters");
+    // A layer without filters on top of those with them.
+    let mut more = String::from("reset refs/heads/main\nfrom refs/heads/main^0\n\n");
+    for (i, path) in ["configs/a/app.yaml", "other/file", "configs/b/app.yaml"]
+        .iter()
+        .enumerate()
+    {
+        more += &format!(
+            "commit refs/heads/main\ncommitter C O Mitter <c@example.com> {} +0000\ndata 5\nmore\nM 100644 inline {path}\ndata 3\nm{i}\n\n",
+            1_700_000_000 + i
+        );
+    }
+    import(&r, &more);
+    r.git(&[
+        "commit-graph",
+        "write",
+        "--reachable",
+        "--split=no-merge",
+        "--no-changed-paths",
+    ]);
+    let chain = std::fs::read_to_string(dir.join("commit-graph-chain")).expect("a chain");
+    let top = chain.lines().last().expect("a layer");
+    assert_eq!(chain.lines().count(), 3, "three layers");
+    let bytes = std::fs::read(dir.join(format!("graph-{top}.graph"))).expect("layer");
+    assert_eq!(filter_version(&bytes), None, "top layer without filters");
+    check_history(
+        &r,
+        &ids,
+        &marks,
+        "split commit-graph, top layer without filters",
+    );
 }
 
 #[test]
@@ -404,7 +473,7 @@ fn shallow_clones_end_on_the_boundary_where_git_would_guess() {
     let origin = ScratchRepo::new();
     import(&origin, &stream);
     origin.git(&["symbolic-ref", "HEAD", "refs/heads/main"]);
-    origin.git(&["commit-graph", "write", "--reachable"]);
+    origin.git(&["commit-graph", "write", "--reachable", "--changed-paths"]);
     let parent = origin.dir.parent().expect("parent").to_path_buf();
     let mut boundaries = 0;
     let mut found = 0;
@@ -428,6 +497,14 @@ fn shallow_clones_end_on_the_boundary_where_git_would_guess() {
             .lines()
             .map(str::to_string)
             .collect();
+        // A commit-graph with filters in the clone changes nothing: git
+        // ignores it in a shallow clone, and so does the walk.
+        if depth == 4 {
+            origin.git_in(
+                &clone,
+                &["commit-graph", "write", "--reachable", "--changed-paths"],
+            );
+        }
         let repo = GitRepo::discover(&clone)
             .expect("open")
             .expect("a repository");
@@ -492,4 +569,128 @@ fn many_folders_in_one_walk_equal_one_walk_each() {
         .last_changes(&["configs/a", "other", "configs/a"], None)
         .expect("walk");
     assert_eq!(twice[0], twice[2]);
+}
+
+/// A straight history of 201 commits: the first creates `configs/a` and
+/// `other`, commit 50 changes `configs/a`, every other one `other`.
+fn straight_history() -> ScratchRepo {
+    let mut s = String::new();
+    for i in 0..=200u32 {
+        let path = if i == 0 || i == 50 {
+            "configs/a/app.yaml"
+        } else {
+            "other/file"
+        };
+        s += &format!(
+            "commit refs/heads/main\ncommitter C O Mitter <c@example.com> {} +0000\ndata 2\nc\n",
+            1_600_000_000 + i
+        );
+        if i == 0 {
+            s += "M 100644 inline other/file\ndata 2\no\n";
+        }
+        s += &format!(
+            "M 100644 inline {path}\ndata {}\n{i}\n\n",
+            i.to_string().len()
+        );
+    }
+    let r = ScratchRepo::new();
+    import(&r, &s);
+    r.git(&["symbolic-ref", "HEAD", "refs/heads/main"]);
+    r
+}
+
+/// The walk's answer for one folder, and the trees it read.
+fn walk_one(dir: &Path, folder: &str) -> (Walk, usize) {
+    let repo = GitRepo::discover(dir).expect("open").expect("a repository");
+    let before = settings_image::history::git::tree_reads();
+    let walk = repo.last_changes(&[folder], None).expect("walk").remove(0);
+    (walk, settings_image::history::git::tree_reads() - before)
+}
+
+#[test]
+fn changed_path_filters_spare_the_tree_reads() {
+    let r = straight_history();
+    let want = oracle(&r, &r.dir, "main", "configs/a").expect("in main");
+    let no_filters = GRAPHS[0];
+    write_graph(&r, &r.dir, no_filters.1, no_filters.0);
+    let (walk, trees_without) = walk_one(&r.dir, "configs/a");
+    assert_eq!(
+        walk,
+        Walk::Found(settings_image::history::CommitInfo {
+            id: want.0.clone(),
+            timestamp: want.1
+        })
+    );
+    assert!(
+        trees_without >= 150,
+        "{trees_without} trees read without filters"
+    );
+    for (version, args) in &GRAPHS[1..] {
+        write_graph(&r, &r.dir, args, *version);
+        let (walk, trees) = walk_one(&r.dir, "configs/a");
+        assert_eq!(
+            walk,
+            Walk::Found(settings_image::history::CommitInfo {
+                id: want.0.clone(),
+                timestamp: want.1
+            })
+        );
+        assert!(
+            trees <= 6,
+            "filters {version:?}: {trees} trees read (without: {trees_without})"
+        );
+    }
+}
+
+#[test]
+fn the_walk_trusts_the_filters_as_git_does() {
+    // The filter of the commit that changed the folder, zeroed in place,
+    // claims it changed nothing: git then passes it and answers the root
+    // commit, and so must the walk (a walk that ignored the filters would
+    // find the true commit 50).
+    let r = straight_history();
+    let truth = oracle(&r, &r.dir, "main", "configs/a").expect("in main");
+    let root = r.git(&["rev-list", "--max-parents=0", "main"]);
+    assert_ne!(truth.0, root);
+    write_graph(&r, &r.dir, GRAPHS[2].1, GRAPHS[2].0);
+    let file = r.dir.join(".git/objects/info/commit-graph");
+    let mut bytes = std::fs::read(&file).expect("graph");
+    let ids = chunk(&bytes, b"OIDL").expect("ids");
+    let want = hex::decode(&truth.0).expect("hex");
+    let lex = bytes[ids]
+        .chunks(20)
+        .position(|id| id == want.as_slice())
+        .expect("commit 50 in the graph");
+    let index = chunk(&bytes, b"BIDX").expect("index");
+    let end_at = |i: usize| {
+        let at = index.start + 4 * i;
+        u32::from_be_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize
+    };
+    let (start, end) = (if lex == 0 { 0 } else { end_at(lex - 1) }, end_at(lex));
+    assert!(end > start, "commit 50 has a filter");
+    let data = chunk(&bytes, b"BDAT").expect("filters");
+    bytes[data.start + 12 + start..data.start + 12 + end].fill(0);
+    std::fs::write(&file, &bytes).expect("rewrite the graph");
+    let git = oracle(&r, &r.dir, "main", "configs/a").expect("in main");
+    assert_eq!(git.0, root, "git follows the zeroed filters");
+    let (walk, _) = walk_one(&r.dir, "configs/a");
+    assert_eq!(
+        walk,
+        Walk::Found(settings_image::history::CommitInfo {
+            id: git.0,
+            timestamp: git.1
+        })
+    );
+    // Reading filters is git's choice to make: with
+    // commitGraph.readChangedPaths=false both read the trees again.
+    r.git(&["config", "commitGraph.readChangedPaths", "false"]);
+    assert_eq!(oracle(&r, &r.dir, "main", "configs/a"), Some(truth.clone()));
+    let (walk, _) = walk_one(&r.dir, "configs/a");
+    assert_eq!(
+        walk,
+        Walk::Found(settings_image::history::CommitInfo {
+            id: truth.0,
+            timestamp: truth.1
+        })
+    );
 }
