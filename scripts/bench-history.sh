@@ -11,16 +11,18 @@
 #
 #   1. one folder (configs/app49, changed near the start):
 #      `settings-image tag --path configs/app49` vs `git log -1 -- configs/app49`,
-#      without a commit-graph, then with one (`git commit-graph write
-#      --reachable`, no changed-path Bloom filters: gix cannot read them; git
-#      with them is printed for information),
+#      (a) without a commit-graph, (b) with one holding changed-path Bloom
+#      filters (`git commit-graph write --reachable --changed-paths`; both
+#      git and settings-image read them), (c) with one without filters
+#      (`--no-changed-paths`, informative),
 #   2. all 50 folders in one walk (`settings-image tag --path ... x50`) vs
 #      50 runs of `git log -1 -- DIR`
-#      (both with the commit-graph, and without),
+#      (without a commit-graph, and with the one with filters),
 #   3. peak RSS of the 50-folder walk (/usr/bin/time -v).
 #
 # Caches are warm: each command runs once first, then they alternate and the
-# median of RUNS runs (default 5) is kept. Every answer is checked against
+# median of RUNS runs (default 5) is kept, wall time and CPU time (user +
+# sys of the processes started, from bash's `times`). Every answer is checked against
 # git's before anything is timed.
 #
 # usage: bash scripts/bench-history.sh [WORK_DIR]   (default: a temp dir, removed at the end)
@@ -114,10 +116,20 @@ PY
 }
 
 now() { date +%s.%N; }
+# children_cpu: user + sys seconds of this shell's finished children
+# (`times` must run in this shell, not in a pipe's subshell).
+children_cpu() {
+  times >"$work/.times"
+  tail -1 "$work/.times" | awk '{ for (i = 1; i <= 2; i++) { split($i, t, "m"); sub("s", "", t[2]); c += t[1] * 60 + t[2] } print c }'
+}
+# seconds CMD...: "WALL CPU" of one run (CPU = user + sys of the processes
+# it starts, from bash's `times`, millisecond resolution).
 seconds() {
-  local s e
-  s=$(now); "$@" >/dev/null; e=$(now)
-  awk -v s="$s" -v e="$e" 'BEGIN { print e - s }'
+  local s e c0 c1
+  c0=$(children_cpu); s=$(now)
+  "$@" >/dev/null
+  e=$(now); c1=$(children_cpu)
+  awk -v s="$s" -v e="$e" -v a="$c0" -v b="$c1" 'BEGIN { print e - s, b - a }'
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
@@ -159,38 +171,44 @@ check() {
 }
 
 runs=${RUNS:-5}
-# time_pair A B: median seconds of A and of B, alternating, after a warm-up.
+# time_pair A B: "WALL_A CPU_A WALL_B CPU_B", medians over alternating runs
+# after a warm-up.
 time_pair() {
-  local a=() b=()
+  local aw=() ac=() bw=() bc=() w c
   "$1" >/dev/null; "$2" >/dev/null
   for _ in $(seq "$runs"); do
-    a+=("$(seconds "$1")")
-    b+=("$(seconds "$2")")
+    read -r w c < <(seconds "$1"); aw+=("$w"); ac+=("$c")
+    read -r w c < <(seconds "$2"); bw+=("$w"); bc+=("$c")
   done
-  echo "$(median "${a[@]}") $(median "${b[@]}")"
+  echo "$(median "${aw[@]}") $(median "${ac[@]}") $(median "${bw[@]}") $(median "${bc[@]}")"
 }
-
 check "no commit-graph"
-read -r o1 g1 < <(time_pair ours_one git_one)
-read -r oa ga < <(time_pair ours_all git_all)
+read -r o1 o1c g1 g1c < <(time_pair ours_one git_one)
+read -r oa oac ga gac < <(time_pair ours_all git_all)
 
+# (c) A commit-graph without changed-path filters (informative).
 git -C "$repo" commit-graph write --reachable --no-changed-paths
-check "commit-graph"
-read -r o1g g1g < <(time_pair ours_one git_one)
-read -r oag gag < <(time_pair ours_all git_all)
+check "commit-graph without filters"
+read -r o1n o1nc g1n g1nc < <(time_pair ours_one git_one)
+
+# (b) A commit-graph with changed-path Bloom filters (what `git gc` and
+# `git maintenance` write with fetch.writeCommitGraph / --changed-paths):
+# both git and settings-image read them.
+git -C "$repo" commit-graph write --reachable --changed-paths
+check "commit-graph with filters"
+read -r o1g o1gc g1g g1gc < <(time_pair ours_one git_one)
+read -r oag oagc gag gagc < <(time_pair ours_all git_all)
 rss=$(cd "$repo" && /usr/bin/time -v "$bin" tag "${paths[@]}" --prefix main 2>&1 >/dev/null | awk -F': ' '/Maximum resident/ { print $2 }')
 rss_git=$(/usr/bin/time -v git -C "$repo" log -1 --format=%H -- "$one" 2>&1 >/dev/null | awk -F': ' '/Maximum resident/ { print $2 }')
 
-# For information: git with changed-path Bloom filters (gix cannot read them).
-git -C "$repo" commit-graph write --reachable --changed-paths
-read -r o1b g1b < <(time_pair ours_one git_one)
-read -r oab gab < <(time_pair ours_all git_all)
-
-printf 'one folder, no commit-graph:   ours %.3f s, git log %.3f s, ratio %s (goal <= 1.00)\n' "$o1" "$g1" "$(ratio "$o1" "$g1")"
-printf 'one folder, commit-graph:      ours %.3f s, git log %.3f s, ratio %s (goal <= 0.50)\n' "$o1g" "$g1g" "$(ratio "$o1g" "$g1g")"
-printf '50 folders, no commit-graph:   ours %.3f s, 50 x git log %.3f s, ratio %s\n' "$oa" "$ga" "$(ratio "$oa" "$ga")"
-printf '50 folders, commit-graph:      ours %.3f s, 50 x git log %.3f s, ratio %s (goal <= 0.10)\n' "$oag" "$gag" "$(ratio "$oag" "$gag")"
-printf 'peak RSS, 50-folder walk:      %s KiB (git log -1 on one folder: %s KiB)\n' "$rss" "$rss_git"
-printf 'info, git with Bloom filters:  one folder ours %.3f s vs git %.3f s (%s); 50 folders %.3f s vs %.3f s (%s)\n' \
-  "$o1b" "$g1b" "$(ratio "$o1b" "$g1b")" "$oab" "$gab" "$(ratio "$oab" "$gab")"
-echo "(medians of $runs warm runs each, alternating)"
+line() { # LABEL OURS_WALL OURS_CPU GIT_WALL GIT_CPU GOAL
+  printf '%-34s ours %.3f s (cpu %.3f), git %.3f s (cpu %.3f): wall %s, cpu %s%s\n' "$1" "$2" "$3" "$4" "$5" \
+    "$(ratio "$2" "$4")" "$(ratio "$3" "$5")" "$6"
+}
+line "one folder, no commit-graph:" "$o1" "$o1c" "$g1" "$g1c" " (goal <= 1.00)"
+line "one folder, graph with filters:" "$o1g" "$o1gc" "$g1g" "$g1gc" " (goal <= 0.50)"
+line "one folder, graph without filters:" "$o1n" "$o1nc" "$g1n" "$g1nc" " (informative)"
+line "50 folders, no commit-graph:" "$oa" "$oac" "$ga" "$gac" " (50 x git log)"
+line "50 folders, graph with filters:" "$oag" "$oagc" "$gag" "$gagc" " (50 x git log; goal <= 0.10)"
+printf 'peak RSS, 50-folder walk:          %s KiB (git log -1 on one folder: %s KiB)\n' "$rss" "$rss_git"
+echo "(medians of $runs warm runs each, alternating; cpu = user + sys)"

@@ -168,7 +168,7 @@ fn readable(repo: &gix::Repository) -> Option<Option<u32>> {
 impl Filters {
     /// The filters of the commit-graph `gix` reads (the single file, else
     /// the chain), or None when there are none usable.
-    pub(crate) fn open(repo: &gix::Repository) -> Option<Filters> {
+    pub(crate) fn open(repo: &gix::Repository, graph: &gix::commitgraph::Graph) -> Option<Filters> {
         let wanted = readable(repo)?;
         let info = repo.objects.store_ref().path().join("info");
         let hash_len = repo.object_hash().len_in_bytes();
@@ -204,12 +204,38 @@ impl Filters {
         if wanted.is_some_and(|w| w != version) {
             return None;
         }
-        Some(Filters {
+        let filters = Filters {
             layers,
             hash_len,
             version,
             hashes,
-        })
+        };
+        // The same files as `gix` read, in the same order: the same count,
+        // and each layer's first and last commits where `gix` has them.
+        if filters
+            .layers
+            .iter()
+            .map(|l| u64::from(l.commits))
+            .sum::<u64>()
+            != u64::from(graph.num_commits())
+        {
+            return None;
+        }
+        let mut base = 0u32;
+        for l in &filters.layers {
+            for i in [0, l.commits.saturating_sub(1)]
+                .into_iter()
+                .filter(|_| l.commits > 0)
+            {
+                let at = l.ids.start + i as usize * hash_len;
+                let mine = &l.map[at..at + hash_len];
+                if graph.id_at(gix::commitgraph::Position(base + i)).as_bytes() != mine {
+                    return None;
+                }
+            }
+            base += l.commits;
+        }
+        Some(filters)
     }
 
     /// The keys of `folder` (`/`-separated, relative to the root): None for
@@ -239,6 +265,16 @@ impl Filters {
     /// count the layers base first, as `gix` does); None when it has none
     /// or the file does not hold `id` there.
     pub(crate) fn filter(&self, pos: u32, id: &ObjectId) -> Option<&[u8]> {
+        self.find(pos, Some(id))
+    }
+
+    /// The filter of the commit at graph position `pos` (the layout was
+    /// checked against `gix`'s when opened).
+    pub(crate) fn filter_at(&self, pos: u32) -> Option<&[u8]> {
+        self.find(pos, None)
+    }
+
+    fn find(&self, pos: u32, id: Option<&ObjectId>) -> Option<&[u8]> {
         let mut lex = pos;
         for l in &self.layers {
             if lex >= l.commits {
@@ -248,7 +284,9 @@ impl Filters {
             let b: &[u8] = &l.map;
             let i = lex as usize;
             let at = l.ids.start + i * self.hash_len;
-            if b.get(at..at + self.hash_len)? != id.as_slice() {
+            if let Some(id) = id
+                && b.get(at..at + self.hash_len)? != id.as_slice()
+            {
                 return None;
             }
             let index = l.index.as_ref()?;

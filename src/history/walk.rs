@@ -15,16 +15,18 @@
 //!
 //! Why not `gix`'s revision walk with a pathspec: it simplifies by one
 //! pathspec at a time, so fifty folders would be fifty walks, each
-//! re-reading every commit and root tree. Why not git's changed-path Bloom
-//! filters: `gix` does not read them; the tree cache below already makes
-//! one lookup per commit cheap.
+//! re-reading every commit and root tree.
 //!
-//! Speed comes from three things git's `log -1 -- DIR` does not do:
-//! every commit's tree is read once (git diffs each commit against its
-//! parent, reading each tree twice), subtrees are cached by id along the
+//! Speed comes from four things: the commit-graph's changed-path Bloom
+//! filters ([`super::bloom`]), when the graph has them, prove most commits
+//! TREESAME to their first parent without reading a tree (git does the same
+//! for one pathspec; here one filter lookup serves every folder); without
+//! them every commit's tree is read once (git diffs each commit against its
+//! parent, reading each tree twice); subtrees are cached by id along the
 //! walk (the folders' common parents such as `configs/` change rarely, so
-//! most lookups end at the root tree), and the commit-graph, when the clone
-//! has one, replaces reading commit objects (git uses it too).
+//! most lookups end at the root tree); and the commit-graph, when the clone
+//! has one, replaces reading commit objects, parents followed by position
+//! (git uses it too).
 
 use std::collections::{BTreeMap, BinaryHeap, HashSet};
 
@@ -230,7 +232,7 @@ impl<'a> Walker<'a> {
         } else {
             None
         };
-        let bloom = graph.as_ref().and_then(|_| Filters::open(repo));
+        let bloom = graph.as_ref().and_then(|g| Filters::open(repo, g));
         let keys = folders
             .iter()
             .map(|f| bloom.as_ref().and_then(|b| b.key(f)))
@@ -338,6 +340,34 @@ impl<'a> Walker<'a> {
             },
         );
         Ok(true)
+    }
+
+    /// From commit `id`, the first-parent chain while the changed-path
+    /// filters prove every one of `folders` unchanged: the same steps as
+    /// the visit below, minus its bookkeeping, by graph position. Returns
+    /// the first commit they cannot pass (None: not even `id`). Only when
+    /// nothing else is left to visit, so the visiting order is kept.
+    fn skip(&self, id: ObjectId, folders: &[usize]) -> Option<(ObjectId, u32)> {
+        let (graph, bloom) = (self.graph.as_ref()?, self.bloom.as_ref()?);
+        if self.record {
+            return None;
+        }
+        let keys = folders
+            .iter()
+            .map(|&f| self.keys[f].as_ref())
+            .collect::<Option<Vec<&Key>>>()?;
+        let start = self.commits.get(&id)?.pos?;
+        let mut pos = start;
+        while let Some(filter) = bloom.filter_at(pos) {
+            if keys.iter().any(|k| Filters::maybe_changed(filter, k)) {
+                break;
+            }
+            match graph.commit_at(gix::commitgraph::Position(pos)).parent1() {
+                Ok(Some(p)) => pos = p.0,
+                _ => break,
+            }
+        }
+        (pos != start).then(|| (graph.id_at(gix::commitgraph::Position(pos)).to_owned(), pos))
     }
 
     /// The entry of child `slot` of trie node `node` in tree `tree`.
@@ -456,7 +486,7 @@ impl<'a> Walker<'a> {
             pending.insert(start, waiting);
             queue.push((start_key.0, start_key.1, start));
         }
-        while let Some((_, _, id)) = queue.pop() {
+        while let Some((_, _, mut id)) = queue.pop() {
             let Some(folders) = pending.remove(&id) else {
                 continue;
             };
@@ -466,6 +496,20 @@ impl<'a> Walker<'a> {
                     format!("cannot read commit {id}"),
                     "the object is missing",
                 ));
+            }
+            // The only commit left to visit: pass the stretch of first
+            // parents the filters prove TREESAME for all its folders.
+            if queue.is_empty()
+                && let Some((next, pos)) = self.skip(id, &folders)
+            {
+                self.commits.remove(&id);
+                id = next;
+                if !self.load_at(id, Some(pos))? {
+                    return Err(fail(
+                        format!("cannot read commit {id}"),
+                        "the object is missing",
+                    ));
+                }
             }
             let Some(commit) = self.commits.remove(&id) else {
                 continue;
