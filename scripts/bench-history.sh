@@ -116,20 +116,24 @@ PY
 }
 
 now() { date +%s.%N; }
-# children_cpu: user + sys seconds of this shell's finished children
-# (`times` must run in this shell, not in a pipe's subshell).
-children_cpu() {
-  times >"$work/.times"
-  tail -1 "$work/.times" | awk '{ for (i = 1; i <= 2; i++) { split($i, t, "m"); sub("s", "", t[2]); c += t[1] * 60 + t[2] } print c }'
-}
-# seconds CMD...: "WALL CPU" of one run (CPU = user + sys of the processes
-# it starts, from bash's `times`, millisecond resolution).
+# seconds CMD...: "WALL CPU" of one run. CPU is the user + sys time of the
+# processes it starts: bash's `times` (children, millisecond resolution),
+# run in this shell (not in a `$( )` subshell) just before and after, with
+# nothing else started in between.
 seconds() {
-  local s e c0 c1
-  c0=$(children_cpu); s=$(now)
+  local s e
+  s=$(now)
+  times >"$work/.t0"
   "$@" >/dev/null
-  e=$(now); c1=$(children_cpu)
-  awk -v s="$s" -v e="$e" -v a="$c0" -v b="$c1" 'BEGIN { print e - s, b - a }'
+  times >"$work/.t1"
+  e=$(now)
+  cat "$work/.t0" "$work/.t1" | awk -v s="$s" -v e="$e" '
+    NR == 2 || NR == 4 {
+      c = 0
+      for (i = 1; i <= 2; i++) { split($i, t, "m"); sub("s", "", t[2]); c += t[1] * 60 + t[2] }
+      v[NR] = c
+    }
+    END { print e - s, v[4] - v[2] }'
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
