@@ -20,6 +20,40 @@ pub fn escape_data(s: &str) -> String {
         .replace('\n', "%0A")
 }
 
+/// Makes free text safe to print on stdout, where the runner reads every
+/// line as a possible workflow command: each line is escaped with
+/// [`escape_data`] (so no value can break a line, `%` shows as `%25`), and
+/// a line that would still read as a command (`::` or `##[` after leading
+/// whitespace) has its first character escaped too. Every value printed
+/// outside a command goes through this function.
+pub fn escape_text(text: &str) -> String {
+    text.split('\n')
+        .map(|line| {
+            let line = escape_data(line);
+            let body = line.trim_start();
+            let indent = &line[..line.len() - body.len()];
+            if let Some(rest) = body.strip_prefix("::") {
+                format!("{indent}%3A:{rest}")
+            } else if let Some(rest) = body.strip_prefix("##[") {
+                format!("{indent}%23#[{rest}")
+            } else {
+                line
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `::group::title`: the lines up to [`endgroup`] fold under it.
+pub fn group(title: &str) -> String {
+    format!("::group::{}", escape_data(title))
+}
+
+/// `::endgroup::`
+pub fn endgroup() -> String {
+    "::endgroup::".to_string()
+}
+
 /// Escapes a command property: as [`escape_data`] plus `:` and `,`.
 pub fn escape_property(s: &str) -> String {
     escape_data(s).replace(':', "%3A").replace(',', "%2C")
@@ -168,6 +202,24 @@ mod tests {
         assert_eq!(
             error("push: failed, 401", "line1\nline2"),
             "::error title=push%3A failed%2C 401::line1%0Aline2"
+        );
+    }
+
+    #[test]
+    fn free_text_cannot_start_a_command() {
+        assert_eq!(escape_text("pushed a/b:1"), "pushed a/b:1");
+        assert_eq!(
+            escape_text("x\n::stop-commands::t\r::add-mask::y"),
+            "x\n%3A:stop-commands::t%0D::add-mask::y"
+        );
+        assert_eq!(
+            escape_text("  ##[set-env name=A]1"),
+            "  %23#[set-env name=A]1"
+        );
+        assert_eq!(escape_text("50%"), "50%25");
+        assert_eq!(
+            group("package a\n::add-mask::x"),
+            "::group::package a%0A::add-mask::x"
         );
     }
 

@@ -248,7 +248,10 @@ fn calendar_days(calendar: &[PeriodReport], at: &str, days: i64) -> Vec<PeriodRe
 fn promote(env: &Env) -> Result<Outcome> {
     let req = read_request(env)?;
     if let Some(reason) = &req.force {
-        say(&format!("BREAK-GLASS requested by {}: {reason}", req.actor));
+        say(&commands::escape_text(&format!(
+            "BREAK-GLASS requested by {}: {reason}",
+            req.actor
+        )));
     }
     let out = promote::run(&req)?;
     if let Some(path) = var(env, "GITHUB_OUTPUT") {
@@ -272,7 +275,7 @@ pub fn run(env: &Env) -> i32 {
     }
     match promote(env) {
         Ok(out) => {
-            print!("{}", out.human());
+            say(&commands::escape_text(out.human().trim_end()));
             if let Some(a) = annotation(&out) {
                 say(&a);
             }

@@ -44,6 +44,8 @@ const WHO: &str = "settings-image";
 fn read_inputs(env: &Env) -> Result<PublishInputs> {
     let path = inputs::required(env, "path")?;
     let repository = inputs::required(env, "repository")?;
+    // Checked first: credentials in it are refused before anything else.
+    registry::parse_repository(&repository)?;
     let workspace = match env.get("GITHUB_WORKSPACE").filter(|w| !w.trim().is_empty()) {
         Some(w) => PathBuf::from(w),
         None => std::env::current_dir().map_err(|e| {
@@ -161,8 +163,34 @@ pub fn run(env: &Env) -> i32 {
     }
 }
 
+/// The runner's `GITHUB_EVENT_NAME` and `GITHUB_RUN_ATTEMPT`, checked:
+/// an event name is lower-case letters and `_`, an attempt is a number.
+fn run_facts(env: &Env) -> Result<(String, String)> {
+    let event = env.get("GITHUB_EVENT_NAME").cloned().unwrap_or_default();
+    let attempt = env
+        .get("GITHUB_RUN_ATTEMPT")
+        .cloned()
+        .unwrap_or_else(|| "1".to_string());
+    let bad = |name: &str, what: &str| {
+        Error::input(
+            format!("{name} is not {what}"),
+            Some(format!(
+                "the runner sets {name}; a step's `env:` should not override it"
+            )),
+        )
+    };
+    if !event.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
+        return Err(bad("GITHUB_EVENT_NAME", "an event name ([a-z_])"));
+    }
+    if attempt.is_empty() || !attempt.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad("GITHUB_RUN_ATTEMPT", "a number"));
+    }
+    Ok((event, attempt))
+}
+
 fn publish(env: &Env) -> Result<()> {
     let inputs = read_inputs(env)?;
+    let (event, attempt) = run_facts(env)?;
     let revision = match inputs::event_plan(env)? {
         EventPlan::Skip(why) => {
             say(&commands::notice(
@@ -194,23 +222,24 @@ fn publish(env: &Env) -> Result<()> {
         provenance: inputs.provenance,
         forward: inputs.forward.clone(),
     };
-    say(&format!(
-        "::group::settings-image: package {} and push to {}",
+    // Everything printed below comes from checked inputs, and still goes
+    // through the escaping functions: no value can write a command.
+    req.validate()?;
+    say(&commands::group(&format!(
+        "settings-image: package {} and push to {}",
         inputs.path.display(),
         inputs.repository
-    ));
-    let event = env.get("GITHUB_EVENT_NAME").map_or("", String::as_str);
-    say(&format!(
-        "event {event}, history from {}, source {:?}, run attempt {}",
+    )));
+    say(&commands::escape_text(&format!(
+        "event {event}, history from {}, source {:?}, run attempt {attempt}",
         revision.as_deref().unwrap_or("HEAD"),
         inputs.source,
-        env.get("GITHUB_RUN_ATTEMPT").map_or("1", String::as_str)
-    ));
+    )));
     let result = request::run(&req);
     if let Ok(report) = &result {
-        say(report.human().trim_end());
+        say(&commands::escape_text(report.human().trim_end()));
     }
-    say("::endgroup::");
+    say(&commands::endgroup());
     let report = result?;
     let Some(push) = &report.push else {
         return Err(Error::io(
@@ -218,7 +247,7 @@ fn publish(env: &Env) -> Result<()> {
             std::io::Error::other("a registry push returned no push report"),
         ));
     };
-    say(&format!(
+    say(&commands::escape_text(&format!(
         "{} {}",
         if push.pushed {
             "pushed"
@@ -226,7 +255,7 @@ fn publish(env: &Env) -> Result<()> {
             "already in the registry, nothing pushed:"
         },
         push.reference
-    ));
+    )));
     for w in &report.warnings {
         say(&commands::warning("settings-image", w));
     }
