@@ -17,6 +17,7 @@ pub mod publish;
 pub mod release;
 pub mod report;
 pub mod request;
+pub mod scratch;
 pub mod source;
 pub mod tag;
 
