@@ -33,7 +33,8 @@ pub enum Command {
     /// ref, builder and run) from its referrers.
     Inspect(InspectArgs),
     /// Promote the newest PREFIX tag into a forward-only channel, as the
-    /// release policy's windows allow (same digest, no blob uploaded).
+    /// release policy's windows allow (same digest; no blob uploaded within
+    /// one repository, blobs mounted or copied into another).
     Promote(PromoteArgs),
     /// The GitHub action's entry point: reads `INPUT_*` and the event,
     /// writes `$GITHUB_OUTPUT` and `$GITHUB_STEP_SUMMARY`.
@@ -135,8 +136,10 @@ pub struct HistoryArgs {
 /// The GitHub token, from a flag or `GITHUB_TOKEN`; never printed.
 #[derive(Debug, Args)]
 pub struct GitHubArgs {
-    /// Token for the GitHub API, used only when a shallow clone cannot tell
-    /// which commit last changed the folder (with GITHUB_REPOSITORY).
+    /// Token for the GitHub API (with GITHUB_REPOSITORY), used only when the
+    /// local history cannot answer: which commit last changed the folder (a
+    /// shallow clone), and whether one commit descends from another (the
+    /// compare API, for --branch-tag and the anomaly check).
     #[arg(
         long = "github-token",
         value_name = "TOKEN",
@@ -232,14 +235,16 @@ fn credentials(username: Option<&String>, password_stdin: bool) -> Result<Option
     } else {
         std::env::var("SETTINGS_IMAGE_PASSWORD").ok()
     };
+    // Empty counts as unset; one without the other is an error, never a
+    // silently anonymous push.
+    let username = username.filter(|u| !u.is_empty());
+    let password = password.filter(|p| !p.is_empty() || password_stdin);
     match (username, password) {
-        (Some(u), Some(p)) if !u.is_empty() && !p.is_empty() => Ok(Some(Credentials {
+        (Some(u), Some(p)) if !p.is_empty() => Ok(Some(Credentials {
             username: u.clone(),
             password: p,
         })),
         (None, None) => Ok(None),
-        (Some(u), None) if u.is_empty() => Ok(None),
-        (None, Some(_)) if !password_stdin => Ok(None),
         _ => Err(Error::input(
             "a registry username needs a password and a password needs a username",
             Some(
@@ -399,14 +404,8 @@ fn run_promote(args: &PromoteArgs) -> Result<()> {
 }
 
 fn run_inspect(args: &InspectArgs) -> Result<()> {
-    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    let credentials = match (
-        env("SETTINGS_IMAGE_USERNAME"),
-        env("SETTINGS_IMAGE_PASSWORD"),
-    ) {
-        (Some(username), Some(password)) => Some(Credentials { username, password }),
-        _ => None,
-    };
+    let username = std::env::var("SETTINGS_IMAGE_USERNAME").ok();
+    let credentials = credentials(username.as_ref(), false)?;
     let found = crate::inspect::inspect(&args.reference, args.insecure, credentials)?;
     if args.json {
         let s = serde_json::to_string(&found)

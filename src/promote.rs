@@ -1,6 +1,7 @@
 //! `settings-image promote`: copies the newest `FROM-<ts>-<sha7>` image into
 //! the forward-only channel `TO` as `TO-<ts>-<sha7>` (the exact manifest
-//! bytes, so the same digest, and no blob uploaded), when the release
+//! bytes, so the same digest; no blob uploaded within one repository, the
+//! blobs mounted or copied into a `--target-repository`), when the release
 //! policy's windows allow it or by recorded break-glass, and attaches a
 //! promotion record to the image as an OCI referrer.
 //!

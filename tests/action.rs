@@ -643,6 +643,130 @@ fn bad_inputs_are_error_annotations_with_a_nonzero_exit() {
     }
 }
 
+/// The workflow commands a line of stdout would run, as the runner reads
+/// it (`::name` after leading whitespace, or the old `##[name`).
+fn commands_in(stdout: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            let rest = l.strip_prefix("::").or_else(|| l.strip_prefix("##["))?;
+            let end = rest.find([':', ' ', ']']).unwrap_or(rest.len());
+            Some(rest[..end].to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn hostile_values_write_no_workflow_command() {
+    let reg = Registry::start(Auth::None);
+    let tmp = TempDir::new();
+    let ws = workspace(tmp.path());
+    // A legal folder name that carries two workflow commands on new lines.
+    let hostile = "cfg\n::add-mask::replicas\n::stop-commands::pwned";
+    fs::create_dir_all(ws.join(hostile)).expect("creating the hostile folder");
+    fs::write(ws.join(hostile).join("app.yaml"), "replicas: 3\n").expect("writing");
+    git(&ws, &["add", "."], None);
+    git(&ws, &["commit", "-q", "-m", "hostile name"], Some(T0 + 200));
+    chown_runner(&ws);
+    let mut runner = Runner::new(tmp, ws);
+    let repository = format!("{}/acme/shop", reg.host());
+    let allowed = [
+        "add-mask", "group", "endgroup", "error", "warning", "notice",
+    ];
+
+    let step = runner.run(&with_base(&repository, &[("path", hostile)]), 1);
+    step.assert_ok();
+    let cmds = commands_in(&step.stdout);
+    assert!(
+        cmds.iter().all(|c| allowed.contains(&c.as_str())),
+        "{cmds:?} in:\n{}",
+        step.stdout
+    );
+    // The only mask is the token's; the folder name is shown escaped.
+    assert_eq!(cmds.iter().filter(|c| *c == "add-mask").count(), 1);
+    assert!(
+        step.stdout
+            .contains("cfg%0A::add-mask::replicas%0A::stop-commands::pwned"),
+        "{}",
+        step.stdout
+    );
+    let i = skopeo_inspect(&format!("{repository}:{}", step.out("tag")), None)
+        .expect("the tag is in the registry");
+    assert_eq!(i["Digest"], step.out("digest"));
+
+    // Values that are refused: checked before anything is printed.
+    let bad_repository = "127.0.0.1:9/a\n::stop-commands::pwned";
+    let step = runner.run(&with_base(bad_repository, &[]), 2);
+    assert_eq!(step.code, 2, "{}", step.stdout);
+    assert_eq!(
+        commands_in(&step.stdout),
+        ["add-mask", "error"],
+        "{}",
+        step.stdout
+    );
+    assert!(
+        step.stdout.contains("contains whitespace"),
+        "{}",
+        step.stdout
+    );
+
+    runner.event_name = "push\n::add-mask::pwned".into();
+    let step = runner.run(&with_base(&repository, &[]), 3);
+    assert_eq!(step.code, 2, "{}", step.stdout);
+    assert_eq!(
+        commands_in(&step.stdout),
+        ["add-mask", "error"],
+        "{}",
+        step.stdout
+    );
+    assert!(step.stdout.contains("GITHUB_EVENT_NAME"), "{}", step.stdout);
+    assert!(step.outputs.is_empty(), "{:?}", step.outputs);
+}
+
+#[test]
+fn credentials_in_the_repository_are_refused_and_never_shown() {
+    let password = "S3cretPW-in-the-repository";
+    let reg = Registry::start(Auth::Basic {
+        user: "alice".into(),
+        password: password.into(),
+    });
+    let tmp = TempDir::new();
+    let ws = workspace(tmp.path());
+    let runner = Runner::new(tmp, ws);
+    let repository = format!("alice:{password}@{}/acme/shop", reg.host());
+    let step = runner.run(&with_base(&repository, &[]), 1);
+    assert_eq!(step.code, 2, "{}\n{}", step.stdout, step.stderr);
+    let error = step
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("::error title=settings-image%3A invalid input::"))
+        .unwrap_or_else(|| panic!("no ::error line in:\n{}", step.stdout));
+    assert!(error.contains("credentials (USER:PASSWORD@)"), "{error}");
+    for (what, text) in [
+        ("stdout", &step.stdout),
+        ("stderr", &step.stderr),
+        ("outputs", &step.output_file),
+        ("summary", &step.summary),
+    ] {
+        assert!(
+            !text.contains(password),
+            "the password is in {what}:\n{text}"
+        );
+        assert!(
+            !text.contains("alice"),
+            "the username is in {what}:\n{text}"
+        );
+    }
+    // Nothing reached the registry: it holds no repository, and its log
+    // shows no request at all.
+    let log = fs::read_to_string(&reg.log).expect("reading the registry log");
+    assert!(!log.contains("/v2/"), "the registry was contacted:\n{log}");
+    let creds = format!("alice:{password}");
+    let tags = support_registry::skopeo_tags(&format!("{}/acme/shop", reg.host()), Some(&creds));
+    assert!(tags.is_empty(), "{tags:?}");
+}
+
 #[test]
 fn a_deleted_branch_is_a_notice_and_nothing_is_pushed() {
     let reg = Registry::start(Auth::None);

@@ -833,3 +833,35 @@ impl Drop for Containerd {
         let _ = self.child.wait();
     }
 }
+
+/// Every tag of `repository` (`HOST/NAME`) as `skopeo list-tags` reads
+/// it, sorted; empty when the registry does not know the repository.
+pub fn skopeo_tags(repository: &str, creds: Option<&str>) -> Vec<String> {
+    require("skopeo");
+    let mut cmd = Command::new("skopeo");
+    cmd.args(["list-tags", "--tls-verify=false"]);
+    match creds {
+        Some(c) => cmd.args(["--creds", c]),
+        None => cmd.arg("--no-creds"),
+    };
+    let out = cmd.arg(format!("docker://{repository}")).output().unwrap();
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("name unknown") || err.contains("404 (Not Found)"),
+            "skopeo list-tags {repository} failed unexpectedly: {err}"
+        );
+        return Vec::new();
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut tags: Vec<String> = v["Tags"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|t| t.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    tags.sort();
+    tags
+}
