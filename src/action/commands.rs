@@ -131,8 +131,16 @@ pub fn say(line: &str) {
 
 /// The `::add-mask::` lines for the secret inputs `names`: each value
 /// whole, and each of its lines when it has several (the runner masks
-/// line by line). Printed before anything else.
+/// line by line), and with the `username` input, the Basic credentials
+/// `base64(username:value)` in the forms a registry may echo them
+/// (standard, unpadded, URL-safe). Printed before anything else.
 pub fn mask_lines(env: &Env, names: &[&str]) -> Vec<String> {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+    let username = env
+        .get(&input_key("username"))
+        .map(|u| u.trim().to_string())
+        .filter(|u| !u.is_empty());
     let mut lines = Vec::new();
     for name in names {
         let Some(raw) = env.get(&input_key(name)) else {
@@ -140,6 +148,12 @@ pub fn mask_lines(env: &Env, names: &[&str]) -> Vec<String> {
         };
         let mut values = vec![raw.trim().to_string()];
         values.extend(raw.lines().map(|l| l.trim().to_string()));
+        if let Some(user) = username.as_deref().filter(|_| !raw.trim().is_empty()) {
+            let basic = format!("{user}:{}", raw.trim());
+            for engine in [STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD] {
+                values.push(engine.encode(&basic));
+            }
+        }
         for v in values {
             let line = add_mask(&v);
             if !v.is_empty() && !lines.contains(&line) {

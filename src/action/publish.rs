@@ -429,6 +429,11 @@ mod tests {
         assert!(m.contains(&"::add-mask::line1".to_string()), "{m:?}");
         assert!(m.contains(&"::add-mask::line2".to_string()), "{m:?}");
         assert!(!m.iter().any(|l| l.contains("octocat")));
+        // What a registry echoing the Authorization header would print.
+        assert!(
+            m.contains(&"::add-mask::b2N0b2NhdDpnaHNfYWJj".to_string()),
+            "base64(octocat:ghs_abc) is masked: {m:?}"
+        );
         assert!(commands::mask_lines(&env(&[("INPUT_TOKEN", "  ")]), &SECRET_INPUTS).is_empty());
     }
 

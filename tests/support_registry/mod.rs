@@ -865,3 +865,73 @@ pub fn skopeo_tags(repository: &str, creds: Option<&str>) -> Vec<String> {
     tags.sort();
     tags
 }
+
+// ---------------------------------------------------------------- hostile stub
+
+/// A loopback HTTP/1.1 server whose every answer a test writes by hand:
+/// for each request (head parsed, body read and dropped) `answer` writes
+/// what it likes to the connection, and returns false to close it. For
+/// what cannot run here: a registry that echoes headers, sends endless
+/// bodies or one byte at a time.
+pub struct Stub {
+    pub port: u16,
+    /// Every request seen: method, path and headers.
+    pub seen: Arc<Mutex<Vec<(String, String, Vec<(String, String)>)>>>,
+}
+
+type Answer = dyn Fn(&Head, &mut TcpStream) -> bool + Send + Sync;
+
+impl Stub {
+    /// Starts serving with `answer`.
+    pub fn start(answer: impl Fn(&Head, &mut TcpStream) -> bool + Send + Sync + 'static) -> Stub {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let answer: Arc<Answer> = Arc::new(answer);
+        let s = seen.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let (s, answer) = (s.clone(), answer.clone());
+                std::thread::spawn(move || {
+                    let Ok(read_half) = stream.try_clone() else {
+                        return;
+                    };
+                    let mut reader = BufReader::new(read_half);
+                    let mut out = stream;
+                    while let Some(head) = read_head(&mut reader) {
+                        s.lock().unwrap().push((
+                            head.method.clone(),
+                            head.path.clone(),
+                            head.headers.clone(),
+                        ));
+                        if read_body(&mut reader, &head, head.method == "HEAD").is_err()
+                            || !answer(&head, &mut out)
+                        {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        Stub { port, seen }
+    }
+
+    /// `127.0.0.1:PORT`.
+    pub fn host(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+}
+
+/// Writes a complete response with a JSON body; false when the client left.
+pub fn respond(out: &mut TcpStream, status: &str, headers: &[(&str, &str)], body: &str) -> bool {
+    let mut r = format!("HTTP/1.1 {status}\r\nContent-Length: {}\r\n", body.len());
+    if !body.is_empty() {
+        r.push_str("Content-Type: application/json\r\n");
+    }
+    for (k, v) in headers {
+        r.push_str(&format!("{k}: {v}\r\n"));
+    }
+    r.push_str("\r\n");
+    r.push_str(body);
+    out.write_all(r.as_bytes()).is_ok()
+}
