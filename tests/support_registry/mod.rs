@@ -868,6 +868,9 @@ pub fn skopeo_tags(repository: &str, creds: Option<&str>) -> Vec<String> {
 
 // ---------------------------------------------------------------- hostile stub
 
+/// A request the stub saw: method, path and headers.
+pub type Request = (String, String, Vec<(String, String)>);
+
 /// A loopback HTTP/1.1 server whose every answer a test writes by hand:
 /// for each request (head parsed, body read and dropped) `answer` writes
 /// what it likes to the connection, and returns false to close it. For
@@ -875,8 +878,8 @@ pub fn skopeo_tags(repository: &str, creds: Option<&str>) -> Vec<String> {
 /// bodies or one byte at a time.
 pub struct Stub {
     pub port: u16,
-    /// Every request seen: method, path and headers.
-    pub seen: Arc<Mutex<Vec<(String, String, Vec<(String, String)>)>>>,
+    /// Every request seen.
+    pub seen: Arc<Mutex<Vec<Request>>>,
 }
 
 type Answer = dyn Fn(&Head, &mut TcpStream) -> bool + Send + Sync;
