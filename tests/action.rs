@@ -694,8 +694,15 @@ fn hostile_values_write_no_workflow_command() {
         "{cmds:?} in:\n{}",
         step.stdout
     );
-    // The only mask is the token's; the folder name is shown escaped.
-    assert_eq!(cmds.iter().filter(|c| *c == "add-mask").count(), 1);
+    // The masks are the token's (and its Basic forms), printed first; the
+    // folder name is shown escaped, never run.
+    let masks = cmds.iter().take_while(|c| *c == "add-mask").count();
+    assert_eq!(cmds.iter().filter(|c| *c == "add-mask").count(), masks);
+    assert!(
+        !step.stdout.contains("::add-mask::replicas\n"),
+        "{}",
+        step.stdout
+    );
     assert!(
         step.stdout
             .contains("cfg%0A::add-mask::replicas%0A::stop-commands::pwned"),
@@ -710,9 +717,15 @@ fn hostile_values_write_no_workflow_command() {
     let bad_repository = "127.0.0.1:9/a\n::stop-commands::pwned";
     let step = runner.run(&with_base(bad_repository, &[]), 2);
     assert_eq!(step.code, 2, "{}", step.stdout);
+    let cmds = commands_in(&step.stdout);
     assert_eq!(
-        commands_in(&step.stdout),
-        ["add-mask", "error"],
+        cmds.last().map(String::as_str),
+        Some("error"),
+        "{}",
+        step.stdout
+    );
+    assert!(
+        cmds.iter().rev().skip(1).all(|c| c == "add-mask"),
         "{}",
         step.stdout
     );
@@ -725,9 +738,15 @@ fn hostile_values_write_no_workflow_command() {
     runner.event_name = "push\n::add-mask::pwned".into();
     let step = runner.run(&with_base(&repository, &[]), 3);
     assert_eq!(step.code, 2, "{}", step.stdout);
+    let cmds = commands_in(&step.stdout);
     assert_eq!(
-        commands_in(&step.stdout),
-        ["add-mask", "error"],
+        cmds.last().map(String::as_str),
+        Some("error"),
+        "{}",
+        step.stdout
+    );
+    assert!(
+        cmds.iter().rev().skip(1).all(|c| c == "add-mask"),
         "{}",
         step.stdout
     );
