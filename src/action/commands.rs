@@ -166,6 +166,28 @@ pub fn mask_lines(env: &Env, names: &[&str]) -> Vec<String> {
             }
         }
     }
+    // Credentials written into a repository input (`user:password@host/...`)
+    // are refused unread, and masked for the steps that follow.
+    for name in ["repository", "target-repository"] {
+        let Some(raw) = env.get(&input_key(name)) else {
+            continue;
+        };
+        let raw = raw.trim();
+        let authority = raw
+            .split_once("://")
+            .map_or(raw, |(_, rest)| rest)
+            .split('/')
+            .next()
+            .unwrap_or("");
+        if let Some((userinfo, _)) = authority.rsplit_once('@') {
+            // The password; without one, the user part may be a token.
+            let secret = userinfo.split_once(':').map_or(userinfo, |(_, p)| p);
+            let line = add_mask(secret);
+            if !secret.is_empty() && !lines.contains(&line) {
+                lines.push(line);
+            }
+        }
+    }
     lines
 }
 

@@ -769,6 +769,11 @@ mod tests {
         assert!(m.contains(&"::add-mask::line1".to_string()), "{m:?}");
         assert!(m.contains(&"::add-mask::line2".to_string()), "{m:?}");
         assert!(!m.iter().any(|l| l.contains("octocat")));
+        let with_userinfo = env(&[("INPUT_REPOSITORY", "alice:S3cret@ghcr.io/a/b")]);
+        assert_eq!(
+            commands::mask_lines(&with_userinfo, &SECRET_INPUTS),
+            ["::add-mask::S3cret"]
+        );
         // What a registry echoing the Authorization header would print.
         assert!(
             m.contains(&"::add-mask::b2N0b2NhdDpnaHNfYWJj".to_string()),
