@@ -103,7 +103,7 @@ fn scan(env: &Env) -> Result<i32> {
                 commands::escape_property(&format!("{WHO}: {}", row.status)),
                 commands::escape_data(&message)
             )),
-            _ => say(&format!("verified {message}")),
+            _ => say(&commands::escape_text(&format!("verified {message}"))),
         }
     }
     if let Some(out) = env.get("GITHUB_OUTPUT").filter(|p| !p.is_empty()) {
