@@ -13,7 +13,6 @@
 //! no pull_request example is among the fixtures, and only `head.sha` is read.
 
 mod common;
-mod support_registry;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -23,8 +22,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::registry::{Auth, Registry, skopeo_inspect};
 use common::{Podman, TempDir};
-use support_registry::{Auth, Registry, skopeo_inspect};
 
 const SERVER_URL: &str = "https://github.com";
 const GH_REPOSITORY: &str = "acme/settings";
@@ -791,7 +790,7 @@ fn credentials_in_the_repository_are_refused_and_never_shown() {
     let log = fs::read_to_string(&reg.log).expect("reading the registry log");
     assert!(!log.contains("/v2/"), "the registry was contacted:\n{log}");
     let creds = format!("alice:{password}");
-    let tags = support_registry::skopeo_tags(&format!("{}/acme/shop", reg.host()), Some(&creds));
+    let tags = common::registry::skopeo_tags(&format!("{}/acme/shop", reg.host()), Some(&creds));
     assert!(tags.is_empty(), "{tags:?}");
 }
 
@@ -991,7 +990,7 @@ fn the_static_binary_runs_as_a_container_action_under_podman() {
     )
     .expect("chmod");
     let image = format!("{}/configbutler/settings-image", reg.host());
-    let pushed = support_registry::run(
+    let pushed = common::registry::run(
         &[
             "push",
             "--source",

@@ -2,13 +2,13 @@
 //! the fault proxy) and checked with its message, and the docs' lists
 //! checked against the codes tested here, so the two cannot drift.
 
-mod support_registry;
+mod common;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use support_registry::{
+use common::registry::{
     Action, Auth, Proxy, Registry, Run, run, settings, skopeo_inspect, skopeo_tags,
 };
 
@@ -50,7 +50,7 @@ impl Git {
         let home = self.wt.join("../home");
         std::fs::create_dir_all(&home).unwrap();
         let d = format!("@{time} +0000");
-        let out = Command::new(support_registry::require("git"))
+        let out = Command::new(common::require("git"))
             .args(args)
             .current_dir(&self.wt)
             .env("HOME", &home)

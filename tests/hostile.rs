@@ -3,14 +3,14 @@
 //! code, the message, and that nothing is lost or leaked (skopeo reads
 //! every tag afterwards). The action face's cases live in `tests/action.rs`.
 
-mod support_registry;
+mod common;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support_registry::{Auth, Registry, bin, run, settings, skopeo_inspect, skopeo_tags};
+use common::registry::{Auth, Registry, bin, run, settings, skopeo_inspect, skopeo_tags};
 
 fn push_args<'a>(dir: &'a str, repo: &'a str, tags: &[&'a str]) -> Vec<&'a str> {
     let mut a = vec!["push", "--path", dir, "--repository", repo, "--json"];
@@ -25,7 +25,7 @@ fn git(dir: &Path, args: &[&str], time: i64) {
     let home = dir.join("../home");
     std::fs::create_dir_all(&home).unwrap();
     let d = format!("@{time} +0000");
-    let out = Command::new(support_registry::require("git"))
+    let out = Command::new(common::require("git"))
         .args(args)
         .current_dir(dir)
         .env("HOME", &home)
@@ -187,7 +187,7 @@ fn a_tag_of_the_referrers_tag_schema_is_refused_and_the_index_survives() {
 
 /// `skopeo inspect --raw`: the manifest bytes a tag names.
 fn skopeo_raw(reference: &str) -> Vec<u8> {
-    let out = Command::new(support_registry::require("skopeo"))
+    let out = Command::new(common::require("skopeo"))
         .args(["inspect", "--raw", "--tls-verify=false", "--no-creds"])
         .arg(format!("docker://{reference}"))
         .output()

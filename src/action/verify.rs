@@ -12,8 +12,8 @@ use super::inputs::{self, Env};
 use crate::cluster::scan::Report;
 use crate::cluster::verify;
 use crate::error::{Error, Result};
+use crate::front::{self, Login};
 use crate::history::Token;
-use crate::publish::registry::Credentials;
 
 /// The annotation title's subject.
 const WHO: &str = "settings-image verify";
@@ -68,8 +68,8 @@ fn scan(env: &Env) -> Result<i32> {
     let scan = with.scan.unwrap_or_else(|| ".".into());
     let dir = inputs::workspace_path(&ws, "scan", &scan)?;
     let secret = with.password.or_else(|| with.token.clone());
-    let credentials = match (with.username, secret) {
-        (Some(username), Some(password)) => Some(Credentials { username, password }),
+    let credentials = match front::login(with.username, secret) {
+        Login::Both(c) => Some(c),
         _ => None,
     };
     super::publish::ensure_temp_dir()?;
@@ -78,7 +78,8 @@ fn scan(env: &Env) -> Result<i32> {
         path,
         insecure: with.insecure.unwrap_or(false),
         credentials,
-        github_token: with.token.and_then(Token::new),
+        docker_config: front::docker_config(env),
+        github: front::github_api(env, with.token.and_then(Token::new)),
     };
     let (report, errors) = crate::cluster::scan::scan_and_verify(&dir, &repository, &base)?;
     // Rows name files relative to the scanned folder (or to a scanned file's folder).
@@ -108,7 +109,7 @@ fn scan(env: &Env) -> Result<i32> {
     }
     if let Some(out) = env.get("GITHUB_OUTPUT").filter(|p| !p.is_empty()) {
         let json = serde_json::to_string(&report)
-            .map_err(|e| Error::io("writing the verify output", std::io::Error::other(e)))?;
+            .map_err(|e| Error::json("writing the verify output", e))?;
         let ok = report.rows.iter().all(|r| r.status == "verified");
         let text = format!(
             "{}{}",
