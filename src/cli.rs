@@ -329,9 +329,37 @@ fn print_report(report: &crate::report::Report, json: bool, forced: bool) -> Res
     Ok(())
 }
 
+/// The registry deadlines from `SETTINGS_IMAGE_REQUEST_TIMEOUT` and
+/// `SETTINGS_IMAGE_PUSH_TIMEOUT` (whole seconds), else the defaults; read
+/// here for both faces (the action runs through [`run`] too).
+fn deadlines_from_env(env: &front::Env) -> Result<crate::registry::deadline::Deadlines> {
+    let mut d = crate::registry::deadline::Deadlines::default();
+    for (name, slot) in [
+        ("SETTINGS_IMAGE_REQUEST_TIMEOUT", &mut d.request),
+        ("SETTINGS_IMAGE_PUSH_TIMEOUT", &mut d.operation),
+    ] {
+        let Some(v) = env.get(name).filter(|v| !v.trim().is_empty()) else {
+            continue;
+        };
+        match v.trim().parse::<u64>() {
+            Ok(secs) if secs > 0 => *slot = std::time::Duration::from_secs(secs),
+            _ => {
+                return Err(Error::input(
+                    format!("{name} is {v:?}, not a number of seconds"),
+                    Some(format!(
+                        "set {name} to a whole number of seconds above 0, or unset it"
+                    )),
+                ));
+            }
+        }
+    }
+    Ok(d)
+}
+
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> Result<()> {
     let env = front::process_env();
+    crate::registry::deadline::set(deadlines_from_env(&env)?);
     match cli.command {
         Command::Build(args) => {
             let req = Request {

@@ -338,3 +338,336 @@ fn sigterm_removes_the_layer_file_and_the_next_run_sweeps_a_killed_ones() {
         "the next run swept the killed run's file and removed its own"
     );
 }
+
+/// One push of the race: its exit code, the digest it reports (when it
+/// exits 0) and its stderr.
+struct Raced {
+    code: i32,
+    digest: Option<String>,
+    stderr: String,
+}
+
+fn race_push(worktree: &Path, repo: &str) -> Raced {
+    let shop = worktree.join("shop");
+    let r = run(
+        &push_args(shop.to_str().unwrap(), repo, &[])
+            .into_iter()
+            .chain(["--timestamp-tag", "main", "--source", "worktree"])
+            .collect::<Vec<_>>(),
+        &[],
+        None,
+    );
+    let digest = (r.code == 0).then(|| r.json()["digest"].as_str().unwrap().to_string());
+    Raced {
+        code: r.code,
+        digest,
+        stderr: r.stderr,
+    }
+}
+
+#[test]
+fn racing_pushes_of_one_commit_never_both_claim_the_timestamp_tag() {
+    let reg = Registry::start(Auth::None);
+    let (tmp, wt) = repo_with_folder();
+    // Two checkouts of the same commit, each with its own uncommitted content.
+    let checkouts: Vec<PathBuf> = ["a", "b"]
+        .iter()
+        .map(|name| {
+            let dir = tmp.path().join(name);
+            git(
+                tmp.path(),
+                &["clone", "-q", wt.to_str().unwrap(), dir.to_str().unwrap()],
+                0,
+            );
+            std::fs::write(
+                dir.join("shop/app.yaml"),
+                format!("replicas: 2\nby: {name}\n"),
+            )
+            .unwrap();
+            dir
+        })
+        .collect();
+    const ROUNDS: usize = 24;
+    const AT_ONCE: usize = 4;
+    let mut both_tried = 0;
+    // Outcomes: both 0 (same digest: impossible here), one lost before
+    // its put, one lost at the read-back.
+    let (mut refused_before, mut lost_at_read_back) = (0, 0);
+    for batch in 0..ROUNDS / AT_ONCE {
+        let results: Vec<(String, Vec<Raced>)> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..AT_ONCE)
+                .map(|i| {
+                    let repo = format!("{}/race{}", reg.host(), batch * AT_ONCE + i);
+                    let checkouts = &checkouts;
+                    s.spawn(move || {
+                        let runs: Vec<_> = checkouts
+                            .iter()
+                            .map(|c| {
+                                let (c, repo) = (c.clone(), repo.clone());
+                                std::thread::spawn(move || race_push(&c, &repo))
+                            })
+                            .collect();
+                        let runs = runs.into_iter().map(|h| h.join().unwrap()).collect();
+                        (repo, runs)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for (repo, runs) in results {
+            let tags = skopeo_tags(&repo, None);
+            assert_eq!(tags.len(), 1, "{repo}: {tags:?}");
+            let named = skopeo_inspect(&format!("{repo}:{}", tags[0]), None).unwrap()["Digest"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            let mut winners = 0;
+            for r in &runs {
+                match &r.digest {
+                    Some(d) => {
+                        winners += 1;
+                        assert_eq!(
+                            d, &named,
+                            "{repo}: a run exited 0 with {d}, but {} names {named}",
+                            tags[0]
+                        );
+                    }
+                    None => {
+                        assert_eq!(r.code, 3, "{repo}: {}", r.stderr);
+                        if r.stderr.contains("when read back after this run put it") {
+                            lost_at_read_back += 1;
+                        } else {
+                            refused_before += 1;
+                        }
+                        assert!(r.stderr.contains(&named), "{repo}: {}", r.stderr);
+                        assert!(
+                            r.stderr.contains("timestamp tags never move"),
+                            "{}",
+                            r.stderr
+                        );
+                    }
+                }
+            }
+            assert!(winners >= 1, "{repo}: no run succeeded");
+            both_tried += 1;
+        }
+    }
+    assert_eq!(both_tried, ROUNDS);
+    // Different content under one tag: in every round exactly one run wins.
+    assert_eq!(refused_before + lost_at_read_back, ROUNDS);
+    eprintln!(
+        "{ROUNDS} rounds: {refused_before} losers refused before their put, \
+         {lost_at_read_back} caught by the read-back"
+    );
+}
+
+/// A registry API stub: `/v2/` and the existence checks answer as an empty
+/// registry would (with a Basic challenge when `basic` is set), and the
+/// first upload request (`POST blobs/uploads/`) gets `upload`.
+fn registry_stub(
+    basic: bool,
+    upload: impl Fn(&common::registry::Head, &mut std::net::TcpStream) -> bool + Send + Sync + 'static,
+) -> common::registry::Stub {
+    use common::registry::respond;
+    common::registry::Stub::start(move |head, out| {
+        let authorized = head.header("authorization").is_some();
+        match (head.method.as_str(), head.path.as_str()) {
+            ("GET", "/v2/") if basic && !authorized => respond(
+                out,
+                "401 Unauthorized",
+                &[("WWW-Authenticate", "Basic realm=\"stub\"")],
+                r#"{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}"#,
+            ),
+            ("GET", "/v2/") => respond(out, "200 OK", &[], "{}"),
+            ("HEAD", _) => respond(out, "404 Not Found", &[], ""),
+            ("POST", p) if p.contains("/blobs/uploads/") => upload(head, out),
+            _ => respond(
+                out,
+                "500 Internal Server Error",
+                &[],
+                r#"{"errors":[{"code":"UNEXPECTED","message":"the stub did not expect this"}]}"#,
+            ),
+        }
+    })
+}
+
+#[test]
+fn a_registry_echoing_the_authorization_header_shows_no_credentials() {
+    use base64::Engine as _;
+    let (user, password) = ("deployer", "Pa55-echoed-back");
+    let stub = registry_stub(true, |head, out| {
+        let echoed = head.header("authorization").unwrap_or("").to_string();
+        let body = serde_json::json!({"errors": [{"code": "DENIED",
+            "message": format!("refused; you sent Authorization: {echoed}")}]});
+        common::registry::respond(out, "400 Bad Request", &[], &body.to_string())
+    });
+    let dir = settings(1, "echo");
+    let repo = format!("{}/shop", stub.host());
+    let r = run(
+        &push_args(dir.path().to_str().unwrap(), &repo, &["v1"])
+            .into_iter()
+            .chain(["--username", user, "--password-stdin"])
+            .collect::<Vec<_>>(),
+        &[],
+        Some(password),
+    );
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("refused; you sent Authorization: Basic <redacted>"),
+        "{}",
+        r.stderr
+    );
+    let b64 = |e: &base64::engine::GeneralPurpose| e.encode(format!("{user}:{password}"));
+    let sent = stub.seen.lock().unwrap().clone();
+    let basic = format!("Basic {}", b64(&base64::engine::general_purpose::STANDARD));
+    assert!(
+        sent.iter()
+            .any(|(_, _, h)| h.iter().any(|(_, v)| *v == basic)),
+        "the stub never saw the credentials, so it could not echo them"
+    );
+    for encoded in [
+        b64(&base64::engine::general_purpose::STANDARD),
+        b64(&base64::engine::general_purpose::STANDARD_NO_PAD),
+        b64(&base64::engine::general_purpose::URL_SAFE_NO_PAD),
+        password.to_string(),
+    ] {
+        assert!(!r.stderr.contains(&encoded), "{encoded} in:\n{}", r.stderr);
+        assert!(!r.stdout.contains(&encoded), "{encoded} in:\n{}", r.stdout);
+    }
+}
+
+#[test]
+fn an_endless_error_body_is_cut_and_said_to_be() {
+    use std::io::Write as _;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    const BODY: u64 = 600 * 1024 * 1024;
+    let sent = Arc::new(AtomicU64::new(0));
+    let counter = sent.clone();
+    let stub = registry_stub(false, move |_, out| {
+        let head = format!(
+            "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nContent-Length: {BODY}\r\n\r\n"
+        );
+        if out.write_all(head.as_bytes()).is_err() {
+            return false;
+        }
+        let chunk = vec![b'x'; 64 * 1024];
+        while counter.load(Ordering::SeqCst) < BODY {
+            if out.write_all(&chunk).is_err() {
+                return false; // the client hung up: it stopped reading
+            }
+            counter.fetch_add(chunk.len() as u64, Ordering::SeqCst);
+        }
+        true
+    });
+    let dir = settings(1, "endless");
+    let repo = format!("{}/shop", stub.host());
+    let r = run(
+        &push_args(dir.path().to_str().unwrap(), &repo, &["v1"]),
+        &[],
+        None,
+    );
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(r.stderr.contains("HTTP 400 Bad Request"), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("the answer was cut at 65536 bytes of 629145600"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.len() < 4096, "{} bytes of stderr", r.stderr.len());
+    // The client stopped reading: the socket buffers hold a few MiB at most.
+    let read = sent.load(Ordering::SeqCst);
+    assert!(
+        read < 64 * 1024 * 1024,
+        "the client took {read} bytes of the body"
+    );
+}
+
+/// A registry that answers `/v2/` and then sends every other answer one
+/// byte per 300 ms: each byte restarts a read timeout, so only a deadline
+/// ends it.
+fn dripping_registry() -> common::registry::Stub {
+    use std::io::Write as _;
+    common::registry::Stub::start(|head, out| {
+        if head.path == "/v2/" {
+            return common::registry::respond(out, "200 OK", &[], "{}");
+        }
+        let answer = b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
+        for b in answer {
+            if out.write_all(&[*b]).is_err() {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        true
+    })
+}
+
+#[test]
+fn a_dripping_registry_meets_the_per_request_deadline() {
+    let stub = dripping_registry();
+    let dir = settings(1, "drip");
+    let repo = format!("{}/shop", stub.host());
+    let r = run(
+        &push_args(dir.path().to_str().unwrap(), &repo, &["v1"]),
+        &[
+            ("SETTINGS_IMAGE_REQUEST_TIMEOUT", "1"),
+            ("SETTINGS_IMAGE_PUSH_TIMEOUT", "600"),
+        ],
+        None,
+    );
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(r.stderr.contains(&stub.host()), "{}", r.stderr);
+    assert!(r.stderr.contains("checking manifest"), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("no complete answer in time (the per-request deadline is 1 s)"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("SETTINGS_IMAGE_REQUEST_TIMEOUT"),
+        "{}",
+        r.stderr
+    );
+    // Retried like any transient failure, then given up.
+    let heads = stub
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(m, _, _)| m == "HEAD")
+        .count();
+    assert_eq!(heads, 6, "tried 6 times");
+}
+
+#[test]
+fn a_dripping_registry_meets_the_whole_push_deadline() {
+    let stub = dripping_registry();
+    let dir = settings(1, "drip");
+    let repo = format!("{}/shop", stub.host());
+    let r = run(
+        &push_args(dir.path().to_str().unwrap(), &repo, &["v1"]),
+        &[
+            ("SETTINGS_IMAGE_REQUEST_TIMEOUT", "600"),
+            ("SETTINGS_IMAGE_PUSH_TIMEOUT", "2"),
+        ],
+        None,
+    );
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(r.stderr.contains(&stub.host()), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("did not finish within 2 s (the whole-operation deadline)"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("while checking manifest"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("SETTINGS_IMAGE_PUSH_TIMEOUT"),
+        "{}",
+        r.stderr
+    );
+}

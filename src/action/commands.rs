@@ -203,6 +203,7 @@ fn error_kind(err: &Error) -> &'static str {
         Error::GitHub { .. } => "GitHub API",
         Error::TagExists { .. } => "a timestamp tag already names other content",
         Error::ChannelMismatch { .. } => "a channel tag holds other content than its candidate",
+        Error::TagRaced { .. } => "a racing run's content won the timestamp tag",
         Error::Registry { .. } => "registry error",
         Error::Auth { .. } => "registry authentication failed",
         Error::Rewind { .. } => "the branch tag would move backwards",

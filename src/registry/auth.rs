@@ -90,12 +90,31 @@ impl Auth {
         }
     }
 
-    /// The password, when there is one (a secret to scrub).
-    pub(crate) fn password(&self) -> Option<&str> {
-        self.creds
-            .as_ref()
-            .map(|c| c.password.as_str())
-            .filter(|p| !p.is_empty())
+    /// What must never reach output: the password, and the forms a
+    /// registry echoing the `Authorization` header would show of it:
+    /// `base64(username:password)`, standard, unpadded and URL-safe.
+    pub(crate) fn secrets(&self) -> Vec<String> {
+        use base64::Engine as _;
+        use base64::engine::general_purpose::{
+            STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD,
+        };
+        let Some(c) = self.creds.as_ref().filter(|c| !c.password.is_empty()) else {
+            return Vec::new();
+        };
+        let basic = format!("{}:{}", c.username, c.password);
+        let mut out = vec![c.password.clone()];
+        for engine in [STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD] {
+            let encoded = engine.encode(&basic);
+            if !out.contains(&encoded) {
+                out.push(encoded);
+            }
+        }
+        out
+    }
+
+    /// Pull, or pull and push.
+    pub(crate) fn access(&self) -> Access {
+        self.access
     }
 
     /// One round of the token flow through `oci-client`: `GET /v2/`, and for
@@ -178,13 +197,20 @@ impl Auth {
     }
 }
 
-/// What to do about a refused authentication at `host`.
-pub(crate) fn auth_hint(host: &str) -> String {
-    let mut h = format!(
-        "give credentials that may push to {host}: --username with --password-stdin, \
-         SETTINGS_IMAGE_USERNAME and SETTINGS_IMAGE_PASSWORD, or `docker login {host}`"
-    );
-    if host == "ghcr.io" {
+/// What to do about a refused authentication at `host`, for a client
+/// that needed `access` (reading needs only pull rights).
+pub(crate) fn auth_hint(host: &str, access: Access) -> String {
+    let mut h = match access {
+        Access::Push => format!(
+            "give credentials that may push to {host}: --username with --password-stdin, \
+             SETTINGS_IMAGE_USERNAME and SETTINGS_IMAGE_PASSWORD, or `docker login {host}`"
+        ),
+        Access::Pull => format!(
+            "give credentials that may pull from {host}: SETTINGS_IMAGE_USERNAME and \
+             SETTINGS_IMAGE_PASSWORD, or `docker login {host}`"
+        ),
+    };
+    if host == "ghcr.io" && access == Access::Push {
         h.push_str(
             "; in GitHub Actions the workflow needs `permissions: packages: write`, and a package \
              first created by hand needs this repository added under the package's \
@@ -385,10 +411,14 @@ mod tests {
 
     #[test]
     fn ghcr_auth_hint_names_the_workflow_fixes() {
-        let h = auth_hint("ghcr.io");
+        let h = auth_hint("ghcr.io", Access::Push);
         assert!(h.contains("permissions: packages: write"), "{h}");
         assert!(h.contains("Manage Actions access"), "{h}");
-        assert!(!auth_hint("quay.io").contains("Manage Actions"));
+        assert!(!auth_hint("quay.io", Access::Push).contains("Manage Actions"));
+        // Reading needs pull rights only: the hint does not ask for more.
+        let pull = auth_hint("ghcr.io", Access::Pull);
+        assert!(pull.contains("may pull from ghcr.io"), "{pull}");
+        assert!(!pull.contains("push"), "{pull}");
     }
 
     #[test]
