@@ -754,6 +754,38 @@ fn hostile_values_write_no_workflow_command() {
 }
 
 #[test]
+fn a_registry_echoing_basic_credentials_is_masked_and_scrubbed() {
+    use base64::Engine as _;
+    let (user, password) = ("deployer", "Pa55w0rd-echoed");
+    let stub = common::registry::echoing_registry();
+    let tmp = TempDir::new();
+    let ws = workspace(tmp.path());
+    let runner = Runner::new(tmp, ws);
+    let repository = format!("{}/acme/shop", stub.host());
+    let step = runner.run(
+        &with_base(&repository, &[("username", user), ("password", password)]),
+        1,
+    );
+    assert_eq!(step.code, 4, "{}\n{}", step.stdout, step.stderr);
+    let error = step
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("::error title="))
+        .unwrap_or_else(|| panic!("no ::error line in:\n{}", step.stdout));
+    assert!(error.contains("Authorization: Basic <redacted>"), "{error}");
+    let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+    let sent = stub.seen.lock().expect("lock").clone();
+    assert!(
+        sent.iter()
+            .any(|(_, _, h)| h.iter().any(|(_, v)| *v == format!("Basic {encoded}"))),
+        "the stub never saw the credentials"
+    );
+    // Masked before anything else is printed, and nowhere else.
+    step.assert_masked(&encoded);
+    step.assert_masked(password);
+}
+
+#[test]
 fn credentials_in_the_repository_are_refused_and_never_shown() {
     let password = "S3cretPW-in-the-repository";
     let reg = Registry::start(Auth::Basic {

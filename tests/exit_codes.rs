@@ -256,6 +256,17 @@ fn exit_5_authentication_failed() {
     );
     expect(&r, 5, "authentication failed");
     assert!(!r.stderr.contains("wrong-password"), "{}", r.stderr);
+    assert!(r.stderr.contains("may push to"), "{}", r.stderr);
+    // Reading needs pull rights only, and the hint says so.
+    let r = run_env(
+        &["inspect", &format!("{repo}:v1")],
+        &[
+            ("SETTINGS_IMAGE_USERNAME", "alice"),
+            ("SETTINGS_IMAGE_PASSWORD", "wrong-password"),
+        ],
+    );
+    expect(&r, 5, "may pull from");
+    assert!(!r.stderr.contains("push"), "{}", r.stderr);
     assert!(skopeo_tags(&repo, Some("alice:right")).is_empty());
 }
 

@@ -461,46 +461,11 @@ fn racing_pushes_of_one_commit_never_both_claim_the_timestamp_tag() {
     );
 }
 
-/// A registry API stub: `/v2/` and the existence checks answer as an empty
-/// registry would (with a Basic challenge when `basic` is set), and the
-/// first upload request (`POST blobs/uploads/`) gets `upload`.
-fn registry_stub(
-    basic: bool,
-    upload: impl Fn(&common::registry::Head, &mut std::net::TcpStream) -> bool + Send + Sync + 'static,
-) -> common::registry::Stub {
-    use common::registry::respond;
-    common::registry::Stub::start(move |head, out| {
-        let authorized = head.header("authorization").is_some();
-        match (head.method.as_str(), head.path.as_str()) {
-            ("GET", "/v2/") if basic && !authorized => respond(
-                out,
-                "401 Unauthorized",
-                &[("WWW-Authenticate", "Basic realm=\"stub\"")],
-                r#"{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}"#,
-            ),
-            ("GET", "/v2/") => respond(out, "200 OK", &[], "{}"),
-            ("HEAD", _) => respond(out, "404 Not Found", &[], ""),
-            ("POST", p) if p.contains("/blobs/uploads/") => upload(head, out),
-            _ => respond(
-                out,
-                "500 Internal Server Error",
-                &[],
-                r#"{"errors":[{"code":"UNEXPECTED","message":"the stub did not expect this"}]}"#,
-            ),
-        }
-    })
-}
-
 #[test]
 fn a_registry_echoing_the_authorization_header_shows_no_credentials() {
     use base64::Engine as _;
     let (user, password) = ("deployer", "Pa55-echoed-back");
-    let stub = registry_stub(true, |head, out| {
-        let echoed = head.header("authorization").unwrap_or("").to_string();
-        let body = serde_json::json!({"errors": [{"code": "DENIED",
-            "message": format!("refused; you sent Authorization: {echoed}")}]});
-        common::registry::respond(out, "400 Bad Request", &[], &body.to_string())
-    });
+    let stub = common::registry::echoing_registry();
     let dir = settings(1, "echo");
     let repo = format!("{}/shop", stub.host());
     let r = run(
@@ -545,7 +510,7 @@ fn an_endless_error_body_is_cut_and_said_to_be() {
     const BODY: u64 = 600 * 1024 * 1024;
     let sent = Arc::new(AtomicU64::new(0));
     let counter = sent.clone();
-    let stub = registry_stub(false, move |_, out| {
+    let stub = common::registry::api_stub(false, move |_, out| {
         let head = format!(
             "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nContent-Length: {BODY}\r\n\r\n"
         );

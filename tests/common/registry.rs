@@ -889,3 +889,44 @@ pub fn respond(out: &mut TcpStream, status: &str, headers: &[(&str, &str)], body
     r.push_str(body);
     out.write_all(r.as_bytes()).is_ok()
 }
+
+/// A registry API stub: `/v2/` and the existence checks answer as an empty
+/// registry would (with a Basic challenge when `basic` is set), and the
+/// first upload request (`POST blobs/uploads/`) gets `upload`.
+pub fn api_stub(
+    basic: bool,
+    upload: impl Fn(&Head, &mut TcpStream) -> bool + Send + Sync + 'static,
+) -> Stub {
+    Stub::start(move |head, out| {
+        let authorized = head.header("authorization").is_some();
+        match (head.method.as_str(), head.path.as_str()) {
+            ("GET", "/v2/") if basic && !authorized => respond(
+                out,
+                "401 Unauthorized",
+                &[("WWW-Authenticate", "Basic realm=\"stub\"")],
+                r#"{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}"#,
+            ),
+            ("GET", "/v2/") => respond(out, "200 OK", &[], "{}"),
+            ("HEAD", _) => respond(out, "404 Not Found", &[], ""),
+            ("POST", p) if p.contains("/blobs/uploads/") => upload(head, out),
+            _ => respond(
+                out,
+                "500 Internal Server Error",
+                &[],
+                r#"{"errors":[{"code":"UNEXPECTED","message":"the stub did not expect this"}]}"#,
+            ),
+        }
+    })
+}
+
+/// A registry stub with a Basic challenge whose upload answer echoes the
+/// request's `Authorization` header in a 400 error, as a careless proxy or
+/// registry does.
+pub fn echoing_registry() -> Stub {
+    api_stub(true, |head, out| {
+        let echoed = head.header("authorization").unwrap_or("").to_string();
+        let body = serde_json::json!({"errors": [{"code": "DENIED",
+            "message": format!("refused; you sent Authorization: {echoed}")}]});
+        respond(out, "400 Bad Request", &[], &body.to_string())
+    })
+}
