@@ -155,6 +155,14 @@ fn exit_0_pushed_and_exit_2_bad_input_pushes_nothing() {
         &[("SETTINGS_IMAGE_PASSWORD", "pw-without-user")],
     );
     expect(&half, 2, "a password needs a username");
+    // A deadline that is not a number of seconds.
+    for (k, v) in [
+        ("SETTINGS_IMAGE_PUSH_TIMEOUT", "15m"),
+        ("SETTINGS_IMAGE_REQUEST_TIMEOUT", "0"),
+    ] {
+        let r = run_env(&push(d, &repo, &["--tag", "v2"]), &[(k, v)]);
+        expect(&r, 2, &format!("{k} is {v:?}, not a number of seconds"));
+    }
     // An unusable folder inside git: missing, or untracked.
     let g = Git::new();
     g.commit("a: 1\n", 1_700_000_000);
