@@ -654,10 +654,11 @@ fn bad_inputs_are_error_annotations_with_a_nonzero_exit() {
 }
 
 /// The workflow commands a line of stdout would run, as the runner reads
-/// it (`::name` after leading whitespace, or the old `##[name`).
+/// it: lines end at LF or CR, and a command is `::name` after leading
+/// whitespace, or the old `##[name`.
 fn commands_in(stdout: &str) -> Vec<String> {
     stdout
-        .lines()
+        .split(['\n', '\r'])
         .filter_map(|l| {
             let l = l.trim_start();
             let rest = l.strip_prefix("::").or_else(|| l.strip_prefix("##["))?;
@@ -672,8 +673,10 @@ fn hostile_values_write_no_workflow_command() {
     let reg = Registry::start(Auth::None);
     let tmp = TempDir::new();
     let ws = workspace(tmp.path());
-    // A legal folder name that carries two workflow commands on new lines.
-    let hostile = "cfg\n::add-mask::replicas\n::stop-commands::pwned";
+    // A legal folder name that carries two workflow commands after
+    // carriage returns, which the runner reads as line breaks (a newline
+    // would make `path` several folders).
+    let hostile = "cfg\r::add-mask::replicas\r::stop-commands::pwned";
     fs::create_dir_all(ws.join(hostile)).expect("creating the hostile folder");
     fs::write(ws.join(hostile).join("app.yaml"), "replicas: 3\n").expect("writing");
     git(&ws, &["add", "."], None);
@@ -698,13 +701,13 @@ fn hostile_values_write_no_workflow_command() {
     let masks = cmds.iter().take_while(|c| *c == "add-mask").count();
     assert_eq!(cmds.iter().filter(|c| *c == "add-mask").count(), masks);
     assert!(
-        !step.stdout.contains("::add-mask::replicas\n"),
+        !step.stdout.contains("\r::add-mask::replicas"),
         "{}",
         step.stdout
     );
     assert!(
         step.stdout
-            .contains("cfg%0A::add-mask::replicas%0A::stop-commands::pwned"),
+            .contains("cfg%0D::add-mask::replicas%0D::stop-commands::pwned"),
         "{}",
         step.stdout
     );

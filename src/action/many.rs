@@ -116,11 +116,11 @@ pub fn publish(env: &Env) -> Result<()> {
         )?;
         let matrix = serde_json::to_string(&plan)
             .map_err(|e| Error::io("writing the matrix", std::io::Error::other(e)))?;
-        say(&format!(
+        say(&commands::escape_text(&format!(
             "{} of {} folders need an image: {matrix}",
             plan.include.len(),
             folders.len()
-        ));
+        )));
         write_outputs(env, &[("matrix", matrix)])?;
         if inputs.summary {
             write_summary(env, &plan_summary(&plan))?;
@@ -165,13 +165,13 @@ pub fn publish(env: &Env) -> Result<()> {
             })
         })
         .collect();
-    say(&format!(
-        "::group::settings-image: package {} folders, {jobs} at a time",
+    say(&commands::group(&format!(
+        "settings-image: package {} folders, {jobs} at a time",
         folders.len()
-    ));
+    )));
     let outcome = many::run(&base, &folders, targets, jobs)?;
-    say(outcome.human().trim_end());
-    say("::endgroup::");
+    say(&commands::escape_text(outcome.human().trim_end()));
+    say(&commands::endgroup());
     for (report, image) in outcome.reports.iter().zip(&outcome.images) {
         for w in report.iter().flat_map(|r| &r.warnings) {
             say(&commands::warning(
