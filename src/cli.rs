@@ -94,6 +94,9 @@ pub struct PromoteArgs {
     /// Print one JSON object instead of a human summary.
     #[arg(long)]
     pub json: bool,
+    /// OIDC login (no stored secret): --login, --id-token-file, provider facts.
+    #[command(flatten)]
+    pub login: crate::login::flags::LoginArgs,
 }
 
 /// Arguments of `inspect`.
@@ -210,6 +213,9 @@ pub struct PushArgs {
     /// Print one JSON object instead of a human summary.
     #[arg(long)]
     pub json: bool,
+    /// OIDC login (no stored secret): --login, --id-token-file, provider facts.
+    #[command(flatten)]
+    pub login: crate::login::flags::LoginArgs,
     /// Do not attach SLSA provenance (an in-toto referrer) to the pushed image.
     #[arg(long)]
     pub no_provenance: bool,
@@ -248,6 +254,11 @@ fn credentials(username: Option<&String>, password_stdin: bool) -> Result<Option
             ),
         )),
     }
+}
+
+/// Whether a password is given (stdin or `SETTINGS_IMAGE_PASSWORD`).
+fn password_given(stdin: bool) -> bool {
+    stdin || std::env::var_os("SETTINGS_IMAGE_PASSWORD").is_some_and(|p| !p.is_empty())
 }
 
 /// Arguments of `build`.
@@ -304,7 +315,13 @@ pub fn run(cli: Cli) -> Result<()> {
         }
         Command::Tag(args) => run_tag(&args),
         Command::Push(args) => {
-            let credentials = push_credentials(&args)?;
+            let (credentials, login) = args.login.resolve(
+                &args.repository,
+                args.insecure,
+                args.username.as_deref(),
+                password_given(args.password_stdin),
+                || push_credentials(&args),
+            )?;
             let req = Request {
                 path: args.path,
                 tags: args.tags,
@@ -313,6 +330,7 @@ pub fn run(cli: Cli) -> Result<()> {
                     insecure: args.insecure,
                     monolithic: args.monolithic,
                     credentials,
+                    login: login.map(Box::new),
                 }),
                 source: args.history.source,
                 timestamp_tag: args.history.timestamp_tag,
@@ -354,6 +372,13 @@ fn promote_request(args: &PromoteArgs) -> Result<crate::promote::Request> {
         .as_deref()
         .map(crate::promote::parse_at)
         .transpose()?;
+    let (credentials, login) = args.login.resolve(
+        &args.repository,
+        args.insecure,
+        args.username.as_deref(),
+        password_given(args.password_stdin),
+        || credentials(args.username.as_ref(), args.password_stdin),
+    )?;
     Ok(crate::promote::Request {
         repository: args.repository.clone(),
         from: args.from.clone(),
@@ -364,7 +389,8 @@ fn promote_request(args: &PromoteArgs) -> Result<crate::promote::Request> {
         force,
         explain: args.explain,
         insecure: args.insecure,
-        credentials: credentials(args.username.as_ref(), args.password_stdin)?,
+        credentials,
+        login,
         actor: crate::promote::actor_from_env(),
         run_url: crate::promote::run_url_from_env(),
     })

@@ -194,6 +194,7 @@ pub fn inspect(
         insecure,
         monolithic: false,
         credentials,
+        login: None,
     })?;
     let m = client.get_manifest(&what)?.ok_or_else(|| Error::Registry {
         reference: repository.clone(),

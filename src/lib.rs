@@ -11,6 +11,7 @@ pub mod error;
 pub mod history;
 pub mod image;
 pub mod inspect;
+pub mod login;
 pub mod promote;
 pub mod provenance;
 pub mod publish;

@@ -54,6 +54,8 @@ pub struct Request {
     pub insecure: bool,
     /// Registry credentials (else docker's config, else anonymous).
     pub credentials: Option<Credentials>,
+    /// An OIDC login making the credentials (when `credentials` is `None`).
+    pub login: Option<crate::login::Login>,
     /// Who promotes (see [`actor_from_env`]).
     pub actor: String,
     /// The CI run, when there is one (see [`run_url_from_env`]).
@@ -254,6 +256,7 @@ fn options(req: &Request, repository: &str) -> Options {
         insecure: req.insecure,
         monolithic: false,
         credentials: req.credentials.clone(),
+        login: req.login.clone().map(Box::new),
     }
 }
 

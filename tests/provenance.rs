@@ -892,6 +892,7 @@ fn client(repository: &str) -> settings_image::publish::registry::Client {
         insecure: false,
         monolithic: false,
         credentials: None,
+        login: None,
     })
     .unwrap()
 }

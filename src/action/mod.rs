@@ -3,6 +3,7 @@
 
 pub mod commands;
 pub mod inputs;
+pub mod login;
 pub mod promote;
 pub mod publish;
 pub mod summary;

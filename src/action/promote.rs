@@ -16,11 +16,10 @@ use super::commands::{self, say};
 use super::inputs::{self, Env};
 use crate::error::{Error, Result};
 use crate::promote::{self, Outcome, PeriodReport};
-use crate::publish::registry::Credentials;
 use crate::release::policy::Policy;
 
 /// The secret inputs, masked before anything is printed.
-const SECRET_INPUTS: [&str; 1] = ["token"];
+const SECRET_INPUTS: [&str; 3] = super::login::SECRET_INPUTS;
 /// How far the job summary's window calendar reaches.
 const SUMMARY_DAYS: i64 = 7;
 
@@ -72,19 +71,13 @@ pub fn read_request(env: &Env) -> Result<promote::Request> {
         }
         None => Policy::default(),
     };
-    let credentials = match (inputs::input(env, "username"), inputs::input(env, "token")) {
-        (Some(username), Some(password)) => Some(Credentials { username, password }),
-        (None, Some(_)) => {
-            return Err(Error::input(
-                "a registry token is set but `username` is empty",
-                Some(
-                    "set `username` (it defaults to ${{ github.actor }}), or clear `token` to read anonymously"
-                        .to_string(),
-                ),
-            ));
-        }
-        (_, None) => None,
-    };
+    let login = super::login::resolve(env, &repository, false)?;
+    for n in &login.notices {
+        say(&commands::warning(
+            "settings-image promote: deprecated input",
+            n,
+        ));
+    }
     let actor = ["GITHUB_TRIGGERING_ACTOR", "GITHUB_ACTOR", "USER"]
         .iter()
         .find_map(|k| var(env, k))
@@ -113,7 +106,8 @@ pub fn read_request(env: &Env) -> Result<promote::Request> {
         force,
         explain: false,
         insecure: false,
-        credentials,
+        credentials: login.credentials,
+        login: login.login,
         actor,
         run_url,
     })
@@ -309,7 +303,7 @@ mod tests {
     #[test]
     fn inputs_and_actor() {
         let e = env(&[
-            ("INPUT_REPOSITORY", "localhost:5000/s"),
+            ("INPUT_REPOSITORY", "ghcr.io/o/s"),
             ("INPUT_FROM", "main"),
             ("INPUT_TO", "prod"),
             ("INPUT_FORCE", "false"),
@@ -329,6 +323,10 @@ mod tests {
             Some("https://github.com/o/r/actions/runs/7")
         );
         assert_eq!(r.credentials.unwrap().username, "octocat");
+        // The job token never goes to another registry.
+        let mut other = e.clone();
+        other.insert("INPUT_REPOSITORY".into(), "localhost:5000/s".into());
+        assert!(read_request(&other).unwrap().credentials.is_none());
         assert_eq!(
             commands::mask_lines(&e, &SECRET_INPUTS),
             ["::add-mask::ghs_x"]

@@ -27,6 +27,8 @@ struct PublishInputs {
     timestamp_tag: Option<String>,
     tags: Vec<String>,
     credentials: Option<Credentials>,
+    login: Option<crate::login::Login>,
+    notices: Vec<String>,
     github_token: Option<Token>,
     source: SourceMode,
     insecure: bool,
@@ -36,7 +38,7 @@ struct PublishInputs {
 }
 
 /// The secret inputs, masked before anything is printed.
-const SECRET_INPUTS: [&str; 2] = ["token", "password"];
+const SECRET_INPUTS: [&str; 3] = super::login::SECRET_INPUTS;
 
 /// The annotation title's subject.
 const WHO: &str = "settings-image";
@@ -79,30 +81,19 @@ fn read_inputs(env: &Env) -> Result<PublishInputs> {
             ));
         }
     };
-    let token = inputs::input(env, "token");
-    let secret = inputs::input(env, "password").or_else(|| token.clone());
-    let credentials = match (inputs::input(env, "username"), secret) {
-        (Some(username), Some(password)) => Some(Credentials { username, password }),
-        (None, Some(_)) => {
-            return Err(Error::input(
-                "a registry password or token is set but `username` is empty",
-                Some(
-                    "set `username` (it defaults to ${{ github.actor }}), or clear `token` and `password` to push anonymously"
-                        .to_string(),
-                ),
-            ));
-        }
-        (_, None) => None,
-    };
+    let insecure = inputs::boolean(env, "insecure", false)?;
+    let login = super::login::resolve(env, &repository, insecure)?;
     Ok(PublishInputs {
         path,
         repository,
         timestamp_tag,
         tags,
-        credentials,
-        github_token: token.and_then(Token::new),
+        credentials: login.credentials,
+        login: login.login,
+        notices: login.notices,
+        github_token: login.github_token.and_then(Token::new),
         source,
-        insecure: inputs::boolean(env, "insecure", false)?,
+        insecure,
         summary: inputs::boolean(env, "summary", true)?,
         provenance: inputs::boolean(env, "provenance", true)?,
         forward: request::Forward {
@@ -163,6 +154,9 @@ pub fn run(env: &Env) -> i32 {
 
 fn publish(env: &Env) -> Result<()> {
     let inputs = read_inputs(env)?;
+    for n in &inputs.notices {
+        say(&commands::warning("settings-image: deprecated input", n));
+    }
     let revision = match inputs::event_plan(env)? {
         EventPlan::Skip(why) => {
             say(&commands::notice(
@@ -185,6 +179,7 @@ fn publish(env: &Env) -> Result<()> {
             insecure: inputs.insecure,
             monolithic: false,
             credentials: inputs.credentials.clone(),
+            login: inputs.login.clone().map(Box::new),
         }),
         source: inputs.source,
         timestamp_tag: inputs.timestamp_tag.clone(),

@@ -92,6 +92,9 @@ pub struct Options {
     /// Explicit credentials (flags or environment); when `None`, docker's
     /// `config.json` and its credential helpers are asked, then anonymous.
     pub credentials: Option<Credentials>,
+    /// An OIDC login that makes the credentials (when `credentials` is
+    /// `None`), and makes them again, once, when they expire mid-push.
+    pub login: Option<Box<crate::login::Login>>,
 }
 
 /// What a push did.
@@ -424,7 +427,10 @@ struct Session {
     http: reqwest::Client,
     auth: RefCell<Authorization>,
     /// The credentials authentication used (for a new token after a 401).
-    creds: Option<Credentials>,
+    creds: RefCell<Option<Credentials>>,
+    /// The OIDC login the credentials came from, until it was used to
+    /// renew them (once).
+    login: RefCell<Option<crate::login::Login>>,
     /// The oci-client that runs the authentication flow.
     oci: oci_client::Client,
     /// How often a 401 made us authenticate again.
@@ -613,9 +619,10 @@ impl Session {
             .user_agent(concat!("settings-image/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| no_tls_client(&repo, &e))?;
-        let creds = match &opts.credentials {
-            Some(c) => Some(c.clone()),
-            None => credentials::from_docker_config(&repo.host)?,
+        let creds = match (&opts.credentials, &opts.login) {
+            (Some(c), _) => Some(c.clone()),
+            (None, Some(login)) => Some(login.credentials().await?),
+            (None, None) => credentials::from_docker_config(&repo.host)?,
         };
         let mut secrets = Vec::new();
         if let Some(c) = &creds
@@ -642,7 +649,8 @@ impl Session {
             base,
             http,
             auth: RefCell::new(Authorization::None),
-            creds,
+            creds: RefCell::new(creds),
+            login: RefCell::new(opts.login.as_deref().cloned()),
             oci,
             reauths: Cell::new(0),
             monolithic: opts.monolithic,
@@ -712,7 +720,7 @@ impl Session {
     async fn authenticate(&self) -> Result<()> {
         use oci_client::errors::OciDistributionError;
         use oci_client::secrets::RegistryAuth;
-        let creds = &self.creds;
+        let creds = self.creds.borrow().clone();
         let reference = oci_client::Reference::with_tag(
             self.repo.host.clone(),
             self.repo.name.clone(),
@@ -799,11 +807,23 @@ impl Session {
     }
 
     /// After a 401 with a Bearer token (expired during a long push): gets a
-    /// new token, at most twice per push. True when the request is worth
-    /// sending again.
+    /// new token, at most twice per push. With an OIDC login, the first 401
+    /// also renews the exchanged credentials (once). True when the request
+    /// is worth sending again.
     async fn reauthenticate(&self, status: StatusCode) -> Result<bool> {
+        if status != StatusCode::UNAUTHORIZED {
+            return Ok(false);
+        }
+        let login = self.login.borrow_mut().take();
+        if let Some(login) = login {
+            let fresh = login.credentials().await?;
+            self.secrets.borrow_mut().push(fresh.password.clone());
+            *self.creds.borrow_mut() = Some(fresh);
+            self.authenticate().await?;
+            return Ok(true);
+        }
         let bearer = matches!(&*self.auth.borrow(), Authorization::Bearer(_));
-        if status != StatusCode::UNAUTHORIZED || !bearer || self.reauths.get() >= 2 {
+        if !bearer || self.reauths.get() >= 2 {
             return Ok(false);
         }
         self.reauths.set(self.reauths.get() + 1);

@@ -1,0 +1,132 @@
+//! The CLI face of the login: `--login PROVIDER`, `--id-token-file FILE`
+//! and one flag per provider fact, the same names as the action's inputs.
+//! Other CI systems (GitLab `id_tokens`, Buildkite, CircleCI) write their
+//! token to a file and pass it here.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::{Choice, Decision, Endpoints, Facts, IdTokenSource, Login, Plan};
+use crate::error::Result;
+use crate::publish::registry::{self, Credentials};
+
+/// Login flags shared by `push` and `promote`.
+#[derive(Debug, Args, Default, Clone)]
+pub struct LoginArgs {
+    /// How to log in: auto (from the host and the flags given), password,
+    /// none, github, ecr, gcp, azure, dockerhub, quay or jfrog.
+    #[arg(long = "login", value_name = "PROVIDER", default_value = "auto")]
+    pub login: String,
+    /// The OIDC ID token, in a file (GitLab `id_tokens`, Buildkite, CircleCI).
+    #[arg(long, value_name = "FILE")]
+    pub id_token_file: Option<PathBuf>,
+    /// ECR: the IAM role to assume.
+    #[arg(long, value_name = "ARN")]
+    pub aws_role_arn: Option<String>,
+    /// ECR: the region, when the host does not say.
+    #[arg(long, value_name = "REGION")]
+    pub aws_region: Option<String>,
+    /// Artifact Registry: projects/N/locations/global/workloadIdentityPools/P/providers/R.
+    #[arg(long, value_name = "NAME")]
+    pub gcp_workload_identity_provider: Option<String>,
+    /// Artifact Registry: a service account to impersonate.
+    #[arg(long, value_name = "EMAIL")]
+    pub gcp_service_account: Option<String>,
+    /// ACR: the Entra application (client) id.
+    #[arg(long, value_name = "GUID")]
+    pub azure_client_id: Option<String>,
+    /// ACR: the Entra tenant id.
+    #[arg(long, value_name = "GUID")]
+    pub azure_tenant_id: Option<String>,
+    /// Docker Hub: the OIDC connection id.
+    #[arg(long, value_name = "UUID")]
+    pub dockerhub_connection_id: Option<String>,
+    /// JFrog: the OIDC integration (provider) name.
+    #[arg(long, value_name = "NAME")]
+    pub jfrog_provider_name: Option<String>,
+    /// The audience to put in the ID token (when the source can choose).
+    #[arg(long, value_name = "AUD")]
+    pub oidc_audience: Option<String>,
+}
+
+impl LoginArgs {
+    /// The credentials or login for `repository`. `password_given` says
+    /// whether a password was passed (stdin or `SETTINGS_IMAGE_PASSWORD`);
+    /// `credentials` reads it (and checks it has a user) only when needed.
+    pub fn resolve(
+        &self,
+        repository: &str,
+        insecure: bool,
+        username: Option<&str>,
+        password_given: bool,
+        credentials: impl FnOnce() -> Result<Option<Credentials>>,
+    ) -> Result<(Option<Credentials>, Option<Login>)> {
+        let choice = Choice::parse(&self.login, "--login")?;
+        let Ok(repo) = registry::parse_repository(repository) else {
+            // Reported by the request's validation, by name.
+            return Ok((credentials()?, None));
+        };
+        let facts = Facts {
+            aws_role_arn: self.aws_role_arn.clone(),
+            aws_region: self.aws_region.clone(),
+            gcp_workload_identity_provider: self.gcp_workload_identity_provider.clone(),
+            gcp_service_account: self.gcp_service_account.clone(),
+            azure_client_id: self.azure_client_id.clone(),
+            azure_tenant_id: self.azure_tenant_id.clone(),
+            dockerhub_connection_id: self.dockerhub_connection_id.clone(),
+            jfrog_provider_name: self.jfrog_provider_name.clone(),
+            audience: self.oidc_audience.clone(),
+            username: username.map(str::to_string),
+            session_name: None,
+        };
+        let exchange = match choice {
+            Choice::Exchange(p) => Some(p),
+            Choice::Auto if !password_given => match super::plan(
+                &Plan {
+                    choice,
+                    host: repo.host.clone(),
+                    username: username.map(str::to_string),
+                    facts: facts.clone(),
+                    ..Plan::default()
+                },
+                &|n| format!("--{n}"),
+            )? {
+                Decision::Exchange(p) => Some(p),
+                _ => None,
+            },
+            Choice::None => return Ok((None, None)),
+            _ => None,
+        };
+        let Some(provider) = exchange else {
+            return Ok((credentials()?, None));
+        };
+        let env = |k: &str| std::env::var(k).ok();
+        Ok((
+            None,
+            Some(Login {
+                provider,
+                facts,
+                id_token: match &self.id_token_file {
+                    Some(f) => IdTokenSource::File(f.clone()),
+                    None => match IdTokenSource::from_actions_env(env) {
+                        // Inside a GitHub Actions `run:` step the runner's endpoint works too.
+                        IdTokenSource::Missing { .. } => {
+                            IdTokenSource::Missing { in_action: false }
+                        }
+                        s => s,
+                    },
+                },
+                endpoints: Endpoints::from_env(env),
+                host: repo.host.clone(),
+                scheme: if insecure || registry::is_loopback(&repo.host) {
+                    "http"
+                } else {
+                    "https"
+                },
+                timeout: super::timeout_from(env)?,
+                on_secret: None,
+            }),
+        ))
+    }
+}
