@@ -245,3 +245,270 @@ fn quay_robot_federation_on_the_registry_host() {
         ["robot", "jwks", "aud=quay.example.com", "sub"]
     );
 }
+
+#[test]
+fn jfrog_from_the_cli_with_an_id_token_file_from_another_ci() {
+    let reg = registry();
+    let p = providers();
+    let token = p["jfrog"]["token"].as_str().unwrap().to_string();
+    allow(&reg, "deployer", &token);
+    let stub = Stub::start(&reg, p.clone(), json!({}));
+    let dir = tempfile::tempdir().unwrap();
+    // GitLab's `id_tokens: SETTINGS_ID: aud: ...` written to a file.
+    let jwt = stub.mint("https://gitlab.example.com", 300);
+    let file = dir.path().join("id_token");
+    std::fs::write(&file, format!("{jwt}\n")).unwrap();
+    std::fs::create_dir(dir.path().join("cfg")).unwrap();
+    std::fs::write(dir.path().join("cfg/app.yaml"), "a: 1\n").unwrap();
+    let repository = format!("{}/acme/shop", stub.host());
+    let run = support_registry::run(
+        &[
+            "push",
+            "--path",
+            dir.path().join("cfg").to_str().unwrap(),
+            "--repository",
+            &repository,
+            "--tag",
+            "v1",
+            "--login",
+            "jfrog",
+            "--jfrog-provider-name",
+            "github-oidc",
+            "--id-token-file",
+            file.to_str().unwrap(),
+            "--json",
+        ],
+        &[],
+        None,
+    );
+    let report = run.json();
+    let found = read_back(&reg, "acme/shop", "v1", &format!("deployer:{token}"));
+    assert_eq!(found["Digest"], report["digest"]);
+    for secret in [&jwt, &token] {
+        assert!(!run.stdout.contains(secret.as_str()), "{}", run.stdout);
+        assert!(!run.stderr.contains(secret.as_str()), "{}", run.stderr);
+    }
+    // No audience asked for: the provider checks whatever its integration names.
+    assert_eq!(
+        checks(&stub, "/access/api/v1/oidc/token"),
+        ["grant", "jwks", "aud=None", "sub"]
+    );
+}
+
+#[test]
+fn without_id_token_permission_the_error_names_it_and_nothing_is_pushed() {
+    let reg = registry();
+    let stub = Stub::start(&reg, providers(), json!({}));
+    let ws = workspace();
+    let repository = format!("{}/acme/shop", stub.host());
+    let run = run_action(
+        ws.path(),
+        &[
+            ("path", "cfg"),
+            ("repository", &repository),
+            ("tags", "v1"),
+            ("login", "ecr"),
+            (
+                "aws-role-arn",
+                "arn:aws:iam::123456789012:role/settings-push",
+            ),
+            ("aws-region", "eu-west-1"),
+        ],
+        &[("AWS_ENDPOINT_URL_STS", stub.url("/sts/"))],
+    );
+    assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
+    let error = run.error();
+    assert!(error.contains("ACTIONS_ID_TOKEN_REQUEST_URL"), "{error}");
+    assert!(error.contains("id-token: write"), "{error}");
+    assert!(stub.route("/sts/").is_empty(), "STS was asked anyway");
+    assert!(
+        skopeo_inspect(
+            &format!("{}/acme/shop:v1", reg.host()),
+            Some("nobody:nothing-to-see-here")
+        )
+        .is_none()
+    );
+}
+
+/// Runs the ECR login through the action with extra inputs and env.
+fn ecr_run(stub: &Stub, with: &[(&str, &str)], env: &[(&str, String)]) -> ActionRun {
+    let ws = workspace();
+    let repository = format!("{}/acme/shop", stub.host());
+    let mut all = vec![
+        ("path", "cfg"),
+        ("repository", repository.as_str()),
+        ("tags", "v1"),
+        ("login", "ecr"),
+        (
+            "aws-role-arn",
+            "arn:aws:iam::123456789012:role/settings-push",
+        ),
+        ("aws-region", "eu-west-1"),
+    ];
+    all.extend_from_slice(with);
+    let mut e = vec![
+        ("AWS_ENDPOINT_URL_STS", stub.url("/sts/")),
+        ("AWS_ENDPOINT_URL_ECR", stub.url("/ecr/")),
+    ];
+    e.extend(id_token_env(stub));
+    e.extend_from_slice(env);
+    run_action(ws.path(), &all, &e)
+}
+
+#[test]
+fn a_wrong_audience_is_the_providers_refusal_with_a_hint() {
+    let reg = registry();
+    let stub = Stub::start(&reg, providers(), json!({}));
+    let run = ecr_run(&stub, &[("oidc-audience", "https://github.com/acme")], &[]);
+    assert_eq!(run.code, 5, "{}\n{}", run.stdout, run.stderr);
+    let error = run.error();
+    assert!(
+        error.contains("InvalidIdentityToken: Incorrect token audience: https://github.com/acme"),
+        "{error}"
+    );
+    assert!(
+        error.contains("token.actions.githubusercontent.com:aud"),
+        "{error}"
+    );
+    for jwt in stub.minted() {
+        run.assert_masked(&jwt);
+    }
+    assert!(stub.route("/ecr/").is_empty());
+    assert!(run.outputs.is_empty(), "{}", run.outputs);
+}
+
+#[test]
+fn a_provider_403_is_shown_scrubbed_with_a_trust_policy_hint() {
+    let reg = registry();
+    let mut p = providers();
+    p["aws"]["deny"] = json!(true);
+    let stub = Stub::start(&reg, p, json!({}));
+    let run = ecr_run(&stub, &[], &[]);
+    assert_eq!(run.code, 5, "{}\n{}", run.stdout, run.stderr);
+    let error = run.error();
+    assert!(error.contains("HTTP 403 Forbidden: AccessDenied: Not authorized to perform sts:AssumeRoleWithWebIdentity with token <redacted>"), "{error}");
+    assert!(
+        error.contains("trust policy of arn:aws:iam::123456789012:role/settings-push"),
+        "{error}"
+    );
+    // The service echoed the ID token: it is scrubbed, and masked besides.
+    let minted = stub.minted();
+    assert_eq!(minted.len(), 1);
+    run.assert_masked(&minted[0]);
+}
+
+#[test]
+fn an_expired_id_token_is_refused_before_it_is_sent() {
+    let reg = registry();
+    let stub = Stub::start(&reg, providers(), json!({}));
+    let dir = tempfile::tempdir().unwrap();
+    let jwt = stub.mint("sts.amazonaws.com", -120);
+    let file = dir.path().join("id_token");
+    std::fs::write(&file, &jwt).unwrap();
+    std::fs::create_dir(dir.path().join("cfg")).unwrap();
+    std::fs::write(dir.path().join("cfg/app.yaml"), "a: 1\n").unwrap();
+    let repository = format!("{}/acme/shop", stub.host());
+    let sts = stub.url("/sts/");
+    let run = support_registry::run(
+        &[
+            "push",
+            "--path",
+            dir.path().join("cfg").to_str().unwrap(),
+            "--repository",
+            &repository,
+            "--tag",
+            "v1",
+            "--aws-role-arn",
+            "arn:aws:iam::123456789012:role/settings-push",
+            "--aws-region",
+            "eu-west-1",
+            "--id-token-file",
+            file.to_str().unwrap(),
+        ],
+        &[("AWS_ENDPOINT_URL_STS", &sts)],
+        None,
+    );
+    assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains("error: the ID token expired at "),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("hint: ID tokens live minutes"),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains(&jwt));
+    assert!(stub.route("/sts/").is_empty(), "an expired token was sent");
+}
+
+#[test]
+fn a_hanging_token_service_fails_within_the_deadline() {
+    let reg = registry();
+    let stub = Stub::start(&reg, providers(), json!({"hang_seconds": 90}));
+    let run = ecr_run(
+        &stub,
+        &[],
+        &[
+            ("AWS_ENDPOINT_URL_STS", stub.url("/hang/sts/")),
+            ("SETTINGS_IMAGE_LOGIN_TIMEOUT", "2".to_string()),
+        ],
+    );
+    assert_eq!(run.code, 5, "{}\n{}", run.stdout, run.stderr);
+    let error = run.error();
+    assert!(
+        error.contains(&format!(
+            "AWS STS AssumeRoleWithWebIdentity for arn:aws:iam::123456789012:role/settings-push: no answer from {} within 2s",
+            stub.host()
+        )),
+        "{error}"
+    );
+    assert!(error.contains("SETTINGS_IMAGE_LOGIN_TIMEOUT"), "{error}");
+    // The deadline ended it, not the stub (which holds the request 90s).
+    assert!(run.seconds < 90.0, "took {}s", run.seconds);
+}
+
+#[test]
+fn the_job_token_is_never_sent_to_another_registry() {
+    use base64::Engine as _;
+    let reg = registry();
+    let stub = Stub::start(&reg, providers(), json!({}));
+    let ws = workspace();
+    let repository = format!("{}/acme/shop", stub.host());
+    let basic = base64::engine::general_purpose::STANDARD.encode(format!("{ACTOR}:{JOB_TOKEN}"));
+    for (i, with) in [
+        // The default: github-token is ${{ github.token }}.
+        vec![],
+        // The deprecated name, given explicitly: still only for GitHub, and a warning.
+        vec![("token", JOB_TOKEN)],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut all = vec![
+            ("path", "cfg"),
+            ("repository", repository.as_str()),
+            ("tags", "v1"),
+        ];
+        all.extend(with);
+        let run = run_action(ws.path(), &all, &[]);
+        // The registry wants credentials and gets none: refused, exit 5.
+        assert_eq!(run.code, 5, "{}\n{}", run.stdout, run.stderr);
+        run.assert_masked(JOB_TOKEN);
+        let proxied = stub.route("proxy");
+        assert!(!proxied.is_empty());
+        for p in &proxied {
+            let auth = p["authorization"].as_str().unwrap();
+            assert!(
+                !auth.contains(&basic) && !auth.contains(JOB_TOKEN),
+                "the job token reached the registry: {auth}"
+            );
+        }
+        let deprecated = run.stdout.lines().any(|l| {
+            l.starts_with("::warning title=settings-image%3A deprecated input::")
+                && l.contains("`github-token`")
+        });
+        assert_eq!(deprecated, i == 1, "{}", run.stdout);
+    }
+}
