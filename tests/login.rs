@@ -56,12 +56,13 @@ fn push_and_read_back(
 ) -> ActionRun {
     let ws = workspace();
     let repository = format!("{}/{name}", stub.host());
-    let mut all = vec![
+    // `with` first: the runner takes the first value given for an input.
+    let mut all = with.to_vec();
+    all.extend([
         ("path", "cfg"),
         ("repository", repository.as_str()),
         ("tags", "v1"),
-    ];
-    all.extend_from_slice(with);
+    ]);
     let mut env = env.to_vec();
     env.extend(id_token_env(stub));
     let run = run_action(ws.path(), &all, &env);
@@ -511,4 +512,166 @@ fn the_job_token_is_never_sent_to_another_registry() {
         });
         assert_eq!(deprecated, i == 1, "{}", run.stdout);
     }
+}
+
+#[test]
+fn credentials_that_expire_during_a_push_are_renewed_once() {
+    use settings_image::history::{self, SourceMode};
+    use settings_image::login::{Endpoints, Facts, IdTokenSource, Login, Provider};
+    use settings_image::publish::registry::{Client, Options};
+
+    let reg = registry();
+    let p = providers();
+    let first = p["aws"]["passwords"][0].as_str().unwrap().to_string();
+    let renewed = p["aws"]["passwords"][1].as_str().unwrap().to_string();
+    only_allow(&reg, "AWS", &first);
+    let stub = Stub::start(&reg, p, json!({}));
+    let login = Login {
+        provider: Provider::Ecr,
+        facts: Facts {
+            aws_role_arn: Some("arn:aws:iam::123456789012:role/settings-push".into()),
+            aws_region: Some("eu-west-1".into()),
+            ..Facts::default()
+        },
+        id_token: IdTokenSource::GitHub {
+            url: stub.url("/idtoken?api-version=2.0"),
+            token: REQUEST_TOKEN.into(),
+        },
+        endpoints: Endpoints {
+            aws_sts: Some(stub.url("/sts/")),
+            aws_ecr: Some(stub.url("/ecr/")),
+            ..Endpoints::default()
+        },
+        host: stub.host(),
+        scheme: "http",
+        timeout: std::time::Duration::from_secs(20),
+        on_secret: None,
+    };
+    let client = Client::open(&Options {
+        repository: format!("{}/acme/shop", stub.host()),
+        insecure: false,
+        monolithic: false,
+        credentials: None,
+        login: Some(Box::new(login)),
+    })
+    .unwrap();
+    let exchanges = || {
+        stub.route("/ecr/")
+            .iter()
+            .filter(|e| e["ok"] == true)
+            .count()
+    };
+    assert_eq!(exchanges(), 1);
+
+    // A long push outlives the first password: the registry now takes
+    // only a fresh one (distribution re-reads its htpasswd).
+    only_allow(&reg, "AWS", &renewed);
+    let ws = workspace();
+    let prepared = history::prepare(
+        &ws.path().join("cfg"),
+        SourceMode::Worktree,
+        false,
+        None,
+        None,
+    )
+    .unwrap();
+    let img = settings_image::image::build(&prepared.source, &prepared.metadata()).unwrap();
+    let pushed = client.push(&img, &["v1".to_string()]).unwrap();
+    assert!(pushed.pushed);
+    assert_eq!(exchanges(), 2, "the login ran again after the 401");
+    let found = read_back(&reg, "acme/shop", "v1", &format!("AWS:{renewed}"));
+    assert_eq!(found["Digest"], img.digest);
+
+    // Once: a second expiry is an authentication error, not a third exchange.
+    only_allow(&reg, "AWS", "a-password-nobody-has");
+    let err = client.push(&img, &["v2".to_string()]).unwrap_err();
+    assert_eq!(err.exit_code(), 5, "{err}");
+    assert!(!err.to_string().contains(&renewed), "{err}");
+    assert_eq!(exchanges(), 2);
+}
+
+#[test]
+fn the_promote_action_logs_in_the_same_way() {
+    let reg = registry();
+    let p = providers();
+    let token = p["dockerhub"]["token"].as_str().unwrap().to_string();
+    allow(&reg, "acme", &token);
+    let stub = Stub::start(&reg, p.clone(), json!({}));
+    let connection = p["dockerhub"]["connection"].as_str().unwrap();
+    let login = [
+        ("login", "dockerhub"),
+        ("username", "acme"),
+        ("dockerhub-connection-id", connection),
+    ];
+    let env = [("DOCKER_IDENTITY_URL", stub.url("/docker"))];
+    push_and_read_back(
+        &reg,
+        &stub,
+        "acme/shop",
+        &[&login[..], &[("tags", "v1, main-1764547200-abcdef1")]].concat(),
+        &env,
+        ("acme", &token),
+        &[&token],
+    );
+    let ws = workspace();
+    let repository = format!("{}/acme/shop", stub.host());
+    let mut e = env.to_vec();
+    e.extend(id_token_env(&stub));
+    let run = run_face(
+        ws.path(),
+        "promote/action.yml",
+        &["promote"],
+        &[
+            &login[..],
+            &[
+                ("repository", repository.as_str()),
+                ("from", "main"),
+                ("to", "prod"),
+            ],
+        ]
+        .concat(),
+        &e,
+    );
+    run.assert_ok();
+    assert_eq!(run.out("promoted"), "true", "{}", run.stdout);
+    let tag = run.out("tag");
+    assert!(tag.starts_with("prod-1764547200-abcdef1"), "{tag}");
+    read_back(&reg, "acme/shop", &tag, &format!("acme:{token}"));
+    run.assert_masked(&token);
+    for jwt in stub.minted() {
+        assert!(
+            !run.stdout
+                .lines()
+                .any(|l| l.contains(&jwt) && !l.starts_with("::add-mask::"))
+        );
+    }
+}
+
+#[test]
+fn the_action_reads_a_docker_config_under_its_home() {
+    use base64::Engine as _;
+    // What a workflow step leaves in $RUNNER_TEMP/_github_home/.docker,
+    // which the runner mounts as the container's HOME (/github/home).
+    let reg = Registry::start(Auth::Basic {
+        user: "robot".into(),
+        password: "fr0m-a-docker-config".into(),
+    });
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir(home.path().join(".docker")).unwrap();
+    let auth = base64::engine::general_purpose::STANDARD.encode("robot:fr0m-a-docker-config");
+    std::fs::write(
+        home.path().join(".docker/config.json"),
+        json!({"auths": {reg.host(): {"auth": auth}}}).to_string(),
+    )
+    .unwrap();
+    let ws = workspace();
+    let repository = format!("{}/acme/shop", reg.host());
+    let run = run_action(
+        ws.path(),
+        &[("path", "cfg"), ("repository", &repository), ("tags", "v1")],
+        &[("HOME", home.path().display().to_string())],
+    );
+    run.assert_ok();
+    read_back(&reg, "acme/shop", "v1", "robot:fr0m-a-docker-config");
+    run.assert_absent("fr0m-a-docker-config");
 }
