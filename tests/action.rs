@@ -378,7 +378,7 @@ fn a_push_publishes_every_output_and_a_rerun_pushes_nothing() {
     });
     let tmp = TempDir::new();
     let ws = workspace(tmp.path());
-    let mut runner = Runner::new(tmp, ws);
+    let runner = Runner::new(tmp, ws);
     let repository = format!("{}/acme/settings-shop", reg.host());
     // The job token only goes to ghcr.io: any other registry gets `password`.
     let with = with_base(
