@@ -78,6 +78,7 @@ fn push_and_read_back(
         run.assert_masked(s);
     }
     run.assert_masked(REQUEST_TOKEN);
+    run.assert_masks_first();
     run
 }
 

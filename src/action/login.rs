@@ -124,6 +124,17 @@ pub fn resolve(env: &Env, repository: &str, insecure: bool) -> Result<Resolved> 
     Ok(out)
 }
 
+/// Runs the exchange before the step prints anything about the push, so
+/// its tokens are masked first; the login stays, for one renewal mid-push.
+pub fn exchange_first(credentials: &mut Option<Credentials>, login: Option<&Login>) -> Result<()> {
+    if credentials.is_none()
+        && let Some(l) = login
+    {
+        *credentials = Some(l.credentials_blocking()?);
+    }
+    Ok(())
+}
+
 /// `::add-mask::` for a secret, whole and line by line.
 fn mask_lines_of(secret: &str) -> Vec<String> {
     let mut lines = vec![commands::add_mask(secret)];

@@ -240,7 +240,8 @@ fn calendar_days(calendar: &[PeriodReport], at: &str, days: i64) -> Vec<PeriodRe
 }
 
 fn promote(env: &Env) -> Result<Outcome> {
-    let req = read_request(env)?;
+    let mut req = read_request(env)?;
+    super::login::exchange_first(&mut req.credentials, req.login.as_ref())?;
     if let Some(reason) = &req.force {
         say(&format!("BREAK-GLASS requested by {}: {reason}", req.actor));
     }

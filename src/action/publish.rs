@@ -153,7 +153,7 @@ pub fn run(env: &Env) -> i32 {
 }
 
 fn publish(env: &Env) -> Result<()> {
-    let inputs = read_inputs(env)?;
+    let mut inputs = read_inputs(env)?;
     for n in &inputs.notices {
         say(&commands::warning("settings-image: deprecated input", n));
     }
@@ -170,6 +170,7 @@ fn publish(env: &Env) -> Result<()> {
         }
         EventPlan::Build { revision } => revision,
     };
+    super::login::exchange_first(&mut inputs.credentials, inputs.login.as_ref())?;
     ensure_temp_dir()?;
     let req = Request {
         path: inputs.path.clone(),

@@ -289,6 +289,23 @@ impl ActionRun {
         assert!(!self.summary.contains(secret), "{secret} leaks in summary");
     }
 
+    /// Every `::add-mask::` line comes before any other line: the secrets
+    /// are registered before anything else is printed.
+    pub fn assert_masks_first(&self) {
+        let lines: Vec<&str> = self.stdout.lines().collect();
+        let first_other = lines
+            .iter()
+            .position(|l| !l.starts_with("::add-mask::"))
+            .unwrap_or(lines.len());
+        assert!(
+            lines[first_other..]
+                .iter()
+                .all(|l| !l.starts_with("::add-mask::")),
+            "a mask comes after other output:\n{}",
+            self.stdout
+        );
+    }
+
     /// `secret` is nowhere at all, not even masked.
     pub fn assert_absent(&self, secret: &str) {
         for (what, text) in [
