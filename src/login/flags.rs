@@ -96,7 +96,24 @@ impl LoginArgs {
                 _ => None,
             },
             Choice::None => return Ok((None, None)),
-            _ => None,
+            Choice::Password => {
+                return match credentials()? {
+                    Some(c) => Ok((Some(c), None)),
+                    None => Err(crate::error::Error::input(
+                        "--login password needs a password",
+                        Some("give --username USER with --password-stdin (or SETTINGS_IMAGE_USERNAME and SETTINGS_IMAGE_PASSWORD)".into()),
+                    )),
+                };
+            }
+            Choice::Github => {
+                return Err(crate::error::Error::input(
+                    "--login github is the action's login (the job token)",
+                    Some(
+                        "from the CLI, give the token with --username USER --password-stdin".into(),
+                    ),
+                ));
+            }
+            Choice::Auto => None,
         };
         let Some(provider) = exchange else {
             return Ok((credentials()?, None));
@@ -128,5 +145,65 @@ impl LoginArgs {
                 on_secret: None,
             }),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::login::Provider;
+
+    fn args(login: &str) -> LoginArgs {
+        LoginArgs {
+            login: login.into(),
+            aws_role_arn: Some("arn:aws:iam::1:role/r".into()),
+            aws_region: Some("eu-west-1".into()),
+            ..LoginArgs::default()
+        }
+    }
+
+    #[test]
+    fn auto_exchanges_unless_a_password_is_given() {
+        let pw = || {
+            Ok(Some(Credentials {
+                username: "u".into(),
+                password: "p".into(),
+            }))
+        };
+        let (c, l) = args("auto")
+            .resolve("127.0.0.1:5000/shop", false, None, false, || {
+                panic!("no password is read for an exchange")
+            })
+            .unwrap();
+        assert!(c.is_none());
+        let l = l.unwrap();
+        assert_eq!((l.provider, l.scheme), (Provider::Ecr, "http"));
+        assert_eq!(l.id_token, IdTokenSource::Missing { in_action: false });
+        let (c, l) = args("auto")
+            .resolve("127.0.0.1:5000/shop", false, Some("u"), true, pw)
+            .unwrap();
+        assert_eq!(c.unwrap().password, "p");
+        assert!(l.is_none());
+        let (c, l) = args("none")
+            .resolve("127.0.0.1:5000/shop", false, None, true, pw)
+            .unwrap();
+        assert!(c.is_none() && l.is_none());
+        let e = args("password")
+            .resolve("127.0.0.1:5000/shop", false, None, false, || Ok(None))
+            .unwrap_err();
+        assert!(e.to_string().contains("needs a password"), "{e}");
+        let l = LoginArgs {
+            login: "quay".into(),
+            id_token_file: Some("/tmp/t".into()),
+            ..LoginArgs::default()
+        }
+        .resolve("quay.example.com/a/b", false, Some("a+b"), false, || {
+            Ok(None)
+        })
+        .unwrap()
+        .1
+        .unwrap();
+        assert_eq!(l.scheme, "https");
+        assert_eq!(l.id_token, IdTokenSource::File("/tmp/t".into()));
     }
 }
