@@ -31,6 +31,15 @@ pub fn region_of_host(host: &str) -> Option<String> {
     (!region.is_empty()).then(|| region.to_string())
 }
 
+/// The partition's domain: `amazonaws.com.cn` for the China regions.
+fn domain(region: &str) -> &'static str {
+    if region.starts_with("cn-") {
+        "amazonaws.com.cn"
+    } else {
+        "amazonaws.com"
+    }
+}
+
 /// The text of the first `<tag>` element of an XML answer.
 fn xml_text<'a>(xml: &'a str, tag: &str) -> Option<&'a str> {
     let open = format!("<{tag}>");
@@ -73,7 +82,7 @@ async fn assume_role(login: &Login, ctx: &Ctx, jwt: &str, region: &str) -> Resul
     )?;
     let url = match &login.endpoints.aws_sts {
         Some(u) => u.clone(),
-        None => format!("https://sts.{region}.amazonaws.com/"),
+        None => format!("https://sts.{region}.{}/", domain(region)),
     };
     let session = login
         .facts
@@ -208,7 +217,7 @@ pub(crate) async fn login(login: &Login, ctx: &Ctx, jwt: &str) -> Result<Credent
     let keys = assume_role(login, ctx, jwt, &region).await?;
     let url = match &login.endpoints.aws_ecr {
         Some(u) => u.clone(),
-        None => format!("https://api.ecr.{region}.amazonaws.com/"),
+        None => format!("https://api.ecr.{region}.{}/", domain(&region)),
     };
     let body = b"{}";
     let target = "AmazonEC2ContainerRegistry_V20150921.GetAuthorizationToken";
@@ -266,6 +275,12 @@ mod tests {
             Some("eu-west-1")
         );
         assert_eq!(region_of_host("ghcr.io"), None);
+        assert_eq!(
+            region_of_host("123456789012.dkr.ecr.cn-north-1.amazonaws.com.cn").as_deref(),
+            Some("cn-north-1")
+        );
+        assert_eq!(domain("cn-north-1"), "amazonaws.com.cn");
+        assert_eq!(domain("us-east-1"), "amazonaws.com");
         let xml = "<R><Credentials><AccessKeyId>AK</AccessKeyId><SecretAccessKey>a&amp;b</SecretAccessKey></Credentials></R>";
         assert_eq!(xml_text(xml, "AccessKeyId"), Some("AK"));
         assert_eq!(unescape(xml_text(xml, "SecretAccessKey").unwrap()), "a&b");
