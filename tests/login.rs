@@ -79,6 +79,15 @@ fn push_and_read_back(
     }
     run.assert_masked(REQUEST_TOKEN);
     run.assert_masks_first();
+    assert!(
+        run.stdout.lines().any(|l| l.starts_with(&format!(
+            "settings-image: logged in to {} with the ",
+            stub.host()
+        )) && l
+            .ends_with(&format!("as {} (no stored secret)", creds.0))),
+        "{}",
+        run.stdout
+    );
     run
 }
 

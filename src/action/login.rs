@@ -130,7 +130,14 @@ pub fn exchange_first(credentials: &mut Option<Credentials>, login: Option<&Logi
     if credentials.is_none()
         && let Some(l) = login
     {
-        *credentials = Some(l.credentials_blocking()?);
+        let c = l.credentials_blocking()?;
+        say(&format!(
+            "settings-image: logged in to {} with the {} OIDC exchange, as {} (no stored secret)",
+            l.host,
+            l.provider.name(),
+            c.username
+        ));
+        *credentials = Some(c);
     }
     Ok(())
 }
