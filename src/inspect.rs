@@ -134,6 +134,9 @@ pub struct Inspection {
     pub referrers: Vec<Referrer>,
     /// The newest provenance's details, when there is one.
     pub provenance: Option<serde_json::Value>,
+    /// Every git ref whose run published this digest (one provenance
+    /// statement each), in referrer order, without repeats.
+    pub refs: Vec<String>,
     /// Every promotion record's details, oldest first.
     pub promotions: Vec<serde_json::Value>,
 }
@@ -241,6 +244,16 @@ pub fn inspect(
         .rev()
         .find(|r| r.kind.as_deref() == Some("provenance"))
         .and_then(|r| r.details.clone());
+    let mut refs: Vec<String> = Vec::new();
+    for r in referrers
+        .iter()
+        .filter(|r| r.kind.as_deref() == Some("provenance"))
+        .filter_map(|r| r.details.as_ref()?.get("ref")?.as_str())
+    {
+        if !refs.iter().any(|x| x == r) {
+            refs.push(r.to_string());
+        }
+    }
     let promotions = referrers
         .iter()
         .filter(|r| r.kind.as_deref() == Some("promotion"))
@@ -255,6 +268,7 @@ pub fn inspect(
         annotations: view.annotations,
         referrers,
         provenance,
+        refs,
     })
 }
 
@@ -268,6 +282,9 @@ impl Inspection {
         }
         if self.referrers.is_empty() {
             s.push_str("no referrers (no provenance)\n");
+        }
+        if !self.refs.is_empty() {
+            s.push_str(&format!("published by: {}\n", self.refs.join(", ")));
         }
         for r in &self.referrers {
             let kind = r

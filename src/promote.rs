@@ -302,6 +302,12 @@ pub fn run(req: &Request) -> Result<Outcome> {
     );
     let current = channel::highest(&req.to, &tags).map(|s| s.tag);
     let decision = channel::decide(&req.from, &req.to, &tags, &gate, req.force.as_deref());
+    // "Up to date" rests on the channel's highest tag: it must hold the
+    // candidate of the same name, or the channel claims a release it does
+    // not serve (a tag pushed by hand with other content).
+    if let Decision::UpToDate { current, .. } = &decision {
+        check_channel_tag(&source, target_client, &req.from, current)?;
+    }
     let mut out = Outcome {
         decision: decision.kind().to_string(),
         promoted: false,
@@ -411,6 +417,34 @@ pub fn run(req: &Request) -> Result<Outcome> {
         out.record = Some(attached.descriptor.digest);
     }
     Ok(out)
+}
+
+/// Checks that channel tag `current` (`TO-<ts>-<sha7>` in `target`) holds
+/// the same digest as the candidate tag of the same name
+/// (`FROM-<ts>-<sha7>` in `source`); refuses with both digests otherwise.
+fn check_channel_tag(
+    source: &Client,
+    target: &Client,
+    from: &str,
+    current: &channel::Stamped,
+) -> Result<()> {
+    let candidate_tag = format!("{from}-{}-{}", current.ts, current.sha7);
+    let Some(held) = target.head_manifest(&current.tag)? else {
+        return Ok(()); // deleted since it was listed: nothing to compare
+    };
+    let candidate = source.head_manifest(&candidate_tag)?.map(|d| d.digest);
+    if candidate.as_deref() == Some(held.digest.as_str()) {
+        return Ok(());
+    }
+    Err(Error::ChannelMismatch {
+        tag: format!("{}:{}", target.repository(), current.tag),
+        digest: held.digest,
+        candidate_tag: format!("{}:{candidate_tag}", source.repository()),
+        candidate: match candidate {
+            Some(d) => format!("holds {d}"),
+            None => "does not exist".to_string(),
+        },
+    })
 }
 
 /// The referrer artifact for `record`.

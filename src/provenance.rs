@@ -22,6 +22,10 @@ pub const ARTIFACT_TYPE: &str = "application/vnd.in-toto+json";
 pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
 /// SLSA provenance v1 `predicateType`.
 pub const PREDICATE_TYPE: &str = "https://slsa.dev/provenance/v1";
+/// The annotation on a provenance referrer naming the git ref its run
+/// built (`refs/heads/main`), so runs are told apart without reading the
+/// statement.
+pub const ANNOTATION_REF: &str = "dev.settings-image.provenance.ref";
 /// The `buildType` of a settings-image push.
 pub const BUILD_TYPE: &str = "https://github.com/ConfigButler/settings-image/push/v1";
 
@@ -168,18 +172,23 @@ pub fn statement(subject_name: &str, subject_digest: &str, facts: &Facts) -> Res
 }
 
 /// The referrer artifact for `facts`: the statement as its one layer,
-/// revision and created (the commit time, never the clock) as annotations.
+/// revision, created (the commit time, never the clock) and the ref as
+/// annotations.
 pub fn artifact(subject_name: &str, subject_digest: &str, facts: &Facts) -> Result<Artifact> {
+    let mut annotations = BTreeMap::from([
+        (ANNOTATION_REVISION.to_string(), facts.commit.clone()),
+        (ANNOTATION_CREATED.to_string(), facts.committed_at.clone()),
+    ]);
+    if let Some(r) = &facts.git_ref {
+        annotations.insert(ANNOTATION_REF.to_string(), r.clone());
+    }
     Ok(Artifact {
         artifact_type: ARTIFACT_TYPE.to_string(),
         layers: vec![(
             ARTIFACT_TYPE.to_string(),
             statement(subject_name, subject_digest, facts)?,
         )],
-        annotations: BTreeMap::from([
-            (ANNOTATION_REVISION.to_string(), facts.commit.clone()),
-            (ANNOTATION_CREATED.to_string(), facts.committed_at.clone()),
-        ]),
+        annotations,
     })
 }
 
@@ -232,14 +241,23 @@ pub fn read_statement(bytes: &[u8], image_digest: &str) -> Result<Summary> {
     })
 }
 
-/// Attaches the provenance of `image` (built from `commit`) unless a
-/// provenance referrer for the same revision is already there. Returns the
-/// referrer's digest, the existing one's on a re-run.
+/// Attaches the provenance of `image` (built from `commit` for a ref)
+/// unless a provenance referrer for the same (commit, ref) is already
+/// there: one statement per run that published the digest, so a later run
+/// from another branch or a tag push records its own, and a re-run of the
+/// same adds none. Returns the referrer's digest, the existing one's on a
+/// re-run.
+///
+/// Why not first-writer-wins per digest: the image is byte-identical for
+/// every ref that builds the same commit, so the digest alone would hide
+/// every ref but the first from `inspect`.
 pub fn attach(client: &Client, image: &Image, facts: &Facts) -> Result<String> {
     let subject = image.manifest_descriptor();
     let existing = client.referrers(&subject.digest, Some(ARTIFACT_TYPE))?;
-    if let Some(d) = same_revision(&existing, &facts.commit) {
-        return Ok(d.digest.clone());
+    for d in same_revision(&existing, &facts.commit) {
+        if ref_of(client, d, &subject.digest)? == facts.git_ref {
+            return Ok(d.digest.clone());
+        }
     }
     let name = client.repository().to_string();
     let art = artifact(&name, &subject.digest, facts)?;
@@ -247,11 +265,22 @@ pub fn attach(client: &Client, image: &Image, facts: &Facts) -> Result<String> {
     Ok(attached.descriptor.digest)
 }
 
-fn same_revision<'a>(list: &'a [Descriptor], commit: &str) -> Option<&'a Descriptor> {
-    list.iter().find(|d| {
+fn same_revision<'a>(list: &'a [Descriptor], commit: &str) -> impl Iterator<Item = &'a Descriptor> {
+    list.iter().filter(move |d| {
         d.artifact_type.as_deref() == Some(ARTIFACT_TYPE)
             && d.annotations.get(ANNOTATION_REVISION).map(String::as_str) == Some(commit)
     })
+}
+
+/// The ref a provenance referrer records: its annotation, else (a referrer
+/// written before the annotation existed) its statement's.
+fn ref_of(client: &Client, desc: &Descriptor, image_digest: &str) -> Result<Option<String>> {
+    if let Some(r) = desc.annotations.get(ANNOTATION_REF) {
+        return Ok(Some(r.clone()));
+    }
+    let layer = crate::inspect::first_layer(client, desc, ARTIFACT_TYPE)?;
+    let bytes = client.get_blob(&layer.digest)?;
+    Ok(read_statement(&bytes, image_digest)?.git_ref)
 }
 
 /// Adds what to do to an error of attaching provenance after a push that
@@ -331,5 +360,12 @@ mod tests {
         assert!(!read_statement(&bytes, "sha256:00").unwrap().subject_matches);
         let art = artifact("ghcr.io/acme/settings", &digest, &facts()).unwrap();
         assert_eq!(art.annotations[ANNOTATION_CREATED], "2023-11-14T22:13:20Z");
+        assert_eq!(art.annotations[ANNOTATION_REF], "refs/heads/main");
+        let detached = Facts {
+            git_ref: None,
+            ..facts()
+        };
+        let art = artifact("ghcr.io/acme/settings", &digest, &detached).unwrap();
+        assert!(!art.annotations.contains_key(ANNOTATION_REF));
     }
 }

@@ -8,7 +8,7 @@ use crate::history::{self, SourceMode, Token};
 use crate::image;
 use crate::provenance;
 use crate::publish::{forward, layout, registry};
-use crate::release::forward::BranchMove;
+use crate::release::forward::{BranchMove, ForcedPush};
 use crate::report::{LayerReport, PushReport, Report};
 use crate::tag;
 
@@ -48,6 +48,12 @@ pub struct Request {
     /// tag names the last change reachable from it and, with
     /// [`SourceMode::Commit`], the content is the folder as it holds it.
     pub revision: Option<String>,
+    /// Annotations (manifest) and labels (config) the caller adds, e.g.
+    /// docker/metadata-action's. The history's own (`revision`, `created`,
+    /// `source`) win, and `org.opencontainers.image.created` is never taken
+    /// from the caller: it is a build clock, and a rebuild of the same
+    /// commit must be byte-identical. Each value not taken is a warning.
+    pub extra: image::Metadata,
 }
 
 /// Forward-only options of a registry push.
@@ -58,6 +64,10 @@ pub struct Forward {
     pub branch_tag: Option<String>,
     /// Move the branch tag even when history diverged (after a force-push).
     pub allow_rewind: bool,
+    /// This run follows a force-push of the branch, which named this
+    /// commit before it (GitHub's push event: `forced: true`, `before`).
+    /// Tells a rewind from a re-run of an older job.
+    pub forced_before: Option<String>,
 }
 
 impl Request {
@@ -92,6 +102,17 @@ impl Request {
                 ));
             }
         }
+        if let Some(before) = &self.forward.forced_before
+            && !(matches!(before.len(), 40 | 64) && before.bytes().all(|b| b.is_ascii_hexdigit()))
+        {
+            return Err(Error::input(
+                format!("--force-pushed-from {before:?} is not a full commit id"),
+                Some(
+                    "give the branch's previous head as 40 hex digits (the push event's `before`)"
+                        .to_string(),
+                ),
+            ));
+        }
         if self.forward.allow_rewind && self.forward.branch_tag.is_none() {
             return Err(Error::input(
                 "--allow-rewind only applies to --branch-tag",
@@ -106,6 +127,35 @@ impl Request {
         }
         Ok(())
     }
+}
+
+/// `ours` (from history) with the caller's `extra` added where it does
+/// not override ours; every value left out is a warning.
+fn merge_metadata(
+    mut ours: image::Metadata,
+    extra: &image::Metadata,
+    warnings: &mut Vec<String>,
+) -> image::Metadata {
+    for (what, theirs, mine) in [
+        ("annotation", &extra.annotations, &mut ours.annotations),
+        ("label", &extra.labels, &mut ours.labels),
+    ] {
+        for (k, v) in theirs {
+            match mine.get(k) {
+                Some(kept) if kept != v => warnings.push(format!(
+                    "{what} {k}={v} ignored: the history sets {kept}"
+                )),
+                Some(_) => {}
+                None if k == image::ANNOTATION_CREATED => warnings.push(format!(
+                    "{what} {k}={v} ignored: a build time would make every rebuild of the commit a new image"
+                )),
+                None => {
+                    mine.insert(k.clone(), v.clone());
+                }
+            }
+        }
+    }
+    ours
 }
 
 /// Builds the image and publishes it as the request says.
@@ -137,7 +187,10 @@ pub fn run(req: &Request) -> Result<Report> {
             Target::Registry(_) => {}
         }
     }
-    let img = image::build(&prepared.source, &prepared.metadata())?;
+    let img = image::build(
+        &prepared.source,
+        &merge_metadata(prepared.metadata(), &req.extra, &mut warnings),
+    )?;
     let mut anomaly = None;
     let mut branch = None;
     let (output, new_blobs, push) = match &req.target {
@@ -155,10 +208,13 @@ pub fn run(req: &Request) -> Result<Report> {
                 )),
                 _ => None,
             };
+            let forced = req.forward.forced_before.as_ref().map(|before| ForcedPush {
+                before: before.to_ascii_lowercase(),
+            });
             // Before tagging: what Flux's numerical policy will make of it.
             if let Some((t, c, ancestry)) = &forward {
                 let ts = u64::try_from(c.timestamp).unwrap_or(0);
-                match forward::check_anomaly(&client, ancestry, &c.id, ts, t) {
+                match forward::check_anomaly(&client, ancestry, &c.id, ts, t, forced.as_ref()) {
                     Ok(a) => anomaly = a,
                     Err(e) => warnings.push(format!(
                         "could not check the existing tags for anomalies: {e}"
@@ -172,15 +228,32 @@ pub fn run(req: &Request) -> Result<Report> {
             let plan = match (&req.forward.branch_tag, &forward) {
                 (Some(name), Some((_, c, ancestry))) => Some((
                     name,
-                    forward::plan_branch(&client, ancestry, name, &c.id, req.forward.allow_rewind)?,
+                    forward::plan_branch(
+                        &client,
+                        ancestry,
+                        name,
+                        &c.id,
+                        req.forward.allow_rewind,
+                        forced.as_ref(),
+                    )?,
                 )),
                 _ => None,
             };
             let p = client.push(&img, &tags)?;
             if let (Some((name, plan)), Some((t, c, ancestry))) = (&plan, &forward) {
                 match plan {
+                    BranchMove::KeepNewer { current } if forced.is_some() => eprintln!(
+                        "notice: branch tag {name} stays on commit {current}, which descends from {}; if the force-push \
+                         dropped it, --allow-rewind moves the tag back",
+                        c.id
+                    ),
                     BranchMove::KeepNewer { current } => eprintln!(
                         "notice: branch tag {name} stays on commit {current}, which descends from {}: a re-run of an older commit",
+                        c.id
+                    ),
+                    BranchMove::Rewound { current } => eprintln!(
+                        "warning: --allow-rewind: moving branch tag {name} back from commit {current}, which a force-push \
+                         dropped, to its ancestor {}",
                         c.id
                     ),
                     BranchMove::Diverged { current } => eprintln!(

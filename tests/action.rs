@@ -238,6 +238,8 @@ struct Runner {
     sha: String,
     github_ref: String,
     github_token: String,
+    /// More of the runner's environment (e.g. `RUNNER_DEBUG`).
+    extra_env: Vec<(String, String)>,
 }
 
 impl Runner {
@@ -251,6 +253,7 @@ impl Runner {
             sha,
             github_ref: "refs/heads/main".into(),
             github_token: "ghs_unused0000000000000000000000000000".into(),
+            extra_env: Vec::new(),
         }
     }
 
@@ -332,6 +335,7 @@ impl Runner {
                 self.event_path.to_str().expect("utf-8"),
             ))
             .envs(runner_inputs(with, &self.github_token))
+            .envs(self.extra_env.iter().cloned())
             .current_dir(&self.ws)
             .output()
             .expect("running settings-image action");
@@ -406,8 +410,11 @@ fn a_push_publishes_every_output_and_a_rerun_pushes_nothing() {
             "branch-tag",
             "commit",
             "digest",
+            "image",
             "pushed",
             "reference",
+            "subject-digest",
+            "subject-name",
             "tag",
             "tags",
             "timestamp"
@@ -427,6 +434,10 @@ fn a_push_publishes_every_output_and_a_rerun_pushes_nothing() {
         step.out("reference"),
         format!("{repository}:{tag}@{digest}")
     );
+    // What cosign and actions/attest-build-provenance take.
+    assert_eq!(step.out("image"), format!("{repository}@{digest}"));
+    assert_eq!(step.out("subject-name"), repository);
+    assert_eq!(step.out("subject-digest"), digest);
     let creds = format!("{ACTOR}:{password}");
     for t in [tag.as_str(), "latest", "stable"] {
         let i = skopeo_inspect(&format!("{repository}:{t}"), Some(&creds))
@@ -1000,4 +1011,305 @@ fn worktree_warnings_become_warning_annotations() {
         "{}",
         step.stdout
     );
+}
+
+/// The raw manifest and the config of `reference`, as skopeo reads them.
+fn manifest_and_config(reference: &str) -> (serde_json::Value, serde_json::Value) {
+    let read = |extra: &str| -> serde_json::Value {
+        let mut cmd = common::tool("skopeo");
+        cmd.args(["inspect", "--tls-verify=false", "--no-creds", extra])
+            .arg(format!("docker://{reference}"));
+        serde_json::from_str(&common::stdout_of(&mut cmd)).expect("skopeo JSON")
+    };
+    (read("--raw"), read("--config"))
+}
+
+#[test]
+fn an_owner_with_capitals_is_lower_cased_with_a_notice() {
+    let reg = Registry::start(Auth::None);
+    let tmp = TempDir::new();
+    let ws = workspace(tmp.path());
+    let runner = Runner::new(tmp, ws);
+    // The README's quick start, as written, for the owner ConfigButler
+    // (the runner fills in `github.repository_owner`; ghcr.io is the
+    // loopback registry here).
+    let readme = fs::read_to_string(common::repo().join("README.md")).expect("README.md");
+    let written = readme
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("repository: "))
+        .expect("the README's quick start sets `repository`");
+    assert_eq!(
+        written,
+        "ghcr.io/${{ github.repository_owner }}/settings-shop"
+    );
+    let given = written
+        .replace("${{ github.repository_owner }}", "ConfigButler")
+        .replace("ghcr.io", &reg.host());
+    let lower = format!("{}/configbutler/settings-shop", reg.host());
+    let step = runner.run(&with_base(&given, &[("token", "")]), 1);
+    step.assert_ok();
+    let notice = step
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("::notice title=settings-image%3A repository lower-cased::"))
+        .unwrap_or_else(|| panic!("no lower-case notice:\n{}", step.stdout));
+    assert!(
+        notice.contains(&given) && notice.contains(&lower),
+        "{notice}"
+    );
+    assert!(step.out("reference").starts_with(&format!("{lower}:main-")));
+    assert_eq!(step.out("subject-name"), lower);
+    let i = skopeo_inspect(&format!("{lower}:{}", step.out("tag")), None)
+        .expect("pushed under the lower-case name");
+    assert_eq!(i["Digest"], step.out("digest"));
+    assert_eq!(
+        catalog(reg.port)["repositories"],
+        serde_json::json!(["configbutler/settings-shop"])
+    );
+}
+
+#[test]
+fn errors_name_the_action_inputs_never_cli_flags() {
+    let reg = Registry::start(Auth::None);
+    let tmp = TempDir::new();
+    let ws = workspace(tmp.path());
+    let runner = Runner::new(tmp, ws.clone());
+    let repository = format!("{}/acme/words", reg.host());
+    // Each is bad input: exit 2.
+    let cases: [(&[(&str, &str)], &str); 3] = [
+        (
+            &[("allow-rewind", "true")],
+            "`allow-rewind: true` only applies to `branch-tag`",
+        ),
+        (
+            &[("repository", "ghcr.io/acme/shop:v1")],
+            "give the tag with `tags`, not in `repository`",
+        ),
+        (
+            &[("source", "disk")],
+            "the input `source` is \"disk\"%0Ahint: use `commit`",
+        ),
+    ];
+    for (i, (extra, want)) in cases.iter().enumerate() {
+        let mut all = vec![("token", "")];
+        all.extend_from_slice(extra);
+        let with = with_base(&repository, &all);
+        let step = runner.run(&with, i as u32 + 1);
+        assert_eq!(step.code, 2, "{extra:?}: {}", step.stdout);
+        let error = step
+            .stdout
+            .lines()
+            .find(|l| l.starts_with("::error title="))
+            .unwrap_or_else(|| panic!("{extra:?}: no ::error line:\n{}", step.stdout));
+        assert!(error.contains(want), "{extra:?}: {error}");
+        assert!(!error.contains("--"), "{extra:?}: a CLI flag: {error}");
+    }
+    // A branch tag that would move sideways: exit 6, the hint names the input.
+    let with = with_base(&repository, &[("token", ""), ("branch-tag", "main")]);
+    runner.run(&with, 10).assert_ok();
+    // A force-push: the new history does not hold the tagged commit.
+    git(&ws, &["checkout", "-q", "--orphan", "rewritten"], None);
+    fs::write(ws.join(DIR).join("app.yaml"), "replicas: 7\n").expect("writing");
+    git(&ws, &["add", "."], None);
+    git(
+        &ws,
+        &["commit", "-q", "-m", "rewritten history"],
+        Some(T0 + 900),
+    );
+    chown_runner(&ws);
+    let step = Runner::new(TempDir::new(), ws).run(&with, 1);
+    assert_eq!(step.code, 6, "{}", step.stdout);
+    let error = step
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("::error title="))
+        .expect("an ::error line");
+    assert!(error.contains("`allow-rewind: true`"), "{error}");
+    assert!(!error.contains("--"), "{error}");
+}
+
+#[test]
+fn pushed_is_true_when_only_the_branch_tag_changed() {
+    let reg = Registry::start(Auth::None);
+    let tmp = TempDir::new();
+    let ws = workspace(tmp.path());
+    let runner = Runner::new(tmp, ws);
+    let repository = format!("{}/acme/branch", reg.host());
+    let first = runner.run(&with_base(&repository, &[("token", "")]), 1);
+    first.assert_ok();
+    assert_eq!(first.out("pushed"), "true");
+    // The same commit again, now with a branch tag: the image is there,
+    // the tag `main` is new.
+    let with = with_base(&repository, &[("token", ""), ("branch-tag", "main")]);
+    let second = runner.run(&with, 2);
+    second.assert_ok();
+    assert_eq!(second.out("branch-tag"), "created");
+    assert_eq!(second.out("pushed"), "true");
+    assert_eq!(second.out("digest"), first.out("digest"));
+    let main = skopeo_inspect(&format!("{repository}:main"), None).expect("main exists");
+    assert_eq!(main["Digest"], first.out("digest"));
+    // Nothing left to change: false.
+    let third = runner.run(&with, 3);
+    third.assert_ok();
+    assert_eq!(third.out("branch-tag"), "unchanged");
+    assert_eq!(third.out("pushed"), "false");
+}
+
+#[test]
+fn runner_debug_shows_each_registry_request_and_history_step() {
+    let reg = Registry::start(Auth::None);
+    let tmp = TempDir::new();
+    let ws = workspace(tmp.path());
+    let mut runner = Runner::new(tmp, ws);
+    let repository = format!("{}/acme/debug", reg.host());
+    let with = with_base(&repository, &[("token", "")]);
+    let quiet = runner.run(&with, 1);
+    quiet.assert_ok();
+    assert!(!quiet.stdout.contains("::debug::"), "{}", quiet.stdout);
+    runner.extra_env = vec![("RUNNER_DEBUG".into(), "1".into())];
+    let step = runner.run(&with, 2);
+    step.assert_ok();
+    let debug: Vec<&str> = step
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("::debug::"))
+        .collect();
+    let (_, id) = last_change(&runner.ws, None);
+    assert!(
+        debug
+            .iter()
+            .any(|l| l.starts_with("history: the last commit that changed") && l.contains(&id)),
+        "{debug:#?}"
+    );
+    let host = format!("http://{}/v2/acme/debug/manifests/", reg.host());
+    assert!(
+        debug
+            .iter()
+            .any(|l| l.starts_with("registry: ") && l.contains(&host) && l.contains("-> 200 OK")),
+        "{debug:#?}"
+    );
+    // Only our own records, one line each (the runner reads line by line).
+    assert!(
+        debug
+            .iter()
+            .all(|l| l.starts_with("registry: ") || l.starts_with("history: ")),
+        "{debug:#?}"
+    );
+}
+
+#[test]
+fn push_false_builds_and_reports_without_touching_the_registry() {
+    let reg = Registry::start(Auth::None);
+    let tmp = TempDir::new();
+    let ws = workspace(tmp.path());
+    let runner = Runner::new(tmp, ws);
+    let repository = format!("{}/acme/dry", reg.host());
+    let dry = runner.run(
+        &with_base(
+            &repository,
+            &[
+                ("token", ""),
+                ("push", "false"),
+                ("tags", "pr-7"),
+                ("branch-tag", "main"),
+            ],
+        ),
+        1,
+    );
+    dry.assert_ok();
+    assert_eq!(catalog(reg.port)["repositories"], serde_json::json!([]));
+    assert_eq!(dry.out("pushed"), "false");
+    assert_eq!(dry.out("image"), "");
+    assert_eq!(dry.out("subject-digest"), "");
+    assert_eq!(dry.out("branch-tag"), "");
+    let (ct, id) = last_change(&runner.ws, None);
+    let tag = format!("main-{ct}-{}", &id[..7]);
+    assert_eq!(dry.out("tags"), format!("{tag}\npr-7"));
+    // The digest is the one a real push makes.
+    let real = runner.run(
+        &with_base(&repository, &[("token", ""), ("tags", "pr-7")]),
+        2,
+    );
+    real.assert_ok();
+    assert_eq!(real.out("digest"), dry.out("digest"));
+    assert_eq!(real.out("reference"), dry.out("reference"));
+    assert_eq!(real.out("pushed"), "true");
+}
+
+#[test]
+fn metadata_action_annotations_and_labels_reach_the_image_and_history_wins() {
+    let reg = Registry::start(Auth::None);
+    let tmp = TempDir::new();
+    let ws = workspace(tmp.path());
+    let runner = Runner::new(tmp, ws);
+    let repository = format!("{}/acme/meta", reg.host());
+    // docker/metadata-action's outputs, in its format.
+    let annotations = "manifest:org.opencontainers.image.created=2030-01-01T00:00:00.000Z\n\
+         manifest:org.opencontainers.image.description=Shop settings\n\
+         manifest:org.opencontainers.image.revision=ffffffffffffffffffffffffffffffffffffffff\n\
+         index:org.opencontainers.image.title=index only\n\
+         manifest:org.opencontainers.image.version=main";
+    let labels = "org.opencontainers.image.created=2030-01-01T00:00:00.000Z\n\
+         org.opencontainers.image.title=settings-shop\n\
+         org.opencontainers.image.version=main";
+    let with = with_base(
+        &repository,
+        &[
+            ("token", ""),
+            ("annotations", annotations),
+            ("labels", labels),
+        ],
+    );
+    let step = runner.run(&with, 1);
+    step.assert_ok();
+    let (manifest, config) = manifest_and_config(&format!("{repository}:{}", step.out("tag")));
+    let a = &manifest["annotations"];
+    assert_eq!(a["org.opencontainers.image.description"], "Shop settings");
+    assert_eq!(a["org.opencontainers.image.version"], "main");
+    assert_eq!(a["org.opencontainers.image.revision"], step.out("commit"));
+    assert_eq!(
+        a["org.opencontainers.image.created"],
+        "2024-01-02T03:04:05Z"
+    );
+    assert!(a.get("org.opencontainers.image.title").is_none(), "{a}");
+    let l = &config["config"]["Labels"];
+    assert_eq!(l["org.opencontainers.image.title"], "settings-shop");
+    assert_eq!(l["org.opencontainers.image.version"], "main");
+    assert!(l.get("org.opencontainers.image.created").is_none(), "{l}");
+    let warnings: Vec<&str> = step
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("::warning title=settings-image::"))
+        .collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("image.revision=ffff") && w.contains("ignored")),
+        "{}",
+        step.stdout
+    );
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("image.created=2030") && w.contains("ignored")),
+        "{}",
+        step.stdout
+    );
+    // A re-run (metadata-action's clock has moved on) is the same image.
+    let (annotations2, labels2) = (
+        annotations.replace("2030", "2031"),
+        labels.replace("2030", "2031"),
+    );
+    let later = with_base(
+        &repository,
+        &[
+            ("token", ""),
+            ("annotations", &annotations2),
+            ("labels", &labels2),
+        ],
+    );
+    let again = runner.run(&later, 2);
+    again.assert_ok();
+    assert_eq!(again.out("digest"), step.out("digest"));
+    assert_eq!(again.out("pushed"), "false");
 }

@@ -206,8 +206,9 @@ fn an_older_candidate_is_never_promoted_not_even_by_break_glass() {
     let reg = Registry::start(Auth::None);
     let repo = format!("{}/settings", reg.host());
     push_candidate(&repo, "main-1700000100-aaaaaaa");
-    // The channel already holds something newer.
-    push_candidate(&repo, "prod-1700000200-bbbbbbb");
+    push_candidate(&repo, "main-1700000200-bbbbbbb");
+    // The channel already holds the newest.
+    assert_eq!(promote(&repo, &[], &[]).json()["promoted"], true);
     let out = promote(&repo, &["--force", "--reason", "incident 9"], &[]).json();
     assert_eq!(out["decision"], "up-to-date");
     assert_eq!(out["promoted"], false);
@@ -217,6 +218,74 @@ fn an_older_candidate_is_never_promoted_not_even_by_break_glass() {
         "{all:?}"
     );
     assert_eq!(flux_prod(&all).as_deref(), Some("prod-1700000200-bbbbbbb"));
+}
+
+#[test]
+fn a_squatted_channel_tag_is_refused_with_both_digests() {
+    let reg = Registry::start(Auth::None);
+    let host = reg.host();
+    let repo = format!("{host}/settings");
+    let cand = push_candidate(&repo, "main-1700000200-bbbbbbb");
+    let cand_digest = cand["digest"].as_str().expect("digest").to_string();
+    // Pushed by hand under the candidate's channel name, other content.
+    let squat = push_candidate(&repo, "prod-1700000200-bbbbbbb");
+    let squat_digest = squat["digest"].as_str().expect("digest").to_string();
+    assert_ne!(squat_digest, cand_digest);
+    let all = tags(&host, "settings");
+    // Flux following the channel serves the squatted content.
+    assert_eq!(flux_prod(&all).as_deref(), Some("prod-1700000200-bbbbbbb"));
+    for extra in [
+        &[][..],
+        &["--explain"][..],
+        &["--force", "--reason", "x"][..],
+    ] {
+        let out = promote(&repo, extra, &[]);
+        assert_eq!(out.code, 3, "{extra:?}: {}{}", out.stdout, out.stderr);
+        assert!(out.stderr.contains(&squat_digest), "{}", out.stderr);
+        assert!(out.stderr.contains(&cand_digest), "{}", out.stderr);
+        assert!(
+            out.stderr.contains("main-1700000200-bbbbbbb"),
+            "{}",
+            out.stderr
+        );
+        assert!(!out.stdout.contains("up-to-date"), "{}", out.stdout);
+    }
+    assert_eq!(tags(&host, "settings"), all, "nothing written");
+
+    // A channel tag above every candidate, whose candidate does not exist.
+    let reg2 = Registry::start(Auth::None);
+    let repo2 = format!("{}/settings", reg2.host());
+    push_candidate(&repo2, "main-1700000100-aaaaaaa");
+    let high = push_candidate(&repo2, "prod-1700009999-ccccccc");
+    let out = promote(&repo2, &[], &[]);
+    assert_eq!(out.code, 3, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr
+            .contains(high["digest"].as_str().expect("digest")),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr
+            .contains("main-1700009999-ccccccc does not exist"),
+        "{}",
+        out.stderr
+    );
+
+    // The action face: an ::error and exit 3.
+    let ws = tempfile::tempdir().expect("workspace");
+    let (run, out, _) = action(&repo, ws.path(), &[]);
+    assert_eq!(run.code, 3, "{}{}", run.stdout, run.stderr);
+    let error = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("::error title="))
+        .unwrap_or_else(|| panic!("no ::error line: {}", run.stdout));
+    assert!(
+        error.contains(&squat_digest) && error.contains(&cand_digest),
+        "{error}"
+    );
+    assert!(!out.contains("up-to-date"), "{out}");
 }
 
 #[test]
@@ -593,4 +662,78 @@ fn the_action_face_promotes_waits_and_refuses_with_outputs_and_annotations() {
     let (run, out, _) = action(&repo, ws.path(), &[]);
     assert_eq!(outputs(&out)["decision"], "up-to-date");
     assert!(run.stdout.contains("::notice title="), "{}", run.stdout);
+}
+
+#[test]
+fn the_action_face_has_the_registry_inputs_and_an_explain_dry_run() {
+    let reg = Registry::start(Auth::None);
+    let repo = format!("{}/settings", reg.host());
+    let ws = tempfile::tempdir().expect("workspace");
+    push_candidate(&repo, "main-1700000100-aaaaaaa");
+    // Weekday windows: open on Monday 2026-12-21 10:00 UTC, shut on Sunday.
+    std::fs::write(
+        ws.path().join("policy.yaml"),
+        "windows:\n  - kind: allow\n    description: office hours\n    schedule: \"0 9 * * 1-5\"\n    duration: 8h\n    timeZone: UTC\n",
+    )
+    .expect("policy");
+    // The owner's capitals, as `${{ github.repository_owner }}` gives them.
+    let given = format!("{}/Settings", reg.host());
+    let target = format!("{}/Prod-Settings", reg.host());
+    let dry = |at: &str| {
+        action(
+            &given,
+            ws.path(),
+            &[
+                ("INPUT_POLICY", "policy.yaml"),
+                ("INPUT_TARGET-REPOSITORY", &target),
+                ("INPUT_EXPLAIN", "true"),
+                ("INPUT_AT", at),
+                ("INPUT_INSECURE", "false"),
+                ("INPUT_PASSWORD", ""),
+            ],
+        )
+    };
+    let (run, out, summary) = dry("2026-12-20T10:00:00Z");
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let o = outputs(&out);
+    assert_eq!(o["decision"], "wait", "{}", run.stdout);
+    assert_eq!(o["next-open"], "2026-12-21T09:00:00Z");
+    assert!(summary.contains("**Waiting**"), "{summary}");
+    let (run, out, _) = dry("2026-12-21T10:00:00Z");
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let o = outputs(&out);
+    assert_eq!(o["decision"], "promote", "{}", run.stdout);
+    assert_eq!(o["promoted"], "false", "explain writes nothing");
+    assert!(
+        run.stdout
+            .lines()
+            .any(|l| l
+                .starts_with("::notice title=settings-image promote%3A repository lower-cased::")),
+        "{}",
+        run.stdout
+    );
+    // Nothing was written: no channel tag, no target repository.
+    assert!(
+        !tags(&reg.host(), "settings")
+            .iter()
+            .any(|t| t.starts_with("prod-"))
+    );
+    let (code, _) = curl(
+        &format!("http://{}/v2/prod-settings/tags/list", reg.host()),
+        None,
+    );
+    assert_eq!(code, 404);
+    // A bad `at` is an error in the action's words.
+    let (run, _, _) = dry("next monday");
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    let error = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("::error title="))
+        .expect("an ::error line");
+    assert!(
+        error.contains("`at` \"next monday\" is not a time"),
+        "{error}"
+    );
+    assert!(!error.contains("--"), "{error}");
 }

@@ -1058,9 +1058,141 @@ fn inspect_flags_a_statement_about_another_image() {
     assert_eq!(i["provenance"]["subject_matches"], false);
     let human = run(&["inspect", &format!("{repo}:v1")], &[], None);
     assert!(human.stdout.contains("WARNING"), "{}", human.stdout);
-    // A later push of the same commit sees a provenance for the revision
-    // and adds none (the revision annotation is what re-runs compare).
+    // A later push of the same commit from a branch records its own
+    // statement: the forged one names no ref, so it is another run's.
     let again = push(&git.conf(), &repo, "v1", &clean_env(&[]), &[]).json();
-    assert!(again["provenance"].is_string());
-    assert_eq!(c.referrers(digest, None).unwrap().len(), 1);
+    let own = again["provenance"]
+        .as_str()
+        .expect("provenance")
+        .to_string();
+    assert_eq!(c.referrers(digest, None).unwrap().len(), 2);
+    // Its re-run adds none: (commit, ref) is what re-runs compare.
+    let rerun = push(&git.conf(), &repo, "v1", &clean_env(&[]), &[]).json();
+    assert_eq!(rerun["provenance"], own.as_str());
+    assert_eq!(c.referrers(digest, None).unwrap().len(), 2);
+}
+
+#[test]
+fn every_ref_that_publishes_a_digest_records_its_own_provenance() {
+    let reg = Registry::start(Auth::None);
+    let host = reg.host();
+    let name = "acme/per-run";
+    let repo = format!("{host}/{name}");
+    let git = Repo::new();
+    let commit = git.commit("a: 1\n");
+    // The branch push publishes the commit.
+    let main = push(
+        &git.conf(),
+        &repo,
+        "main-1",
+        &clean_env(&actions_env("2001")),
+        &[],
+    )
+    .json();
+    let digest = main["digest"].as_str().unwrap().to_string();
+    let main_prov = main["provenance"].as_str().unwrap().to_string();
+    // A tag push of the same commit: the same bytes, so the same digest,
+    // and a statement of its own (its ref, its run).
+    let mut tag_env = actions_env("2002");
+    tag_env.retain(|(k, _)| *k != "GITHUB_REF");
+    tag_env.push(("GITHUB_REF", "refs/tags/v1.0.0".into()));
+    let tagged = push(&git.conf(), &repo, "v1.0.0", &clean_env(&tag_env), &[]).json();
+    assert_eq!(tagged["digest"], digest.as_str(), "the same image");
+    let tag_prov = tagged["provenance"].as_str().unwrap().to_string();
+    assert_ne!(tag_prov, main_prov, "a statement of its own");
+    let (_, index) = fallback_index(&host, name, &digest).expect("referrers tag");
+    let listed = provenance_descriptors(&index);
+    assert_eq!(listed.len(), 2, "{index}");
+    for (d, r) in [
+        (&main_prov, "refs/heads/main"),
+        (&tag_prov, "refs/tags/v1.0.0"),
+    ] {
+        let desc = listed
+            .iter()
+            .find(|x| x["digest"] == d.as_str())
+            .unwrap_or_else(|| panic!("{d} is not listed: {index}"));
+        assert_eq!(desc["annotations"]["dev.settings-image.provenance.ref"], r);
+        assert_eq!(
+            desc["annotations"]["org.opencontainers.image.revision"],
+            commit.as_str()
+        );
+    }
+    // Re-runs of either (other run ids) add none.
+    for (tag, env, prov) in [
+        ("main-1", actions_env("2003"), &main_prov),
+        ("v1.0.0", tag_env.clone(), &tag_prov),
+    ] {
+        let again = push(&git.conf(), &repo, tag, &clean_env(&env), &[]).json();
+        assert_eq!(again["provenance"], prov.as_str());
+    }
+    let (_, index) = fallback_index(&host, name, &digest).unwrap();
+    assert_eq!(provenance_descriptors(&index).len(), 2, "{index}");
+    // inspect shows every ref, and each statement's run.
+    let i = run(&["inspect", &format!("{repo}:main-1"), "--json"], &[], None).json();
+    let mut refs: Vec<&str> = i["refs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap())
+        .collect();
+    refs.sort();
+    assert_eq!(refs, ["refs/heads/main", "refs/tags/v1.0.0"]);
+    let runs: Vec<&str> = i["referrers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["details"]["run"].as_str().unwrap())
+        .collect();
+    assert!(
+        runs.contains(&"https://github.com/acme/settings/actions/runs/2001/attempts/2"),
+        "{runs:?}"
+    );
+    assert!(
+        runs.contains(&"https://github.com/acme/settings/actions/runs/2002/attempts/2"),
+        "{runs:?}"
+    );
+    let human = run(&["inspect", &format!("{repo}:v1.0.0")], &[], None);
+    assert!(human.stdout.contains("published by: "), "{}", human.stdout);
+    assert!(
+        human.stdout.contains("refs/tags/v1.0.0"),
+        "{}",
+        human.stdout
+    );
+
+    // A statement written before the ref annotation existed: the ref is
+    // read from the statement, so the same (commit, ref) adds none.
+    let git2 = Repo::new();
+    git2.commit("b: 1\n");
+    let repo2 = format!("{host}/acme/legacy");
+    let out = push(
+        &git2.conf(),
+        &repo2,
+        "v1",
+        &clean_env(&[]),
+        &["--no-provenance"],
+    )
+    .json();
+    let digest2 = out["digest"].as_str().unwrap().to_string();
+    let facts = settings_image::provenance::Facts {
+        repository: None,
+        git_ref: Some("refs/heads/main".into()),
+        path: "conf".into(),
+        commit: out["commit"].as_str().unwrap().to_string(),
+        committed_at: "2024-01-02T03:04:05Z".into(),
+        builder_id: "settings-image/0.0.1".into(),
+        invocation_id: None,
+        workflow_ref: None,
+    };
+    let mut art = settings_image::provenance::artifact(&repo2, &digest2, &facts).unwrap();
+    assert!(
+        art.annotations
+            .remove("dev.settings-image.provenance.ref")
+            .is_some()
+    );
+    let c = client(&repo2);
+    let subject = c.head_manifest(&digest2).unwrap().unwrap();
+    let legacy = c.attach_referrer(&subject, &art).unwrap().descriptor.digest;
+    let again = push(&git2.conf(), &repo2, "v1", &clean_env(&[]), &[]).json();
+    assert_eq!(again["provenance"], legacy.as_str());
+    assert_eq!(c.referrers(&digest2, None).unwrap().len(), 1);
 }

@@ -52,6 +52,11 @@ pub fn notice(title: &str, message: &str) -> String {
     )
 }
 
+/// `::debug::message`: shown only when the run has debug logging on.
+pub fn debug(message: &str) -> String {
+    format!("::debug::{}", escape_data(message))
+}
+
 /// `::add-mask::value`: the runner replaces the value with `***` in logs.
 pub fn add_mask(secret: &str) -> String {
     format!("::add-mask::{}", escape_data(secret))
@@ -126,20 +131,31 @@ fn error_kind(err: &Error) -> &'static str {
         Error::History { .. } => "git history",
         Error::GitHub { .. } => "GitHub API",
         Error::TagExists { .. } => "a timestamp tag already names other content",
+        Error::ChannelMismatch { .. } => "a channel tag holds other content than its candidate",
         Error::Registry { .. } => "registry error",
         Error::Auth { .. } => "registry authentication failed",
         Error::Rewind { .. } => "the branch tag would move backwards",
     }
 }
 
-/// The `::error` line for `err` under `who` (`settings-image`,
-/// `settings-image promote`), its hint on a second line.
-pub fn error_line(who: &str, err: &Error) -> String {
-    let message = match err.hint() {
+/// The CLI's flags and what a user of the action writes instead, for the
+/// errors and hints the core words for the command line. Longest first, so
+/// that `--source commit` goes before `--source`. A flag the action has no
+/// input for maps to a phrase that says so.
+pub type Words = &'static [(&'static str, &'static str)];
+
+/// The `::error` line for `err` under `who`, message and hint in the
+/// action's words: every CLI flag in `words` becomes the input that does
+/// the same (the core words its errors for the command line).
+pub fn error_line(who: &str, err: &Error, words: Words) -> String {
+    let text = match err.hint() {
         Some(hint) => format!("{err}\nhint: {hint}"),
         None => err.to_string(),
     };
-    error(&format!("{who}: {}", error_kind(err)), &message)
+    let text = words
+        .iter()
+        .fold(text, |s, (flag, input)| s.replace(flag, input));
+    error(&format!("{who}: {}", error_kind(err)), &text)
 }
 
 /// Cuts a summary to the runner's limit on a character boundary, with a note.

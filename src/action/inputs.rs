@@ -2,10 +2,23 @@
 //! `INPUT_` + the name upper-cased, spaces turned into `_`, hyphens kept
 //! (`INPUT_TIMESTAMP-TAG`). The runner does not enforce `required`, so this
 //! module does.
+//!
+//! Each face declares its inputs once, as a serde struct with kebab-case
+//! field names ([`from_env`]): the runner's map becomes a JSON object (names
+//! lower-cased without the prefix, values trimmed, empty values absent: the
+//! runner sets every declared input, empty when the workflow does not) and
+//! is deserialized with the failing input's name kept by
+//! `serde_path_to_error`. Why not `envy`: it reads hyphenated names, but it
+//! keeps empty values (so an unset `Option<bool>` input fails to parse),
+//! parses booleans with Rust's `true`/`false` only (YAML 1.2 also has
+//! `True`/`TRUE`), and its errors do not name the field a custom parser
+//! refused.
 
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 
+use serde::Deserialize;
+use serde::de::{DeserializeOwned, Deserializer, Error as _};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
@@ -18,16 +31,33 @@ pub fn input_key(name: &str) -> String {
     format!("INPUT_{}", name.replace(' ', "_").to_uppercase())
 }
 
-/// An input's value, trimmed as the runner's toolkit does; `None` when unset or empty.
-pub fn input(env: &Env, name: &str) -> Option<String> {
-    env.get(&input_key(name))
-        .map(|v| v.trim().to_string())
-        .filter(|v| !v.is_empty())
+/// The runner's `INPUT_*` variables as one typed struct `T` (kebab-case
+/// field names, every field optional or defaulted: the runner does not
+/// enforce `required`, [`require`] does). An input that does not parse is
+/// an input error that names it.
+pub fn from_env<T: DeserializeOwned>(env: &Env) -> Result<T> {
+    let map: serde_json::Map<String, Value> = env
+        .iter()
+        .filter_map(|(k, v)| {
+            let name = k.strip_prefix("INPUT_")?;
+            let v = v.trim();
+            (!v.is_empty()).then(|| (name.to_lowercase(), Value::String(v.to_string())))
+        })
+        .collect();
+    serde_path_to_error::deserialize(Value::Object(map)).map_err(|e| {
+        let name = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        let (message, hint) = match inner.split_once("\nhint: ") {
+            Some((m, h)) => (m.to_string(), Some(h.to_string())),
+            None => (inner, None),
+        };
+        Error::input(format!("the input `{name}` {message}"), hint)
+    })
 }
 
-/// A required input, or an error that names it.
-pub fn required(env: &Env, name: &str) -> Result<String> {
-    input(env, name).ok_or_else(|| {
+/// A required input's value, or an error that names it.
+pub fn require(value: Option<String>, name: &str) -> Result<String> {
+    value.ok_or_else(|| {
         Error::input(
             format!("the input `{name}` is required"),
             Some(format!(
@@ -37,38 +67,65 @@ pub fn required(env: &Env, name: &str) -> Result<String> {
     })
 }
 
-/// A boolean input in the YAML 1.2 core schema (`true`/`True`/`TRUE`, `false`/...).
-pub fn boolean(env: &Env, name: &str, default: bool) -> Result<bool> {
-    match input(env, name).as_deref() {
-        None => Ok(default),
-        Some("true" | "True" | "TRUE") => Ok(true),
-        Some("false" | "False" | "FALSE") => Ok(false),
-        Some(other) => Err(Error::input(
-            format!("the input `{name}` is {other:?}, not a boolean"),
-            Some("use true or false".to_string()),
-        )),
+/// A boolean input in the YAML 1.2 core schema (`true`/`True`/`TRUE`,
+/// `false`/...), for `#[serde(deserialize_with = "inputs::flag")]`.
+pub fn flag<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<bool>, D::Error> {
+    match Option::<String>::deserialize(d)?.as_deref() {
+        None => Ok(None),
+        Some("true" | "True" | "TRUE") => Ok(Some(true)),
+        Some("false" | "False" | "FALSE") => Ok(Some(false)),
+        Some(other) => Err(D::Error::custom(format!(
+            "is {other:?}, not a boolean\nhint: use true or false"
+        ))),
     }
 }
 
-/// A list input: items separated by newlines or commas, trimmed, empties dropped.
-pub fn list(env: &Env, name: &str) -> Vec<String> {
-    input(env, name)
-        .map(|v| {
-            v.split(['\n', ','])
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
+/// A list input: items separated by newlines or commas, trimmed, empties
+/// dropped, for `#[serde(deserialize_with = "inputs::items")]`.
+pub fn items<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Vec<String>, D::Error> {
+    Ok(split(
+        Option::<String>::deserialize(d)?.as_deref(),
+        &['\n', ','],
+    ))
 }
 
-/// Resolves the `path` input against the workspace; it may not leave it.
-pub fn workspace_path(workspace: &Path, path: &str) -> Result<PathBuf> {
+/// A list input with one item per line (values may hold commas, as
+/// metadata-action's `labels` and `annotations` outputs do), for
+/// `#[serde(deserialize_with = "inputs::lines")]`.
+pub fn lines<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Vec<String>, D::Error> {
+    Ok(split(Option::<String>::deserialize(d)?.as_deref(), &['\n']))
+}
+
+fn split(v: Option<&str>, by: &[char]) -> Vec<String> {
+    v.map(|v| {
+        v.split(by)
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+/// The workspace: `GITHUB_WORKSPACE`, or the current directory outside a runner.
+pub fn workspace(env: &Env) -> Result<PathBuf> {
+    match env.get("GITHUB_WORKSPACE").filter(|w| !w.trim().is_empty()) {
+        Some(w) => Ok(PathBuf::from(w)),
+        None => std::env::current_dir().map_err(|e| {
+            Error::io(
+                "reading the current directory (GITHUB_WORKSPACE is not set)",
+                e,
+            )
+        }),
+    }
+}
+
+/// Resolves the path input `name` against the workspace; it may not leave it.
+pub fn workspace_path(workspace: &Path, name: &str, path: &str) -> Result<PathBuf> {
     let escape = || {
         Error::input(
             format!(
-                "the input `path` ({path}) leaves the workspace {}",
+                "the input `{name}` ({path}) leaves the workspace {}",
                 workspace.display()
             ),
             Some(
@@ -130,17 +187,7 @@ pub fn event_plan(env: &Env) -> Result<EventPlan> {
         .get("GITHUB_EVENT_NAME")
         .map(String::as_str)
         .unwrap_or("");
-    let payload: Option<Value> = match env.get("GITHUB_EVENT_PATH").filter(|p| !p.is_empty()) {
-        Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .map_err(|e| Error::io(format!("reading the event payload {p}"), e))?;
-            Some(serde_json::from_str(&text).map_err(|e| {
-                Error::input(format!("the event payload {p} is not JSON: {e}"), None)
-            })?)
-        }
-        None => None,
-    };
-    let payload = payload.unwrap_or(Value::Null);
+    let payload = payload(env)?;
     let reference = payload
         .get("ref")
         .and_then(Value::as_str)
@@ -173,6 +220,42 @@ pub fn event_plan(env: &Env) -> Result<EventPlan> {
     Ok(EventPlan::Build { revision: None })
 }
 
+/// The event payload at `GITHUB_EVENT_PATH`, `Null` when there is none.
+fn payload(env: &Env) -> Result<Value> {
+    let Some(p) = env.get("GITHUB_EVENT_PATH").filter(|p| !p.is_empty()) else {
+        return Ok(Value::Null);
+    };
+    let text = std::fs::read_to_string(p)
+        .map_err(|e| Error::io(format!("reading the event payload {p}"), e))?;
+    serde_json::from_str(&text)
+        .map_err(|e| Error::input(format!("the event payload {p} is not JSON: {e}"), None))
+}
+
+/// The branch's previous head when the triggering event is a `push` that
+/// rewrote the branch (`forced: true`): the payload's `before`. `None` for
+/// every other event, a normal push, or a `before` of zeros (a new branch).
+pub fn forced_push(env: &Env) -> Result<Option<String>> {
+    if env.get("GITHUB_EVENT_NAME").map(String::as_str) != Some("push") {
+        return Ok(None);
+    }
+    let payload = payload(env)?;
+    if payload.get("forced").and_then(Value::as_bool) != Some(true) {
+        return Ok(None);
+    }
+    let before = payload.get("before").and_then(Value::as_str).unwrap_or("");
+    let full = matches!(before.len(), 40 | 64) && before.bytes().all(|b| b.is_ascii_hexdigit());
+    if !full {
+        return Err(Error::input(
+            format!("the forced push's payload has no commit id in `before` ({before:?})"),
+            None,
+        ));
+    }
+    if before.bytes().all(|b| b == b'0') {
+        return Ok(None);
+    }
+    Ok(Some(before.to_ascii_lowercase()))
+}
+
 /// An environment made of `pairs`, for unit tests of the action front end.
 #[cfg(test)]
 pub(crate) fn env_of(pairs: &[(&str, &str)]) -> Env {
@@ -182,61 +265,110 @@ pub(crate) fn env_of(pairs: &[(&str, &str)]) -> Env {
         .collect()
 }
 
+/// The names of the inputs the manifest at `rel` (from the repository
+/// root) declares, and those the struct `T` reads, for unit tests that
+/// keep both faces' structs and manifests in step.
+#[cfg(test)]
+pub(crate) fn declared_and_read<T: serde::Serialize + Default>(
+    rel: &str,
+) -> (
+    std::collections::BTreeSet<String>,
+    std::collections::BTreeSet<String>,
+) {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
+    let text = std::fs::read_to_string(&p).unwrap();
+    let manifest: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
+    let declared = manifest["inputs"]
+        .as_mapping()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str().unwrap().to_string())
+        .collect();
+    let read = serde_json::to_value(T::default())
+        .unwrap()
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    (declared, read)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     use super::env_of as env;
 
+    #[derive(Debug, Default, serde::Deserialize)]
+    #[serde(rename_all = "kebab-case", default)]
+    struct Probe {
+        timestamp_tag: Option<String>,
+        path: Option<String>,
+        #[serde(deserialize_with = "flag")]
+        insecure: Option<bool>,
+        #[serde(deserialize_with = "flag")]
+        summary: Option<bool>,
+        #[serde(deserialize_with = "items")]
+        tags: Vec<String>,
+        #[serde(deserialize_with = "lines")]
+        labels: Vec<String>,
+    }
+
     #[test]
-    fn names_keep_hyphens() {
+    fn names_keep_hyphens_values_are_trimmed_and_empty_is_absent() {
         assert_eq!(input_key("timestamp-tag"), "INPUT_TIMESTAMP-TAG");
         assert_eq!(input_key("my input"), "INPUT_MY_INPUT");
         let e = env(&[
             ("INPUT_TIMESTAMP-TAG", " main \n"),
             ("INPUT_TIMESTAMP_TAG", "wrong"),
+            ("INPUT_PATH", "  "),
+            ("INPUT_INSECURE", "TRUE"),
+            ("INPUT_SUMMARY", ""),
+            ("INPUT_TAGS", "a, b\n\nc,"),
+            ("INPUT_LABELS", "a=1,2\n b=3 \n"),
+            ("TIMESTAMP-TAG", "not an input"),
         ]);
-        assert_eq!(input(&e, "timestamp-tag").as_deref(), Some("main"));
+        let p: Probe = from_env(&e).unwrap();
+        assert_eq!(p.timestamp_tag.as_deref(), Some("main"));
+        assert_eq!(p.path, None);
+        assert_eq!(p.insecure, Some(true));
+        assert_eq!(p.summary, None);
+        assert_eq!(p.tags, ["a", "b", "c"]);
+        assert_eq!(p.labels, ["a=1,2", "b=3"]);
+        let err = require(p.path, "path").unwrap_err();
+        assert_eq!(err.to_string(), "the input `path` is required");
     }
 
     #[test]
-    fn required_booleans_and_lists() {
-        let e = env(&[
-            ("INPUT_PATH", "  "),
-            ("INPUT_INSECURE", "TRUE"),
-            ("INPUT_SUMMARY", "yes"),
-            ("INPUT_TAGS", "a, b\n\nc,"),
-        ]);
-        assert!(
-            required(&e, "path")
-                .unwrap_err()
-                .to_string()
-                .contains("`path`")
+    fn a_bad_boolean_names_its_input() {
+        let err = from_env::<Probe>(&env(&[("INPUT_SUMMARY", "yes")])).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "the input `summary` is \"yes\", not a boolean"
         );
-        assert!(boolean(&e, "insecure", false).unwrap());
-        assert!(boolean(&e, "missing", true).unwrap());
-        assert!(boolean(&e, "summary", true).is_err());
-        assert_eq!(list(&e, "tags"), ["a", "b", "c"]);
+        assert_eq!(err.hint().as_deref(), Some("use true or false"));
+        assert_eq!(err.exit_code(), 2);
     }
 
     #[test]
     fn path_stays_in_the_workspace() {
         let ws = Path::new("/github/workspace");
         assert_eq!(
-            workspace_path(ws, "configs/shop/").unwrap(),
+            workspace_path(ws, "path", "configs/shop/").unwrap(),
             Path::new("/github/workspace/configs/shop")
         );
         assert_eq!(
-            workspace_path(ws, "./a/../b").unwrap(),
+            workspace_path(ws, "path", "./a/../b").unwrap(),
             Path::new("/github/workspace/b")
         );
         assert_eq!(
-            workspace_path(ws, "/github/workspace/c").unwrap(),
+            workspace_path(ws, "path", "/github/workspace/c").unwrap(),
             Path::new("/github/workspace/c")
         );
-        assert!(workspace_path(ws, "../x").is_err());
-        assert!(workspace_path(ws, "a/../../x").is_err());
-        assert!(workspace_path(ws, "/etc").is_err());
+        assert!(workspace_path(ws, "path", "../x").is_err());
+        assert!(workspace_path(ws, "path", "a/../../x").is_err());
+        assert!(workspace_path(ws, "path", "/etc").is_err());
     }
 
     fn fixture(rel: &str) -> String {
@@ -275,6 +407,26 @@ mod tests {
         assert!(
             matches!(event_plan(&e).unwrap(), EventPlan::Skip(m) if m.contains("refs/heads/changes"))
         );
+
+        // A forced push: `before` is what the branch named until then.
+        assert_eq!(forced_push(&e).unwrap(), None, "not forced");
+        v["deleted"] = Value::Bool(false);
+        v["forced"] = Value::Bool(true);
+        v["before"] = "0123456789ABCDEF0123456789abcdef01234567".into();
+        std::fs::write(&p, v.to_string()).unwrap();
+        assert_eq!(
+            forced_push(&e).unwrap().as_deref(),
+            Some("0123456789abcdef0123456789abcdef01234567")
+        );
+        let mut other = e.clone();
+        other.insert("GITHUB_EVENT_NAME".into(), "workflow_dispatch".into());
+        assert_eq!(forced_push(&other).unwrap(), None);
+        v["before"] = "0".repeat(40).into();
+        std::fs::write(&p, v.to_string()).unwrap();
+        assert_eq!(forced_push(&e).unwrap(), None, "a new branch");
+        v["before"] = "HEAD~1".into();
+        std::fs::write(&p, v.to_string()).unwrap();
+        assert!(forced_push(&e).is_err());
 
         let wd = fixture("other/workflow_dispatch.octokit-webhooks.json");
         let e = env(&[

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use super::commands::{self, say};
-use super::inputs::{self, Env};
+use super::inputs::Env;
 use crate::error::Result;
 use crate::login::{self, Choice, Decision, Endpoints, Facts, IdTokenSource, Login, Plan};
 use crate::publish::registry::{self, Credentials};
@@ -42,38 +42,73 @@ fn input_name(n: &str) -> String {
     format!("`{n}`")
 }
 
+/// The login inputs, the same on both faces: each face's `With` flattens
+/// this struct in.
+#[derive(Debug, Default, serde::Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
+#[serde(rename_all = "kebab-case", default)]
+pub struct LoginWith {
+    /// `auto`, `github`, `password`, `none` or a provider.
+    pub login: Option<String>,
+    /// The job token (default `github.token`).
+    pub github_token: Option<String>,
+    /// The deprecated name of `github-token`.
+    pub token: Option<String>,
+    /// Registry user (default `github.actor`); the Quay robot, the Docker Hub organization.
+    pub username: Option<String>,
+    /// Registry password for any registry.
+    pub password: Option<String>,
+    /// ECR: the role to assume.
+    pub aws_role_arn: Option<String>,
+    /// ECR: the region.
+    pub aws_region: Option<String>,
+    /// GCP: the workload identity provider.
+    pub gcp_workload_identity_provider: Option<String>,
+    /// GCP: a service account to impersonate.
+    pub gcp_service_account: Option<String>,
+    /// Azure: the application (client) id.
+    pub azure_client_id: Option<String>,
+    /// Azure: the tenant id.
+    pub azure_tenant_id: Option<String>,
+    /// Docker Hub: the OIDC connection id.
+    pub dockerhub_connection_id: Option<String>,
+    /// JFrog: the OIDC integration name.
+    pub jfrog_provider_name: Option<String>,
+    /// The ID token's audience instead of the provider's default.
+    pub oidc_audience: Option<String>,
+}
+
 /// The provider facts from the inputs of the same names.
-fn facts(env: &Env) -> Facts {
-    let i = |n: &str| inputs::input(env, n);
+fn facts(env: &Env, with: &LoginWith) -> Facts {
     Facts {
-        aws_role_arn: i("aws-role-arn"),
-        aws_region: i("aws-region"),
-        gcp_workload_identity_provider: i("gcp-workload-identity-provider"),
-        gcp_service_account: i("gcp-service-account"),
-        azure_client_id: i("azure-client-id"),
-        azure_tenant_id: i("azure-tenant-id"),
-        dockerhub_connection_id: i("dockerhub-connection-id"),
-        jfrog_provider_name: i("jfrog-provider-name"),
-        audience: i("oidc-audience"),
-        username: i("username"),
-        // Shows in CloudTrail: which repository and run assumed the role.
+        aws_role_arn: with.aws_role_arn.clone(),
+        aws_region: with.aws_region.clone(),
+        gcp_workload_identity_provider: with.gcp_workload_identity_provider.clone(),
+        gcp_service_account: with.gcp_service_account.clone(),
+        azure_client_id: with.azure_client_id.clone(),
+        azure_tenant_id: with.azure_tenant_id.clone(),
+        dockerhub_connection_id: with.dockerhub_connection_id.clone(),
+        jfrog_provider_name: with.jfrog_provider_name.clone(),
+        audience: with.oidc_audience.clone(),
+        username: with.username.clone(),
+        // Shows in CloudTrail: which run assumed the role.
         session_name: var(env, "GITHUB_RUN_ID").map(|id| format!("settings-image-{id}")),
     }
 }
 
 /// Reads the login inputs for pushing to (or reading from) `repository`.
-pub fn resolve(env: &Env, repository: &str, insecure: bool) -> Result<Resolved> {
+pub fn resolve(env: &Env, with: &LoginWith, repository: &str, insecure: bool) -> Result<Resolved> {
     let mut notices = Vec::new();
-    let deprecated = inputs::input(env, "token");
+    let deprecated = with.token.clone();
     if deprecated.is_some() {
         notices.push(
             "the input `token` is deprecated: rename it to `github-token` (it is only sent to ghcr.io and the GitHub API)"
                 .to_string(),
         );
     }
-    let github_token = deprecated.or_else(|| inputs::input(env, "github-token"));
+    let github_token = deprecated.or_else(|| with.github_token.clone());
     let choice = Choice::parse(
-        &inputs::input(env, "login").unwrap_or_default(),
+        with.login.as_deref().unwrap_or_default(),
         "the input `login`",
     )?;
     // The host as the registry code will see it (a bad repository is
@@ -88,11 +123,11 @@ pub fn resolve(env: &Env, repository: &str, insecure: bool) -> Result<Resolved> 
     let plan = Plan {
         choice,
         host: repo.host.clone(),
-        username: inputs::input(env, "username"),
-        password: inputs::input(env, "password"),
+        username: with.username.clone(),
+        password: with.password.clone(),
         github_token: github_token.clone(),
         github_server_url: var(env, "GITHUB_SERVER_URL"),
-        facts: facts(env),
+        facts: facts(env, with),
     };
     let mut out = Resolved {
         github_token,
@@ -157,7 +192,13 @@ fn mask_lines_of(secret: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::action::inputs::env_of as env;
+    use crate::action::inputs::{self, env_of as env};
+
+    /// `resolve` with the login inputs read from `e` as the faces read them.
+    fn resolve(e: &Env, repository: &str, insecure: bool) -> Result<Resolved> {
+        let with: LoginWith = inputs::from_env(e)?;
+        super::resolve(e, &with, repository, insecure)
+    }
     use std::time::Duration;
 
     #[test]

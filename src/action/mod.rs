@@ -2,6 +2,7 @@
 //! and `$GITHUB_STEP_SUMMARY` out. The only module that knows the runner.
 
 pub mod commands;
+pub mod debug;
 pub mod inputs;
 pub mod login;
 pub mod promote;

@@ -8,8 +8,6 @@
 //! break-glass without a reason included, are `::error` lines and the
 //! error's exit code.
 
-use std::path::PathBuf;
-
 use jiff::{SignedDuration, Timestamp};
 
 use super::commands::{self, say};
@@ -17,6 +15,41 @@ use super::inputs::{self, Env};
 use crate::error::{Error, Result};
 use crate::promote::{self, Outcome, PeriodReport};
 use crate::release::policy::Policy;
+
+/// The promote action's inputs (promote/action.yml), as the runner passes
+/// them: one field per input (kebab-case), empty reads as absent.
+#[derive(Debug, Default, serde::Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
+#[serde(rename_all = "kebab-case", default)]
+pub struct With {
+    /// The repository the candidates are in (required).
+    pub repository: Option<String>,
+    /// The prefix of the tags to promote from (required).
+    pub from: Option<String>,
+    /// The channel (required).
+    pub to: Option<String>,
+    /// The repository the channel lives in, when not `repository`.
+    pub target_repository: Option<String>,
+    /// The release policy file, relative to the workspace.
+    pub policy: Option<String>,
+    /// Break-glass.
+    #[serde(deserialize_with = "inputs::flag")]
+    pub force: Option<bool>,
+    /// Why break-glass is used.
+    pub reason: Option<String>,
+    /// Decide and report, write nothing (a dry run).
+    #[serde(deserialize_with = "inputs::flag")]
+    pub explain: Option<bool>,
+    /// Decide as if it were this time (RFC 3339); for a dry run.
+    pub at: Option<String>,
+    /// The login inputs (`login`, `github-token`, the deprecated `token`,
+    /// `username`, `password`, the provider facts), shared with publish.
+    #[serde(flatten)]
+    pub login: super::login::LoginWith,
+    /// Plain HTTP to a non-loopback registry.
+    #[serde(deserialize_with = "inputs::flag")]
+    pub insecure: Option<bool>,
+}
 
 /// The secret inputs, masked before anything is printed.
 const SECRET_INPUTS: [&str; 3] = super::login::SECRET_INPUTS;
@@ -26,52 +59,91 @@ const SUMMARY_DAYS: i64 = 7;
 /// The annotation title's subject.
 const WHO: &str = "settings-image promote";
 
+/// The CLI flags the core's errors name, in this action's inputs.
+pub const WORDS: commands::Words = &[
+    (
+        "--username with --password-stdin",
+        "`username` and `password`, or an OIDC `login` (docs/registries.md)",
+    ),
+    (
+        "--username and --password-stdin",
+        "`username` and `password`, or an OIDC `login` (docs/registries.md)",
+    ),
+    ("--target-repository", "`target-repository`"),
+    ("--reason \"...\"", "`reason: ...`"),
+    ("--password-stdin", "`password`"),
+    ("--repository", "`repository`"),
+    ("--username", "`username`"),
+    ("--insecure", "`insecure: true`"),
+    ("--explain", "`explain: true`"),
+    ("--policy", "`policy`"),
+    ("--reason", "`reason`"),
+    ("--force", "`force: true`"),
+    ("--from", "`from`"),
+    ("--at", "`at`"),
+    ("--to", "`to`"),
+];
+
 fn var(env: &Env, name: &str) -> Option<String> {
     env.get(name)
         .map(|v| v.trim().to_string())
         .filter(|v| !v.is_empty())
 }
 
+/// `given` lower-cased, as registries require, with a notice when that
+/// changed it (`ghcr.io/${{ github.repository_owner }}/...` keeps capitals).
+fn lowered(name: &str, given: String) -> String {
+    let lower = given.to_ascii_lowercase();
+    if lower != given {
+        say(&commands::notice(
+            "settings-image promote: repository lower-cased",
+            &format!(
+                "the input `{name}` is {given}; registries take lower-case names only, so {lower} is used"
+            ),
+        ));
+    }
+    lower
+}
+
 /// Reads the inputs into a promotion request (no I/O but the policy file).
 pub fn read_request(env: &Env) -> Result<promote::Request> {
-    let repository = inputs::required(env, "repository")?;
-    let from = inputs::required(env, "from")?;
-    let to = inputs::required(env, "to")?;
-    let force = inputs::boolean(env, "force", false)?;
-    let force = promote::break_glass(force, inputs::input(env, "reason").as_deref()).map_err(
-        |e| match e {
-            Error::Input { message, hint } => Error::Input {
-                message: message
-                    .replace("--force", "`force: true`")
-                    .replace("--reason", "`reason`"),
-                hint: hint.map(|h| {
-                    h.replace("--reason \"...\"", "`reason: ...`")
-                        .replace("--force", "`force: true`")
-                        .replace("--reason", "`reason`")
-                }),
-            },
-            other => other,
-        },
-    )?;
-    let policy = match inputs::input(env, "policy") {
+    let with: With = inputs::from_env(env)?;
+    let repository = lowered(
+        "repository",
+        inputs::require(with.repository, "repository")?,
+    );
+    let target_repository = with
+        .target_repository
+        .map(|r| lowered("target-repository", r));
+    let from = inputs::require(with.from, "from")?;
+    let to = inputs::require(with.to, "to")?;
+    let force = promote::break_glass(with.force.unwrap_or(false), with.reason.as_deref())?;
+    let policy = match with.policy {
         Some(p) => {
-            let workspace = match var(env, "GITHUB_WORKSPACE") {
-                Some(w) => PathBuf::from(w),
-                None => std::env::current_dir().map_err(|e| {
-                    Error::io(
-                        "reading the current directory (GITHUB_WORKSPACE is not set)",
-                        e,
-                    )
-                })?,
-            };
-            let path = inputs::workspace_path(&workspace, &p)?;
-            let text = std::fs::read_to_string(&path)
-                .map_err(|e| Error::io(format!("reading the policy {}", path.display()), e))?;
-            Policy::from_yaml(&text)?
+            let workspace = inputs::workspace(env)?;
+            let path = inputs::workspace_path(&workspace, "policy", &p)?;
+            let text = std::fs::read_to_string(&path).map_err(|e| {
+                Error::input(
+                    format!("the input `policy` ({p}) cannot be read: {e}"),
+                    Some(format!(
+                        "give the release policy's path relative to the repository root ({}), and check the file out before this step",
+                        workspace.display()
+                    )),
+                )
+            })?;
+            Policy::from_yaml(&text).map_err(|e| match e {
+                Error::Input { message, hint } => Error::Input {
+                    message: format!("the input `policy` ({p}): {message}"),
+                    hint,
+                },
+                other => other,
+            })?
         }
         None => Policy::default(),
     };
-    let login = super::login::resolve(env, &repository, false)?;
+    let at = with.at.as_deref().map(promote::parse_at).transpose()?;
+    let insecure = with.insecure.unwrap_or(false);
+    let login = super::login::resolve(env, &with.login, &repository, insecure)?;
     for n in &login.notices {
         say(&commands::warning(
             "settings-image promote: deprecated input",
@@ -100,12 +172,12 @@ pub fn read_request(env: &Env) -> Result<promote::Request> {
         repository,
         from,
         to,
-        target_repository: None,
+        target_repository,
         policy,
-        at: None,
+        at,
         force,
-        explain: false,
-        insecure: false,
+        explain: with.explain.unwrap_or(false),
+        insecure,
         credentials: login.credentials,
         login: login.login,
         actor,
@@ -265,6 +337,7 @@ pub fn run(env: &Env) -> i32 {
     for line in commands::mask_lines(env, &SECRET_INPUTS) {
         say(&line);
     }
+    super::debug::init(env.get("RUNNER_DEBUG").map(String::as_str));
     match promote(env) {
         Ok(out) => {
             print!("{}", out.human());
@@ -274,7 +347,7 @@ pub fn run(env: &Env) -> i32 {
             0
         }
         Err(err) => {
-            say(&commands::error_line(WHO, &err));
+            say(&commands::error_line(WHO, &err, WORDS));
             err.exit_code()
         }
     }
@@ -287,6 +360,63 @@ mod tests {
     use super::inputs::env_of as env;
 
     #[test]
+    fn the_struct_reads_exactly_the_inputs_promote_action_yml_declares() {
+        let (declared, read) = inputs::declared_and_read::<With>("promote/action.yml");
+        assert_eq!(read, declared);
+    }
+
+    #[test]
+    fn a_bad_policy_path_names_policy_and_registry_inputs_are_read() {
+        let ws = tempfile::tempdir().unwrap();
+        let base = [
+            ("GITHUB_WORKSPACE", ws.path().to_str().unwrap()),
+            ("INPUT_REPOSITORY", "ghcr.io/Acme/Settings"),
+            ("INPUT_FROM", "main"),
+            ("INPUT_TO", "prod"),
+        ];
+        for (policy, want) in [
+            ("../x.yaml", "leaves the workspace"),
+            ("missing.yaml", "cannot be read"),
+        ] {
+            let mut e = env(&base);
+            e.insert("INPUT_POLICY".into(), policy.into());
+            let err = read_request(&e).unwrap_err();
+            let line = commands::error_line(WHO, &err, WORDS);
+            assert!(
+                line.contains("the input `policy`") && line.contains(want),
+                "{line}"
+            );
+            assert!(!line.contains("`path`"), "{line}");
+        }
+        let mut e = env(&base);
+        for (k, v) in [
+            ("INPUT_USERNAME", "robot"),
+            ("INPUT_TOKEN", "tok"),
+            ("INPUT_PASSWORD", "pw"),
+            ("INPUT_INSECURE", "true"),
+            ("INPUT_TARGET-REPOSITORY", "ghcr.io/Acme/Prod"),
+            ("INPUT_EXPLAIN", "True"),
+            ("INPUT_AT", "2026-12-21T10:00:00Z"),
+        ] {
+            e.insert(k.into(), v.into());
+        }
+        let r = read_request(&e).unwrap();
+        assert_eq!(r.repository, "ghcr.io/acme/settings");
+        assert_eq!(r.target_repository.as_deref(), Some("ghcr.io/acme/prod"));
+        assert_eq!(r.credentials.unwrap().password, "pw");
+        assert!(r.insecure && r.explain);
+        assert_eq!(r.at.unwrap().to_string(), "2026-12-21T10:00:00Z");
+        e.insert("INPUT_AT".into(), "tomorrow".into());
+        let line = commands::error_line(WHO, &read_request(&e).unwrap_err(), WORDS);
+        assert!(line.contains("`at` \"tomorrow\" is not a time"), "{line}");
+        assert!(!line.contains("--"), "{line}");
+        assert_eq!(
+            commands::mask_lines(&e, &SECRET_INPUTS),
+            ["::add-mask::tok", "::add-mask::pw"]
+        );
+    }
+
+    #[test]
     fn break_glass_without_reason_is_an_input_error_in_action_words() {
         let e = env(&[
             ("INPUT_REPOSITORY", "localhost:5000/s"),
@@ -296,7 +426,7 @@ mod tests {
         ]);
         let err = read_request(&e).unwrap_err();
         assert_eq!(err.exit_code(), 2);
-        let line = commands::error_line(WHO, &err);
+        let line = commands::error_line(WHO, &err, WORDS);
         assert!(line.starts_with("::error title="), "{line}");
         assert!(line.contains("`reason"), "{line}");
     }

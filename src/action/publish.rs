@@ -6,6 +6,7 @@
 //! Order matters: the secrets are registered with `::add-mask::` before
 //! anything else is printed, so the runner hides them from every later line.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::commands::{self, say};
@@ -13,17 +14,84 @@ use super::inputs::{self, Env, EventPlan};
 use super::summary::{self, Facts};
 use crate::error::{Error, Result};
 use crate::history::{SourceMode, Token};
+use crate::image::Metadata;
 use crate::publish::forward::BranchReport;
 use crate::publish::registry::{self, Credentials};
 use crate::release::forward::AnomalyKind;
 use crate::report::Report;
 use crate::request::{self, Request, Target};
 
+/// The publish action's inputs (action.yml), as the runner passes them.
+/// Each field is one input (kebab-case); the runner sets every declared
+/// input, empty when the workflow does not, and empty reads as absent.
+#[derive(Debug, Default, serde::Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
+#[serde(rename_all = "kebab-case", default)]
+pub struct With {
+    /// The settings folder, relative to the workspace (required).
+    pub path: Option<String>,
+    /// The image repository (required); lower-cased as metadata-action does.
+    pub repository: Option<String>,
+    /// The prefix of the timestamp tag.
+    pub timestamp_tag: Option<String>,
+    /// Extra tags, newline or comma separated.
+    #[serde(deserialize_with = "inputs::items")]
+    pub tags: Vec<String>,
+    /// The login inputs (`login`, `github-token`, the deprecated `token`,
+    /// `username`, `password`, the provider facts), shared with promote.
+    #[serde(flatten)]
+    pub login: super::login::LoginWith,
+    /// `commit` or `worktree`.
+    #[serde(deserialize_with = "source_mode")]
+    #[cfg_attr(test, serde(serialize_with = "tests::as_unit"))]
+    pub source: Option<SourceMode>,
+    /// Plain HTTP to a non-loopback registry.
+    #[serde(deserialize_with = "inputs::flag")]
+    pub insecure: Option<bool>,
+    /// The guarded moving tag.
+    pub branch_tag: Option<String>,
+    /// Move the branch tag even when history diverged.
+    #[serde(deserialize_with = "inputs::flag")]
+    pub allow_rewind: Option<bool>,
+    /// Attach the provenance referrer (default true).
+    #[serde(deserialize_with = "inputs::flag")]
+    pub provenance: Option<bool>,
+    /// Write a job summary (default true).
+    #[serde(deserialize_with = "inputs::flag")]
+    pub summary: Option<bool>,
+    /// Push (default true); `false` builds and reports without pushing.
+    #[serde(deserialize_with = "inputs::flag")]
+    pub push: Option<bool>,
+    /// Manifest annotations, `KEY=VALUE` per line (metadata-action's
+    /// `annotations` output, `manifest:` level prefixes allowed).
+    #[serde(deserialize_with = "inputs::lines")]
+    pub annotations: Vec<String>,
+    /// Config labels, `KEY=VALUE` per line (metadata-action's `labels`).
+    #[serde(deserialize_with = "inputs::lines")]
+    pub labels: Vec<String>,
+}
+
+fn source_mode<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<SourceMode>, D::Error> {
+    use serde::Deserialize;
+    use serde::de::Error as _;
+    match Option::<String>::deserialize(d)?.as_deref() {
+        None | Some("commit") => Ok(Some(SourceMode::Commit)),
+        Some("worktree") => Ok(Some(SourceMode::Worktree)),
+        Some(other) => Err(D::Error::custom(format!(
+            "is {other:?}\nhint: use `commit` (the folder as the commit holds it) or `worktree` (as it is on disk)"
+        ))),
+    }
+}
+
 /// The publish inputs, read and checked.
 #[derive(Debug)]
 struct PublishInputs {
     path: PathBuf,
     repository: String,
+    /// The `repository` input as given, when it had to be lower-cased.
+    repository_given: Option<String>,
     timestamp_tag: Option<String>,
     tags: Vec<String>,
     credentials: Option<Credentials>,
@@ -34,7 +102,9 @@ struct PublishInputs {
     insecure: bool,
     summary: bool,
     provenance: bool,
+    push: bool,
     forward: request::Forward,
+    extra: Metadata,
 }
 
 /// The secret inputs, masked before anything is printed.
@@ -43,22 +113,86 @@ const SECRET_INPUTS: [&str; 3] = super::login::SECRET_INPUTS;
 /// The annotation title's subject.
 const WHO: &str = "settings-image";
 
+/// The CLI flags the core's errors name, in this action's inputs.
+pub const WORDS: commands::Words = &[
+    (
+        "--username with --password-stdin",
+        "`username` and `password`, or an OIDC `login` (docs/registries.md)",
+    ),
+    (
+        "--username and --password-stdin",
+        "`username` and `password`, or an OIDC `login` (docs/registries.md)",
+    ),
+    ("--source worktree", "`source: worktree`"),
+    ("--source commit", "`source: commit`"),
+    ("--timestamp-tag", "`timestamp-tag`"),
+    ("--password-stdin", "`password`"),
+    ("--no-provenance", "`provenance: false`"),
+    ("--allow-rewind", "`allow-rewind: true`"),
+    ("--force-pushed-from", "the push event's `before`"),
+    ("--branch-tag", "`branch-tag`"),
+    ("--repository", "`repository`"),
+    (
+        "--monolithic",
+        "settings-image push --monolithic (the CLI; the action uploads in chunks)",
+    ),
+    ("--username", "`username`"),
+    ("--insecure", "`insecure: true`"),
+    ("--revision", "the event's commit"),
+    ("--output", "the output directory"),
+    ("--source", "`source`"),
+    ("--path", "`path`"),
+    ("--tag", "`tags`"),
+];
+
+/// Reads `KEY=VALUE` lines of the `annotations` or `labels` input; a
+/// metadata-action level prefix (`manifest:`, `index,manifest:`) is
+/// understood, and lines for other levels only (`index:`) are skipped:
+/// the image is one manifest, without an index.
+fn key_values(name: &str, lines: &[String], levels: bool) -> Result<BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    for line in lines {
+        let Some((key, value)) = line.split_once('=') else {
+            return Err(Error::input(
+                format!("the input `{name}` has the line {line:?}, which is not KEY=VALUE"),
+                Some(format!(
+                    "give one KEY=VALUE per line, e.g. `{name}: ${{{{ steps.meta.outputs.{name} }}}}`"
+                )),
+            ));
+        };
+        let mut key = key.trim();
+        // `manifest:KEY`, `index,manifest:KEY`: a level list (no dots, no
+        // slashes, unlike any annotation key).
+        if let Some((level, rest)) = key
+            .split_once(':')
+            .filter(|(l, _)| levels && !l.contains('.') && !l.contains('/'))
+        {
+            if !level.split(',').any(|l| l.trim() == "manifest") {
+                log::debug!("{name}: {key} is not for the manifest, skipped");
+                continue;
+            }
+            key = rest.trim();
+        }
+        if key.is_empty() {
+            return Err(Error::input(
+                format!("the input `{name}` has the line {line:?}, with an empty key"),
+                Some("give one KEY=VALUE per line".to_string()),
+            ));
+        }
+        out.insert(key.to_string(), value.to_string());
+    }
+    Ok(out)
+}
+
 fn read_inputs(env: &Env) -> Result<PublishInputs> {
-    let path = inputs::required(env, "path")?;
-    let repository = inputs::required(env, "repository")?;
-    let workspace = match env.get("GITHUB_WORKSPACE").filter(|w| !w.trim().is_empty()) {
-        Some(w) => PathBuf::from(w),
-        None => std::env::current_dir().map_err(|e| {
-            Error::io(
-                "reading the current directory (GITHUB_WORKSPACE is not set)",
-                e,
-            )
-        })?,
-    };
-    let path = inputs::workspace_path(&workspace, &path)?;
+    let with: With = inputs::from_env(env)?;
+    let path = inputs::require(with.path, "path")?;
+    let given = inputs::require(with.repository, "repository")?;
+    let workspace = inputs::workspace(env)?;
+    let path = inputs::workspace_path(&workspace, "path", &path)?;
     check_no_symlink_escape(&workspace, &path)?;
-    let timestamp_tag = inputs::input(env, "timestamp-tag");
-    let tags = inputs::list(env, "tags");
+    let timestamp_tag = with.timestamp_tag;
+    let tags = with.tags;
     if timestamp_tag.is_none() && tags.is_empty() {
         return Err(Error::input(
             "neither `timestamp-tag` nor `tags` is set, so the image would have no tag",
@@ -68,23 +202,14 @@ fn read_inputs(env: &Env) -> Result<PublishInputs> {
             ),
         ));
     }
-    let source = match inputs::input(env, "source").as_deref() {
-        None | Some("commit") => SourceMode::Commit,
-        Some("worktree") => SourceMode::Worktree,
-        Some(other) => {
-            return Err(Error::input(
-                format!("the input `source` is {other:?}"),
-                Some(
-                    "use `commit` (the folder as the commit holds it) or `worktree` (as it is on disk)"
-                        .to_string(),
-                ),
-            ));
-        }
-    };
-    let insecure = inputs::boolean(env, "insecure", false)?;
-    let login = super::login::resolve(env, &repository, insecure)?;
+    // As docker/metadata-action does: a workflow cannot lower-case inside
+    // `with:`, and `github.repository_owner` keeps the owner's capitals.
+    let repository = given.to_ascii_lowercase();
+    let insecure = with.insecure.unwrap_or(false);
+    let login = super::login::resolve(env, &with.login, &repository, insecure)?;
     Ok(PublishInputs {
         path,
+        repository_given: (repository != given).then_some(given),
         repository,
         timestamp_tag,
         tags,
@@ -92,13 +217,19 @@ fn read_inputs(env: &Env) -> Result<PublishInputs> {
         login: login.login,
         notices: login.notices,
         github_token: login.github_token.and_then(Token::new),
-        source,
+        source: with.source.unwrap_or(SourceMode::Commit),
         insecure,
-        summary: inputs::boolean(env, "summary", true)?,
-        provenance: inputs::boolean(env, "provenance", true)?,
+        summary: with.summary.unwrap_or(true),
+        provenance: with.provenance.unwrap_or(true),
+        push: with.push.unwrap_or(true),
         forward: request::Forward {
-            branch_tag: inputs::input(env, "branch-tag"),
-            allow_rewind: inputs::boolean(env, "allow-rewind", false)?,
+            branch_tag: with.branch_tag,
+            allow_rewind: with.allow_rewind.unwrap_or(false),
+            forced_before: inputs::forced_push(env)?,
+        },
+        extra: Metadata {
+            annotations: key_values("annotations", &with.annotations, true)?,
+            labels: key_values("labels", &with.labels, false)?,
         },
     })
 }
@@ -143,10 +274,11 @@ pub fn run(env: &Env) -> i32 {
     for line in commands::mask_lines(env, &SECRET_INPUTS) {
         say(&line);
     }
+    super::debug::init(env.get("RUNNER_DEBUG").map(String::as_str));
     match publish(env) {
         Ok(()) => 0,
         Err(err) => {
-            say(&commands::error_line(WHO, &err));
+            say(&commands::error_line(WHO, &err, WORDS));
             err.exit_code()
         }
     }
@@ -156,6 +288,15 @@ fn publish(env: &Env) -> Result<()> {
     let mut inputs = read_inputs(env)?;
     for n in &inputs.notices {
         say(&commands::warning("settings-image: deprecated input", n));
+    }
+    if let Some(given) = &inputs.repository_given {
+        say(&commands::notice(
+            "settings-image: repository lower-cased",
+            &format!(
+                "the input `repository` is {given}; registries take lower-case names only, so the image goes to {}",
+                inputs.repository
+            ),
+        ));
     }
     let revision = match inputs::event_plan(env)? {
         EventPlan::Skip(why) => {
@@ -170,29 +311,61 @@ fn publish(env: &Env) -> Result<()> {
         }
         EventPlan::Build { revision } => revision,
     };
-    super::login::exchange_first(&mut inputs.credentials, inputs.login.as_ref())?;
+    if inputs.push {
+        super::login::exchange_first(&mut inputs.credentials, inputs.login.as_ref())?;
+    }
     ensure_temp_dir()?;
-    let req = Request {
-        path: inputs.path.clone(),
-        tags: inputs.tags.clone(),
-        target: Target::Registry(registry::Options {
+    // `push: false` builds into a throwaway OCI layout: the same image,
+    // digest and tags, and not one request to the registry.
+    let dry_run = if inputs.push {
+        None
+    } else {
+        Some(tempfile::tempdir().map_err(|e| Error::io("creating a temporary directory", e))?)
+    };
+    let target = match &dry_run {
+        None => Target::Registry(registry::Options {
             repository: inputs.repository.clone(),
             insecure: inputs.insecure,
             monolithic: false,
             credentials: inputs.credentials.clone(),
             login: inputs.login.clone().map(Box::new),
         }),
+        Some(dir) => {
+            registry::parse_repository(&inputs.repository)?;
+            Target::Layout(dir.path().join("layout"))
+        }
+    };
+    if dry_run.is_some() && inputs.forward.branch_tag.is_some() {
+        say(&commands::notice(
+            "settings-image: dry run",
+            "`push: false`: the branch tag is not looked at or moved",
+        ));
+    }
+    let req = Request {
+        path: inputs.path.clone(),
+        tags: inputs.tags.clone(),
+        target,
         source: inputs.source,
         timestamp_tag: inputs.timestamp_tag.clone(),
         github_token: inputs.github_token.clone(),
         revision: revision.clone(),
         // As `push` does by default: the commit, ref and run as a referrer.
-        provenance: inputs.provenance,
-        forward: inputs.forward.clone(),
+        provenance: inputs.provenance && inputs.push,
+        forward: if inputs.push {
+            inputs.forward.clone()
+        } else {
+            request::Forward::default()
+        },
+        extra: inputs.extra.clone(),
     };
     say(&format!(
-        "::group::settings-image: package {} and push to {}",
+        "::group::settings-image: package {} {} {}",
         inputs.path.display(),
+        if inputs.push {
+            "and push to"
+        } else {
+            "without pushing (push: false) for"
+        },
         inputs.repository
     ));
     let event = env.get("GITHUB_EVENT_NAME").map_or("", String::as_str);
@@ -208,42 +381,40 @@ fn publish(env: &Env) -> Result<()> {
     }
     say("::endgroup::");
     let report = result?;
-    let Some(push) = &report.push else {
-        return Err(Error::io(
-            "reading the push report",
-            std::io::Error::other("a registry push returned no push report"),
-        ));
-    };
-    say(&format!(
-        "{} {}",
-        if push.pushed {
-            "pushed"
-        } else {
-            "already in the registry, nothing pushed:"
-        },
-        push.reference
-    ));
+    let published = Published::of(&inputs, &report)?;
+    say(&match (&report.push, inputs.push) {
+        (_, false) => format!(
+            "dry run (push: false), nothing pushed: {}",
+            published.reference
+        ),
+        (Some(_), true) if published.pushed => format!("pushed {}", published.reference),
+        _ => format!(
+            "already in the registry, nothing pushed: {}",
+            published.reference
+        ),
+    });
     for w in &report.warnings {
         say(&commands::warning("settings-image", w));
     }
     if let Some(a) = &report.anomaly {
         let title = format!("settings-image: {}", a.kind.as_str());
         // A re-run of an older job is expected and harmless: a notice. The
-        // other two are ordering problems Flux will act on: warnings.
+        // others (a rewind, a same-second or backwards timestamp) are
+        // ordering problems Flux will act on: warnings.
         say(&match a.kind {
             AnomalyKind::RerunOfOlder => commands::notice(&title, &a.message),
             _ => commands::warning(&title, &a.message),
         });
     }
     if let Some(b) = &report.branch_tag {
-        let text = branch_text(b);
+        let text = branch_text(b, rewound(&report));
         say(&match b.outcome.as_str() {
             "rewound" => commands::warning("settings-image: branch tag rewound", &text),
             _ => commands::notice("settings-image: branch tag", &text),
         });
     }
     if let Some(out) = env.get("GITHUB_OUTPUT").filter(|p| !p.is_empty()) {
-        commands::append(Path::new(out), &outputs(&report))?;
+        commands::append(Path::new(out), &outputs(&report, &published))?;
     } else {
         say(&commands::warning(
             "settings-image: no outputs",
@@ -252,7 +423,7 @@ fn publish(env: &Env) -> Result<()> {
     }
     let summary_file = env.get("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty());
     if let (true, Some(file)) = (inputs.summary, summary_file) {
-        let facts = facts(env, &inputs, &report);
+        let facts = facts(env, &inputs, &report, &published);
         commands::append(
             Path::new(file),
             &commands::cap_summary(summary::render(&facts)),
@@ -261,23 +432,71 @@ fn publish(env: &Env) -> Result<()> {
     Ok(())
 }
 
+/// What a run published, in the outputs' terms.
+#[derive(Debug)]
+struct Published {
+    /// `NAME:TAG@sha256:...` (what it would be, on a dry run).
+    reference: String,
+    /// `NAME@sha256:...` once in the registry; empty on a dry run.
+    image: String,
+    /// True when the run changed anything in the registry: a new manifest,
+    /// blob or tag, or a branch tag created, moved or rewound.
+    pushed: bool,
+}
+
+impl Published {
+    fn of(inputs: &PublishInputs, report: &Report) -> Result<Published> {
+        if !inputs.push {
+            let tag = report.tags.first().map(String::as_str).unwrap_or("");
+            return Ok(Published {
+                reference: format!("{}:{tag}@{}", inputs.repository, report.digest),
+                image: String::new(),
+                pushed: false,
+            });
+        }
+        let Some(push) = &report.push else {
+            return Err(Error::io(
+                "reading the push report",
+                std::io::Error::other("a registry push returned no push report"),
+            ));
+        };
+        let branch_changed = report.branch_tag.as_ref().is_some_and(|b| {
+            matches!(b.outcome.as_str(), "created" | "moved" | "rewound") || b.repaired_to.is_some()
+        });
+        Ok(Published {
+            reference: push.reference.clone(),
+            image: format!("{}@{}", inputs.repository, report.digest),
+            pushed: push.pushed || branch_changed,
+        })
+    }
+}
+
 /// The step outputs in the runner's heredoc form.
-fn outputs(report: &Report) -> String {
-    let (reference, pushed) = report
-        .push
-        .as_ref()
-        .map_or((String::new(), false), |p| (p.reference.clone(), p.pushed));
+fn outputs(report: &Report, published: &Published) -> String {
+    let subject_name = published
+        .image
+        .split_once('@')
+        .map(|(name, _)| name.to_string())
+        .unwrap_or_default();
+    let subject_digest = if published.image.is_empty() {
+        String::new()
+    } else {
+        report.digest.clone()
+    };
     [
         ("digest", report.digest.clone()),
         ("tag", report.timestamp_tag.clone().unwrap_or_default()),
         ("tags", report.tags.join("\n")),
-        ("reference", reference),
+        ("reference", published.reference.clone()),
+        ("image", published.image.clone()),
+        ("subject-name", subject_name),
+        ("subject-digest", subject_digest),
         ("commit", report.commit.clone().unwrap_or_default()),
         (
             "timestamp",
             report.timestamp.map(|t| t.to_string()).unwrap_or_default(),
         ),
-        ("pushed", pushed.to_string()),
+        ("pushed", published.pushed.to_string()),
         (
             "anomaly",
             report
@@ -308,8 +527,17 @@ fn outputs(report: &Report) -> String {
     .collect()
 }
 
-/// One line on what happened to the branch tag.
-fn branch_text(b: &BranchReport) -> String {
+/// Whether the run reported a force-push back to an ancestor.
+fn rewound(report: &Report) -> bool {
+    report
+        .anomaly
+        .as_ref()
+        .is_some_and(|a| a.kind == AnomalyKind::RewoundHistory)
+}
+
+/// One line on what happened to the branch tag; `rewound` when a
+/// force-push moved the branch back to an ancestor.
+fn branch_text(b: &BranchReport, rewound: bool) -> String {
     let at = b
         .commit
         .as_deref()
@@ -324,6 +552,9 @@ fn branch_text(b: &BranchReport) -> String {
         "created" => "created",
         "moved" => "moved forward to this image",
         "unchanged" => "already pointed at this image",
+        "kept-newer" if rewound => {
+            "left on the newer commit the force-push dropped; set `allow-rewind: true` to move it back to this image"
+        }
         "kept-newer" => {
             "left where it is: it already names a newer commit (a re-run of an older job)"
         }
@@ -333,7 +564,7 @@ fn branch_text(b: &BranchReport) -> String {
     format!("{} {what}{at}{repaired}", b.name)
 }
 
-fn facts(env: &Env, inputs: &PublishInputs, report: &Report) -> Facts {
+fn facts(env: &Env, inputs: &PublishInputs, report: &Report, published: &Published) -> Facts {
     let non_empty = |k: &str| env.get(k).filter(|v| !v.trim().is_empty());
     let repository_url = match (
         non_empty("GITHUB_SERVER_URL"),
@@ -349,7 +580,7 @@ fn facts(env: &Env, inputs: &PublishInputs, report: &Report) -> Facts {
     let push = report.push.as_ref();
     Facts {
         repository: inputs.repository.clone(),
-        reference: push.map(|p| p.reference.clone()).unwrap_or_default(),
+        reference: published.reference.clone(),
         digest: report.digest.clone(),
         timestamp_tag: report.timestamp_tag.clone(),
         prefix: report.timestamp_tag.as_ref().and(prefix),
@@ -358,7 +589,7 @@ fn facts(env: &Env, inputs: &PublishInputs, report: &Report) -> Facts {
         repository_url,
         files: report.files,
         size: report.size,
-        pushed: push.is_some_and(|p| p.pushed),
+        pushed: published.pushed,
         uploaded_blobs: push.map_or(0, |p| p.uploaded_blobs),
         notes: report
             .anomaly
@@ -368,7 +599,7 @@ fn facts(env: &Env, inputs: &PublishInputs, report: &Report) -> Facts {
                 report
                     .branch_tag
                     .iter()
-                    .map(|b| format!("branch tag: {}", branch_text(b))),
+                    .map(|b| format!("branch tag: {}", branch_text(b, rewound(report)))),
             )
             .collect(),
     }
@@ -379,6 +610,113 @@ mod tests {
     use super::*;
 
     use super::inputs::env_of as env;
+
+    /// Serializes any field as `null` (only its name matters to the test).
+    pub(super) fn as_unit<T, S: serde::Serializer>(
+        _: &T,
+        s: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_unit()
+    }
+
+    #[test]
+    fn the_struct_reads_exactly_the_inputs_action_yml_declares() {
+        let (declared, read) = inputs::declared_and_read::<With>("action.yml");
+        assert_eq!(read, declared);
+    }
+
+    #[test]
+    fn metadata_action_lines_become_annotations_and_labels() {
+        let lines = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let a = key_values(
+            "annotations",
+            &lines(&[
+                "manifest:org.opencontainers.image.title=shop",
+                "index:org.opencontainers.image.title=skipped",
+                "index,manifest:org.opencontainers.image.version=main",
+                "org.opencontainers.image.description=a=b, c",
+            ]),
+            true,
+        )
+        .unwrap();
+        assert_eq!(
+            a,
+            BTreeMap::from([
+                (
+                    "org.opencontainers.image.description".to_string(),
+                    "a=b, c".to_string()
+                ),
+                (
+                    "org.opencontainers.image.title".to_string(),
+                    "shop".to_string()
+                ),
+                (
+                    "org.opencontainers.image.version".to_string(),
+                    "main".to_string()
+                ),
+            ])
+        );
+        let err = key_values("labels", &lines(&["no equals sign"]), false).unwrap_err();
+        assert!(err.to_string().contains("the input `labels`"), "{err}");
+    }
+
+    #[test]
+    fn hints_name_inputs_not_flags() {
+        for err in [
+            Error::Rewind {
+                tag: "r:main".into(),
+                current: "a".into(),
+                new: "b".into(),
+            },
+            Error::TagExists {
+                tag: "t".into(),
+                existing: "sha256:a".into(),
+                new: "sha256:b".into(),
+            },
+            crate::publish::registry::parse_repository("ghcr.io/Acme/Shop").unwrap_err(),
+            crate::publish::registry::parse_repository("ghcr.io/acme/shop:v1").unwrap_err(),
+            request::Request {
+                path: "x".into(),
+                tags: vec![],
+                target: Target::Registry(registry::Options {
+                    repository: "ghcr.io/a/b".into(),
+                    insecure: false,
+                    monolithic: false,
+                    credentials: None,
+                    login: None,
+                }),
+                source: SourceMode::Commit,
+                timestamp_tag: None,
+                github_token: None,
+                forward: request::Forward {
+                    branch_tag: Some("main".into()),
+                    allow_rewind: true,
+                    ..request::Forward::default()
+                },
+                provenance: true,
+                revision: None,
+                extra: Metadata::default(),
+            }
+            .validate()
+            .unwrap_err(),
+        ] {
+            let line = commands::error_line(WHO, &err, WORDS);
+            assert!(
+                !line.contains("--"),
+                "a CLI flag in the action's error: {line}"
+            );
+        }
+        let line = commands::error_line(
+            WHO,
+            &Error::Rewind {
+                tag: "r:main".into(),
+                current: "a".into(),
+                new: "b".into(),
+            },
+            WORDS,
+        );
+        assert!(line.contains("`allow-rewind: true`"), "{line}");
+    }
 
     #[test]
     fn masks_cover_both_secrets_and_their_lines() {
@@ -452,7 +790,11 @@ mod tests {
 
     #[test]
     fn an_error_line_carries_the_hint_escaped() {
-        let line = commands::error_line(WHO, &Error::input("bad: x", Some("do y".to_string())));
+        let line = commands::error_line(
+            WHO,
+            &Error::input("bad: x", Some("do y".to_string())),
+            WORDS,
+        );
         assert_eq!(
             line,
             "::error title=settings-image%3A invalid input::bad: x%0Ahint: do y"

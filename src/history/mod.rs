@@ -120,6 +120,11 @@ fn resolve(
     let repo_path = repo.display_path();
     match repo.last_change(revision)? {
         git::Walk::Found(commit) => {
+            log::debug!(
+                "history: the last commit that changed {repo_path} is {} (committer time {})",
+                commit.id,
+                commit.timestamp
+            );
             let content = commit.id.clone();
             Ok((
                 LastChange {
@@ -147,6 +152,10 @@ fn resolve(
             shallow,
             passed,
         } => {
+            log::debug!(
+                "history: the walk from {head} ends at {boundary} (shallow: {shallow}) after {} commits that did not change {repo_path}",
+                passed.len()
+            );
             let Some(api) = github::Api::from_env(token) else {
                 let what = if shallow {
                     "this is a shallow clone and its history ends"
@@ -164,7 +173,9 @@ fn resolve(
                     ),
                 ));
             };
+            log::debug!("history: asking the GitHub API for the last commit that changed {repo_path} from {head}");
             let mut commit = api.last_change(repo.repo_path(), &head)?;
+            log::debug!("history: the GitHub API names {}", commit.id);
             if passed.contains(&commit.id) {
                 return Err(Error::GitHub {
                     what: format!("list commits for {repo_path}"),
@@ -308,6 +319,11 @@ pub fn prepare(
         });
     };
     let source_url = github::source_url_from_env().or_else(|| repo.remote_url());
+    log::debug!(
+        "history: {} is in a git repository; source {mode:?}, history from {}",
+        path.display(),
+        revision.unwrap_or("HEAD")
+    );
     match mode {
         SourceMode::Commit => {
             let (lc, content) = resolve(&repo, path, revision, token)?;

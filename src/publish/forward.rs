@@ -17,7 +17,7 @@ use crate::image::ANNOTATION_REVISION;
 use crate::image::artifact::ManifestView;
 use crate::publish::registry::Client;
 use crate::release::channel::Stamped;
-use crate::release::forward::{self, Anomaly, BranchMove, Tagged};
+use crate::release::forward::{self, Anomaly, BranchMove, ForcedPush, Tagged};
 
 /// The most timestamp tags whose manifests are read for one check.
 const MAX_READ: usize = 64;
@@ -101,18 +101,19 @@ pub fn prefix_of(timestamp_tag: &str) -> &str {
 
 /// Checks a push of `commit` at `ts` under `new_tag` against the
 /// repository's timestamp tags of the same prefix (see
-/// [`forward::check`]).
+/// [`forward::check`]); `forced` when the push event rewrote the branch.
 pub fn check_anomaly(
     client: &Client,
     ancestry: &Ancestry,
     commit: &str,
     ts: u64,
     new_tag: &str,
+    forced: Option<&ForcedPush>,
 ) -> Result<Option<Anomaly>> {
     let tags = client.list_tags()?;
     let relevant = forward::relevant(prefix_of(new_tag), ts, &tags);
     let existing = tagged(client, relevant)?;
-    forward::check(commit, ts, new_tag, &existing, |a, d| {
+    forward::check(commit, ts, new_tag, &existing, forced, |a, d| {
         ancestry.is_ancestor(a, d)
     })
 }
@@ -135,18 +136,30 @@ pub struct BranchReport {
 
 /// Decides, before anything is pushed, whether branch tag `name` may move
 /// to `commit`; a diverged history is refused ([`Error::Rewind`]) unless
-/// `allow_rewind`.
+/// `allow_rewind`. After a force-push back to an ancestor (`forced`) the
+/// tag moves back only with `allow_rewind`, and is kept otherwise.
 pub fn plan_branch(
     client: &Client,
     ancestry: &Ancestry,
     name: &str,
     commit: &str,
     allow_rewind: bool,
+    forced: Option<&ForcedPush>,
 ) -> Result<BranchMove> {
     let current = revision_of(client, name)?;
-    let plan = forward::branch_move(commit, current.as_ref().map(|c| c.as_deref()), |a, d| {
-        ancestry.is_ancestor(a, d)
-    })?;
+    let plan = forward::branch_move(
+        commit,
+        current.as_ref().map(|c| c.as_deref()),
+        forced,
+        |a, d| ancestry.is_ancestor(a, d),
+    )?;
+    if let BranchMove::Rewound { current } = &plan
+        && !allow_rewind
+    {
+        return Ok(BranchMove::KeepNewer {
+            current: current.clone(),
+        });
+    }
     if let BranchMove::Diverged { current } = &plan
         && !allow_rewind
     {
@@ -179,7 +192,7 @@ pub fn move_branch(
         BranchMove::Forward => "moved",
         BranchMove::Same => "unchanged",
         BranchMove::KeepNewer { .. } => "kept-newer",
-        BranchMove::Diverged { .. } => "rewound",
+        BranchMove::Diverged { .. } | BranchMove::Rewound { .. } => "rewound",
     };
     let media_type = crate::image::MANIFEST_MEDIA_TYPE;
     let mut report = BranchReport {
@@ -199,6 +212,12 @@ pub fn move_branch(
             if now.map(|d| d.digest) != Some(crate::image::sha256_digest(manifest)) {
                 client.put_manifest(name, manifest, media_type)?;
             }
+        }
+        BranchMove::Rewound { .. } => {
+            // Moved back on purpose: the tagged descendants are the commits
+            // the force-push dropped, so no repair follows them.
+            client.put_manifest(name, manifest, media_type)?;
+            return Ok(report);
         }
         _ => {
             client.put_manifest(name, manifest, media_type)?;

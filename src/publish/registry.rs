@@ -733,6 +733,18 @@ impl Session {
         let mut attempt = 0;
         loop {
             attempt += 1;
+            log::debug!(
+                "registry: authenticating to {} for {} {}",
+                self.repo.host,
+                match self.access {
+                    Access::Pull => "pull",
+                    Access::Push => "push",
+                },
+                match &creds {
+                    Some(c) => format!("as {}", c.username),
+                    None => "anonymously".to_string(),
+                }
+            );
             match self
                 .oci
                 .auth(
@@ -791,6 +803,30 @@ impl Session {
         }
     }
 
+    /// One `debug` record per registry request (the action shows it as a
+    /// `::debug::` line under `RUNNER_DEBUG=1`): what, the URL without its
+    /// query (upload session state) and the status. Never a header.
+    fn debug_response(&self, what: &str, attempt: u32, sent: &reqwest::Result<Response>) {
+        if !log::log_enabled!(log::Level::Debug) {
+            return;
+        }
+        let (url, status) = match sent {
+            Ok(r) => (Some(r.url()), r.status().to_string()),
+            Err(e) => (e.url(), format!("failed: {}", error_chain(e))),
+        };
+        let url = url
+            .map(|u| format!("{}{}", u.origin().ascii_serialization(), u.path()))
+            .unwrap_or_default();
+        log::debug!(
+            "registry: {what}: {url} -> {status}{}",
+            if attempt > 1 {
+                format!(" (attempt {attempt})")
+            } else {
+                String::new()
+            }
+        );
+    }
+
     fn url(&self, path: &str) -> Result<Url> {
         self.base
             .join(path)
@@ -845,7 +881,9 @@ impl Session {
             let rb = make(self)?;
             self.requests.set(self.requests.get() + 1);
             let can_retry = retry && attempt < MAX_ATTEMPTS;
-            match rb.send().await {
+            let sent = rb.send().await;
+            self.debug_response(what, attempt, &sent);
+            match sent {
                 Ok(resp) if can_retry && is_transient_status(resp.status()) => {
                     let wait = retry_after(&resp).unwrap_or_else(|| backoff(attempt));
                     drop(resp);
@@ -1326,7 +1364,9 @@ impl Session {
             .headers(headers)
             .body(body);
         self.requests.set(self.requests.get() + 1);
-        match rb.send().await {
+        let sent = rb.send().await;
+        self.debug_response(what, 1, &sent);
+        match sent {
             Ok(resp) if resp.status() == expect => Ok(Ok(resp)),
             Ok(resp) if self.reauthenticate(resp.status()).await? => {
                 // A new token: start the upload over in a new session.

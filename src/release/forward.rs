@@ -6,7 +6,13 @@
 //!
 //! - [`check`] finds the anomalies Flux's numerical policy cannot see
 //!   through: two commits with the same timestamp, a timestamp that went
-//!   backwards, a re-run of an old job.
+//!   backwards (below a tagged ancestor, or below the prefix's highest tag
+//!   after history was rewritten), a re-run of an old job, and a
+//!   force-push that rewound the branch to an ancestor of what Flux serves.
+//!   A re-run and a rewind look the same in the registry (the new commit is
+//!   an ancestor of the newest tagged one); only the push event tells them
+//!   apart (`forced: true` and the branch's previous head `before`), so the
+//!   front end passes that along as a [`ForcedPush`].
 //! - [`branch_move`] decides whether a moving branch tag (`--branch-tag`)
 //!   may follow the new image, and [`repair_target`] where it should point
 //!   after racing runs.
@@ -36,6 +42,9 @@ pub enum AnomalyKind {
     BackwardsTimestamp,
     /// The new commit is an ancestor of the newest tagged one.
     RerunOfOlder,
+    /// A force-push rewound the branch to an ancestor of the newest tagged
+    /// commit, which the branch no longer has: Flux keeps serving it.
+    RewoundHistory,
 }
 
 impl AnomalyKind {
@@ -45,6 +54,7 @@ impl AnomalyKind {
             AnomalyKind::SameTimestamp => "same-timestamp",
             AnomalyKind::BackwardsTimestamp => "backwards-timestamp",
             AnomalyKind::RerunOfOlder => "rerun-of-older",
+            AnomalyKind::RewoundHistory => "rewound-history",
         }
     }
 }
@@ -60,6 +70,31 @@ pub struct Anomaly {
     /// The other tag involved.
     #[serde(skip)]
     pub other_tag: String,
+}
+
+/// A push that rewrote the branch: GitHub's push event with `forced: true`.
+/// `before` is the commit the branch named until then; the commits between
+/// the new head and `before` are no longer on the branch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForcedPush {
+    /// The branch's previous head (the payload's `before`), a full commit id.
+    pub before: String,
+}
+
+impl ForcedPush {
+    /// Whether the force-push dropped `commit` from the branch: it is
+    /// `before` or one of its ancestors (and, as the callers ask only about
+    /// commits that descend strictly from the new head, not on the branch
+    /// any more). When the ancestry cannot be told (`before` is usually
+    /// gone from a fresh clone and no GitHub API answers), the payload's
+    /// word wins: the commit is taken as dropped.
+    fn dropped(
+        &self,
+        commit: &str,
+        is_ancestor: &mut impl FnMut(&str, &str) -> Result<bool>,
+    ) -> bool {
+        commit == self.before || is_ancestor(commit, &self.before).unwrap_or(true)
+    }
 }
 
 /// The most ancestry questions [`check`] asks for the backwards case.
@@ -90,22 +125,27 @@ pub fn relevant<'a>(
 
 /// Checks a push of `commit` (full id) at committer time `ts` under
 /// `new_tag` against the `existing` timestamp tags of the same prefix
-/// (see [`relevant`]). `is_ancestor(a, d)` answers whether commit `a` is an
-/// ancestor of (or equal to) `d`. At most one anomaly is reported, the
-/// first of: re-run of an older commit, backwards timestamp, same
-/// timestamp.
+/// (see [`relevant`]). `forced` is set when the push event rewrote the
+/// branch. `is_ancestor(a, d)` answers whether commit `a` is an ancestor of
+/// (or equal to) `d`. At most one anomaly is reported, the first of:
+/// rewound history or re-run of an older commit (the newest tagged commit
+/// descends from this one; a rewind when a force-push dropped it),
+/// backwards timestamp (below a tagged ancestor, else below the prefix's
+/// highest tag, which Flux keeps serving either way), same timestamp.
 pub fn check(
     commit: &str,
     ts: u64,
     new_tag: &str,
     existing: &[Tagged],
+    forced: Option<&ForcedPush>,
     mut is_ancestor: impl FnMut(&str, &str) -> Result<bool>,
 ) -> Result<Option<Anomaly>> {
     let others: Vec<&Tagged> = existing
         .iter()
         .filter(|t| t.stamped.tag != new_tag && t.revision.as_deref() != Some(commit))
         .collect();
-    // (c) A re-run: the newest tagged commit descends from this one.
+    // (c) The newest tagged commit descends from this one: a re-run, or
+    // a force-push back to an ancestor.
     let newest = existing.iter().max_by(|a, b| {
         a.stamped
             .ts
@@ -118,6 +158,27 @@ pub fn check(
         && rev != commit
         && is_ancestor(commit, rev)?
     {
+        if let Some(f) = forced
+            && f.dropped(rev, &mut is_ancestor)
+        {
+            return Ok(Some(Anomaly {
+                kind: AnomalyKind::RewoundHistory,
+                message: format!(
+                    "a force-push rewound the branch from {} to {}, an ancestor of {rev}, which the branch no \
+                     longer has: Flux keeps serving {} (the dropped commit's content), because its timestamp is \
+                     higher than {new_tag}'s. To serve this commit's content, a new commit must carry it with a \
+                     current timestamp: push the dropped commits back and then a commit that reverts them, or \
+                     commit one more change to the folder on the rewound branch (an empty commit does not count; \
+                     edit a comment in a settings file). Into a gated channel, `promote --force --reason ...` then \
+                     releases it at once; promoting before that would copy {} into the channel",
+                    short(&f.before),
+                    short(commit),
+                    n.stamped.tag,
+                    n.stamped.tag
+                ),
+                other_tag: n.stamped.tag.clone(),
+            }));
+        }
         return Ok(Some(Anomaly {
             kind: AnomalyKind::RerunOfOlder,
             message: format!(
@@ -155,6 +216,38 @@ pub fn check(
                 other_tag: t.stamped.tag.clone(),
             }));
         }
+    }
+    // (b') No tagged ancestor is higher, but the prefix's highest tag is:
+    // its commit is not in this history (a force-push to a new line of
+    // commits). Flux orders numbers, not history, and keeps serving it.
+    if let Some(n) = newest
+        && n.stamped.ts > ts
+        && n.stamped.tag != new_tag
+        && n.revision.as_deref() != Some(commit)
+    {
+        let what = match &forced {
+            Some(f) => format!(
+                "a force-push rewrote the branch (it named {} before)",
+                short(&f.before)
+            ),
+            None => "history was rewritten (a force-push or reset)".to_string(),
+        };
+        return Ok(Some(Anomaly {
+            kind: AnomalyKind::BackwardsTimestamp,
+            message: format!(
+                "the committer time of {} ({ts}) is lower than that of {} ({}), whose commit {} is not in this \
+                 commit's history: {what}. Flux's numerical policy keeps serving {}, content the branch no longer \
+                 has, and ignores {new_tag} until a commit with a later time. Fix: commit one more change to the \
+                 folder with a correct clock (an empty commit does not count; edit a comment in a settings file), \
+                 or merge through GitHub, which stamps the time itself",
+                short(commit),
+                n.stamped.tag,
+                n.stamped.ts,
+                n.revision.as_deref().map_or("(none recorded)", short),
+                n.stamped.tag
+            ),
+            other_tag: n.stamped.tag.clone(),
+        }));
     }
     // (a) The same second, another commit.
     let sha7 = commit.get(..7).unwrap_or(commit);
@@ -194,6 +287,13 @@ pub enum BranchMove {
         /// The commit the tag records.
         current: String,
     },
+    /// The new commit is an ancestor of the tagged one, and a force-push
+    /// dropped the tagged one from the branch: the tag moves back only
+    /// when rewinding is allowed (else it is kept, as [`Self::KeepNewer`]).
+    Rewound {
+        /// The commit the tag records, no longer on the branch.
+        current: String,
+    },
     /// Neither descends from the other (history was rewritten), or the
     /// tagged image records no commit: refused unless rewinding is allowed.
     Diverged {
@@ -204,10 +304,12 @@ pub enum BranchMove {
 
 /// Decides whether the branch tag may move from the image recording
 /// `current` (`None`: the tag does not exist; `Some(None)`: it exists
-/// but records no commit) to `commit`.
+/// but records no commit) to `commit`; `forced` when the push event
+/// rewrote the branch.
 pub fn branch_move(
     commit: &str,
     current: Option<Option<&str>>,
+    forced: Option<&ForcedPush>,
     mut is_ancestor: impl FnMut(&str, &str) -> Result<bool>,
 ) -> Result<BranchMove> {
     let Some(current) = current else {
@@ -223,9 +325,13 @@ pub fn branch_move(
         return Ok(BranchMove::Forward);
     }
     if is_ancestor(commit, current)? {
-        return Ok(BranchMove::KeepNewer {
-            current: current.to_string(),
-        });
+        let current = current.to_string();
+        if let Some(f) = forced
+            && f.dropped(&current, &mut is_ancestor)
+        {
+            return Ok(BranchMove::Rewound { current });
+        }
+        return Ok(BranchMove::KeepNewer { current });
     }
     Ok(BranchMove::Diverged {
         current: Some(current.to_string()),
@@ -296,31 +402,157 @@ mod tests {
     #[test]
     fn normal_push_has_no_anomaly() {
         let existing = [tagged(100, 1), tagged(200, 2)];
-        let a = check(&id(3), 300, "main-300-3000000", &existing, linear).unwrap();
+        let a = check(&id(3), 300, "main-300-3000000", &existing, None, linear).unwrap();
         assert_eq!(a, None);
         // Re-pushing the newest tag itself is normal too.
-        let a = check(&id(2), 200, "main-200-2000000", &existing, linear).unwrap();
+        let a = check(&id(2), 200, "main-200-2000000", &existing, None, linear).unwrap();
         assert_eq!(a, None);
     }
 
     #[test]
     fn anomalies() {
         let existing = [tagged(100, 1), tagged(200, 2)];
-        let a = check(&id(1), 100, "main-100-1000000", &existing, linear)
+        let a = check(&id(1), 100, "main-100-1000000", &existing, None, linear)
             .unwrap()
             .unwrap();
         assert_eq!(a.kind, AnomalyKind::RerunOfOlder);
         assert_eq!(a.other_tag, "main-200-2000000");
-        let a = check(&id(3), 150, "main-150-3000000", &existing, linear)
+        let a = check(&id(3), 150, "main-150-3000000", &existing, None, linear)
             .unwrap()
             .unwrap();
         assert_eq!(a.kind, AnomalyKind::BackwardsTimestamp);
         assert!(a.message.contains("--committer-date-is-author-date"));
-        let a = check(&id(3), 200, "main-200-3000000", &existing, linear)
+        let a = check(&id(3), 200, "main-200-3000000", &existing, None, linear)
             .unwrap()
             .unwrap();
         assert_eq!(a.kind, AnomalyKind::SameTimestamp);
         assert_eq!(a.other_tag, "main-200-2000000");
+    }
+
+    /// History 1 -> 2 -> 3 (dropped by a force-push back to 2 or to the
+    /// side line 2 -> 5), and 2 -> 4 (pushed after the rewind).
+    fn forked(a: &str, d: &str) -> Result<bool> {
+        let (a, d) = (&a[..1], &d[..1]);
+        let line: &[&str] = match d {
+            "1" => &["1"],
+            "2" => &["1", "2"],
+            "3" => &["1", "2", "3"],
+            "4" => &["1", "2", "4"],
+            "5" => &["1", "2", "5"],
+            _ => &[],
+        };
+        Ok(line.contains(&a))
+    }
+
+    #[test]
+    fn a_force_push_back_to_an_ancestor_is_a_rewind_not_a_rerun() {
+        let existing = [tagged(200, 2), tagged(300, 3)];
+        let forced = ForcedPush { before: id(3) };
+        let a = check(
+            &id(2),
+            200,
+            "main-200-2000000",
+            &existing,
+            Some(&forced),
+            forked,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(a.kind, AnomalyKind::RewoundHistory);
+        assert_eq!(a.other_tag, "main-300-3000000");
+        assert!(
+            a.message.contains("Flux keeps serving main-300-3000000"),
+            "{}",
+            a.message
+        );
+        assert!(a.message.contains("reverts"), "{}", a.message);
+        // Without the payload's word it is a re-run.
+        let a = check(&id(2), 200, "main-200-2000000", &existing, None, forked)
+            .unwrap()
+            .unwrap();
+        assert_eq!(a.kind, AnomalyKind::RerunOfOlder);
+        // A re-run of the forced push's job after the branch moved on to 4:
+        // 4 was not dropped, so a re-run.
+        let existing = [tagged(200, 2), tagged(300, 3), tagged(400, 4)];
+        let a = check(
+            &id(2),
+            200,
+            "main-200-2000000",
+            &existing,
+            Some(&forced),
+            forked,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(a.kind, AnomalyKind::RerunOfOlder);
+        assert_eq!(a.other_tag, "main-400-4000000");
+        // `before` cannot be ordered (gone from the clone, no API): the
+        // payload's word wins.
+        let unknown_before = |a: &str, d: &str| {
+            if d == id(3) {
+                Err(crate::error::Error::input("cannot tell", None))
+            } else {
+                forked(a, d)
+            }
+        };
+        let existing = [tagged(100, 1), tagged(200, 2)];
+        let a = check(
+            &id(1),
+            100,
+            "main-100-1000000",
+            &existing,
+            Some(&forced),
+            unknown_before,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(a.kind, AnomalyKind::RewoundHistory);
+    }
+
+    #[test]
+    fn a_lower_timestamp_than_an_orphaned_tag_is_backwards() {
+        // 3 (t=300) was force-pushed away; 5 on the new line has t=250.
+        let existing = [tagged(200, 2), tagged(300, 3)];
+        let forced = ForcedPush { before: id(3) };
+        for f in [Some(&forced), None] {
+            let a = check(&id(5), 250, "main-250-5000000", &existing, f, forked)
+                .unwrap()
+                .unwrap();
+            assert_eq!(a.kind, AnomalyKind::BackwardsTimestamp);
+            assert_eq!(a.other_tag, "main-300-3000000");
+            assert!(
+                a.message.contains("keeps serving main-300-3000000"),
+                "{}",
+                a.message
+            );
+        }
+        // Higher than the orphan: Flux moves to it, nothing to say.
+        assert_eq!(
+            check(
+                &id(5),
+                350,
+                "main-350-5000000",
+                &existing,
+                Some(&forced),
+                forked
+            )
+            .unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn a_rewound_branch_tag_moves_back_only_when_dropped() {
+        let forced = ForcedPush { before: id(3) };
+        assert_eq!(
+            branch_move(&id(2), Some(Some(&id(3))), Some(&forced), forked).unwrap(),
+            BranchMove::Rewound { current: id(3) }
+        );
+        // The tag names 4, pushed after the rewind: a re-run keeps it.
+        assert_eq!(
+            branch_move(&id(2), Some(Some(&id(4))), Some(&forced), forked).unwrap(),
+            BranchMove::KeepNewer { current: id(4) }
+        );
     }
 
     #[test]
@@ -348,30 +580,30 @@ mod tests {
     #[test]
     fn branch_moves() {
         assert_eq!(
-            branch_move(&id(2), None, linear).unwrap(),
+            branch_move(&id(2), None, None, linear).unwrap(),
             BranchMove::Create
         );
         assert_eq!(
-            branch_move(&id(2), Some(Some(&id(1))), linear).unwrap(),
+            branch_move(&id(2), Some(Some(&id(1))), None, linear).unwrap(),
             BranchMove::Forward
         );
         assert_eq!(
-            branch_move(&id(2), Some(Some(&id(2))), linear).unwrap(),
+            branch_move(&id(2), Some(Some(&id(2))), None, linear).unwrap(),
             BranchMove::Same
         );
         assert_eq!(
-            branch_move(&id(1), Some(Some(&id(2))), linear).unwrap(),
+            branch_move(&id(1), Some(Some(&id(2))), None, linear).unwrap(),
             BranchMove::KeepNewer { current: id(2) }
         );
         let never = |_: &str, _: &str| Ok(false);
         assert_eq!(
-            branch_move(&id(1), Some(Some(&id(2))), never).unwrap(),
+            branch_move(&id(1), Some(Some(&id(2))), None, never).unwrap(),
             BranchMove::Diverged {
                 current: Some(id(2))
             }
         );
         assert_eq!(
-            branch_move(&id(1), Some(None), linear).unwrap(),
+            branch_move(&id(1), Some(None), None, linear).unwrap(),
             BranchMove::Diverged { current: None }
         );
     }

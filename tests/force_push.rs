@@ -1,0 +1,685 @@
+//! Forward-only under force-pushes, as GitHub runs it: `settings-image
+//! action` with the runner's inputs (action.yml's defaults), a real
+//! `docker-registry` on loopback, and push events made from the real
+//! payload `tests/fixtures/github/push/branch-push-1-commit.octokit-webhooks-js.json`
+//! with the fields a forced push sets (`forced: true`, `before`, `after`,
+//! `commits: []`, `head_commit.id`).
+//!
+//! The checkout is what actions/checkout leaves after a force-push: a fresh
+//! clone of the rewritten branch, so the dropped commit is not in it. GitHub
+//! still knows it, and its compare API is played by a loopback stub that
+//! asks git in the origin repository (which keeps the dropped objects).
+//!
+//! Each scenario asserts the anomaly (output and annotation level and
+//! text), the branch tag (output and what the registry holds), and Flux's
+//! pick, computed here from the Flux documentation independently of the
+//! crate.
+
+mod common;
+mod support_registry;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+use support_registry::{Auth, Registry, bin, require};
+
+const DIR: &str = "configs/shop";
+const GH_REPOSITORY: &str = "acme/settings";
+const TOKEN: &str = "ghs_F0rcedPushT0kenNeverPrinted";
+
+/// The settings repository on "GitHub": the origin every run clones.
+struct Origin {
+    tmp: tempfile::TempDir,
+    dir: PathBuf,
+}
+
+fn git_in(home: &Path, cwd: &Path, args: &[&str], time: Option<i64>) -> String {
+    let mut c = Command::new(require("git"));
+    c.current_dir(cwd)
+        .env("HOME", home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", home.join("gitconfig"))
+        .env("GIT_AUTHOR_NAME", "A")
+        .env("GIT_AUTHOR_EMAIL", "a@example.com")
+        .env("GIT_COMMITTER_NAME", "C")
+        .env("GIT_COMMITTER_EMAIL", "c@example.com")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE");
+    if let Some(t) = time {
+        let d = format!("@{t} +0000");
+        c.env("GIT_AUTHOR_DATE", &d).env("GIT_COMMITTER_DATE", &d);
+    }
+    let out = c.args(args).output().expect("git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+impl Origin {
+    fn new() -> Origin {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("origin");
+        std::fs::create_dir_all(tmp.path().join("home")).expect("home");
+        std::fs::create_dir_all(dir.join(DIR)).expect("dir");
+        let o = Origin { tmp, dir };
+        o.git(&["init", "-q", "-b", "main"], None);
+        o
+    }
+
+    fn home(&self) -> PathBuf {
+        self.tmp.path().join("home")
+    }
+
+    fn git(&self, args: &[&str], time: Option<i64>) -> String {
+        git_in(&self.home(), &self.dir, args, time)
+    }
+
+    /// Commits `app.yaml` with `content` at committer time `t`.
+    fn change(&self, content: &str, t: i64) -> String {
+        std::fs::write(self.dir.join(DIR).join("app.yaml"), content).expect("write");
+        self.git(&["add", "-A"], None);
+        self.git(&["commit", "-q", "-m", content.trim()], Some(t));
+        self.git(&["rev-parse", "HEAD"], None)
+    }
+
+    /// The force-push: the branch now names `commit`; the dropped commits
+    /// stay in the object store, as on GitHub.
+    fn force_to(&self, commit: &str) {
+        self.git(&["reset", "-q", "--hard", commit], None);
+    }
+
+    /// What actions/checkout leaves with `fetch-depth: 0`: a fresh clone of
+    /// the branch as it is now.
+    fn checkout(&self, name: &str) -> PathBuf {
+        let p = self.tmp.path().join(name);
+        self.git(
+            &[
+                "clone",
+                "-q",
+                &format!("file://{}", self.dir.display()),
+                p.to_str().expect("utf-8"),
+            ],
+            None,
+        );
+        p
+    }
+
+    /// Whether the clone at `ws` has `commit` (a dropped one must not).
+    fn has(&self, ws: &Path, commit: &str) -> bool {
+        Command::new("git")
+            .current_dir(ws)
+            .env("HOME", self.home())
+            .args(["cat-file", "-e", &format!("{commit}^{{commit}}")])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .expect("git")
+            .success()
+    }
+}
+
+/// A `push` event payload: the real one with `before`/`after`, the ref, and
+/// for a forced push `forced: true` and `commits: []`.
+fn payload(dir: &Path, name: &str, before: &str, after: &str, forced: bool) -> PathBuf {
+    let real = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/github/push/branch-push-1-commit.octokit-webhooks-js.json");
+    let text = std::fs::read_to_string(&real).expect("the real push payload");
+    let mut v: Value = serde_json::from_str(&text).expect("JSON");
+    assert_eq!(v["forced"], false, "the fixture is a normal push");
+    v["ref"] = "refs/heads/main".into();
+    v["before"] = before.into();
+    v["after"] = after.into();
+    v["head_commit"]["id"] = after.into();
+    if forced {
+        v["forced"] = true.into();
+        v["commits"] = Value::Array(Vec::new());
+    }
+    let p = dir.join(format!("{name}.json"));
+    std::fs::write(&p, v.to_string()).expect("write payload");
+    p
+}
+
+/// GitHub's compare API for the origin, played by git in it (it keeps the
+/// dropped commits, as GitHub does). Returns the API base URL and the
+/// pairs asked.
+fn compare_api(origin: &Origin) -> (String, common::github::Asked) {
+    let (dir, home) = (origin.dir.clone(), origin.home());
+    let is_ancestor = move |a: &str, d: &str| {
+        Command::new("git")
+            .current_dir(&dir)
+            .env("HOME", &home)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .args(["merge-base", "--is-ancestor", a, d])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .expect("git")
+            .success()
+    };
+    common::github::compare_api(GH_REPOSITORY, move |base, head| {
+        if base == head {
+            "identical"
+        } else if is_ancestor(base, head) {
+            "ahead"
+        } else if is_ancestor(head, base) {
+            "behind"
+        } else {
+            "diverged"
+        }
+    })
+}
+
+/// One action run.
+struct Step {
+    code: i32,
+    stdout: String,
+    outputs: std::collections::HashMap<String, String>,
+    summary: String,
+}
+
+impl Step {
+    fn out(&self, name: &str) -> &str {
+        self.outputs
+            .get(name)
+            .unwrap_or_else(|| panic!("no output {name}: {:?}\n{}", self.outputs, self.stdout))
+    }
+
+    fn ok(&self) -> &Step {
+        assert_eq!(self.code, 0, "the action failed:\n{}", self.stdout);
+        self
+    }
+
+    /// The annotation line of `level` (`warning`, `notice`, `error`) whose
+    /// title is `title`, its message unescaped.
+    fn annotation(&self, level: &str, title: &str) -> Option<String> {
+        let head = format!("::{level} title={}::", title.replace(':', "%3A"));
+        self.stdout.lines().find_map(|l| {
+            l.strip_prefix(&head).map(|m| {
+                m.replace("%0A", "\n")
+                    .replace("%0D", "\r")
+                    .replace("%25", "%")
+            })
+        })
+    }
+}
+
+/// The `name<<DELIM` heredocs the action writes to `$GITHUB_OUTPUT`.
+fn parse_outputs(text: &str) -> std::collections::HashMap<String, String> {
+    let mut out = std::collections::HashMap::new();
+    let mut lines = text.lines();
+    while let Some(head) = lines.next() {
+        let (name, delim) = head.split_once("<<").expect("heredoc entry");
+        let mut value = Vec::new();
+        for l in lines.by_ref() {
+            if l == delim {
+                break;
+            }
+            value.push(l);
+        }
+        out.insert(name.to_string(), value.join("\n"));
+    }
+    out
+}
+
+/// The `INPUT_*` variables the runner sets: `with`, else action.yml's
+/// default (`github.token` and `github.actor` filled in), else empty.
+fn runner_inputs(with: &[(&str, &str)]) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("action.yml"))
+        .expect("action.yml");
+    let action: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).expect("YAML");
+    let declared = action["inputs"].as_mapping().expect("inputs");
+    for (n, _) in with {
+        assert!(declared.contains_key(*n), "action.yml has no input {n}");
+    }
+    declared
+        .iter()
+        .map(|(name, spec)| {
+            let name = name.as_str().expect("name");
+            let value = match with.iter().find(|(n, _)| *n == name) {
+                Some((_, v)) => v.to_string(),
+                None => match &spec["default"] {
+                    serde_yaml_ng::Value::String(d) => d
+                        .replace("${{ github.token }}", TOKEN)
+                        .replace("${{ github.actor }}", "octocat"),
+                    _ => String::new(),
+                },
+            };
+            (format!("INPUT_{}", name.to_uppercase()), value)
+        })
+        .collect()
+}
+
+/// Runs `settings-image action` in checkout `ws` for the push event at
+/// `event`, with `api` as GitHub's API.
+fn run_action(ws: &Path, event: &Path, api: &str, with: &[(&str, &str)]) -> Step {
+    let files = tempfile::tempdir().expect("file commands");
+    let output = files.path().join("output");
+    let summary = files.path().join("summary");
+    std::fs::write(&output, "").expect("output");
+    std::fs::write(&summary, "").expect("summary");
+    let sha = Command::new("git")
+        .current_dir(ws)
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .expect("git");
+    let sha = String::from_utf8_lossy(&sha.stdout).trim().to_string();
+    let out = Command::new(bin())
+        .arg("action")
+        .env_clear()
+        .env("HOME", files.path())
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .envs([
+            ("CI", "true"),
+            ("GITHUB_ACTIONS", "true"),
+            ("GITHUB_ACTOR", "octocat"),
+            ("GITHUB_API_URL", api),
+            ("GITHUB_EVENT_NAME", "push"),
+            ("GITHUB_EVENT_PATH", event.to_str().expect("utf-8")),
+            ("GITHUB_OUTPUT", output.to_str().expect("utf-8")),
+            ("GITHUB_REF", "refs/heads/main"),
+            ("GITHUB_REF_NAME", "main"),
+            ("GITHUB_REPOSITORY", GH_REPOSITORY),
+            ("GITHUB_RUN_ATTEMPT", "1"),
+            ("GITHUB_RUN_ID", "77"),
+            ("GITHUB_SERVER_URL", "https://github.com"),
+            ("GITHUB_SHA", &sha),
+            ("GITHUB_STEP_SUMMARY", summary.to_str().expect("utf-8")),
+            ("GITHUB_WORKSPACE", ws.to_str().expect("utf-8")),
+        ])
+        .envs(runner_inputs(with))
+        .current_dir(ws)
+        .output()
+        .expect("run settings-image action");
+    let stdout =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let mask = format!("::add-mask::{TOKEN}");
+    assert!(
+        stdout.lines().all(|l| l == mask || !l.contains(TOKEN)),
+        "the token leaked: {stdout}"
+    );
+    Step {
+        code: out.status.code().unwrap_or(-1),
+        stdout,
+        outputs: parse_outputs(&std::fs::read_to_string(&output).expect("output")),
+        summary: std::fs::read_to_string(&summary).expect("summary"),
+    }
+}
+
+/// GET over plain HTTP with curl: status and body.
+fn curl(url: &str, accept: Option<&str>) -> (u16, String) {
+    let mut c = Command::new(require("curl"));
+    c.args(["-s", "-w", "\n%{http_code}"]);
+    if let Some(a) = accept {
+        c.args(["-H", &format!("Accept: {a}")]);
+    }
+    let out = c.arg(url).output().expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let (body, code) = text.rsplit_once('\n').expect("status line");
+    (code.trim().parse().expect("status"), body.to_string())
+}
+
+fn tags(reg: &Registry, name: &str) -> BTreeSet<String> {
+    let (code, body) = curl(&format!("http://{}/v2/{name}/tags/list", reg.host()), None);
+    assert_eq!(code, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).expect("tags JSON");
+    v["tags"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|t| t.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The revision annotation of the image under `tag`.
+fn revision(reg: &Registry, name: &str, tag: &str) -> String {
+    let (code, body) = curl(
+        &format!("http://{}/v2/{name}/manifests/{tag}", reg.host()),
+        Some("application/vnd.oci.image.manifest.v1+json"),
+    );
+    assert_eq!(code, 200, "{tag}: {body}");
+    let v: Value = serde_json::from_str(&body).expect("manifest JSON");
+    v["annotations"]["org.opencontainers.image.revision"]
+        .as_str()
+        .expect("revision")
+        .to_string()
+}
+
+/// Flux's ImagePolicy `filterTags.pattern: '^main-(?P<ts>[0-9]+)-[0-9a-f]{7}$'`,
+/// `extract: '$ts'`, `policy.numerical.order: asc`: the tag with the
+/// highest number (written from the Flux documentation, not the crate).
+fn flux_pick(tags: &BTreeSet<String>) -> String {
+    let re = regex::Regex::new(r"^main-(?P<ts>[0-9]+)-[0-9a-f]{7}$").expect("regex");
+    let numbered: Vec<(f64, &String)> = tags
+        .iter()
+        .filter_map(|t| Some((re.captures(t)?["ts"].parse::<f64>().ok()?, t)))
+        .collect();
+    let max = numbered
+        .iter()
+        .map(|(n, _)| *n)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let top: Vec<&String> = numbered
+        .into_iter()
+        .filter(|(n, _)| *n == max)
+        .map(|(_, t)| t)
+        .collect();
+    assert_eq!(top.len(), 1, "Flux's pick is ambiguous: {top:?}");
+    top[0].clone()
+}
+
+fn tag_of(ts: i64, commit: &str) -> String {
+    format!("main-{ts}-{}", &commit[..7])
+}
+
+#[test]
+fn a_force_push_back_to_an_ancestor_is_a_rewound_history_warning_not_a_rerun() {
+    let reg = Registry::start(Auth::None);
+    let name = "acme/rewind";
+    let repository = format!("{}/{name}", reg.host());
+    let origin = Origin::new();
+    let (api, asked) = compare_api(&origin);
+    let events = tempfile::tempdir().expect("events");
+    let with = [
+        ("path", DIR),
+        ("repository", repository.as_str()),
+        ("timestamp-tag", "main"),
+        ("branch-tag", "main"),
+    ];
+    let zero = "0".repeat(40);
+    // A (t=100) and B (t=200), each published by its own normal push.
+    let a = origin.change("replicas: 1\n", 1_700_000_100);
+    let ws = origin.checkout("run-a");
+    let first = run_action(
+        &ws,
+        &payload(events.path(), "a", &zero, &a, false),
+        &api,
+        &with,
+    );
+    assert_eq!(first.ok().out("branch-tag"), "created");
+    let b = origin.change("replicas: 9\n", 1_700_000_200);
+    let ws = origin.checkout("run-b");
+    let second = run_action(
+        &ws,
+        &payload(events.path(), "b", &a, &b, false),
+        &api,
+        &with,
+    );
+    assert_eq!(second.ok().out("branch-tag"), "moved");
+    assert_eq!(second.out("anomaly"), "");
+
+    // `git push --force origin A:main`: the branch loses B.
+    origin.force_to(&a);
+    let ws = origin.checkout("run-forced");
+    assert!(!origin.has(&ws, &b), "B is gone from the fresh checkout");
+    let forced = payload(events.path(), "forced", &b, &a, true);
+    let step = run_action(&ws, &forced, &api, &with);
+    step.ok();
+    // B is not in the checkout: GitHub ordered A against it.
+    assert!(
+        asked
+            .lock()
+            .expect("lock")
+            .contains(&(a.clone(), b.clone())),
+        "{asked:?}"
+    );
+    let all = tags(&reg, name);
+    // Flux keeps serving B's content: its tag has the higher number.
+    let pick = flux_pick(&all);
+    assert_eq!(pick, tag_of(1_700_000_200, &b));
+    assert_eq!(step.out("anomaly"), "rewound-history");
+    assert_eq!(step.out("tag"), tag_of(1_700_000_100, &a));
+    assert_eq!(step.out("pushed"), "false", "A's tag was already there");
+    let message = step.out("anomaly-message");
+    for needle in [
+        format!("Flux keeps serving {pick}"),
+        format!("from {}", &b[..12]),
+        format!("to {}", &a[..12]),
+        "reverts".to_string(),
+        "promote --force".to_string(),
+    ] {
+        assert!(message.contains(&needle), "{needle:?} not in {message}");
+    }
+    // A warning, with the same text; not the re-run notice.
+    let warning = step
+        .annotation("warning", "settings-image: rewound-history")
+        .unwrap_or_else(|| panic!("no rewound-history warning:\n{}", step.stdout));
+    assert_eq!(warning, message);
+    assert!(
+        step.annotation("notice", "settings-image: rerun-of-older")
+            .is_none(),
+        "{}",
+        step.stdout
+    );
+    assert!(step.summary.contains("rewound-history"), "{}", step.summary);
+    // Without allow-rewind the branch tag stays on B, and says how to move it.
+    assert_eq!(step.out("branch-tag"), "kept-newer");
+    assert_eq!(revision(&reg, name, "main"), b);
+    let note = step
+        .annotation("notice", "settings-image: branch tag")
+        .unwrap_or_else(|| panic!("no branch tag notice:\n{}", step.stdout));
+    assert!(note.contains("allow-rewind: true"), "{note}");
+    assert!(!note.contains("re-run"), "{note}");
+
+    // The same checkout for a re-run of A's own (not forced) job: a re-run.
+    let rerun = run_action(
+        &ws,
+        &payload(events.path(), "a", &zero, &a, false),
+        &api,
+        &with,
+    );
+    assert_eq!(rerun.ok().out("anomaly"), "rerun-of-older");
+    assert!(
+        rerun
+            .annotation("notice", "settings-image: rerun-of-older")
+            .is_some(),
+        "{}",
+        rerun.stdout
+    );
+
+    // With allow-rewind the branch tag moves back to A: `rewound`.
+    let mut rewind = with.to_vec();
+    rewind.push(("allow-rewind", "true"));
+    let step = run_action(&ws, &forced, &api, &rewind);
+    assert_eq!(step.ok().out("anomaly"), "rewound-history");
+    assert_eq!(step.out("branch-tag"), "rewound");
+    assert_eq!(step.out("pushed"), "true", "the branch tag moved");
+    assert_eq!(revision(&reg, name, "main"), a, "no repair forward to B");
+    assert!(
+        step.annotation("warning", "settings-image: branch tag rewound")
+            .is_some(),
+        "{}",
+        step.stdout
+    );
+    assert_eq!(flux_pick(&tags(&reg, name)), tag_of(1_700_000_200, &b));
+
+    // The fix the message gives: one more change to the folder on the
+    // rewound branch. Flux moves to it, and the branch tag moves forward.
+    let c = origin.change("replicas: 1 # after the rewind\n", 1_700_000_300);
+    let ws = origin.checkout("run-c");
+    let fix = run_action(
+        &ws,
+        &payload(events.path(), "c", &a, &c, false),
+        &api,
+        &with,
+    );
+    assert_eq!(fix.ok().out("anomaly"), "");
+    assert_eq!(fix.out("branch-tag"), "moved");
+    assert_eq!(flux_pick(&tags(&reg, name)), tag_of(1_700_000_300, &c));
+    assert_eq!(revision(&reg, name, "main"), c);
+}
+
+#[test]
+fn a_force_push_to_a_commit_below_an_orphaned_tag_is_a_backwards_timestamp_warning() {
+    let reg = Registry::start(Auth::None);
+    let name = "acme/orphan";
+    let repository = format!("{}/{name}", reg.host());
+    let origin = Origin::new();
+    let (api, asked) = compare_api(&origin);
+    let events = tempfile::tempdir().expect("events");
+    let with = [
+        ("path", DIR),
+        ("repository", repository.as_str()),
+        ("timestamp-tag", "main"),
+        ("branch-tag", "main"),
+    ];
+    let zero = "0".repeat(40);
+    let a = origin.change("replicas: 1\n", 1_700_000_100);
+    let ws = origin.checkout("run-a");
+    run_action(
+        &ws,
+        &payload(events.path(), "a", &zero, &a, false),
+        &api,
+        &with,
+    )
+    .ok();
+    let b = origin.change("replicas: 9\n", 1_700_000_300);
+    let ws = origin.checkout("run-b");
+    run_action(
+        &ws,
+        &payload(events.path(), "b", &a, &b, false),
+        &api,
+        &with,
+    )
+    .ok();
+    // Rewritten: B is replaced by C, committed at t=200 (a clock behind, or
+    // a rebase keeping author dates), and force-pushed.
+    origin.force_to(&a);
+    let c = origin.change("replicas: 3\n", 1_700_000_200);
+    let ws = origin.checkout("run-forced");
+    assert!(!origin.has(&ws, &b));
+    let forced = payload(events.path(), "forced", &b, &c, true);
+    // The branch tag refuses the sideways move without allow-rewind, and
+    // nothing is pushed.
+    let refused = run_action(&ws, &forced, &api, &with);
+    assert_eq!(refused.code, 6, "{}", refused.stdout);
+    assert!(
+        refused.stdout.contains("::error title="),
+        "{}",
+        refused.stdout
+    );
+    assert!(!tags(&reg, name).contains(&tag_of(1_700_000_200, &c)));
+    // With allow-rewind: pushed, the branch tag rewound, and the anomaly
+    // names the orphaned tag Flux keeps serving.
+    let mut rewind = with.to_vec();
+    rewind.push(("allow-rewind", "true"));
+    let step = run_action(&ws, &forced, &api, &rewind);
+    step.ok();
+    assert!(
+        asked
+            .lock()
+            .expect("lock")
+            .contains(&(c.clone(), b.clone())),
+        "GitHub ordered C against the dropped B: {asked:?}"
+    );
+    let all = tags(&reg, name);
+    assert!(all.contains(&tag_of(1_700_000_200, &c)));
+    let pick = flux_pick(&all);
+    assert_eq!(pick, tag_of(1_700_000_300, &b), "Flux keeps the orphan");
+    assert_eq!(step.out("anomaly"), "backwards-timestamp");
+    let message = step.out("anomaly-message");
+    for needle in [
+        format!("keeps serving {pick}"),
+        "not in this commit's history".to_string(),
+        format!(
+            "a force-push rewrote the branch (it named {} before)",
+            &b[..12]
+        ),
+        "commit one more change".to_string(),
+    ] {
+        assert!(message.contains(&needle), "{needle:?} not in {message}");
+    }
+    let warning = step
+        .annotation("warning", "settings-image: backwards-timestamp")
+        .unwrap_or_else(|| panic!("no backwards-timestamp warning:\n{}", step.stdout));
+    assert_eq!(warning, message);
+    assert_eq!(step.out("branch-tag"), "rewound");
+    assert_eq!(revision(&reg, name, "main"), c);
+    // The fix: one more commit with a correct clock overtakes the orphan.
+    let d = origin.change("replicas: 4\n", 1_700_000_400);
+    let ws = origin.checkout("run-d");
+    let fix = run_action(
+        &ws,
+        &payload(events.path(), "d", &c, &d, false),
+        &api,
+        &with,
+    );
+    assert_eq!(fix.ok().out("anomaly"), "");
+    assert_eq!(fix.out("branch-tag"), "moved");
+    assert_eq!(flux_pick(&tags(&reg, name)), tag_of(1_700_000_400, &d));
+}
+
+/// `settings-image push` in `checkout` with the branch tag `main`.
+fn cli_push(checkout: &Path, repository: &str, extra: &[&str]) -> (i32, Value, String) {
+    let empty = tempfile::tempdir().expect("docker config");
+    let mut c = Command::new(bin());
+    c.current_dir(checkout)
+        .args([
+            "push",
+            "--path",
+            DIR,
+            "--repository",
+            repository,
+            "--timestamp-tag",
+            "main",
+            "--branch-tag",
+            "main",
+            "--json",
+            "--no-provenance",
+        ])
+        .args(extra)
+        .env("DOCKER_CONFIG", empty.path());
+    for v in [
+        "GITHUB_TOKEN",
+        "GITHUB_REPOSITORY",
+        "GITHUB_API_URL",
+        "GH_TOKEN",
+    ] {
+        c.env_remove(v);
+    }
+    let out = c.output().expect("run settings-image");
+    (
+        out.status.code().unwrap_or(-1),
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+#[test]
+fn the_cli_takes_the_force_push_as_force_pushed_from() {
+    let reg = Registry::start(Auth::None);
+    let name = "acme/cli";
+    let repository = format!("{}/{name}", reg.host());
+    let origin = Origin::new();
+    let a = origin.change("replicas: 1\n", 1_700_000_100);
+    assert_eq!(cli_push(&origin.dir, &repository, &[]).0, 0);
+    let b = origin.change("replicas: 9\n", 1_700_000_200);
+    assert_eq!(cli_push(&origin.dir, &repository, &[]).0, 0);
+    origin.force_to(&a);
+    // Not a commit id: an input error before anything is read or pushed.
+    let (code, _, stderr) = cli_push(
+        &origin.dir,
+        &repository,
+        &["--force-pushed-from", "main@{1}"],
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--force-pushed-from"), "{stderr}");
+    // The local repository still has B: git answers every ancestry question.
+    let (code, report, stderr) = cli_push(
+        &origin.dir,
+        &repository,
+        &["--force-pushed-from", &b, "--allow-rewind"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(report["anomaly"]["kind"], "rewound-history");
+    assert!(stderr.contains("warning: rewound-history"), "{stderr}");
+    assert_eq!(report["branch_tag"]["outcome"], "rewound");
+    assert_eq!(revision(&reg, name, "main"), a);
+    assert_eq!(flux_pick(&tags(&reg, name)), tag_of(1_700_000_200, &b));
+    // Without the flag, the same push is taken for a re-run.
+    let (_, report, _) = cli_push(&origin.dir, &repository, &[]);
+    assert_eq!(report["anomaly"]["kind"], "rerun-of-older");
+}
