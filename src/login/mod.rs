@@ -414,6 +414,10 @@ pub fn plan(p: &Plan, names: &dyn Fn(&str) -> String) -> Result<Decision> {
             {
                 return Ok(Decision::Exchange(provider));
             }
+            // GitHub's registry takes the job token, whatever else is set.
+            if github_host && let Some(t) = p.github_token.clone().filter(|t| !t.is_empty()) {
+                return with_user(t, "the GitHub token");
+            }
             let given: Vec<Provider> = [
                 Provider::Ecr,
                 Provider::Gcp,
@@ -440,9 +444,6 @@ pub fn plan(p: &Plan, names: &dyn Fn(&str) -> String) -> Result<Decision> {
                     ),
                     Some(format!("set {} to one of them", names("login"))),
                 ));
-            }
-            if github_host && let Some(t) = p.github_token.clone().filter(|t| !t.is_empty()) {
-                return with_user(t, "the GitHub token");
             }
             Ok(Decision::None)
         }
@@ -588,6 +589,23 @@ mod tests {
             .unwrap(),
             Decision::Exchange(Provider::Gcp)
         ));
+        // Stray provider inputs do not turn a ghcr.io push into an exchange.
+        assert!(matches!(
+            plan_of("ghcr.io", |p| p.facts.aws_role_arn = Some("arn:aws:iam::1:role/r".into())).unwrap(),
+            Decision::Static(c) if c.password == "ghs_job"
+        ));
+        // On another host, the one provider whose inputs are set.
+        assert!(matches!(
+            plan_of("registry.example.com", |p| p.facts.jfrog_provider_name =
+                Some("gh".into()))
+            .unwrap(),
+            Decision::Exchange(Provider::Jfrog)
+        ));
+        let two = plan_of("registry.example.com", |p| {
+            p.facts.jfrog_provider_name = Some("gh".into());
+            p.facts.azure_client_id = Some("c".into());
+        });
+        assert!(two.unwrap_err().to_string().contains("several logins"));
         assert!(matches!(
             plan_of("quay.io", |p| p.username = Some("org+robot".into())).unwrap(),
             Decision::Exchange(Provider::Quay)
