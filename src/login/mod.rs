@@ -348,9 +348,9 @@ fn facts_given(p: Provider, f: &Facts, username: Option<&str>) -> bool {
 /// flags) of the face in use, e.g. `|n| format!("`{n}`")` or `--{n}`.
 ///
 /// `auto`: an explicit password wins; else the provider the host belongs
-/// to, when its facts are given; else a single provider whose facts are
-/// given (a self-hosted Quay or Artifactory, a mirror); else the GitHub
-/// token on a GitHub registry; else nothing. The GitHub token is never
+/// to, when its facts are given; else the GitHub token on a GitHub
+/// registry; else a single provider whose facts are given (a self-hosted
+/// Artifactory, a mirror); else nothing. The GitHub token is never
 /// sent to another host, whatever is asked.
 pub fn plan(p: &Plan, names: &dyn Fn(&str) -> String) -> Result<Decision> {
     let password = p.password.clone().filter(|s| !s.is_empty());
