@@ -10,6 +10,8 @@ use crate::publish::registry::{self, Credentials};
 use crate::request::{self, Request, Target};
 use std::io::Read;
 
+pub mod cluster;
+
 /// Package a settings folder into an OCI image for Kubernetes image volumes.
 #[derive(Debug, Parser)]
 #[command(name = "settings-image", version, about)]
@@ -35,6 +37,13 @@ pub enum Command {
     /// Promote the newest PREFIX tag into a forward-only channel, as the
     /// release policy's windows allow (same digest, no blob uploaded).
     Promote(PromoteArgs),
+    /// Print the Flux objects (ImageRepository, ImagePolicy,
+    /// ImageUpdateAutomation) that follow the timestamp tags of a prefix.
+    Flux(cluster::FluxArgs),
+    /// Prove that an image is exactly its commit's folder: rebuild it from
+    /// the checkout and compare every byte (exit 7 when it is not); with
+    /// --scan, every reference in a cluster repository.
+    Verify(cluster::VerifyArgs),
     /// The GitHub action's entry point: reads `INPUT_*` and the event,
     /// writes `$GITHUB_OUTPUT` and `$GITHUB_STEP_SUMMARY`.
     Action(ActionArgs),
@@ -355,6 +364,12 @@ pub fn run(cli: Cli) -> Result<()> {
         }
         Command::Inspect(args) => run_inspect(&args),
         Command::Promote(args) => run_promote(&args),
+        Command::Flux(args) => cluster::run_flux(&args),
+        Command::Verify(args) => match cluster::run_verify(&args)? {
+            0 => Ok(()),
+            // The table or JSON has said which references failed.
+            code => std::process::exit(code),
+        },
         Command::Action(args) => match crate::action::run(args.mode) {
             0 => Ok(()),
             // The action has reported the error as a workflow command.

@@ -125,6 +125,17 @@ pub enum Error {
         /// What to do about it.
         hint: String,
     },
+    /// `verify`: the image is not what the commit holds (or nothing
+    /// proves which commit it holds).
+    #[error("{reference} is not what its commit holds: {reason}")]
+    Mismatch {
+        /// The image reference verified.
+        reference: String,
+        /// Why, in one sentence.
+        reason: String,
+        /// The first differing file, when the layer differs.
+        file: Option<String>,
+    },
 }
 
 impl Error {
@@ -191,13 +202,19 @@ impl Error {
             ),
             Error::Layout { .. } => Some("choose an empty directory or a valid OCI image layout for --output".into()),
             Error::Io { .. } => None,
+            Error::Mismatch { .. } => Some(
+                "do not deploy this reference; push the folder from its commit again (a faithful push is byte-identical), \
+                 or find out who wrote this image"
+                    .into(),
+            ),
         }
     }
 
     /// The process exit code for this error: 2 for bad input, 3 for a refused
     /// move of an immutable tag, 4 for a registry failure, 5 for a registry
     /// authentication failure, 6 for a refused sideways move of a branch
-    /// tag, 1 for everything else (history and GitHub
+    /// tag, 7 when `verify` finds an image that is not what its commit
+    /// holds, 1 for everything else (history and GitHub
     /// API failures included).
     pub fn exit_code(&self) -> i32 {
         match self {
@@ -206,6 +223,7 @@ impl Error {
             Error::Registry { .. } => 4,
             Error::Auth { .. } => 5,
             Error::Rewind { .. } => 6,
+            Error::Mismatch { .. } => 7,
             Error::Io { .. }
             | Error::Layout { .. }
             | Error::History { .. }

@@ -7,6 +7,7 @@
 
 pub mod action;
 pub mod cli;
+pub mod cluster;
 pub mod error;
 pub mod history;
 pub mod image;

@@ -135,6 +135,7 @@ fn error_kind(err: &Error) -> &'static str {
         Error::Registry { .. } => "registry error",
         Error::Auth { .. } => "registry authentication failed",
         Error::Rewind { .. } => "the branch tag would move backwards",
+        Error::Mismatch { .. } => "the image is not what its commit holds",
     }
 }
 

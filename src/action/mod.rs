@@ -8,6 +8,7 @@ pub mod login;
 pub mod promote;
 pub mod publish;
 pub mod summary;
+pub mod verify;
 
 /// What `settings-image action` does (its optional positional argument).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -17,6 +18,9 @@ pub enum Mode {
     Publish,
     /// Promote the newest candidate into a channel (promote/action.yml).
     Promote,
+    /// Verify every reference in a cluster repository (action.yml with
+    /// the input `mode: verify`).
+    Verify,
 }
 
 /// Runs the action in `mode` with the process environment; returns the exit
@@ -38,7 +42,23 @@ pub fn run(mode: Mode) -> i32 {
     }));
     let env: inputs::Env = std::env::vars().collect();
     match mode {
-        Mode::Publish => publish::run(&env),
+        Mode::Publish => match env
+            .get(&inputs::input_key("mode"))
+            .map(|m| m.trim())
+            .filter(|m| !m.is_empty())
+        {
+            None | Some("publish") => publish::run(&env),
+            Some("verify") => verify::run(&env),
+            Some(other) => {
+                let err = crate::Error::input(
+                    format!("the input `mode` is {other:?}"),
+                    Some("use `publish` (the default) or `verify`".to_string()),
+                );
+                commands::say(&commands::error_line("settings-image", &err, &[]));
+                err.exit_code()
+            }
+        },
+        Mode::Verify => verify::run(&env),
         Mode::Promote => promote::run(&env),
     }
 }

@@ -257,7 +257,7 @@ fn check_no_symlink_escape(workspace: &Path, path: &Path) -> Result<()> {
 
 /// A `FROM scratch` image has no `/tmp`, and the layer is staged in a
 /// temporary file: create the directory (the action runs as root).
-fn ensure_temp_dir() -> Result<()> {
+pub(super) fn ensure_temp_dir() -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let tmp = std::env::temp_dir();
     if tmp.is_dir() {
@@ -622,7 +622,15 @@ mod tests {
     #[test]
     fn the_struct_reads_exactly_the_inputs_action_yml_declares() {
         let (declared, read) = inputs::declared_and_read::<With>("action.yml");
-        assert_eq!(read, declared);
+        // action.yml has two faces: `mode` picks one (action/mod.rs), and
+        // the verify face reads its own struct (`scan` is only its).
+        let (_, verify) = inputs::declared_and_read::<super::super::verify::With>("action.yml");
+        assert!(verify.is_subset(&declared), "{verify:?}");
+        let mut all = read.clone();
+        all.extend(verify);
+        all.insert("mode".to_string());
+        assert_eq!(all, declared);
+        assert!(!read.contains("scan") && !read.contains("mode"));
     }
 
     #[test]

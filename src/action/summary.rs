@@ -34,76 +34,21 @@ pub struct Facts {
     pub notes: Vec<String>,
 }
 
-/// Escapes a regular expression's special characters (the prefix may hold `.`).
-fn regex_escape(s: &str) -> String {
-    let mut out = String::new();
-    for c in s.chars() {
-        if "\\.+*?()|[]{}^$".contains(c) {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// A Kubernetes object name from the repository's last path segment.
-fn object_name(repository: &str) -> String {
-    let last = repository.rsplit('/').next().unwrap_or(repository);
-    let name: String = last
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    let name = name.trim_matches('-');
-    if name.is_empty() {
-        "settings".into()
-    } else {
-        name.chars().take(63).collect()
-    }
-}
-
-/// The Flux objects for this repository and prefix.
+/// The Flux objects for this repository and prefix, from the same
+/// generator as `settings-image flux`, and the marked reference line.
 pub fn flux_yaml(repository: &str, prefix: &str, reference: &str) -> String {
-    let name = object_name(repository);
-    format!(
-        r#"apiVersion: image.toolkit.fluxcd.io/v1
-kind: ImageRepository
-metadata:
-  name: {name}
-  namespace: flux-system
-spec:
-  image: {repository}
-  interval: 1m
----
-apiVersion: image.toolkit.fluxcd.io/v1
-kind: ImagePolicy
-metadata:
-  name: {name}
-  namespace: flux-system
-spec:
-  imageRepositoryRef:
-    name: {name}
-  digestReflectionPolicy: IfNotPresent
-  filterTags:
-    pattern: '^{pattern}-(?P<ts>[0-9]+)-[0-9a-f]{{7}}$'
-    extract: '$ts'
-  policy:
-    numerical:
-      order: asc
----
-# In the workload, on the image volume:
-#   volumes:
-#     - name: settings
-#       image:
-#         reference: {reference} # {{"$imagepolicy": "flux-system:{name}"}}
-"#,
-        pattern = regex_escape(prefix),
-    )
+    let opts = crate::cluster::flux::Options::new(repository, prefix);
+    match crate::cluster::flux::generate(&opts) {
+        Ok(docs) => {
+            let name = &opts.images[0].name;
+            format!(
+                "{}---\n# In the workload, on the image volume:\n#   volumes:\n#     - name: settings\n#       image:\n#         reference: {reference} {}\n",
+                crate::cluster::flux::to_stream(&docs),
+                crate::cluster::flux::marker(&opts.namespace, name),
+            )
+        }
+        Err(e) => format!("# settings-image flux could not generate the objects: {e}\n"),
+    }
 }
 
 /// Renders the Markdown summary.
@@ -165,12 +110,15 @@ mod tests {
     fn flux_pattern_escapes_the_prefix_and_matches_our_tags() {
         let y = flux_yaml("ghcr.io/acme/settings-shop", "release-1.2", "r:t@sha256:x");
         assert!(
-            y.contains(r"pattern: '^release-1\.2-(?P<ts>[0-9]+)-[0-9a-f]{7}$'"),
+            y.contains(r"pattern: ^release-1\.2-(?P<ts>[0-9]+)-[0-9a-f]{7}$"),
             "{y}"
         );
         assert!(y.contains("name: settings-shop"));
         assert!(y.contains("digestReflectionPolicy: IfNotPresent"));
-        assert!(y.contains(r#"# {"$imagepolicy": "flux-system:settings-shop"}"#));
+        assert!(y.contains(
+            r#"reference: r:t@sha256:x # {"$imagepolicy": "flux-system:settings-shop"}"#
+        ));
+        assert!(y.contains("kind: ImageUpdateAutomation"), "{y}");
     }
 
     #[test]

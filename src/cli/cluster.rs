@@ -1,0 +1,205 @@
+//! The cluster-side commands' flags: `flux` and `verify` (with `--scan`).
+//! Kept apart from the build commands' flags in `cli.rs`.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::cluster::{flux, scan, verify};
+use crate::error::{Error, Result};
+use crate::history::Token;
+use crate::publish::registry::Credentials;
+
+/// Arguments of `flux`.
+#[derive(Debug, Args)]
+pub struct FluxArgs {
+    /// The image repository, HOST/NAME; with several --path a template
+    /// where `{name}` is a folder's last component and `{path}` its slug.
+    #[arg(long, value_name = "HOST/NAME")]
+    pub repository: String,
+    /// The timestamp tag prefix to follow (usually the branch: `main`).
+    #[arg(long, value_name = "PREFIX")]
+    pub prefix: String,
+    /// A settings folder; may be repeated (one image per folder, mapped
+    /// through the --repository template).
+    #[arg(long = "path", value_name = "DIR")]
+    pub paths: Vec<PathBuf>,
+    /// The name of the ImageRepository and ImagePolicy (one image only;
+    /// default: the repository's last segment).
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// The namespace of every object.
+    #[arg(long, value_name = "NS", default_value = "flux-system")]
+    pub namespace: String,
+    /// How often Flux lists the tags and runs the automation.
+    #[arg(long, value_name = "DURATION", default_value = "5m")]
+    pub interval: String,
+    /// A kubernetes.io/dockerconfigjson secret for a private registry.
+    #[arg(long, value_name = "SECRET")]
+    pub secret_ref: Option<String>,
+    /// The login provider (default: aws, azure or gcp from the registry
+    /// host, else none).
+    #[arg(long, value_enum)]
+    pub provider: Option<flux::Provider>,
+    /// Leave out the ImageUpdateAutomation (one already exists).
+    #[arg(long)]
+    pub no_automation: bool,
+    /// The ImageUpdateAutomation's name.
+    #[arg(long, value_name = "NAME", default_value = "settings")]
+    pub automation_name: String,
+    /// The GitRepository holding the cluster repository.
+    #[arg(long, value_name = "NAME", default_value = "flux-system")]
+    pub git_source: String,
+    /// The branch the automation checks out and commits to.
+    #[arg(long, value_name = "BRANCH", default_value = "main")]
+    pub git_branch: String,
+    /// Push the automation's commits to this branch instead (for pull requests).
+    #[arg(long, value_name = "BRANCH")]
+    pub git_push_branch: Option<String>,
+    /// The folder of the cluster repository whose marked lines are updated.
+    #[arg(long, value_name = "DIR", default_value = "./")]
+    pub git_path: String,
+    /// Write one file per image (and one for the automation) into this
+    /// folder instead of printing YAML.
+    #[arg(long, value_name = "DIR")]
+    pub output: Option<PathBuf>,
+}
+
+/// Runs `flux`.
+pub fn run_flux(args: &FluxArgs) -> Result<()> {
+    let mut images = flux::images(&args.repository, &args.paths)?;
+    if let Some(name) = &args.name {
+        if images.len() > 1 {
+            return Err(Error::input(
+                "--name names one image, but several --path were given",
+                Some("drop --name; each image is named after its repository".into()),
+            ));
+        }
+        images[0].name = name.clone();
+    }
+    let opts = flux::Options {
+        images,
+        prefix: args.prefix.clone(),
+        namespace: args.namespace.clone(),
+        interval: args.interval.clone(),
+        secret: args.secret_ref.clone(),
+        provider: args.provider,
+        automation: (!args.no_automation).then(|| flux::Automation {
+            name: args.automation_name.clone(),
+            source: args.git_source.clone(),
+            branch: args.git_branch.clone(),
+            push_branch: args.git_push_branch.clone(),
+            path: args.git_path.clone(),
+            ..flux::Automation::default()
+        }),
+    };
+    let docs = flux::generate(&opts)?;
+    match &args.output {
+        Some(dir) => {
+            for p in flux::write(dir, &docs)? {
+                println!("{}", p.display());
+            }
+        }
+        None => print!("{}", flux::to_stream(&docs)),
+    }
+    Ok(())
+}
+
+/// Arguments of `verify`.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The image: HOST/NAME:TAG, HOST/NAME:TAG@sha256:... or HOST/NAME@sha256:...
+    #[arg(
+        value_name = "REFERENCE",
+        required_unless_present = "scan",
+        conflicts_with = "scan"
+    )]
+    pub reference: Option<String>,
+    /// The settings folder in a checkout of the settings repository (full
+    /// history: the image is rebuilt from its commit).
+    #[arg(long, value_name = "DIR")]
+    pub path: PathBuf,
+    /// Verify every image-volume reference to --repository in the YAML
+    /// files of this cluster repository folder.
+    #[arg(long, value_name = "DIR", requires = "repository")]
+    pub scan: Option<PathBuf>,
+    /// With --scan: the image repository, HOST/NAME.
+    #[arg(long, value_name = "HOST/NAME")]
+    pub repository: Option<String>,
+    /// Use plain HTTP for a non-loopback registry (loopback hosts always use it).
+    #[arg(long)]
+    pub insecure: bool,
+    /// Print JSON instead of a human summary or table.
+    #[arg(long)]
+    pub json: bool,
+    /// Token for the GitHub API, used only when a shallow clone cannot tell
+    /// which commit last changed the folder (with GITHUB_REPOSITORY).
+    #[arg(
+        long = "github-token",
+        value_name = "TOKEN",
+        env = "GITHUB_TOKEN",
+        hide_env_values = true
+    )]
+    pub github_token: Option<String>,
+}
+
+fn env_credentials() -> Option<Credentials> {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    match (
+        env("SETTINGS_IMAGE_USERNAME"),
+        env("SETTINGS_IMAGE_PASSWORD"),
+    ) {
+        (Some(username), Some(password)) => Some(Credentials { username, password }),
+        _ => None,
+    }
+}
+
+fn json<T: serde::Serialize>(v: &T) -> Result<()> {
+    let s = serde_json::to_string(v)
+        .map_err(|e| Error::io("printing the result", std::io::Error::other(e)))?;
+    println!("{s}");
+    Ok(())
+}
+
+/// Runs `verify`; returns the exit code of a scan (a single reference
+/// returns its error instead).
+pub fn run_verify(args: &VerifyArgs) -> Result<i32> {
+    let base = verify::Request {
+        reference: String::new(),
+        path: args.path.clone(),
+        insecure: args.insecure,
+        credentials: env_credentials(),
+        github_token: args.github_token.clone().and_then(Token::new),
+    };
+    match (&args.reference, &args.scan, &args.repository) {
+        (Some(reference), None, _) => {
+            let v = verify::verify(&verify::Request {
+                reference: reference.clone(),
+                ..base
+            })?;
+            if args.json {
+                json(&v)?;
+            } else {
+                print!("{}", v.human());
+            }
+            Ok(0)
+        }
+        (None, Some(dir), Some(repository)) => {
+            let report = scan::scan_and_verify(dir, repository, &base)?;
+            let (report, errors) = report;
+            if args.json {
+                json(&report)?;
+            } else {
+                for s in &report.skipped {
+                    eprintln!("warning: skipped {}: {}", s.file, s.reason);
+                }
+                print!("{}", report.table());
+            }
+            Ok(report.exit_code(&errors))
+        }
+        _ => Err(Error::input(
+            "give a REFERENCE, or --scan DIR with --repository HOST/NAME",
+            None,
+        )),
+    }
+}

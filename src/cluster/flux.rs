@@ -1,0 +1,674 @@
+//! `settings-image flux`: the Flux image-automation objects for one or
+//! several settings images, generated instead of copied by hand.
+//!
+//! For each image an `ImageRepository` (with a `secretRef` or a cloud
+//! `provider` where the registry login needs one) and an `ImagePolicy` whose
+//! `filterTags` pattern is exactly the grammar of [`crate::tag::timestamp_tag`]
+//! for the prefix, with the numerical policy on the extracted committer time
+//! and `digestReflectionPolicy: IfNotPresent` (a timestamp tag never moves, so
+//! its digest is read once). One `ImageUpdateAutomation` for all of them,
+//! selecting exactly these policies by label. And the setter marker for the
+//! pod's `volumes[].image.reference` line.
+//!
+//! Why typed structs serialized with serde and not a text template: the
+//! prefix, names and paths are user input, and YAML quoting is the
+//! serializer's job, not ours. The objects are checked against Flux's own
+//! CRD schemas in `tests/flux.rs`.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::publish::registry;
+
+/// The label on every generated object; the automation's `policySelector`
+/// selects the policies carrying it, so it never touches other policies.
+pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "settings-image");
+
+/// How Flux logs in to the registry to list tags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Provider {
+    /// A `secretRef` or nothing (public packages, ghcr.io).
+    Generic,
+    /// Amazon ECR (workload identity).
+    Aws,
+    /// Azure Container Registry (workload identity).
+    Azure,
+    /// Google Artifact Registry / GCR (workload identity).
+    Gcp,
+}
+
+impl Provider {
+    /// The provider a registry host needs for a login without a stored
+    /// secret: ECR, ACR and Google's registries; generic for the rest.
+    pub fn for_host(host: &str) -> Provider {
+        let host = host.split(':').next().unwrap_or(host);
+        if host.ends_with(".amazonaws.com") && host.contains(".dkr.ecr.") {
+            Provider::Aws
+        } else if host.ends_with(".azurecr.io") {
+            Provider::Azure
+        } else if host == "gcr.io" || host.ends_with(".gcr.io") || host.ends_with("-docker.pkg.dev")
+        {
+            Provider::Gcp
+        } else {
+            Provider::Generic
+        }
+    }
+}
+
+/// One image to follow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Image {
+    /// `HOST/NAME`.
+    pub repository: String,
+    /// The object name of its ImageRepository and ImagePolicy.
+    pub name: String,
+}
+
+/// The ImageUpdateAutomation's options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Automation {
+    /// Object name.
+    pub name: String,
+    /// The `GitRepository` Flux reads the cluster repository from.
+    pub source: String,
+    /// The branch it checks out and commits to.
+    pub branch: String,
+    /// Push to this branch instead (a pull-request flow), when given.
+    pub push_branch: Option<String>,
+    /// The folder the setters are rewritten in (`./clusters/prod`).
+    pub path: String,
+    /// Commit author name.
+    pub author_name: String,
+    /// Commit author email.
+    pub author_email: String,
+}
+
+impl Default for Automation {
+    fn default() -> Self {
+        Automation {
+            name: "settings".into(),
+            source: "flux-system".into(),
+            branch: "main".into(),
+            push_branch: None,
+            path: "./".into(),
+            author_name: "fluxcdbot".into(),
+            author_email: "fluxcdbot@users.noreply.github.com".into(),
+        }
+    }
+}
+
+/// Everything the generator needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// The images to follow.
+    pub images: Vec<Image>,
+    /// The timestamp tag prefix (sanitized as tags are: `feature/x` -> `feature-x`).
+    pub prefix: String,
+    /// Namespace of every object.
+    pub namespace: String,
+    /// How often Flux lists tags (`ImageRepository.spec.interval`).
+    pub interval: String,
+    /// A `kubernetes.io/dockerconfigjson` secret for the registry.
+    pub secret: Option<String>,
+    /// The login provider; `None` infers it from the registry host.
+    pub provider: Option<Provider>,
+    /// The automation; `None` leaves it out (the job summary of one push).
+    pub automation: Option<Automation>,
+}
+
+impl Options {
+    /// Defaults for one repository and prefix: namespace `flux-system`,
+    /// interval `5m`, inferred provider, the default automation.
+    pub fn new(repository: &str, prefix: &str) -> Options {
+        Options {
+            images: vec![Image {
+                repository: repository.to_string(),
+                name: object_name(repository),
+            }],
+            prefix: prefix.to_string(),
+            namespace: "flux-system".into(),
+            interval: "5m".into(),
+            secret: None,
+            provider: None,
+            automation: Some(Automation::default()),
+        }
+    }
+}
+
+/// Expands a repository template for one settings folder: `{name}` is the
+/// folder's last component and `{path}` its slug (`configs/shop` ->
+/// `configs-shop`), both lowercased as repository names must be. A
+/// template without placeholders is returned as it is.
+pub fn expand_repository(template: &str, folder: &Path) -> String {
+    let name = folder
+        .components()
+        .filter_map(|c| match c {
+            std::path::Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
+            _ => None,
+        })
+        .next_back()
+        .unwrap_or_default();
+    let path = folder.to_string_lossy();
+    template
+        .replace("{name}", &slug(&name))
+        .replace("{path}", &slug(&path))
+}
+
+/// Lowercase `[a-z0-9]` runs joined by single `-`.
+fn slug(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.is_empty() && !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    out.trim_end_matches('-').to_string()
+}
+
+/// The images for `paths` mapped through `template` (see
+/// [`expand_repository`]); one image from the template itself when no
+/// path is given. Two folders mapping to one repository is an error.
+pub fn images(template: &str, paths: &[PathBuf]) -> Result<Vec<Image>> {
+    let has_placeholder = template.contains("{name}") || template.contains("{path}");
+    if paths.len() > 1 && !has_placeholder {
+        return Err(Error::input(
+            format!("{} folders but one repository {template:?}", paths.len()),
+            Some("put {name} or {path} in --repository, e.g. ghcr.io/acme/settings-{name}".into()),
+        ));
+    }
+    if paths.is_empty() && has_placeholder {
+        return Err(Error::input(
+            format!("--repository {template:?} is a template, but no --path names a folder"),
+            Some("add --path DIR for each settings folder".into()),
+        ));
+    }
+    let repos: Vec<String> = if paths.is_empty() {
+        vec![template.to_string()]
+    } else {
+        paths
+            .iter()
+            .map(|p| expand_repository(template, p))
+            .collect()
+    };
+    let mut out: Vec<Image> = Vec::new();
+    for (i, repository) in repos.into_iter().enumerate() {
+        registry::parse_repository(&repository)?;
+        if let Some(j) = out.iter().position(|o| o.repository == repository) {
+            return Err(Error::input(
+                format!(
+                    "{} and {} both map to {repository}",
+                    paths[j].display(),
+                    paths[i].display()
+                ),
+                Some("use {path} instead of {name} in --repository".into()),
+            ));
+        }
+        out.push(Image {
+            name: object_name(&repository),
+            repository,
+        });
+    }
+    Ok(out)
+}
+
+/// A Kubernetes object name (RFC 1123 label) from the repository's last
+/// path segment.
+pub fn object_name(repository: &str) -> String {
+    let last = repository.rsplit('/').next().unwrap_or(repository);
+    let name: String = slug(last).chars().take(63).collect();
+    let name = name.trim_end_matches('-');
+    if name.is_empty() {
+        "settings".into()
+    } else {
+        name.to_string()
+    }
+}
+
+/// Escapes a regular expression's special characters (the prefix may hold `.`).
+fn regex_escape(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.chars() {
+        if "\\.+*?()|[]{}^$".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The `filterTags.pattern` for a prefix: exactly the tags
+/// [`crate::tag::timestamp_tag`] makes for it, with the time in `ts`.
+pub fn filter_pattern(prefix: &str) -> Result<String> {
+    let prefix = crate::tag::sanitize_prefix(prefix)?;
+    // `timestamp_tag` cuts a prefix that would not fit with a 10-digit
+    // time; the cut depends on the time's length, so no fixed pattern
+    // follows such a prefix.
+    let room = crate::tag::MAX_TAG_LEN - "-1700000000-abcdef0".len();
+    if prefix.len() > room {
+        return Err(Error::input(
+            format!("the prefix {prefix:?} is longer than {room} characters"),
+            Some("timestamp tags cut such a prefix; use a shorter one".into()),
+        ));
+    }
+    Ok(format!(
+        "^{}-(?P<ts>[0-9]+)-[0-9a-f]{{7}}$",
+        regex_escape(&prefix)
+    ))
+}
+
+/// The setter marker for the pod's `volumes[].image.reference` line.
+pub fn marker(namespace: &str, name: &str) -> String {
+    format!("# {{\"$imagepolicy\": \"{namespace}:{name}\"}}")
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Object<S> {
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: Metadata,
+    spec: S,
+}
+
+#[derive(Serialize)]
+struct Metadata {
+    name: String,
+    namespace: String,
+    labels: std::collections::BTreeMap<String, String>,
+}
+
+#[derive(Serialize)]
+struct NameRef {
+    name: String,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RepositorySpec {
+    image: String,
+    interval: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    provider: Option<Provider>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    secret_ref: Option<NameRef>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PolicySpec {
+    image_repository_ref: NameRef,
+    digest_reflection_policy: &'static str,
+    filter_tags: FilterTags,
+    policy: Policy,
+}
+
+#[derive(Serialize)]
+struct FilterTags {
+    pattern: String,
+    extract: &'static str,
+}
+
+#[derive(Serialize)]
+struct Policy {
+    numerical: Numerical,
+}
+
+#[derive(Serialize)]
+struct Numerical {
+    order: &'static str,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AutomationSpec {
+    interval: String,
+    source_ref: SourceRef,
+    git: Git,
+    update: Update,
+    policy_selector: Selector,
+}
+
+#[derive(Serialize)]
+struct SourceRef {
+    kind: &'static str,
+    name: String,
+}
+
+#[derive(Serialize)]
+struct Git {
+    checkout: Checkout,
+    commit: Commit,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    push: Option<Push>,
+}
+
+#[derive(Serialize)]
+struct Checkout {
+    #[serde(rename = "ref")]
+    reference: Branch,
+}
+
+#[derive(Serialize)]
+struct Branch {
+    branch: String,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Commit {
+    author: Author,
+    message_template: String,
+}
+
+#[derive(Serialize)]
+struct Author {
+    name: String,
+    email: String,
+}
+
+#[derive(Serialize)]
+struct Push {
+    branch: String,
+}
+
+#[derive(Serialize)]
+struct Update {
+    path: String,
+    strategy: &'static str,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Selector {
+    match_labels: std::collections::BTreeMap<String, String>,
+}
+
+/// One generated file: the objects of one image, or the automation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Document {
+    /// The file name when written into a folder (`<name>.yaml`).
+    pub file: String,
+    /// Its YAML (one or more documents, with comments).
+    pub yaml: String,
+}
+
+fn metadata(name: &str, namespace: &str) -> Metadata {
+    Metadata {
+        name: name.to_string(),
+        namespace: namespace.to_string(),
+        labels: [(MANAGED_BY.0.to_string(), MANAGED_BY.1.to_string())].into(),
+    }
+}
+
+fn to_yaml<T: Serialize>(value: &T) -> Result<String> {
+    serde_yaml_ng::to_string(value)
+        .map_err(|e| Error::io("writing the Flux objects", std::io::Error::other(e)))
+}
+
+/// Checks a Kubernetes object name (RFC 1123 subdomain, at most 253).
+fn check_name(what: &str, name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|part| {
+            !part.is_empty()
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !part.starts_with('-')
+                && !part.ends_with('-')
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::input(
+            format!("{what} {name:?} is not a Kubernetes object name"),
+            Some(
+                "use lowercase letters, digits and '-', starting and ending with a letter or digit"
+                    .into(),
+            ),
+        ))
+    }
+}
+
+/// Generates the objects: one document per image, then the automation.
+pub fn generate(opts: &Options) -> Result<Vec<Document>> {
+    if opts.images.is_empty() {
+        return Err(Error::input("no image to follow", None));
+    }
+    check_name("namespace", &opts.namespace)?;
+    let pattern = filter_pattern(&opts.prefix)?;
+    let interval = check_interval(&opts.interval)?;
+    let mut docs = Vec::new();
+    for image in &opts.images {
+        check_name("name", &image.name)?;
+        let repo = registry::parse_repository(&image.repository)?;
+        let provider = match (opts.provider, &opts.secret) {
+            (Some(Provider::Generic), _) | (None, Some(_)) => None,
+            (Some(p), _) => Some(p),
+            (None, None) => {
+                Some(Provider::for_host(&repo.host)).filter(|p| *p != Provider::Generic)
+            }
+        };
+        let repository = Object {
+            api_version: "image.toolkit.fluxcd.io/v1",
+            kind: "ImageRepository",
+            metadata: metadata(&image.name, &opts.namespace),
+            spec: RepositorySpec {
+                image: image.repository.clone(),
+                interval: interval.clone(),
+                provider,
+                secret_ref: opts.secret.as_ref().map(|s| NameRef { name: s.clone() }),
+            },
+        };
+        let policy = Object {
+            api_version: "image.toolkit.fluxcd.io/v1",
+            kind: "ImagePolicy",
+            metadata: metadata(&image.name, &opts.namespace),
+            spec: PolicySpec {
+                image_repository_ref: NameRef {
+                    name: image.name.clone(),
+                },
+                digest_reflection_policy: "IfNotPresent",
+                filter_tags: FilterTags {
+                    pattern: pattern.clone(),
+                    extract: "$ts",
+                },
+                policy: Policy {
+                    numerical: Numerical { order: "asc" },
+                },
+            },
+        };
+        let yaml = format!(
+            "# settings image {repo}: newest {prefix}-<committer time>-<sha7> tag.\n\
+             # On the pod's image volume, end the reference line with the marker:\n\
+             #   reference: {repo}:TAG@sha256:DIGEST {marker}\n\
+             {}---\n{}",
+            to_yaml(&repository)?,
+            to_yaml(&policy)?,
+            repo = image.repository,
+            prefix = crate::tag::sanitize_prefix(&opts.prefix)?,
+            marker = marker(&opts.namespace, &image.name),
+        );
+        docs.push(Document {
+            file: format!("{}.yaml", image.name),
+            yaml,
+        });
+    }
+    if let Some(a) = &opts.automation {
+        check_name("automation name", &a.name)?;
+        check_name("git source", &a.source)?;
+        let object = Object {
+            api_version: "image.toolkit.fluxcd.io/v1",
+            kind: "ImageUpdateAutomation",
+            metadata: metadata(&a.name, &opts.namespace),
+            spec: AutomationSpec {
+                interval: interval.clone(),
+                source_ref: SourceRef {
+                    kind: "GitRepository",
+                    name: a.source.clone(),
+                },
+                git: Git {
+                    checkout: Checkout {
+                        reference: Branch {
+                            branch: a.branch.clone(),
+                        },
+                    },
+                    commit: Commit {
+                        author: Author {
+                            name: a.author_name.clone(),
+                            email: a.author_email.clone(),
+                        },
+                        message_template: "{{range .Changed.Changes}}{{print .OldValue}} -> {{println .NewValue}}{{end}}".into(),
+                    },
+                    push: a.push_branch.as_ref().map(|b| Push { branch: b.clone() }),
+                },
+                update: Update {
+                    path: a.path.clone(),
+                    strategy: "Setters",
+                },
+                policy_selector: Selector {
+                    match_labels: [(MANAGED_BY.0.to_string(), MANAGED_BY.1.to_string())].into(),
+                },
+            },
+        };
+        let file = if docs.iter().any(|d| d.file == format!("{}.yaml", a.name)) {
+            format!("{}-automation.yaml", a.name)
+        } else {
+            format!("{}.yaml", a.name)
+        };
+        docs.push(Document {
+            file,
+            yaml: format!(
+                "# Rewrites the marked reference lines under {} in the cluster repository.\n{}",
+                a.path,
+                to_yaml(&object)?
+            ),
+        });
+    }
+    Ok(docs)
+}
+
+/// Checks a Go duration as Flux's CRDs accept it (`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`).
+fn check_interval(s: &str) -> Result<String> {
+    let mut rest = s;
+    let mut ok = !s.is_empty();
+    while ok && !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            ok = false;
+            break;
+        }
+        rest = &rest[digits..];
+        if let Some(r) = rest.strip_prefix('.') {
+            let d = r.bytes().take_while(u8::is_ascii_digit).count();
+            ok = d > 0;
+            rest = &r[d..];
+        }
+        let unit = ["ms", "s", "m", "h"]
+            .into_iter()
+            .find(|u| rest.starts_with(u));
+        match unit {
+            Some(u) => rest = &rest[u.len()..],
+            None => ok = false,
+        }
+    }
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(Error::input(
+            format!("interval {s:?} is not a duration"),
+            Some("give a Go duration such as 1m, 5m or 1h30m".into()),
+        ))
+    }
+}
+
+/// All documents as one YAML stream (for stdout).
+pub fn to_stream(docs: &[Document]) -> String {
+    docs.iter()
+        .map(|d| d.yaml.as_str())
+        .collect::<Vec<_>>()
+        .join("---\n")
+}
+
+/// Writes each document into `dir` (created when missing); returns the paths.
+pub fn write(dir: &Path, docs: &[Document]) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+    let mut out = Vec::new();
+    for d in docs {
+        let path = dir.join(&d.file);
+        std::fs::write(&path, &d.yaml)
+            .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+        out.push(path);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_map_folders_to_repositories() {
+        let t = "ghcr.io/acme/settings-{name}";
+        assert_eq!(
+            expand_repository(t, Path::new("configs/Shop")),
+            "ghcr.io/acme/settings-shop"
+        );
+        assert_eq!(
+            expand_repository("ghcr.io/acme/{path}", Path::new("./configs/shop_eu/")),
+            "ghcr.io/acme/configs-shop-eu"
+        );
+        let imgs = images(t, &["configs/shop".into(), "configs/cart".into()]).unwrap();
+        assert_eq!(imgs[1].repository, "ghcr.io/acme/settings-cart");
+        assert_eq!(imgs[1].name, "settings-cart");
+        assert!(images(t, &["a/shop".into(), "b/shop".into()]).is_err());
+        assert!(images("ghcr.io/acme/x", &["a".into(), "b".into()]).is_err());
+        assert!(images(t, &[]).is_err());
+    }
+
+    #[test]
+    fn providers_follow_the_registry_host() {
+        assert_eq!(
+            Provider::for_host("123456789012.dkr.ecr.eu-west-1.amazonaws.com"),
+            Provider::Aws
+        );
+        assert_eq!(Provider::for_host("acme.azurecr.io"), Provider::Azure);
+        assert_eq!(Provider::for_host("europe-docker.pkg.dev"), Provider::Gcp);
+        assert_eq!(Provider::for_host("ghcr.io"), Provider::Generic);
+        let mut o = Options::new("acme.azurecr.io/settings", "main");
+        let y = to_stream(&generate(&o).unwrap());
+        assert!(y.contains("provider: azure"), "{y}");
+        o.secret = Some("acr-read".into());
+        let y = to_stream(&generate(&o).unwrap());
+        assert!(
+            !y.contains("provider:") && y.contains("name: acr-read"),
+            "{y}"
+        );
+    }
+
+    #[test]
+    fn bad_names_and_intervals_are_input_errors() {
+        let mut o = Options::new("ghcr.io/acme/settings", "main");
+        o.interval = "5 minutes".into();
+        assert_eq!(generate(&o).unwrap_err().exit_code(), 2);
+        o.interval = "1h30m".into();
+        assert!(generate(&o).is_ok());
+        o.namespace = "Flux_System".into();
+        assert_eq!(generate(&o).unwrap_err().exit_code(), 2);
+        let o = Options::new("ghcr.io/acme/settings", "/");
+        assert!(generate(&o).is_err());
+        // The longest prefix whose tags keep it whole, and one more.
+        let id = "0123456789abcdef0123456789abcdef01234567";
+        let p = "p".repeat(109);
+        let t = crate::tag::timestamp_tag(&p, 1_700_000_000, id).unwrap();
+        assert!(t.starts_with(&format!("{p}-")));
+        assert!(filter_pattern(&p).is_ok());
+        assert!(filter_pattern(&"p".repeat(110)).is_err());
+    }
+}

@@ -1,0 +1,589 @@
+//! `settings-image verify`: proof that an image in a registry is exactly
+//! the settings folder at the commit it names.
+//!
+//! The image says which commit it holds (`org.opencontainers.image.revision`)
+//! and its provenance referrer says which folder; the checkout rebuilds that
+//! folder from that commit with the same pure builder `push` uses, and the
+//! rebuilt manifest digest must equal the pushed one (and the registry must
+//! serve every blob with exactly the rebuilt bytes). A timestamp tag in the
+//! reference must name the same commit and committer time.
+//!
+//! Why rebuild and not trust the provenance: the provenance is a claim made
+//! by whoever pushed; only a byte-reproducible rebuild proves the bytes.
+//! Why compare tar entries on a mismatch: "digest differs" says nothing a
+//! reviewer can act on; the first differing file does.
+
+use std::collections::BTreeMap;
+use std::io::Read as _;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::history::{self, SourceMode, Token, git};
+use crate::image::artifact::ManifestView;
+use crate::image::{self, ANNOTATION_REVISION, ANNOTATION_SOURCE, Descriptor, MANIFEST_MEDIA_TYPE};
+use crate::provenance;
+use crate::publish::registry::{self, Client, Credentials};
+
+/// What to verify.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// `HOST/NAME:TAG`, `HOST/NAME:TAG@sha256:...` or `HOST/NAME@sha256:...`.
+    pub reference: String,
+    /// The settings folder in a checkout of the settings repository.
+    pub path: PathBuf,
+    /// Plain HTTP for a non-loopback registry.
+    pub insecure: bool,
+    /// Pull credentials.
+    pub credentials: Option<Credentials>,
+    /// GitHub token for the shallow-clone fallback, as `push` uses it.
+    pub github_token: Option<Token>,
+}
+
+/// A reference split into its parts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reference {
+    /// `HOST/NAME`.
+    pub repository: String,
+    /// The tag, when given.
+    pub tag: Option<String>,
+    /// The digest, when given.
+    pub digest: Option<String>,
+}
+
+/// Splits `HOST/NAME[:TAG][@sha256:HEX]`; at least one of tag and digest.
+pub fn parse_reference(s: &str) -> Result<Reference> {
+    let (rest, digest) = match s.split_once('@') {
+        Some((r, d)) => (r, Some(d.to_string())),
+        None => (s, None),
+    };
+    let (repository, tag) = match rest.rfind(':') {
+        Some(i) if !rest[i..].contains('/') => (&rest[..i], Some(rest[i + 1..].to_string())),
+        _ => (rest, None),
+    };
+    if let Some(t) = &tag {
+        crate::tag::validate(t)?;
+    }
+    // The digest syntax and the repository name: inspect's parser checks both.
+    crate::inspect::parse_reference(s)?;
+    Ok(Reference {
+        repository: repository.to_string(),
+        tag,
+        digest,
+    })
+}
+
+/// What verify found about one image.
+#[derive(Debug, Clone, Serialize)]
+pub struct Verified {
+    /// The reference as given.
+    pub reference: String,
+    /// The pushed manifest digest.
+    pub digest: String,
+    /// The commit the image records and was rebuilt from.
+    pub commit: String,
+    /// The folder, relative to the settings repository's root.
+    pub path: String,
+    /// Blobs compared byte for byte (config and layer).
+    pub blobs: usize,
+    /// Regular files in the layer.
+    pub files: usize,
+    /// Things worth knowing that do not fail verification.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+impl Verified {
+    /// One human line.
+    pub fn human(&self) -> String {
+        let mut s = format!(
+            "verified {}\n  digest {} is {} at commit {} ({} files, {} blobs identical)\n",
+            self.reference, self.digest, self.path, self.commit, self.files, self.blobs
+        );
+        for n in &self.notes {
+            s.push_str(&format!("  note: {n}\n"));
+        }
+        s
+    }
+}
+
+fn mismatch(reference: &str, reason: impl Into<String>, file: Option<String>) -> Error {
+    Error::Mismatch {
+        reference: reference.to_string(),
+        reason: reason.into(),
+        file,
+    }
+}
+
+/// Verifies one reference against the checkout holding `req.path`.
+pub fn verify(req: &Request) -> Result<Verified> {
+    let r = parse_reference(&req.reference)?;
+    let client = Client::open_read_only(&registry::Options {
+        repository: r.repository.clone(),
+        insecure: req.insecure,
+        monolithic: false,
+        credentials: req.credentials.clone(),
+        login: None,
+    })?;
+    verify_with(&client, &r, req)
+}
+
+/// [`verify`] with an open client (the scan reuses one per repository).
+pub fn verify_with(client: &Client, r: &Reference, req: &Request) -> Result<Verified> {
+    let shown = req.reference.as_str();
+    let mut notes = Vec::new();
+    let asked = r.digest.as_deref().or(r.tag.as_deref()).unwrap_or_default();
+    let not_found = |what: &str| Error::Registry {
+        reference: shown.to_string(),
+        what: format!("reading {what}"),
+        message: "no such manifest".into(),
+        hint: Some("check the reference; the image may have been deleted".into()),
+    };
+    let m = client
+        .get_manifest(asked)?
+        .ok_or_else(|| not_found(asked))?;
+    // With both, the digest is what runs; the tag must still name it.
+    if let (Some(tag), Some(digest)) = (&r.tag, &r.digest) {
+        let now = client.head_manifest(tag)?.map(|d| d.digest);
+        if now.as_deref() != Some(digest.as_str()) {
+            let now = now.unwrap_or_else(|| "nothing".into());
+            if crate::tag::is_timestamp_tag(tag) {
+                return Err(mismatch(
+                    shown,
+                    format!(
+                        "the timestamp tag {tag} now names {now}, not {digest}: a timestamp tag never moves, so it was re-pointed"
+                    ),
+                    None,
+                ));
+            }
+            notes.push(format!(
+                "tag {tag} now names {now}; verified the pinned digest {digest}"
+            ));
+        }
+    }
+    if m.media_type != MANIFEST_MEDIA_TYPE {
+        return Err(mismatch(
+            shown,
+            format!(
+                "the manifest is {}, not a single-platform OCI image manifest as settings-image pushes",
+                m.media_type
+            ),
+            None,
+        ));
+    }
+    let view = ManifestView::parse(&m.bytes)?;
+    let Some(revision) = view.annotations.get(ANNOTATION_REVISION).cloned() else {
+        return Err(mismatch(
+            shown,
+            format!("the image has no {ANNOTATION_REVISION} annotation, so it names no commit"),
+            None,
+        ));
+    };
+    // A timestamp tag names a commit: its short id must be the revision's.
+    let stamp = r.tag.as_deref().and_then(parse_timestamp_tag);
+    if let (Some(tag), Some((_, sha7))) = (&r.tag, &stamp)
+        && !revision.starts_with(sha7.as_str())
+    {
+        return Err(mismatch(
+            shown,
+            format!(
+                "the tag {tag} names commit {sha7}, but the image it points to records commit {revision}: the tag was re-pointed to another commit's image"
+            ),
+            None,
+        ));
+    }
+    let prov = read_provenance(client, &m.digest, &revision, shown)?;
+    let repo = git::Repo::discover(&req.path)?.ok_or_else(|| {
+        Error::history(
+            &req.path,
+            "is not inside a git repository, so no commit can be rebuilt",
+            Some("give --path the settings folder in a checkout of the settings repository".into()),
+        )
+    })?;
+    let folder = repo.display_path();
+    drop(repo);
+    if let Some(p) = &prov.path
+        && p != &folder
+    {
+        return Err(mismatch(
+            shown,
+            format!("the provenance says the image holds folder {p}, but --path names {folder}"),
+            None,
+        ));
+    }
+    // The same history question and the same errors as `push`.
+    let prepared = history::prepare(
+        &req.path,
+        SourceMode::Commit,
+        true,
+        Some(&revision),
+        req.github_token.as_ref(),
+    )?;
+    let Some(commit) = prepared.commit.clone() else {
+        return Err(Error::history(&req.path, "has no commit to rebuild", None));
+    };
+    if commit.id != revision {
+        return Err(mismatch(
+            shown,
+            format!(
+                "the image records commit {revision}, but the last commit that changed {folder} up to it is {}: the image was not built from {folder} at that commit",
+                commit.id
+            ),
+            None,
+        ));
+    }
+    if let (Some(tag), Some((ts, _))) = (&r.tag, &stamp)
+        && *ts != commit.timestamp
+    {
+        return Err(mismatch(
+            shown,
+            format!(
+                "the tag {tag} says committer time {ts}, but commit {revision} was committed at {} ({})",
+                commit.timestamp,
+                commit.committed_at()
+            ),
+            None,
+        ));
+    }
+    // The source URL is the pusher's environment, not the commit's: take it
+    // from the image, so only what the commit determines is compared.
+    let mut meta = prepared.metadata();
+    match view.annotations.get(ANNOTATION_SOURCE) {
+        Some(url) => {
+            meta.annotations
+                .insert(ANNOTATION_SOURCE.into(), url.clone());
+            meta.labels.insert(ANNOTATION_SOURCE.into(), url.clone());
+        }
+        None => {
+            meta.annotations.remove(ANNOTATION_SOURCE);
+            meta.labels.remove(ANNOTATION_SOURCE);
+        }
+    }
+    let rebuilt = image::build(&prepared.source, &meta)?;
+    if rebuilt.digest != m.digest {
+        let (reason, file) = explain(client, &view, &rebuilt, &revision, &folder)?;
+        return Err(mismatch(shown, reason, file));
+    }
+    // Same manifest; the registry must also serve the same bytes.
+    let config = client.get_blob(&rebuilt.config_descriptor.digest)?;
+    if config != rebuilt.config {
+        return Err(mismatch(
+            shown,
+            "the registry serves another config blob under the manifest's config digest",
+            None,
+        ));
+    }
+    let layer = client.get_blob(&rebuilt.layer.digest)?;
+    if image::sha256_digest(&layer) != rebuilt.layer.digest {
+        return Err(mismatch(
+            shown,
+            "the registry serves another layer blob under the manifest's layer digest",
+            None,
+        ));
+    }
+    Ok(Verified {
+        reference: shown.to_string(),
+        digest: m.digest,
+        commit: revision,
+        path: folder,
+        blobs: 2,
+        files: rebuilt.files,
+        notes,
+    })
+}
+
+/// `<prefix>-<ts>-<sha7>` -> (ts, sha7).
+fn parse_timestamp_tag(tag: &str) -> Option<(i64, String)> {
+    if !crate::tag::is_timestamp_tag(tag) {
+        return None;
+    }
+    let (rest, sha) = tag.rsplit_once('-')?;
+    let (_, ts) = rest.rsplit_once('-')?;
+    Some((ts.parse().ok()?, sha.to_string()))
+}
+
+/// The provenance of the image for `revision`; its absence, or a statement
+/// about another image or commit, is a mismatch.
+fn read_provenance(
+    client: &Client,
+    digest: &str,
+    revision: &str,
+    shown: &str,
+) -> Result<provenance::Summary> {
+    let list = client.referrers(digest, Some(provenance::ARTIFACT_TYPE))?;
+    let list: Vec<&Descriptor> = list
+        .iter()
+        .filter(|d| d.artifact_type.as_deref() == Some(provenance::ARTIFACT_TYPE))
+        .collect();
+    if list.is_empty() {
+        return Err(mismatch(
+            shown,
+            "the image has no provenance referrer: nothing attests which folder of which commit it was built from (pushed with --no-provenance or by another tool); push it again with provenance",
+            None,
+        ));
+    }
+    let mut last = None;
+    for d in list {
+        let layer = crate::inspect::first_layer(client, d, provenance::ARTIFACT_TYPE)?;
+        let bytes = client.get_blob(&layer.digest)?;
+        let s = provenance::read_statement(&bytes, digest)?;
+        if s.subject_matches && s.commit.as_deref() == Some(revision) {
+            return Ok(s);
+        }
+        last = Some(s);
+    }
+    let why = match last {
+        Some(s) if !s.subject_matches => "its subject is another image".to_string(),
+        Some(s) => format!(
+            "it names commit {}, the image {revision}",
+            s.commit.as_deref().unwrap_or("(none)")
+        ),
+        None => "it could not be read".to_string(),
+    };
+    Err(mismatch(
+        shown,
+        format!("the image's provenance does not attest it: {why}"),
+        None,
+    ))
+}
+
+/// Why the rebuilt image differs from the pushed one, and the first
+/// differing file when the layer differs.
+fn explain(
+    client: &Client,
+    pushed: &ManifestView,
+    rebuilt: &image::Image,
+    revision: &str,
+    folder: &str,
+) -> Result<(String, Option<String>)> {
+    let pushed_layer = pushed.layers.first().map(|l| l.digest.clone());
+    if pushed.layers.len() != 1 {
+        return Ok((
+            format!(
+                "the image has {} layers; {folder} at commit {revision} builds one",
+                pushed.layers.len()
+            ),
+            None,
+        ));
+    }
+    if pushed_layer.as_deref() != Some(rebuilt.layer.digest.as_str()) {
+        let digest = pushed_layer.unwrap_or_default();
+        let blob = client.get_blob(&digest)?;
+        let theirs = tar_entries(&blob, &digest)?;
+        let mut ours_gz = Vec::new();
+        std::fs::File::open(rebuilt.layer.file.path())
+            .and_then(|mut f| f.read_to_end(&mut ours_gz))
+            .map_err(|e| Error::io("reading the rebuilt layer", e))?;
+        let ours = tar_entries(&ours_gz, &rebuilt.layer.digest)?;
+        return Ok(match first_difference(&theirs, &ours) {
+            Some((file, what)) => (
+                format!("the layer differs from {folder} at commit {revision}: {file}: {what}"),
+                Some(file),
+            ),
+            None => (
+                format!(
+                    "the layer holds the same files as {folder} at commit {revision}, but not the same bytes (another tar or gzip encoding)"
+                ),
+                None,
+            ),
+        });
+    }
+    if pushed.config.as_ref().map(|c| c.digest.as_str())
+        != Some(rebuilt.config_descriptor.digest.as_str())
+    {
+        return Ok((
+            "the layer is the commit's, but the image config differs (labels, platform or diff_ids)".into(),
+            None,
+        ));
+    }
+    let ours: ManifestView = ManifestView::parse(&rebuilt.manifest)?;
+    let mut diffs = Vec::new();
+    for (k, v) in &pushed.annotations {
+        match ours.annotations.get(k) {
+            None => diffs.push(format!("extra annotation {k}={v:?}")),
+            Some(o) if o != v => {
+                diffs.push(format!("annotation {k} is {v:?}, the commit gives {o:?}"))
+            }
+            _ => {}
+        }
+    }
+    for k in ours.annotations.keys() {
+        if !pushed.annotations.contains_key(k) {
+            diffs.push(format!("annotation {k} is missing"));
+        }
+    }
+    if diffs.is_empty() {
+        diffs.push("the manifest's bytes differ (field order, whitespace or other fields)".into());
+    }
+    Ok((
+        format!(
+            "the files and config are {folder} at commit {revision}, but the manifest differs: {}",
+            diffs.join("; ")
+        ),
+        None,
+    ))
+}
+
+/// One tar entry as compared: type, mode, link target and content digest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Entry {
+    kind: u8,
+    mode: u32,
+    link: Option<String>,
+    content: String,
+}
+
+/// The entries of a gzip-compressed tar, by path, in archive order.
+fn tar_entries(gz: &[u8], digest: &str) -> Result<Vec<(String, Entry)>> {
+    let bad = |m: String| Error::Registry {
+        reference: digest.to_string(),
+        what: "reading the layer".into(),
+        message: m,
+        hint: None,
+    };
+    let tar = gunzip(gz).map_err(bad)?;
+    let mut out = Vec::new();
+    let mut archive = tar::Archive::new(tar.as_slice());
+    let entries = archive
+        .entries()
+        .map_err(|e| bad(format!("not a tar archive: {e}")))?;
+    for e in entries {
+        let mut e = e.map_err(|e| bad(format!("a broken tar entry: {e}")))?;
+        let path = e
+            .path()
+            .map_err(|e| bad(format!("a tar entry without a path: {e}")))?
+            .to_string_lossy()
+            .into_owned();
+        let header = e.header();
+        let kind = header.entry_type().as_byte();
+        let mode = header.mode().unwrap_or(0);
+        let link = e
+            .link_name()
+            .ok()
+            .flatten()
+            .map(|l| l.to_string_lossy().into_owned());
+        let mut bytes = Vec::new();
+        e.read_to_end(&mut bytes)
+            .map_err(|e| bad(format!("reading {path}: {e}")))?;
+        out.push((
+            path,
+            Entry {
+                kind,
+                mode,
+                link,
+                content: image::sha256_digest(&bytes),
+            },
+        ));
+    }
+    Ok(out)
+}
+
+/// The first path (in sorted order) where the pushed and rebuilt entries
+/// differ, and how.
+fn first_difference(
+    theirs: &[(String, Entry)],
+    ours: &[(String, Entry)],
+) -> Option<(String, String)> {
+    let a: BTreeMap<&str, &Entry> = theirs.iter().map(|(p, e)| (p.as_str(), e)).collect();
+    let b: BTreeMap<&str, &Entry> = ours.iter().map(|(p, e)| (p.as_str(), e)).collect();
+    let mut paths: Vec<&str> = a.keys().chain(b.keys()).copied().collect();
+    paths.sort_unstable();
+    paths.dedup();
+    for p in paths {
+        let what = match (a.get(p), b.get(p)) {
+            (Some(_), None) => "in the image, not in the commit".to_string(),
+            (None, Some(_)) => "in the commit, not in the image".to_string(),
+            (Some(x), Some(y)) if x.kind != y.kind => "a different file type".to_string(),
+            (Some(x), Some(y)) if x.link != y.link => format!(
+                "a symlink to {:?} in the image, to {:?} in the commit",
+                x.link.as_deref().unwrap_or(""),
+                y.link.as_deref().unwrap_or("")
+            ),
+            (Some(x), Some(y)) if x.content != y.content => "different content".to_string(),
+            (Some(x), Some(y)) if x.mode != y.mode => {
+                format!("mode {:o} in the image, {:o} in the commit", x.mode, y.mode)
+            }
+            _ => continue,
+        };
+        return Some((p.trim_end_matches('/').to_string(), what));
+    }
+    // Same entries by path; the order is the only difference left.
+    let order_a: Vec<&str> = theirs.iter().map(|(p, _)| p.as_str()).collect();
+    let order_b: Vec<&str> = ours.iter().map(|(p, _)| p.as_str()).collect();
+    order_a
+        .iter()
+        .zip(&order_b)
+        .find(|(x, y)| x != y)
+        .map(|(x, _)| (x.to_string(), "out of order in the layer".to_string()))
+}
+
+/// Decompresses a gzip member (RFC 1952): the header, then raw deflate.
+fn gunzip(gz: &[u8]) -> std::result::Result<Vec<u8>, String> {
+    if gz.len() < 18 || gz[0] != 0x1f || gz[1] != 0x8b || gz[2] != 8 {
+        return Err("not gzip".into());
+    }
+    let flags = gz[3];
+    let mut i = 10;
+    let short = || "a truncated gzip header".to_string();
+    if flags & 0x04 != 0 {
+        let n = usize::from(*gz.get(i).ok_or_else(short)?)
+            | usize::from(*gz.get(i + 1).ok_or_else(short)?) << 8;
+        i += 2 + n;
+    }
+    for bit in [0x08, 0x10] {
+        if flags & bit != 0 {
+            let end = gz.get(i..).ok_or_else(short)?.iter().position(|&b| b == 0);
+            i += end.ok_or_else(short)? + 1;
+        }
+    }
+    if flags & 0x02 != 0 {
+        i += 2;
+    }
+    let body = gz.get(i..).ok_or_else(short)?;
+    miniz_oxide::inflate::decompress_to_vec_with_limit(body, 1 << 30)
+        .map_err(|e| format!("broken deflate data: {e:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_split_into_tag_and_digest() {
+        let d = format!("sha256:{}", "a".repeat(64));
+        let r = parse_reference(&format!("127.0.0.1:5000/x/y:main-1-abcdef0@{d}")).unwrap();
+        assert_eq!(r.repository, "127.0.0.1:5000/x/y");
+        assert_eq!(r.tag.as_deref(), Some("main-1-abcdef0"));
+        assert_eq!(r.digest.as_deref(), Some(d.as_str()));
+        let r = parse_reference("127.0.0.1:5000/x/y:latest").unwrap();
+        assert_eq!((r.tag.as_deref(), r.digest), (Some("latest"), None));
+        assert!(parse_reference("127.0.0.1:5000/x/y").is_err());
+        assert!(parse_reference("ghcr.io/x@sha256:00").is_err());
+        assert_eq!(
+            parse_timestamp_tag("feature-x-1700000000-abcdef0"),
+            Some((1_700_000_000, "abcdef0".into()))
+        );
+        assert_eq!(parse_timestamp_tag("latest"), None);
+    }
+
+    #[test]
+    fn the_first_difference_names_the_file() {
+        let e = |c: &str| Entry {
+            kind: b'0',
+            mode: 0o644,
+            link: None,
+            content: c.into(),
+        };
+        let a = vec![("a.yaml".into(), e("1")), ("b.yaml".into(), e("2"))];
+        let mut b = a.clone();
+        assert_eq!(first_difference(&a, &b), None);
+        b[1].1 = e("3");
+        assert_eq!(
+            first_difference(&a, &b),
+            Some(("b.yaml".into(), "different content".into()))
+        );
+        b.push(("0.yaml".into(), e("0")));
+        assert_eq!(first_difference(&a, &b).unwrap().0, "0.yaml");
+    }
+}

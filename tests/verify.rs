@@ -1,0 +1,613 @@
+//! `settings-image verify` against a real registry (CNCF distribution 2.8):
+//! a faithful push passes, in every reference form; a re-pointed tag, a
+//! manifest with an extra annotation, a changed file in the layer and a
+//! missing provenance each fail with exit 7 and a reason; a shallow checkout
+//! gets the same error as `push`. The forged images are written with the
+//! project's own registry client and builder, the way an attacker with push
+//! access (or a buggy tool) would write them.
+
+mod common;
+mod support_registry;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use common::git::ScratchRepo;
+use serde_json::Value;
+use settings_image::image::{self, Metadata};
+use settings_image::provenance;
+use settings_image::publish::registry::{Client, Options};
+use support_registry::{Auth, Registry, Run, run};
+
+/// A settings repository with `configs/shop`, commits at fixed times.
+struct Settings {
+    repo: ScratchRepo,
+}
+
+impl Settings {
+    fn new() -> Settings {
+        let s = Settings {
+            repo: ScratchRepo::new(),
+        };
+        s.write("configs/shop/app.yaml", "port: 8080\n");
+        s.write("configs/shop/features/flags.yaml", "beta: false\n");
+        s.write("README.md", "settings\n");
+        s.commit("first", 1_700_000_000);
+        s
+    }
+
+    fn write(&self, rel: &str, content: &str) {
+        let p = self.repo.dir.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+    }
+
+    fn commit(&self, msg: &str, time: i64) -> String {
+        self.repo.git(&["add", "-A"]);
+        let date = format!("@{time} +0000");
+        let out = self
+            .repo
+            .cmd(&self.repo.dir)
+            .args(["commit", "-q", "-m", msg])
+            .env("GIT_COMMITTER_DATE", &date)
+            .env("GIT_AUTHOR_DATE", &date)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        self.repo.git(&["rev-parse", "HEAD"])
+    }
+
+    fn folder(&self) -> PathBuf {
+        self.repo.dir.join("configs/shop")
+    }
+}
+
+/// The binary without any GitHub environment (no API fallback, no
+/// run facts): empty values count as unset.
+fn si(args: &[&str]) -> Run {
+    let env = [
+        "GITHUB_REPOSITORY",
+        "GITHUB_TOKEN",
+        "GITHUB_REF",
+        "GITHUB_SERVER_URL",
+        "GITHUB_ACTIONS",
+    ]
+    .map(|k| (k, ""));
+    run(args, &env, None)
+}
+
+fn push(folder: &Path, repository: &str, extra: &[&str]) -> Value {
+    let mut args = vec![
+        "push",
+        "--path",
+        folder.to_str().unwrap(),
+        "--repository",
+        repository,
+        "--timestamp-tag",
+        "main",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    si(&args).json()
+}
+
+fn verify(folder: &Path, reference: &str) -> Run {
+    si(&["verify", reference, "--path", folder.to_str().unwrap()])
+}
+
+fn verify_json(folder: &Path, reference: &str) -> Value {
+    let r = si(&[
+        "verify",
+        reference,
+        "--path",
+        folder.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(r.code, 0, "verify {reference} failed: {}", r.stderr);
+    serde_json::from_str(r.stdout.trim()).unwrap()
+}
+
+fn assert_mismatch(r: &Run, needles: &[&str]) {
+    assert_eq!(
+        r.code, 7,
+        "want exit 7 (not what the commit holds)\nstdout: {}\nstderr: {}",
+        r.stdout, r.stderr
+    );
+    assert!(
+        r.stderr.contains("is not what its commit holds"),
+        "{}",
+        r.stderr
+    );
+    for n in needles {
+        assert!(r.stderr.contains(n), "stderr lacks {n:?}:\n{}", r.stderr);
+    }
+}
+
+fn s(v: &Value, k: &str) -> String {
+    v[k].as_str()
+        .unwrap_or_else(|| panic!("no {k} in {v}"))
+        .to_string()
+}
+
+fn client(repository: &str) -> Client {
+    Client::open(&Options {
+        repository: repository.to_string(),
+        insecure: false,
+        monolithic: false,
+        credentials: None,
+        login: None,
+    })
+    .unwrap()
+}
+
+/// The pushed image's manifest annotations.
+fn annotations(c: &Client, digest: &str) -> BTreeMap<String, String> {
+    let m = c.get_manifest(digest).unwrap().unwrap();
+    let v: Value = serde_json::from_slice(&m.bytes).unwrap();
+    serde_json::from_value(v["annotations"].clone()).unwrap()
+}
+
+/// Builds `dir` with `meta`, pushes it under `tag` and attaches a
+/// provenance that claims `commit` and `configs/shop`: a forgery that
+/// carries every claim a faithful image carries.
+fn forge(c: &Client, dir: &Path, meta: &Metadata, tag: &str, commit: &str) -> String {
+    let source = settings_image::source::worktree::read(dir).unwrap();
+    let img = image::build(&source, meta).unwrap();
+    c.push(&img, &[tag.to_string()]).unwrap();
+    let facts = provenance::Facts {
+        repository: None,
+        git_ref: Some("refs/heads/main".into()),
+        path: "configs/shop".into(),
+        commit: commit.to_string(),
+        committed_at: meta.annotations["org.opencontainers.image.created"].clone(),
+        builder_id: "forger".into(),
+        invocation_id: None,
+        workflow_ref: None,
+    };
+    provenance::attach(c, &img, &facts).unwrap();
+    img.digest
+}
+
+#[test]
+fn a_faithful_push_verifies_in_every_reference_form() {
+    let reg = Registry::start(Auth::None);
+    let repo = format!("{}/team/settings", reg.host());
+    let st = Settings::new();
+    let a = push(&st.folder(), &repo, &[]);
+    let (tag, digest, commit) = (s(&a, "timestamp_tag"), s(&a, "digest"), s(&a, "commit"));
+    // History moves on; the old image still verifies from its own commit.
+    st.write("configs/shop/app.yaml", "port: 9090\n");
+    let b_commit = st.commit("second", 1_700_000_100);
+    let b = push(&st.folder(), &repo, &[]);
+    for reference in [
+        format!("{repo}:{tag}"),
+        format!("{repo}:{tag}@{digest}"),
+        format!("{repo}@{digest}"),
+    ] {
+        let v = verify_json(&st.folder(), &reference);
+        assert_eq!(v["digest"], digest.as_str(), "{reference}");
+        assert_eq!(v["commit"], commit.as_str());
+        assert_eq!(v["path"], "configs/shop");
+        assert_eq!(v["blobs"], 2);
+        assert_eq!(v["files"], 2);
+    }
+    let v = verify_json(&st.folder(), &s(&b, "reference"));
+    assert_eq!(v["commit"], b_commit.as_str());
+    let human = verify(&st.folder(), &format!("{repo}:{}", s(&b, "timestamp_tag")));
+    assert_eq!(human.code, 0, "{}", human.stderr);
+    assert!(human.stdout.contains("verified"), "{}", human.stdout);
+}
+
+#[test]
+fn a_re_pointed_tag_fails() {
+    let reg = Registry::start(Auth::None);
+    let repo = format!("{}/team/settings", reg.host());
+    let st = Settings::new();
+    let a = push(&st.folder(), &repo, &[]);
+    st.write("configs/shop/app.yaml", "port: 9090\n");
+    st.commit("second", 1_700_000_100);
+    let b = push(&st.folder(), &repo, &[]);
+    let (tag_a, digest_a) = (s(&a, "timestamp_tag"), s(&a, "digest"));
+    // The registry lets anyone with push access move a tag.
+    let c = client(&repo);
+    let m = c.get_manifest(&s(&b, "digest")).unwrap().unwrap();
+    c.put_manifest(&tag_a, &m.bytes, &m.media_type).unwrap();
+    let r = verify(&st.folder(), &format!("{repo}:{tag_a}"));
+    assert_mismatch(
+        &r,
+        &[
+            "re-pointed",
+            &tag_a,
+            &s(&b, "commit"),
+            &tag_a[tag_a.len() - 7..],
+        ],
+    );
+    // Pinned by digest the old image is still what it was, but the
+    // timestamp tag next to it no longer names it.
+    let r = verify(&st.folder(), &format!("{repo}:{tag_a}@{digest_a}"));
+    assert_mismatch(&r, &["never moves", &digest_a]);
+    let ok = verify(&st.folder(), &format!("{repo}@{digest_a}"));
+    assert_eq!(ok.code, 0, "{}", ok.stderr);
+}
+
+#[test]
+fn a_manifest_with_an_extra_annotation_fails() {
+    let reg = Registry::start(Auth::None);
+    let repo = format!("{}/team/settings", reg.host());
+    let st = Settings::new();
+    let a = push(&st.folder(), &repo, &[]);
+    let c = client(&repo);
+    let mut meta = Metadata {
+        annotations: annotations(&c, &s(&a, "digest")),
+        labels: BTreeMap::new(),
+    };
+    meta.annotations
+        .insert("org.example.approved".into(), "yes".into());
+    let commit = s(&a, "commit");
+    let forged = forge(&c, &st.folder(), &meta, "annotated", &commit);
+    assert_ne!(forged, s(&a, "digest"));
+    let r = verify(&st.folder(), &format!("{repo}:annotated"));
+    assert_mismatch(
+        &r,
+        &["extra annotation org.example.approved", "manifest differs"],
+    );
+    assert!(r.stderr.contains("hint:"), "{}", r.stderr);
+}
+
+#[test]
+fn a_changed_file_in_the_layer_fails_and_is_named() {
+    let reg = Registry::start(Auth::None);
+    let repo = format!("{}/team/settings", reg.host());
+    let st = Settings::new();
+    let a = push(&st.folder(), &repo, &[]);
+    let c = client(&repo);
+    let meta = Metadata {
+        annotations: annotations(&c, &s(&a, "digest")),
+        labels: BTreeMap::new(),
+    };
+    // The same claims (revision, created, provenance), other bytes.
+    let copy = tempfile::tempdir().unwrap();
+    common::copy_tree(&st.folder(), copy.path());
+    std::fs::write(copy.path().join("features/flags.yaml"), "beta: true\n").unwrap();
+    let commit = s(&a, "commit");
+    forge(&c, copy.path(), &meta, "changed", &commit);
+    let r = verify(&st.folder(), &format!("{repo}:changed"));
+    assert_mismatch(&r, &["features/flags.yaml: different content", &commit]);
+    // A file the commit does not hold.
+    std::fs::write(copy.path().join("features/flags.yaml"), "beta: false\n").unwrap();
+    std::fs::write(copy.path().join("backdoor.yaml"), "x: 1\n").unwrap();
+    forge(&c, copy.path(), &meta, "added", &commit);
+    let r = verify(&st.folder(), &format!("{repo}:added"));
+    assert_mismatch(&r, &["backdoor.yaml: in the image, not in the commit"]);
+    // With the files named in --json of a scan too.
+    let cluster = tempfile::tempdir().unwrap();
+    std::fs::write(
+        cluster.path().join("pod.yaml"),
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  volumes:\n    - name: settings\n      image:\n        reference: {repo}:changed\n"
+        ),
+    )
+    .unwrap();
+    let r = si(&[
+        "verify",
+        "--scan",
+        cluster.path().to_str().unwrap(),
+        "--repository",
+        &repo,
+        "--path",
+        st.folder().to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(r.code, 7, "{}", r.stderr);
+    let v: Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    assert_eq!(v["rows"][0]["status"], "mismatch");
+    assert_eq!(v["rows"][0]["file_differs"], "features/flags.yaml");
+    assert_eq!(v["rows"][0]["line"], 9);
+}
+
+#[test]
+fn a_missing_provenance_fails() {
+    let reg = Registry::start(Auth::None);
+    let repo = format!("{}/team/settings", reg.host());
+    let st = Settings::new();
+    let a = push(&st.folder(), &repo, &["--no-provenance"]);
+    let r = verify(&st.folder(), &s(&a, "reference"));
+    assert_mismatch(&r, &["no provenance", "--no-provenance"]);
+    // The same content pushed with provenance verifies.
+    push(&st.folder(), &repo, &[]);
+    assert_eq!(verify(&st.folder(), &s(&a, "reference")).code, 0);
+}
+
+#[test]
+fn a_shallow_checkout_gets_the_same_error_as_push() {
+    let reg = Registry::start(Auth::None);
+    let repo = format!("{}/team/settings", reg.host());
+    let st = Settings::new();
+    let older = push(&st.folder(), &repo, &[]);
+    // The folder's last change is HEAD, and not the root commit: a depth-1
+    // clone holds it with its parents cut off.
+    st.write("configs/shop/app.yaml", "port: 9090\n");
+    st.commit("second", 1_700_000_050);
+    let a = push(&st.folder(), &repo, &[]);
+    // A depth-1 clone, as actions/checkout makes it.
+    let clone = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", st.repo.dir.display());
+    st.repo.git_in(
+        clone.path(),
+        &["clone", "-q", "--depth", "1", &url, "shallow"],
+    );
+    let folder = clone.path().join("shallow/configs/shop");
+    let pushed = si(&[
+        "push",
+        "--path",
+        folder.to_str().unwrap(),
+        "--repository",
+        &repo,
+        "--timestamp-tag",
+        "main",
+    ]);
+    assert_ne!(pushed.code, 0);
+    let verified = verify(&folder, &s(&a, "reference"));
+    assert_eq!(verified.code, pushed.code, "{}", verified.stderr);
+    let first = |t: &str| {
+        t.lines()
+            .find(|l| l.starts_with("error:"))
+            .unwrap_or("")
+            .to_string()
+    };
+    assert!(
+        first(&pushed.stderr).contains("shallow clone"),
+        "{}",
+        pushed.stderr
+    );
+    assert_eq!(first(&verified.stderr), first(&pushed.stderr));
+    assert!(
+        verified.stderr.contains("fetch-depth: 0"),
+        "{}",
+        verified.stderr
+    );
+    // An older image's commit is not in the clone at all: as clear.
+    let r = verify(&folder, &s(&older, "reference"));
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let missing = format!("the revision {} is not in this clone", s(&older, "commit"));
+    assert!(
+        r.stderr.contains(&missing) && r.stderr.contains("fetch-depth: 0"),
+        "{}",
+        r.stderr
+    );
+}
+
+/// A cluster repository with every workload kind, multi-document files,
+/// `kind: List` (as `kustomize build` / `flux build` render), a Helm
+/// template that is not YAML, and references that are not image volumes.
+fn cluster(dir: &Path, repo: &str, a: &str, b: &str, bad: &str) {
+    let w = |rel: &str, text: String| {
+        let p = dir.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    let pod = |volumes: &str| {
+        format!("containers:\n  - name: app\n    image: {repo}:not-a-volume\nvolumes:\n{volumes}")
+    };
+    let indent = |t: &str, n: usize| {
+        t.lines()
+            .map(|l| format!("{}{l}\n", " ".repeat(n)))
+            .collect::<String>()
+    };
+    let vol = |name: &str, r: &str| {
+        format!(
+            "  - name: {name}\n    image:\n      reference: {r} # {{\"$imagepolicy\": \"flux-system:settings\"}}\n"
+        )
+    };
+    w(
+        "apps/shop/deployment.yaml",
+        format!(
+            "apiVersion: v1\nkind: Service\nmetadata:\n  name: shop\nspec:\n  ports: [{{port: 80}}]\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: shop\n  namespace: shop\nspec:\n  template:\n    spec:\n{}",
+            indent(&pod(&vol("settings", a)), 6)
+        ),
+    );
+    w(
+        "apps/shop/statefulset.yml",
+        format!(
+            "apiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: db\nspec:\n  template:\n    spec:\n{}",
+            indent(&pod(&vol("settings", b)), 6)
+        ),
+    );
+    w(
+        "apps/jobs.yaml",
+        format!(
+            "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: once\nspec:\n  template:\n    spec:\n{}---\napiVersion: batch/v1\nkind: CronJob\nmetadata:\n  name: nightly\nspec:\n  jobTemplate:\n    spec:\n      template:\n        spec:\n{}",
+            indent(&pod(&vol("settings", a)), 6),
+            indent(&pod(&vol("settings", a)), 10)
+        ),
+    );
+    w(
+        "apps/ds.yaml",
+        format!(
+            "apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: agent\nspec:\n  template:\n    spec:\n{}",
+            indent(
+                &pod(&(vol("other", "ghcr.io/elsewhere/settings:v1") + &vol("mine", b))),
+                6
+            )
+        ),
+    );
+    w(
+        "apps/pod.yaml",
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: debug\nspec:\n{}",
+            indent(&pod(&vol("settings", bad)), 2)
+        ),
+    );
+    w(
+        "rendered/all.yaml",
+        format!(
+            "---\napiVersion: v1\nkind: List\nitems:\n  - apiVersion: apps/v1\n    kind: Deployment\n    metadata:\n      name: rendered\n    spec:\n      template:\n        spec:\n{}---\n",
+            indent(&pod(&vol("settings", b)), 10)
+        ),
+    );
+    w(
+        "charts/web/templates/deploy.yaml",
+        "spec:\n  replicas: {{ .Values.replicas }}\n  {{- include \"x\" . }}\n".into(),
+    );
+    w(
+        ".git/objects.yaml",
+        format!("kind: Pod\nspec:\n{}", indent(&pod(&vol("s", bad)), 2)),
+    );
+    w("README.md", format!("reference: {bad}\n"));
+}
+
+#[test]
+fn scan_verifies_every_workload_kind_and_fails_on_one_bad_reference() {
+    let reg = Registry::start(Auth::None);
+    let repo = format!("{}/team/settings", reg.host());
+    let st = Settings::new();
+    let a = push(&st.folder(), &repo, &[]);
+    st.write("configs/shop/app.yaml", "port: 9090\n");
+    st.commit("second", 1_700_000_100);
+    let b = push(&st.folder(), &repo, &[]);
+    let good_b = format!("{repo}@{}", s(&b, "digest"));
+    let dir = tempfile::tempdir().unwrap();
+    // First all faithful: exit 0.
+    cluster(
+        dir.path(),
+        &repo,
+        &s(&a, "reference"),
+        &good_b,
+        &s(&b, "reference"),
+    );
+    let folder = st.folder();
+    let scan = |json: bool| {
+        let mut args = vec![
+            "verify",
+            "--scan",
+            dir.path().to_str().unwrap(),
+            "--repository",
+            &repo,
+            "--path",
+            folder.to_str().unwrap(),
+        ];
+        if json {
+            args.push("--json");
+        }
+        si(&args)
+    };
+    let r = scan(true);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let v: Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    let mut objects: Vec<String> = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            assert_eq!(r["status"], "verified", "{r}");
+            format!(
+                "{} {}",
+                r["object"].as_str().unwrap(),
+                r["volume"].as_str().unwrap()
+            )
+        })
+        .collect();
+    objects.sort();
+    assert_eq!(
+        objects,
+        [
+            "CronJob/nightly settings",
+            "DaemonSet/agent mine",
+            "Deployment/rendered settings",
+            "Deployment/shop/shop settings",
+            "Job/once settings",
+            "Pod/debug settings",
+            "StatefulSet/db settings",
+        ]
+    );
+    assert_eq!(v["skipped"][0]["file"], "charts/web/templates/deploy.yaml");
+    // Now tag A's timestamp tag is re-pointed, and one Pod uses it.
+    let c = client(&repo);
+    let m = c.get_manifest(&s(&b, "digest")).unwrap().unwrap();
+    let tag_a = s(&a, "timestamp_tag");
+    c.put_manifest(&tag_a, &m.bytes, &m.media_type).unwrap();
+    let bad = format!("{repo}:{tag_a}");
+    cluster(dir.path(), &repo, &s(&a, "reference"), &good_b, &bad);
+    let r = scan(false);
+    assert_eq!(r.code, 7, "{}\n{}", r.stdout, r.stderr);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert!(lines[0].starts_with("STATUS"), "{}", r.stdout);
+    let bad_lines: Vec<&&str> = lines.iter().filter(|l| l.starts_with("mismatch")).collect();
+    // The Deployment, the Job and the CronJob pin A's digest next to the moved tag: the
+    // tag no longer names it. The Pod uses the moved tag alone.
+    assert_eq!(bad_lines.len(), 4, "{}", r.stdout);
+    assert!(
+        bad_lines
+            .iter()
+            .any(|l| l.contains("apps/pod.yaml:") && l.contains("re-pointed")),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stderr
+            .contains("skipped charts/web/templates/deploy.yaml")
+    );
+
+    // The action face, as a cluster repository's workflow runs it: the
+    // cluster checkout is the workspace, the settings repository is checked
+    // out (full history) into a folder of it.
+    let workspace = tempfile::tempdir().unwrap();
+    let ws = workspace.path();
+    cluster(
+        &ws.join("cluster"),
+        &repo,
+        &s(&a, "reference"),
+        &good_b,
+        &bad,
+    );
+    let url = format!("file://{}", st.repo.dir.display());
+    st.repo.git_in(ws, &["clone", "-q", &url, "settings"]);
+    let files = tempfile::tempdir().unwrap();
+    let out = files.path().join("output");
+    let summary = files.path().join("summary");
+    let mut cmd = std::process::Command::new(support_registry::bin());
+    cmd.arg("action")
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", ws)
+        .env("GITHUB_WORKSPACE", ws)
+        .env("GITHUB_OUTPUT", &out)
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .env("INPUT_MODE", "verify")
+        .env("INPUT_PATH", "settings/configs/shop")
+        .env("INPUT_REPOSITORY", &repo)
+        .env("INPUT_SCAN", "cluster/apps");
+    let o = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(7), "{stdout}");
+    assert!(
+        stdout.contains("::error file=cluster/apps/pod.yaml,line=")
+            && stdout.contains("re-pointed"),
+        "{stdout}"
+    );
+    let text = std::fs::read_to_string(&summary).unwrap();
+    assert!(text.contains("| ❌ | `pod.yaml:"), "{text}");
+    assert!(text.contains("| ✅ | `shop/statefulset.yml:"), "{text}");
+    let outputs = std::fs::read_to_string(&out).unwrap();
+    assert!(outputs.contains("verified<<"), "{outputs}");
+    assert!(outputs.contains("\nfalse\n"), "{outputs}");
+    // Only the faithful folder: the step passes.
+    let o = cmd
+        .env("INPUT_SCAN", "cluster/apps/shop/statefulset.yml")
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    // A wrong mode is an input error.
+    let o = cmd.env("INPUT_MODE", "audit").output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("the input `mode`"));
+}
