@@ -5,8 +5,11 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::error::{Error, Result};
+use crate::front::{self, Login};
 use crate::history::{self, SourceMode, Token};
-use crate::publish::registry::{self, Credentials};
+use crate::promote::BreakGlass;
+use crate::registry::{self, Credentials};
+use crate::release::ordering::BranchMove;
 use crate::request::{self, Request, Target};
 use std::io::Read;
 
@@ -238,11 +241,15 @@ pub struct PushArgs {
     pub history: HistoryArgs,
 }
 
-fn push_credentials(args: &PushArgs) -> Result<Option<Credentials>> {
-    credentials(args.username.as_ref(), args.password_stdin)
-}
-
-fn credentials(username: Option<&String>, password_stdin: bool) -> Result<Option<Credentials>> {
+/// The registry login of `push` and `promote`: `--username` (or
+/// `SETTINGS_IMAGE_USERNAME`) with the password from standard input or
+/// `SETTINGS_IMAGE_PASSWORD`. A password from the environment without a
+/// username is ignored; any other half is an error.
+fn credentials(
+    env: &front::Env,
+    username: Option<&String>,
+    password_stdin: bool,
+) -> Result<Option<Credentials>> {
     let password = if password_stdin {
         let mut s = String::new();
         std::io::stdin()
@@ -250,17 +257,13 @@ fn credentials(username: Option<&String>, password_stdin: bool) -> Result<Option
             .map_err(|e| Error::io("reading the password from standard input", e))?;
         Some(s.trim_end_matches(['\n', '\r']).to_string())
     } else {
-        std::env::var("SETTINGS_IMAGE_PASSWORD").ok()
+        env.get("SETTINGS_IMAGE_PASSWORD").cloned()
     };
-    match (username, password) {
-        (Some(u), Some(p)) if !u.is_empty() && !p.is_empty() => Ok(Some(Credentials {
-            username: u.clone(),
-            password: p,
-        })),
-        (None, None) => Ok(None),
-        (Some(u), None) if u.is_empty() => Ok(None),
-        (None, Some(_)) if !password_stdin => Ok(None),
-        _ => Err(Error::input(
+    match front::login(username.cloned(), password) {
+        Login::Both(c) => Ok(Some(c)),
+        Login::Neither => Ok(None),
+        Login::PasswordOnly if !password_stdin => Ok(None),
+        Login::UsernameOnly | Login::PasswordOnly => Err(Error::input(
             "a registry username needs a password and a password needs a username",
             Some(
                 "give --username USER with --password-stdin (or set SETTINGS_IMAGE_USERNAME and SETTINGS_IMAGE_PASSWORD)"
@@ -271,8 +274,8 @@ fn credentials(username: Option<&String>, password_stdin: bool) -> Result<Option
 }
 
 /// Whether a password is given (stdin or `SETTINGS_IMAGE_PASSWORD`).
-fn password_given(stdin: bool) -> bool {
-    stdin || std::env::var_os("SETTINGS_IMAGE_PASSWORD").is_some_and(|p| !p.is_empty())
+fn password_given(env: &front::Env, stdin: bool) -> bool {
+    stdin || front::var(env, "SETTINGS_IMAGE_PASSWORD").is_some()
 }
 
 /// Arguments of `build`.
@@ -295,13 +298,38 @@ pub struct BuildArgs {
     pub history: HistoryArgs,
 }
 
-fn print_report(report: &crate::report::Report, json: bool) -> Result<()> {
+/// Prints the report; `forced`: the push followed a force-push (words the
+/// branch-tag notice).
+fn print_report(report: &crate::report::Report, json: bool, forced: bool) -> Result<()> {
+    if let Some(a) = &report.anomaly {
+        eprintln!("warning: {}: {}", a.kind.as_str(), a.message);
+    }
+    if let (Some(b), Some(commit)) = (&report.branch_tag, &report.commit) {
+        let name = &b.name;
+        match &b.plan {
+            BranchMove::KeepNewer { current } if forced => eprintln!(
+                "notice: branch tag {name} stays on commit {current}, which descends from {commit}; if the force-push \
+                 dropped it, --allow-rewind moves the tag back"
+            ),
+            BranchMove::KeepNewer { current } => eprintln!(
+                "notice: branch tag {name} stays on commit {current}, which descends from {commit}: a re-run of an older commit"
+            ),
+            BranchMove::Rewound { current } => eprintln!(
+                "warning: --allow-rewind: moving branch tag {name} back from commit {current}, which a force-push \
+                 dropped, to its ancestor {commit}"
+            ),
+            BranchMove::Diverged { current } => eprintln!(
+                "warning: --allow-rewind: moving branch tag {name} from commit {} to {commit}, which does not descend from it",
+                current.as_deref().unwrap_or("(none recorded)"),
+            ),
+            _ => {}
+        }
+    }
     for w in &report.warnings {
         eprintln!("warning: {w}");
     }
     if json {
-        let s = serde_json::to_string(report)
-            .map_err(|e| Error::io("printing the report", std::io::Error::other(e)))?;
+        let s = serde_json::to_string(report).map_err(|e| Error::json("printing the report", e))?;
         println!("{s}");
     } else {
         print!("{}", report.human());
@@ -311,6 +339,7 @@ fn print_report(report: &crate::report::Report, json: bool) -> Result<()> {
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> Result<()> {
+    let env = front::process_env();
     match cli.command {
         Command::Build(args) => {
             let req = Request {
@@ -319,23 +348,26 @@ pub fn run(cli: Cli) -> Result<()> {
                 target: Target::Layout(args.output),
                 source: args.history.source,
                 timestamp_tag: args.history.timestamp_tag,
-                github_token: args.history.github.token(),
+                github: front::github_api(&env, args.history.github.token()),
+                source_url: front::source_url(&env),
+                ci: front::ci(&env),
                 forward: request::Forward::default(),
                 provenance: false,
                 revision: args.history.revision,
                 extra: Default::default(),
             };
             let report = request::run(&req)?;
-            print_report(&report, args.json)
+            print_report(&report, args.json, false)
         }
-        Command::Tag(args) => run_tag(&args),
+        Command::Tag(args) => run_tag(&env, &args),
         Command::Push(args) => {
             let (credentials, login) = args.login.resolve(
+                &env,
                 &args.repository,
                 args.insecure,
                 args.username.as_deref(),
-                password_given(args.password_stdin),
-                || push_credentials(&args),
+                password_given(&env, args.password_stdin),
+                || credentials(&env, args.username.as_ref(), args.password_stdin),
             )?;
             let req = Request {
                 path: args.path,
@@ -345,11 +377,14 @@ pub fn run(cli: Cli) -> Result<()> {
                     insecure: args.insecure,
                     monolithic: args.monolithic,
                     credentials,
+                    docker_config: front::docker_config(&env),
                     login: login.map(Box::new),
                 }),
                 source: args.history.source,
                 timestamp_tag: args.history.timestamp_tag,
-                github_token: args.history.github.token(),
+                github: front::github_api(&env, args.history.github.token()),
+                source_url: front::source_url(&env),
+                ci: front::ci(&env),
                 forward: request::Forward {
                     branch_tag: args.branch_tag,
                     allow_rewind: args.allow_rewind,
@@ -360,10 +395,10 @@ pub fn run(cli: Cli) -> Result<()> {
                 extra: Default::default(),
             };
             let report = request::run(&req)?;
-            print_report(&report, args.json)
+            print_report(&report, args.json, req.forward.forced_before.is_some())
         }
-        Command::Inspect(args) => run_inspect(&args),
-        Command::Promote(args) => run_promote(&args),
+        Command::Inspect(args) => run_inspect(&env, &args),
+        Command::Promote(args) => run_promote(&env, &args),
         Command::Flux(args) => cluster::run_flux(&args),
         Command::Verify(args) => match cluster::run_verify(&args)? {
             0 => Ok(()),
@@ -380,27 +415,22 @@ pub fn run(cli: Cli) -> Result<()> {
 
 /// Turns `promote`'s arguments into a [`crate::promote::Request`]; shared
 /// with nothing else, the action face builds its own from inputs.
-fn promote_request(args: &PromoteArgs) -> Result<crate::promote::Request> {
-    let force = crate::promote::break_glass(args.force, args.reason.as_deref())?;
-    let policy = match &args.policy {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| Error::io(format!("reading the policy {}", path.display()), e))?;
-            crate::release::policy::Policy::from_yaml(&text)?
-        }
-        None => crate::release::policy::Policy::default(),
-    };
+fn promote_request(env: &front::Env, args: &PromoteArgs) -> Result<crate::promote::Request> {
+    let force = crate::promote::break_glass(args.force, args.reason.as_deref())
+        .map_err(break_glass_error)?;
+    let policy = front::policy(args.policy.as_deref())?;
     let at = args
         .at
         .as_deref()
         .map(crate::promote::parse_at)
         .transpose()?;
     let (credentials, login) = args.login.resolve(
+        env,
         &args.repository,
         args.insecure,
         args.username.as_deref(),
-        password_given(args.password_stdin),
-        || credentials(args.username.as_ref(), args.password_stdin),
+        password_given(env, args.password_stdin),
+        || credentials(env, args.username.as_ref(), args.password_stdin),
     )?;
     Ok(crate::promote::Request {
         repository: args.repository.clone(),
@@ -414,13 +444,31 @@ fn promote_request(args: &PromoteArgs) -> Result<crate::promote::Request> {
         insecure: args.insecure,
         credentials,
         login,
-        actor: crate::promote::actor_from_env(),
-        run_url: crate::promote::run_url_from_env(),
+        docker_config: front::docker_config(env),
+        actor: front::actor(env),
+        run_url: front::run_url(env),
     })
 }
 
-fn run_promote(args: &PromoteArgs) -> Result<()> {
-    let req = promote_request(args)?;
+/// A refused break-glass in the CLI's words.
+fn break_glass_error(e: BreakGlass) -> Error {
+    match e {
+        BreakGlass::NoReason => Error::input(
+            "break-glass (--force) needs a reason",
+            Some(
+                "add --reason \"...\" saying why the release cannot wait for a window; it is recorded with the promotion"
+                    .to_string(),
+            ),
+        ),
+        BreakGlass::ReasonWithoutForce => Error::input(
+            "--reason is only used with --force",
+            Some("add --force for break-glass, or drop --reason".to_string()),
+        ),
+    }
+}
+
+fn run_promote(env: &front::Env, args: &PromoteArgs) -> Result<()> {
+    let req = promote_request(env, args)?;
     if let Some(reason) = &req.force {
         eprintln!("BREAK-GLASS requested by {}: {reason}", req.actor);
     }
@@ -438,8 +486,7 @@ fn run_promote(args: &PromoteArgs) -> Result<()> {
         );
     }
     if args.json {
-        let s = serde_json::to_string(&out)
-            .map_err(|e| Error::io("printing the outcome", std::io::Error::other(e)))?;
+        let s = serde_json::to_string(&out).map_err(|e| Error::json("printing the outcome", e))?;
         println!("{s}");
     } else {
         print!("{}", out.human());
@@ -447,19 +494,24 @@ fn run_promote(args: &PromoteArgs) -> Result<()> {
     Ok(())
 }
 
-fn run_inspect(args: &InspectArgs) -> Result<()> {
-    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    let credentials = match (
-        env("SETTINGS_IMAGE_USERNAME"),
-        env("SETTINGS_IMAGE_PASSWORD"),
+fn run_inspect(env: &front::Env, args: &InspectArgs) -> Result<()> {
+    // Reading needs no login: a half-given one is simply not used.
+    let credentials = match front::login(
+        env.get("SETTINGS_IMAGE_USERNAME").cloned(),
+        env.get("SETTINGS_IMAGE_PASSWORD").cloned(),
     ) {
-        (Some(username), Some(password)) => Some(Credentials { username, password }),
+        Login::Both(c) => Some(c),
         _ => None,
     };
-    let found = crate::inspect::inspect(&args.reference, args.insecure, credentials)?;
+    let found = crate::inspect::inspect(
+        &args.reference,
+        args.insecure,
+        credentials,
+        front::docker_config(env),
+    )?;
     if args.json {
-        let s = serde_json::to_string(&found)
-            .map_err(|e| Error::io("printing the inspection", std::io::Error::other(e)))?;
+        let s =
+            serde_json::to_string(&found).map_err(|e| Error::json("printing the inspection", e))?;
         println!("{s}");
     } else {
         print!("{}", found.human());
@@ -467,10 +519,10 @@ fn run_inspect(args: &InspectArgs) -> Result<()> {
     Ok(())
 }
 
-fn run_tag(args: &TagArgs) -> Result<()> {
+fn run_tag(env: &front::Env, args: &TagArgs) -> Result<()> {
     crate::tag::sanitize_prefix(&args.prefix)?;
-    let token = args.github.token();
-    let lc = history::last_change(&args.path, args.revision.as_deref(), token.as_ref())?;
+    let api = front::github_api(env, args.github.token());
+    let lc = history::last_change(&args.path, args.revision.as_deref(), api)?;
     if lc.from_github {
         eprintln!(
             "note: shallow clone; the GitHub API named commit {} as the last change of {}",

@@ -33,6 +33,15 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// JSON we wrote or read could not be (de)serialized.
+    #[error("{context}: {source}")]
+    Json {
+        /// What we were doing.
+        context: String,
+        /// serde's error.
+        #[source]
+        source: serde_json::Error,
+    },
     /// An OCI image layout on disk is not usable.
     #[error("OCI layout {}: {message}", path.display())]
     Layout {
@@ -155,6 +164,14 @@ impl Error {
         }
     }
 
+    /// Shorthand for a JSON error with context.
+    pub fn json(context: impl Into<String>, source: serde_json::Error) -> Self {
+        Error::Json {
+            context: context.into(),
+            source,
+        }
+    }
+
     /// Shorthand for a source error.
     pub fn source(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
         Error::Source {
@@ -201,7 +218,7 @@ impl Error {
                     .into(),
             ),
             Error::Layout { .. } => Some("choose an empty directory or a valid OCI image layout for --output".into()),
-            Error::Io { .. } => None,
+            Error::Io { .. } | Error::Json { .. } => None,
             Error::Mismatch { .. } => Some(
                 "do not deploy this reference; push the folder from its commit again (a faithful push is byte-identical), \
                  or find out who wrote this image"
@@ -225,11 +242,28 @@ impl Error {
             Error::Rewind { .. } => 6,
             Error::Mismatch { .. } => 7,
             Error::Io { .. }
+            | Error::Json { .. }
             | Error::Layout { .. }
             | Error::History { .. }
             | Error::GitHub { .. } => 1,
         }
     }
+}
+
+/// An error and its sources as one line, each cause added unless the text
+/// so far already holds it (the one place the tool flattens a chain).
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut msg = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        let text = s.to_string();
+        if !msg.contains(&text) {
+            msg.push_str(": ");
+            msg.push_str(&text);
+        }
+        src = s.source();
+    }
+    msg
 }
 
 /// Result with this crate's [`Error`].

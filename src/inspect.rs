@@ -10,7 +10,7 @@ use crate::image::artifact::ManifestView;
 use crate::image::{ANNOTATION_CREATED, ANNOTATION_REVISION, Descriptor};
 use crate::promote;
 use crate::provenance;
-use crate::publish::registry::{self, Client, Options};
+use crate::registry::{self, Client, Options};
 
 /// One kind of referrer inspect knows how to read.
 pub struct Kind {
@@ -58,8 +58,7 @@ fn read_promotion(
             hint: None,
         });
     }
-    serde_json::to_value(record)
-        .map_err(|e| Error::io("showing the promotion", std::io::Error::other(e)))
+    serde_json::to_value(record).map_err(|e| Error::json("showing the promotion", e))
 }
 
 /// Reads a provenance referrer: its manifest, then its statement layer.
@@ -71,8 +70,7 @@ fn read_provenance(
     let layer = first_layer(client, desc, provenance::ARTIFACT_TYPE)?;
     let bytes = client.get_blob(&layer.digest)?;
     let summary = provenance::read_statement(&bytes, image_digest)?;
-    serde_json::to_value(summary)
-        .map_err(|e| Error::io("showing the provenance", std::io::Error::other(e)))
+    serde_json::to_value(summary).map_err(|e| Error::json("showing the provenance", e))
 }
 
 /// The first layer of media type `media_type` of the referrer `desc`.
@@ -190,6 +188,7 @@ pub fn inspect(
     reference: &str,
     insecure: bool,
     credentials: Option<registry::Credentials>,
+    docker_config: Option<std::path::PathBuf>,
 ) -> Result<Inspection> {
     let (repository, what) = parse_reference(reference)?;
     let client = Client::open_read_only(&Options {
@@ -197,6 +196,7 @@ pub fn inspect(
         insecure,
         monolithic: false,
         credentials,
+        docker_config,
         login: None,
     })?;
     let m = client.get_manifest(&what)?.ok_or_else(|| Error::Registry {

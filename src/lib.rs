@@ -4,11 +4,13 @@
 //!
 //! The pipeline: [`request`] (what to do) -> [`source`] (files) -> [`image`]
 //! (blobs and manifest) -> [`publish`] (layout or registry) -> [`report`].
+//! [`registry`] is the OCI distribution client every registry user shares.
 
 pub mod action;
 pub mod cli;
 pub mod cluster;
 pub mod error;
+pub mod front;
 pub mod history;
 pub mod image;
 pub mod inspect;
@@ -16,6 +18,7 @@ pub mod login;
 pub mod promote;
 pub mod provenance;
 pub mod publish;
+pub mod registry;
 pub mod release;
 pub mod report;
 pub mod request;

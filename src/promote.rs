@@ -11,6 +11,7 @@
 //! picks) is the newest candidate either saw.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
@@ -18,8 +19,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::image::artifact::{Artifact, ManifestView};
 use crate::image::{ANNOTATION_CREATED, Descriptor};
-use crate::publish::registry::{self, Client, Credentials, Options};
-use crate::release::channel::{self, Decision};
+use crate::registry::{self, Client, Credentials, Options};
+use crate::release::channel::{self, Decision, DecisionKind};
 use crate::release::policy::{Period, Policy};
 
 /// The `artifactType` (and layer media type) of a promotion record.
@@ -54,11 +55,13 @@ pub struct Request {
     pub insecure: bool,
     /// Registry credentials (else docker's config, else anonymous).
     pub credentials: Option<Credentials>,
+    /// Docker's `config.json`, asked when `credentials` is `None`.
     /// An OIDC login making the credentials (when `credentials` is `None`).
     pub login: Option<crate::login::Login>,
-    /// Who promotes (see [`actor_from_env`]).
+    pub docker_config: Option<PathBuf>,
+    /// Who promotes (the CI's actor, else the local user).
     pub actor: String,
-    /// The CI run, when there is one (see [`run_url_from_env`]).
+    /// The CI run, when there is one.
     pub run_url: Option<String>,
 }
 
@@ -97,8 +100,8 @@ impl From<&Period> for PeriodReport {
 /// What a promotion decided and did.
 #[derive(Debug, Clone, Serialize)]
 pub struct Outcome {
-    /// `promote`, `up-to-date`, `wait` or `no-candidate`.
-    pub decision: String,
+    /// What was decided.
+    pub decision: DecisionKind,
     /// True when a channel tag was written by this run.
     pub promoted: bool,
     /// Nothing was changed (`--explain`).
@@ -166,32 +169,6 @@ pub struct Record {
     pub run_url: Option<String>,
 }
 
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
-}
-
-/// Who promotes: `GITHUB_TRIGGERING_ACTOR`, else `GITHUB_ACTOR`, else the
-/// local user (`USER`, `LOGNAME`), else `unknown`.
-pub fn actor_from_env() -> String {
-    ["GITHUB_TRIGGERING_ACTOR", "GITHUB_ACTOR", "USER", "LOGNAME"]
-        .iter()
-        .find_map(|k| env(k))
-        .unwrap_or_else(|| "unknown".to_string())
-}
-
-/// The GitHub Actions run URL from `GITHUB_SERVER_URL`,
-/// `GITHUB_REPOSITORY`, `GITHUB_RUN_ID` (and `GITHUB_RUN_ATTEMPT`).
-pub fn run_url_from_env() -> Option<String> {
-    let server = env("GITHUB_SERVER_URL")?;
-    let repo = env("GITHUB_REPOSITORY")?;
-    let id = env("GITHUB_RUN_ID")?;
-    let mut url = format!("{}/{repo}/actions/runs/{id}", server.trim_end_matches('/'));
-    if let Some(a) = env("GITHUB_RUN_ATTEMPT") {
-        url.push_str(&format!("/attempts/{a}"));
-    }
-    Some(url)
-}
-
 /// Parses `--at`: RFC 3339 with an offset (`2026-12-21T10:00:00Z`).
 pub fn parse_at(text: &str) -> Result<Timestamp> {
     text.trim().parse::<Timestamp>().map_err(|e| {
@@ -202,23 +179,29 @@ pub fn parse_at(text: &str) -> Result<Timestamp> {
     })
 }
 
-/// Checks the break-glass pair: `--force` needs a non-empty `--reason`, and
-/// a reason without `--force` is a mistake. Returns the reason when forced.
-pub fn break_glass(force: bool, reason: Option<&str>) -> Result<Option<String>> {
+/// A break-glass request that does not hold together. Each front end says
+/// it in its own words (flags in the CLI, inputs in the action).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum BreakGlass {
+    /// Forced without a reason.
+    #[error("break-glass needs a reason")]
+    NoReason,
+    /// A reason without forcing.
+    #[error("a reason is only used with break-glass")]
+    ReasonWithoutForce,
+}
+
+/// Checks the break-glass pair: forcing needs a non-empty reason, and a
+/// reason without forcing is a mistake. Returns the reason when forced.
+pub fn break_glass(
+    force: bool,
+    reason: Option<&str>,
+) -> std::result::Result<Option<String>, BreakGlass> {
     let reason = reason.map(str::trim).filter(|r| !r.is_empty());
     match (force, reason) {
         (true, Some(r)) => Ok(Some(r.to_string())),
-        (true, None) => Err(Error::input(
-            "break-glass (--force) needs a reason",
-            Some(
-                "add --reason \"...\" saying why the release cannot wait for a window; it is recorded with the promotion"
-                    .to_string(),
-            ),
-        )),
-        (false, Some(_)) => Err(Error::input(
-            "--reason is only used with --force",
-            Some("add --force for break-glass, or drop --reason".to_string()),
-        )),
+        (true, None) => Err(BreakGlass::NoReason),
+        (false, Some(_)) => Err(BreakGlass::ReasonWithoutForce),
         (false, None) => Ok(None),
     }
 }
@@ -245,7 +228,7 @@ fn check_prefixes(req: &Request) -> Result<()> {
     if let Some(r) = &req.force
         && r.trim().is_empty()
     {
-        return break_glass(true, None).map(|_| ());
+        return Err(Error::input(BreakGlass::NoReason.to_string(), None));
     }
     Ok(())
 }
@@ -256,6 +239,7 @@ fn options(req: &Request, repository: &str) -> Options {
         insecure: req.insecure,
         monolithic: false,
         credentials: req.credentials.clone(),
+        docker_config: req.docker_config.clone(),
         login: req.login.clone().map(Box::new),
     }
 }
@@ -309,7 +293,7 @@ pub fn run(req: &Request) -> Result<Outcome> {
         check_channel_tag(&source, target_client, &req.from, current)?;
     }
     let mut out = Outcome {
-        decision: decision.kind().to_string(),
+        decision: decision.kind(),
         promoted: false,
         explain: req.explain,
         candidate: channel::highest(&req.from, &tags).map(|s| s.tag),
@@ -450,7 +434,7 @@ fn check_channel_tag(
 /// The referrer artifact for `record`.
 pub fn artifact(record: &Record) -> Result<Artifact> {
     let bytes = serde_json::to_vec(record)
-        .map_err(|e| Error::io("serializing the promotion record", std::io::Error::other(e)))?;
+        .map_err(|e| Error::json("serializing the promotion record", e))?;
     Ok(Artifact {
         artifact_type: ARTIFACT_TYPE.to_string(),
         layers: vec![(ARTIFACT_TYPE.to_string(), bytes)],
@@ -463,12 +447,7 @@ pub fn artifact(record: &Record) -> Result<Artifact> {
 
 /// Reads a promotion record's layer.
 pub fn read_record(bytes: &[u8]) -> Result<Record> {
-    serde_json::from_slice(bytes).map_err(|e| {
-        Error::io(
-            "reading a promotion record",
-            std::io::Error::new(std::io::ErrorKind::InvalidData, e),
-        )
-    })
+    serde_json::from_slice(bytes).map_err(|e| Error::json("reading a promotion record", e))
 }
 
 fn after_promote_error(err: Error, tag: &str) -> Error {
@@ -526,32 +505,34 @@ impl Outcome {
     /// calendar.
     pub fn human(&self) -> String {
         let mut s = String::new();
-        let head = match self.decision.as_str() {
-            "promote" if self.explain => format!(
+        let head = match self.decision {
+            DecisionKind::Promote if self.explain => format!(
                 "would promote {} as {}",
                 self.candidate.as_deref().unwrap_or("?"),
                 self.tag.as_deref().unwrap_or("?")
             ),
-            "promote" if self.promoted => format!(
+            DecisionKind::Promote if self.promoted => format!(
                 "promoted {} as {}",
                 self.candidate.as_deref().unwrap_or("?"),
                 self.reference.as_deref().unwrap_or("?")
             ),
-            "promote" => format!(
+            DecisionKind::Promote => format!(
                 "{} already holds {}",
                 self.tag.as_deref().unwrap_or("?"),
                 self.candidate.as_deref().unwrap_or("?")
             ),
-            "up-to-date" => format!(
+            DecisionKind::UpToDate => format!(
                 "up to date: the channel holds {} (candidate {})",
                 self.current.as_deref().unwrap_or("?"),
                 self.candidate.as_deref().unwrap_or("?")
             ),
-            "wait" => format!(
+            DecisionKind::Wait => format!(
                 "waiting: {} is newer, but the gate is shut",
                 self.candidate.as_deref().unwrap_or("?")
             ),
-            _ => "no candidate: no tag of the source prefix exists".to_string(),
+            DecisionKind::NoCandidate => {
+                "no candidate: no tag of the source prefix exists".to_string()
+            }
         };
         s.push_str(&head);
         s.push('\n');
@@ -561,7 +542,7 @@ impl Outcome {
             s.push_str(&format!("because: {}\n", self.because));
         }
         if self.explain {
-            s.push_str(&format!("decision: {}\n", self.decision));
+            s.push_str(&format!("decision: {}\n", self.decision.as_str()));
             s.push_str(&format!(
                 "candidate: {}\ncurrent:   {}\n",
                 self.candidate.as_deref().unwrap_or("(none)"),
@@ -614,9 +595,12 @@ mod tests {
             break_glass(true, Some("incident 7")).unwrap().as_deref(),
             Some("incident 7")
         );
-        assert!(break_glass(false, Some("why")).is_err());
+        assert_eq!(
+            break_glass(false, Some("why")),
+            Err(BreakGlass::ReasonWithoutForce)
+        );
         assert_eq!(break_glass(false, None).unwrap(), None);
-        assert_eq!(break_glass(true, None).unwrap_err().exit_code(), 2);
+        assert_eq!(break_glass(true, None), Err(BreakGlass::NoReason));
     }
 
     #[test]

@@ -6,15 +6,14 @@
 //! [`Client`].
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::history::{CommitInfo, git};
+use crate::history::{Checkout, CommitInfo};
 use crate::image::artifact::Artifact;
 use crate::image::{ANNOTATION_CREATED, ANNOTATION_REVISION, Descriptor, Image};
-use crate::publish::registry::Client;
+use crate::registry::Client;
 
 /// The referrer's `artifactType` and its layer's media type.
 pub const ARTIFACT_TYPE: &str = "application/vnd.in-toto+json";
@@ -50,55 +49,44 @@ pub struct Facts {
     pub workflow_ref: Option<String>,
 }
 
-fn env(name: &str) -> Option<String> {
-    std::env::var(name)
-        .ok()
-        .map(|v| v.trim().to_string())
-        .filter(|v| !v.is_empty())
+/// What the CI run says about a build, assembled by the front end (in
+/// GitHub Actions, from the runner's environment); empty outside CI.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Ci {
+    /// The git ref built (`refs/heads/main`), when the CI names it.
+    pub git_ref: Option<String>,
+    /// `builder.id`: the action's repository and ref.
+    pub builder_id: Option<String>,
+    /// The run URL with run id and attempt.
+    pub invocation_id: Option<String>,
+    /// The workflow's ref (`owner/repo/.github/workflows/x.yml@ref`).
+    pub workflow_ref: Option<String>,
 }
 
 impl Facts {
-    /// Collects the facts for the folder at `path` built from `commit`:
-    /// GitHub Actions' environment first, then the git checkout.
-    pub fn collect(path: &Path, commit: &CommitInfo, repository: Option<String>) -> Result<Facts> {
-        let repo = git::Repo::discover(path)?;
-        let rel = repo
-            .as_ref()
-            .map(|r| r.display_path())
-            .unwrap_or_else(|| ".".to_string());
-        let git_ref = env("GITHUB_REF").or_else(|| head_ref(path));
-        let server = env("GITHUB_SERVER_URL").unwrap_or_else(|| "https://github.com".to_string());
-        let server = server.trim_end_matches('/');
-        let builder_id = match (env("GITHUB_ACTION_REPOSITORY"), env("GITHUB_ACTION_REF")) {
-            (Some(r), Some(rf)) => format!("{server}/{r}@{rf}"),
-            (Some(r), None) => format!("{server}/{r}"),
-            _ => format!("settings-image/{}", env!("CARGO_PKG_VERSION")),
-        };
-        let invocation_id = match (env("GITHUB_REPOSITORY"), env("GITHUB_RUN_ID")) {
-            (Some(r), Some(id)) => Some(format!(
-                "{server}/{r}/actions/runs/{id}/attempts/{}",
-                env("GITHUB_RUN_ATTEMPT").unwrap_or_else(|| "1".to_string())
-            )),
-            _ => None,
-        };
-        Ok(Facts {
+    /// The facts for the folder of `checkout` built from `commit`: what the
+    /// CI says first, then the checkout (its branch, the folder's place).
+    /// `repository` is the source URL the image's annotations name.
+    pub fn collect(
+        checkout: &Checkout,
+        commit: &CommitInfo,
+        repository: Option<String>,
+        ci: &Ci,
+    ) -> Facts {
+        Facts {
             repository,
-            git_ref,
-            path: rel,
+            git_ref: ci.git_ref.clone().or_else(|| checkout.repo().head_ref()),
+            path: checkout.repo().display_path(),
             commit: commit.id.clone(),
             committed_at: commit.committed_at(),
-            builder_id,
-            invocation_id,
-            workflow_ref: env("GITHUB_WORKFLOW_REF"),
-        })
+            builder_id: ci
+                .builder_id
+                .clone()
+                .unwrap_or_else(|| format!("settings-image/{}", env!("CARGO_PKG_VERSION"))),
+            invocation_id: ci.invocation_id.clone(),
+            workflow_ref: ci.workflow_ref.clone(),
+        }
     }
-}
-
-/// The checked-out branch (`refs/heads/NAME`), `None` when detached.
-fn head_ref(path: &Path) -> Option<String> {
-    let repo = gix::discover(path).ok()?;
-    let name = repo.head_name().ok()??;
-    Some(name.as_bstr().to_string())
 }
 
 #[derive(Serialize, Deserialize)]
@@ -167,8 +155,7 @@ pub fn statement(subject_name: &str, subject_digest: &str, facts: &Facts) -> Res
         predicate_type: PREDICATE_TYPE.to_string(),
         predicate,
     };
-    serde_json::to_vec(&st)
-        .map_err(|e| Error::io("serializing the provenance", std::io::Error::other(e)))
+    serde_json::to_vec(&st).map_err(|e| Error::json("serializing the provenance", e))
 }
 
 /// The referrer artifact for `facts`: the statement as its one layer,
@@ -216,12 +203,8 @@ pub struct Summary {
 
 /// Reads a statement's bytes; `image_digest` is checked against its subject.
 pub fn read_statement(bytes: &[u8], image_digest: &str) -> Result<Summary> {
-    let st: Statement = serde_json::from_slice(bytes).map_err(|e| {
-        Error::io(
-            "reading a provenance statement",
-            std::io::Error::new(std::io::ErrorKind::InvalidData, e),
-        )
-    })?;
+    let st: Statement = serde_json::from_slice(bytes)
+        .map_err(|e| Error::json("reading a provenance statement", e))?;
     let p = &st.predicate;
     let s = |ptr: &str| p.pointer(ptr).and_then(|v| v.as_str()).map(String::from);
     let subject_matches = st.subject.iter().any(|sub| {

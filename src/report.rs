@@ -48,10 +48,10 @@ pub struct Report {
     /// Something Flux's numerical policy gets wrong about this push
     /// (`push` with a timestamp tag only; absent when normal).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub anomaly: Option<crate::release::forward::Anomaly>,
+    pub anomaly: Option<crate::release::ordering::Anomaly>,
     /// What `--branch-tag` did.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub branch_tag: Option<crate::publish::forward::BranchReport>,
+    pub branch_tag: Option<crate::publish::guards::BranchReport>,
     /// What a registry push did (`push` only).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub push: Option<PushReport>,
@@ -119,7 +119,7 @@ impl Report {
             s.push_str(&format!(
                 "branch tag {}: {}{}{}\n",
                 b.name,
-                b.outcome,
+                b.outcome.as_str(),
                 b.commit
                     .as_deref()
                     .map(|c| format!(", commit {c}"))

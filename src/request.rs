@@ -4,12 +4,14 @@
 use std::path::PathBuf;
 
 use crate::error::{Error, Result};
-use crate::history::{self, SourceMode, Token};
+use crate::history::{self, Checkout, SourceMode, github};
 use crate::image;
 use crate::provenance;
-use crate::publish::{forward, layout, registry};
-use crate::release::forward::{BranchMove, ForcedPush};
-use crate::report::{LayerReport, PushReport, Report};
+use crate::publish::registry::{Plan, Provenance};
+use crate::publish::{layout, registry};
+use crate::registry::Options;
+use crate::release::ordering::ForcedPush;
+use crate::report::{LayerReport, Report};
 use crate::tag;
 
 /// Where the image goes.
@@ -18,7 +20,7 @@ pub enum Target {
     /// An OCI image layout directory.
     Layout(PathBuf),
     /// A registry repository.
-    Registry(registry::Options),
+    Registry(Options),
 }
 
 /// Everything needed to build and publish one settings image.
@@ -36,8 +38,14 @@ pub struct Request {
     /// Adds the tag `<prefix>-<committer time>-<sha7>` of the commit that
     /// last changed the folder.
     pub timestamp_tag: Option<String>,
-    /// Token for the GitHub API fallback on shallow clones.
-    pub github_token: Option<Token>,
+    /// The GitHub API that answers what a shallow clone cannot (the last
+    /// change, ancestry), when the front end has a repository and a token.
+    pub github: Option<github::Api>,
+    /// The repository's URL as the CI names it (else the `origin` remote's
+    /// is used): the `source` annotation and the provenance's repository.
+    pub source_url: Option<String>,
+    /// What the CI run says about the build, for the provenance.
+    pub ci: provenance::Ci,
     /// Forward-only options of a registry push.
     pub forward: Forward,
     /// After a registry push, attach SLSA provenance as a referrer (needs
@@ -80,7 +88,7 @@ impl Request {
             tag::sanitize_prefix(prefix)?;
         }
         if let Target::Registry(opts) = &self.target {
-            registry::parse_repository(&opts.repository)?;
+            crate::registry::parse_repository(&opts.repository)?;
         }
         if let Some(b) = &self.forward.branch_tag {
             tag::validate(b)?;
@@ -161,12 +169,16 @@ fn merge_metadata(
 /// Builds the image and publishes it as the request says.
 pub fn run(req: &Request) -> Result<Report> {
     req.validate()?;
+    // The one open of the repository in this run: the history walk, the
+    // ancestry checks and the provenance facts all use it.
+    let checkout = Checkout::open(&req.path, req.github.clone())?;
     let prepared = history::prepare(
+        checkout.as_ref(),
         &req.path,
         req.source,
         req.timestamp_tag.is_some(),
         req.revision.as_deref(),
-        req.github_token.as_ref(),
+        req.source_url.clone(),
     )?;
     let mut warnings = prepared.warnings.clone();
     let mut tags = req.tags.clone();
@@ -199,110 +211,46 @@ pub fn run(req: &Request) -> Result<Report> {
             (Some(dir.display().to_string()), w.new_blobs, None)
         }
         Target::Registry(opts) => {
-            let client = registry::Client::open(opts)?;
-            let forward = match (&timestamp_tag, &prepared.commit) {
-                (Some(t), Some(c)) => Some((
-                    t,
-                    c,
-                    forward::Ancestry::open(&req.path, req.github_token.as_ref())?,
-                )),
+            let stamp = match (&timestamp_tag, &prepared.commit, &checkout) {
+                (Some(t), Some(c), Some(checkout)) => Some((t.as_str(), c, checkout)),
                 _ => None,
             };
-            let forced = req.forward.forced_before.as_ref().map(|before| ForcedPush {
-                before: before.to_ascii_lowercase(),
-            });
-            // Before tagging: what Flux's numerical policy will make of it.
-            if let Some((t, c, ancestry)) = &forward {
-                let ts = u64::try_from(c.timestamp).unwrap_or(0);
-                match forward::check_anomaly(&client, ancestry, &c.id, ts, t, forced.as_ref()) {
-                    Ok(a) => anomaly = a,
-                    Err(e) => warnings.push(format!(
-                        "could not check the existing tags for anomalies: {e}"
-                    )),
+            let provenance = match (&prepared.commit, &checkout, req.provenance) {
+                (_, _, false) => Provenance::Off,
+                (Some(commit), Some(checkout), true) if req.source == SourceMode::Commit => {
+                    Provenance::Attach(provenance::Facts::collect(
+                        checkout,
+                        commit,
+                        prepared.source_url.clone(),
+                        &req.ci,
+                    ))
                 }
-                if let Some(a) = &anomaly {
-                    eprintln!("warning: {}: {}", a.kind.as_str(), a.message);
+                (None, _, true) | (_, None, true) => {
+                    Provenance::Unattested("the folder is not in a git commit")
                 }
-            }
-            // Refuse a sideways branch-tag move before pushing anything.
-            let plan = match (&req.forward.branch_tag, &forward) {
-                (Some(name), Some((_, c, ancestry))) => Some((
-                    name,
-                    forward::plan_branch(
-                        &client,
-                        ancestry,
-                        name,
-                        &c.id,
-                        req.forward.allow_rewind,
-                        forced.as_ref(),
-                    )?,
-                )),
-                _ => None,
+                (Some(_), Some(_), true) => Provenance::Unattested(
+                    "--source worktree packages the disk, which no commit attests",
+                ),
             };
-            let p = client.push(&img, &tags)?;
-            if let (Some((name, plan)), Some((t, c, ancestry))) = (&plan, &forward) {
-                match plan {
-                    BranchMove::KeepNewer { current } if forced.is_some() => eprintln!(
-                        "notice: branch tag {name} stays on commit {current}, which descends from {}; if the force-push \
-                         dropped it, --allow-rewind moves the tag back",
-                        c.id
-                    ),
-                    BranchMove::KeepNewer { current } => eprintln!(
-                        "notice: branch tag {name} stays on commit {current}, which descends from {}: a re-run of an older commit",
-                        c.id
-                    ),
-                    BranchMove::Rewound { current } => eprintln!(
-                        "warning: --allow-rewind: moving branch tag {name} back from commit {current}, which a force-push \
-                         dropped, to its ancestor {}",
-                        c.id
-                    ),
-                    BranchMove::Diverged { current } => eprintln!(
-                        "warning: --allow-rewind: moving branch tag {name} from commit {} to {}, which does not descend from it",
-                        current.as_deref().unwrap_or("(none recorded)"),
-                        c.id
-                    ),
-                    _ => {}
-                }
-                branch = Some(forward::move_branch(
-                    &client,
-                    ancestry,
-                    name,
-                    plan,
-                    &img.manifest,
-                    &c.id,
-                    t,
-                )?);
-            }
-            let provenance = match (&prepared.commit, req.provenance) {
-                (Some(commit), true) if req.source == SourceMode::Commit => {
-                    let facts =
-                        provenance::Facts::collect(&req.path, commit, prepared.source_url.clone())?;
-                    Some(
-                        provenance::attach(&client, &img, &facts)
-                            .map_err(|e| provenance::after_push_error(e, &p.reference))?,
-                    )
-                }
-                (_, true) => {
-                    warnings.push(format!(
-                        "no provenance attached: {}",
-                        if prepared.commit.is_none() {
-                            "the folder is not in a git commit"
-                        } else {
-                            "--source worktree packages the disk, which no commit attests"
-                        }
-                    ));
-                    None
-                }
-                (_, false) => None,
-            };
-            let report = PushReport {
-                reference: p.reference,
-                uploaded_blobs: p.uploaded_blobs,
-                uploaded_bytes: p.uploaded_bytes,
-                pushed: p.pushed,
-                provenance,
-            };
-            (None, p.uploaded_blobs, Some(report))
+            let published = registry::publish(
+                opts,
+                Plan {
+                    image: &img,
+                    tags: &tags,
+                    stamp,
+                    branch_tag: req.forward.branch_tag.as_deref(),
+                    allow_rewind: req.forward.allow_rewind,
+                    forced: req.forward.forced_before.as_ref().map(|before| ForcedPush {
+                        before: before.to_ascii_lowercase(),
+                    }),
+                    provenance,
+                },
+            )?;
+            warnings.extend(published.warnings);
+            anomaly = published.anomaly;
+            branch = published.branch;
+            let blobs = published.push.uploaded_blobs;
+            (None, blobs, Some(published.push))
         }
     };
     Ok(Report {

@@ -29,20 +29,56 @@ pub fn validate(tag: &str) -> Result<()> {
     }
 }
 
-/// True for a tag shaped `<prefix>-<digits>-<7 lowercase hex>`: such a tag
-/// names one commit's content and is never moved by any publisher.
-pub fn is_timestamp_tag(tag: &str) -> bool {
-    let Some((rest, sha)) = tag.rsplit_once('-') else {
-        return false;
-    };
-    let Some((prefix, ts)) = rest.rsplit_once('-') else {
-        return false;
-    };
-    !prefix.is_empty()
-        && sha.len() == 7
-        && sha.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+/// A parsed timestamp tag `<prefix>-<ts>-<sha7>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stamped {
+    /// The whole tag.
+    pub tag: String,
+    /// The committer time.
+    pub ts: u64,
+    /// The 7 hex characters of the commit.
+    pub sha7: String,
+}
+
+/// The one grammar of timestamp tags, as Flux's filter
+/// `^<prefix>-(?P<ts>[0-9]+)-[0-9a-f]{7}$` reads them: splits `tag` into
+/// (prefix, ts, sha7) when it is `<non-empty prefix>-<digits>-<7 lowercase
+/// hex>`. The prefix is everything before the last two `-`.
+fn split(tag: &str) -> Option<(&str, &str, &str)> {
+    let (rest, sha7) = tag.rsplit_once('-')?;
+    let (prefix, ts) = rest.rsplit_once('-')?;
+    let ok = !prefix.is_empty()
+        && sha7.len() == 7
+        && sha7.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
         && !ts.is_empty()
-        && ts.bytes().all(|b| b.is_ascii_digit())
+        && ts.bytes().all(|b| b.is_ascii_digit());
+    ok.then_some((prefix, ts, sha7))
+}
+
+/// True for a tag shaped `<prefix>-<digits>-<7 lowercase hex>`: such a tag
+/// names one commit's content and is never moved by any publisher (however
+/// many digits: immutability does not depend on the number fitting).
+pub fn is_timestamp_tag(tag: &str) -> bool {
+    split(tag).is_some()
+}
+
+/// The prefix of a timestamp tag, `None` for any other tag.
+pub fn timestamp_prefix(tag: &str) -> Option<&str> {
+    split(tag).map(|(prefix, _, _)| prefix)
+}
+
+/// Parses `tag` when it is a timestamp tag of exactly `prefix` whose time
+/// fits in a `u64`.
+pub fn parse_timestamp_tag(prefix: &str, tag: &str) -> Option<Stamped> {
+    let (p, ts, sha7) = split(tag)?;
+    if p != prefix {
+        return None;
+    }
+    Some(Stamped {
+        tag: tag.to_string(),
+        ts: ts.parse().ok()?,
+        sha7: sha7.to_string(),
+    })
 }
 
 /// Turns a branch name (or any prefix the user gives) into a tag
@@ -134,6 +170,15 @@ mod tests {
         assert!(!is_timestamp_tag("-1700000000-abcdef0"));
         assert!(!is_timestamp_tag("main--abcdef0"));
         assert!(!is_timestamp_tag("main-17x-abcdef0"));
+        assert_eq!(timestamp_prefix("feature-x-1-0123456"), Some("feature-x"));
+        assert_eq!(timestamp_prefix("main"), None);
+        let s = parse_timestamp_tag("feature-x", "feature-x-17-0123456").unwrap();
+        assert_eq!((s.ts, s.sha7.as_str()), (17, "0123456"));
+        assert!(parse_timestamp_tag("x", "feature-x-17-0123456").is_none());
+        // Too large for a number: still never moved, but not ordered.
+        let huge = format!("main-{}-abcdef0", "9".repeat(30));
+        assert!(is_timestamp_tag(&huge));
+        assert!(parse_timestamp_tag("main", &huge).is_none());
     }
 
     #[test]

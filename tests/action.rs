@@ -13,7 +13,6 @@
 //! no pull_request example is among the fixtures, and only `head.sha` is read.
 
 mod common;
-mod support_registry;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -23,8 +22,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::registry::{Auth, Registry, skopeo_inspect};
 use common::{Podman, TempDir};
-use support_registry::{Auth, Registry, skopeo_inspect};
 
 const SERVER_URL: &str = "https://github.com";
 const GH_REPOSITORY: &str = "acme/settings";
@@ -856,7 +855,7 @@ fn the_static_binary_runs_as_a_container_action_under_podman() {
     )
     .expect("chmod");
     let image = format!("{}/configbutler/settings-image", reg.host());
-    let pushed = support_registry::run(
+    let pushed = common::registry::run(
         &[
             "push",
             "--source",

@@ -4,14 +4,12 @@
 //! say "unknown" locally and then ask GitHub's compare API, here a loopback
 //! stub answering in the shape of tests/fixtures/github/rest/commit-comparison.json.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::path::PathBuf;
 
 mod common;
 
 use common::git::ScratchRepo as Git;
+use common::github;
 
 use settings_image::history::git::{LocalAncestry, Repo};
 use settings_image::history::github::Api;
@@ -175,55 +173,10 @@ fn a_shallow_clone_answers_what_it_can_and_says_unknown_otherwise() {
     );
 }
 
-/// One request the stub saw: the request line and the Authorization header.
-type Seen = Arc<Mutex<Vec<(String, String)>>>;
-
-/// A loopback HTTP server answering each request with the comparison
+/// The shared GitHub stub answering every request with the comparison
 /// fixture whose `status` is `status`.
-fn compare_stub(status: &'static str) -> (String, Seen) {
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/github/rest/commit-comparison.json");
-    let text = std::fs::read_to_string(&fixture).expect("comparison fixture");
-    let mut v: serde_json::Value = serde_json::from_str(&text).expect("fixture JSON");
-    v["status"] = status.into();
-    let body = v.to_string();
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let seen: Seen = Arc::default();
-    let seen2 = Arc::clone(&seen);
-    std::thread::spawn(move || {
-        for stream in listener.incoming().take(8) {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-            let mut line = String::new();
-            let _ = reader.read_line(&mut line);
-            let mut auth = String::new();
-            loop {
-                let mut h = String::new();
-                if reader.read_line(&mut h).unwrap_or(0) == 0 || h.trim().is_empty() {
-                    break;
-                }
-                if let Some((k, val)) = h.split_once(':')
-                    && k.eq_ignore_ascii_case("authorization")
-                {
-                    auth = val.trim().to_string();
-                }
-            }
-            seen2
-                .lock()
-                .expect("lock")
-                .push((line.trim().to_string(), auth));
-            let resp = format!(
-                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = stream.write_all(resp.as_bytes());
-            let _ = stream.flush();
-            let mut rest = Vec::new();
-            let _ = reader.read_to_end(&mut rest);
-        }
-    });
-    (format!("http://{addr}"), seen)
+fn compare_stub(status: &'static str) -> (String, github::Log) {
+    github::stub(move |_| (200, github::comparison(status)))
 }
 
 #[test]
@@ -244,13 +197,14 @@ fn a_shallow_clone_asks_the_github_compare_api() {
         let seen = seen.lock().expect("lock").clone();
         assert_eq!(seen.len(), 1, "{seen:?}");
         assert_eq!(
-            seen[0].0,
+            seen[0].request_line,
             format!(
                 "GET /repos/octo-org/settings/compare/{}...{} HTTP/1.1",
                 ids[1], ids[5]
             )
         );
-        assert!(seen[0].1.ends_with("ghs_secretToken"), "{:?}", seen[0].1);
+        let auth = seen[0].header("authorization").unwrap_or_default();
+        assert!(auth.ends_with("ghs_secretToken"), "{auth:?}");
     }
     // A local answer never calls the API (the stub would say "diverged").
     let (base, seen) = compare_stub("diverged");

@@ -16,14 +16,13 @@
 //! crate.
 
 mod common;
-mod support_registry;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::registry::{Auth, Registry, bin, require};
 use serde_json::Value;
-use support_registry::{Auth, Registry, bin, require};
 
 const DIR: &str = "configs/shop";
 const GH_REPOSITORY: &str = "acme/settings";
@@ -31,7 +30,7 @@ const TOKEN: &str = "ghs_F0rcedPushT0kenNeverPrinted";
 
 /// The settings repository on "GitHub": the origin every run clones.
 struct Origin {
-    tmp: tempfile::TempDir,
+    tmp: common::TempDir,
     dir: PathBuf,
 }
 
@@ -62,7 +61,7 @@ fn git_in(home: &Path, cwd: &Path, args: &[&str], time: Option<i64>) -> String {
 
 impl Origin {
     fn new() -> Origin {
-        let tmp = tempfile::tempdir().expect("tempdir");
+        let tmp = common::TempDir::new();
         let dir = tmp.path().join("origin");
         std::fs::create_dir_all(tmp.path().join("home")).expect("home");
         std::fs::create_dir_all(dir.join(DIR)).expect("dir");
@@ -255,7 +254,7 @@ fn runner_inputs(with: &[(&str, &str)]) -> Vec<(String, String)> {
 /// Runs `settings-image action` in checkout `ws` for the push event at
 /// `event`, with `api` as GitHub's API.
 fn run_action(ws: &Path, event: &Path, api: &str, with: &[(&str, &str)]) -> Step {
-    let files = tempfile::tempdir().expect("file commands");
+    let files = common::TempDir::new();
     let output = files.path().join("output");
     let summary = files.path().join("summary");
     std::fs::write(&output, "").expect("output");
@@ -382,7 +381,7 @@ fn a_force_push_back_to_an_ancestor_is_a_rewound_history_warning_not_a_rerun() {
     let repository = format!("{}/{name}", reg.host());
     let origin = Origin::new();
     let (api, asked) = compare_api(&origin);
-    let events = tempfile::tempdir().expect("events");
+    let events = common::TempDir::new();
     let with = [
         ("path", DIR),
         ("repository", repository.as_str()),
@@ -519,7 +518,7 @@ fn a_force_push_to_a_commit_below_an_orphaned_tag_is_a_backwards_timestamp_warni
     let repository = format!("{}/{name}", reg.host());
     let origin = Origin::new();
     let (api, asked) = compare_api(&origin);
-    let events = tempfile::tempdir().expect("events");
+    let events = common::TempDir::new();
     let with = [
         ("path", DIR),
         ("repository", repository.as_str()),
@@ -614,7 +613,7 @@ fn a_force_push_to_a_commit_below_an_orphaned_tag_is_a_backwards_timestamp_warni
 
 /// `settings-image push` in `checkout` with the branch tag `main`.
 fn cli_push(checkout: &Path, repository: &str, extra: &[&str]) -> (i32, Value, String) {
-    let empty = tempfile::tempdir().expect("docker config");
+    let empty = common::TempDir::new();
     let mut c = Command::new(bin());
     c.current_dir(checkout)
         .args([

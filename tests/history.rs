@@ -6,17 +6,15 @@
 //! another uid proves no ownership check gets in the way; builds prove the
 //! image holds the commit's tracked files only.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
 mod common;
 
 use common::git::{ScratchRepo as Repo, git_cmd};
+use common::github;
 
 const BIN: &str = env!("CARGO_BIN_EXE_settings-image");
 
@@ -77,8 +75,14 @@ impl Repo {
             .args(["merge", "--no-ff", "--no-commit", "-q", branch])
             .output()
             .expect("git merge");
-        // A conflict is fine: `resolve` settles it.
-        let _ = out;
+        // A conflict (exit 1) is fine, `resolve` settles it; anything else
+        // is a broken scenario. Either way the merge must be in progress.
+        assert!(
+            out.status.success() || out.status.code() == Some(1),
+            "git merge {branch} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        self.git(&["rev-parse", "-q", "--verify", "MERGE_HEAD"]);
         resolve(self);
         self.commit(&format!("merge {branch}"), t)
     }
@@ -163,36 +167,182 @@ fn check_all(repo: &Repo) {
     check(repo, &repo.dir, "s");
 }
 
+/// One step of a linear history scenario.
+enum Step {
+    /// Write a file (creating folders).
+    Write(&'static str, &'static str),
+    /// `git rm -q -r PATH`.
+    Rm(&'static str),
+    /// `git mv FROM TO`.
+    Mv(&'static str, &'static str),
+    /// Make a file executable.
+    Chmod(&'static str),
+    /// Commit everything with this message at this committer time.
+    Commit(&'static str, i64),
+    /// Commit with committer time and a different author time.
+    CommitAt(&'static str, i64, i64),
+    /// `tag` must agree with git for this folder (commit, time, tag, RFC 3339).
+    Check(&'static str),
+    /// The folder's answer must be the commit with this message.
+    Answer(&'static str, &'static str),
+}
+
+use Step::*;
+
+/// Linear histories: after each step sequence, the tool agrees with
+/// `git log -1 -- DIR` and names the commit the scenario expects.
+const LINEAR: &[(&str, &[Step])] = &[
+    (
+        "linear history",
+        &[
+            Write("s/a.yaml", "a: 1\n"),
+            Write("README", "x\n"),
+            Commit("one", 1_600_000_000),
+            Check("s"),
+            Write("s/a.yaml", "a: 2\n"),
+            Commit("two", 1_600_000_100),
+            Check("s"),
+            Write("s/deep/b.yaml", "b\n"),
+            Commit("three", 1_600_000_200),
+            Check("s"),
+            Check("s/deep"),
+        ],
+    ),
+    (
+        "folder untouched by the latest commits",
+        &[
+            Write("s/a.yaml", "a\n"),
+            Commit("one", 1_600_000_000),
+            Write("s/a.yaml", "b\n"),
+            Commit("two", 1_600_000_100),
+            Write("other/x", "1\n"),
+            Commit("three", 1_600_000_200),
+            Write("s2/a.yaml", "look-alike name\n"),
+            Commit("four", 1_600_000_300),
+            Commit("empty", 1_600_000_400),
+            Check("s"),
+            Answer("s", "two"),
+        ],
+    ),
+    (
+        "rename into the folder",
+        &[
+            Write("s/a.yaml", "a\n"),
+            Write("elsewhere/b.yaml", "b\n"),
+            Commit("base", 1_600_000_000),
+            Write("x", "1\n"),
+            Commit("unrelated", 1_600_000_100),
+            Mv("elsewhere/b.yaml", "s/b.yaml"),
+            Commit("rename into s", 1_600_000_200),
+            Write("y", "1\n"),
+            Commit("unrelated 2", 1_600_000_300),
+            Check("s"),
+            Answer("s", "rename into s"),
+        ],
+    ),
+    (
+        "file deleted and re-added",
+        &[
+            Write("s/a.yaml", "a\n"),
+            Write("s/b.yaml", "b\n"),
+            Commit("base", 1_600_000_000),
+            Rm("s/b.yaml"),
+            Commit("delete", 1_600_000_100),
+            Check("s"),
+            Answer("s", "delete"),
+            Write("s/b.yaml", "b\n"),
+            Commit("re-add", 1_600_000_200),
+            Write("x", "1\n"),
+            Commit("unrelated", 1_600_000_300),
+            Check("s"),
+            Answer("s", "re-add"),
+        ],
+    ),
+    (
+        "a mode-only change is the answer",
+        &[
+            Write("s/run.sh", "echo hi\n"),
+            Commit("base", 1_600_000_000),
+            Chmod("s/run.sh"),
+            Commit("chmod", 1_600_000_100),
+            Write("x", "1\n"),
+            Commit("unrelated", 1_600_000_200),
+            Check("s"),
+            Answer("s", "chmod"),
+        ],
+    ),
+    (
+        "committer dates going backwards and author dates differing",
+        &[
+            Write("s/a.yaml", "a\n"),
+            Commit("base", 1_700_000_000),
+            Write("s/a.yaml", "b\n"),
+            // Older committer date than its parent, and an author date far away.
+            CommitAt("backwards", 1_500_000_000, 1_800_000_000),
+            Write("x", "1\n"),
+            CommitAt("unrelated", 1_400_000_000, 1_900_000_000),
+            Check("s"),
+            Answer("s", "backwards"),
+        ],
+    ),
+];
+
 #[test]
-fn linear_history() {
-    let r = Repo::new();
-    r.write("s/a.yaml", "a: 1\n");
-    r.write("README", "x\n");
-    r.commit("one", 1_600_000_000);
-    check_all(&r);
-    r.write("s/a.yaml", "a: 2\n");
-    r.commit("two", 1_600_000_100);
-    check_all(&r);
-    r.write("s/deep/b.yaml", "b\n");
-    r.commit("three", 1_600_000_200);
-    check_all(&r);
-    check(&r, &r.dir, "s/deep");
+fn linear_histories_agree_with_git() {
+    for (name, steps) in LINEAR {
+        let r = Repo::new();
+        let mut commits: Vec<(&str, String)> = Vec::new();
+        for step in *steps {
+            match *step {
+                Write(path, content) => r.write(path, content),
+                Rm(path) => {
+                    r.git(&["rm", "-q", "-r", path]);
+                }
+                Mv(from, to) => {
+                    r.git(&["mv", from, to]);
+                }
+                Chmod(path) => {
+                    use std::os::unix::fs::PermissionsExt;
+                    std::fs::set_permissions(
+                        r.dir.join(path),
+                        std::fs::Permissions::from_mode(0o755),
+                    )
+                    .expect("chmod");
+                }
+                Commit(msg, t) => commits.push((msg, r.commit(msg, t))),
+                CommitAt(msg, ct, at) => commits.push((msg, r.commit_at(msg, ct, at))),
+                Check(dir) => check(&r, &r.dir, dir),
+                Answer(dir, msg) => {
+                    let want = &commits
+                        .iter()
+                        .rev()
+                        .find(|(m, _)| *m == msg)
+                        .unwrap_or_else(|| panic!("{name}: no commit {msg:?}"))
+                        .1;
+                    assert_eq!(
+                        tag_json(&r.dir, dir, &[])["commit"],
+                        want.as_str(),
+                        "{name}: {dir} was last changed by {msg:?}"
+                    );
+                }
+            }
+        }
+    }
 }
 
 #[test]
-fn folder_untouched_by_latest_commits() {
+fn committer_time_not_author_time() {
     let r = Repo::new();
     r.write("s/a.yaml", "a\n");
-    r.commit("one", 1_600_000_000);
+    r.commit("base", 1_700_000_000);
     r.write("s/a.yaml", "b\n");
-    let changed = r.commit("two", 1_600_000_100);
-    r.write("other/x", "1\n");
-    r.commit("three", 1_600_000_200);
-    r.write("s2/a.yaml", "look-alike name\n");
-    r.commit("four", 1_600_000_300);
-    r.commit("empty", 1_600_000_400);
-    check_all(&r);
-    assert_eq!(tag_json(&r.dir, "s", &[])["commit"], changed.as_str());
+    r.commit_at("backwards", 1_500_000_000, 1_800_000_000);
+    let v = tag_json(&r.dir, "s", &[]);
+    assert_eq!(
+        v["timestamp"], 1_500_000_000,
+        "committer time, not author time"
+    );
+    assert_eq!(v["committed_at"], "2017-07-14T02:40:00Z");
 }
 
 #[test]
@@ -299,64 +449,6 @@ fn merge_where_both_sides_make_the_same_change() {
 }
 
 #[test]
-fn rename_into_the_folder() {
-    let r = Repo::new();
-    r.write("s/a.yaml", "a\n");
-    r.write("elsewhere/b.yaml", "b\n");
-    r.commit("base", 1_600_000_000);
-    r.write("x", "1\n");
-    r.commit("unrelated", 1_600_000_100);
-    r.git(&["mv", "elsewhere/b.yaml", "s/b.yaml"]);
-    let renamed = r.commit("rename into s", 1_600_000_200);
-    r.write("y", "1\n");
-    r.commit("unrelated 2", 1_600_000_300);
-    check_all(&r);
-    assert_eq!(tag_json(&r.dir, "s", &[])["commit"], renamed.as_str());
-}
-
-#[test]
-fn file_deleted_and_re_added() {
-    let r = Repo::new();
-    r.write("s/a.yaml", "a\n");
-    r.write("s/b.yaml", "b\n");
-    r.commit("base", 1_600_000_000);
-    r.git(&["rm", "-q", "s/b.yaml"]);
-    r.commit("delete", 1_600_000_100);
-    check_all(&r);
-    r.write("s/b.yaml", "b\n");
-    let readded = r.commit("re-add", 1_600_000_200);
-    r.write("x", "1\n");
-    r.commit("unrelated", 1_600_000_300);
-    check_all(&r);
-    assert_eq!(tag_json(&r.dir, "s", &[])["commit"], readded.as_str());
-}
-
-#[test]
-fn mode_only_change() {
-    let r = Repo::new();
-    r.write("s/run.sh", "echo hi\n");
-    r.commit("base", 1_600_000_000);
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(
-        r.dir.join("s/run.sh"),
-        std::fs::Permissions::from_mode(0o755),
-    )
-    .expect("chmod");
-    r.commit("chmod", 1_600_000_100);
-    r.write("x", "1\n");
-    r.commit("unrelated", 1_600_000_200);
-    check_all(&r);
-    let (id, _) = r.oracle(&r.dir, "s");
-    let (chmod_id, _) = r.oracle(&r.dir, "s/run.sh");
-    assert_eq!(id, chmod_id);
-    assert_eq!(
-        r.git(&["log", "-1", "--format=%s", &id]).trim(),
-        "chmod",
-        "the mode change is the answer"
-    );
-}
-
-#[test]
 fn folder_deleted_and_re_created() {
     let r = Repo::new();
     r.write("s/a.yaml", "a\n");
@@ -400,26 +492,6 @@ fn file_replaced_by_a_folder_and_a_symlink_named_as_the_folder() {
     check(&r, &r.dir, "link");
     assert_eq!(tag_json(&r.dir, "link", &[])["commit"], link.as_str());
     check(&r, &r.dir, "s");
-}
-
-#[test]
-fn committer_dates_going_backwards_and_author_dates_differing() {
-    let r = Repo::new();
-    r.write("s/a.yaml", "a\n");
-    r.commit("base", 1_700_000_000);
-    r.write("s/a.yaml", "b\n");
-    // Older committer date than its parent, and an author date far away.
-    let back = r.commit_at("backwards", 1_500_000_000, 1_800_000_000);
-    r.write("x", "1\n");
-    r.commit_at("unrelated", 1_400_000_000, 1_900_000_000);
-    check_all(&r);
-    let v = tag_json(&r.dir, "s", &[]);
-    assert_eq!(v["commit"], back.as_str());
-    assert_eq!(
-        v["timestamp"], 1_500_000_000,
-        "committer time, not author time"
-    );
-    assert_eq!(v["committed_at"], "2017-07-14T02:40:00Z");
 }
 
 #[test]
@@ -498,68 +570,9 @@ fn fixtures() -> PathBuf {
     );
 }
 
-/// One request the stub saw.
-#[derive(Debug, Clone)]
-struct Seen {
-    request_line: String,
-    headers: Vec<(String, String)>,
-}
-
-impl Seen {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// A tiny HTTP/1.1 server on 127.0.0.1 answering every request with
-/// `status` and `body`, recording what it saw. Serves at most 8 requests.
-fn stub(status: u16, body: String) -> (String, Arc<Mutex<Vec<Seen>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
-    let addr = listener.local_addr().expect("addr");
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let seen2 = Arc::clone(&seen);
-    std::thread::spawn(move || {
-        for stream in listener.incoming().take(8) {
-            let Ok(mut stream) = stream else { continue };
-            let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(10)));
-            let mut reader = BufReader::new(stream.try_clone().expect("clone stream"));
-            let mut request_line = String::new();
-            if reader.read_line(&mut request_line).is_err() {
-                continue;
-            }
-            let mut headers = Vec::new();
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                    break;
-                }
-                let line = line.trim_end();
-                if line.is_empty() {
-                    break;
-                }
-                if let Some((k, v)) = line.split_once(':') {
-                    headers.push((k.trim().to_string(), v.trim().to_string()));
-                }
-            }
-            seen2.lock().expect("lock").push(Seen {
-                request_line: request_line.trim_end().to_string(),
-                headers,
-            });
-            let reason = if status == 200 { "OK" } else { "Not Found" };
-            let resp = format!(
-                "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = stream.write_all(resp.as_bytes());
-            let _ = stream.flush();
-            let mut rest = Vec::new();
-            let _ = reader.read_to_end(&mut rest);
-        }
-    });
-    (format!("http://{addr}"), seen)
+/// The shared GitHub stub answering every request with `status` and `body`.
+fn stub(status: u16, body: String) -> (String, github::Log) {
+    github::stub(move |_| (status, body.clone()))
 }
 
 /// An origin repository whose latest commits do not touch `s`, and a
@@ -755,7 +768,7 @@ fn build_on_a_shallow_clone_reads_content_from_head() {
     let body = std::fs::read_to_string(fixtures().join("commit-items.json")).expect("fixture");
     let (base, _seen) = stub(200, body);
     let (r, clone) = origin_and_clone(1, false);
-    let tmp = tempfile::tempdir().expect("tmp");
+    let tmp = common::TempDir::new();
     let shallow_layout = tmp.path().join("shallow");
     let env = [
         ("GITHUB_API_URL", base.as_str()),
@@ -942,7 +955,7 @@ fn image_holds_tracked_files_only_with_commit_annotations() {
     )
     .expect("chmod");
 
-    let tmp = tempfile::tempdir().expect("tmp");
+    let tmp = common::TempDir::new();
     let l1 = tmp.path().join("l1");
     let (v, stderr) = build_json(
         &r.dir,
@@ -1074,7 +1087,7 @@ fn worktree_source_equal_to_the_commit_gives_the_same_image_without_warning() {
     r.write("s/a.yaml", "a\n");
     r.write("s/d/b.yaml", "b\n");
     r.commit("base", 1_600_000_000);
-    let tmp = tempfile::tempdir().expect("tmp");
+    let tmp = common::TempDir::new();
     let (a, stderr_a) = build_json(
         &r.dir,
         &[
@@ -1121,7 +1134,7 @@ fn worktree_source_equal_to_the_commit_gives_the_same_image_without_warning() {
 
 #[test]
 fn outside_git_the_worktree_is_used_and_timestamp_tags_are_refused() {
-    let tmp = tempfile::tempdir().expect("tmp");
+    let tmp = common::TempDir::new();
     // tempdir lives outside any repository; prove it.
     let probe = git_cmd(tmp.path(), tmp.path())
         .args(["rev-parse", "--git-dir"])
@@ -1180,7 +1193,7 @@ fn submodules_and_escaping_symlinks_in_the_commit_are_errors() {
     ]);
     r.commit_staged("gitlink", 1_600_000_100, 1_600_000_100);
     assert!(r.git(&["ls-tree", "-r", "HEAD"]).contains("160000 commit"));
-    let tmp = tempfile::tempdir().expect("tmp");
+    let tmp = common::TempDir::new();
     let out = run(
         &r.dir,
         &[
@@ -1295,7 +1308,7 @@ fn repository_owned_by_another_uid() {
     let v = tag_json(&copy, "s", &[]);
     assert_eq!(v["commit"], id.as_str());
     assert_eq!(v["timestamp"], ts);
-    let tmp = tempfile::tempdir().expect("tmp");
+    let tmp = common::TempDir::new();
     let layout = tmp.path().join("l");
     let (b, _) = build_json(
         &copy,
@@ -1428,7 +1441,7 @@ fn linked_worktrees_read_their_own_head() {
     let (id, _) = r.oracle(&wt, "s");
     let (main_id, _) = r.oracle(&r.dir, "s");
     assert_ne!(id, main_id, "each worktree answers for its own HEAD");
-    let tmp = tempfile::tempdir().expect("tmp");
+    let tmp = common::TempDir::new();
     let layout = tmp.path().join("l");
     let (v, _) = build_json(
         &wt,
@@ -1480,7 +1493,7 @@ fn a_revision_is_walked_from_like_git_log_rev() {
         assert_eq!(v["tag"], format!("pr-{ts}-{}", &side[..7]).as_str());
     }
     // The content comes from the revision too: side's a.yaml, no b.yaml.
-    let tmp = tempfile::tempdir().expect("tmp");
+    let tmp = common::TempDir::new();
     let layout = tmp.path().join("layout");
     let out = run(
         &r.dir,

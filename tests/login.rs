@@ -6,11 +6,11 @@
 //! back authenticates a push to a real distribution registry (htpasswd),
 //! which skopeo then reads. Every token is masked and leaks nowhere.
 
+mod common;
 mod support_login;
-mod support_registry;
 
+use common::registry::{Auth, Registry, skopeo_inspect};
 use support_login::*;
-use support_registry::{Auth, Registry, skopeo_inspect};
 
 use serde_json::{Value, json};
 
@@ -272,7 +272,7 @@ fn jfrog_from_the_cli_with_an_id_token_file_from_another_ci() {
     std::fs::create_dir(dir.path().join("cfg")).unwrap();
     std::fs::write(dir.path().join("cfg/app.yaml"), "a: 1\n").unwrap();
     let repository = format!("{}/acme/shop", stub.host());
-    let run = support_registry::run(
+    let run = common::registry::run(
         &[
             "push",
             "--path",
@@ -420,7 +420,7 @@ fn an_expired_id_token_is_refused_before_it_is_sent() {
     std::fs::write(dir.path().join("cfg/app.yaml"), "a: 1\n").unwrap();
     let repository = format!("{}/acme/shop", stub.host());
     let sts = stub.url("/sts/");
-    let run = support_registry::run(
+    let run = common::registry::run(
         &[
             "push",
             "--path",
@@ -528,7 +528,8 @@ fn the_job_token_is_never_sent_to_another_registry() {
 fn credentials_that_expire_during_a_push_are_renewed_once() {
     use settings_image::history::{self, SourceMode};
     use settings_image::login::{Endpoints, Facts, IdTokenSource, Login, Provider};
-    use settings_image::publish::registry::{Client, Options};
+    use settings_image::publish::registry::push_with;
+    use settings_image::registry::{Client, Options};
 
     let reg = registry();
     let p = providers();
@@ -562,6 +563,7 @@ fn credentials_that_expire_during_a_push_are_renewed_once() {
         insecure: false,
         monolithic: false,
         credentials: None,
+        docker_config: None,
         login: Some(Box::new(login)),
     })
     .unwrap();
@@ -578,6 +580,7 @@ fn credentials_that_expire_during_a_push_are_renewed_once() {
     only_allow(&reg, "AWS", &renewed);
     let ws = workspace();
     let prepared = history::prepare(
+        None,
         &ws.path().join("cfg"),
         SourceMode::Worktree,
         false,
@@ -586,7 +589,7 @@ fn credentials_that_expire_during_a_push_are_renewed_once() {
     )
     .unwrap();
     let img = settings_image::image::build(&prepared.source, &prepared.metadata()).unwrap();
-    let pushed = client.push(&img, &["v1".to_string()]).unwrap();
+    let pushed = push_with(&client, &img, &["v1".to_string()]).unwrap();
     assert!(pushed.pushed);
     assert_eq!(exchanges(), 2, "the login ran again after the 401");
     let found = read_back(&reg, "acme/shop", "v1", &format!("AWS:{renewed}"));
@@ -594,7 +597,7 @@ fn credentials_that_expire_during_a_push_are_renewed_once() {
 
     // Once: a second expiry is an authentication error, not a third exchange.
     only_allow(&reg, "AWS", "a-password-nobody-has");
-    let err = client.push(&img, &["v2".to_string()]).unwrap_err();
+    let err = push_with(&client, &img, &["v2".to_string()]).unwrap_err();
     assert_eq!(err.exit_code(), 5, "{err}");
     assert!(!err.to_string().contains(&renewed), "{err}");
     assert_eq!(exchanges(), 2);

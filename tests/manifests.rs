@@ -4,6 +4,8 @@
 //! and every workflow in the README and `docs/` (rewritten to `uses: ./`),
 //! and lints `.github/workflows/*.yml` with actionlint.
 
+mod common;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -79,7 +81,7 @@ fn copy_of_repo(dir: &Path) {
 #[test]
 fn an_expression_in_an_input_description_is_refused_as_the_runner_does() {
     // The action.yml of before issue 10: the runner refuses to load it.
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = common::TempDir::new();
     copy_of_repo(dir.path());
     let manifest = dir.path().join("action.yml");
     let text_before = fs::read_to_string(&manifest).expect("reading");
@@ -102,7 +104,7 @@ fn an_expression_in_an_input_description_is_refused_as_the_runner_does() {
 
 #[test]
 fn a_documented_step_with_an_undeclared_input_fails() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = common::TempDir::new();
     copy_of_repo(dir.path());
     let readme = dir.path().join("README.md");
     let before = fs::read_to_string(&readme).expect("reading");
@@ -121,7 +123,7 @@ fn a_documented_step_with_an_undeclared_input_fails() {
 
 #[test]
 fn actionlint_finds_a_reference_to_an_unknown_step() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = common::TempDir::new();
     copy_of_repo(dir.path());
     let ci = dir.path().join(".github/workflows/ci.yml");
     let mut wf = fs::read_to_string(&ci).expect("reading");

@@ -2,12 +2,12 @@
 //! distribution, no referrers API: records go through the `sha256-<hex>`
 //! tag index), with a recording proxy to count what goes over the wire.
 
-mod support_registry;
+mod common;
 
 use std::process::{Command, Stdio};
 
+use common::registry::*;
 use serde_json::Value;
-use support_registry::*;
 
 const CLEARED: [&str; 10] = [
     "GITHUB_ACTOR",
@@ -24,7 +24,7 @@ const CLEARED: [&str; 10] = [
 
 /// Runs the binary with the GitHub variables cleared, then `env`.
 fn cli(args: &[&str], env: &[(&str, &str)]) -> Run {
-    let empty = tempfile::tempdir().expect("tempdir");
+    let empty = common::TempDir::new();
     let mut c = Command::new(bin());
     c.args(args)
         .env("DOCKER_CONFIG", empty.path())
@@ -273,7 +273,7 @@ fn a_squatted_channel_tag_is_refused_with_both_digests() {
     );
 
     // The action face: an ::error and exit 3.
-    let ws = tempfile::tempdir().expect("workspace");
+    let ws = common::TempDir::new();
     let (run, out, _) = action(&repo, ws.path(), &[]);
     assert_eq!(run.code, 3, "{}{}", run.stdout, run.stderr);
     let error = run
@@ -318,7 +318,7 @@ fn a_closed_gate_waits_explain_changes_nothing_and_break_glass_is_recorded() {
     let reg = Registry::start(Auth::None);
     let repo = format!("{}/settings", reg.host());
     let cand = push_candidate(&repo, "main-1700000100-aaaaaaa");
-    let dir = tempfile::tempdir().expect("tmp");
+    let dir = common::TempDir::new();
     let policy = dir.path().join("policy.yaml");
     std::fs::write(&policy, FREEZE).expect("policy");
     let p = policy.to_str().expect("utf-8");
@@ -470,7 +470,7 @@ fn racing_promotes_converge_on_the_newest_candidate() {
     let reg = Registry::start(Auth::None);
     let repo = format!("{}/settings", reg.host());
     let spawn = || {
-        let empty = tempfile::tempdir().expect("tmp");
+        let empty = common::TempDir::new();
         let mut c = Command::new(bin());
         c.args([
             "promote",
@@ -609,7 +609,7 @@ fn action(repo: &str, ws: &std::path::Path, extra: &[(&str, &str)]) -> (Run, Str
 fn the_action_face_promotes_waits_and_refuses_with_outputs_and_annotations() {
     let reg = Registry::start(Auth::None);
     let repo = format!("{}/settings", reg.host());
-    let ws = tempfile::tempdir().expect("workspace");
+    let ws = common::TempDir::new();
     let cand = push_candidate(&repo, "main-1700000100-aaaaaaa");
     // A freeze that is always on: the gate is shut, the run succeeds.
     std::fs::write(
@@ -668,7 +668,7 @@ fn the_action_face_promotes_waits_and_refuses_with_outputs_and_annotations() {
 fn the_action_face_has_the_registry_inputs_and_an_explain_dry_run() {
     let reg = Registry::start(Auth::None);
     let repo = format!("{}/settings", reg.host());
-    let ws = tempfile::tempdir().expect("workspace");
+    let ws = common::TempDir::new();
     push_candidate(&repo, "main-1700000100-aaaaaaa");
     // Weekday windows: open on Monday 2026-12-21 10:00 UTC, shut on Sunday.
     std::fs::write(

@@ -6,16 +6,15 @@
 //! `OCI-Subject`, where no fallback tag may be written. `inspect` reads
 //! both back.
 
-mod support_registry;
+mod common;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 
+use common::registry::*;
 use serde_json::Value;
-use sha2::{Digest as _, Sha256};
-use support_registry::*;
 
 const IN_TOTO: &str = "application/vnd.in-toto+json";
 const INDEX: &str = "application/vnd.oci.image.index.v1+json";
@@ -23,22 +22,39 @@ const MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 const EMPTY_DIGEST: &str =
     "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a";
 
+/// `sha256:<hex>` of `b` by coreutils' sha256sum, not by the hash library
+/// the tool itself uses.
 fn sha256(b: &[u8]) -> String {
-    format!("sha256:{}", hex::encode(Sha256::digest(b)))
+    let mut child = std::process::Command::new(require("sha256sum"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("sha256sum");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let bytes = b.to_vec();
+    let writer = std::thread::spawn(move || stdin.write_all(&bytes));
+    let out = child.wait_with_output().expect("sha256sum");
+    writer.join().expect("writer").expect("write");
+    assert!(out.status.success(), "sha256sum failed");
+    let text = String::from_utf8_lossy(&out.stdout);
+    format!(
+        "sha256:{}",
+        text.split_whitespace().next().unwrap_or_default()
+    )
 }
 
 // ------------------------------------------------------------------ git
 
 /// A git repository with a `conf` folder and fixed dates.
 struct Repo {
-    dir: tempfile::TempDir,
+    dir: common::TempDir,
 }
 
 impl Repo {
     fn new() -> Repo {
         require("git");
         let r = Repo {
-            dir: tempfile::tempdir().unwrap(),
+            dir: common::TempDir::new(),
         };
         r.git(&["init", "-q", "-b", "main"]);
         r.git(&["config", "user.email", "t@example.com"]);
@@ -886,12 +902,13 @@ fn the_referrers_api_is_used_when_the_registry_has_it() {
 
 // ------------------------------------------- the public registry client
 
-fn client(repository: &str) -> settings_image::publish::registry::Client {
-    settings_image::publish::registry::Client::open(&settings_image::publish::registry::Options {
+fn client(repository: &str) -> settings_image::registry::Client {
+    settings_image::registry::Client::open(&settings_image::registry::Options {
         repository: repository.to_string(),
         insecure: false,
         monolithic: false,
         credentials: None,
+        docker_config: None,
         login: None,
     })
     .unwrap()

@@ -7,17 +7,16 @@
 //! access (or a buggy tool) would write them.
 
 mod common;
-mod support_registry;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use common::git::ScratchRepo;
+use common::registry::{Auth, Registry, Run, run};
 use serde_json::Value;
 use settings_image::image::{self, Metadata};
 use settings_image::provenance;
-use settings_image::publish::registry::{Client, Options};
-use support_registry::{Auth, Registry, Run, run};
+use settings_image::registry::{Client, Options};
 
 /// A settings repository with `configs/shop`, commits at fixed times.
 struct Settings {
@@ -139,6 +138,7 @@ fn client(repository: &str) -> Client {
         insecure: false,
         monolithic: false,
         credentials: None,
+        docker_config: None,
         login: None,
     })
     .unwrap()
@@ -157,7 +157,7 @@ fn annotations(c: &Client, digest: &str) -> BTreeMap<String, String> {
 fn forge(c: &Client, dir: &Path, meta: &Metadata, tag: &str, commit: &str) -> String {
     let source = settings_image::source::worktree::read(dir).unwrap();
     let img = image::build(&source, meta).unwrap();
-    c.push(&img, &[tag.to_string()]).unwrap();
+    settings_image::publish::registry::push_with(c, &img, &[tag.to_string()]).unwrap();
     let facts = provenance::Facts {
         repository: None,
         git_ref: Some("refs/heads/main".into()),
@@ -270,7 +270,7 @@ fn a_changed_file_in_the_layer_fails_and_is_named() {
         labels: BTreeMap::new(),
     };
     // The same claims (revision, created, provenance), other bytes.
-    let copy = tempfile::tempdir().unwrap();
+    let copy = common::TempDir::new();
     common::copy_tree(&st.folder(), copy.path());
     std::fs::write(copy.path().join("features/flags.yaml"), "beta: true\n").unwrap();
     let commit = s(&a, "commit");
@@ -284,7 +284,7 @@ fn a_changed_file_in_the_layer_fails_and_is_named() {
     let r = verify(&st.folder(), &format!("{repo}:added"));
     assert_mismatch(&r, &["backdoor.yaml: in the image, not in the commit"]);
     // With the files named in --json of a scan too.
-    let cluster = tempfile::tempdir().unwrap();
+    let cluster = common::TempDir::new();
     std::fs::write(
         cluster.path().join("pod.yaml"),
         format!(
@@ -334,7 +334,7 @@ fn a_shallow_checkout_gets_the_same_error_as_push() {
     st.commit("second", 1_700_000_050);
     let a = push(&st.folder(), &repo, &[]);
     // A depth-1 clone, as actions/checkout makes it.
-    let clone = tempfile::tempdir().unwrap();
+    let clone = common::TempDir::new();
     let url = format!("file://{}", st.repo.dir.display());
     st.repo.git_in(
         clone.path(),
@@ -470,7 +470,7 @@ fn scan_verifies_every_workload_kind_and_fails_on_one_bad_reference() {
     st.commit("second", 1_700_000_100);
     let b = push(&st.folder(), &repo, &[]);
     let good_b = format!("{repo}@{}", s(&b, "digest"));
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::TempDir::new();
     // First all faithful: exit 0.
     cluster(
         dir.path(),
@@ -555,7 +555,7 @@ fn scan_verifies_every_workload_kind_and_fails_on_one_bad_reference() {
     // The action face, as a cluster repository's workflow runs it: the
     // cluster checkout is the workspace, the settings repository is checked
     // out (full history) into a folder of it.
-    let workspace = tempfile::tempdir().unwrap();
+    let workspace = common::TempDir::new();
     let ws = workspace.path();
     cluster(
         &ws.join("cluster"),
@@ -566,10 +566,10 @@ fn scan_verifies_every_workload_kind_and_fails_on_one_bad_reference() {
     );
     let url = format!("file://{}", st.repo.dir.display());
     st.repo.git_in(ws, &["clone", "-q", &url, "settings"]);
-    let files = tempfile::tempdir().unwrap();
+    let files = common::TempDir::new();
     let out = files.path().join("output");
     let summary = files.path().join("summary");
-    let mut cmd = std::process::Command::new(support_registry::bin());
+    let mut cmd = std::process::Command::new(common::registry::bin());
     cmd.arg("action")
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())

@@ -127,6 +127,7 @@ fn error_kind(err: &Error) -> &'static str {
         Error::Input { .. } => "invalid input",
         Error::Source { .. } => "the settings folder cannot be packaged",
         Error::Io { .. } => "I/O error",
+        Error::Json { .. } => "JSON error",
         Error::Layout { .. } => "OCI layout error",
         Error::History { .. } => "git history",
         Error::GitHub { .. } => "GitHub API",

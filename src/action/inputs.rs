@@ -109,15 +109,7 @@ fn split(v: Option<&str>, by: &[char]) -> Vec<String> {
 
 /// The workspace: `GITHUB_WORKSPACE`, or the current directory outside a runner.
 pub fn workspace(env: &Env) -> Result<PathBuf> {
-    match env.get("GITHUB_WORKSPACE").filter(|w| !w.trim().is_empty()) {
-        Some(w) => Ok(PathBuf::from(w)),
-        None => std::env::current_dir().map_err(|e| {
-            Error::io(
-                "reading the current directory (GITHUB_WORKSPACE is not set)",
-                e,
-            )
-        }),
-    }
+    crate::front::workspace(env)
 }
 
 /// Resolves the path input `name` against the workspace; it may not leave it.

@@ -14,7 +14,7 @@ use super::commands::{self, say};
 use super::inputs::Env;
 use crate::error::Result;
 use crate::login::{self, Choice, Decision, Endpoints, Facts, IdTokenSource, Login, Plan};
-use crate::publish::registry::{self, Credentials};
+use crate::registry::{self, Credentials};
 
 /// The secret inputs of both faces, masked before anything is printed.
 pub const SECRET_INPUTS: [&str; 3] = ["github-token", "token", "password"];

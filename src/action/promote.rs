@@ -13,7 +13,10 @@ use jiff::{SignedDuration, Timestamp};
 use super::commands::{self, say};
 use super::inputs::{self, Env};
 use crate::error::{Error, Result};
+use crate::front;
+use crate::promote::BreakGlass;
 use crate::promote::{self, Outcome, PeriodReport};
+use crate::release::channel::DecisionKind;
 use crate::release::policy::Policy;
 
 /// The promote action's inputs (promote/action.yml), as the runner passes
@@ -117,7 +120,20 @@ pub fn read_request(env: &Env) -> Result<promote::Request> {
         .map(|r| lowered("target-repository", r));
     let from = inputs::require(with.from, "from")?;
     let to = inputs::require(with.to, "to")?;
-    let force = promote::break_glass(with.force.unwrap_or(false), with.reason.as_deref())?;
+    let force = promote::break_glass(with.force.unwrap_or(false), with.reason.as_deref())
+        .map_err(|e| match e {
+            BreakGlass::NoReason => Error::input(
+                "break-glass (`force: true`) needs a reason",
+                Some(
+                    "add `reason: ...` saying why the release cannot wait for a window; it is recorded with the promotion"
+                        .to_string(),
+                ),
+            ),
+            BreakGlass::ReasonWithoutForce => Error::input(
+                "`reason` is only used with `force: true`",
+                Some("add `force: true` for break-glass, or drop `reason`".to_string()),
+            ),
+        })?;
     let policy = match with.policy {
         Some(p) => {
             let workspace = inputs::workspace(env)?;
@@ -150,24 +166,8 @@ pub fn read_request(env: &Env) -> Result<promote::Request> {
             n,
         ));
     }
-    let actor = ["GITHUB_TRIGGERING_ACTOR", "GITHUB_ACTOR", "USER"]
-        .iter()
-        .find_map(|k| var(env, k))
-        .unwrap_or_else(|| "unknown".to_string());
-    let run_url = match (
-        var(env, "GITHUB_SERVER_URL"),
-        var(env, "GITHUB_REPOSITORY"),
-        var(env, "GITHUB_RUN_ID"),
-    ) {
-        (Some(server), Some(repo), Some(id)) => {
-            let mut url = format!("{}/{repo}/actions/runs/{id}", server.trim_end_matches('/'));
-            if let Some(a) = var(env, "GITHUB_RUN_ATTEMPT") {
-                url.push_str(&format!("/attempts/{a}"));
-            }
-            Some(url)
-        }
-        _ => None,
-    };
+    let actor = front::actor(env);
+    let run_url = front::run_url(env);
     Ok(promote::Request {
         repository,
         from,
@@ -180,6 +180,7 @@ pub fn read_request(env: &Env) -> Result<promote::Request> {
         insecure,
         credentials: login.credentials,
         login: login.login,
+        docker_config: front::docker_config(env),
         actor,
         run_url,
     })
@@ -192,7 +193,7 @@ pub fn outputs(out: &Outcome) -> Vec<(&'static str, String)> {
         ("tag", out.tag.clone().unwrap_or_default()),
         ("digest", out.digest.clone().unwrap_or_default()),
         ("reference", out.reference.clone().unwrap_or_default()),
-        ("decision", out.decision.clone()),
+        ("decision", out.decision.as_str().to_string()),
         ("next-open", out.next_open.clone().unwrap_or_default()),
     ]
 }
@@ -200,8 +201,8 @@ pub fn outputs(out: &Outcome) -> Vec<(&'static str, String)> {
 /// The annotation for `out`, if any: a warning while waiting or for
 /// break-glass, a notice when up to date or without a candidate.
 pub fn annotation(out: &Outcome) -> Option<String> {
-    match out.decision.as_str() {
-        "wait" => Some(commands::warning(
+    match out.decision {
+        DecisionKind::Wait => Some(commands::warning(
             "settings-image: promotion waits for a release window",
             &format!(
                 "{} is newer than the channel, but the gate is shut ({}); next open: {}",
@@ -210,7 +211,7 @@ pub fn annotation(out: &Outcome) -> Option<String> {
                 out.next_open.as_deref().unwrap_or("not within 14 days")
             ),
         )),
-        "promote" if out.forced => Some(commands::warning(
+        DecisionKind::Promote if out.forced => Some(commands::warning(
             "settings-image: BREAK-GLASS promotion",
             &format!(
                 "{} promoted outside the release windows: {}",
@@ -218,7 +219,7 @@ pub fn annotation(out: &Outcome) -> Option<String> {
                 out.because
             ),
         )),
-        "up-to-date" => Some(commands::notice(
+        DecisionKind::UpToDate => Some(commands::notice(
             "settings-image: channel up to date",
             &format!(
                 "the channel holds {} (newest candidate {})",
@@ -226,11 +227,11 @@ pub fn annotation(out: &Outcome) -> Option<String> {
                 out.candidate.as_deref().unwrap_or("?")
             ),
         )),
-        "no-candidate" => Some(commands::warning(
+        DecisionKind::NoCandidate => Some(commands::warning(
             "settings-image: nothing to promote",
             "no tag of the `from` prefix exists in the repository",
         )),
-        _ => None,
+        DecisionKind::Promote => None,
     }
 }
 
@@ -245,18 +246,20 @@ fn short_time(rfc3339: &str) -> String {
 /// tag, and the gate's calendar over the next 7 days.
 pub fn summary(out: &Outcome) -> String {
     let mut s = String::from("## settings-image promote\n\n");
-    let headline = match out.decision.as_str() {
-        "promote" if out.forced => "**BREAK-GLASS: promoted** outside the release windows",
-        "promote" if out.promoted => "**Promoted**",
-        "promote" => "**Already promoted** (the channel tag was there)",
-        "up-to-date" => "**Up to date**: nothing newer to promote",
-        "wait" => "**Waiting**: the release gate is shut",
-        _ => "**No candidate**",
+    let headline = match out.decision {
+        DecisionKind::Promote if out.forced => {
+            "**BREAK-GLASS: promoted** outside the release windows"
+        }
+        DecisionKind::Promote if out.promoted => "**Promoted**",
+        DecisionKind::Promote => "**Already promoted** (the channel tag was there)",
+        DecisionKind::UpToDate => "**Up to date**: nothing newer to promote",
+        DecisionKind::Wait => "**Waiting**: the release gate is shut",
+        DecisionKind::NoCandidate => "**No candidate**",
     };
     s.push_str(headline);
     s.push_str("\n\n| | |\n|---|---|\n");
     let row = |k: &str, v: &str| format!("| {k} | `{}` |\n", v.replace('|', "\\|"));
-    s.push_str(&row("decision", &out.decision));
+    s.push_str(&row("decision", out.decision.as_str()));
     s.push_str(&row(
         "candidate",
         out.candidate.as_deref().unwrap_or("(none)"),

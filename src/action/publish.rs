@@ -13,11 +13,12 @@ use super::commands::{self, say};
 use super::inputs::{self, Env, EventPlan};
 use super::summary::{self, Facts};
 use crate::error::{Error, Result};
+use crate::front;
 use crate::history::{SourceMode, Token};
 use crate::image::Metadata;
-use crate::publish::forward::BranchReport;
-use crate::publish::registry::{self, Credentials};
-use crate::release::forward::AnomalyKind;
+use crate::publish::guards::{BranchOutcome, BranchReport};
+use crate::registry::{self, Credentials};
+use crate::release::ordering::AnomalyKind;
 use crate::report::Report;
 use crate::request::{self, Request, Target};
 
@@ -328,6 +329,7 @@ fn publish(env: &Env) -> Result<()> {
             insecure: inputs.insecure,
             monolithic: false,
             credentials: inputs.credentials.clone(),
+            docker_config: front::docker_config(env),
             login: inputs.login.clone().map(Box::new),
         }),
         Some(dir) => {
@@ -347,7 +349,9 @@ fn publish(env: &Env) -> Result<()> {
         target,
         source: inputs.source,
         timestamp_tag: inputs.timestamp_tag.clone(),
-        github_token: inputs.github_token.clone(),
+        github: front::github_api(env, inputs.github_token.clone()),
+        source_url: front::source_url(env),
+        ci: front::ci(env),
         revision: revision.clone(),
         // As `push` does by default: the commit, ref and run as a referrer.
         provenance: inputs.provenance && inputs.push,
@@ -408,8 +412,10 @@ fn publish(env: &Env) -> Result<()> {
     }
     if let Some(b) = &report.branch_tag {
         let text = branch_text(b, rewound(&report));
-        say(&match b.outcome.as_str() {
-            "rewound" => commands::warning("settings-image: branch tag rewound", &text),
+        say(&match b.outcome {
+            BranchOutcome::Rewound => {
+                commands::warning("settings-image: branch tag rewound", &text)
+            }
             _ => commands::notice("settings-image: branch tag", &text),
         });
     }
@@ -461,7 +467,10 @@ impl Published {
             ));
         };
         let branch_changed = report.branch_tag.as_ref().is_some_and(|b| {
-            matches!(b.outcome.as_str(), "created" | "moved" | "rewound") || b.repaired_to.is_some()
+            matches!(
+                b.outcome,
+                BranchOutcome::Created | BranchOutcome::Moved | BranchOutcome::Rewound
+            ) || b.repaired_to.is_some()
         });
         Ok(Published {
             reference: push.reference.clone(),
@@ -518,7 +527,7 @@ fn outputs(report: &Report, published: &Published) -> String {
             report
                 .branch_tag
                 .as_ref()
-                .map(|b| b.outcome.clone())
+                .map(|b| b.outcome.as_str().to_string())
                 .unwrap_or_default(),
         ),
     ]
@@ -548,18 +557,17 @@ fn branch_text(b: &BranchReport, rewound: bool) -> String {
         .as_deref()
         .map(|t| format!("; moved on to {t} after a racing run"))
         .unwrap_or_default();
-    let what = match b.outcome.as_str() {
-        "created" => "created",
-        "moved" => "moved forward to this image",
-        "unchanged" => "already pointed at this image",
-        "kept-newer" if rewound => {
+    let what = match b.outcome {
+        BranchOutcome::Created => "created",
+        BranchOutcome::Moved => "moved forward to this image",
+        BranchOutcome::Unchanged => "already pointed at this image",
+        BranchOutcome::KeptNewer if rewound => {
             "left on the newer commit the force-push dropped; set `allow-rewind: true` to move it back to this image"
         }
-        "kept-newer" => {
+        BranchOutcome::KeptNewer => {
             "left where it is: it already names a newer commit (a re-run of an older job)"
         }
-        "rewound" => "moved BACKWARDS to this image (allow-rewind)",
-        other => other,
+        BranchOutcome::Rewound => "moved BACKWARDS to this image (allow-rewind)",
     };
     format!("{} {what}{at}{repaired}", b.name)
 }
@@ -606,206 +614,5 @@ fn facts(env: &Env, inputs: &PublishInputs, report: &Report, published: &Publish
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    use super::inputs::env_of as env;
-
-    /// Serializes any field as `null` (only its name matters to the test).
-    pub(super) fn as_unit<T, S: serde::Serializer>(
-        _: &T,
-        s: S,
-    ) -> std::result::Result<S::Ok, S::Error> {
-        s.serialize_unit()
-    }
-
-    #[test]
-    fn the_struct_reads_exactly_the_inputs_action_yml_declares() {
-        let (declared, read) = inputs::declared_and_read::<With>("action.yml");
-        // action.yml has two faces: `mode` picks one (action/mod.rs), and
-        // the verify face reads its own struct (`scan` is only its).
-        let (_, verify) = inputs::declared_and_read::<super::super::verify::With>("action.yml");
-        assert!(verify.is_subset(&declared), "{verify:?}");
-        let mut all = read.clone();
-        all.extend(verify);
-        all.insert("mode".to_string());
-        assert_eq!(all, declared);
-        assert!(!read.contains("scan") && !read.contains("mode"));
-    }
-
-    #[test]
-    fn metadata_action_lines_become_annotations_and_labels() {
-        let lines = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        let a = key_values(
-            "annotations",
-            &lines(&[
-                "manifest:org.opencontainers.image.title=shop",
-                "index:org.opencontainers.image.title=skipped",
-                "index,manifest:org.opencontainers.image.version=main",
-                "org.opencontainers.image.description=a=b, c",
-            ]),
-            true,
-        )
-        .unwrap();
-        assert_eq!(
-            a,
-            BTreeMap::from([
-                (
-                    "org.opencontainers.image.description".to_string(),
-                    "a=b, c".to_string()
-                ),
-                (
-                    "org.opencontainers.image.title".to_string(),
-                    "shop".to_string()
-                ),
-                (
-                    "org.opencontainers.image.version".to_string(),
-                    "main".to_string()
-                ),
-            ])
-        );
-        let err = key_values("labels", &lines(&["no equals sign"]), false).unwrap_err();
-        assert!(err.to_string().contains("the input `labels`"), "{err}");
-    }
-
-    #[test]
-    fn hints_name_inputs_not_flags() {
-        for err in [
-            Error::Rewind {
-                tag: "r:main".into(),
-                current: "a".into(),
-                new: "b".into(),
-            },
-            Error::TagExists {
-                tag: "t".into(),
-                existing: "sha256:a".into(),
-                new: "sha256:b".into(),
-            },
-            crate::publish::registry::parse_repository("ghcr.io/Acme/Shop").unwrap_err(),
-            crate::publish::registry::parse_repository("ghcr.io/acme/shop:v1").unwrap_err(),
-            request::Request {
-                path: "x".into(),
-                tags: vec![],
-                target: Target::Registry(registry::Options {
-                    repository: "ghcr.io/a/b".into(),
-                    insecure: false,
-                    monolithic: false,
-                    credentials: None,
-                    login: None,
-                }),
-                source: SourceMode::Commit,
-                timestamp_tag: None,
-                github_token: None,
-                forward: request::Forward {
-                    branch_tag: Some("main".into()),
-                    allow_rewind: true,
-                    ..request::Forward::default()
-                },
-                provenance: true,
-                revision: None,
-                extra: Metadata::default(),
-            }
-            .validate()
-            .unwrap_err(),
-        ] {
-            let line = commands::error_line(WHO, &err, WORDS);
-            assert!(
-                !line.contains("--"),
-                "a CLI flag in the action's error: {line}"
-            );
-        }
-        let line = commands::error_line(
-            WHO,
-            &Error::Rewind {
-                tag: "r:main".into(),
-                current: "a".into(),
-                new: "b".into(),
-            },
-            WORDS,
-        );
-        assert!(line.contains("`allow-rewind: true`"), "{line}");
-    }
-
-    #[test]
-    fn masks_cover_both_secrets_and_their_lines() {
-        let e = env(&[
-            ("INPUT_TOKEN", " ghs_abc \n"),
-            ("INPUT_PASSWORD", "line1\nline2"),
-            ("INPUT_USERNAME", "octocat"),
-        ]);
-        let m = commands::mask_lines(&e, &SECRET_INPUTS);
-        assert!(m.contains(&"::add-mask::ghs_abc".to_string()), "{m:?}");
-        assert!(
-            m.contains(&"::add-mask::line1%0Aline2".to_string()),
-            "{m:?}"
-        );
-        assert!(m.contains(&"::add-mask::line1".to_string()), "{m:?}");
-        assert!(m.contains(&"::add-mask::line2".to_string()), "{m:?}");
-        assert!(!m.iter().any(|l| l.contains("octocat")));
-        assert!(commands::mask_lines(&env(&[("INPUT_TOKEN", "  ")]), &SECRET_INPUTS).is_empty());
-    }
-
-    #[test]
-    fn password_wins_over_token_and_needs_a_username() {
-        let dir = tempfile::tempdir().unwrap();
-        let ws = dir.path().to_str().unwrap();
-        let base = [
-            ("GITHUB_WORKSPACE", ws),
-            ("INPUT_PATH", "cfg"),
-            ("INPUT_REPOSITORY", "ghcr.io/a/b"),
-            ("INPUT_TIMESTAMP-TAG", "main"),
-            ("INPUT_TOKEN", "tok"),
-        ];
-        let mut e = env(&base);
-        e.insert("INPUT_USERNAME".into(), "u".into());
-        e.insert("INPUT_PASSWORD".into(), "pw".into());
-        let i = read_inputs(&e).unwrap();
-        assert_eq!(i.credentials.unwrap().password, "pw");
-        assert_eq!(i.github_token, Token::new("tok"));
-        assert_eq!(i.path, dir.path().join("cfg"));
-        let e = env(&base);
-        assert!(
-            read_inputs(&e)
-                .unwrap_err()
-                .to_string()
-                .contains("username")
-        );
-        let mut e = env(&base);
-        e.insert("INPUT_TOKEN".into(), String::new());
-        assert!(read_inputs(&e).unwrap().credentials.is_none());
-        e.insert("INPUT_SOURCE".into(), "disk".into());
-        assert!(
-            read_inputs(&e)
-                .unwrap_err()
-                .to_string()
-                .contains("`source`")
-        );
-        e.insert("INPUT_SOURCE".into(), "worktree".into());
-        e.remove("INPUT_TIMESTAMP-TAG");
-        assert!(read_inputs(&e).unwrap_err().to_string().contains("no tag"));
-    }
-
-    #[test]
-    fn a_symlink_out_of_the_workspace_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let outside = tempfile::tempdir().unwrap();
-        std::os::unix::fs::symlink(outside.path(), dir.path().join("cfg")).unwrap();
-        let err = check_no_symlink_escape(dir.path(), &dir.path().join("cfg")).unwrap_err();
-        assert!(err.to_string().contains("outside the workspace"), "{err}");
-        std::fs::create_dir(dir.path().join("real")).unwrap();
-        check_no_symlink_escape(dir.path(), &dir.path().join("real")).unwrap();
-    }
-
-    #[test]
-    fn an_error_line_carries_the_hint_escaped() {
-        let line = commands::error_line(
-            WHO,
-            &Error::input("bad: x", Some("do y".to_string())),
-            WORDS,
-        );
-        assert_eq!(
-            line,
-            "::error title=settings-image%3A invalid input::bad: x%0Ahint: do y"
-        );
-    }
-}
+#[path = "publish_tests.rs"]
+mod tests;

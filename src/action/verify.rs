@@ -12,6 +12,7 @@ use super::inputs::{self, Env};
 use crate::cluster::scan::Report;
 use crate::cluster::verify;
 use crate::error::{Error, Result};
+use crate::front;
 use crate::history::Token;
 
 /// The annotation title's subject.
@@ -80,7 +81,8 @@ fn scan(env: &Env) -> Result<i32> {
         path,
         insecure,
         credentials,
-        github_token: login.github_token.and_then(Token::new),
+        docker_config: front::docker_config(env),
+        github: front::github_api(env, login.github_token.and_then(Token::new)),
     };
     let (report, errors) = crate::cluster::scan::scan_and_verify(&dir, &repository, &base)?;
     // Rows name files relative to the scanned folder (or to a scanned file's folder).
@@ -110,7 +112,7 @@ fn scan(env: &Env) -> Result<i32> {
     }
     if let Some(out) = env.get("GITHUB_OUTPUT").filter(|p| !p.is_empty()) {
         let json = serde_json::to_string(&report)
-            .map_err(|e| Error::io("writing the verify output", std::io::Error::other(e)))?;
+            .map_err(|e| Error::json("writing the verify output", e))?;
         let ok = report.rows.iter().all(|r| r.status == "verified");
         let text = format!(
             "{}{}",

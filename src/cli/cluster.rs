@@ -7,8 +7,9 @@ use clap::Args;
 
 use crate::cluster::{flux, scan, verify};
 use crate::error::{Error, Result};
+use crate::front::{self, Login};
 use crate::history::Token;
-use crate::publish::registry::Credentials;
+use crate::registry::Credentials;
 
 /// Arguments of `flux`.
 #[derive(Debug, Args)]
@@ -143,20 +144,19 @@ pub struct VerifyArgs {
     pub github_token: Option<String>,
 }
 
-fn env_credentials() -> Option<Credentials> {
-    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    match (
-        env("SETTINGS_IMAGE_USERNAME"),
-        env("SETTINGS_IMAGE_PASSWORD"),
+/// Reading needs no login: a half-given one is simply not used (as `inspect`).
+fn env_credentials(env: &front::Env) -> Option<Credentials> {
+    match front::login(
+        env.get("SETTINGS_IMAGE_USERNAME").cloned(),
+        env.get("SETTINGS_IMAGE_PASSWORD").cloned(),
     ) {
-        (Some(username), Some(password)) => Some(Credentials { username, password }),
+        Login::Both(c) => Some(c),
         _ => None,
     }
 }
 
 fn json<T: serde::Serialize>(v: &T) -> Result<()> {
-    let s = serde_json::to_string(v)
-        .map_err(|e| Error::io("printing the result", std::io::Error::other(e)))?;
+    let s = serde_json::to_string(v).map_err(|e| Error::json("printing the result", e))?;
     println!("{s}");
     Ok(())
 }
@@ -164,12 +164,14 @@ fn json<T: serde::Serialize>(v: &T) -> Result<()> {
 /// Runs `verify`; returns the exit code of a scan (a single reference
 /// returns its error instead).
 pub fn run_verify(args: &VerifyArgs) -> Result<i32> {
+    let env = front::process_env();
     let base = verify::Request {
         reference: String::new(),
         path: args.path.clone(),
         insecure: args.insecure,
-        credentials: env_credentials(),
-        github_token: args.github_token.clone().and_then(Token::new),
+        credentials: env_credentials(&env),
+        docker_config: front::docker_config(&env),
+        github: front::github_api(&env, args.github_token.clone().and_then(Token::new)),
     };
     match (&args.reference, &args.scan, &args.repository) {
         (Some(reference), None, _) => {

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::publish::registry;
+use crate::registry;
 
 /// The label on every generated object; the automation's `policySelector`
 /// selects the policies carrying it, so it never touches other policies.

@@ -382,7 +382,7 @@ pub fn scan_and_verify(
     repository: &str,
     base: &super::verify::Request,
 ) -> Result<(Report, Vec<i32>)> {
-    crate::publish::registry::parse_repository(repository)?;
+    crate::registry::parse_repository(repository)?;
     let findings = find(dir, repository)?;
     Ok(verify_all(repository, findings, &mut |reference| {
         super::verify::verify(&super::verify::Request {

@@ -20,11 +20,11 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::history::{self, SourceMode, Token, git};
+use crate::history::{self, Checkout, SourceMode, github};
 use crate::image::artifact::ManifestView;
 use crate::image::{self, ANNOTATION_REVISION, ANNOTATION_SOURCE, Descriptor, MANIFEST_MEDIA_TYPE};
 use crate::provenance;
-use crate::publish::registry::{self, Client, Credentials};
+use crate::registry::{self, Client, Credentials};
 
 /// What to verify.
 #[derive(Debug, Clone)]
@@ -37,8 +37,10 @@ pub struct Request {
     pub insecure: bool,
     /// Pull credentials.
     pub credentials: Option<Credentials>,
-    /// GitHub token for the shallow-clone fallback, as `push` uses it.
-    pub github_token: Option<Token>,
+    /// Docker's `config.json`, asked when `credentials` is `None`.
+    pub docker_config: Option<PathBuf>,
+    /// The GitHub API for the shallow-clone fallback, as `push` uses it.
+    pub github: Option<github::Api>,
 }
 
 /// A reference split into its parts.
@@ -124,6 +126,7 @@ pub fn verify(req: &Request) -> Result<Verified> {
         insecure: req.insecure,
         monolithic: false,
         credentials: req.credentials.clone(),
+        docker_config: req.docker_config.clone(),
         login: None,
     })?;
     verify_with(&client, &r, req)
@@ -194,15 +197,15 @@ pub fn verify_with(client: &Client, r: &Reference, req: &Request) -> Result<Veri
         ));
     }
     let prov = read_provenance(client, &m.digest, &revision, shown)?;
-    let repo = git::Repo::discover(&req.path)?.ok_or_else(|| {
+    // One checkout for the folder's place and the history walk.
+    let checkout = Checkout::open(&req.path, req.github.clone())?.ok_or_else(|| {
         Error::history(
             &req.path,
             "is not inside a git repository, so no commit can be rebuilt",
             Some("give --path the settings folder in a checkout of the settings repository".into()),
         )
     })?;
-    let folder = repo.display_path();
-    drop(repo);
+    let folder = checkout.repo().display_path();
     if let Some(p) = &prov.path
         && p != &folder
     {
@@ -214,11 +217,12 @@ pub fn verify_with(client: &Client, r: &Reference, req: &Request) -> Result<Veri
     }
     // The same history question and the same errors as `push`.
     let prepared = history::prepare(
+        Some(&checkout),
         &req.path,
         SourceMode::Commit,
         true,
         Some(&revision),
-        req.github_token.as_ref(),
+        None,
     )?;
     let Some(commit) = prepared.commit.clone() else {
         return Err(Error::history(&req.path, "has no commit to rebuild", None));

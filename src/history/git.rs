@@ -72,6 +72,19 @@ pub enum LocalAncestry {
     Unknown(String),
 }
 
+thread_local! {
+    /// Repositories opened on this thread (see [`opens`]).
+    static OPENS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// How many repositories [`Repo::discover`] has opened on the calling
+/// thread. A run opens its checkout once and passes it down; a test holds
+/// a whole push to that (opening is the costly part: config, refs, the
+/// shallow file).
+pub fn opens() -> usize {
+    OPENS.with(|o| o.get())
+}
+
 /// `cwd.join(path)` with `.` and `..` resolved by name.
 fn lexical_absolute(cwd: &Path, path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
@@ -138,6 +151,7 @@ impl Repo {
             .config_overrides(["gitoxide.objects.allocLimitIfReducedTrust=0"]);
         let repo = gix::open_opts(&root, opts)
             .map_err(|e| git_err(path, "cannot open the git repository", e))?;
+        OPENS.with(|o| o.set(o.get() + 1));
         let shallow = repo
             .shallow_commits()
             .map_err(|e| git_err(path, "cannot read .git/shallow", e))?
@@ -578,6 +592,14 @@ impl Repo {
                 }
             }
         }
+    }
+
+    /// The checked-out branch (`refs/heads/NAME`), `None` when HEAD is
+    /// detached or unreadable.
+    pub fn head_ref(&self) -> Option<String> {
+        let repo = self.repo.to_thread_local();
+        let name = repo.head_name().ok()??;
+        Some(name.as_bstr().to_string())
     }
 
     /// The `origin` remote's URL as an https URL without credentials, when

@@ -10,13 +10,13 @@ use std::time::Duration;
 use super::{CommitInfo, Token};
 use crate::error::{Error, Result};
 
-/// The default REST API base when `GITHUB_API_URL` is not set.
+/// The REST API base of github.com (GitHub Enterprise has its own).
 pub const DEFAULT_API_URL: &str = "https://api.github.com";
 
 /// What is needed to ask GitHub about a repository's history.
 #[derive(Debug, Clone)]
 pub struct Api {
-    /// The REST API base URL (`GITHUB_API_URL`).
+    /// The REST API base URL (`GITHUB_API_URL`, else [`DEFAULT_API_URL`]).
     pub base_url: String,
     /// The repository owner.
     pub owner: String,
@@ -25,30 +25,16 @@ pub struct Api {
     token: Token,
 }
 
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
-}
-
 impl Api {
-    /// Builds the API access from `GITHUB_REPOSITORY` (`owner/name`),
-    /// `GITHUB_API_URL` (default [`DEFAULT_API_URL`]) and the token (`token`,
-    /// else `GITHUB_TOKEN`). `None` when the repository or the token is
-    /// missing, or `GITHUB_REPOSITORY` is not `owner/name`.
-    pub fn from_env(token: Option<&Token>) -> Option<Api> {
-        let token = token
-            .cloned()
-            .or_else(|| env("GITHUB_TOKEN").and_then(Token::new))?;
-        let repository = env("GITHUB_REPOSITORY")?;
+    /// API access to `repository` (`owner/name`, as `GITHUB_REPOSITORY`
+    /// holds it) at `base_url` with `token`; `None` when `repository` is
+    /// not `owner/name`.
+    pub fn for_repository(base_url: &str, repository: &str, token: Token) -> Option<Api> {
         let (owner, repo) = repository.trim().split_once('/')?;
         if owner.is_empty() || repo.is_empty() || repo.contains('/') {
             return None;
         }
-        Some(Api {
-            base_url: env("GITHUB_API_URL").unwrap_or_else(|| DEFAULT_API_URL.to_string()),
-            owner: owner.to_string(),
-            repo: repo.to_string(),
-            token,
-        })
+        Some(Api::new(base_url.trim(), owner, repo, token))
     }
 
     fn scrub(&self, text: &str) -> String {
@@ -212,21 +198,12 @@ fn describe(e: &octocrab::Error) -> String {
     if let octocrab::Error::GitHub { source, .. } = e {
         return format!("HTTP {}: {}", source.status_code, source.message);
     }
-    let mut text = e.to_string();
-    let mut cause = std::error::Error::source(e);
-    while let Some(c) = cause {
-        text.push_str(": ");
-        text.push_str(&c.to_string());
-        cause = c.source();
-    }
-    text
+    crate::error::error_chain(e)
 }
 
-/// The repository URL from GitHub Actions' `GITHUB_SERVER_URL` and
-/// `GITHUB_REPOSITORY`, normalized like a remote URL.
-pub fn source_url_from_env() -> Option<String> {
-    let server = env("GITHUB_SERVER_URL")?;
-    let repository = env("GITHUB_REPOSITORY")?;
+/// The repository's https URL from a server URL (`https://github.com`)
+/// and `owner/name`, normalized like a remote URL.
+pub fn repository_url(server: &str, repository: &str) -> Option<String> {
     normalize_remote_url(&format!(
         "{}/{}",
         server.trim().trim_end_matches('/'),

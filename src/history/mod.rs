@@ -15,7 +15,8 @@
 pub mod git;
 pub mod github;
 
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use crate::error::{Error, Result};
@@ -86,17 +87,68 @@ pub struct LastChange {
     pub from_github: bool,
 }
 
-/// Finds the commit that last changed the folder at `path` (see the module
-/// docs for the exact meaning), walking from HEAD or from `revision` (a full
-/// commit id or a reference name). On a shallow clone whose history cannot
-/// prove the answer, asks the GitHub API when `GITHUB_REPOSITORY` and a
-/// token (`token`, else `GITHUB_TOKEN`) are set, and fails otherwise.
+/// A git checkout opened once per run (isolated and trusted, as [`git`]
+/// explains), with the GitHub API access built once: the history walk, the
+/// ancestry checks and the provenance facts all ask it. Ancestry answers
+/// are cached.
+#[derive(Debug)]
+pub struct Checkout {
+    repo: git::Repo,
+    api: Option<github::Api>,
+    ancestry: RefCell<HashMap<(String, String), bool>>,
+}
+
+impl Checkout {
+    /// Opens the repository holding `path`; `None` when there is none.
+    /// `api` answers what a shallow clone cannot.
+    pub fn open(path: &Path, api: Option<github::Api>) -> Result<Option<Checkout>> {
+        Ok(git::Repo::discover(path)?.map(|repo| Checkout {
+            repo,
+            api,
+            ancestry: RefCell::default(),
+        }))
+    }
+
+    /// The repository.
+    pub fn repo(&self) -> &git::Repo {
+        &self.repo
+    }
+
+    /// The GitHub API access, when the front end gave one.
+    pub fn api(&self) -> Option<&github::Api> {
+        self.api.as_ref()
+    }
+
+    /// Finds the commit that last changed the folder at `path` (see the
+    /// module docs for the exact meaning), walking from HEAD or from
+    /// `revision` (a full commit id or a reference name). On a shallow
+    /// clone whose history cannot prove the answer, asks the GitHub API,
+    /// and fails without one.
+    pub fn last_change(&self, path: &Path, revision: Option<&str>) -> Result<LastChange> {
+        resolve(self, path, revision).map(|(lc, _)| lc)
+    }
+
+    /// Whether `ancestor` is an ancestor of (or the same as) `descendant`
+    /// (see [`is_ancestor`]), cached.
+    pub fn is_ancestor(&self, ancestor: &str, descendant: &str) -> Result<bool> {
+        let key = (ancestor.to_string(), descendant.to_string());
+        if let Some(&yes) = self.ancestry.borrow().get(&key) {
+            return Ok(yes);
+        }
+        let (yes, _) = is_ancestor(&self.repo, ancestor, descendant, self.api.as_ref())?;
+        self.ancestry.borrow_mut().insert(key, yes);
+        Ok(yes)
+    }
+}
+
+/// Finds the commit that last changed the folder at `path` (see
+/// [`Checkout::last_change`]), opening the checkout for this one question.
 pub fn last_change(
     path: &Path,
     revision: Option<&str>,
-    token: Option<&Token>,
+    api: Option<github::Api>,
 ) -> Result<LastChange> {
-    let Some(repo) = git::Repo::discover(path)? else {
+    let Some(checkout) = Checkout::open(path, api)? else {
         return Err(Error::history(
             path,
             "is not inside a git repository, so no commit names it",
@@ -106,17 +158,17 @@ pub fn last_change(
             ),
         ));
     };
-    resolve(&repo, path, revision, token).map(|(lc, _)| lc)
+    checkout.last_change(path, revision)
 }
 
 /// Resolves the last change, falling back to GitHub on a shallow boundary.
 /// Also returns the commit to read the content from.
 fn resolve(
-    repo: &git::Repo,
+    checkout: &Checkout,
     path: &Path,
     revision: Option<&str>,
-    token: Option<&Token>,
 ) -> Result<(LastChange, String)> {
+    let repo = &checkout.repo;
     let repo_path = repo.display_path();
     match repo.last_change(revision)? {
         git::Walk::Found(commit) => {
@@ -156,7 +208,7 @@ fn resolve(
                 "history: the walk from {head} ends at {boundary} (shallow: {shallow}) after {} commits that did not change {repo_path}",
                 passed.len()
             );
-            let Some(api) = github::Api::from_env(token) else {
+            let Some(api) = checkout.api() else {
                 let what = if shallow {
                     "this is a shallow clone and its history ends"
                 } else {
@@ -286,14 +338,18 @@ impl Prepared {
 /// timestamp tag was asked for) is an error. History starts at HEAD, or at
 /// `revision` when given (the head of a pull request: the commit the
 /// tag names and, in commit mode, the content come from its history).
+/// `checkout` is the repository holding `path` (`None`: not in git);
+/// `source_url` the repository's URL as the CI names it, else the
+/// `origin` remote's.
 pub fn prepare(
+    checkout: Option<&Checkout>,
     path: &Path,
     mode: SourceMode,
     need_commit: bool,
     revision: Option<&str>,
-    token: Option<&Token>,
+    source_url: Option<String>,
 ) -> Result<Prepared> {
-    let Some(repo) = git::Repo::discover(path)? else {
+    let Some(checkout) = checkout else {
         if let Some(rev) = revision {
             return Err(Error::history(
                 path,
@@ -318,7 +374,8 @@ pub fn prepare(
             warnings: Vec::new(),
         });
     };
-    let source_url = github::source_url_from_env().or_else(|| repo.remote_url());
+    let repo = checkout.repo();
+    let source_url = source_url.or_else(|| repo.remote_url());
     log::debug!(
         "history: {} is in a git repository; source {mode:?}, history from {}",
         path.display(),
@@ -326,7 +383,7 @@ pub fn prepare(
     );
     match mode {
         SourceMode::Commit => {
-            let (lc, content) = resolve(&repo, path, revision, token)?;
+            let (lc, content) = resolve(checkout, path, revision)?;
             let source = repo.read_folder(&content, path)?;
             Ok(Prepared {
                 source,
@@ -338,7 +395,7 @@ pub fn prepare(
         SourceMode::Worktree => {
             let source = worktree::read(path)?;
             let mut warnings = Vec::new();
-            let commit = match resolve(&repo, path, revision, token) {
+            let commit = match resolve(checkout, path, revision) {
                 Ok((lc, content)) => {
                     let committed = repo.read_folder(&content, path)?;
                     if let Some(diff) = repo.first_difference(&source, &committed)? {

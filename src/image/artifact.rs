@@ -66,12 +66,7 @@ pub struct ManifestView {
 impl ManifestView {
     /// Parses manifest bytes.
     pub fn parse(bytes: &[u8]) -> Result<Self> {
-        serde_json::from_slice(bytes).map_err(|e| {
-            Error::io(
-                "reading a manifest",
-                std::io::Error::new(std::io::ErrorKind::InvalidData, e),
-            )
-        })
+        serde_json::from_slice(bytes).map_err(|e| Error::json("reading a manifest", e))
     }
 
     /// The artifact type as the referrers API reports it: `artifactType`,
@@ -113,12 +108,7 @@ impl Index {
 
     /// Parses index bytes.
     pub fn parse(bytes: &[u8]) -> Result<Self> {
-        serde_json::from_slice(bytes).map_err(|e| {
-            Error::io(
-                "reading an image index",
-                std::io::Error::new(std::io::ErrorKind::InvalidData, e),
-            )
-        })
+        serde_json::from_slice(bytes).map_err(|e| Error::json("reading an image index", e))
     }
 
     /// The exact bytes.

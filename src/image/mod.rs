@@ -139,7 +139,7 @@ pub struct Image {
 }
 
 fn to_json<T: Serialize>(value: &T) -> Result<Vec<u8>> {
-    serde_json::to_vec(value).map_err(|e| Error::io("serializing JSON", std::io::Error::other(e)))
+    serde_json::to_vec(value).map_err(|e| Error::json("serializing JSON", e))
 }
 
 /// Builds the image for `source`: the layer first (streamed to disk), then

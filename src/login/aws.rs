@@ -21,7 +21,7 @@ use base64::Engine as _;
 use super::http::{self, Ctx};
 use super::{Login, Provider, need};
 use crate::error::{Error, Result};
-use crate::publish::registry::Credentials;
+use crate::registry::Credentials;
 
 /// The region in an ECR host name, if it is one.
 pub fn region_of_host(host: &str) -> Option<String> {

@@ -16,7 +16,7 @@
 use super::http::{self, Ctx};
 use super::{Login, Provider, need};
 use crate::error::Result;
-use crate::publish::registry::Credentials;
+use crate::registry::Credentials;
 
 /// The user name ACR expects with a refresh token.
 pub const ACR_USER: &str = "00000000-0000-0000-0000-000000000000";

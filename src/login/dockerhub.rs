@@ -13,7 +13,7 @@
 use super::http::{self, Ctx};
 use super::{Login, Provider, need};
 use crate::error::Result;
-use crate::publish::registry::Credentials;
+use crate::registry::Credentials;
 
 /// The token lifetime asked for (seconds; Docker allows 300 to 3600).
 const EXPIRES_IN: &str = "3600";

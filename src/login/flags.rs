@@ -9,7 +9,7 @@ use clap::Args;
 
 use super::{Choice, Decision, Endpoints, Facts, IdTokenSource, Login, Plan};
 use crate::error::Result;
-use crate::publish::registry::{self, Credentials};
+use crate::registry::{self, Credentials};
 
 /// Login flags shared by `push` and `promote`.
 #[derive(Debug, Args, Default, Clone)]
@@ -56,6 +56,7 @@ impl LoginArgs {
     /// `credentials` reads it (and checks it has a user) only when needed.
     pub fn resolve(
         &self,
+        env: &crate::front::Env,
         repository: &str,
         insecure: bool,
         username: Option<&str>,
@@ -118,7 +119,7 @@ impl LoginArgs {
         let Some(provider) = exchange else {
             return Ok((credentials()?, None));
         };
-        let env = |k: &str| std::env::var(k).ok();
+        let env = |k: &str| crate::front::var(env, k);
         Ok((
             None,
             Some(Login {
@@ -171,25 +172,51 @@ mod tests {
             }))
         };
         let (c, l) = args("auto")
-            .resolve("127.0.0.1:5000/shop", false, None, false, || {
-                panic!("no password is read for an exchange")
-            })
+            .resolve(
+                &Default::default(),
+                "127.0.0.1:5000/shop",
+                false,
+                None,
+                false,
+                || panic!("no password is read for an exchange"),
+            )
             .unwrap();
         assert!(c.is_none());
         let l = l.unwrap();
         assert_eq!((l.provider, l.scheme), (Provider::Ecr, "http"));
         assert_eq!(l.id_token, IdTokenSource::Missing { in_action: false });
         let (c, l) = args("auto")
-            .resolve("127.0.0.1:5000/shop", false, Some("u"), true, pw)
+            .resolve(
+                &Default::default(),
+                "127.0.0.1:5000/shop",
+                false,
+                Some("u"),
+                true,
+                pw,
+            )
             .unwrap();
         assert_eq!(c.unwrap().password, "p");
         assert!(l.is_none());
         let (c, l) = args("none")
-            .resolve("127.0.0.1:5000/shop", false, None, true, pw)
+            .resolve(
+                &Default::default(),
+                "127.0.0.1:5000/shop",
+                false,
+                None,
+                true,
+                pw,
+            )
             .unwrap();
         assert!(c.is_none() && l.is_none());
         let e = args("password")
-            .resolve("127.0.0.1:5000/shop", false, None, false, || Ok(None))
+            .resolve(
+                &Default::default(),
+                "127.0.0.1:5000/shop",
+                false,
+                None,
+                false,
+                || Ok(None),
+            )
             .unwrap_err();
         assert!(e.to_string().contains("needs a password"), "{e}");
         let l = LoginArgs {
@@ -197,9 +224,14 @@ mod tests {
             id_token_file: Some("/tmp/t".into()),
             ..LoginArgs::default()
         }
-        .resolve("quay.example.com/a/b", false, Some("a+b"), false, || {
-            Ok(None)
-        })
+        .resolve(
+            &Default::default(),
+            "quay.example.com/a/b",
+            false,
+            Some("a+b"),
+            false,
+            || Ok(None),
+        )
         .unwrap()
         .1
         .unwrap();

@@ -16,7 +16,7 @@
 use super::http::{self, Ctx};
 use super::{Login, Provider, need};
 use crate::error::Result;
-use crate::publish::registry::Credentials;
+use crate::registry::Credentials;
 
 const SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
 

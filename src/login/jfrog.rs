@@ -11,7 +11,7 @@
 use super::http::{self, Ctx};
 use super::{Login, Provider, need};
 use crate::error::Result;
-use crate::publish::registry::Credentials;
+use crate::registry::Credentials;
 
 /// The JFrog login.
 pub(crate) async fn login(login: &Login, ctx: &Ctx, jwt: &str) -> Result<Credentials> {

@@ -39,7 +39,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::publish::registry::Credentials;
+use crate::registry::Credentials;
 
 pub use id_token::IdTokenSource;
 

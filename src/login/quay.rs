@@ -10,7 +10,7 @@
 use super::http::{self, Ctx};
 use super::{Login, Provider, need};
 use crate::error::{Error, Result};
-use crate::publish::registry::Credentials;
+use crate::registry::Credentials;
 
 /// The Quay login.
 pub(crate) async fn login(login: &Login, ctx: &Ctx, jwt: &str) -> Result<Credentials> {

@@ -6,33 +6,12 @@
 
 use super::policy::Gate;
 
-/// A parsed `PREFIX-<ts>-<sha7>` tag.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stamped {
-    /// The whole tag.
-    pub tag: String,
-    /// The committer time.
-    pub ts: u64,
-    /// The 7 hex characters of the commit.
-    pub sha7: String,
-}
+pub use crate::tag::Stamped;
 
-/// Parses `tag` if it is `PREFIX-<digits>-<7 lowercase hex>` for exactly this prefix.
+/// Parses `tag` if it is `PREFIX-<digits>-<7 lowercase hex>` for exactly
+/// this prefix (the grammar is [`crate::tag::parse_timestamp_tag`]'s).
 pub fn parse(prefix: &str, tag: &str) -> Option<Stamped> {
-    let rest = tag.strip_prefix(prefix)?.strip_prefix('-')?;
-    let (ts, sha7) = rest.split_once('-')?;
-    if ts.is_empty()
-        || !ts.bytes().all(|b| b.is_ascii_digit())
-        || sha7.len() != 7
-        || !sha7.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-    {
-        return None;
-    }
-    Some(Stamped {
-        tag: tag.to_string(),
-        ts: ts.parse().ok()?,
-        sha7: sha7.to_string(),
-    })
+    crate::tag::parse_timestamp_tag(prefix, tag)
 }
 
 /// The tag Flux's numerical policy picks among `tags` for `prefix`: the
@@ -42,6 +21,33 @@ pub fn highest<'a>(prefix: &str, tags: impl IntoIterator<Item = &'a String>) -> 
     tags.into_iter()
         .filter_map(|t| parse(prefix, t))
         .max_by(|a, b| a.ts.cmp(&b.ts).then_with(|| a.tag.cmp(&b.tag)))
+}
+
+/// The kind of a [`Decision`], as `--json` and the action's `decision`
+/// output spell it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DecisionKind {
+    /// No tag of the source prefix exists.
+    NoCandidate,
+    /// The channel already holds the candidate or something newer.
+    UpToDate,
+    /// Promote (or promoted, or would promote).
+    Promote,
+    /// Newer content waits for the gate.
+    Wait,
+}
+
+impl DecisionKind {
+    /// The kebab-case name: `no-candidate`, `up-to-date`, `promote`, `wait`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecisionKind::NoCandidate => "no-candidate",
+            DecisionKind::UpToDate => "up-to-date",
+            DecisionKind::Promote => "promote",
+            DecisionKind::Wait => "wait",
+        }
+    }
 }
 
 /// What a promotion run decides.
@@ -77,13 +83,13 @@ pub enum Decision {
 }
 
 impl Decision {
-    /// A short machine-readable name: `no-candidate`, `up-to-date`, `promote`, `wait`.
-    pub fn kind(&self) -> &'static str {
+    /// Its kind.
+    pub fn kind(&self) -> DecisionKind {
         match self {
-            Decision::NoCandidate => "no-candidate",
-            Decision::UpToDate { .. } => "up-to-date",
-            Decision::Promote { .. } => "promote",
-            Decision::Wait { .. } => "wait",
+            Decision::NoCandidate => DecisionKind::NoCandidate,
+            Decision::UpToDate { .. } => DecisionKind::UpToDate,
+            Decision::Promote { .. } => DecisionKind::Promote,
+            Decision::Wait { .. } => DecisionKind::Wait,
         }
     }
 }
@@ -177,7 +183,7 @@ mod tests {
         }
         assert_eq!(
             decide("main", "prod", &t, &gate(false), None).kind(),
-            "wait"
+            DecisionKind::Wait
         );
         match decide("main", "prod", &t, &gate(false), Some("incident 42")) {
             Decision::Promote {
@@ -189,7 +195,7 @@ mod tests {
         let t = tags(&["main-10-aaaaaaa", "prod-20-bbbbbbb"]);
         assert_eq!(
             decide("main", "prod", &t, &gate(true), Some("x")).kind(),
-            "up-to-date"
+            DecisionKind::UpToDate
         );
         assert_eq!(
             decide(

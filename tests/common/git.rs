@@ -24,7 +24,7 @@ pub fn git_cmd(home: &Path, cwd: &Path) -> Command {
 /// A new repository (branch `main`) in a temporary directory, with its own
 /// home. Test files add their own methods (commits, merges, oracles).
 pub struct ScratchRepo {
-    _tmp: tempfile::TempDir,
+    _tmp: super::TempDir,
     /// The home git runs with.
     pub home: PathBuf,
     /// The work tree.
@@ -34,7 +34,7 @@ pub struct ScratchRepo {
 impl ScratchRepo {
     /// `git init -b main` in a fresh temporary directory.
     pub fn new() -> ScratchRepo {
-        let tmp = tempfile::tempdir().expect("tempdir");
+        let tmp = super::TempDir::new();
         let home = tmp.path().join("home");
         let dir = tmp.path().join("repo");
         std::fs::create_dir_all(&home).expect("home");

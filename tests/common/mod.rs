@@ -20,6 +20,7 @@ use serde_json::Value;
 
 pub mod git;
 pub mod github;
+pub mod registry;
 
 /// The binary under test.
 pub fn bin() -> &'static str {

@@ -14,7 +14,8 @@ use std::process::{Child, Command, Stdio};
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-use crate::support_registry::{Registry, bin, require};
+use crate::common::registry::Registry;
+use crate::common::{bin, require};
 
 /// The GitHub actor the action runs as.
 pub const ACTOR: &str = "octocat";

@@ -4,8 +4,6 @@
 //! a fault-injecting HTTP proxy, and the independent consumers (skopeo,
 //! podman, containerd). A missing tool fails the test loudly.
 
-#![allow(dead_code)]
-
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -16,20 +14,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 
-/// Fails loudly when a tool the test needs is missing.
-pub fn require(tool: &str) -> PathBuf {
-    for dir in std::env::var("PATH")
-        .unwrap_or_default()
-        .split(':')
-        .chain(["/usr/sbin", "/sbin"])
-    {
-        let p = Path::new(dir).join(tool);
-        if p.is_file() {
-            return p;
-        }
-    }
-    panic!("required tool {tool} is not installed: run `bash scripts/deps.sh` (as root)");
-}
+pub use super::{bin, require};
 
 /// A free loopback TCP port.
 pub fn free_port() -> u16 {
@@ -67,7 +52,7 @@ pub enum Auth {
 /// A running `docker-registry`; killed on drop.
 pub struct Registry {
     child: Child,
-    pub dir: tempfile::TempDir,
+    pub dir: super::TempDir,
     pub port: u16,
     pub log: PathBuf,
 }
@@ -76,7 +61,7 @@ impl Registry {
     /// Starts a registry with `auth` on a free loopback port.
     pub fn start(auth: Auth) -> Registry {
         let bin = require("docker-registry");
-        let dir = tempfile::tempdir().unwrap();
+        let dir = super::TempDir::new();
         let port = free_port();
         let auth_yaml = match &auth {
             Auth::None => String::new(),
@@ -138,11 +123,6 @@ impl Drop for Registry {
     }
 }
 
-/// The settings-image binary.
-pub fn bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_settings-image"))
-}
-
 /// The result of running the binary.
 pub struct Run {
     pub code: i32,
@@ -167,7 +147,7 @@ impl Run {
 /// Runs settings-image with `args`, `env` and `stdin`, with a docker config
 /// directory that is empty unless `env` says otherwise.
 pub fn run(args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> Run {
-    let empty = tempfile::tempdir().unwrap();
+    let empty = super::TempDir::new();
     let mut cmd = Command::new(bin());
     cmd.args(args)
         .env_remove("SETTINGS_IMAGE_USERNAME")
@@ -196,8 +176,8 @@ pub fn run(args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> Run {
 }
 
 /// A settings folder with `n` small YAML files named `fNN.yaml`.
-pub fn settings(n: usize, salt: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
+pub fn settings(n: usize, salt: &str) -> super::TempDir {
+    let dir = super::TempDir::new();
     for i in 0..n {
         std::fs::write(
             dir.path().join(format!("f{i:02}.yaml")),
@@ -255,7 +235,7 @@ pub struct TokenServer {
     pub issued: Mutex<Vec<String>>,
     /// Token requests seen (query strings).
     pub requests: Mutex<Vec<String>>,
-    _dir: tempfile::TempDir,
+    _dir: super::TempDir,
 }
 
 fn b64url(bytes: &[u8]) -> String {
@@ -269,7 +249,7 @@ impl TokenServer {
     /// Generates a key and certificate and starts serving.
     pub fn start(user: &str, password: &str) -> Arc<TokenServer> {
         require("openssl");
-        let dir = tempfile::tempdir().unwrap();
+        let dir = super::TempDir::new();
         let key = dir.path().join("key.pem");
         let cert = dir.path().join("cert.pem");
         let st = Command::new("openssl")
@@ -689,7 +669,7 @@ pub fn podman_read(registry_host: &str, reference: &str, file: &str) -> (String,
     require("podman");
     require("runc");
     let busybox = require("busybox");
-    let dir = tempfile::tempdir().unwrap();
+    let dir = super::TempDir::new();
     let d = dir.path();
     std::fs::write(
         d.join("containers.conf"),
@@ -760,76 +740,47 @@ pub fn podman_read(registry_host: &str, reference: &str, file: &str) -> (String,
     (cat, ls)
 }
 
-/// A containerd started as a child process with its own root, state and
-/// socket; killed on drop.
-pub struct Containerd {
-    child: Child,
-    pub dir: tempfile::TempDir,
+// ---------------------------------------------------------------- connection counter
+
+/// A TCP relay on a free loopback port in front of `127.0.0.1:target` that
+/// counts the connections it accepts: "not retried" is one connection, not
+/// a time limit.
+pub struct ConnCounter {
+    pub port: u16,
+    count: Arc<std::sync::atomic::AtomicUsize>,
 }
 
-impl Containerd {
-    /// Starts containerd and waits for its socket.
-    pub fn start() -> Containerd {
-        require("containerd");
-        require("ctr");
-        let dir = tempfile::tempdir().unwrap();
-        let d = dir.path();
-        let sock = d.join("containerd.sock");
-        let config = format!(
-            "version = 2\nroot = \"{0}/root\"\nstate = \"{0}/state\"\ndisabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n[grpc]\n  address = \"{1}\"\n[ttrpc]\n  address = \"{1}.ttrpc\"\n[debug]\n  address = \"\"\n[metrics]\n  address = \"\"\n",
-            d.display(),
-            sock.display()
-        );
-        std::fs::write(d.join("config.toml"), config).unwrap();
-        let mut child = Command::new("containerd")
-            .arg("--config")
-            .arg(d.join("config.toml"))
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(d.join("containerd.log")).unwrap())
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if sock.exists() {
-                let ok = Command::new("ctr")
-                    .arg("--address")
-                    .arg(&sock)
-                    .arg("version")
-                    .output()
-                    .unwrap();
-                if ok.status.success() {
-                    break;
-                }
+impl ConnCounter {
+    /// Starts relaying to `127.0.0.1:target`; runs until the test ends.
+    pub fn start(target: u16) -> ConnCounter {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let seen = count.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else {
+                    continue;
+                };
+                let (mut c2, mut s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                let (mut c, mut s) = (client, server);
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut c, &mut s);
+                    let _ = s.shutdown(std::net::Shutdown::Write);
+                });
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut s2, &mut c2);
+                    let _ = c2.shutdown(std::net::Shutdown::Write);
+                });
             }
-            if let Ok(Some(st)) = child.try_wait() {
-                panic!("containerd exited early with {st}");
-            }
-            assert!(Instant::now() < deadline, "containerd did not start");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        Containerd { child, dir }
+        });
+        ConnCounter { port, count }
     }
 
-    /// Runs `ctr` against this containerd.
-    pub fn ctr(&self, args: &[&str]) -> String {
-        let out = Command::new("ctr")
-            .arg("--address")
-            .arg(self.dir.path().join("containerd.sock"))
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "ctr {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).to_string()
-    }
-}
-
-impl Drop for Containerd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    /// Connections accepted so far.
+    pub fn connections(&self) -> usize {
+        self.count.load(std::sync::atomic::Ordering::SeqCst)
     }
 }

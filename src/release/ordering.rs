@@ -1,7 +1,7 @@
 //! Forward-only checks for `push`, as pure decisions over what the registry
 //! holds (timestamp tags with the commit each image records) and an
 //! ancestry oracle (local git history, or GitHub's compare API on a shallow
-//! clone). The registry I/O lives in `publish::registry`, the ancestry in
+//! clone). The registry I/O lives in `publish`, the ancestry in
 //! `history`; this module only decides.
 //!
 //! - [`check`] finds the anomalies Flux's numerical policy cannot see

@@ -1,66 +1,24 @@
 //! Forward-only publishing on a registry: the anomaly check before a push
 //! tags an image, and the guarded branch tag (`--branch-tag`) after it.
-//! The decisions are [`crate::release::forward`]'s; this module reads what
-//! they need through [`registry::Client`] (timestamp tags and the commit
-//! each image records in `org.opencontainers.image.revision`) and answers
-//! ancestry questions from git history ([`crate::history::is_ancestor`]).
+//! The decisions are [`crate::release::ordering`]'s; this module reads what
+//! they need through [`crate::registry::Client`] (timestamp tags and the commit
+//! each image records in `org.opencontainers.image.revision`) and asks the
+//! run's [`Checkout`] whether one commit descends from another.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
-use std::path::Path;
 
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::history::{self, Token, git, github};
+use crate::history::Checkout;
 use crate::image::ANNOTATION_REVISION;
 use crate::image::artifact::ManifestView;
-use crate::publish::registry::Client;
+use crate::registry::Client;
 use crate::release::channel::Stamped;
-use crate::release::forward::{self, Anomaly, BranchMove, ForcedPush, Tagged};
+use crate::release::ordering::{self, Anomaly, BranchMove, ForcedPush, Tagged};
 
 /// The most timestamp tags whose manifests are read for one check.
 const MAX_READ: usize = 64;
-
-/// Answers "is A an ancestor of B" from the repository holding the
-/// settings folder, asking GitHub's compare API when a shallow clone cannot
-/// prove it. Answers are cached.
-#[derive(Debug)]
-pub struct Ancestry {
-    repo: git::Repo,
-    api: Option<github::Api>,
-    cache: RefCell<HashMap<(String, String), bool>>,
-}
-
-impl Ancestry {
-    /// Opens the repository holding `path`; the GitHub fallback comes from
-    /// `GITHUB_REPOSITORY`, `GITHUB_API_URL` and `token` (else `GITHUB_TOKEN`).
-    pub fn open(path: &Path, token: Option<&Token>) -> Result<Ancestry> {
-        let Some(repo) = git::Repo::discover(path)? else {
-            return Err(Error::history(
-                path,
-                "is not inside a git repository, so commits cannot be ordered",
-                Some("run inside a git checkout".to_string()),
-            ));
-        };
-        Ok(Ancestry {
-            repo,
-            api: github::Api::from_env(token),
-            cache: RefCell::default(),
-        })
-    }
-
-    /// Whether `ancestor` is an ancestor of (or the same as) `descendant`.
-    pub fn is_ancestor(&self, ancestor: &str, descendant: &str) -> Result<bool> {
-        let key = (ancestor.to_string(), descendant.to_string());
-        if let Some(&yes) = self.cache.borrow().get(&key) {
-            return Ok(yes);
-        }
-        let (yes, _) = history::is_ancestor(&self.repo, ancestor, descendant, self.api.as_ref())?;
-        self.cache.borrow_mut().insert(key, yes);
-        Ok(yes)
-    }
-}
 
 /// The commit the image under `reference` records, `Ok(None)` when the tag
 /// does not exist, `Ok(Some(None))` when the image records none.
@@ -91,31 +49,60 @@ fn tagged(client: &Client, stamped: Vec<Stamped>) -> Result<Vec<Tagged>> {
     Ok(out)
 }
 
-/// The prefix of a timestamp tag `PREFIX-<ts>-<sha7>`.
+/// The prefix of a timestamp tag `PREFIX-<ts>-<sha7>` (the tag itself
+/// for any other tag).
 pub fn prefix_of(timestamp_tag: &str) -> &str {
-    timestamp_tag
-        .rsplitn(3, '-')
-        .nth(2)
-        .unwrap_or(timestamp_tag)
+    crate::tag::timestamp_prefix(timestamp_tag).unwrap_or(timestamp_tag)
 }
 
 /// Checks a push of `commit` at `ts` under `new_tag` against the
 /// repository's timestamp tags of the same prefix (see
-/// [`forward::check`]); `forced` when the push event rewrote the branch.
+/// [`ordering::check`]); `forced` when the push event rewrote the branch.
 pub fn check_anomaly(
     client: &Client,
-    ancestry: &Ancestry,
+    ancestry: &Checkout,
     commit: &str,
     ts: u64,
     new_tag: &str,
     forced: Option<&ForcedPush>,
 ) -> Result<Option<Anomaly>> {
     let tags = client.list_tags()?;
-    let relevant = forward::relevant(prefix_of(new_tag), ts, &tags);
+    let relevant = ordering::relevant(prefix_of(new_tag), ts, &tags);
     let existing = tagged(client, relevant)?;
-    forward::check(commit, ts, new_tag, &existing, forced, |a, d| {
+    ordering::check(commit, ts, new_tag, &existing, forced, |a, d| {
         ancestry.is_ancestor(a, d)
     })
+}
+
+/// What happened to the branch tag, as `--json` and the action's
+/// `branch-tag` output spell it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BranchOutcome {
+    /// The tag did not exist and was made.
+    Created,
+    /// Moved forward to a descendant.
+    Moved,
+    /// Already named this commit.
+    Unchanged,
+    /// Left on a newer commit (a re-run of an older job).
+    KeptNewer,
+    /// Moved to a commit that does not descend from its old one (allowed
+    /// rewind).
+    Rewound,
+}
+
+impl BranchOutcome {
+    /// The kebab-case name (`created`, `kept-newer`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BranchOutcome::Created => "created",
+            BranchOutcome::Moved => "moved",
+            BranchOutcome::Unchanged => "unchanged",
+            BranchOutcome::KeptNewer => "kept-newer",
+            BranchOutcome::Rewound => "rewound",
+        }
+    }
 }
 
 /// What `--branch-tag` did, in the report.
@@ -123,8 +110,8 @@ pub fn check_anomaly(
 pub struct BranchReport {
     /// The branch tag.
     pub name: String,
-    /// `created`, `moved`, `unchanged`, `kept-newer` or `rewound`.
-    pub outcome: String,
+    /// What happened.
+    pub outcome: BranchOutcome,
     /// The commit the tag's image records after this run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub commit: Option<String>,
@@ -132,6 +119,13 @@ pub struct BranchReport {
     /// a racing run (repair), if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub repaired_to: Option<String>,
+    /// The move decided before the push (for the front end's words; not
+    /// in `--json`).
+    #[serde(skip)]
+    pub plan: BranchMove,
+    /// What the user should know (racing runs that could not be ordered).
+    #[serde(skip)]
+    pub warnings: Vec<String>,
 }
 
 /// Decides, before anything is pushed, whether branch tag `name` may move
@@ -140,14 +134,14 @@ pub struct BranchReport {
 /// tag moves back only with `allow_rewind`, and is kept otherwise.
 pub fn plan_branch(
     client: &Client,
-    ancestry: &Ancestry,
+    ancestry: &Checkout,
     name: &str,
     commit: &str,
     allow_rewind: bool,
     forced: Option<&ForcedPush>,
 ) -> Result<BranchMove> {
     let current = revision_of(client, name)?;
-    let plan = forward::branch_move(
+    let plan = ordering::branch_move(
         commit,
         current.as_ref().map(|c| c.as_deref()),
         forced,
@@ -180,7 +174,7 @@ pub fn plan_branch(
 /// it behind the newest descendant, moves it on to that one.
 pub fn move_branch(
     client: &Client,
-    ancestry: &Ancestry,
+    ancestry: &Checkout,
     name: &str,
     plan: &BranchMove,
     manifest: &[u8],
@@ -188,18 +182,20 @@ pub fn move_branch(
     timestamp_tag: &str,
 ) -> Result<BranchReport> {
     let outcome = match plan {
-        BranchMove::Create => "created",
-        BranchMove::Forward => "moved",
-        BranchMove::Same => "unchanged",
-        BranchMove::KeepNewer { .. } => "kept-newer",
-        BranchMove::Diverged { .. } | BranchMove::Rewound { .. } => "rewound",
+        BranchMove::Create => BranchOutcome::Created,
+        BranchMove::Forward => BranchOutcome::Moved,
+        BranchMove::Same => BranchOutcome::Unchanged,
+        BranchMove::KeepNewer { .. } => BranchOutcome::KeptNewer,
+        BranchMove::Diverged { .. } | BranchMove::Rewound { .. } => BranchOutcome::Rewound,
     };
     let media_type = crate::image::MANIFEST_MEDIA_TYPE;
     let mut report = BranchReport {
         name: name.to_string(),
-        outcome: outcome.to_string(),
+        outcome,
         commit: Some(commit.to_string()),
         repaired_to: None,
+        plan: plan.clone(),
+        warnings: Vec::new(),
     };
     match plan {
         BranchMove::KeepNewer { current } => {
@@ -250,7 +246,7 @@ pub fn move_branch(
         .collect();
     stamped.sort_by(|a, b| b.ts.cmp(&a.ts).then_with(|| b.tag.cmp(&a.tag)));
     let tagged = tagged(client, stamped)?;
-    if let Some(tip) = forward::repair_target(&base, &tagged, &lenient)?
+    if let Some(tip) = ordering::repair_target(&base, &tagged, &lenient)?
         && tip.revision != now
         && let Some(m) = client.get_manifest(&tip.stamped.tag)?
     {
@@ -262,12 +258,12 @@ pub fn move_branch(
     }
     let unknown = unknown.into_inner();
     if let Some(first) = unknown.first() {
-        eprintln!(
-            "warning: branch tag {name}: {} tagged commit(s) could not be ordered against this one, so a racing \
+        report.warnings.push(format!(
+            "branch tag {name}: {} tagged commit(s) could not be ordered against this one, so a racing \
              run's newer image may not have been followed ({first}); set GITHUB_REPOSITORY and GITHUB_TOKEN so \
              the GitHub compare API can answer",
             unknown.len()
-        );
+        ));
     }
     Ok(report)
 }

@@ -5,14 +5,15 @@
 //! policy picks (implemented here independently from the crate), the
 //! anomaly each push reports, and where the branch tag points.
 
-mod support_registry;
+mod common;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use common::github;
+use common::registry::{Auth, Registry, bin, require};
 use serde_json::Value;
-use support_registry::{Auth, Registry, bin, require};
 
 /// Variables that would change what the binary does.
 const REMOVED: [&str; 7] = [
@@ -26,13 +27,13 @@ const REMOVED: [&str; 7] = [
 ];
 
 struct Git {
-    tmp: tempfile::TempDir,
+    tmp: common::TempDir,
     dir: PathBuf,
 }
 
 impl Git {
     fn new() -> Git {
-        let tmp = tempfile::tempdir().expect("tempdir");
+        let tmp = common::TempDir::new();
         let dir = tmp.path().join("repo");
         std::fs::create_dir_all(tmp.path().join("home")).expect("home");
         std::fs::create_dir_all(&dir).expect("dir");
@@ -505,63 +506,6 @@ fn branch_tag_needs_a_timestamp_tag() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--timestamp-tag"));
 }
 
-/// The (base, head) pairs the compare stub was asked about.
-type Asked = std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>;
-
-/// A loopback stand-in for GitHub's compare API: answers
-/// `GET /repos/o/r/compare/{base}...{head}` with the comparison fixture's
-/// shape and `status` from `answer(base, head)`; records the pairs asked.
-fn compare_stub(answer: impl Fn(&str, &str) -> &'static str + Send + 'static) -> (String, Asked) {
-    use std::io::{BufRead, BufReader, Read, Write};
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/github/rest/commit-comparison.json");
-    let text = std::fs::read_to_string(&fixture).expect("comparison fixture");
-    let template: Value = serde_json::from_str(&text).expect("fixture JSON");
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let seen2 = seen.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-            let mut line = String::new();
-            let _ = reader.read_line(&mut line);
-            loop {
-                let mut h = String::new();
-                if reader.read_line(&mut h).unwrap_or(0) == 0 || h.trim().is_empty() {
-                    break;
-                }
-            }
-            let target = line.split_whitespace().nth(1).unwrap_or("").to_string();
-            let (status, body) = match target
-                .strip_prefix("/repos/o/r/compare/")
-                .and_then(|r| r.split_once("..."))
-            {
-                Some((base, head)) => {
-                    seen2
-                        .lock()
-                        .expect("lock")
-                        .push((base.to_string(), head.to_string()));
-                    let mut v = template.clone();
-                    v["status"] = answer(base, head).into();
-                    ("200 OK", v.to_string())
-                }
-                None => ("404 Not Found", r#"{"message":"Not Found"}"#.to_string()),
-            };
-            let resp = format!(
-                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = stream.write_all(resp.as_bytes());
-            let _ = stream.flush();
-            let mut rest = Vec::new();
-            let _ = reader.read_to_end(&mut rest);
-        }
-    });
-    (format!("http://{addr}"), seen)
-}
-
 #[test]
 fn on_a_shallow_clone_the_branch_tag_is_guarded_by_the_github_compare_api() {
     let reg = Registry::start(Auth::None);
@@ -595,7 +539,7 @@ fn on_a_shallow_clone_the_branch_tag_is_guarded_by_the_github_compare_api() {
     assert_eq!(revision(&reg, "main"), c1);
     // With it: GitHub says c4 is ahead of c1.
     let (c1a, c4a) = (c1.clone(), c4.clone());
-    let (base, seen) = compare_stub(move |b, h| {
+    let (base, seen) = github::compare_api("o/r", move |b, h| {
         if b == c1a && h == c4a {
             "ahead"
         } else {
@@ -630,7 +574,7 @@ fn racing_runs_in_separate_checkouts_converge_through_the_compare_api() {
     // GitHub, played by the origin repository and git itself.
     let origin = g.dir.clone();
     let home = g.tmp.path().join("home");
-    let (base, _seen) = compare_stub(move |b, h| {
+    let (base, _seen) = github::compare_api("o/r", move |b, h| {
         let st = Command::new("git")
             .current_dir(&origin)
             .env("HOME", &home)

@@ -1,0 +1,207 @@
+//! Unit tests of the publish face (`action/publish.rs`), kept apart so the
+//! face itself stays under 700 lines.
+
+use super::*;
+
+use super::inputs::env_of as env;
+
+/// Serializes any field as `null` (only its name matters to the test).
+pub(super) fn as_unit<T, S: serde::Serializer>(
+    _: &T,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_unit()
+}
+
+#[test]
+fn the_struct_reads_exactly_the_inputs_action_yml_declares() {
+    let (declared, read) = inputs::declared_and_read::<With>("action.yml");
+    // action.yml has two faces: `mode` picks one (action/mod.rs), and
+    // the verify face reads its own struct (`scan` is only its).
+    let (_, verify) = inputs::declared_and_read::<super::super::verify::With>("action.yml");
+    assert!(verify.is_subset(&declared), "{verify:?}");
+    let mut all = read.clone();
+    all.extend(verify);
+    all.insert("mode".to_string());
+    assert_eq!(all, declared);
+    assert!(!read.contains("scan") && !read.contains("mode"));
+}
+
+#[test]
+fn metadata_action_lines_become_annotations_and_labels() {
+    let lines = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let a = key_values(
+        "annotations",
+        &lines(&[
+            "manifest:org.opencontainers.image.title=shop",
+            "index:org.opencontainers.image.title=skipped",
+            "index,manifest:org.opencontainers.image.version=main",
+            "org.opencontainers.image.description=a=b, c",
+        ]),
+        true,
+    )
+    .unwrap();
+    assert_eq!(
+        a,
+        BTreeMap::from([
+            (
+                "org.opencontainers.image.description".to_string(),
+                "a=b, c".to_string()
+            ),
+            (
+                "org.opencontainers.image.title".to_string(),
+                "shop".to_string()
+            ),
+            (
+                "org.opencontainers.image.version".to_string(),
+                "main".to_string()
+            ),
+        ])
+    );
+    let err = key_values("labels", &lines(&["no equals sign"]), false).unwrap_err();
+    assert!(err.to_string().contains("the input `labels`"), "{err}");
+}
+
+#[test]
+fn hints_name_inputs_not_flags() {
+    for err in [
+        Error::Rewind {
+            tag: "r:main".into(),
+            current: "a".into(),
+            new: "b".into(),
+        },
+        Error::TagExists {
+            tag: "t".into(),
+            existing: "sha256:a".into(),
+            new: "sha256:b".into(),
+        },
+        crate::registry::parse_repository("ghcr.io/Acme/Shop").unwrap_err(),
+        crate::registry::parse_repository("ghcr.io/acme/shop:v1").unwrap_err(),
+        request::Request {
+            path: "x".into(),
+            tags: vec![],
+            target: Target::Registry(registry::Options {
+                repository: "ghcr.io/a/b".into(),
+                insecure: false,
+                monolithic: false,
+                credentials: None,
+                docker_config: None,
+                login: None,
+            }),
+            source: SourceMode::Commit,
+            timestamp_tag: None,
+            github: None,
+            source_url: None,
+            ci: Default::default(),
+            forward: request::Forward {
+                branch_tag: Some("main".into()),
+                allow_rewind: true,
+                ..request::Forward::default()
+            },
+            provenance: true,
+            revision: None,
+            extra: Metadata::default(),
+        }
+        .validate()
+        .unwrap_err(),
+    ] {
+        let line = commands::error_line(WHO, &err, WORDS);
+        assert!(
+            !line.contains("--"),
+            "a CLI flag in the action's error: {line}"
+        );
+    }
+    let line = commands::error_line(
+        WHO,
+        &Error::Rewind {
+            tag: "r:main".into(),
+            current: "a".into(),
+            new: "b".into(),
+        },
+        WORDS,
+    );
+    assert!(line.contains("`allow-rewind: true`"), "{line}");
+}
+
+#[test]
+fn masks_cover_both_secrets_and_their_lines() {
+    let e = env(&[
+        ("INPUT_TOKEN", " ghs_abc \n"),
+        ("INPUT_PASSWORD", "line1\nline2"),
+        ("INPUT_USERNAME", "octocat"),
+    ]);
+    let m = commands::mask_lines(&e, &SECRET_INPUTS);
+    assert!(m.contains(&"::add-mask::ghs_abc".to_string()), "{m:?}");
+    assert!(
+        m.contains(&"::add-mask::line1%0Aline2".to_string()),
+        "{m:?}"
+    );
+    assert!(m.contains(&"::add-mask::line1".to_string()), "{m:?}");
+    assert!(m.contains(&"::add-mask::line2".to_string()), "{m:?}");
+    assert!(!m.iter().any(|l| l.contains("octocat")));
+    assert!(commands::mask_lines(&env(&[("INPUT_TOKEN", "  ")]), &SECRET_INPUTS).is_empty());
+}
+
+#[test]
+fn password_wins_over_token_and_needs_a_username() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().to_str().unwrap();
+    let base = [
+        ("GITHUB_WORKSPACE", ws),
+        ("INPUT_PATH", "cfg"),
+        ("INPUT_REPOSITORY", "ghcr.io/a/b"),
+        ("INPUT_TIMESTAMP-TAG", "main"),
+        ("INPUT_TOKEN", "tok"),
+    ];
+    let mut e = env(&base);
+    e.insert("INPUT_USERNAME".into(), "u".into());
+    e.insert("INPUT_PASSWORD".into(), "pw".into());
+    let i = read_inputs(&e).unwrap();
+    assert_eq!(i.credentials.unwrap().password, "pw");
+    assert_eq!(i.github_token, Token::new("tok"));
+    assert_eq!(i.path, dir.path().join("cfg"));
+    let e = env(&base);
+    assert!(
+        read_inputs(&e)
+            .unwrap_err()
+            .to_string()
+            .contains("username")
+    );
+    let mut e = env(&base);
+    e.insert("INPUT_TOKEN".into(), String::new());
+    assert!(read_inputs(&e).unwrap().credentials.is_none());
+    e.insert("INPUT_SOURCE".into(), "disk".into());
+    assert!(
+        read_inputs(&e)
+            .unwrap_err()
+            .to_string()
+            .contains("`source`")
+    );
+    e.insert("INPUT_SOURCE".into(), "worktree".into());
+    e.remove("INPUT_TIMESTAMP-TAG");
+    assert!(read_inputs(&e).unwrap_err().to_string().contains("no tag"));
+}
+
+#[test]
+fn a_symlink_out_of_the_workspace_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path(), dir.path().join("cfg")).unwrap();
+    let err = check_no_symlink_escape(dir.path(), &dir.path().join("cfg")).unwrap_err();
+    assert!(err.to_string().contains("outside the workspace"), "{err}");
+    std::fs::create_dir(dir.path().join("real")).unwrap();
+    check_no_symlink_escape(dir.path(), &dir.path().join("real")).unwrap();
+}
+
+#[test]
+fn an_error_line_carries_the_hint_escaped() {
+    let line = commands::error_line(
+        WHO,
+        &Error::input("bad: x", Some("do y".to_string())),
+        WORDS,
+    );
+    assert_eq!(
+        line,
+        "::error title=settings-image%3A invalid input::bad: x%0Ahint: do y"
+    );
+}

@@ -1,0 +1,427 @@
+//! Who we are to a registry. [`Credentials`] come from the front end
+//! (flags, inputs, environment) or, when it gives none, from the keychain:
+//! docker's `config.json` (the front end says where it is) (`credHelpers`, `auths` entries with base64
+//! `auth`, `username`/`password` or `identitytoken`, then `credsStore`),
+//! the way `docker login` leaves it. [`Auth`] holds how each request is
+//! authorized (anonymous, Basic, or a Bearer token from the token flow of
+//! ghcr.io and distribution's `auth: token`, run by `oci-client`).
+//!
+//! This module knows nothing of sending requests: the transport runs the
+//! token flow with its retries and renews a token after a 401.
+
+use std::cell::{Cell, RefCell};
+use std::fmt;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use base64::Engine as _;
+use reqwest::RequestBuilder;
+use serde_json::Value;
+
+use super::name::Repository;
+use crate::error::{Error, Result};
+
+/// A username and a password (or token). `Debug` never shows the password.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    /// The username (`<token>` for an identity token).
+    pub username: String,
+    /// The password, personal access token or identity token.
+    pub password: String,
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Credentials")
+            .field("username", &self.username)
+            .field("password", &"<redacted>")
+            .finish()
+    }
+}
+
+/// What a client is authenticated for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// Reading only (`inspect`, `promote --explain`).
+    Pull,
+    /// Reading and writing.
+    Push,
+}
+
+impl Access {
+    fn word(self) -> &'static str {
+        match self {
+            Access::Pull => "pull",
+            Access::Push => "push",
+        }
+    }
+}
+
+/// How requests are authorized now.
+enum Authorization {
+    None,
+    Basic(Credentials),
+    Bearer(String),
+}
+
+/// The authorization state of one session: the credentials it was opened
+/// with, the `oci-client` that runs the token flow, and the header each
+/// request carries.
+pub(crate) struct Auth {
+    creds: RefCell<Option<Credentials>>,
+    oci: oci_client::Client,
+    access: Access,
+    current: RefCell<Authorization>,
+    /// How often a 401 made us authenticate again.
+    renewals: Cell<u32>,
+}
+
+impl Auth {
+    /// An unauthenticated state; [`Auth::token_flow`] then [`Auth::use_token`]
+    /// or [`Auth::use_credentials`] settle it.
+    pub(crate) fn new(creds: Option<Credentials>, oci: oci_client::Client, access: Access) -> Auth {
+        Auth {
+            creds: RefCell::new(creds),
+            oci,
+            access,
+            current: RefCell::new(Authorization::None),
+            renewals: Cell::new(0),
+        }
+    }
+
+    /// The password, when there is one (a secret to scrub).
+    pub(crate) fn password(&self) -> Option<String> {
+        self.creds
+            .borrow()
+            .as_ref()
+            .map(|c| c.password.clone())
+            .filter(|p| !p.is_empty())
+    }
+
+    /// New credentials (an OIDC login renewed after they expired); the
+    /// caller authenticates again.
+    pub(crate) fn replace_credentials(&self, creds: Credentials) {
+        *self.creds.borrow_mut() = Some(creds);
+    }
+
+    /// One round of the token flow through `oci-client`: `GET /v2/`, and for
+    /// a Bearer challenge the token request (with Basic credentials when we
+    /// have them). `Ok(None)`: no token needed (anonymous or Basic).
+    pub(crate) async fn token_flow(
+        &self,
+        repo: &Repository,
+    ) -> std::result::Result<Option<String>, oci_client::errors::OciDistributionError> {
+        use oci_client::secrets::RegistryAuth;
+        let reference = oci_client::Reference::with_tag(
+            repo.host.clone(),
+            repo.name.clone(),
+            "latest".to_string(),
+        );
+        let auth = match &*self.creds.borrow() {
+            Some(c) => RegistryAuth::Basic(c.username.clone(), c.password.clone()),
+            None => RegistryAuth::Anonymous,
+        };
+        let op = match self.access {
+            Access::Pull => oci_client::RegistryOperation::Pull,
+            Access::Push => oci_client::RegistryOperation::Push,
+        };
+        self.oci.auth(&reference, &auth, op).await
+    }
+
+    /// Authorizes requests with a Bearer token.
+    pub(crate) fn use_token(&self, token: String) {
+        *self.current.borrow_mut() = Authorization::Bearer(token);
+    }
+
+    /// Authorizes requests with the credentials directly (Basic), or not at all.
+    pub(crate) fn use_credentials(&self) {
+        *self.current.borrow_mut() = match &*self.creds.borrow() {
+            Some(c) => Authorization::Basic(c.clone()),
+            None => Authorization::None,
+        };
+    }
+
+    /// Adds the Authorization header to a request.
+    pub(crate) fn apply(&self, rb: RequestBuilder) -> RequestBuilder {
+        match &*self.current.borrow() {
+            Authorization::None => rb,
+            Authorization::Basic(c) => rb.basic_auth(&c.username, Some(&c.password)),
+            Authorization::Bearer(t) => rb.bearer_auth(t),
+        }
+    }
+
+    /// After a 401: true (and counted) when a Bearer token is held and it
+    /// has been renewed fewer than twice, so a new token is worth fetching.
+    pub(crate) fn may_renew(&self) -> bool {
+        let bearer = matches!(&*self.current.borrow(), Authorization::Bearer(_));
+        if !bearer || self.renewals.get() >= 2 {
+            return false;
+        }
+        self.renewals.set(self.renewals.get() + 1);
+        true
+    }
+
+    /// `push as USER` / `pull anonymously`, for a debug line.
+    pub(crate) fn describe(&self) -> String {
+        match &*self.creds.borrow() {
+            Some(c) => format!("{} as {}", self.access.word(), c.username),
+            None => format!("{} anonymously", self.access.word()),
+        }
+    }
+
+    /// The token service's refusal, in words (not yet scrubbed).
+    pub(crate) fn refusal(&self, repo: &Repository, reason: &str) -> String {
+        let who = match &*self.creds.borrow() {
+            Some(c) => format!("as {}", c.username),
+            None => "anonymously".to_string(),
+        };
+        format!(
+            "the token service refused {} access to {} {who}: {}",
+            self.access.word(),
+            repo.name,
+            reason.trim()
+        )
+    }
+}
+
+/// What to do about a refused authentication at `host`.
+pub(crate) fn auth_hint(host: &str) -> String {
+    let mut h = format!(
+        "give credentials that may push to {host}: --username with --password-stdin, \
+         SETTINGS_IMAGE_USERNAME and SETTINGS_IMAGE_PASSWORD, or `docker login {host}`"
+    );
+    if host == "ghcr.io" {
+        h.push_str(
+            "; in GitHub Actions the workflow needs `permissions: packages: write`, and a package \
+             first created by hand needs this repository added under the package's \
+             \"Manage Actions access\" settings",
+        );
+    }
+    h
+}
+
+/// The host part of an `auths` key: `https://index.docker.io/v1/` ->
+/// `index.docker.io`, `ghcr.io` -> `ghcr.io`.
+fn key_host(key: &str) -> &str {
+    let k = key
+        .strip_prefix("https://")
+        .or_else(|| key.strip_prefix("http://"))
+        .unwrap_or(key);
+    k.split('/').next().unwrap_or(k)
+}
+
+fn hosts_match(key: &str, host: &str) -> bool {
+    let k = key_host(key);
+    let docker_hub =
+        |h: &str| matches!(h, "docker.io" | "index.docker.io" | "registry-1.docker.io");
+    k.eq_ignore_ascii_case(host) || (docker_hub(k) && docker_hub(host))
+}
+
+fn config_err(path: &std::path::Path, message: String) -> Error {
+    Error::input(
+        format!("{}: {message}", path.display()),
+        Some(
+            "fix or remove the docker config file, or give credentials with --username and --password-stdin"
+                .to_string(),
+        ),
+    )
+}
+
+/// The credentials docker's config at `path` (`config.json`, found by the
+/// front end) holds for `host`, or `None` when it has none (then the push
+/// is anonymous).
+pub fn from_docker_config(path: Option<&Path>, host: &str) -> Result<Option<Credentials>> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
+    };
+    let config: Value = serde_json::from_str(&text)
+        .map_err(|e| config_err(path, format!("not valid JSON: {e}")))?;
+    if let Some(helpers) = config.get("credHelpers").and_then(Value::as_object) {
+        for (key, helper) in helpers {
+            if hosts_match(key, host)
+                && let Some(helper) = helper.as_str()
+            {
+                return run_helper(helper, key, host);
+            }
+        }
+    }
+    if let Some(auths) = config.get("auths").and_then(Value::as_object) {
+        for (key, entry) in auths {
+            if !hosts_match(key, host) {
+                continue;
+            }
+            if let Some(c) = from_entry(entry).map_err(|m| config_err(path, m))? {
+                return Ok(Some(c));
+            }
+        }
+    }
+    if let Some(store) = config.get("credsStore").and_then(Value::as_str)
+        && !store.is_empty()
+    {
+        return run_helper(store, host, host);
+    }
+    Ok(None)
+}
+
+fn from_entry(entry: &Value) -> std::result::Result<Option<Credentials>, String> {
+    let s = |k: &str| {
+        entry
+            .get(k)
+            .and_then(Value::as_str)
+            .filter(|v| !v.is_empty())
+    };
+    if let Some(token) = s("identitytoken") {
+        return Ok(Some(Credentials {
+            username: "<token>".into(),
+            password: token.into(),
+        }));
+    }
+    if let (Some(u), Some(p)) = (s("username"), s("password")) {
+        return Ok(Some(Credentials {
+            username: u.into(),
+            password: p.into(),
+        }));
+    }
+    if let Some(auth) = s("auth") {
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(auth.trim())
+            .map_err(|_| "an \"auth\" entry is not base64".to_string())?;
+        let text =
+            String::from_utf8(raw).map_err(|_| "an \"auth\" entry is not UTF-8".to_string())?;
+        let (u, p) = text
+            .split_once(':')
+            .ok_or_else(|| "an \"auth\" entry is not base64 of USER:PASSWORD".to_string())?;
+        return Ok(Some(Credentials {
+            username: u.into(),
+            password: p.into(),
+        }));
+    }
+    Ok(None)
+}
+
+/// Runs `docker-credential-<helper> get` with `server` on stdin.
+fn run_helper(helper: &str, server: &str, host: &str) -> Result<Option<Credentials>> {
+    let program = format!("docker-credential-{helper}");
+    // A helper that cannot answer is a failure to authenticate (exit 5),
+    // like a refused login: the request itself was fine.
+    let refused = |message: String| Error::Auth {
+        host: host.to_string(),
+        message,
+        hint: format!(
+            "install {program} or remove it from the docker config, or give credentials with \
+             --username and --password-stdin"
+        ),
+    };
+    let mut child = Command::new(&program)
+        .arg("get")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| refused(format!("cannot run credential helper {program}: {e}")))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(server.as_bytes())
+            .map_err(|e| Error::io(format!("writing to {program}"), e))?;
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|e| Error::io(format!("running {program}"), e))?;
+    if !out.status.success() {
+        let said = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        if said.contains("credentials not found") {
+            return Ok(None);
+        }
+        return Err(refused(format!(
+            "credential helper {program} failed for {host}: {}",
+            said.trim()
+        )));
+    }
+    let v: Value = serde_json::from_slice(&out.stdout).map_err(|_| {
+        refused(format!(
+            "credential helper {program} printed no JSON credentials for {host}"
+        ))
+    })?;
+    let username = v.get("Username").and_then(Value::as_str).unwrap_or("");
+    let secret = v.get("Secret").and_then(Value::as_str).unwrap_or("");
+    if secret.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Credentials {
+        username: username.into(),
+        password: secret.into(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn credentials_debug_redacts() {
+        let c = Credentials {
+            username: "u".into(),
+            password: "hunter2".into(),
+        };
+        assert!(!format!("{c:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn a_credential_helper_that_cannot_answer_is_an_auth_failure() {
+        let err = run_helper(
+            "settings-image-test-no-such-helper",
+            "h.example",
+            "h.example",
+        )
+        .expect_err("no such helper");
+        assert_eq!(err.exit_code(), 5, "{err}");
+        assert!(
+            err.to_string()
+                .contains("docker-credential-settings-image-test-no-such-helper"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn ghcr_auth_hint_names_the_workflow_fixes() {
+        let h = auth_hint("ghcr.io");
+        assert!(h.contains("permissions: packages: write"), "{h}");
+        assert!(h.contains("Manage Actions access"), "{h}");
+        assert!(!auth_hint("quay.io").contains("Manage Actions"));
+    }
+
+    #[test]
+    fn keys() {
+        assert!(hosts_match("https://index.docker.io/v1/", "docker.io"));
+        assert!(hosts_match("ghcr.io", "ghcr.io"));
+        assert!(hosts_match("http://localhost:5000", "localhost:5000"));
+        assert!(!hosts_match("ghcr.io", "quay.io"));
+    }
+
+    #[test]
+    fn entries() {
+        let c = from_entry(&json!({"auth": "dTpwOnc="})).unwrap().unwrap();
+        assert_eq!((c.username.as_str(), c.password.as_str()), ("u", "p:w"));
+        let c = from_entry(&json!({"username": "a", "password": "b"}))
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.password, "b");
+        let c = from_entry(&json!({"auth": "", "identitytoken": "tok"}))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (c.username.as_str(), c.password.as_str()),
+            ("<token>", "tok")
+        );
+        assert!(from_entry(&json!({})).unwrap().is_none());
+        assert!(from_entry(&json!({"auth": "!!"})).is_err());
+    }
+}

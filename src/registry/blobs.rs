@@ -1,0 +1,308 @@
+//! Blobs: existence checks, small reads, cross-repository mounts and
+//! uploads. An upload is one session (`POST`, then one `PUT`, or `PATCH`
+//! chunks of at most [`CHUNK_SIZE`] read from disk and a closing `PUT`);
+//! a transient failure anywhere starts the whole session over, at most
+//! [`MAX_ATTEMPTS`] times.
+
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use reqwest::header::{self, HeaderMap, HeaderValue};
+use reqwest::{Method, Response, StatusCode, Url};
+
+use super::Session;
+use super::transport::{Attempt, MAX_ATTEMPTS, backoff};
+use crate::error::{Error, Result};
+use crate::image::Descriptor;
+
+/// The largest request body sent in a chunked upload (ghcr.io rejects
+/// larger ones).
+pub const CHUNK_SIZE: u64 = 4 * 1024 * 1024;
+/// Read size when streaming a blob for a monolithic upload.
+const STREAM_BUF: usize = 256 * 1024;
+
+/// The body of one upload request.
+enum Body<'a> {
+    Empty,
+    Bytes(Vec<u8>),
+    File(&'a Path),
+}
+
+/// Where a blob's bytes come from.
+pub(crate) enum Blob<'a> {
+    /// Bytes in memory (a config, an artifact layer).
+    Memory(&'a [u8]),
+    /// A file on disk (a built layer), streamed or read in chunks.
+    File(&'a Path),
+}
+
+impl Session {
+    pub(crate) async fn blob_exists(&self, digest: &str) -> Result<bool> {
+        let what = format!("checking blob {digest}");
+        let url = self.t.url(&format!("blobs/{digest}"))?;
+        let resp = self
+            .t
+            .send(&what, true, |s| Ok(s.request(Method::HEAD, url.clone())))
+            .await?;
+        match resp.status() {
+            s if s.is_success() => Ok(true),
+            StatusCode::NOT_FOUND => Ok(false),
+            _ => Err(self.t.fail(&what, resp).await),
+        }
+    }
+
+    /// A small blob's bytes, checked against its digest.
+    pub(crate) async fn get_blob(&self, digest: &str) -> Result<Vec<u8>> {
+        let what = format!("getting blob {digest}");
+        let url = self.t.url(&format!("blobs/{digest}"))?;
+        let resp = self
+            .t
+            .send(&what, true, |s| Ok(s.request(Method::GET, url.clone())))
+            .await?;
+        if resp.status() != StatusCode::OK {
+            return Err(self.t.fail(&what, resp).await);
+        }
+        let bytes = self.t.small_body(&what, resp, "blob").await?;
+        let got = crate::image::sha256_digest(&bytes);
+        if got != digest {
+            return Err(self.t.registry_err(
+                &what,
+                format!("the registry sent content with digest {got}"),
+            ));
+        }
+        Ok(bytes)
+    }
+
+    /// Uploads `bytes` as a blob unless the registry has it.
+    pub(crate) async fn put_blob(&self, media_type: &str, bytes: &[u8]) -> Result<Descriptor> {
+        let desc = Descriptor::of(media_type, bytes);
+        if !self.blob_exists(&desc.digest).await? {
+            self.upload_blob(&desc, Blob::Memory(bytes)).await?;
+        }
+        Ok(desc)
+    }
+
+    /// Mounts `digest` from `from` (a repository name on the same
+    /// registry). False when the registry did not mount it (it opened an
+    /// upload session instead, which is cancelled): upload it then.
+    pub(crate) async fn mount_blob(&self, digest: &str, from: &str) -> Result<bool> {
+        let what = format!("mounting blob {digest} from {from}");
+        let mut url = self.t.url("blobs/uploads/")?;
+        url.query_pairs_mut()
+            .append_pair("mount", digest)
+            .append_pair("from", from);
+        let resp = self
+            .t
+            .send(&what, true, |s| {
+                Ok(s.request(Method::POST, url.clone())
+                    .header(header::CONTENT_LENGTH, 0))
+            })
+            .await?;
+        match resp.status() {
+            StatusCode::CREATED => Ok(true),
+            StatusCode::ACCEPTED => {
+                // An upload session we do not need: cancel it, best effort.
+                if let Ok(loc) = self.t.location(&what, &resp) {
+                    let _ = self
+                        .t
+                        .send(&what, false, |s| Ok(s.request(Method::DELETE, loc.clone())))
+                        .await;
+                }
+                Ok(false)
+            }
+            _ => Err(self.t.fail(&what, resp).await),
+        }
+    }
+
+    /// Sends one request of an upload session.
+    async fn upload_step(
+        &self,
+        what: &str,
+        method: Method,
+        url: &Url,
+        body: Body<'_>,
+        headers: HeaderMap,
+        expect: StatusCode,
+    ) -> Result<Attempt<Response>> {
+        let body = match body {
+            Body::Empty => reqwest::Body::from(Vec::new()),
+            Body::Bytes(b) => reqwest::Body::from(b),
+            Body::File(path) => file_stream(path)
+                .await
+                .map_err(|e| Error::io(format!("reading {}", path.display()), e))?,
+        };
+        let rb = self
+            .t
+            .request(method, url.clone())
+            .headers(headers)
+            .body(body);
+        self.t.send_once(what, rb, expect).await
+    }
+
+    /// Uploads one blob, restarting in a new session after a transient
+    /// failure, at most [`MAX_ATTEMPTS`] times.
+    pub(crate) async fn upload_blob(&self, desc: &Descriptor, blob: Blob<'_>) -> Result<()> {
+        let what = format!("uploading blob {}", desc.digest);
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.upload_session(&what, desc, &blob).await? {
+                Attempt::Done(()) => {
+                    self.uploaded_blobs.set(self.uploaded_blobs.get() + 1);
+                    self.uploaded_bytes
+                        .set(self.uploaded_bytes.get() + desc.size);
+                    return Ok(());
+                }
+                Attempt::Retry { error, wait } => {
+                    if attempt >= MAX_ATTEMPTS {
+                        return Err(error);
+                    }
+                    tokio::time::sleep(wait.unwrap_or_else(|| backoff(attempt))).await;
+                }
+            }
+        }
+    }
+
+    async fn upload_session(
+        &self,
+        what: &str,
+        desc: &Descriptor,
+        blob: &Blob<'_>,
+    ) -> Result<Attempt<()>> {
+        let start = self.t.url("blobs/uploads/")?;
+        let mut h = HeaderMap::new();
+        h.insert(header::CONTENT_LENGTH, HeaderValue::from(0));
+        let step = self
+            .upload_step(
+                what,
+                Method::POST,
+                &start,
+                Body::Empty,
+                h,
+                StatusCode::ACCEPTED,
+            )
+            .await?;
+        let resp = match step {
+            Attempt::Done(r) => r,
+            Attempt::Retry { error, wait } => return Ok(Attempt::Retry { error, wait }),
+        };
+        let mut loc = self.t.location(what, &resp)?;
+        drop(resp);
+        let octet = HeaderValue::from_static("application/octet-stream");
+        // A blob that fits in one request goes in one PUT either way.
+        if self.monolithic || desc.size <= CHUNK_SIZE {
+            let mut url = loc.clone();
+            url.query_pairs_mut().append_pair("digest", &desc.digest);
+            let mut h = HeaderMap::new();
+            h.insert(header::CONTENT_TYPE, octet);
+            h.insert(header::CONTENT_LENGTH, HeaderValue::from(desc.size));
+            let body = match blob {
+                Blob::Memory(b) => Body::Bytes(b.to_vec()),
+                Blob::File(p) => Body::File(p),
+            };
+            let step = self
+                .upload_step(what, Method::PUT, &url, body, h, StatusCode::CREATED)
+                .await?;
+            return self.finish(what, desc, step);
+        }
+        let file = match blob {
+            Blob::File(p) => Some(
+                std::fs::File::open(p)
+                    .map_err(|e| Error::io(format!("reading {}", p.display()), e))?,
+            ),
+            Blob::Memory(_) => None,
+        };
+        let mut offset = 0u64;
+        while offset < desc.size {
+            let len = CHUNK_SIZE.min(desc.size - offset);
+            let chunk = match (&file, blob) {
+                (Some(f), _) => {
+                    let mut buf = vec![0u8; len as usize];
+                    f.read_exact_at(&mut buf, offset)
+                        .map_err(|e| Error::io("reading the layer", e))?;
+                    buf
+                }
+                (None, Blob::Memory(b)) => b
+                    .get(offset as usize..(offset + len) as usize)
+                    .unwrap_or_default()
+                    .to_vec(),
+                (None, Blob::File(_)) => Vec::new(),
+            };
+            let mut h = HeaderMap::new();
+            h.insert(header::CONTENT_TYPE, octet.clone());
+            h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+            let range = format!("{}-{}", offset, offset + len - 1);
+            h.insert(
+                header::CONTENT_RANGE,
+                HeaderValue::from_str(&range)
+                    .map_err(|e| self.t.registry_err(what, e.to_string()))?,
+            );
+            let step = self
+                .upload_step(
+                    what,
+                    Method::PATCH,
+                    &loc,
+                    Body::Bytes(chunk),
+                    h,
+                    StatusCode::ACCEPTED,
+                )
+                .await?;
+            let resp = match step {
+                Attempt::Done(r) => r,
+                Attempt::Retry { error, wait } => return Ok(Attempt::Retry { error, wait }),
+            };
+            loc = self.t.location(what, &resp)?;
+            offset += len;
+        }
+        let mut url = loc;
+        url.query_pairs_mut().append_pair("digest", &desc.digest);
+        let mut h = HeaderMap::new();
+        h.insert(header::CONTENT_LENGTH, HeaderValue::from(0));
+        let step = self
+            .upload_step(what, Method::PUT, &url, Body::Empty, h, StatusCode::CREATED)
+            .await?;
+        self.finish(what, desc, step)
+    }
+
+    /// The closing `PUT`'s answer: the registry must have stored our digest.
+    fn finish(
+        &self,
+        what: &str,
+        desc: &Descriptor,
+        step: Attempt<Response>,
+    ) -> Result<Attempt<()>> {
+        let resp = match step {
+            Attempt::Done(r) => r,
+            Attempt::Retry { error, wait } => return Ok(Attempt::Retry { error, wait }),
+        };
+        if let Some(d) = resp
+            .headers()
+            .get("docker-content-digest")
+            .and_then(|v| v.to_str().ok())
+            && d != desc.digest
+        {
+            return Err(self.t.registry_err(
+                what,
+                format!("the registry stored digest {d}, expected {}", desc.digest),
+            ));
+        }
+        Ok(Attempt::Done(()))
+    }
+}
+
+/// A request body that streams `path` from disk.
+async fn file_stream(path: &Path) -> std::io::Result<reqwest::Body> {
+    use tokio::io::AsyncReadExt;
+    let file = tokio::fs::File::open(path).await?;
+    let stream = futures_util::stream::try_unfold(file, |mut f| async move {
+        let mut buf = vec![0u8; STREAM_BUF];
+        let n = f.read(&mut buf).await?;
+        if n == 0 {
+            Ok::<_, std::io::Error>(None)
+        } else {
+            buf.truncate(n);
+            Ok(Some((buf, f)))
+        }
+    });
+    Ok(reqwest::Body::wrap_stream(stream))
+}

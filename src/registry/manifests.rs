@@ -1,0 +1,220 @@
+//! Manifests and tags: `HEAD`/`GET`/`PUT` of `manifests/REFERENCE` with our
+//! exact bytes (never re-serialized: the digest is of the bytes), and the
+//! tag list with its `Link` pages.
+
+use reqwest::header;
+use reqwest::{Method, Response, StatusCode};
+
+use super::Session;
+use super::transport::{header_str, next_link};
+use crate::error::Result;
+use crate::image::{Descriptor, MANIFEST_MEDIA_TYPE};
+
+/// Manifest media types we accept when asking what a tag names.
+const ACCEPT_MANIFESTS: &str = "application/vnd.oci.image.manifest.v1+json, \
+     application/vnd.oci.image.index.v1+json, \
+     application/vnd.docker.distribution.manifest.v2+json, \
+     application/vnd.docker.distribution.manifest.list.v2+json";
+
+/// A manifest as the registry holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Manifest {
+    /// The exact bytes.
+    pub bytes: Vec<u8>,
+    /// Its media type (the manifest's `mediaType`, else `Content-Type`).
+    pub media_type: String,
+    /// `sha256:` of the bytes.
+    pub digest: String,
+}
+
+/// What a manifest PUT answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PutManifest {
+    /// `sha256:` of the bytes put.
+    pub digest: String,
+    /// The `OCI-Subject` response header: the registry indexed the
+    /// manifest's `subject` for the referrers API.
+    pub subject: Option<String>,
+}
+
+impl Session {
+    /// The digest this session last read `tag` to name, if it read it.
+    pub(crate) fn known_digest(&self, tag: &str) -> Option<String> {
+        self.named.borrow().get(tag).cloned()
+    }
+
+    /// The digest a tag (or digest) names, or `None` when it does not exist.
+    pub(crate) async fn manifest_digest(&self, reference: &str) -> Result<Option<String>> {
+        Ok(self.head_manifest(reference).await?.map(|d| d.digest))
+    }
+
+    /// `HEAD` or `GET` of `manifests/REFERENCE`: the response when it
+    /// exists, `None` on 404, the registry's error otherwise.
+    pub(crate) async fn manifest_request(
+        &self,
+        method: Method,
+        what: &str,
+        reference: &str,
+    ) -> Result<Option<Response>> {
+        let url = self.t.url(&format!("manifests/{reference}"))?;
+        let resp = self
+            .t
+            .send(what, true, |s| {
+                Ok(s.request(method.clone(), url.clone())
+                    .header(header::ACCEPT, ACCEPT_MANIFESTS))
+            })
+            .await?;
+        match resp.status() {
+            StatusCode::OK => Ok(Some(resp)),
+            StatusCode::NOT_FOUND => Ok(None),
+            _ => Err(self.t.fail(what, resp).await),
+        }
+    }
+
+    /// What a tag (or digest) names, or `None` when it does not exist.
+    pub(crate) async fn head_manifest(&self, reference: &str) -> Result<Option<Descriptor>> {
+        let what = format!("checking manifest {}:{reference}", self.t.repo);
+        let Some(resp) = self
+            .manifest_request(Method::HEAD, &what, reference)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let digest = header_str(&resp, "docker-content-digest");
+        let media_type = header_str(&resp, header::CONTENT_TYPE.as_str());
+        let size =
+            header_str(&resp, header::CONTENT_LENGTH.as_str()).and_then(|v| v.parse::<u64>().ok());
+        if let (Some(digest), Some(media_type), Some(size)) = (digest, media_type, size) {
+            return Ok(Some(Descriptor {
+                media_type,
+                digest,
+                size,
+                artifact_type: None,
+                annotations: Default::default(),
+            }));
+        }
+        // Not everything in the headers: fetch the manifest and hash it.
+        Ok(self.get_manifest(reference).await?.map(|m| Descriptor {
+            size: m.bytes.len() as u64,
+            media_type: m.media_type,
+            digest: m.digest,
+            artifact_type: None,
+            annotations: Default::default(),
+        }))
+    }
+
+    /// The manifest a tag (or digest) names, or `None` when it does not exist.
+    pub(crate) async fn get_manifest(&self, reference: &str) -> Result<Option<Manifest>> {
+        let what = format!("getting manifest {}:{reference}", self.t.repo);
+        let Some(resp) = self.manifest_request(Method::GET, &what, reference).await? else {
+            return Ok(None);
+        };
+        let header_type = header_str(&resp, header::CONTENT_TYPE.as_str());
+        let bytes = self.t.small_body(&what, resp, "manifest").await?;
+        let digest = crate::image::sha256_digest(&bytes);
+        if !reference.starts_with("sha256:") {
+            self.named
+                .borrow_mut()
+                .insert(reference.to_string(), digest.clone());
+        }
+        if reference.starts_with("sha256:") && digest != reference {
+            return Err(self.t.registry_err(
+                &what,
+                format!("the registry sent content with digest {digest}"),
+            ));
+        }
+        // The manifest's own mediaType wins over a generic Content-Type.
+        let media_type = serde_json::from_slice::<serde_json::Value>(&bytes)
+            .ok()
+            .and_then(|v| {
+                v.get("mediaType")
+                    .and_then(|m| m.as_str())
+                    .map(String::from)
+            })
+            .or(header_type)
+            .unwrap_or_else(|| MANIFEST_MEDIA_TYPE.to_string());
+        Ok(Some(Manifest {
+            bytes,
+            media_type,
+            digest,
+        }))
+    }
+
+    /// Puts manifest `bytes` under `reference` (a tag or its digest).
+    pub(crate) async fn put_manifest_bytes(
+        &self,
+        reference: &str,
+        bytes: &[u8],
+        media_type: &str,
+    ) -> Result<PutManifest> {
+        let what = format!("putting manifest {}:{reference}", self.t.repo);
+        let url = self.t.url(&format!("manifests/{reference}"))?;
+        let digest = crate::image::sha256_digest(bytes);
+        let resp = self
+            .t
+            .send(&what, true, |s| {
+                Ok(s.request(Method::PUT, url.clone())
+                    .header(header::CONTENT_TYPE, media_type)
+                    .body(bytes.to_vec()))
+            })
+            .await?;
+        if resp.status() != StatusCode::CREATED {
+            return Err(self.t.fail(&what, resp).await);
+        }
+        if let Some(d) = header_str(&resp, "docker-content-digest")
+            && d != digest
+        {
+            return Err(self.t.registry_err(
+                what,
+                format!("the registry stored the manifest as {d}, not as {digest}"),
+            ));
+        }
+        Ok(PutManifest {
+            digest,
+            subject: header_str(&resp, "oci-subject"),
+        })
+    }
+
+    /// Every tag of the repository, following `Link` pagination. Empty
+    /// when the repository does not exist yet.
+    pub(crate) async fn list_tags(&self) -> Result<Vec<String>> {
+        #[derive(serde::Deserialize)]
+        struct TagList {
+            #[serde(default)]
+            tags: Option<Vec<String>>,
+        }
+        let what = format!("listing tags of {}", self.t.repo);
+        let mut url = self.t.url("tags/list")?;
+        url.query_pairs_mut().append_pair("n", "1000");
+        let mut tags = Vec::new();
+        for _ in 0..10_000 {
+            let resp = self
+                .t
+                .send(&what, true, |s| Ok(s.request(Method::GET, url.clone())))
+                .await?;
+            match resp.status() {
+                StatusCode::OK => {}
+                StatusCode::NOT_FOUND if tags.is_empty() => return Ok(tags),
+                _ => return Err(self.t.fail(&what, resp).await),
+            }
+            let next = next_link(&resp);
+            let body = self.t.small_body(&what, resp, "answer").await?;
+            let page: TagList = serde_json::from_slice(&body).map_err(|e| {
+                self.t
+                    .registry_err(&what, format!("unreadable tag list: {e}"))
+            })?;
+            tags.extend(page.tags.unwrap_or_default());
+            match next {
+                Some(n) => {
+                    url = url
+                        .join(&n)
+                        .map_err(|e| self.t.registry_err(&what, format!("bad Link {n:?}: {e}")))?
+                }
+                None => return Ok(tags),
+            }
+        }
+        Err(self
+            .t
+            .registry_err(&what, "the tag list never ended (more than 10000 pages)"))
+    }
+}

@@ -1,0 +1,237 @@
+//! The OCI distribution client that `publish`, `promote`, `inspect` and
+//! `provenance` use: the one place that talks HTTP to registries. Split as
+//! go-containerregistry splits `name/`, `authn/`, `remote/transport/` and
+//! `remote/`:
+//!
+//! - [`name`]: `HOST/NAME` references and host rules;
+//! - [`auth`]: credentials, docker's config and credential helpers, the
+//!   token flow;
+//! - [`transport`]: send, retry, error classification, scrubbing;
+//! - [`manifests`], [`blobs`], [`referrers`]: the API's resources.
+//!
+//! [`Client`] is the blocking facade: each call runs on the client's own
+//! single-threaded runtime. Where a built image goes, and in which order
+//! (the push), is `crate::publish`'s; see `docs/push.md`.
+//!
+//! Why not `oci-client` for everything: it uploads every blob without a
+//! `HEAD` first, holds layers in memory and has no referrers-tag fallback;
+//! it runs only the token flow here.
+
+pub mod auth;
+pub mod blobs;
+pub mod manifests;
+pub mod name;
+pub mod referrers;
+pub mod transport;
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::fmt;
+use std::path::PathBuf;
+
+pub use auth::Credentials;
+pub use blobs::CHUNK_SIZE;
+pub use manifests::{Manifest, PutManifest};
+pub use name::{Repository, is_loopback, parse_repository};
+pub use referrers::Attached;
+pub use transport::MAX_SMALL;
+
+use crate::error::{Error, Result};
+use crate::image::Descriptor;
+use crate::image::artifact::Artifact;
+use auth::Access;
+use transport::Transport;
+
+/// How to reach a repository.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// `HOST/NAME`, e.g. `ghcr.io/acme/settings`.
+    pub repository: String,
+    /// Use plain HTTP even for a non-loopback host.
+    pub insecure: bool,
+    /// Upload each blob in one PUT, however large, instead of PATCH chunks
+    /// for blobs over [`CHUNK_SIZE`].
+    pub monolithic: bool,
+    /// Explicit credentials (flags or environment); when `None`, docker's
+    /// `config.json` and its credential helpers are asked, then anonymous.
+    pub credentials: Option<Credentials>,
+    /// Docker's `config.json` (`$DOCKER_CONFIG/config.json`, else
+    /// `~/.docker/config.json`, as the front end finds it); `None`: none.
+    pub docker_config: Option<PathBuf>,
+    /// An OIDC login that makes the credentials (when `credentials` is
+    /// `None`), and makes them again, once, when they expire mid-push.
+    pub login: Option<Box<crate::login::Login>>,
+}
+
+/// One authenticated session with a repository and what it has learnt:
+/// the async core under [`Client`].
+pub(crate) struct Session {
+    pub(crate) t: Transport,
+    monolithic: bool,
+    uploaded_blobs: Cell<usize>,
+    uploaded_bytes: Cell<u64>,
+    /// Whether `GET /v2/NAME/referrers/DIGEST` answered 200 (once asked).
+    referrers_api: Cell<Option<bool>>,
+    /// The digest each tag named when this session last read its manifest
+    /// (the anomaly check reads them just before a push). Only used to skip
+    /// a push's HEAD of a tag already known to name the very digest being
+    /// pushed; anything else is asked afresh.
+    named: RefCell<HashMap<String, String>>,
+}
+
+impl Session {
+    /// Blobs uploaded by this session, and their bytes.
+    pub(crate) fn uploaded(&self) -> (usize, u64) {
+        (self.uploaded_blobs.get(), self.uploaded_bytes.get())
+    }
+}
+
+/// A blocking client for one repository, with the retries, token renewal
+/// and secret scrubbing of [`transport`].
+pub struct Client {
+    rt: tokio::runtime::Runtime,
+    session: Session,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("repository", &self.session.t.repo)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// Opens `opts.repository` with pull and push access (credentials from
+    /// `opts`, else docker's config, else anonymous).
+    pub fn open(opts: &Options) -> Result<Client> {
+        Self::open_with(opts, Access::Push)
+    }
+
+    /// Opens `opts.repository` with pull access only (reading: `inspect`).
+    pub fn open_read_only(opts: &Options) -> Result<Client> {
+        Self::open_with(opts, Access::Pull)
+    }
+
+    fn open_with(opts: &Options, access: Access) -> Result<Client> {
+        let repo = parse_repository(&opts.repository)?;
+        // rustls with ring: pure Rust plus a little C that builds for musl,
+        // so the binary stays static. An error only means a provider is
+        // installed.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Error::io("starting the async runtime", e))?;
+        let t = rt.block_on(Transport::open(
+            repo,
+            opts.insecure,
+            opts.credentials.clone(),
+            opts.docker_config.as_deref(),
+            opts.login.as_deref().cloned(),
+            access,
+        ))?;
+        let session = Session {
+            t,
+            monolithic: opts.monolithic,
+            uploaded_blobs: Cell::new(0),
+            uploaded_bytes: Cell::new(0),
+            referrers_api: Cell::new(None),
+            named: RefCell::new(HashMap::new()),
+        };
+        Ok(Client { rt, session })
+    }
+
+    /// Runs `f` over the async session on this client's runtime: for
+    /// operations that send requests side by side (the push).
+    pub(crate) fn run<'a, T, F>(&'a self, f: impl FnOnce(&'a Session) -> F) -> T
+    where
+        F: Future<Output = T> + 'a,
+    {
+        self.rt.block_on(f(&self.session))
+    }
+
+    /// The repository this client talks to.
+    pub fn repository(&self) -> &Repository {
+        &self.session.t.repo
+    }
+
+    /// HTTP requests sent so far (after authentication).
+    pub fn requests(&self) -> u64 {
+        self.session.t.requests()
+    }
+
+    /// Every tag of the repository (all `Link` pages); empty when the
+    /// repository does not exist yet.
+    pub fn list_tags(&self) -> Result<Vec<String>> {
+        self.run(|s| s.list_tags())
+    }
+
+    /// What `reference` (a tag or `sha256:` digest) names, or `None`.
+    pub fn head_manifest(&self, reference: &str) -> Result<Option<Descriptor>> {
+        self.run(|s| s.head_manifest(reference))
+    }
+
+    /// The manifest `reference` names (at most [`MAX_SMALL`] bytes), or
+    /// `None`; a digest reference is verified against the bytes.
+    pub fn get_manifest(&self, reference: &str) -> Result<Option<Manifest>> {
+        self.run(|s| s.get_manifest(reference))
+    }
+
+    /// A small blob (at most [`MAX_SMALL`] bytes), verified against `digest`.
+    pub fn get_blob(&self, digest: &str) -> Result<Vec<u8>> {
+        self.run(|s| s.get_blob(digest))
+    }
+
+    /// Uploads `bytes` as a blob unless the registry already has it.
+    pub fn put_blob(&self, media_type: &str, bytes: &[u8]) -> Result<Descriptor> {
+        self.run(|s| s.put_blob(media_type, bytes))
+    }
+
+    /// Puts manifest `bytes` (exactly) under `reference`, a tag or the
+    /// bytes' digest. The answer carries the `OCI-Subject` header.
+    pub fn put_manifest(
+        &self,
+        reference: &str,
+        bytes: &[u8],
+        media_type: &str,
+    ) -> Result<PutManifest> {
+        self.run(|s| s.put_manifest_bytes(reference, bytes, media_type))
+    }
+
+    /// Cross-repository mount of blob `digest` from `from_repo` (a name on
+    /// the same registry, without host). False when the registry did not
+    /// mount it (not there, not allowed, or no mount support): upload it.
+    /// With token auth the token is scoped to this repository only, so
+    /// registries that check pull access on `from_repo` answer false.
+    pub fn mount_blob(&self, digest: &str, from_repo: &str) -> Result<bool> {
+        self.run(|s| s.mount_blob(digest, from_repo))
+    }
+
+    /// The referrers of the manifest `subject_digest`, only those of
+    /// `artifact_type` when given: the referrers API when the registry
+    /// implements it, else the referrers tag schema (`sha256-<hex>`).
+    pub fn referrers(
+        &self,
+        subject_digest: &str,
+        artifact_type: Option<&str>,
+    ) -> Result<Vec<Descriptor>> {
+        self.run(|s| s.referrers(subject_digest, artifact_type))
+    }
+
+    /// True when the registry answered the referrers API; `None` before
+    /// any referrers call or attach told.
+    pub fn has_referrers_api(&self) -> Option<bool> {
+        self.session.referrers_api.get()
+    }
+
+    /// Attaches `artifact` to the manifest `subject`: uploads its blobs
+    /// (the empty config and each layer), puts its manifest by digest and,
+    /// unless the registry answers `OCI-Subject`, adds its descriptor to
+    /// the index under the referrers tag `sha256-<hex>` (read, add unless
+    /// the digest is listed, write). Concurrent attaches to the same
+    /// subject on such a registry can lose one descriptor (last write wins).
+    pub fn attach_referrer(&self, subject: &Descriptor, artifact: &Artifact) -> Result<Attached> {
+        self.run(|s| s.attach_referrer(subject, artifact))
+    }
+}

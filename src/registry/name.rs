@@ -1,0 +1,182 @@
+//! Registry names: a parsed `HOST/NAME` ([`Repository`]), checked against
+//! the distribution grammar before any network use, and the host rules
+//! (loopback means plain HTTP; `docker.io` is served by `index.docker.io`).
+//!
+//! Why not `oci-client`'s `Reference` parser: it agrees on the grammar, but
+//! it compiles a large regex, about 100 ms per process, more than a whole
+//! push.
+
+use std::fmt;
+use std::net::IpAddr;
+
+use crate::error::{Error, Result};
+
+/// A parsed `HOST/NAME`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Repository {
+    /// The registry host, with port when given.
+    pub host: String,
+    /// The repository name inside the registry.
+    pub name: String,
+}
+
+impl fmt::Display for Repository {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.host, self.name)
+    }
+}
+
+pub(crate) fn repo_hint() -> Option<String> {
+    Some(
+        "--repository is HOST/NAME with a registry host, e.g. ghcr.io/OWNER/settings or \
+         localhost:5000/settings; NAME is lower-case [a-z0-9] words joined by '.', '_', '__' or '-', \
+         separated by '/'"
+            .to_string(),
+    )
+}
+
+fn name_component_ok(c: &str) -> bool {
+    // [a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*
+    let b = c.as_bytes();
+    if b.is_empty() || !b[0].is_ascii_alphanumeric() || !b[b.len() - 1].is_ascii_alphanumeric() {
+        return false;
+    }
+    let mut i = 0;
+    while i < b.len() {
+        let ch = b[i];
+        if ch.is_ascii_lowercase() || ch.is_ascii_digit() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < b.len() && matches!(b[i], b'.' | b'_' | b'-') {
+            i += 1;
+        }
+        let sep = &c[start..i];
+        let ok = sep == "." || sep == "_" || sep == "__" || sep.bytes().all(|x| x == b'-');
+        if !ok || sep.is_empty() {
+            return false;
+        }
+    }
+    true
+}
+
+/// Parses and checks `HOST/NAME` before any network use: a host is required,
+/// the name must follow the distribution grammar (lower case only; ghcr.io
+/// gets its own explanation), and neither tag nor digest may be attached.
+pub fn parse_repository(s: &str) -> Result<Repository> {
+    let bad = |msg: String| Error::input(msg, repo_hint());
+    let Some((host, name)) = s.split_once('/') else {
+        return Err(bad(format!(
+            "invalid repository {s:?}: no registry host (expected HOST/NAME)"
+        )));
+    };
+    let looks_like_host = host.contains('.') || host.contains(':') || host == "localhost";
+    if !looks_like_host || host.is_empty() {
+        return Err(bad(format!(
+            "invalid repository {s:?}: {host:?} is not a registry host (expected HOST/NAME, e.g. ghcr.io/OWNER/NAME)"
+        )));
+    }
+    if name.contains('@') || name.rsplit('/').next().is_some_and(|l| l.contains(':')) {
+        return Err(bad(format!(
+            "invalid repository {s:?}: give the tag with --tag, not in --repository"
+        )));
+    }
+    if name.bytes().any(|b| b.is_ascii_uppercase()) {
+        let hint = if host == "ghcr.io" {
+            format!(
+                "ghcr.io only accepts lower-case package names, and GitHub owners are often written with capitals: \
+                 use --repository {}",
+                format!("{host}/{name}").to_ascii_lowercase()
+            )
+        } else {
+            format!(
+                "repository names are lower case: use --repository {}",
+                format!("{host}/{name}").to_ascii_lowercase()
+            )
+        };
+        return Err(Error::input(
+            format!("invalid repository {s:?}: upper-case letters in the name"),
+            Some(hint),
+        ));
+    }
+    if name.is_empty() || !name.split('/').all(name_component_ok) || s.len() > 255 {
+        return Err(bad(format!("invalid repository {s:?}: bad name {name:?}")));
+    }
+    Ok(Repository {
+        host: host.to_string(),
+        name: name.to_string(),
+    })
+}
+
+/// True when `host` (with or without port) is a loopback address.
+pub fn is_loopback(host: &str) -> bool {
+    let h = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']').next().unwrap_or(rest)
+    } else if host.matches(':').count() == 1 {
+        host.split(':').next().unwrap_or(host)
+    } else {
+        host
+    };
+    h.eq_ignore_ascii_case("localhost") || h.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The host that serves the registry API: Docker Hub's `docker.io` is
+/// served by `index.docker.io` (as oci-client resolves it for auth).
+pub(crate) fn api_host(host: &str) -> &str {
+    if host == "docker.io" {
+        "index.docker.io"
+    } else {
+        host
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repositories() {
+        let r = parse_repository("ghcr.io/acme/settings").unwrap();
+        assert_eq!(r.host, "ghcr.io");
+        assert_eq!(r.name, "acme/settings");
+        assert!(parse_repository("localhost:5000/a/b-c__d.e").is_ok());
+        for bad in [
+            "settings",
+            "acme/settings",
+            "ghcr.io/",
+            "ghcr.io/a//b",
+            "ghcr.io/a/b:tag",
+            "ghcr.io/a/b@sha256:00",
+            "ghcr.io/-a",
+            "ghcr.io/a_-b",
+        ] {
+            assert!(parse_repository(bad).is_err(), "{bad}");
+        }
+        let err = parse_repository("ghcr.io/Acme/settings").unwrap_err();
+        assert!(err.hint().unwrap().contains("ghcr.io/acme/settings"));
+        assert_eq!(err.exit_code(), 2);
+    }
+
+    #[test]
+    fn loopback() {
+        for h in [
+            "localhost",
+            "localhost:5000",
+            "127.0.0.1:1",
+            "127.9.9.9",
+            "[::1]:5000",
+            "::1",
+        ] {
+            assert!(is_loopback(h), "{h}");
+        }
+        for h in [
+            "ghcr.io",
+            "10.0.0.1:5000",
+            "localhost.example.com",
+            "[::2]:1",
+        ] {
+            assert!(!is_loopback(h), "{h}");
+        }
+    }
+}

@@ -1,0 +1,606 @@
+//! The transport: sending requests to one repository's registry API with
+//! retries, error classification and secret scrubbing.
+//!
+//! Requests are retried on 429 (honouring `Retry-After`), 408, 5xx,
+//! connection errors and timeouts with bounded exponential backoff and
+//! jitter. A certificate problem or TLS spoken to a plain-HTTP server is
+//! not retried: it cannot get better. A 401 while holding a Bearer token
+//! fetches a new token (at most twice per session). Every error message
+//! passes through [`Transport::scrub`], so neither the password nor a
+//! token reaches output; [`error_chain`] is the one place an error and its
+//! causes become one line.
+
+use std::cell::{Cell, RefCell};
+use std::path::Path;
+use std::time::Duration;
+
+use reqwest::header;
+use reqwest::{Method, RequestBuilder, Response, StatusCode, Url};
+
+use super::auth::{self, Access, Auth, Credentials};
+use super::name::{Repository, api_host, is_loopback, repo_hint};
+use crate::error::{Error, Result, error_chain};
+
+/// How often one request (or one blob upload) is tried before giving up.
+pub(crate) const MAX_ATTEMPTS: u32 = 6;
+/// The first backoff delay; it doubles per attempt.
+const BACKOFF_BASE: Duration = Duration::from_millis(200);
+/// The longest single wait between attempts, `Retry-After` included.
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// The largest manifest or blob read into memory (`get_manifest`, `get_blob`).
+pub const MAX_SMALL: usize = 16 * 1024 * 1024;
+
+/// One try of a step of a larger operation (a blob upload session), which
+/// starts over as a whole after a transient failure. A permanent failure is
+/// the outer `Err`.
+pub(crate) enum Attempt<T> {
+    /// The step gave what was expected.
+    Done(T),
+    /// A transient failure: start the operation over after `wait`
+    /// (`None`: the usual backoff).
+    Retry {
+        /// The error to report if no attempt is left.
+        error: Error,
+        /// How long the registry asked us to wait, if it did.
+        wait: Option<Duration>,
+    },
+}
+
+fn jitter(d: Duration) -> Duration {
+    // 50% to 100% of d.
+    let ms = d.as_millis() as u64;
+    Duration::from_millis(ms / 2 + fastrand::u64(0..=ms / 2))
+}
+
+/// The wait before attempt `attempt + 1`: doubling, capped, jittered.
+pub(crate) fn backoff(attempt: u32) -> Duration {
+    let d = BACKOFF_BASE.saturating_mul(1 << attempt.saturating_sub(1).min(16));
+    jitter(d.min(BACKOFF_MAX))
+}
+
+fn retry_after(resp: &Response) -> Option<Duration> {
+    parse_retry_after(resp.headers().get(header::RETRY_AFTER)?.to_str().ok()?)
+}
+
+/// `Retry-After` as delay-seconds or an HTTP-date, capped at [`BACKOFF_MAX`].
+fn parse_retry_after(v: &str) -> Option<Duration> {
+    let v = v.trim();
+    let secs = match v.parse::<u64>() {
+        Ok(s) => s,
+        Err(_) => {
+            let at = jiff::fmt::rfc2822::DateTimeParser::new()
+                .parse_timestamp(v)
+                .ok()?;
+            u64::try_from(at.as_second() - jiff::Timestamp::now().as_second()).unwrap_or(0)
+        }
+    };
+    Some(Duration::from_secs(secs).min(BACKOFF_MAX))
+}
+
+fn is_transient_status(s: StatusCode) -> bool {
+    s == StatusCode::TOO_MANY_REQUESTS || s == StatusCode::REQUEST_TIMEOUT || s.is_server_error()
+}
+
+/// A TLS certificate problem: retrying cannot help.
+fn is_certificate_error(e: &reqwest::Error) -> bool {
+    let chain = error_chain(e).to_ascii_lowercase();
+    chain.contains("certificate")
+}
+
+/// TLS spoken to a server that answers in plain HTTP: retrying cannot help.
+fn is_not_tls_error(e: &reqwest::Error) -> bool {
+    let chain = error_chain(e).to_ascii_lowercase();
+    chain.contains("invalidcontenttype") || chain.contains("corrupt message")
+}
+
+fn is_transient_error(e: &reqwest::Error) -> bool {
+    (e.is_connect() || e.is_timeout() || e.is_request() || e.is_body() || e.is_decode())
+        && !is_certificate_error(e)
+        && !is_not_tls_error(e)
+}
+
+/// Formats a registry error body (`{"errors":[{"code","message"}]}`).
+fn describe(status: StatusCode, body: &[u8]) -> String {
+    let mut parts = Vec::new();
+    if let Ok(v) = serde_json::from_slice::<serde_json::Value>(body)
+        && let Some(errs) = v.get("errors").and_then(|e| e.as_array())
+    {
+        for e in errs {
+            let code = e.get("code").and_then(|c| c.as_str()).unwrap_or("");
+            let msg = e.get("message").and_then(|c| c.as_str()).unwrap_or("");
+            parts.push(
+                format!("{code}: {msg}")
+                    .trim_matches([' ', ':'])
+                    .to_string(),
+            );
+        }
+    }
+    if parts.is_empty() {
+        let text = String::from_utf8_lossy(body);
+        let text = text.trim();
+        if !text.is_empty() && text.len() < 300 {
+            parts.push(text.to_string());
+        }
+    }
+    if parts.is_empty() {
+        format!("HTTP {status}")
+    } else {
+        format!("HTTP {status}: {}", parts.join("; "))
+    }
+}
+
+/// The HTTP client could not be built: in practice, no CA certificates.
+fn no_tls_client(repo: &Repository, e: &dyn std::error::Error) -> Error {
+    Error::Registry {
+        reference: repo.to_string(),
+        what: "setting up the HTTPS client".into(),
+        message: error_chain(e),
+        hint: Some(
+            "the system has no usable CA certificates: install them (ca-certificates, \
+             /etc/ssl/certs/ca-certificates.crt) or point SSL_CERT_FILE at a CA bundle"
+                .into(),
+        ),
+    }
+}
+
+/// A response header as trimmed text.
+pub(crate) fn header_str(resp: &Response, name: &str) -> Option<String> {
+    resp.headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim().to_string())
+}
+
+/// The `rel="next"` target of a `Link` header.
+pub(crate) fn next_link(resp: &Response) -> Option<String> {
+    resp.headers()
+        .get_all(header::LINK)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .find(|l| l.contains("rel=\"next\"") || l.contains("rel=next"))
+        .and_then(|l| {
+            let start = l.find('<')? + 1;
+            let end = l[start..].find('>')? + start;
+            Some(l[start..end].to_string())
+        })
+}
+
+/// The connection to one repository: HTTP client, authorization, the
+/// secrets to scrub and a request counter.
+pub(crate) struct Transport {
+    /// The repository every request is about.
+    pub(crate) repo: Repository,
+    base: Url,
+    http: reqwest::Client,
+    auth: Auth,
+    /// Strings that must never reach output: password and tokens.
+    secrets: RefCell<Vec<String>>,
+    requests: Cell<u64>,
+    /// The OIDC login the credentials came from, until it renewed them (once).
+    login: RefCell<Option<crate::login::Login>>,
+}
+
+impl Transport {
+    /// Connects to `repo` (plain HTTP for loopback hosts or when `insecure`)
+    /// and authenticates for `access` with `creds`, else with what docker's
+    /// config at `docker_config` holds for the host, else anonymously.
+    pub(crate) async fn open(
+        repo: Repository,
+        insecure: bool,
+        creds: Option<Credentials>,
+        docker_config: Option<&Path>,
+        login: Option<crate::login::Login>,
+        access: Access,
+    ) -> Result<Self> {
+        let plain = insecure || is_loopback(&repo.host);
+        let scheme = if plain { "http" } else { "https" };
+        let base = Url::parse(&format!(
+            "{scheme}://{}/v2/{}/",
+            api_host(&repo.host),
+            repo.name
+        ))
+        .map_err(|e| Error::input(format!("invalid repository {repo}: {e}"), repo_hint()))?;
+        let mut builder = reqwest::Client::builder();
+        if plain {
+            // Nothing to verify over plain HTTP: skip loading the system's CA
+            // store (hundreds of files, a good part of a small push).
+            builder = builder.tls_certs_only(Vec::new());
+        }
+        let http = builder
+            .connect_timeout(Duration::from_secs(15))
+            .read_timeout(Duration::from_secs(60))
+            .user_agent(concat!("settings-image/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| no_tls_client(&repo, &e))?;
+        let creds = match (creds, &login) {
+            (Some(c), _) => Some(c),
+            (None, Some(l)) => Some(l.credentials().await?),
+            (None, None) => auth::from_docker_config(docker_config, &repo.host)?,
+        };
+        // `Client::new` falls back to a default client, which panics when
+        // the system has no CA certificates (a `FROM scratch` image without
+        // a CA bundle): `try_from` reports it instead.
+        let oci = oci_client::Client::try_from(oci_client::client::ClientConfig {
+            protocol: if plain {
+                oci_client::client::ClientProtocol::Http
+            } else {
+                oci_client::client::ClientProtocol::Https
+            },
+            connect_timeout: Some(Duration::from_secs(15)),
+            read_timeout: Some(Duration::from_secs(60)),
+            ..Default::default()
+        })
+        .map_err(|e| no_tls_client(&repo, &e))?;
+        let auth = Auth::new(creds, oci, access);
+        let secrets = auth.password().into_iter().collect();
+        let t = Transport {
+            repo,
+            base,
+            http,
+            auth,
+            secrets: RefCell::new(secrets),
+            requests: Cell::new(0),
+            login: RefCell::new(login),
+        };
+        t.authenticate().await?;
+        Ok(t)
+    }
+
+    /// HTTP requests sent so far (after authentication).
+    pub(crate) fn requests(&self) -> u64 {
+        self.requests.get()
+    }
+
+    /// Removes every secret from `s`.
+    pub(crate) fn scrub(&self, s: impl Into<String>) -> String {
+        let mut s = s.into();
+        for secret in self.secrets.borrow().iter() {
+            if !secret.is_empty() {
+                s = s.replace(secret.as_str(), "<redacted>");
+            }
+        }
+        s
+    }
+
+    /// A registry error about this repository, scrubbed.
+    pub(crate) fn registry_err(
+        &self,
+        what: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Error {
+        Error::Registry {
+            reference: self.repo.to_string(),
+            what: what.into(),
+            message: self.scrub(message),
+            hint: None,
+        }
+    }
+
+    /// A failed HTTP exchange (no response), with what to check.
+    pub(crate) fn http_err(&self, what: &str, e: &reqwest::Error) -> Error {
+        let host = &self.repo.host;
+        let hint = if is_not_tls_error(e) {
+            format!(
+                "{host} does not answer HTTPS; if it is a registry that serves plain HTTP, \
+                 add --insecure (plain HTTP is only used by itself for loopback hosts)"
+            )
+        } else if is_certificate_error(e) {
+            format!(
+                "{host} presented a TLS certificate that is not trusted: install its CA in the \
+                 system trust store, or use --insecure for a registry that serves plain HTTP"
+            )
+        } else if self.base.scheme() == "https" {
+            format!(
+                "check that {host} is reachable over HTTPS (plain HTTP is only used for loopback \
+                 hosts or with --insecure); transient failures were retried {MAX_ATTEMPTS} times"
+            )
+        } else {
+            format!(
+                "check that {host} is reachable; transient failures were retried {MAX_ATTEMPTS} times"
+            )
+        };
+        Error::Registry {
+            reference: self.repo.to_string(),
+            what: what.to_string(),
+            message: self.scrub(error_chain(e)),
+            hint: Some(hint),
+        }
+    }
+
+    /// Runs the token flow (see [`Auth::token_flow`]), retrying transient
+    /// failures; Basic challenges keep using the credentials directly.
+    async fn authenticate(&self) -> Result<()> {
+        use oci_client::errors::OciDistributionError;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            log::debug!(
+                "registry: authenticating to {} for {}",
+                self.repo.host,
+                self.auth.describe()
+            );
+            match self.auth.token_flow(&self.repo).await {
+                Ok(Some(token)) => {
+                    self.secrets.borrow_mut().push(token.clone());
+                    self.auth.use_token(token);
+                    return Ok(());
+                }
+                Ok(None) => {
+                    self.auth.use_credentials();
+                    return Ok(());
+                }
+                Err(OciDistributionError::RequestError(e))
+                    if is_transient_error(&e) && attempt < MAX_ATTEMPTS =>
+                {
+                    tokio::time::sleep(backoff(attempt)).await;
+                }
+                Err(OciDistributionError::AuthenticationFailure(reason)) => {
+                    return Err(Error::Auth {
+                        host: self.repo.host.clone(),
+                        message: self.scrub(self.auth.refusal(&self.repo, &reason)),
+                        hint: auth::auth_hint(&self.repo.host),
+                    });
+                }
+                Err(OciDistributionError::RequestError(e)) => {
+                    return Err(self.http_err("contacting the registry", &e));
+                }
+                Err(e) => {
+                    return Err(self.registry_err("contacting the registry", e.to_string()));
+                }
+            }
+        }
+    }
+
+    /// After a 401 with a Bearer token (expired during a long push): gets a
+    /// new token, at most twice per session. True when the request is worth
+    /// sending again.
+    async fn renew(&self, status: StatusCode) -> Result<bool> {
+        if status != StatusCode::UNAUTHORIZED {
+            return Ok(false);
+        }
+        // Credentials from an OIDC login expire (an ECR password lives 12
+        // hours, others minutes): the first 401 runs the exchange again, once.
+        let login = self.login.borrow_mut().take();
+        if let Some(login) = login {
+            let fresh = login.credentials().await?;
+            self.secrets.borrow_mut().push(fresh.password.clone());
+            self.auth.replace_credentials(fresh);
+            self.authenticate().await?;
+            return Ok(true);
+        }
+        if !self.auth.may_renew() {
+            return Ok(false);
+        }
+        self.authenticate().await?;
+        Ok(true)
+    }
+
+    /// One `debug` record per registry request (the action shows it as a
+    /// `::debug::` line under `RUNNER_DEBUG=1`): what, the URL without its
+    /// query (upload session state) and the status. Never a header.
+    fn debug_response(&self, what: &str, attempt: u32, sent: &reqwest::Result<Response>) {
+        if !log::log_enabled!(log::Level::Debug) {
+            return;
+        }
+        let (url, status) = match sent {
+            Ok(r) => (Some(r.url()), r.status().to_string()),
+            Err(e) => (e.url(), format!("failed: {}", error_chain(e))),
+        };
+        let url = url
+            .map(|u| format!("{}{}", u.origin().ascii_serialization(), u.path()))
+            .unwrap_or_default();
+        log::debug!(
+            "registry: {what}: {url} -> {status}{}",
+            if attempt > 1 {
+                format!(" (attempt {attempt})")
+            } else {
+                String::new()
+            }
+        );
+    }
+
+    /// `path` relative to `/v2/NAME/`.
+    pub(crate) fn url(&self, path: &str) -> Result<Url> {
+        self.base
+            .join(path)
+            .map_err(|e| self.registry_err("building a URL", e.to_string()))
+    }
+
+    /// A request with the current authorization.
+    pub(crate) fn request(&self, method: Method, url: Url) -> RequestBuilder {
+        self.auth.apply(self.http.request(method, url))
+    }
+
+    /// Sends a request built by `make`, retrying transient failures when
+    /// `retry` is set. Returns the last response, whatever its status.
+    pub(crate) async fn send(
+        &self,
+        what: &str,
+        retry: bool,
+        make: impl Fn(&Self) -> Result<RequestBuilder>,
+    ) -> Result<Response> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let rb = make(self)?;
+            self.requests.set(self.requests.get() + 1);
+            let can_retry = retry && attempt < MAX_ATTEMPTS;
+            let sent = rb.send().await;
+            self.debug_response(what, attempt, &sent);
+            match sent {
+                Ok(resp) if can_retry && is_transient_status(resp.status()) => {
+                    let wait = retry_after(&resp).unwrap_or_else(|| backoff(attempt));
+                    drop(resp);
+                    tokio::time::sleep(wait).await;
+                }
+                Ok(resp) if can_retry && self.renew(resp.status()).await? => {}
+                Ok(resp) => return Ok(resp),
+                Err(e) if can_retry && is_transient_error(&e) => {
+                    tokio::time::sleep(backoff(attempt)).await;
+                }
+                Err(e) => return Err(self.http_err(what, &e)),
+            }
+        }
+    }
+
+    /// Sends one request of an operation that starts over as a whole
+    /// (a blob upload session): `expect` is [`Attempt::Done`]; a transient
+    /// failure, or a 401 that got a new token, is [`Attempt::Retry`].
+    pub(crate) async fn send_once(
+        &self,
+        what: &str,
+        rb: RequestBuilder,
+        expect: StatusCode,
+    ) -> Result<Attempt<Response>> {
+        self.requests.set(self.requests.get() + 1);
+        let sent = rb.send().await;
+        self.debug_response(what, 1, &sent);
+        match sent {
+            Ok(resp) if resp.status() == expect => Ok(Attempt::Done(resp)),
+            Ok(resp) if self.renew(resp.status()).await? => {
+                // A new token: start the operation over.
+                Ok(Attempt::Retry {
+                    error: self.fail(what, resp).await,
+                    wait: Some(Duration::ZERO),
+                })
+            }
+            Ok(resp) if is_transient_status(resp.status()) => {
+                let wait = retry_after(&resp);
+                Ok(Attempt::Retry {
+                    error: self.fail(what, resp).await,
+                    wait,
+                })
+            }
+            Ok(resp) => Err(self.fail(what, resp).await),
+            Err(e) if is_transient_error(&e) => Ok(Attempt::Retry {
+                error: self.http_err(what, &e),
+                wait: None,
+            }),
+            Err(e) => Err(self.http_err(what, &e)),
+        }
+    }
+
+    /// Turns a response with an unexpected status into an error.
+    pub(crate) async fn fail(&self, what: &str, resp: Response) -> Error {
+        let status = resp.status();
+        let body = resp.bytes().await.map(|b| b.to_vec()).unwrap_or_default();
+        let message = describe(status, &body);
+        if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+            return Error::Auth {
+                host: self.repo.host.clone(),
+                message: self.scrub(format!("{what} in {}: {message}", self.repo.name)),
+                hint: auth::auth_hint(&self.repo.host),
+            };
+        }
+        let hint = if status == StatusCode::NOT_FOUND {
+            Some(format!(
+                "check that the repository {} exists or that the registry creates repositories on push",
+                self.repo
+            ))
+        } else if status == StatusCode::PAYLOAD_TOO_LARGE {
+            Some("the registry limits request sizes; chunked uploads (the default) keep each request at 4 MiB".into())
+        } else if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
+            Some(format!(
+                "the registry kept failing after {MAX_ATTEMPTS} attempts; try again later"
+            ))
+        } else if status == StatusCode::METHOD_NOT_ALLOWED || status == StatusCode::NOT_IMPLEMENTED
+        {
+            Some("if this registry does not support chunked uploads, try --monolithic".into())
+        } else {
+            None
+        };
+        Error::Registry {
+            reference: self.repo.to_string(),
+            what: what.to_string(),
+            message: self.scrub(message),
+            hint,
+        }
+    }
+
+    /// Reads a body of at most [`MAX_SMALL`] bytes.
+    pub(crate) async fn small_body(
+        &self,
+        what: &str,
+        mut resp: Response,
+        kind: &str,
+    ) -> Result<Vec<u8>> {
+        let too_large = || {
+            self.registry_err(
+                what,
+                format!(
+                    "the {kind} is larger than {MAX_SMALL} bytes, more than is read into memory"
+                ),
+            )
+        };
+        if resp.content_length().is_some_and(|n| n > MAX_SMALL as u64) {
+            return Err(too_large());
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = resp.chunk().await.map_err(|e| self.http_err(what, &e))? {
+            if body.len() + chunk.len() > MAX_SMALL {
+                return Err(too_large());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
+    }
+
+    /// The `Location` header, resolved against the request URL.
+    pub(crate) fn location(&self, what: &str, resp: &Response) -> Result<Url> {
+        let loc = resp
+            .headers()
+            .get(header::LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .ok_or_else(|| self.registry_err(what, "the registry sent no Location header"))?;
+        resp.url()
+            .join(loc)
+            .map_err(|e| self.registry_err(what, format!("bad Location {loc:?}: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_error_bodies_are_summarised() {
+        let body = br#"{"errors":[{"code":"NAME_UNKNOWN","message":"repository name not known to registry"}]}"#;
+        assert_eq!(
+            describe(StatusCode::NOT_FOUND, body),
+            "HTTP 404 Not Found: NAME_UNKNOWN: repository name not known to registry"
+        );
+        assert_eq!(
+            describe(StatusCode::BAD_GATEWAY, b""),
+            "HTTP 502 Bad Gateway"
+        );
+    }
+
+    #[test]
+    fn retry_after_forms() {
+        assert_eq!(parse_retry_after("3"), Some(Duration::from_secs(3)));
+        assert_eq!(parse_retry_after("100000"), Some(BACKOFF_MAX));
+        assert_eq!(
+            parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT"),
+            Some(Duration::ZERO)
+        );
+        let soon = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(5);
+        let http_date = jiff::fmt::rfc2822::DateTimePrinter::new()
+            .timestamp_to_rfc9110_string(&soon)
+            .unwrap();
+        let d = parse_retry_after(&http_date).unwrap();
+        assert!(
+            d >= Duration::from_secs(3) && d <= Duration::from_secs(5),
+            "{d:?}"
+        );
+        assert_eq!(parse_retry_after("soon"), None);
+    }
+
+    #[test]
+    fn backoff_is_bounded() {
+        for a in 1..40 {
+            assert!(backoff(a) <= BACKOFF_MAX);
+        }
+        assert!(backoff(1) <= BACKOFF_BASE);
+    }
+}
