@@ -14,6 +14,7 @@ use crate::request::{self, Request, Target};
 use std::io::Read;
 
 pub mod cluster;
+pub mod metadata;
 
 /// Package a settings folder into an OCI image for Kubernetes image volumes.
 #[derive(Debug, Parser)]
@@ -34,6 +35,10 @@ pub enum Command {
     Tag(TagArgs),
     /// Build the image and push it to a registry (idempotent; timestamp tags never move).
     Push(PushArgs),
+    /// List, in one history walk and one tag listing per repository, the
+    /// folders with no image for their last commit yet, as a JSON
+    /// `strategy.matrix` (`{"include":[{path,repository,tag}]}`).
+    Plan(PlanArgs),
     /// Show an image's digest, annotations and provenance (which commit,
     /// ref, builder and run) from its referrers.
     Inspect(InspectArgs),
@@ -170,9 +175,10 @@ impl GitHubArgs {
 /// Arguments of `tag`.
 #[derive(Debug, Args)]
 pub struct TagArgs {
-    /// The settings folder.
-    #[arg(long, value_name = "DIR")]
-    pub path: PathBuf,
+    /// The settings folder; repeat it or use a glob (`configs/*`) for
+    /// several (one line, or one JSON array entry, per folder).
+    #[arg(long, value_name = "DIR", required = true)]
+    pub path: Vec<PathBuf>,
     /// The tag prefix, usually the branch name (sanitized into a tag).
     #[arg(long, value_name = "PREFIX")]
     pub prefix: String,
@@ -190,12 +196,18 @@ pub struct TagArgs {
 /// Arguments of `push`.
 #[derive(Debug, Args)]
 pub struct PushArgs {
-    /// The settings folder to package.
-    #[arg(long, value_name = "DIR")]
-    pub path: PathBuf,
-    /// The repository to push to, HOST/NAME (e.g. ghcr.io/OWNER/settings).
+    /// The settings folder to package; repeat it or use a glob
+    /// (`configs/*`) for several, each its own image.
+    #[arg(long, value_name = "DIR", required = true)]
+    pub path: Vec<PathBuf>,
+    /// The repository to push to, HOST/NAME (e.g. ghcr.io/OWNER/settings);
+    /// with several folders a template: `{name}` is the folder's last
+    /// component, `{path}` its path as a slug (ghcr.io/OWNER/{name}).
     #[arg(long, value_name = "HOST/NAME")]
     pub repository: String,
+    /// With several folders, how many build and push at once.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub jobs: usize,
     /// A tag to write; may be repeated. `reference` names the timestamp tag
     /// when there is one, else the first of these.
     #[arg(long = "tag", value_name = "TAG")]
@@ -236,6 +248,9 @@ pub struct PushArgs {
     /// Do not attach SLSA provenance (an in-toto referrer) to the pushed image.
     #[arg(long)]
     pub no_provenance: bool,
+    /// Annotations and labels to add.
+    #[command(flatten)]
+    pub metadata: metadata::MetadataArgs,
     /// Git history: timestamp tag, source mode, GitHub token.
     #[command(flatten)]
     pub history: HistoryArgs,
@@ -281,18 +296,26 @@ fn password_given(env: &front::Env, stdin: bool) -> bool {
 /// Arguments of `build`.
 #[derive(Debug, Args)]
 pub struct BuildArgs {
-    /// The settings folder to package.
-    #[arg(long, value_name = "DIR")]
-    pub path: PathBuf,
-    /// The OCI image layout directory to write (created when missing).
+    /// The settings folder to package; repeat it or use a glob
+    /// (`configs/*`) for several, each its own image.
+    #[arg(long, value_name = "DIR", required = true)]
+    pub path: Vec<PathBuf>,
+    /// The OCI image layout directory to write (created when missing); with
+    /// several folders a template with `{name}` or `{path}`.
     #[arg(long, value_name = "LAYOUT_DIR")]
     pub output: PathBuf,
+    /// With several folders, how many build at once.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub jobs: usize,
     /// A tag to write; may be repeated.
     #[arg(long = "tag", value_name = "TAG")]
     pub tags: Vec<String>,
     /// Print one JSON object instead of a human summary.
     #[arg(long)]
     pub json: bool,
+    /// Annotations and labels to add.
+    #[command(flatten)]
+    pub metadata: metadata::MetadataArgs,
     /// Git history options.
     #[command(flatten)]
     pub history: HistoryArgs,
@@ -341,9 +364,12 @@ fn print_report(report: &crate::report::Report, json: bool, forced: bool) -> Res
 pub fn run(cli: Cli) -> Result<()> {
     let env = front::process_env();
     match cli.command {
+        Command::Build(args) if is_many(&args.path) => run_build_many(&env, args),
+        Command::Push(args) if is_many(&args.path) => run_push_many(&env, args),
+        Command::Plan(args) => run_plan(&env, &args),
         Command::Build(args) => {
             let req = Request {
-                path: args.path,
+                path: single(args.path),
                 tags: args.tags,
                 target: Target::Layout(args.output),
                 source: args.history.source,
@@ -354,11 +380,12 @@ pub fn run(cli: Cli) -> Result<()> {
                 forward: request::Forward::default(),
                 provenance: false,
                 revision: args.history.revision,
-                extra: Default::default(),
+                extra: args.metadata.metadata(),
             };
             let report = request::run(&req)?;
             print_report(&report, args.json, false)
         }
+        Command::Tag(args) if is_many(&args.path) => run_tag_many(&env, &args),
         Command::Tag(args) => run_tag(&env, &args),
         Command::Push(args) => {
             let (credentials, login) = args.login.resolve(
@@ -370,7 +397,7 @@ pub fn run(cli: Cli) -> Result<()> {
                 || credentials(&env, args.username.as_ref(), args.password_stdin),
             )?;
             let req = Request {
-                path: args.path,
+                path: single(args.path),
                 tags: args.tags,
                 target: Target::Registry(registry::Options {
                     repository: args.repository,
@@ -392,7 +419,7 @@ pub fn run(cli: Cli) -> Result<()> {
                 },
                 provenance: !args.no_provenance,
                 revision: args.history.revision,
-                extra: Default::default(),
+                extra: args.metadata.metadata(),
             };
             let report = request::run(&req)?;
             print_report(&report, args.json, req.forward.forced_before.is_some())
@@ -522,7 +549,8 @@ fn run_inspect(env: &front::Env, args: &InspectArgs) -> Result<()> {
 fn run_tag(env: &front::Env, args: &TagArgs) -> Result<()> {
     crate::tag::sanitize_prefix(&args.prefix)?;
     let api = front::github_api(env, args.github.token());
-    let lc = history::last_change(&args.path, args.revision.as_deref(), api)?;
+    let path = args.path.first().cloned().unwrap_or_default();
+    let lc = history::last_change(&path, args.revision.as_deref(), api)?;
     if lc.from_github {
         eprintln!(
             "note: shallow clone; the GitHub API named commit {} as the last change of {}",
@@ -552,4 +580,236 @@ pub fn report_error(err: &Error) -> i32 {
         eprintln!("hint: {hint}");
     }
     err.exit_code()
+}
+
+// ---- several folders (crate::many): one walk, one entry per folder ----
+
+/// The single folder of a one-folder run (clap requires at least one).
+fn single(paths: Vec<PathBuf>) -> PathBuf {
+    paths.into_iter().next().unwrap_or_default()
+}
+
+fn as_strings(paths: &[PathBuf]) -> Vec<String> {
+    paths
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect()
+}
+
+fn is_many(paths: &[PathBuf]) -> bool {
+    crate::many::is_many(&as_strings(paths))
+}
+
+/// Arguments of `plan`.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// The settings folders; repeat it or use globs (`configs/*`).
+    #[arg(long, value_name = "DIR", required = true)]
+    pub path: Vec<PathBuf>,
+    /// The repository template, HOST/NAME with `{name}` or `{path}`.
+    #[arg(long, value_name = "HOST/NAME")]
+    pub repository: String,
+    /// The timestamp tag prefix the pushes use (usually the branch).
+    #[arg(long, value_name = "PREFIX")]
+    pub timestamp_tag: String,
+    /// Walk history from this commit (full id) or reference instead of HEAD.
+    #[arg(long, value_name = "REV")]
+    pub revision: Option<String>,
+    /// Use plain HTTP for a non-loopback registry (loopback hosts always use it).
+    #[arg(long)]
+    pub insecure: bool,
+    /// Registry username (or SETTINGS_IMAGE_USERNAME); the password comes from
+    /// --password-stdin or SETTINGS_IMAGE_PASSWORD.
+    #[arg(long, value_name = "USER", env = "SETTINGS_IMAGE_USERNAME")]
+    pub username: Option<String>,
+    /// Read the password or token from standard input.
+    #[arg(long)]
+    pub password_stdin: bool,
+    /// Print the matrix as JSON (what `strategy.matrix` takes).
+    #[arg(long)]
+    pub json: bool,
+    /// GitHub token for the API fallback on shallow clones.
+    #[command(flatten)]
+    pub github: GitHubArgs,
+}
+
+fn print_many(outcome: crate::many::Outcome, json: bool) -> Result<()> {
+    for (report, image) in outcome.reports.iter().zip(&outcome.images) {
+        for w in report.iter().flat_map(|r| &r.warnings) {
+            eprintln!("warning: {}: {w}", image.path);
+        }
+    }
+    if json {
+        let s = serde_json::to_string(&outcome.images)
+            .map_err(|e| Error::io("printing the report", std::io::Error::other(e)))?;
+        println!("{s}");
+    } else {
+        print!("{}", outcome.human());
+    }
+    for (path, e) in &outcome.errors {
+        eprintln!("error: {path}: {e}");
+    }
+    outcome.into_result()
+}
+
+fn run_push_many(env: &front::Env, args: PushArgs) -> Result<()> {
+    let folders = crate::many::select(&as_strings(&args.path), "--path")?;
+    let repositories = crate::many::targets(&args.repository, &folders, "--repository")?;
+    let (credentials, login) = args.login.resolve(
+        env,
+        &args.repository,
+        args.insecure,
+        args.username.as_deref(),
+        password_given(env, args.password_stdin),
+        || credentials(env, args.username.as_ref(), args.password_stdin),
+    )?;
+    let options = registry::Options {
+        repository: String::new(),
+        insecure: args.insecure,
+        monolithic: args.monolithic,
+        credentials,
+        docker_config: front::docker_config(env),
+        login: login.map(Box::new),
+    };
+    let targets = repositories
+        .into_iter()
+        .map(|repository| {
+            Target::Registry(registry::Options {
+                repository,
+                ..options.clone()
+            })
+        })
+        .collect();
+    let base = Request {
+        path: PathBuf::new(),
+        tags: args.tags,
+        target: Target::Registry(options),
+        source: args.history.source,
+        timestamp_tag: args.history.timestamp_tag,
+        github: front::github_api(env, args.history.github.token()),
+        source_url: front::source_url(env),
+        ci: front::ci(env),
+        forward: request::Forward {
+            branch_tag: args.branch_tag,
+            allow_rewind: args.allow_rewind,
+            forced_before: args.force_pushed_from,
+        },
+        provenance: !args.no_provenance,
+        revision: args.history.revision,
+        extra: Default::default(),
+    };
+    let outcome = crate::many::run(&base, &folders, targets, args.jobs)?;
+    print_many(outcome, args.json)
+}
+
+fn run_build_many(env: &front::Env, args: BuildArgs) -> Result<()> {
+    let folders = crate::many::select(&as_strings(&args.path), "--path")?;
+    let outputs = crate::many::targets(&args.output.to_string_lossy(), &folders, "--output")?;
+    let targets = outputs
+        .into_iter()
+        .map(|o| Target::Layout(PathBuf::from(o)))
+        .collect();
+    let base = Request {
+        path: PathBuf::new(),
+        tags: args.tags,
+        target: Target::Layout(args.output),
+        source: args.history.source,
+        timestamp_tag: args.history.timestamp_tag,
+        github: front::github_api(env, args.history.github.token()),
+        source_url: front::source_url(env),
+        ci: front::ci(env),
+        forward: request::Forward::default(),
+        provenance: false,
+        revision: args.history.revision,
+        extra: Default::default(),
+    };
+    let outcome = crate::many::run(&base, &folders, targets, args.jobs)?;
+    print_many(outcome, args.json)
+}
+
+fn run_tag_many(env: &front::Env, args: &TagArgs) -> Result<()> {
+    crate::tag::sanitize_prefix(&args.prefix)?;
+    let folders = crate::many::select(&as_strings(&args.path), "--path")?;
+    let paths: Vec<PathBuf> = folders.iter().map(|f| f.path.clone()).collect();
+    let api = front::github_api(env, args.github.token());
+    let answers = history::last_changes(&paths, args.revision.as_deref(), api);
+    let mut rows = Vec::new();
+    let mut errors = Vec::new();
+    for (f, lc) in folders.iter().zip(answers) {
+        let path = f.path.display().to_string();
+        let row = lc.and_then(|lc| {
+            let tag = crate::tag::timestamp_tag(&args.prefix, lc.commit.timestamp, &lc.commit.id)?;
+            Ok(serde_json::json!({
+                "path": path,
+                "tag": tag,
+                "commit": lc.commit.id,
+                "timestamp": lc.commit.timestamp,
+                "committed_at": lc.commit.committed_at(),
+            }))
+        });
+        match row {
+            Ok(v) => rows.push(v),
+            Err(e) => {
+                rows.push(serde_json::json!({ "path": path, "error": e.to_string() }));
+                errors.push((path, e));
+            }
+        }
+    }
+    if args.json {
+        println!("{}", serde_json::Value::Array(rows));
+    } else {
+        for r in &rows {
+            if let Some(tag) = r["tag"].as_str() {
+                println!("{} {tag}", r["path"].as_str().unwrap_or_default());
+            }
+        }
+    }
+    for (path, e) in &errors {
+        eprintln!("error: {path}: {e}");
+    }
+    let n = errors.len();
+    match errors.into_iter().next() {
+        None => Ok(()),
+        Some((_, e)) if n == 1 => Err(e),
+        Some((path, e)) => Err(Error::history(
+            path,
+            format!("{n} of {} folders failed; the first: {e}", folders.len()),
+            e.hint(),
+        )),
+    }
+}
+
+fn run_plan(env: &front::Env, args: &PlanArgs) -> Result<()> {
+    let folders = crate::many::select(&as_strings(&args.path), "--path")?;
+    let repositories = crate::many::targets(&args.repository, &folders, "--repository")?;
+    let options = registry::Options {
+        repository: String::new(),
+        insecure: args.insecure,
+        monolithic: false,
+        credentials: credentials(env, args.username.as_ref(), args.password_stdin)?,
+        docker_config: front::docker_config(env),
+        login: None,
+    };
+    let api = front::github_api(env, args.github.token());
+    let plan = crate::many::plan(
+        &folders,
+        &repositories,
+        &args.timestamp_tag,
+        args.revision.as_deref(),
+        api,
+        &options,
+    )?;
+    if args.json {
+        let s = serde_json::to_string(&plan)
+            .map_err(|e| Error::io("printing the plan", std::io::Error::other(e)))?;
+        println!("{s}");
+    } else {
+        for e in &plan.include {
+            println!("{}: needs {}:{}", e.path, e.repository, e.tag);
+        }
+        for e in &plan.up_to_date {
+            println!("{}: up to date ({}:{})", e.path, e.repository, e.tag);
+        }
+    }
+    Ok(())
 }

@@ -15,6 +15,7 @@ pub mod history;
 pub mod image;
 pub mod inspect;
 pub mod login;
+pub mod many;
 pub mod promote;
 pub mod provenance;
 pub mod publish;

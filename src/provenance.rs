@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::history::{Checkout, CommitInfo};
 use crate::image::artifact::Artifact;
-use crate::image::{ANNOTATION_CREATED, ANNOTATION_REVISION, Descriptor, Image};
+use crate::image::{ANNOTATION_CREATED, ANNOTATION_REVISION, Descriptor, Image, Metadata};
 use crate::registry::Client;
 
 /// The referrer's `artifactType` and its layer's media type.
@@ -47,6 +47,12 @@ pub struct Facts {
     pub invocation_id: Option<String>,
     /// `GITHUB_WORKFLOW_REF`, in GitHub Actions.
     pub workflow_ref: Option<String>,
+    /// The manifest annotations the caller added beyond the history's
+    /// (`externalParameters.annotations`): what `verify` rebuilds with.
+    pub annotations: BTreeMap<String, String>,
+    /// The config labels the caller added beyond the history's
+    /// (`externalParameters.labels`).
+    pub labels: BTreeMap<String, String>,
 }
 
 /// What the CI run says about a build, assembled by the front end (in
@@ -66,12 +72,14 @@ pub struct Ci {
 impl Facts {
     /// The facts for the folder of `checkout` built from `commit`: what the
     /// CI says first, then the checkout (its branch, the folder's place).
-    /// `repository` is the source URL the image's annotations name.
+    /// `repository` is the source URL the image's annotations name;
+    /// `added` the caller's annotations and labels the image carries.
     pub fn collect(
         checkout: &Checkout,
         commit: &CommitInfo,
         repository: Option<String>,
         ci: &Ci,
+        added: &Metadata,
     ) -> Facts {
         Facts {
             repository,
@@ -85,6 +93,8 @@ impl Facts {
                 .unwrap_or_else(|| format!("settings-image/{}", env!("CARGO_PKG_VERSION"))),
             invocation_id: ci.invocation_id.clone(),
             workflow_ref: ci.workflow_ref.clone(),
+            annotations: added.annotations.clone(),
+            labels: added.labels.clone(),
         }
     }
 }
@@ -121,6 +131,13 @@ pub fn statement(subject_name: &str, subject_digest: &str, facts: &Facts) -> Res
     external.insert("path".into(), facts.path.clone().into());
     if let Some(w) = &facts.workflow_ref {
         external.insert("workflow".into(), serde_json::json!({ "ref": w }));
+    }
+    // Only when there are some: statements without them stay as they were.
+    if !facts.annotations.is_empty() {
+        external.insert("annotations".into(), serde_json::json!(facts.annotations));
+    }
+    if !facts.labels.is_empty() {
+        external.insert("labels".into(), serde_json::json!(facts.labels));
     }
     let uri = match (&facts.repository, &facts.git_ref) {
         (Some(r), Some(rf)) => format!("git+{r}@{rf}"),
@@ -197,6 +214,12 @@ pub struct Summary {
     pub run: Option<String>,
     /// `externalParameters.workflow.ref`.
     pub workflow: Option<String>,
+    /// `externalParameters.annotations`: the caller's manifest annotations.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+    /// `externalParameters.labels`: the caller's config labels.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
     /// True when the statement's subject digest is the image's digest.
     pub subject_matches: bool,
 }
@@ -220,8 +243,22 @@ pub fn read_statement(bytes: &[u8], image_digest: &str) -> Result<Summary> {
         builder: s("/runDetails/builder/id"),
         run: s("/runDetails/metadata/invocationId"),
         workflow: s("/buildDefinition/externalParameters/workflow/ref"),
+        annotations: strings(p, "/buildDefinition/externalParameters/annotations"),
+        labels: strings(p, "/buildDefinition/externalParameters/labels"),
         subject_matches,
     })
+}
+
+/// The string values of the object at `ptr` (others are not ours: left out).
+fn strings(v: &serde_json::Value, ptr: &str) -> BTreeMap<String, String> {
+    v.pointer(ptr)
+        .and_then(|o| o.as_object())
+        .map(|o| {
+            o.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Attaches the provenance of `image` (built from `commit` for a ref)
@@ -238,7 +275,9 @@ pub fn attach(client: &Client, image: &Image, facts: &Facts) -> Result<String> {
     let subject = image.manifest_descriptor();
     let existing = client.referrers(&subject.digest, Some(ARTIFACT_TYPE))?;
     for d in same_revision(&existing, &facts.commit) {
-        if ref_of(client, d, &subject.digest)? == facts.git_ref {
+        if ref_of(client, d, &subject.digest)? == facts.git_ref
+            && attests_added(client, d, &subject.digest, facts)?
+        {
             return Ok(d.digest.clone());
         }
     }
@@ -264,6 +303,24 @@ fn ref_of(client: &Client, desc: &Descriptor, image_digest: &str) -> Result<Opti
     let layer = crate::inspect::first_layer(client, desc, ARTIFACT_TYPE)?;
     let bytes = client.get_blob(&layer.digest)?;
     Ok(read_statement(&bytes, image_digest)?.git_ref)
+}
+
+/// Whether the referrer's statement records the caller's annotations and
+/// labels of `facts`. Read only when there are some: a statement written
+/// before they were recorded does not attest them, so a re-run attaches one
+/// that does (`verify` needs it). Without any, the digest says there are none.
+fn attests_added(
+    client: &Client,
+    desc: &Descriptor,
+    image_digest: &str,
+    facts: &Facts,
+) -> Result<bool> {
+    if facts.annotations.is_empty() && facts.labels.is_empty() {
+        return Ok(true);
+    }
+    let layer = crate::inspect::first_layer(client, desc, ARTIFACT_TYPE)?;
+    let s = read_statement(&client.get_blob(&layer.digest)?, image_digest)?;
+    Ok(s.annotations == facts.annotations && s.labels == facts.labels)
 }
 
 /// Adds what to do to an error of attaching provenance after a push that
@@ -317,6 +374,8 @@ mod tests {
                 "https://github.com/acme/settings/actions/runs/42/attempts/2".into(),
             ),
             workflow_ref: Some("acme/settings/.github/workflows/push.yml@refs/heads/main".into()),
+            annotations: BTreeMap::new(),
+            labels: BTreeMap::new(),
         }
     }
 
@@ -350,5 +409,29 @@ mod tests {
         };
         let art = artifact("ghcr.io/acme/settings", &digest, &detached).unwrap();
         assert!(!art.annotations.contains_key(ANNOTATION_REF));
+    }
+
+    #[test]
+    fn the_callers_annotations_and_labels_are_external_parameters() {
+        let digest = format!("sha256:{}", "ab".repeat(32));
+        let plain = statement("ghcr.io/acme/settings", &digest, &facts()).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&plain).unwrap();
+        let external = &v["predicate"]["buildDefinition"]["externalParameters"];
+        assert!(external.get("annotations").is_none() && external.get("labels").is_none());
+        let added = Facts {
+            annotations: BTreeMap::from([("org.opencontainers.image.title".into(), "shop".into())]),
+            labels: BTreeMap::from([("team".into(), "a=b".into())]),
+            ..facts()
+        };
+        let bytes = statement("ghcr.io/acme/settings", &digest, &added).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        let external = &v["predicate"]["buildDefinition"]["externalParameters"];
+        assert_eq!(
+            external["annotations"]["org.opencontainers.image.title"],
+            "shop"
+        );
+        assert_eq!(external["labels"]["team"], "a=b");
+        let s = read_statement(&bytes, &digest).unwrap();
+        assert_eq!((s.annotations, s.labels), (added.annotations, added.labels));
     }
 }

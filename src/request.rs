@@ -138,15 +138,23 @@ impl Request {
 }
 
 /// `ours` (from history) with the caller's `extra` added where it does
-/// not override ours; every value left out is a warning.
-fn merge_metadata(
+/// not override ours; every value left out is a warning. Also returns what
+/// was added: the provenance records it, and `verify` rebuilds with it
+/// through this same function.
+pub fn merge_metadata(
     mut ours: image::Metadata,
     extra: &image::Metadata,
     warnings: &mut Vec<String>,
-) -> image::Metadata {
-    for (what, theirs, mine) in [
-        ("annotation", &extra.annotations, &mut ours.annotations),
-        ("label", &extra.labels, &mut ours.labels),
+) -> (image::Metadata, image::Metadata) {
+    let mut added = image::Metadata::default();
+    for (what, theirs, mine, taken) in [
+        (
+            "annotation",
+            &extra.annotations,
+            &mut ours.annotations,
+            &mut added.annotations,
+        ),
+        ("label", &extra.labels, &mut ours.labels, &mut added.labels),
     ] {
         for (k, v) in theirs {
             match mine.get(k) {
@@ -159,11 +167,12 @@ fn merge_metadata(
                 )),
                 None => {
                     mine.insert(k.clone(), v.clone());
+                    taken.insert(k.clone(), v.clone());
                 }
             }
         }
     }
-    ours
+    (ours, added)
 }
 
 /// Builds the image and publishes it as the request says.
@@ -180,6 +189,17 @@ pub fn run(req: &Request) -> Result<Report> {
         req.revision.as_deref(),
         req.source_url.clone(),
     )?;
+    run_prepared(req, checkout.as_ref(), prepared)
+}
+
+/// [`run`] once the checkout is open and the source read (several folders
+/// read theirs in one history walk, see [`crate::many`]); `req` is
+/// validated by the caller.
+pub fn run_prepared(
+    req: &Request,
+    checkout: Option<&Checkout>,
+    prepared: history::Prepared,
+) -> Result<Report> {
     let mut warnings = prepared.warnings.clone();
     let mut tags = req.tags.clone();
     let timestamp_tag = match (&req.timestamp_tag, &prepared.commit) {
@@ -199,10 +219,8 @@ pub fn run(req: &Request) -> Result<Report> {
             Target::Registry(_) => {}
         }
     }
-    let img = image::build(
-        &prepared.source,
-        &merge_metadata(prepared.metadata(), &req.extra, &mut warnings),
-    )?;
+    let (metadata, added) = merge_metadata(prepared.metadata(), &req.extra, &mut warnings);
+    let img = image::build(&prepared.source, &metadata)?;
     let mut anomaly = None;
     let mut branch = None;
     let (output, new_blobs, push) = match &req.target {
@@ -211,19 +229,20 @@ pub fn run(req: &Request) -> Result<Report> {
             (Some(dir.display().to_string()), w.new_blobs, None)
         }
         Target::Registry(opts) => {
-            let stamp = match (&timestamp_tag, &prepared.commit, &checkout) {
+            let stamp = match (&timestamp_tag, &prepared.commit, checkout) {
                 (Some(t), Some(c), Some(checkout)) => Some((t.as_str(), c, checkout)),
                 _ => None,
             };
-            let provenance = match (&prepared.commit, &checkout, req.provenance) {
+            let provenance = match (&prepared.commit, checkout, req.provenance) {
                 (_, _, false) => Provenance::Off,
                 (Some(commit), Some(checkout), true) if req.source == SourceMode::Commit => {
-                    Provenance::Attach(provenance::Facts::collect(
+                    Provenance::Attach(Box::new(provenance::Facts::collect(
                         checkout,
                         commit,
                         prepared.source_url.clone(),
                         &req.ci,
-                    ))
+                        &added,
+                    )))
                 }
                 (None, _, true) | (_, None, true) => {
                     Provenance::Unattested("the folder is not in a git commit")

@@ -1312,3 +1312,242 @@ fn metadata_action_annotations_and_labels_reach_the_image_and_history_wins() {
     assert_eq!(again.out("digest"), step.out("digest"));
     assert_eq!(again.out("pushed"), "false");
 }
+
+/// `settings-image verify REFERENCE --path DIR` from the CLI, without any
+/// GitHub environment.
+fn verify_cli(reference: &str, folder: &Path) -> common::registry::Run {
+    let blank = [
+        "GITHUB_REPOSITORY",
+        "GITHUB_TOKEN",
+        "GITHUB_REF",
+        "GITHUB_SERVER_URL",
+        "GITHUB_ACTIONS",
+    ]
+    .map(|k| (k, ""));
+    let path = folder.to_str().expect("utf-8");
+    common::registry::run(&["verify", reference, "--path", path], &blank, None)
+}
+
+#[test]
+fn annotations_and_labels_the_action_adds_are_attested_and_verify() {
+    use settings_image::provenance;
+    use settings_image::registry::{Client, Options};
+
+    let reg = Registry::start(Auth::None);
+    let tmp = TempDir::new();
+    let ws = workspace(tmp.path());
+    let folder = ws.join(DIR);
+    let runner = Runner::new(tmp, ws);
+    let repository = format!("{}/acme/attested", reg.host());
+    let annotations = "manifest:org.opencontainers.image.created=2030-01-01T00:00:00.000Z\n\
+         manifest:org.opencontainers.image.description=Shop settings\n\
+         manifest:org.opencontainers.image.version=main";
+    let labels = "org.opencontainers.image.title=settings-shop\n\
+         org.opencontainers.image.version=main";
+    let with = with_base(
+        &repository,
+        &[
+            ("token", ""),
+            ("annotations", annotations),
+            ("labels", labels),
+        ],
+    );
+    let step = runner.run(&with, 1);
+    step.assert_ok();
+    let digest = step.out("digest").to_string();
+    let pinned = format!("{repository}:{}@{digest}", step.out("tag"));
+    // The provenance lists what was added, and only that (the history's
+    // created won, so it is not among them).
+    let i = common::registry::run(&["inspect", &pinned, "--json"], &[], None).json();
+    let p = &i["provenance"];
+    assert_eq!(
+        p["annotations"],
+        serde_json::json!({
+            "org.opencontainers.image.description": "Shop settings",
+            "org.opencontainers.image.version": "main",
+        }),
+        "{i}"
+    );
+    assert_eq!(
+        p["labels"],
+        serde_json::json!({
+            "org.opencontainers.image.title": "settings-shop",
+            "org.opencontainers.image.version": "main",
+        }),
+        "{i}"
+    );
+    // A faithful push with extra metadata is what its commit and its
+    // provenance say.
+    let ok = verify_cli(&pinned, &folder);
+    assert_eq!(ok.code, 0, "{}\n{}", ok.stdout, ok.stderr);
+    assert!(ok.stdout.contains("verified"), "{}", ok.stdout);
+
+    // One more annotation added by hand after the push: a new manifest.
+    let c = Client::open(&Options {
+        repository: repository.clone(),
+        insecure: false,
+        monolithic: false,
+        credentials: None,
+        docker_config: None,
+        login: None,
+    })
+    .expect("a client");
+    let m = c
+        .get_manifest(&digest)
+        .unwrap()
+        .expect("the pushed manifest");
+    let mut edited: serde_json::Value = serde_json::from_slice(&m.bytes).unwrap();
+    edited["annotations"]["org.example.approved"] = "yes".into();
+    let bytes = serde_json::to_vec(&edited).unwrap();
+    c.put_manifest("approved", &bytes, &m.media_type).unwrap();
+    let hand = format!("{repository}:approved");
+    let r = verify_cli(&hand, &folder);
+    assert_eq!(r.code, 7, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("no provenance referrer"), "{}", r.stderr);
+    // Even with the original provenance's claims copied onto the edited
+    // image, the annotation no provenance lists is named.
+    let subject = c
+        .head_manifest("approved")
+        .unwrap()
+        .expect("the edited image");
+    assert_ne!(subject.digest, digest);
+    let s = |k: &str| p[k].as_str().map(String::from);
+    let facts = provenance::Facts {
+        repository: s("repository"),
+        git_ref: s("ref"),
+        path: s("path").expect("a path"),
+        commit: s("commit").expect("a commit"),
+        committed_at: edited["annotations"]["org.opencontainers.image.created"]
+            .as_str()
+            .expect("created")
+            .to_string(),
+        builder_id: s("builder").expect("a builder"),
+        invocation_id: s("run"),
+        workflow_ref: s("workflow"),
+        annotations: serde_json::from_value(p["annotations"].clone()).unwrap(),
+        labels: serde_json::from_value(p["labels"].clone()).unwrap(),
+    };
+    let art = provenance::artifact(&repository, &subject.digest, &facts).unwrap();
+    c.attach_referrer(&subject, &art).unwrap();
+    let r = verify_cli(&hand, &folder);
+    assert_eq!(r.code, 7, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr
+            .contains("extra annotation org.example.approved=\"yes\""),
+        "{}",
+        r.stderr
+    );
+    // The original is untouched and still verifies.
+    assert_eq!(verify_cli(&pinned, &folder).code, 0);
+}
+
+/// `configs/shop` (the fixture) and `configs/billing`, changed at T0+200.
+fn two_folder_workspace(root: &Path) -> PathBuf {
+    let ws = workspace(root);
+    fs::create_dir_all(ws.join("configs/billing")).expect("mkdir");
+    fs::write(ws.join("configs/billing/app.yaml"), "pool: 4\n").expect("write");
+    git(&ws, &["add", "."], None);
+    git(&ws, &["commit", "-q", "-m", "billing"], Some(T0 + 200));
+    chown_runner(&ws);
+    ws
+}
+
+/// `main-<ct>-<sha7>` of `git log -1 -- DIR`.
+fn tag_of(ws: &Path, dir: &str) -> String {
+    let out = git(ws, &["log", "-1", "--format=%ct/%H", "--", dir], None);
+    let (ct, id) = out.split_once('/').expect("ct/H");
+    format!("main-{ct}-{}", &id[..7])
+}
+
+#[test]
+fn several_folders_make_one_image_each_and_the_plan_names_the_changed_one() {
+    let reg = Registry::start(Auth::None);
+    let tmp = TempDir::new();
+    let ws = two_folder_workspace(tmp.path());
+    let mut runner = Runner::new(tmp, ws);
+    runner.github_token = String::new(); // anonymous push
+    let template = format!("{}/acme/{{name}}", reg.host());
+    let with = with_base(&template, &[("path", "configs/*")]);
+
+    let step = runner.run(&with, 1);
+    step.assert_ok();
+    let keys: Vec<&str> = step.outputs.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["images", "pushed"]);
+    assert_eq!(step.out("pushed"), "true");
+    let images: serde_json::Value = serde_json::from_str(step.out("images")).expect("JSON");
+    let images = images.as_array().expect("an array");
+    assert_eq!(images.len(), 2);
+    for (image, name) in images.iter().zip(["billing", "shop"]) {
+        let dir = format!("configs/{name}");
+        assert_eq!(image["path"], dir);
+        assert_eq!(image["repository"], format!("{}/acme/{name}", reg.host()));
+        assert_eq!(image["tag"], tag_of(&runner.ws, &dir));
+        assert_eq!(image["pushed"], true);
+        let reference = image["reference"].as_str().expect("reference");
+        assert!(
+            step.summary
+                .contains(&format!("| `{dir}` | `{reference}` | yes |")),
+            "{}",
+            step.summary
+        );
+        let seen = skopeo_inspect(
+            &format!(
+                "{}/acme/{name}:{}",
+                reg.host(),
+                image["tag"].as_str().unwrap()
+            ),
+            None,
+        )
+        .expect("pushed");
+        assert_eq!(seen["Digest"], image["digest"]);
+    }
+    assert_eq!(step.summary.matches("kind: ImagePolicy").count(), 2);
+
+    // The plan after a change to one folder names that folder only.
+    fs::write(runner.ws.join("configs/shop/app.yaml"), "replicas: 3\n").expect("write");
+    git(
+        &runner.ws,
+        &["commit", "-q", "-am", "shop replicas"],
+        Some(T0 + 300),
+    );
+    chown_runner(&runner.ws);
+    let plan = runner.run(
+        &with_base(&template, &[("path", "configs/*"), ("plan", "true")]),
+        2,
+    );
+    plan.assert_ok();
+    let matrix: serde_json::Value = serde_json::from_str(plan.out("matrix")).expect("JSON");
+    assert_eq!(
+        matrix,
+        serde_json::json!({ "include": [{
+            "path": "configs/shop",
+            "repository": format!("{}/acme/shop", reg.host()),
+            "tag": tag_of(&runner.ws, "configs/shop"),
+        }]})
+    );
+    // A matrix job for that folder is the single-folder action.
+    let job = runner.run(
+        &with_base(
+            &format!("{}/acme/shop", reg.host()),
+            &[("path", "configs/shop")],
+        ),
+        3,
+    );
+    job.assert_ok();
+    assert_eq!(job.out("tag"), tag_of(&runner.ws, "configs/shop"));
+    assert_eq!(job.out("pushed"), "true");
+    // Now nothing is left to do.
+    let plan = runner.run(
+        &with_base(&template, &[("path", "configs/*"), ("plan", "true")]),
+        4,
+    );
+    plan.assert_ok();
+    assert_eq!(plan.out("matrix"), r#"{"include":[]}"#);
+    // A glob matching nothing is an input error annotation, nothing pushed.
+    let bad = runner.run(
+        &with_base(&template, &[("path", "configs/*\nnothing/*")]),
+        5,
+    );
+    assert_eq!(bad.code, 2, "{}", bad.stdout);
+    assert!(bad.stdout.contains("matches no folder"), "{}", bad.stdout);
+}

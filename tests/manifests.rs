@@ -53,7 +53,12 @@ fn github_parses_both_actions_every_documented_workflow_and_ours() {
         assert!(log.lines().any(|l| l == line), "no `{line}` in:\n{log}");
     }
     // The quick start, the Flux and the release-management recipes.
-    for doc in ["README.md:", "docs/flux.md:", "docs/release-management.md:"] {
+    for doc in [
+        "README.md:",
+        "docs/flux.md:",
+        "docs/release-management.md:",
+        "docs/monorepo.md:",
+    ] {
         assert!(
             log.lines()
                 .any(|l| l.starts_with(&format!("ok workflow {doc}"))),

@@ -1065,6 +1065,8 @@ fn inspect_flags_a_statement_about_another_image() {
         builder_id: "elsewhere".into(),
         invocation_id: None,
         workflow_ref: None,
+        annotations: Default::default(),
+        labels: Default::default(),
     };
     let other = format!("sha256:{}", "1".repeat(64));
     let art = settings_image::provenance::artifact(&repo, &other, &facts).unwrap();
@@ -1199,6 +1201,8 @@ fn every_ref_that_publishes_a_digest_records_its_own_provenance() {
         builder_id: "settings-image/0.0.1".into(),
         invocation_id: None,
         workflow_ref: None,
+        annotations: Default::default(),
+        labels: Default::default(),
     };
     let mut art = settings_image::provenance::artifact(&repo2, &digest2, &facts).unwrap();
     assert!(
@@ -1212,4 +1216,78 @@ fn every_ref_that_publishes_a_digest_records_its_own_provenance() {
     let again = push(&git2.conf(), &repo2, "v1", &clean_env(&[]), &[]).json();
     assert_eq!(again["provenance"], legacy.as_str());
     assert_eq!(c.referrers(&digest2, None).unwrap().len(), 1);
+}
+
+#[test]
+fn a_statement_that_does_not_attest_the_callers_additions_is_not_reused() {
+    let reg = Registry::start(Auth::None);
+    let repo = format!("{}/acme/added", reg.host());
+    let git = Repo::new();
+    let commit = git.commit("a: 1\n");
+    let additions = [
+        "--annotation",
+        "org.opencontainers.image.description=Shop",
+        "--label",
+        "team=shop",
+    ];
+    let env = clean_env(&actions_env("3001"));
+    let mut first: Vec<&str> = vec!["--no-provenance"];
+    first.extend_from_slice(&additions);
+    let out = push(&git.conf(), &repo, "v1", &env, &first).json();
+    let digest = out["digest"].as_str().unwrap().to_string();
+    // A statement for the same commit and ref that does not record the
+    // additions, as a settings-image before they were recorded wrote it.
+    let facts = settings_image::provenance::Facts {
+        repository: Some("https://github.com/acme/settings".into()),
+        git_ref: Some("refs/heads/main".into()),
+        path: "conf".into(),
+        commit: commit.clone(),
+        committed_at: "2024-01-02T03:04:05Z".into(),
+        builder_id: "settings-image/0.0.1".into(),
+        invocation_id: None,
+        workflow_ref: None,
+        annotations: Default::default(),
+        labels: Default::default(),
+    };
+    let art = settings_image::provenance::artifact(&repo, &digest, &facts).unwrap();
+    let c = client(&repo);
+    let subject = c.head_manifest(&digest).unwrap().unwrap();
+    let old = c.attach_referrer(&subject, &art).unwrap().descriptor.digest;
+    let verify = || {
+        run(
+            &["verify", &format!("{repo}@{digest}"), "--path", &git.conf()],
+            &[],
+            None,
+        )
+    };
+    let r = verify();
+    assert_eq!(r.code, 7, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("extra label team=\"shop\""),
+        "{}",
+        r.stderr
+    );
+    // The same run again records a statement that attests them ...
+    let again = push(&git.conf(), &repo, "v1", &env, &additions).json();
+    let new = again["provenance"].as_str().unwrap().to_string();
+    assert_ne!(new, old);
+    assert_eq!(c.referrers(&digest, None).unwrap().len(), 2);
+    let i = run(&["inspect", &format!("{repo}:v1"), "--json"], &[], None).json();
+    let listed: Vec<&Value> = i["referrers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["digest"] == new.as_str())
+        .collect();
+    assert_eq!(
+        listed[0]["details"]["annotations"]["org.opencontainers.image.description"], "Shop",
+        "{i}"
+    );
+    assert_eq!(listed[0]["details"]["labels"]["team"], "shop", "{i}");
+    // ... which verify uses, and a further re-run finds and adds none.
+    let r = verify();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let third = push(&git.conf(), &repo, "v1", &env, &additions).json();
+    assert_eq!(third["provenance"], new.as_str());
+    assert_eq!(c.referrers(&digest, None).unwrap().len(), 2);
 }

@@ -155,6 +155,19 @@ fn annotations(c: &Client, digest: &str) -> BTreeMap<String, String> {
 /// provenance that claims `commit` and `configs/shop`: a forgery that
 /// carries every claim a faithful image carries.
 fn forge(c: &Client, dir: &Path, meta: &Metadata, tag: &str, commit: &str) -> String {
+    forge_attesting(c, dir, meta, tag, commit, &Metadata::default())
+}
+
+/// [`forge`] with a provenance that also attests `added` as the caller's
+/// annotations and labels.
+fn forge_attesting(
+    c: &Client,
+    dir: &Path,
+    meta: &Metadata,
+    tag: &str,
+    commit: &str,
+    added: &Metadata,
+) -> String {
     let source = settings_image::source::worktree::read(dir).unwrap();
     let img = image::build(&source, meta).unwrap();
     settings_image::publish::registry::push_with(c, &img, &[tag.to_string()]).unwrap();
@@ -167,6 +180,8 @@ fn forge(c: &Client, dir: &Path, meta: &Metadata, tag: &str, commit: &str) -> St
         builder_id: "forger".into(),
         invocation_id: None,
         workflow_ref: None,
+        annotations: added.annotations.clone(),
+        labels: added.labels.clone(),
     };
     provenance::attach(c, &img, &facts).unwrap();
     img.digest
@@ -256,6 +271,129 @@ fn a_manifest_with_an_extra_annotation_fails() {
         &["extra annotation org.example.approved", "manifest differs"],
     );
     assert!(r.stderr.contains("hint:"), "{}", r.stderr);
+}
+
+/// The pushed image's config labels.
+fn labels(c: &Client, digest: &str) -> BTreeMap<String, String> {
+    let m = c.get_manifest(digest).unwrap().unwrap();
+    let v: Value = serde_json::from_slice(&m.bytes).unwrap();
+    let config = c.get_blob(v["config"]["digest"].as_str().unwrap()).unwrap();
+    let v: Value = serde_json::from_slice(&config).unwrap();
+    serde_json::from_value(v["config"]["Labels"].clone()).unwrap_or_default()
+}
+
+#[test]
+fn annotations_and_labels_from_the_cli_are_attested_and_verify() {
+    let reg = Registry::start(Auth::None);
+    let repo = format!("{}/team/settings", reg.host());
+    let st = Settings::new();
+    // No origin remote and no CI: the source annotation is the caller's.
+    let source = "https://example.com/acme/settings";
+    let source_flag = format!("org.opencontainers.image.source={source}");
+    let flags = [
+        "--annotation",
+        "org.opencontainers.image.description=Shop settings",
+        "--annotation",
+        &source_flag,
+        "--annotation",
+        "org.opencontainers.image.created=2030-01-01T00:00:00Z",
+        "--label",
+        "org.opencontainers.image.title=settings-shop",
+        "--label",
+        "team=a=b",
+    ];
+    let a = push(&st.folder(), &repo, &flags);
+    let (digest, commit) = (s(&a, "digest"), s(&a, "commit"));
+    assert!(
+        a["warnings"].to_string().contains("image.created=2030"),
+        "{a}"
+    );
+    // `build` takes the same flags and makes the same image.
+    let layout = common::TempDir::new();
+    let folder = st.folder();
+    let mut args = vec![
+        "build",
+        "--path",
+        folder.to_str().unwrap(),
+        "--output",
+        layout.path().to_str().unwrap(),
+        "--timestamp-tag",
+        "main",
+        "--json",
+    ];
+    args.extend_from_slice(&flags);
+    assert_eq!(si(&args).json()["digest"], digest.as_str());
+    let c = client(&repo);
+    let pushed = annotations(&c, &digest);
+    assert_eq!(
+        pushed["org.opencontainers.image.description"],
+        "Shop settings"
+    );
+    assert_eq!(pushed["org.opencontainers.image.source"], source);
+    assert_eq!(
+        pushed["org.opencontainers.image.created"],
+        "2023-11-14T22:13:20Z"
+    );
+    let pushed_labels = labels(&c, &digest);
+    assert_eq!(pushed_labels["team"], "a=b");
+    assert!(!pushed_labels.contains_key("org.opencontainers.image.source"));
+    // The provenance lists exactly what the caller added.
+    let i = si(&["inspect", &s(&a, "reference"), "--json"]).json();
+    assert_eq!(
+        i["provenance"]["annotations"],
+        serde_json::json!({
+            "org.opencontainers.image.description": "Shop settings",
+            "org.opencontainers.image.source": source,
+        }),
+        "{i}"
+    );
+    assert_eq!(
+        i["provenance"]["labels"],
+        serde_json::json!({"org.opencontainers.image.title": "settings-shop", "team": "a=b"}),
+        "{i}"
+    );
+    let v = verify_json(&st.folder(), &s(&a, "reference"));
+    assert_eq!(v["commit"], commit.as_str());
+    // A label added by hand, with the provenance's claims (attested
+    // additions included) forged onto the new image: the label is named.
+    let added = Metadata {
+        annotations: serde_json::from_value(i["provenance"]["annotations"].clone()).unwrap(),
+        labels: serde_json::from_value(i["provenance"]["labels"].clone()).unwrap(),
+    };
+    let mut meta = Metadata {
+        annotations: pushed.clone(),
+        labels: pushed_labels.clone(),
+    };
+    meta.labels
+        .insert("org.example.approved".into(), "yes".into());
+    forge_attesting(&c, &st.folder(), &meta, "labelled", &commit, &added);
+    let r = verify(&st.folder(), &format!("{repo}:labelled"));
+    assert_mismatch(
+        &r,
+        &["config differs", "extra label org.example.approved=\"yes\""],
+    );
+    // A provenance claiming other additions than the image carries does
+    // not make it verify: alone (another repository) it fails; next to the
+    // faithful statement, the faithful one is what verifies.
+    let mut claimed = added.clone();
+    claimed
+        .annotations
+        .insert("org.opencontainers.image.version".into(), "v9".into());
+    let meta = Metadata {
+        annotations: pushed,
+        labels: pushed_labels,
+    };
+    let repo2 = format!("{}/team/other", reg.host());
+    let c2 = client(&repo2);
+    let same = forge_attesting(&c2, &st.folder(), &meta, "overclaimed", &commit, &claimed);
+    assert_eq!(same, digest);
+    let r = verify(&st.folder(), &format!("{repo2}:overclaimed"));
+    assert_mismatch(
+        &r,
+        &["annotation org.opencontainers.image.version is missing"],
+    );
+    forge_attesting(&c, &st.folder(), &meta, "overclaimed", &commit, &claimed);
+    verify_json(&st.folder(), &format!("{repo}:overclaimed"));
 }
 
 #[test]

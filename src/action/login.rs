@@ -111,9 +111,14 @@ pub fn resolve(env: &Env, with: &LoginWith, repository: &str, insecure: bool) ->
         with.login.as_deref().unwrap_or_default(),
         "the input `login`",
     )?;
-    // The host as the registry code will see it (a bad repository is
-    // reported by the request's own validation, by name).
-    let Ok(repo) = registry::parse_repository(repository) else {
+    // Only the host matters here (a several-folder `repository` is a
+    // template such as ghcr.io/acme/settings-{name}); a bad repository is
+    // reported by the request's own validation, by name.
+    let Some(host) = repository
+        .split_once('/')
+        .map(|(h, _)| h.to_string())
+        .filter(|h| !h.is_empty())
+    else {
         return Ok(Resolved {
             github_token,
             notices,
@@ -122,7 +127,7 @@ pub fn resolve(env: &Env, with: &LoginWith, repository: &str, insecure: bool) ->
     };
     let plan = Plan {
         choice,
-        host: repo.host.clone(),
+        host: host.clone(),
         username: with.username.clone(),
         password: with.password.clone(),
         github_token: github_token.clone(),
@@ -138,7 +143,7 @@ pub fn resolve(env: &Env, with: &LoginWith, repository: &str, insecure: bool) ->
         Decision::Static(c) => out.credentials = Some(c),
         Decision::None => {}
         Decision::Exchange(provider) => {
-            let plain = insecure || registry::is_loopback(&repo.host);
+            let plain = insecure || registry::is_loopback(&host);
             let sink: login::SecretSink = Arc::new(|secret: &str| {
                 for line in mask_lines_of(secret) {
                     say(&line);
@@ -149,7 +154,7 @@ pub fn resolve(env: &Env, with: &LoginWith, repository: &str, insecure: bool) ->
                 facts: plan.facts,
                 id_token: IdTokenSource::from_actions_env(|k| var(env, k)),
                 endpoints: Endpoints::from_env(|k| var(env, k)),
-                host: repo.host,
+                host,
                 scheme: if plain { "http" } else { "https" },
                 timeout: login::timeout_from(|k| var(env, k))?,
                 on_secret: Some(sink),

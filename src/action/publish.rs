@@ -70,6 +70,12 @@ pub struct With {
     /// Config labels, `KEY=VALUE` per line (metadata-action's `labels`).
     #[serde(deserialize_with = "inputs::lines")]
     pub labels: Vec<String>,
+    /// With several folders, how many build and push at once (default 4;
+    /// read by src/action/many.rs).
+    pub jobs: Option<String>,
+    /// Build nothing; write the `matrix` output (src/action/many.rs).
+    #[serde(deserialize_with = "inputs::flag")]
+    pub plan: Option<bool>,
 }
 
 fn source_mode<'de, D: serde::Deserializer<'de>>(
@@ -88,24 +94,24 @@ fn source_mode<'de, D: serde::Deserializer<'de>>(
 
 /// The publish inputs, read and checked.
 #[derive(Debug)]
-struct PublishInputs {
-    path: PathBuf,
-    repository: String,
+pub(super) struct PublishInputs {
+    pub(super) path: PathBuf,
+    pub(super) repository: String,
     /// The `repository` input as given, when it had to be lower-cased.
-    repository_given: Option<String>,
-    timestamp_tag: Option<String>,
-    tags: Vec<String>,
-    credentials: Option<Credentials>,
-    login: Option<crate::login::Login>,
-    notices: Vec<String>,
-    github_token: Option<Token>,
-    source: SourceMode,
-    insecure: bool,
-    summary: bool,
-    provenance: bool,
-    push: bool,
-    forward: request::Forward,
-    extra: Metadata,
+    pub(super) repository_given: Option<String>,
+    pub(super) timestamp_tag: Option<String>,
+    pub(super) tags: Vec<String>,
+    pub(super) credentials: Option<Credentials>,
+    pub(super) login: Option<crate::login::Login>,
+    pub(super) notices: Vec<String>,
+    pub(super) github_token: Option<Token>,
+    pub(super) source: SourceMode,
+    pub(super) insecure: bool,
+    pub(super) summary: bool,
+    pub(super) provenance: bool,
+    pub(super) push: bool,
+    pub(super) forward: request::Forward,
+    pub(super) extra: Metadata,
 }
 
 /// The secret inputs, masked before anything is printed.
@@ -185,7 +191,7 @@ fn key_values(name: &str, lines: &[String], levels: bool) -> Result<BTreeMap<Str
     Ok(out)
 }
 
-fn read_inputs(env: &Env) -> Result<PublishInputs> {
+pub(super) fn read_inputs(env: &Env) -> Result<PublishInputs> {
     let with: With = inputs::from_env(env)?;
     let path = inputs::require(with.path, "path")?;
     let given = inputs::require(with.repository, "repository")?;
@@ -238,7 +244,7 @@ fn read_inputs(env: &Env) -> Result<PublishInputs> {
 /// `workspace_path` resolves names lexically; a symlink in the workspace
 /// could still point outside it. When both exist, the real folder must be
 /// inside the real workspace.
-fn check_no_symlink_escape(workspace: &Path, path: &Path) -> Result<()> {
+pub(super) fn check_no_symlink_escape(workspace: &Path, path: &Path) -> Result<()> {
     let (Ok(ws), Ok(real)) = (workspace.canonicalize(), path.canonicalize()) else {
         return Ok(()); // a missing folder is reported by the build, by name
     };
@@ -286,6 +292,10 @@ pub fn run(env: &Env) -> i32 {
 }
 
 fn publish(env: &Env) -> Result<()> {
+    // Several folders (lines or globs in `path`), or the plan: src/action/many.rs.
+    if super::many::wanted(env)? {
+        return super::many::publish(env);
+    }
     let mut inputs = read_inputs(env)?;
     for n in &inputs.notices {
         say(&commands::warning("settings-image: deprecated input", n));

@@ -6,7 +6,10 @@
 //! folder from that commit with the same pure builder `push` uses, and the
 //! rebuilt manifest digest must equal the pushed one (and the registry must
 //! serve every blob with exactly the rebuilt bytes). A timestamp tag in the
-//! reference must name the same commit and committer time.
+//! reference must name the same commit and committer time. Annotations and
+//! labels the pusher added (the action's `annotations`/`labels`, `push
+//! --annotation/--label`) are rebuilt from the image's own provenance,
+//! which records them; anything else on the image is a mismatch.
 //!
 //! Why rebuild and not trust the provenance: the provenance is a claim made
 //! by whoever pushed; only a byte-reproducible rebuild proves the bytes.
@@ -196,7 +199,8 @@ pub fn verify_with(client: &Client, r: &Reference, req: &Request) -> Result<Veri
             None,
         ));
     }
-    let prov = read_provenance(client, &m.digest, &revision, shown)?;
+    let statements = read_provenance(client, &m.digest, &revision, shown)?;
+    let prov = &statements[0];
     // One checkout for the folder's place and the history walk.
     let checkout = Checkout::open(&req.path, req.github.clone())?.ok_or_else(|| {
         Error::history(
@@ -250,25 +254,42 @@ pub fn verify_with(client: &Client, r: &Reference, req: &Request) -> Result<Veri
             None,
         ));
     }
-    // The source URL is the pusher's environment, not the commit's: take it
-    // from the image, so only what the commit determines is compared.
-    let mut meta = prepared.metadata();
-    match view.annotations.get(ANNOTATION_SOURCE) {
-        Some(url) => {
-            meta.annotations
-                .insert(ANNOTATION_SOURCE.into(), url.clone());
-            meta.labels.insert(ANNOTATION_SOURCE.into(), url.clone());
-        }
-        None => {
-            meta.annotations.remove(ANNOTATION_SOURCE);
-            meta.labels.remove(ANNOTATION_SOURCE);
+    // Each distinct set of caller annotations and labels the statements
+    // attest (one, unless a statement predates them): the image must be
+    // the commit's folder with exactly one of them, nothing else.
+    let mut attested: Vec<image::Metadata> = Vec::new();
+    for st in &statements {
+        if !attested
+            .iter()
+            .any(|a| a.annotations == st.annotations && a.labels == st.labels)
+        {
+            attested.push(image::Metadata {
+                annotations: st.annotations.clone(),
+                labels: st.labels.clone(),
+            });
         }
     }
-    let rebuilt = image::build(&prepared.source, &meta)?;
-    if rebuilt.digest != m.digest {
-        let (reason, file) = explain(client, &view, &rebuilt, &revision, &folder)?;
+    let mut first = None;
+    let mut rebuilt = None;
+    for added in &attested {
+        let img = image::build(&prepared.source, &rebuild_metadata(&prepared, &view, added))?;
+        if img.digest == m.digest {
+            rebuilt = Some(img);
+            break;
+        }
+        first.get_or_insert(img);
+    }
+    let Some(rebuilt) = rebuilt else {
+        let Some(first) = first else {
+            return Err(mismatch(
+                shown,
+                "the image's provenance could not be read",
+                None,
+            ));
+        };
+        let (reason, file) = explain(client, &view, &first, &revision, &folder)?;
         return Err(mismatch(shown, reason, file));
-    }
+    };
     // Same manifest; the registry must also serve the same bytes.
     let config = client.get_blob(&rebuilt.config_descriptor.digest)?;
     if config != rebuilt.config {
@@ -297,6 +318,33 @@ pub fn verify_with(client: &Client, r: &Reference, req: &Request) -> Result<Veri
     })
 }
 
+/// What the push built the image with: the history's metadata and the
+/// caller's additions a statement attests, merged by the push's own rules
+/// (the history's revision and created win). The source URL is the
+/// pusher's environment, not the commit's: it is taken from the image,
+/// unless the statement says the caller added it (the push had none).
+fn rebuild_metadata(
+    prepared: &history::Prepared,
+    view: &ManifestView,
+    added: &image::Metadata,
+) -> image::Metadata {
+    let mut meta = prepared.metadata();
+    let callers = added.annotations.contains_key(ANNOTATION_SOURCE)
+        || added.labels.contains_key(ANNOTATION_SOURCE);
+    match view.annotations.get(ANNOTATION_SOURCE) {
+        Some(url) if !callers => {
+            meta.annotations
+                .insert(ANNOTATION_SOURCE.into(), url.clone());
+            meta.labels.insert(ANNOTATION_SOURCE.into(), url.clone());
+        }
+        _ => {
+            meta.annotations.remove(ANNOTATION_SOURCE);
+            meta.labels.remove(ANNOTATION_SOURCE);
+        }
+    }
+    crate::request::merge_metadata(meta, added, &mut Vec::new()).0
+}
+
 /// `<prefix>-<ts>-<sha7>` -> (ts, sha7).
 fn parse_timestamp_tag(tag: &str) -> Option<(i64, String)> {
     if !crate::tag::is_timestamp_tag(tag) {
@@ -307,14 +355,15 @@ fn parse_timestamp_tag(tag: &str) -> Option<(i64, String)> {
     Some((ts.parse().ok()?, sha.to_string()))
 }
 
-/// The provenance of the image for `revision`; its absence, or a statement
-/// about another image or commit, is a mismatch.
+/// The provenance statements of the image for `revision` (at least one);
+/// their absence, or only statements about another image or commit, is a
+/// mismatch.
 fn read_provenance(
     client: &Client,
     digest: &str,
     revision: &str,
     shown: &str,
-) -> Result<provenance::Summary> {
+) -> Result<Vec<provenance::Summary>> {
     let list = client.referrers(digest, Some(provenance::ARTIFACT_TYPE))?;
     let list: Vec<&Descriptor> = list
         .iter()
@@ -328,14 +377,19 @@ fn read_provenance(
         ));
     }
     let mut last = None;
+    let mut found = Vec::new();
     for d in list {
         let layer = crate::inspect::first_layer(client, d, provenance::ARTIFACT_TYPE)?;
         let bytes = client.get_blob(&layer.digest)?;
         let s = provenance::read_statement(&bytes, digest)?;
         if s.subject_matches && s.commit.as_deref() == Some(revision) {
-            return Ok(s);
+            found.push(s);
+        } else {
+            last = Some(s);
         }
-        last = Some(s);
+    }
+    if !found.is_empty() {
+        return Ok(found);
     }
     let why = match last {
         Some(s) if !s.subject_matches => "its subject is another image".to_string(),
@@ -393,30 +447,28 @@ fn explain(
             ),
         });
     }
-    if pushed.config.as_ref().map(|c| c.digest.as_str())
-        != Some(rebuilt.config_descriptor.digest.as_str())
+    if let Some(config) = pushed
+        .config
+        .as_ref()
+        .filter(|c| c.digest != rebuilt.config_descriptor.digest)
     {
+        let diffs = differences(
+            "label",
+            &labels(&client.get_blob(&config.digest)?),
+            &labels(&rebuilt.config),
+        );
+        let what = if diffs.is_empty() {
+            "(platform or diff_ids)".to_string()
+        } else {
+            format!("({})", diffs.join("; "))
+        };
         return Ok((
-            "the layer is the commit's, but the image config differs (labels, platform or diff_ids)".into(),
+            format!("the layer is the commit's, but the image config differs {what}"),
             None,
         ));
     }
     let ours: ManifestView = ManifestView::parse(&rebuilt.manifest)?;
-    let mut diffs = Vec::new();
-    for (k, v) in &pushed.annotations {
-        match ours.annotations.get(k) {
-            None => diffs.push(format!("extra annotation {k}={v:?}")),
-            Some(o) if o != v => {
-                diffs.push(format!("annotation {k} is {v:?}, the commit gives {o:?}"))
-            }
-            _ => {}
-        }
-    }
-    for k in ours.annotations.keys() {
-        if !pushed.annotations.contains_key(k) {
-            diffs.push(format!("annotation {k} is missing"));
-        }
-    }
+    let mut diffs = differences("annotation", &pushed.annotations, &ours.annotations);
     if diffs.is_empty() {
         diffs.push("the manifest's bytes differ (field order, whitespace or other fields)".into());
     }
@@ -427,6 +479,42 @@ fn explain(
         ),
         None,
     ))
+}
+
+/// How the pushed `theirs` differs from the rebuilt `ours`, key by key.
+/// What the rebuild adds is the commit's and the provenance's only.
+fn differences(
+    what: &str,
+    theirs: &BTreeMap<String, String>,
+    ours: &BTreeMap<String, String>,
+) -> Vec<String> {
+    let mut diffs = Vec::new();
+    for (k, v) in theirs {
+        match ours.get(k) {
+            None => diffs.push(format!(
+                "extra {what} {k}={v:?}, which neither the commit nor the provenance gives"
+            )),
+            Some(o) if o != v => diffs.push(format!(
+                "{what} {k} is {v:?}, the commit and provenance give {o:?}"
+            )),
+            _ => {}
+        }
+    }
+    for k in ours.keys() {
+        if !theirs.contains_key(k) {
+            diffs.push(format!("{what} {k} is missing"));
+        }
+    }
+    diffs
+}
+
+/// An image config's `config.Labels` (none when it is not such JSON: the
+/// digest comparison has already failed, this only words it).
+fn labels(config: &[u8]) -> BTreeMap<String, String> {
+    serde_json::from_slice::<serde_json::Value>(config)
+        .ok()
+        .and_then(|v| serde_json::from_value(v.pointer("/config/Labels")?.clone()).ok())
+        .unwrap_or_default()
 }
 
 /// One tar entry as compared: type, mode, link target and content digest.

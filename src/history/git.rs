@@ -20,6 +20,10 @@ use crate::source::{
     sort_entries,
 };
 
+/// The delta-base cache of a history walk (git's `core.deltaBaseCacheLimit`
+/// default is 96 MiB; the walk reads small trees).
+const PACK_CACHE_BYTES: usize = 32 << 20;
+
 /// An open repository and the settings folder's place in it.
 pub struct Repo {
     repo: gix::ThreadSafeRepository,
@@ -100,6 +104,26 @@ fn lexical_absolute(cwd: &Path, path: &Path) -> PathBuf {
     out
 }
 
+/// The folder `abs` (lexically absolute, shown as `path`) relative to the
+/// worktree `root`, `/`-separated, "" for the root itself.
+fn relative(path: &Path, abs: &Path, root: &Path) -> Result<String> {
+    let rel_path = abs.strip_prefix(root).unwrap_or(Path::new(""));
+    let mut parts = Vec::new();
+    for c in rel_path.components() {
+        let Some(s) = c.as_os_str().to_str() else {
+            return Err(Error::source(path, "the path is not valid UTF-8"));
+        };
+        parts.push(s.to_string());
+    }
+    if parts.iter().any(|p| p == ".git") {
+        return Err(Error::input(
+            format!("{} is inside a .git directory", path.display()),
+            Some("name the settings folder in the worktree".to_string()),
+        ));
+    }
+    Ok(parts.join("/"))
+}
+
 fn git_err(path: &Path, what: &str, e: impl std::fmt::Display) -> Error {
     Error::history(
         path,
@@ -126,21 +150,7 @@ impl Repo {
             return Ok(None);
         };
         let root = root.to_path_buf();
-        let rel_path = abs.strip_prefix(&root).unwrap_or(Path::new(""));
-        let mut parts = Vec::new();
-        for c in rel_path.components() {
-            let Some(s) = c.as_os_str().to_str() else {
-                return Err(Error::source(path, "the path is not valid UTF-8"));
-            };
-            parts.push(s.to_string());
-        }
-        let rel = parts.join("/");
-        if parts.iter().any(|p| p == ".git") {
-            return Err(Error::input(
-                format!("{} is inside a .git directory", path.display()),
-                Some("name the settings folder in the worktree".to_string()),
-            ));
-        }
+        let rel = relative(path, &abs, &root)?;
         // Isolated: only the repository's own config, no environment, no
         // global or system files. Full trust in the git dir; a worktree
         // owned by someone else still lowers trust to "reduced", which caps
@@ -163,6 +173,32 @@ impl Repo {
             rel,
             shallow,
         }))
+    }
+
+    /// The same open repository for another folder, when `path` lies in
+    /// this worktree (its nearest `.git` is this root's); `None` otherwise.
+    /// Opening once serves every folder of a run.
+    pub fn sibling(&self, path: &Path) -> Result<Option<Repo>> {
+        let cwd =
+            std::env::current_dir().map_err(|e| Error::io("reading the current directory", e))?;
+        let abs = lexical_absolute(&cwd, path);
+        let Some(root) = abs.ancestors().find(|d| d.join(".git").exists()) else {
+            return Ok(None);
+        };
+        if root != self.root {
+            return Ok(None);
+        }
+        Ok(Some(Repo {
+            repo: self.repo.clone(),
+            root: self.root.clone(),
+            rel: relative(path, &abs, root)?,
+            shallow: self.shallow.clone(),
+        }))
+    }
+
+    /// The worktree root.
+    pub fn root(&self) -> &Path {
+        &self.root
     }
 
     /// The folder relative to the repository root ("" for the root).
@@ -247,69 +283,31 @@ impl Repo {
     }
 
     /// Walks from HEAD (or from `revision`) the way `git log -1 REV -- DIR`
-    /// does (see the module docs of [`super`]). Before the answer the walk
-    /// never forks: a merge either is the answer or is followed through one
-    /// parent.
+    /// does (see the module docs of [`super`]), with the walk of
+    /// [`super::walk`] for this one folder.
     pub fn last_change(&self, revision: Option<&str>) -> Result<Walk> {
-        let repo = self.repo.to_thread_local();
+        let mut walks = self.last_changes(&[self.rel.as_str()], revision)?;
+        walks
+            .pop()
+            .ok_or_else(|| self.err("walking history", "no answer for the folder"))
+    }
+
+    /// [`Repo::last_change`] for several folders in one walk: `folders`
+    /// are relative to the repository root, `/`-separated (`""` for the
+    /// root); the answers come in the same order.
+    pub fn last_changes(&self, folders: &[&str], revision: Option<&str>) -> Result<Vec<Walk>> {
+        let mut repo = self.repo.to_thread_local();
+        // A delta-base cache: without one (gix sets none up unless built
+        // with `max-performance`) every tree read inflates its whole delta
+        // chain again; the walk reads trees whose bases it just read.
+        repo.objects.set_pack_cache(|| {
+            Box::new(gix::odb::pack::cache::lru::MemoryCappedHashmap::new(
+                PACK_CACHE_BYTES,
+            ))
+        });
         let head = self.start(&repo, revision)?;
-        let mut id = head;
-        let entry = {
-            let c = repo
-                .find_commit(id)
-                .map_err(|e| self.err(&format!("cannot read the start commit {id}"), e))?;
-            self.folder_entry(&repo, &c)?
-        };
-        if entry.is_none() {
-            return Ok(Walk::NotInHead);
-        }
-        let mut passed = Vec::new();
-        loop {
-            let commit = repo
-                .find_commit(id)
-                .map_err(|e| self.err(&format!("cannot read commit {id}"), e))?;
-            let parents: Vec<ObjectId> = commit.parent_ids().map(|p| p.detach()).collect();
-            // A shallow boundary: parents cut off (the commit is listed in
-            // .git/shallow). Nothing proves the folder was different before,
-            // so this commit is never the answer.
-            if parents.iter().any(|p| !repo.has_object(p)) {
-                return Ok(Walk::Boundary {
-                    shallow: self.shallow.contains(&id),
-                    head: head.to_string(),
-                    boundary: id.to_string(),
-                    passed,
-                });
-            }
-            let mut next = None;
-            for p in &parents {
-                let pc = repo
-                    .find_commit(*p)
-                    .map_err(|e| self.err(&format!("cannot read commit {p}"), e))?;
-                if self.folder_entry(&repo, &pc)? == entry {
-                    next = Some(*p);
-                    break;
-                }
-            }
-            match next {
-                // TREESAME: the parent holds the same folder; follow it.
-                Some(p) => {
-                    passed.push(id.to_string());
-                    id = p;
-                }
-                None => {
-                    // A root commit holding the folder, a commit whose
-                    // folder differs from its parent's, or a merge TREESAME
-                    // to no parent: the answer.
-                    let time = commit
-                        .time()
-                        .map_err(|e| self.err(&format!("cannot read the committer of {id}"), e))?;
-                    return Ok(Walk::Found(CommitInfo {
-                        id: id.to_string(),
-                        timestamp: time.seconds,
-                    }));
-                }
-            }
-        }
+        super::walk::last_changes(&repo, &self.shallow, head, folders)
+            .map_err(|f| self.err(&f.what, f.message))
     }
 
     /// Whether `ancestor` is reachable from `descendant` through parent

@@ -14,10 +14,11 @@
 
 pub mod git;
 pub mod github;
+mod walk;
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::image::{ANNOTATION_CREATED, ANNOTATION_REVISION, ANNOTATION_SOURCE, Metadata};
@@ -109,6 +110,17 @@ impl Checkout {
         }))
     }
 
+    /// The same open repository for another folder in this worktree (see
+    /// [`git::Repo::sibling`]), with the same GitHub API access; `None`
+    /// when `path` is not in this worktree.
+    pub fn sibling(&self, path: &Path) -> Result<Option<Checkout>> {
+        Ok(self.repo.sibling(path)?.map(|repo| Checkout {
+            repo,
+            api: self.api.clone(),
+            ancestry: RefCell::default(),
+        }))
+    }
+
     /// The repository.
     pub fn repo(&self) -> &git::Repo {
         &self.repo
@@ -149,16 +161,156 @@ pub fn last_change(
     api: Option<github::Api>,
 ) -> Result<LastChange> {
     let Some(checkout) = Checkout::open(path, api)? else {
-        return Err(Error::history(
-            path,
-            "is not inside a git repository, so no commit names it",
-            Some(
-                "run inside a git checkout, or build without a timestamp tag (the folder is then packaged from disk)"
-                    .to_string(),
-            ),
-        ));
+        return Err(not_in_git(path));
     };
     checkout.last_change(path, revision)
+}
+
+fn not_in_git(path: &Path) -> Error {
+    Error::history(
+        path,
+        "is not inside a git repository, so no commit names it",
+        Some(
+            "run inside a git checkout, or build without a timestamp tag (the folder is then packaged from disk)"
+                .to_string(),
+        ),
+    )
+}
+
+/// [`last_change`] for several folders, one walk per repository. One
+/// answer per folder, in order.
+pub fn last_changes(
+    paths: &[PathBuf],
+    revision: Option<&str>,
+    api: Option<github::Api>,
+) -> Vec<Result<LastChange>> {
+    walk_all(paths, revision, api)
+        .into_iter()
+        .zip(paths)
+        .map(|(found, path)| match found? {
+            None => Err(not_in_git(path)),
+            Some((checkout, walk)) => settle(&checkout, path, revision, walk).map(|(lc, _)| lc),
+        })
+        .collect()
+}
+
+/// A folder's checkout (`None` outside git) and what it packages.
+pub type PreparedIn = (Option<Checkout>, Prepared);
+
+/// [`prepare`] for several folders: each repository is opened once and
+/// walked once for all its folders (see [`walk_all`]). One answer per
+/// folder, in order, with the folder's checkout for the rest of its run; a
+/// folder's failure does not stop the others.
+pub fn prepare_many(
+    paths: &[PathBuf],
+    mode: SourceMode,
+    need_commit: bool,
+    revision: Option<&str>,
+    api: Option<github::Api>,
+    source_url: Option<String>,
+) -> Vec<Result<PreparedIn>> {
+    walk_all(paths, revision, api)
+        .into_iter()
+        .zip(paths)
+        .map(|(found, path)| {
+            let (checkout, walk) = match found? {
+                Some((c, w)) => (Some(c), Some(w)),
+                None => (None, None),
+            };
+            let prepared = prepare_with(
+                checkout.as_ref(),
+                walk,
+                path,
+                mode,
+                need_commit,
+                revision,
+                source_url.clone(),
+            )?;
+            Ok((checkout, prepared))
+        })
+        .collect()
+}
+
+/// Opens each folder's checkout (once per repository: the others are
+/// [`Checkout::sibling`]s) and walks its history once for all its
+/// folders. `None` for a folder outside git.
+fn walk_all(
+    paths: &[PathBuf],
+    revision: Option<&str>,
+    api: Option<github::Api>,
+) -> Vec<Result<Option<(Checkout, git::Walk)>>> {
+    let mut roots: Vec<Checkout> = Vec::new();
+    let mut opened: Vec<Result<Option<(usize, Checkout)>>> = Vec::new();
+    for path in paths {
+        let mut found = None;
+        for (i, root) in roots.iter().enumerate() {
+            match root.sibling(path) {
+                Ok(Some(c)) => {
+                    found = Some(Ok(Some((i, c))));
+                    break;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    found = Some(Err(e));
+                    break;
+                }
+            }
+        }
+        let found = found.unwrap_or_else(|| match Checkout::open(path, api.clone()) {
+            Ok(Some(c)) => match c.sibling(path) {
+                Ok(Some(copy)) => {
+                    roots.push(copy);
+                    Ok(Some((roots.len() - 1, c)))
+                }
+                Ok(None) => Ok(Some((usize::MAX, c))),
+                Err(e) => Err(e),
+            },
+            Ok(None) => Ok(None),
+            Err(e) => Err(e),
+        });
+        opened.push(found);
+    }
+    // One walk per repository.
+    let mut answers: Vec<Option<Result<git::Walk>>> = (0..paths.len()).map(|_| None).collect();
+    for (i, root) in roots.iter().enumerate() {
+        let members: Vec<usize> = (0..paths.len())
+            .filter(|&k| matches!(&opened[k], Ok(Some((j, _))) if *j == i))
+            .collect();
+        let rels: Vec<&str> = members
+            .iter()
+            .filter_map(|&k| match &opened[k] {
+                Ok(Some((_, c))) => Some(c.repo.repo_path()),
+                _ => None,
+            })
+            .collect();
+        match root.repo.last_changes(&rels, revision) {
+            Ok(walks) => {
+                for (k, w) in members.into_iter().zip(walks) {
+                    answers[k] = Some(Ok(w));
+                }
+            }
+            Err(e) => {
+                for k in members {
+                    answers[k] = Some(Err(Error::history(&paths[k], e.to_string(), e.hint())));
+                }
+            }
+        }
+    }
+    opened
+        .into_iter()
+        .zip(answers)
+        .map(|(o, answer)| match o? {
+            None => Ok(None),
+            Some((_, checkout)) => match answer {
+                Some(w) => Ok(Some((checkout, w?))),
+                // Not walked with the others: its own walk.
+                None => {
+                    let w = checkout.repo.last_change(revision)?;
+                    Ok(Some((checkout, w)))
+                }
+            },
+        })
+        .collect()
 }
 
 /// Resolves the last change, falling back to GitHub on a shallow boundary.
@@ -168,9 +320,24 @@ fn resolve(
     path: &Path,
     revision: Option<&str>,
 ) -> Result<(LastChange, String)> {
+    settle(
+        checkout,
+        path,
+        revision,
+        checkout.repo.last_change(revision)?,
+    )
+}
+
+/// [`resolve`] from a walk already made (one walk serves many folders).
+fn settle(
+    checkout: &Checkout,
+    path: &Path,
+    revision: Option<&str>,
+    walk: git::Walk,
+) -> Result<(LastChange, String)> {
     let repo = &checkout.repo;
     let repo_path = repo.display_path();
-    match repo.last_change(revision)? {
+    match walk {
         git::Walk::Found(commit) => {
             log::debug!(
                 "history: the last commit that changed {repo_path} is {} (committer time {})",
@@ -349,6 +516,27 @@ pub fn prepare(
     revision: Option<&str>,
     source_url: Option<String>,
 ) -> Result<Prepared> {
+    prepare_with(
+        checkout,
+        None,
+        path,
+        mode,
+        need_commit,
+        revision,
+        source_url,
+    )
+}
+
+/// [`prepare`] with, when given, the walk already made.
+fn prepare_with(
+    checkout: Option<&Checkout>,
+    walk: Option<git::Walk>,
+    path: &Path,
+    mode: SourceMode,
+    need_commit: bool,
+    revision: Option<&str>,
+    source_url: Option<String>,
+) -> Result<Prepared> {
     let Some(checkout) = checkout else {
         if let Some(rev) = revision {
             return Err(Error::history(
@@ -376,6 +564,10 @@ pub fn prepare(
     };
     let repo = checkout.repo();
     let source_url = source_url.or_else(|| repo.remote_url());
+    let resolve = |checkout: &Checkout, path: &Path, revision| match walk {
+        Some(w) => settle(checkout, path, revision, w),
+        None => resolve(checkout, path, revision),
+    };
     log::debug!(
         "history: {} is in a git repository; source {mode:?}, history from {}",
         path.display(),

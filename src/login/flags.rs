@@ -64,8 +64,14 @@ impl LoginArgs {
         credentials: impl FnOnce() -> Result<Option<Credentials>>,
     ) -> Result<(Option<Credentials>, Option<Login>)> {
         let choice = Choice::parse(&self.login, "--login")?;
-        let Ok(repo) = registry::parse_repository(repository) else {
-            // Reported by the request's validation, by name.
+        // Only the host matters (several folders give a template such as
+        // ghcr.io/acme/settings-{name}); a bad repository is reported by the
+        // request's validation, by name.
+        let Some(host) = repository
+            .split_once('/')
+            .map(|(h, _)| h.to_string())
+            .filter(|h| !h.is_empty())
+        else {
             return Ok((credentials()?, None));
         };
         let facts = Facts {
@@ -86,7 +92,7 @@ impl LoginArgs {
             Choice::Auto if !password_given => match super::plan(
                 &Plan {
                     choice,
-                    host: repo.host.clone(),
+                    host: host.clone(),
                     username: username.map(str::to_string),
                     facts: facts.clone(),
                     ..Plan::default()
@@ -136,8 +142,8 @@ impl LoginArgs {
                     },
                 },
                 endpoints: Endpoints::from_env(env),
-                host: repo.host.clone(),
-                scheme: if insecure || registry::is_loopback(&repo.host) {
+                host: host.clone(),
+                scheme: if insecure || registry::is_loopback(&host) {
                     "http"
                 } else {
                     "https"

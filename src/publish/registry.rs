@@ -148,7 +148,7 @@ async fn ordered_push(s: &Session, image: &Image, tags: &[String]) -> Result<Pus
 #[derive(Debug)]
 pub enum Provenance {
     /// Attach a statement of these facts.
-    Attach(provenance::Facts),
+    Attach(Box<provenance::Facts>),
     /// None was asked for.
     Off,
     /// It was asked for but cannot be given; the reason becomes a warning.

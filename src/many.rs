@@ -1,0 +1,576 @@
+//! Many settings folders in one run: selecting them (folders and globs),
+//! naming each one's repository or layout from a template (`{name}`,
+//! `{path}`), building and publishing them in parallel (bounded) from one
+//! history walk, reporting one entry per folder, and the `plan` that lists
+//! which folders have no image for their last commit yet (a GitHub
+//! `strategy.matrix`).
+//!
+//! Both front ends use it the same way: [`select`] then [`targets`] (all
+//! input errors, before anything is pushed), then [`run`] or [`plan`].
+//! Re-run safety holds per folder because each folder's push is the
+//! single-folder push: an unchanged folder rebuilds byte-identically and
+//! pushes nothing.
+//!
+//! Why threads and not async tasks: each folder's pipeline is the blocking
+//! single-folder one (its registry client owns a small runtime); a bounded
+//! pool of scoped threads runs N of them at once without a second pipeline.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Component, Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::history::{self, github};
+use crate::registry;
+use crate::report::Report;
+use crate::request::{self, Request, Target};
+
+/// One selected settings folder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Folder {
+    /// The folder as selected, relative to the current directory when the
+    /// selection was (e.g. `configs/shop`).
+    pub path: PathBuf,
+    /// `{name}`: the folder's last component.
+    pub name: String,
+    /// `{path}`: the path as a lowercase slug (`configs/shop` ->
+    /// `configs-shop`).
+    pub slug: String,
+}
+
+/// Whether a selection means several folders (and so the several-folder
+/// outputs): more than one entry, or any glob (a glob matching one folder
+/// today may match more tomorrow; the output shape does not depend on it).
+pub fn is_many<S: AsRef<str>>(patterns: &[S]) -> bool {
+    patterns.len() > 1 || patterns.iter().any(|p| has_glob(p.as_ref()))
+}
+
+fn has_glob(p: &str) -> bool {
+    p.contains(['*', '?'])
+}
+
+/// Expands folders and globs (`*` and `?` within one path component;
+/// names starting with `.` only match a pattern starting with `.`) into
+/// folders, in the order given, each glob's matches sorted. `what` names
+/// the input in errors (`--path`, `path`). A glob matching no folder, a
+/// folder selected twice and an empty entry are input errors.
+pub fn select<S: AsRef<str>>(patterns: &[S], what: &str) -> Result<Vec<Folder>> {
+    let cwd = std::env::current_dir().map_err(|e| Error::io("reading the current directory", e))?;
+    let mut out: Vec<Folder> = Vec::new();
+    let mut seen: BTreeMap<PathBuf, String> = BTreeMap::new();
+    for pattern in patterns {
+        let pattern = pattern.as_ref().trim();
+        if pattern.is_empty() {
+            return Err(Error::input(
+                format!("{what} has an empty entry"),
+                Some("name each settings folder, one per entry".to_string()),
+            ));
+        }
+        let matches = if has_glob(pattern) {
+            let m = expand(pattern);
+            if m.is_empty() {
+                return Err(Error::input(
+                    format!("{what} {pattern:?} matches no folder"),
+                    Some(
+                        "check the pattern against the checkout (`*` and `?` match within one path component, folders only)"
+                            .to_string(),
+                    ),
+                ));
+            }
+            m
+        } else {
+            vec![PathBuf::from(pattern)]
+        };
+        for path in matches {
+            let key = lexical(&cwd.join(&path));
+            if let Some(first) = seen.get(&key) {
+                return Err(Error::input(
+                    format!(
+                        "{what} selects the folder {} twice (by {first:?} and by {pattern:?})",
+                        path.display()
+                    ),
+                    Some("select each folder once".to_string()),
+                ));
+            }
+            seen.insert(key.clone(), pattern.to_string());
+            out.push(folder(path, &key));
+        }
+    }
+    Ok(out)
+}
+
+fn folder(path: PathBuf, abs: &Path) -> Folder {
+    let name = abs
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let parts: Vec<String> = path
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
+            Component::ParentDir => Some("..".to_string()),
+            _ => None,
+        })
+        .collect();
+    let mut slug = String::new();
+    for ch in parts.join("/").chars() {
+        let c = ch.to_ascii_lowercase();
+        let c = if c.is_ascii_alphanumeric() || c == '.' || c == '_' {
+            c
+        } else {
+            '-'
+        };
+        if c == '-' && (slug.is_empty() || slug.ends_with('-')) {
+            continue;
+        }
+        slug.push(c);
+    }
+    let slug = slug.trim_matches(['-', '.', '_']).to_string();
+    Folder { path, name, slug }
+}
+
+/// `path` with `.` and `..` resolved by name.
+fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// The folders a glob matches on disk.
+fn expand(pattern: &str) -> Vec<PathBuf> {
+    let mut current: Vec<PathBuf> = vec![if pattern.starts_with('/') {
+        PathBuf::from("/")
+    } else {
+        PathBuf::new()
+    }];
+    for comp in pattern.split('/').filter(|c| !c.is_empty()) {
+        let mut next = Vec::new();
+        for base in &current {
+            if !has_glob(comp) {
+                next.push(base.join(comp));
+                continue;
+            }
+            let dir = if base.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                base.as_path()
+            };
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                continue;
+            };
+            let mut names: Vec<String> = entries
+                .filter_map(|e| e.ok())
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .filter_map(|e| e.file_name().to_str().map(str::to_string))
+                .filter(|n| n != ".git" && (!n.starts_with('.') || comp.starts_with('.')))
+                .filter(|n| matches(comp.as_bytes(), n.as_bytes()))
+                .collect();
+            names.sort();
+            next.extend(names.into_iter().map(|n| base.join(n)));
+        }
+        current = next;
+    }
+    current.retain(|p| p.is_dir());
+    current
+}
+
+/// Whether `name` matches `pat` (`*` any run, `?` one character).
+fn matches(pat: &[u8], name: &[u8]) -> bool {
+    let (mut p, mut n) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while n < name.len() {
+        if p < pat.len() && (pat[p] == b'?' || pat[p] == name[n]) {
+            p += 1;
+            n += 1;
+        } else if p < pat.len() && pat[p] == b'*' {
+            star = Some((p, n));
+            p += 1;
+        } else if let Some((sp, sn)) = star {
+            p = sp + 1;
+            n = sn + 1;
+            star = Some((sp, sn + 1));
+        } else {
+            return false;
+        }
+    }
+    pat[p..].iter().all(|&c| c == b'*')
+}
+
+/// Fills a template's `{name}` and `{path}` for `folder`.
+pub fn fill(template: &str, folder: &Folder) -> String {
+    template
+        .replace("{name}", &folder.name)
+        .replace("{path}", &folder.slug)
+}
+
+/// Each folder's repository (or layout directory) from `template`; two
+/// folders mapping to one is an input error naming both. `what` names the
+/// input (`--repository`, `repository`, `--output`).
+pub fn targets(template: &str, folders: &[Folder], what: &str) -> Result<Vec<String>> {
+    let mut seen: BTreeMap<String, &Path> = BTreeMap::new();
+    let mut out = Vec::new();
+    for f in folders {
+        let t = fill(template, f);
+        if let Some(other) = seen.get(&t) {
+            return Err(Error::input(
+                format!(
+                    "{what} {template:?} maps the folders {} and {} to the same {t}",
+                    other.display(),
+                    f.path.display()
+                ),
+                Some(format!(
+                    "put {{name}} (the folder's last component) or {{path}} (its path as a slug) into {what}"
+                )),
+            ));
+        }
+        seen.insert(t.clone(), &f.path);
+        out.push(t);
+    }
+    Ok(out)
+}
+
+/// One folder's line in the `images` output and `--json` array.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Image {
+    /// The folder as selected.
+    pub path: String,
+    /// The repository pushed to (push) or the layout written (build).
+    pub repository: String,
+    /// The tag `reference` names: the timestamp tag when asked for, else
+    /// the first tag.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    /// The manifest digest.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// `HOST/NAME:TAG@sha256:...` after a push.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
+    /// Whether the push changed the registry (false: an unchanged folder).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pushed: Option<bool>,
+    /// What Flux's numerical policy gets wrong about this push.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub anomaly: Option<crate::release::ordering::Anomaly>,
+    /// Why this folder failed (the others still ran).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// What a several-folder run did.
+#[derive(Debug)]
+pub struct Outcome {
+    /// One entry per folder, in selection order.
+    pub images: Vec<Image>,
+    /// The full report of each folder that succeeded.
+    pub reports: Vec<Option<Report>>,
+    /// The errors, with the folder each belongs to, in selection order.
+    pub errors: Vec<(String, Error)>,
+}
+
+impl Outcome {
+    /// One line per folder.
+    pub fn human(&self) -> String {
+        let mut s = String::new();
+        for i in &self.images {
+            let what = match (&i.error, &i.reference, i.pushed) {
+                (Some(e), _, _) => format!("FAILED: {e}"),
+                (None, Some(r), Some(true)) => format!("pushed {r}"),
+                (None, Some(r), _) => format!("up to date {r}"),
+                (None, None, _) => format!(
+                    "wrote {} {}",
+                    i.repository,
+                    i.digest.as_deref().unwrap_or_default()
+                ),
+            };
+            s.push_str(&format!("{}: {what}\n", i.path));
+        }
+        s
+    }
+
+    /// The error a several-folder run ends with when any folder failed:
+    /// the first one's kind (exit code), naming how many failed.
+    pub fn into_result(mut self) -> Result<()> {
+        if self.errors.is_empty() {
+            return Ok(());
+        }
+        let n = self.errors.len();
+        let total = self.images.len();
+        let (path, first) = self.errors.remove(0);
+        if n == 1 {
+            return Err(first);
+        }
+        Err(Error::history(
+            path,
+            format!("{n} of {total} folders failed; the first: {first}"),
+            first.hint(),
+        ))
+    }
+}
+
+/// Builds and publishes every folder: `base` is the request every folder
+/// shares (its `path` and `target` are replaced per folder), `targets`
+/// each folder's target. Requests are all validated first (an input error
+/// stops everything before any push); history is walked once; then at most
+/// `jobs` folders build and publish at once. A folder's failure is
+/// reported in its entry and does not stop the others.
+pub fn run(
+    base: &Request,
+    folders: &[Folder],
+    targets: Vec<Target>,
+    jobs: usize,
+) -> Result<Outcome> {
+    let requests: Vec<Request> = folders
+        .iter()
+        .zip(targets)
+        .map(|(f, target)| Request {
+            path: f.path.clone(),
+            target,
+            ..base.clone()
+        })
+        .collect();
+    for r in &requests {
+        r.validate()?;
+    }
+    let paths: Vec<PathBuf> = folders.iter().map(|f| f.path.clone()).collect();
+    let prepared = history::prepare_many(
+        &paths,
+        base.source,
+        base.timestamp_tag.is_some(),
+        base.revision.as_deref(),
+        base.github.clone(),
+        base.source_url.clone(),
+    );
+    let work: Vec<Mutex<Option<Result<history::PreparedIn>>>> =
+        prepared.into_iter().map(|p| Mutex::new(Some(p))).collect();
+    let results: Vec<Mutex<Option<Result<Report>>>> =
+        (0..requests.len()).map(|_| Mutex::new(None)).collect();
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..jobs.clamp(1, requests.len().max(1)) {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= requests.len() {
+                        break;
+                    }
+                    let taken = work[i].lock().ok().and_then(|mut w| w.take());
+                    let result = match taken {
+                        Some(Ok((checkout, p))) => {
+                            request::run_prepared(&requests[i], checkout.as_ref(), p)
+                        }
+                        Some(Err(e)) => Err(e),
+                        None => continue,
+                    };
+                    if let Ok(mut slot) = results[i].lock() {
+                        *slot = Some(result);
+                    }
+                }
+            });
+        }
+    });
+    let mut outcome = Outcome {
+        images: Vec::new(),
+        reports: Vec::new(),
+        errors: Vec::new(),
+    };
+    for (req, result) in requests.iter().zip(results) {
+        let path = req.path.display().to_string();
+        let repository = match &req.target {
+            Target::Registry(o) => o.repository.clone(),
+            Target::Layout(d) => d.display().to_string(),
+        };
+        let result = result
+            .into_inner()
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| Err(Error::history(&req.path, "was not built", None)));
+        match result {
+            Ok(report) => {
+                outcome.images.push(Image {
+                    path,
+                    repository,
+                    tag: report
+                        .timestamp_tag
+                        .clone()
+                        .or_else(|| report.tags.first().cloned()),
+                    digest: Some(report.digest.clone()),
+                    reference: report.push.as_ref().map(|p| p.reference.clone()),
+                    pushed: report.push.as_ref().map(|p| p.pushed),
+                    anomaly: report.anomaly.clone(),
+                    error: None,
+                });
+                outcome.reports.push(Some(report));
+            }
+            Err(e) => {
+                outcome.images.push(Image {
+                    path: path.clone(),
+                    repository,
+                    tag: None,
+                    digest: None,
+                    reference: None,
+                    pushed: None,
+                    anomaly: None,
+                    error: Some(e.to_string()),
+                });
+                outcome.reports.push(None);
+                outcome.errors.push((path, e));
+            }
+        }
+    }
+    Ok(outcome)
+}
+
+/// One folder that needs a job: the `strategy.matrix` entry.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct PlanEntry {
+    /// The folder, for the job's `path`.
+    pub path: String,
+    /// Its repository, for the job's `repository`.
+    pub repository: String,
+    /// The timestamp tag its last commit gives, not in the registry yet.
+    pub tag: String,
+}
+
+/// The plan: `{"include": [...]}`, what `strategy.matrix` takes (an empty
+/// `include` means every folder is up to date).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Plan {
+    /// The folders whose timestamp tag is missing from their repository.
+    pub include: Vec<PlanEntry>,
+    /// The folders already pushed for their last commit.
+    #[serde(skip)]
+    pub up_to_date: Vec<PlanEntry>,
+}
+
+/// Answers, in one history walk and one tag listing per repository, which
+/// folders have no image for their last commit yet. Every folder whose
+/// history cannot be read is reported (all of them, in one error).
+pub fn plan(
+    folders: &[Folder],
+    repositories: &[String],
+    prefix: &str,
+    revision: Option<&str>,
+    api: Option<github::Api>,
+    registry: &registry::Options,
+) -> Result<Plan> {
+    crate::tag::sanitize_prefix(prefix)?;
+    for r in repositories {
+        registry::parse_repository(r)?;
+    }
+    let paths: Vec<PathBuf> = folders.iter().map(|f| f.path.clone()).collect();
+    let changes = history::last_changes(&paths, revision, api);
+    let mut failed = Vec::new();
+    let mut wanted = Vec::new();
+    for ((f, repo), lc) in folders.iter().zip(repositories).zip(changes) {
+        match lc
+            .and_then(|lc| crate::tag::timestamp_tag(prefix, lc.commit.timestamp, &lc.commit.id))
+        {
+            Ok(tag) => wanted.push(PlanEntry {
+                path: f.path.display().to_string(),
+                repository: repo.clone(),
+                tag,
+            }),
+            Err(e) => failed.push(format!("{}: {e}", f.path.display())),
+        }
+    }
+    if !failed.is_empty() {
+        return Err(Error::history(
+            ".",
+            format!(
+                "cannot plan {} of {} folders:\n{}",
+                failed.len(),
+                folders.len(),
+                failed.join("\n")
+            ),
+            Some(
+                "fix the folders named (committed, full history or a GitHub token on a shallow clone)"
+                    .to_string(),
+            ),
+        ));
+    }
+    let mut tags: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut plan = Plan {
+        include: Vec::new(),
+        up_to_date: Vec::new(),
+    };
+    for e in wanted {
+        if !tags.contains_key(&e.repository) {
+            let client = registry::Client::open_read_only(&registry::Options {
+                repository: e.repository.clone(),
+                ..registry.clone()
+            })?;
+            tags.insert(
+                e.repository.clone(),
+                client.list_tags()?.into_iter().collect(),
+            );
+        }
+        if tags.get(&e.repository).is_some_and(|t| t.contains(&e.tag)) {
+            plan.up_to_date.push(e);
+        } else {
+            plan.include.push(e);
+        }
+    }
+    Ok(plan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn glob_matching() {
+        assert!(matches(b"*", b"shop"));
+        assert!(matches(b"s*p", b"shop"));
+        assert!(matches(b"s?op", b"shop"));
+        assert!(!matches(b"s?p", b"shop"));
+        assert!(matches(b"*-eu", b"shop-eu"));
+        assert!(!matches(b"*-eu", b"shop-us"));
+        assert!(matches(b"a*b*c", b"axxbyyc"));
+        assert!(!matches(b"a*b*c", b"axxbyy"));
+    }
+
+    #[test]
+    fn slugs_and_names() {
+        let f = folder(
+            PathBuf::from("./Configs/Shop EU/"),
+            Path::new("/w/Configs/Shop EU"),
+        );
+        assert_eq!(f.name, "Shop EU");
+        assert_eq!(f.slug, "configs-shop-eu");
+        let f = folder(PathBuf::from("configs/shop"), Path::new("/w/configs/shop"));
+        assert_eq!(fill("ghcr.io/acme/{name}", &f), "ghcr.io/acme/shop");
+        assert_eq!(fill("ghcr.io/acme/{path}", &f), "ghcr.io/acme/configs-shop");
+    }
+
+    #[test]
+    fn two_folders_one_repository_is_an_input_error() {
+        let a = folder(PathBuf::from("eu/shop"), Path::new("/w/eu/shop"));
+        let b = folder(PathBuf::from("us/shop"), Path::new("/w/us/shop"));
+        let e = targets("r/{name}", &[a.clone(), b.clone()], "--repository").unwrap_err();
+        assert!(e.to_string().contains("eu/shop") && e.to_string().contains("us/shop"));
+        assert_eq!(e.exit_code(), 2);
+        assert_eq!(
+            targets("r/{path}", &[a, b], "--repository").unwrap(),
+            vec!["r/eu-shop", "r/us-shop"]
+        );
+    }
+
+    #[test]
+    fn many_means_several_entries_or_a_glob() {
+        assert!(!is_many(&["configs/shop"]));
+        assert!(is_many(&["configs/*"]));
+        assert!(is_many(&["a", "b"]));
+    }
+}
