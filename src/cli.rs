@@ -112,6 +112,9 @@ pub struct PromoteArgs {
     /// Print one JSON object instead of a human summary.
     #[arg(long)]
     pub json: bool,
+    /// OIDC login (no stored secret): --login, --id-token-file, provider facts.
+    #[command(flatten)]
+    pub login: crate::login::flags::LoginArgs,
 }
 
 /// Arguments of `inspect`.
@@ -242,6 +245,9 @@ pub struct PushArgs {
     /// Print one JSON object instead of a human summary.
     #[arg(long)]
     pub json: bool,
+    /// OIDC login (no stored secret): --login, --id-token-file, provider facts.
+    #[command(flatten)]
+    pub login: crate::login::flags::LoginArgs,
     /// Do not attach SLSA provenance (an in-toto referrer) to the pushed image.
     #[arg(long)]
     pub no_provenance: bool,
@@ -283,6 +289,11 @@ fn credentials(
             ),
         )),
     }
+}
+
+/// Whether a password is given (stdin or `SETTINGS_IMAGE_PASSWORD`).
+fn password_given(env: &front::Env, stdin: bool) -> bool {
+    stdin || front::var(env, "SETTINGS_IMAGE_PASSWORD").is_some()
 }
 
 /// Arguments of `build`.
@@ -408,7 +419,14 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Tag(args) if is_many(&args.path) => run_tag_many(&env, &args),
         Command::Tag(args) => run_tag(&env, &args),
         Command::Push(args) => {
-            let credentials = credentials(&env, args.username.as_ref(), args.password_stdin)?;
+            let (credentials, login) = args.login.resolve(
+                &env,
+                &args.repository,
+                args.insecure,
+                args.username.as_deref(),
+                password_given(&env, args.password_stdin),
+                || credentials(&env, args.username.as_ref(), args.password_stdin),
+            )?;
             let req = Request {
                 path: single(args.path),
                 tags: args.tags,
@@ -418,6 +436,7 @@ pub fn run(cli: Cli) -> Result<()> {
                     monolithic: args.monolithic,
                     credentials,
                     docker_config: front::docker_config(&env),
+                    login: login.map(Box::new),
                 }),
                 source: args.history.source,
                 timestamp_tag: args.history.timestamp_tag,
@@ -463,6 +482,14 @@ fn promote_request(env: &front::Env, args: &PromoteArgs) -> Result<crate::promot
         .as_deref()
         .map(crate::promote::parse_at)
         .transpose()?;
+    let (credentials, login) = args.login.resolve(
+        env,
+        &args.repository,
+        args.insecure,
+        args.username.as_deref(),
+        password_given(env, args.password_stdin),
+        || credentials(env, args.username.as_ref(), args.password_stdin),
+    )?;
     Ok(crate::promote::Request {
         repository: args.repository.clone(),
         from: args.from.clone(),
@@ -473,7 +500,8 @@ fn promote_request(env: &front::Env, args: &PromoteArgs) -> Result<crate::promot
         force,
         explain: args.explain,
         insecure: args.insecure,
-        credentials: credentials(env, args.username.as_ref(), args.password_stdin)?,
+        credentials,
+        login,
         docker_config: front::docker_config(env),
         actor: front::actor(env),
         run_url: front::run_url(env),
@@ -668,13 +696,21 @@ fn print_many(outcome: crate::many::Outcome, json: bool) -> Result<()> {
 fn run_push_many(env: &front::Env, args: PushArgs) -> Result<()> {
     let folders = crate::many::select(&as_strings(&args.path), "--path")?;
     let repositories = crate::many::targets(&args.repository, &folders, "--repository")?;
-    let credentials = credentials(env, args.username.as_ref(), args.password_stdin)?;
+    let (credentials, login) = args.login.resolve(
+        env,
+        &args.repository,
+        args.insecure,
+        args.username.as_deref(),
+        password_given(env, args.password_stdin),
+        || credentials(env, args.username.as_ref(), args.password_stdin),
+    )?;
     let options = registry::Options {
         repository: String::new(),
         insecure: args.insecure,
         monolithic: args.monolithic,
         credentials,
         docker_config: front::docker_config(env),
+        login: login.map(Box::new),
     };
     let targets = repositories
         .into_iter()
@@ -793,6 +829,7 @@ fn run_plan(env: &front::Env, args: &PlanArgs) -> Result<()> {
         monolithic: false,
         credentials: credentials(env, args.username.as_ref(), args.password_stdin)?,
         docker_config: front::docker_config(env),
+        login: None,
     };
     let api = front::github_api(env, args.github.token());
     let plan = crate::many::plan(

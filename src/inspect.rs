@@ -199,6 +199,7 @@ pub fn inspect(
         monolithic: false,
         credentials,
         docker_config,
+        login: None,
     })?;
     let m = client.get_manifest(&what)?.ok_or_else(|| Error::Registry {
         reference: repository.clone(),

@@ -14,6 +14,7 @@ pub mod front;
 pub mod history;
 pub mod image;
 pub mod inspect;
+pub mod login;
 pub mod many;
 pub mod promote;
 pub mod provenance;

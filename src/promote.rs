@@ -57,6 +57,8 @@ pub struct Request {
     /// Registry credentials (else docker's config, else anonymous).
     pub credentials: Option<Credentials>,
     /// Docker's `config.json`, asked when `credentials` is `None`.
+    /// An OIDC login making the credentials (when `credentials` is `None`).
+    pub login: Option<crate::login::Login>,
     pub docker_config: Option<PathBuf>,
     /// Who promotes (the CI's actor, else the local user).
     pub actor: String,
@@ -239,6 +241,7 @@ fn options(req: &Request, repository: &str) -> Options {
         monolithic: false,
         credentials: req.credentials.clone(),
         docker_config: req.docker_config.clone(),
+        login: req.login.clone().map(Box::new),
     }
 }
 

@@ -381,10 +381,13 @@ fn a_push_publishes_every_output_and_a_rerun_pushes_nothing() {
     });
     let tmp = TempDir::new();
     let ws = workspace(tmp.path());
-    let mut runner = Runner::new(tmp, ws);
-    runner.github_token = password.into(); // the `token` input's default
+    let runner = Runner::new(tmp, ws);
     let repository = format!("{}/acme/settings-shop", reg.host());
-    let with = with_base(&repository, &[("tags", "latest, stable")]);
+    // The job token only goes to ghcr.io: any other registry gets `password`.
+    let with = with_base(
+        &repository,
+        &[("tags", "latest, stable"), ("password", password)],
+    );
 
     let step = runner.run(&with, 1);
     step.assert_ok();
@@ -471,7 +474,10 @@ fn a_push_publishes_every_output_and_a_rerun_pushes_nothing() {
     assert!(again.summary.contains("| pushed | no"), "{}", again.summary);
 
     // `summary: false` writes none.
-    let quiet = runner.run(&with_base(&repository, &[("summary", "false")]), 3);
+    let quiet = runner.run(
+        &with_base(&repository, &[("summary", "false"), ("password", password)]),
+        3,
+    );
     quiet.assert_ok();
     assert_eq!(quiet.summary, "");
     assert_eq!(quiet.out("digest"), digest);
@@ -1559,6 +1565,7 @@ fn annotations_and_labels_the_action_adds_are_attested_and_verify() {
         monolithic: false,
         credentials: None,
         docker_config: None,
+        login: None,
     })
     .expect("a client");
     let m = c

@@ -73,7 +73,7 @@ fn select(env: &Env, with: &With) -> Result<(Vec<Folder>, super::publish::Publis
 /// Runs the several-folder action (or the plan).
 pub fn publish(env: &Env) -> Result<()> {
     let with: With = inputs::from_env(env)?;
-    let (folders, inputs) = select(env, &with)?;
+    let (folders, mut inputs) = select(env, &with)?;
     if !inputs.push && with.plan != Some(true) {
         return Err(Error::input(
             "`push: false` (a dry run) is for one folder; several folders always push",
@@ -81,12 +81,16 @@ pub fn publish(env: &Env) -> Result<()> {
         ));
     }
     let repositories = many::targets(&inputs.repository, &folders, "the input `repository`")?;
+    if with.plan != Some(true) {
+        super::login::exchange_first(&mut inputs.credentials, inputs.login.as_ref())?;
+    }
     let options = registry::Options {
         repository: String::new(),
         insecure: inputs.insecure,
         monolithic: false,
         credentials: inputs.credentials.clone(),
         docker_config: front::docker_config(env),
+        login: inputs.login.clone().map(Box::new),
     };
     let revision = match inputs::event_plan(env)? {
         EventPlan::Skip(why) => {

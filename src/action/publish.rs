@@ -13,7 +13,7 @@ use super::commands::{self, say};
 use super::inputs::{self, Env, EventPlan};
 use super::summary::{self, Facts};
 use crate::error::{Error, Result};
-use crate::front::{self, Login};
+use crate::front;
 use crate::history::{SourceMode, Token};
 use crate::image::Metadata;
 use crate::publish::guards::{BranchOutcome, BranchReport};
@@ -38,13 +38,10 @@ pub struct With {
     /// Extra tags, newline or comma separated.
     #[serde(deserialize_with = "inputs::items")]
     pub tags: Vec<String>,
-    /// Registry password or token (default `github.token`); also the
-    /// GitHub API token of the shallow-clone fallback.
-    pub token: Option<String>,
-    /// Registry user name (default `github.actor`).
-    pub username: Option<String>,
-    /// Registry password, used instead of `token`.
-    pub password: Option<String>,
+    /// The login inputs (`login`, `github-token`, the deprecated `token`,
+    /// `username`, `password`, the provider facts), shared with promote.
+    #[serde(flatten)]
+    pub login: super::login::LoginWith,
     /// `commit` or `worktree`.
     #[serde(deserialize_with = "source_mode")]
     #[cfg_attr(test, serde(serialize_with = "tests::as_unit"))]
@@ -105,6 +102,8 @@ pub(super) struct PublishInputs {
     pub(super) timestamp_tag: Option<String>,
     pub(super) tags: Vec<String>,
     pub(super) credentials: Option<Credentials>,
+    pub(super) login: Option<crate::login::Login>,
+    pub(super) notices: Vec<String>,
     pub(super) github_token: Option<Token>,
     pub(super) source: SourceMode,
     pub(super) insecure: bool,
@@ -116,7 +115,7 @@ pub(super) struct PublishInputs {
 }
 
 /// The secret inputs, masked before anything is printed.
-const SECRET_INPUTS: [&str; 2] = ["token", "password"];
+const SECRET_INPUTS: [&str; 3] = super::login::SECRET_INPUTS;
 
 /// The annotation title's subject.
 const WHO: &str = "settings-image";
@@ -125,11 +124,11 @@ const WHO: &str = "settings-image";
 pub const WORDS: commands::Words = &[
     (
         "--username with --password-stdin",
-        "`username` and `password` (or `token`)",
+        "`username` and `password`, or an OIDC `login` (docs/registries.md)",
     ),
     (
         "--username and --password-stdin",
-        "`username` and `password` (or `token`)",
+        "`username` and `password`, or an OIDC `login` (docs/registries.md)",
     ),
     ("--source worktree", "`source: worktree`"),
     ("--source commit", "`source: commit`"),
@@ -213,34 +212,23 @@ pub(super) fn read_inputs(env: &Env) -> Result<PublishInputs> {
             ),
         ));
     }
-    let token = with.token;
-    let secret = with.password.or_else(|| token.clone());
-    let credentials = match front::login(with.username, secret) {
-        Login::Both(c) => Some(c),
-        Login::PasswordOnly => {
-            return Err(Error::input(
-                "a registry password or token is set but `username` is empty",
-                Some(
-                    "set `username` (it defaults to ${{ github.actor }}), or clear `token` and `password` to push anonymously"
-                        .to_string(),
-                ),
-            ));
-        }
-        Login::Neither | Login::UsernameOnly => None,
-    };
     // As docker/metadata-action does: a workflow cannot lower-case inside
     // `with:`, and `github.repository_owner` keeps the owner's capitals.
     let repository = given.to_ascii_lowercase();
+    let insecure = with.insecure.unwrap_or(false);
+    let login = super::login::resolve(env, &with.login, &repository, insecure)?;
     Ok(PublishInputs {
         path,
         repository_given: (repository != given).then_some(given),
         repository,
         timestamp_tag,
         tags,
-        credentials,
-        github_token: token.and_then(Token::new),
+        credentials: login.credentials,
+        login: login.login,
+        notices: login.notices,
+        github_token: login.github_token.and_then(Token::new),
         source: with.source.unwrap_or(SourceMode::Commit),
-        insecure: with.insecure.unwrap_or(false),
+        insecure,
         summary: with.summary.unwrap_or(true),
         provenance: with.provenance.unwrap_or(true),
         push: with.push.unwrap_or(true),
@@ -336,9 +324,12 @@ fn publish(env: &Env) -> Result<()> {
     if super::many::wanted(env)? {
         return super::many::publish(env);
     }
-    let inputs = read_inputs(env)?;
+    let mut inputs = read_inputs(env)?;
     registry::parse_repository(&inputs.repository)?;
     let (event, attempt) = run_facts(env)?;
+    for n in &inputs.notices {
+        say(&commands::warning("settings-image: deprecated input", n));
+    }
     if let Some(given) = &inputs.repository_given {
         say(&commands::notice(
             "settings-image: repository lower-cased",
@@ -361,6 +352,9 @@ fn publish(env: &Env) -> Result<()> {
         }
         EventPlan::Build { revision } => revision,
     };
+    if inputs.push {
+        super::login::exchange_first(&mut inputs.credentials, inputs.login.as_ref())?;
+    }
     ensure_temp_dir()?;
     // `push: false` builds into a throwaway OCI layout: the same image,
     // digest and tags, and not one request to the registry.
@@ -376,6 +370,7 @@ fn publish(env: &Env) -> Result<()> {
             monolithic: false,
             credentials: inputs.credentials.clone(),
             docker_config: front::docker_config(env),
+            login: inputs.login.clone().map(Box::new),
         }),
         Some(dir) => {
             registry::parse_repository(&inputs.repository)?;

@@ -86,6 +86,7 @@ fn hints_name_inputs_not_flags() {
                 monolithic: false,
                 credentials: None,
                 docker_config: None,
+                login: None,
             }),
             source: SourceMode::Commit,
             timestamp_tag: None,

@@ -69,7 +69,7 @@ enum Authorization {
 /// with, the `oci-client` that runs the token flow, and the header each
 /// request carries.
 pub(crate) struct Auth {
-    creds: Option<Credentials>,
+    creds: RefCell<Option<Credentials>>,
     oci: oci_client::Client,
     access: Access,
     current: RefCell<Authorization>,
@@ -82,7 +82,7 @@ impl Auth {
     /// or [`Auth::use_credentials`] settle it.
     pub(crate) fn new(creds: Option<Credentials>, oci: oci_client::Client, access: Access) -> Auth {
         Auth {
-            creds,
+            creds: RefCell::new(creds),
             oci,
             access,
             current: RefCell::new(Authorization::None),
@@ -98,7 +98,8 @@ impl Auth {
         use base64::engine::general_purpose::{
             STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD,
         };
-        let Some(c) = self.creds.as_ref().filter(|c| !c.password.is_empty()) else {
+        let creds = self.creds.borrow();
+        let Some(c) = creds.as_ref().filter(|c| !c.password.is_empty()) else {
             return Vec::new();
         };
         let basic = format!("{}:{}", c.username, c.password);
@@ -117,6 +118,12 @@ impl Auth {
         self.access
     }
 
+    /// New credentials (an OIDC login renewed after they expired); the
+    /// caller authenticates again.
+    pub(crate) fn replace_credentials(&self, creds: Credentials) {
+        *self.creds.borrow_mut() = Some(creds);
+    }
+
     /// One round of the token flow through `oci-client`: `GET /v2/`, and for
     /// a Bearer challenge the token request (with Basic credentials when we
     /// have them). `Ok(None)`: no token needed (anonymous or Basic).
@@ -130,7 +137,7 @@ impl Auth {
             repo.name.clone(),
             "latest".to_string(),
         );
-        let auth = match &self.creds {
+        let auth = match &*self.creds.borrow() {
             Some(c) => RegistryAuth::Basic(c.username.clone(), c.password.clone()),
             None => RegistryAuth::Anonymous,
         };
@@ -148,7 +155,7 @@ impl Auth {
 
     /// Authorizes requests with the credentials directly (Basic), or not at all.
     pub(crate) fn use_credentials(&self) {
-        *self.current.borrow_mut() = match &self.creds {
+        *self.current.borrow_mut() = match &*self.creds.borrow() {
             Some(c) => Authorization::Basic(c.clone()),
             None => Authorization::None,
         };
@@ -176,7 +183,7 @@ impl Auth {
 
     /// `push as USER` / `pull anonymously`, for a debug line.
     pub(crate) fn describe(&self) -> String {
-        match &self.creds {
+        match &*self.creds.borrow() {
             Some(c) => format!("{} as {}", self.access.word(), c.username),
             None => format!("{} anonymously", self.access.word()),
         }
@@ -184,7 +191,7 @@ impl Auth {
 
     /// The token service's refusal, in words (not yet scrubbed).
     pub(crate) fn refusal(&self, repo: &Repository, reason: &str) -> String {
-        let who = match &self.creds {
+        let who = match &*self.creds.borrow() {
             Some(c) => format!("as {}", c.username),
             None => "anonymously".to_string(),
         };

@@ -61,6 +61,9 @@ pub struct Options {
     /// Docker's `config.json` (`$DOCKER_CONFIG/config.json`, else
     /// `~/.docker/config.json`, as the front end finds it); `None`: none.
     pub docker_config: Option<PathBuf>,
+    /// An OIDC login that makes the credentials (when `credentials` is
+    /// `None`), and makes them again, once, when they expire mid-push.
+    pub login: Option<Box<crate::login::Login>>,
 }
 
 /// The whole-operation deadline passed while `doing`.
@@ -149,6 +152,7 @@ impl Client {
             opts.insecure,
             opts.credentials.clone(),
             opts.docker_config.as_deref(),
+            opts.login.as_deref().cloned(),
             access,
         );
         let t = rt

@@ -223,6 +223,8 @@ pub(crate) struct Transport {
     /// encodings and tokens.
     secrets: RefCell<Vec<String>>,
     requests: Cell<u64>,
+    /// The OIDC login the credentials came from, until it renewed them (once).
+    login: RefCell<Option<crate::login::Login>>,
     /// What the latest request was for, for a deadline's message.
     doing: RefCell<String>,
 }
@@ -236,6 +238,7 @@ impl Transport {
         insecure: bool,
         creds: Option<Credentials>,
         docker_config: Option<&Path>,
+        login: Option<crate::login::Login>,
         access: Access,
     ) -> Result<Self> {
         let plain = insecure || is_loopback(&repo.host);
@@ -258,9 +261,10 @@ impl Transport {
             .user_agent(concat!("settings-image/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| no_tls_client(&repo, &e))?;
-        let creds = match creds {
-            Some(c) => Some(c),
-            None => auth::from_docker_config(docker_config, &repo.host)?,
+        let creds = match (creds, &login) {
+            (Some(c), _) => Some(c),
+            (None, Some(l)) => Some(l.credentials().await?),
+            (None, None) => auth::from_docker_config(docker_config, &repo.host)?,
         };
         // `Client::new` falls back to a default client, which panics when
         // the system has no CA certificates (a `FROM scratch` image without
@@ -285,6 +289,7 @@ impl Transport {
             auth,
             secrets: RefCell::new(secrets),
             requests: Cell::new(0),
+            login: RefCell::new(login),
             doing: RefCell::new("contacting the registry".into()),
         };
         t.authenticate().await?;
@@ -429,7 +434,22 @@ impl Transport {
     /// new token, at most twice per session. True when the request is worth
     /// sending again.
     async fn renew(&self, status: StatusCode) -> Result<bool> {
-        if status != StatusCode::UNAUTHORIZED || !self.auth.may_renew() {
+        if status != StatusCode::UNAUTHORIZED {
+            return Ok(false);
+        }
+        // Credentials from an OIDC login expire (an ECR password lives 12
+        // hours, others minutes): the first 401 runs the exchange again, once.
+        let login = self.login.borrow_mut().take();
+        if let Some(login) = login {
+            let fresh = login.credentials().await?;
+            self.auth.replace_credentials(fresh);
+            // The new password and its Basic encodings.
+            let fresh_secrets = self.auth.secrets();
+            self.secrets.borrow_mut().extend(fresh_secrets);
+            self.authenticate().await?;
+            return Ok(true);
+        }
+        if !self.auth.may_renew() {
             return Ok(false);
         }
         self.authenticate().await?;
