@@ -43,7 +43,8 @@ pub enum Command {
     /// ref, builder and run) from its referrers.
     Inspect(InspectArgs),
     /// Promote the newest PREFIX tag into a forward-only channel, as the
-    /// release policy's windows allow (same digest, no blob uploaded).
+    /// release policy's windows allow (same digest; no blob uploaded within
+    /// one repository, blobs mounted or copied into another).
     Promote(PromoteArgs),
     /// Print the Flux objects (ImageRepository, ImagePolicy,
     /// ImageUpdateAutomation) that follow the timestamp tags of a prefix.
@@ -111,6 +112,9 @@ pub struct PromoteArgs {
     /// Print one JSON object instead of a human summary.
     #[arg(long)]
     pub json: bool,
+    /// OIDC login (no stored secret): --login, --id-token-file, provider facts.
+    #[command(flatten)]
+    pub login: crate::login::flags::LoginArgs,
 }
 
 /// Arguments of `inspect`.
@@ -152,8 +156,10 @@ pub struct HistoryArgs {
 /// The GitHub token, from a flag or `GITHUB_TOKEN`; never printed.
 #[derive(Debug, Args)]
 pub struct GitHubArgs {
-    /// Token for the GitHub API, used only when a shallow clone cannot tell
-    /// which commit last changed the folder (with GITHUB_REPOSITORY).
+    /// Token for the GitHub API (with GITHUB_REPOSITORY), used only when the
+    /// local history cannot answer: which commit last changed the folder (a
+    /// shallow clone), and whether one commit descends from another (the
+    /// compare API, for --branch-tag and the anomaly check).
     #[arg(
         long = "github-token",
         value_name = "TOKEN",
@@ -239,6 +245,9 @@ pub struct PushArgs {
     /// Print one JSON object instead of a human summary.
     #[arg(long)]
     pub json: bool,
+    /// OIDC login (no stored secret): --login, --id-token-file, provider facts.
+    #[command(flatten)]
+    pub login: crate::login::flags::LoginArgs,
     /// Do not attach SLSA provenance (an in-toto referrer) to the pushed image.
     #[arg(long)]
     pub no_provenance: bool,
@@ -268,10 +277,10 @@ fn credentials(
     } else {
         env.get("SETTINGS_IMAGE_PASSWORD").cloned()
     };
+    // One without the other is an error, never a silently anonymous push.
     match front::login(username.cloned(), password) {
         Login::Both(c) => Ok(Some(c)),
         Login::Neither => Ok(None),
-        Login::PasswordOnly if !password_stdin => Ok(None),
         Login::UsernameOnly | Login::PasswordOnly => Err(Error::input(
             "a registry username needs a password and a password needs a username",
             Some(
@@ -280,6 +289,11 @@ fn credentials(
             ),
         )),
     }
+}
+
+/// Whether a password is given (stdin or `SETTINGS_IMAGE_PASSWORD`).
+fn password_given(env: &front::Env, stdin: bool) -> bool {
+    stdin || front::var(env, "SETTINGS_IMAGE_PASSWORD").is_some()
 }
 
 /// Arguments of `build`.
@@ -349,9 +363,37 @@ fn print_report(report: &crate::report::Report, json: bool, forced: bool) -> Res
     Ok(())
 }
 
+/// The registry deadlines from `SETTINGS_IMAGE_REQUEST_TIMEOUT` and
+/// `SETTINGS_IMAGE_PUSH_TIMEOUT` (whole seconds), else the defaults; read
+/// here for both faces (the action runs through [`run`] too).
+fn deadlines_from_env(env: &front::Env) -> Result<crate::registry::deadline::Deadlines> {
+    let mut d = crate::registry::deadline::Deadlines::default();
+    for (name, slot) in [
+        ("SETTINGS_IMAGE_REQUEST_TIMEOUT", &mut d.request),
+        ("SETTINGS_IMAGE_PUSH_TIMEOUT", &mut d.operation),
+    ] {
+        let Some(v) = env.get(name).filter(|v| !v.trim().is_empty()) else {
+            continue;
+        };
+        match v.trim().parse::<u64>() {
+            Ok(secs) if secs > 0 => *slot = std::time::Duration::from_secs(secs),
+            _ => {
+                return Err(Error::input(
+                    format!("{name} is {v:?}, not a number of seconds"),
+                    Some(format!(
+                        "set {name} to a whole number of seconds above 0, or unset it"
+                    )),
+                ));
+            }
+        }
+    }
+    Ok(d)
+}
+
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> Result<()> {
     let env = front::process_env();
+    crate::registry::deadline::set(deadlines_from_env(&env)?);
     match cli.command {
         Command::Build(args) if is_many(&args.path) => run_build_many(&env, args),
         Command::Push(args) if is_many(&args.path) => run_push_many(&env, args),
@@ -377,7 +419,14 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Tag(args) if is_many(&args.path) => run_tag_many(&env, &args),
         Command::Tag(args) => run_tag(&env, &args),
         Command::Push(args) => {
-            let credentials = credentials(&env, args.username.as_ref(), args.password_stdin)?;
+            let (credentials, login) = args.login.resolve(
+                &env,
+                &args.repository,
+                args.insecure,
+                args.username.as_deref(),
+                password_given(&env, args.password_stdin),
+                || credentials(&env, args.username.as_ref(), args.password_stdin),
+            )?;
             let req = Request {
                 path: single(args.path),
                 tags: args.tags,
@@ -387,6 +436,7 @@ pub fn run(cli: Cli) -> Result<()> {
                     monolithic: args.monolithic,
                     credentials,
                     docker_config: front::docker_config(&env),
+                    login: login.map(Box::new),
                 }),
                 source: args.history.source,
                 timestamp_tag: args.history.timestamp_tag,
@@ -432,6 +482,14 @@ fn promote_request(env: &front::Env, args: &PromoteArgs) -> Result<crate::promot
         .as_deref()
         .map(crate::promote::parse_at)
         .transpose()?;
+    let (credentials, login) = args.login.resolve(
+        env,
+        &args.repository,
+        args.insecure,
+        args.username.as_deref(),
+        password_given(env, args.password_stdin),
+        || credentials(env, args.username.as_ref(), args.password_stdin),
+    )?;
     Ok(crate::promote::Request {
         repository: args.repository.clone(),
         from: args.from.clone(),
@@ -442,7 +500,8 @@ fn promote_request(env: &front::Env, args: &PromoteArgs) -> Result<crate::promot
         force,
         explain: args.explain,
         insecure: args.insecure,
-        credentials: credentials(env, args.username.as_ref(), args.password_stdin)?,
+        credentials,
+        login,
         docker_config: front::docker_config(env),
         actor: front::actor(env),
         run_url: front::run_url(env),
@@ -494,13 +553,23 @@ fn run_promote(env: &front::Env, args: &PromoteArgs) -> Result<()> {
 }
 
 fn run_inspect(env: &front::Env, args: &InspectArgs) -> Result<()> {
-    // Reading needs no login: a half-given one is simply not used.
+    // Reading needs no login, but a half-given one is an error (exit 2),
+    // never silently anonymous.
     let credentials = match front::login(
         env.get("SETTINGS_IMAGE_USERNAME").cloned(),
         env.get("SETTINGS_IMAGE_PASSWORD").cloned(),
     ) {
         Login::Both(c) => Some(c),
-        _ => None,
+        Login::Neither => None,
+        Login::UsernameOnly | Login::PasswordOnly => {
+            return Err(Error::input(
+                "a registry username needs a password and a password needs a username",
+                Some(
+                    "set both SETTINGS_IMAGE_USERNAME and SETTINGS_IMAGE_PASSWORD, or neither to read anonymously"
+                        .to_string(),
+                ),
+            ));
+        }
     };
     let found = crate::inspect::inspect(
         &args.reference,
@@ -627,13 +696,21 @@ fn print_many(outcome: crate::many::Outcome, json: bool) -> Result<()> {
 fn run_push_many(env: &front::Env, args: PushArgs) -> Result<()> {
     let folders = crate::many::select(&as_strings(&args.path), "--path")?;
     let repositories = crate::many::targets(&args.repository, &folders, "--repository")?;
-    let credentials = credentials(env, args.username.as_ref(), args.password_stdin)?;
+    let (credentials, login) = args.login.resolve(
+        env,
+        &args.repository,
+        args.insecure,
+        args.username.as_deref(),
+        password_given(env, args.password_stdin),
+        || credentials(env, args.username.as_ref(), args.password_stdin),
+    )?;
     let options = registry::Options {
         repository: String::new(),
         insecure: args.insecure,
         monolithic: args.monolithic,
         credentials,
         docker_config: front::docker_config(env),
+        login: login.map(Box::new),
     };
     let targets = repositories
         .into_iter()
@@ -752,6 +829,7 @@ fn run_plan(env: &front::Env, args: &PlanArgs) -> Result<()> {
         monolithic: false,
         credentials: credentials(env, args.username.as_ref(), args.password_stdin)?,
         docker_config: front::docker_config(env),
+        login: None,
     };
     let api = front::github_api(env, args.github.token());
     let plan = crate::many::plan(

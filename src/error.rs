@@ -99,6 +99,20 @@ pub enum Error {
         /// `holds sha256:...`, or `does not exist`.
         candidate: String,
     },
+    /// A racing run put other content under the same timestamp tag at the
+    /// same time, and the registry kept theirs: read back after our put.
+    #[error(
+        "tag {tag} names {theirs}, not {ours}, when read back after this run put it: a racing push \
+         of other content for the same commit won, and timestamp tags never move"
+    )]
+    TagRaced {
+        /// `HOST/NAME:TAG`.
+        tag: String,
+        /// The digest the tag names now (the other run's).
+        theirs: String,
+        /// The digest this run built and put.
+        ours: String,
+    },
     /// A branch tag would move to a commit that does not descend from the
     /// one its image records (history was rewritten, e.g. a force-push).
     #[error(
@@ -212,6 +226,13 @@ impl Error {
                 "{tag} was not written by promote (pushed by hand or by another tool), and Flux following the channel \
                  serves {digest}; channel tags never move, so delete that tag in the registry and run promote again"
             )),
+            Error::TagRaced { .. } => Some(
+                "two runs built different content for one commit at the same time (--source worktree, \
+                 or an input that is not reproducible); the tag keeps the other run's image, which \
+                 Flux may already have read. Build from the commit (--source commit) so every run \
+                 makes the same bytes"
+                    .into(),
+            ),
             Error::Rewind { .. } => Some(
                 "the branch's history was rewritten (force-push, reset); if that is intended, re-run with \
                  --allow-rewind to move the branch tag to this commit"
@@ -236,7 +257,7 @@ impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Input { .. } | Error::Source { .. } => 2,
-            Error::TagExists { .. } | Error::ChannelMismatch { .. } => 3,
+            Error::TagExists { .. } | Error::ChannelMismatch { .. } | Error::TagRaced { .. } => 3,
             Error::Registry { .. } => 4,
             Error::Auth { .. } => 5,
             Error::Rewind { .. } => 6,

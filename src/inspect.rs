@@ -142,6 +142,8 @@ pub struct Inspection {
 /// Splits `HOST/NAME:TAG`, `HOST/NAME@sha256:...` (or both) into the
 /// repository and the reference to ask for (the digest when given).
 pub fn parse_reference(s: &str) -> Result<(String, String)> {
+    // Before splitting at '@': `user:password@host/name` is refused unread.
+    registry::check_repository_text(s)?;
     let hint = || {
         Some(
             "give HOST/NAME:TAG or HOST/NAME@sha256:<64 hex>, e.g. ghcr.io/acme/settings:latest"
@@ -197,6 +199,7 @@ pub fn inspect(
         monolithic: false,
         credentials,
         docker_config,
+        login: None,
     })?;
     let m = client.get_manifest(&what)?.ok_or_else(|| Error::Registry {
         reference: repository.clone(),
@@ -343,5 +346,8 @@ mod tests {
         ] {
             assert!(parse_reference(bad).is_err(), "{bad}");
         }
+        let err = parse_reference("alice:S3cretPW@ghcr.io/a/b:v1").unwrap_err();
+        assert!(err.to_string().contains("credentials"), "{err}");
+        assert!(!err.to_string().contains("S3cretPW"), "{err}");
     }
 }

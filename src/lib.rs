@@ -14,6 +14,7 @@ pub mod front;
 pub mod history;
 pub mod image;
 pub mod inspect;
+pub mod login;
 pub mod many;
 pub mod promote;
 pub mod provenance;
@@ -22,6 +23,7 @@ pub mod registry;
 pub mod release;
 pub mod report;
 pub mod request;
+pub mod scratch;
 pub mod source;
 pub mod tag;
 

@@ -1,6 +1,7 @@
 //! `settings-image promote`: copies the newest `FROM-<ts>-<sha7>` image into
 //! the forward-only channel `TO` as `TO-<ts>-<sha7>` (the exact manifest
-//! bytes, so the same digest, and no blob uploaded), when the release
+//! bytes, so the same digest; no blob uploaded within one repository, the
+//! blobs mounted or copied into a `--target-repository`), when the release
 //! policy's windows allow it or by recorded break-glass, and attaches a
 //! promotion record to the image as an OCI referrer.
 //!
@@ -56,6 +57,8 @@ pub struct Request {
     /// Registry credentials (else docker's config, else anonymous).
     pub credentials: Option<Credentials>,
     /// Docker's `config.json`, asked when `credentials` is `None`.
+    /// An OIDC login making the credentials (when `credentials` is `None`).
+    pub login: Option<crate::login::Login>,
     pub docker_config: Option<PathBuf>,
     /// Who promotes (the CI's actor, else the local user).
     pub actor: String,
@@ -238,6 +241,7 @@ fn options(req: &Request, repository: &str) -> Options {
         monolithic: false,
         credentials: req.credentials.clone(),
         docker_config: req.docker_config.clone(),
+        login: req.login.clone().map(Box::new),
     }
 }
 

@@ -82,7 +82,7 @@ impl Request {
     /// Checks everything that can be checked before any I/O.
     pub fn validate(&self) -> Result<()> {
         for t in &self.tags {
-            tag::validate(t)?;
+            tag::validate_writable(t)?;
         }
         if let Some(prefix) = &self.timestamp_tag {
             tag::sanitize_prefix(prefix)?;
@@ -91,7 +91,7 @@ impl Request {
             crate::registry::parse_repository(&opts.repository)?;
         }
         if let Some(b) = &self.forward.branch_tag {
-            tag::validate(b)?;
+            tag::validate_writable(b)?;
             if tag::is_timestamp_tag(b) || self.tags.contains(b) {
                 return Err(Error::input(
                     format!("--branch-tag {b:?} is a timestamp tag or also given with --tag"),

@@ -29,6 +29,42 @@ pub fn validate(tag: &str) -> Result<()> {
     }
 }
 
+/// The digest algorithms whose referrers tags (`<alg>-<64 hex>`, the OCI
+/// distribution spec's referrers tag schema) are reserved.
+const REFERRERS_TAG_ALGORITHMS: [&str; 3] = ["sha256", "sha512", "blake3"];
+
+/// True for a tag of the referrers tag schema, `sha256-<64 lowercase hex>`
+/// (or sha512/blake3, truncated to 64): a registry without the referrers
+/// API keeps the index of an image's referrers (our provenance) under it.
+pub fn is_referrers_tag(tag: &str) -> bool {
+    tag.split_once('-').is_some_and(|(alg, hex)| {
+        REFERRERS_TAG_ALGORITHMS.contains(&alg)
+            && hex.len() == 64
+            && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    })
+}
+
+/// Checks a tag the user asks us to write: [`validate`], and not a tag of
+/// the referrers tag schema, which the next provenance attach to that
+/// digest would overwrite with a referrers index.
+pub fn validate_writable(tag: &str) -> Result<()> {
+    validate(tag)?;
+    if is_referrers_tag(tag) {
+        return Err(Error::input(
+            format!(
+                "the tag {tag:?} is reserved: `<algorithm>-<digest hex>` is the referrers tag schema, \
+                 where a registry keeps the list of an image's referrers (such as its provenance)"
+            ),
+            Some(
+                "choose another tag; to name an image by digest, use HOST/NAME@sha256:<hex> \
+                 (the `reference` the push reports)"
+                    .to_string(),
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// A parsed timestamp tag `<prefix>-<ts>-<sha7>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stamped {
@@ -157,6 +193,28 @@ mod tests {
         }
         for bad in ["", ".x", "-x", "a/b", "a:b", "ä", &"a".repeat(129)] {
             assert!(validate(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn referrers_tags_are_reserved() {
+        let hex = "0123456789abcdef".repeat(4);
+        for reserved in [format!("sha256-{hex}"), format!("sha512-{hex}")] {
+            assert!(is_referrers_tag(&reserved));
+            let err = validate_writable(&reserved).unwrap_err();
+            assert!(err.to_string().contains("reserved"), "{err}");
+            assert_eq!(err.exit_code(), 2);
+            // Still a valid tag to read (inspect, the referrers lookup).
+            assert!(validate(&reserved).is_ok());
+        }
+        for free in [
+            format!("sha256-{}", &hex[..63]),
+            format!("sha256-{}", hex.to_uppercase()),
+            format!("main-{hex}"),
+            "sha256".to_string(),
+            "sha256-latest".to_string(),
+        ] {
+            assert!(validate_writable(&free).is_ok(), "{free}");
         }
     }
 

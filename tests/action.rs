@@ -381,10 +381,13 @@ fn a_push_publishes_every_output_and_a_rerun_pushes_nothing() {
     });
     let tmp = TempDir::new();
     let ws = workspace(tmp.path());
-    let mut runner = Runner::new(tmp, ws);
-    runner.github_token = password.into(); // the `token` input's default
+    let runner = Runner::new(tmp, ws);
     let repository = format!("{}/acme/settings-shop", reg.host());
-    let with = with_base(&repository, &[("tags", "latest, stable")]);
+    // The job token only goes to ghcr.io: any other registry gets `password`.
+    let with = with_base(
+        &repository,
+        &[("tags", "latest, stable"), ("password", password)],
+    );
 
     let step = runner.run(&with, 1);
     step.assert_ok();
@@ -471,7 +474,10 @@ fn a_push_publishes_every_output_and_a_rerun_pushes_nothing() {
     assert!(again.summary.contains("| pushed | no"), "{}", again.summary);
 
     // `summary: false` writes none.
-    let quiet = runner.run(&with_base(&repository, &[("summary", "false")]), 3);
+    let quiet = runner.run(
+        &with_base(&repository, &[("summary", "false"), ("password", password)]),
+        3,
+    );
     quiet.assert_ok();
     assert_eq!(quiet.summary, "");
     assert_eq!(quiet.out("digest"), digest);
@@ -651,6 +657,182 @@ fn bad_inputs_are_error_annotations_with_a_nonzero_exit() {
         step.assert_masked(secret);
         assert!(step.outputs.is_empty(), "{with:?}: {:?}", step.outputs);
     }
+}
+
+/// The workflow commands a line of stdout would run, as the runner reads
+/// it: lines end at LF or CR, and a command is `::name` after leading
+/// whitespace, or the old `##[name`.
+fn commands_in(stdout: &str) -> Vec<String> {
+    stdout
+        .split(['\n', '\r'])
+        .filter_map(|l| {
+            let l = l.trim_start();
+            let rest = l.strip_prefix("::").or_else(|| l.strip_prefix("##["))?;
+            let end = rest.find([':', ' ', ']']).unwrap_or(rest.len());
+            Some(rest[..end].to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn hostile_values_write_no_workflow_command() {
+    let reg = Registry::start(Auth::None);
+    let tmp = TempDir::new();
+    let ws = workspace(tmp.path());
+    // A legal folder name that carries two workflow commands after
+    // carriage returns, which the runner reads as line breaks (a newline
+    // would make `path` several folders).
+    let hostile = "cfg\r::add-mask::replicas\r::stop-commands::pwned";
+    fs::create_dir_all(ws.join(hostile)).expect("creating the hostile folder");
+    fs::write(ws.join(hostile).join("app.yaml"), "replicas: 3\n").expect("writing");
+    git(&ws, &["add", "."], None);
+    git(&ws, &["commit", "-q", "-m", "hostile name"], Some(T0 + 200));
+    chown_runner(&ws);
+    let mut runner = Runner::new(tmp, ws);
+    let repository = format!("{}/acme/shop", reg.host());
+    let allowed = [
+        "add-mask", "group", "endgroup", "error", "warning", "notice",
+    ];
+
+    let step = runner.run(&with_base(&repository, &[("path", hostile)]), 1);
+    step.assert_ok();
+    let cmds = commands_in(&step.stdout);
+    assert!(
+        cmds.iter().all(|c| allowed.contains(&c.as_str())),
+        "{cmds:?} in:\n{}",
+        step.stdout
+    );
+    // The masks are the token's (and its Basic forms), printed first; the
+    // folder name is shown escaped, never run.
+    let masks = cmds.iter().take_while(|c| *c == "add-mask").count();
+    assert_eq!(cmds.iter().filter(|c| *c == "add-mask").count(), masks);
+    assert!(
+        !step.stdout.contains("\r::add-mask::replicas"),
+        "{}",
+        step.stdout
+    );
+    assert!(
+        step.stdout
+            .contains("cfg%0D::add-mask::replicas%0D::stop-commands::pwned"),
+        "{}",
+        step.stdout
+    );
+    let i = skopeo_inspect(&format!("{repository}:{}", step.out("tag")), None)
+        .expect("the tag is in the registry");
+    assert_eq!(i["Digest"], step.out("digest"));
+
+    // Values that are refused: checked before anything is printed.
+    let bad_repository = "127.0.0.1:9/a\n::stop-commands::pwned";
+    let step = runner.run(&with_base(bad_repository, &[]), 2);
+    assert_eq!(step.code, 2, "{}", step.stdout);
+    let cmds = commands_in(&step.stdout);
+    assert_eq!(
+        cmds.last().map(String::as_str),
+        Some("error"),
+        "{}",
+        step.stdout
+    );
+    assert!(
+        cmds.iter().rev().skip(1).all(|c| c == "add-mask"),
+        "{}",
+        step.stdout
+    );
+    assert!(
+        step.stdout.contains("contains whitespace"),
+        "{}",
+        step.stdout
+    );
+
+    runner.event_name = "push\n::add-mask::pwned".into();
+    let step = runner.run(&with_base(&repository, &[]), 3);
+    assert_eq!(step.code, 2, "{}", step.stdout);
+    let cmds = commands_in(&step.stdout);
+    assert_eq!(
+        cmds.last().map(String::as_str),
+        Some("error"),
+        "{}",
+        step.stdout
+    );
+    assert!(
+        cmds.iter().rev().skip(1).all(|c| c == "add-mask"),
+        "{}",
+        step.stdout
+    );
+    assert!(step.stdout.contains("GITHUB_EVENT_NAME"), "{}", step.stdout);
+    assert!(step.outputs.is_empty(), "{:?}", step.outputs);
+}
+
+#[test]
+fn a_registry_echoing_basic_credentials_is_masked_and_scrubbed() {
+    use base64::Engine as _;
+    let (user, password) = ("deployer", "Pa55w0rd-echoed");
+    let stub = common::registry::echoing_registry();
+    let tmp = TempDir::new();
+    let ws = workspace(tmp.path());
+    let runner = Runner::new(tmp, ws);
+    let repository = format!("{}/acme/shop", stub.host());
+    let step = runner.run(
+        &with_base(&repository, &[("username", user), ("password", password)]),
+        1,
+    );
+    assert_eq!(step.code, 4, "{}\n{}", step.stdout, step.stderr);
+    let error = step
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("::error title="))
+        .unwrap_or_else(|| panic!("no ::error line in:\n{}", step.stdout));
+    assert!(error.contains("Authorization: Basic <redacted>"), "{error}");
+    let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+    let sent = stub.seen.lock().expect("lock").clone();
+    assert!(
+        sent.iter()
+            .any(|(_, _, h)| h.iter().any(|(_, v)| *v == format!("Basic {encoded}"))),
+        "the stub never saw the credentials"
+    );
+    // Masked before anything else is printed, and nowhere else.
+    step.assert_masked(&encoded);
+    step.assert_masked(password);
+}
+
+#[test]
+fn credentials_in_the_repository_are_refused_and_never_shown() {
+    let password = "S3cretPW-in-the-repository";
+    let reg = Registry::start(Auth::Basic {
+        user: "alice".into(),
+        password: password.into(),
+    });
+    let tmp = TempDir::new();
+    let ws = workspace(tmp.path());
+    let runner = Runner::new(tmp, ws);
+    let repository = format!("alice:{password}@{}/acme/shop", reg.host());
+    let step = runner.run(&with_base(&repository, &[]), 1);
+    assert_eq!(step.code, 2, "{}\n{}", step.stdout, step.stderr);
+    let error = step
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("::error title=settings-image%3A invalid input::"))
+        .unwrap_or_else(|| panic!("no ::error line in:\n{}", step.stdout));
+    assert!(error.contains("credentials (USER:PASSWORD@)"), "{error}");
+    // Masked first, for the steps that follow; shown nowhere else.
+    step.assert_masked(password);
+    for (what, text) in [
+        ("stdout", &step.stdout),
+        ("stderr", &step.stderr),
+        ("outputs", &step.output_file),
+        ("summary", &step.summary),
+    ] {
+        assert!(
+            !text.contains("alice"),
+            "the username is in {what}:\n{text}"
+        );
+    }
+    // Nothing reached the registry: it holds no repository, and its log
+    // shows no request at all.
+    let log = fs::read_to_string(&reg.log).expect("reading the registry log");
+    assert!(!log.contains("/v2/"), "the registry was contacted:\n{log}");
+    let creds = format!("alice:{password}");
+    let tags = common::registry::skopeo_tags(&format!("{}/acme/shop", reg.host()), Some(&creds));
+    assert!(tags.is_empty(), "{tags:?}");
 }
 
 #[test]
@@ -1383,6 +1565,7 @@ fn annotations_and_labels_the_action_adds_are_attested_and_verify() {
         monolithic: false,
         credentials: None,
         docker_config: None,
+        login: None,
     })
     .expect("a client");
     let m = c

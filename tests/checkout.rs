@@ -44,6 +44,7 @@ fn push_request(folder: &Path, repository: &str) -> Request {
             monolithic: false,
             credentials: None,
             docker_config: None,
+            login: None,
         }),
         source: SourceMode::Commit,
         timestamp_tag: Some("main".into()),

@@ -909,6 +909,7 @@ fn client(repository: &str) -> settings_image::registry::Client {
         monolithic: false,
         credentials: None,
         docker_config: None,
+        login: None,
     })
     .unwrap()
 }

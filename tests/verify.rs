@@ -139,6 +139,7 @@ fn client(repository: &str) -> Client {
         monolithic: false,
         credentials: None,
         docker_config: None,
+        login: None,
     })
     .unwrap()
 }

@@ -20,6 +20,40 @@ pub fn escape_data(s: &str) -> String {
         .replace('\n', "%0A")
 }
 
+/// Makes free text safe to print on stdout, where the runner reads every
+/// line as a possible workflow command: each line is escaped with
+/// [`escape_data`] (so no value can break a line, `%` shows as `%25`), and
+/// a line that would still read as a command (`::` or `##[` after leading
+/// whitespace) has its first character escaped too. Every value printed
+/// outside a command goes through this function.
+pub fn escape_text(text: &str) -> String {
+    text.split('\n')
+        .map(|line| {
+            let line = escape_data(line);
+            let body = line.trim_start();
+            let indent = &line[..line.len() - body.len()];
+            if let Some(rest) = body.strip_prefix("::") {
+                format!("{indent}%3A:{rest}")
+            } else if let Some(rest) = body.strip_prefix("##[") {
+                format!("{indent}%23#[{rest}")
+            } else {
+                line
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `::group::title`: the lines up to [`endgroup`] fold under it.
+pub fn group(title: &str) -> String {
+    format!("::group::{}", escape_data(title))
+}
+
+/// `::endgroup::`
+pub fn endgroup() -> String {
+    "::endgroup::".to_string()
+}
+
 /// Escapes a command property: as [`escape_data`] plus `:` and `,`.
 pub fn escape_property(s: &str) -> String {
     escape_data(s).replace(':', "%3A").replace(',', "%2C")
@@ -102,8 +136,16 @@ pub fn say(line: &str) {
 
 /// The `::add-mask::` lines for the secret inputs `names`: each value
 /// whole, and each of its lines when it has several (the runner masks
-/// line by line). Printed before anything else.
+/// line by line), and with the `username` input, the Basic credentials
+/// `base64(username:value)` in the forms a registry may echo them
+/// (standard, unpadded, URL-safe). Printed before anything else.
 pub fn mask_lines(env: &Env, names: &[&str]) -> Vec<String> {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+    let username = env
+        .get(&input_key("username"))
+        .map(|u| u.trim().to_string())
+        .filter(|u| !u.is_empty());
     let mut lines = Vec::new();
     for name in names {
         let Some(raw) = env.get(&input_key(name)) else {
@@ -111,9 +153,37 @@ pub fn mask_lines(env: &Env, names: &[&str]) -> Vec<String> {
         };
         let mut values = vec![raw.trim().to_string()];
         values.extend(raw.lines().map(|l| l.trim().to_string()));
+        if let Some(user) = username.as_deref().filter(|_| !raw.trim().is_empty()) {
+            let basic = format!("{user}:{}", raw.trim());
+            for engine in [STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD] {
+                values.push(engine.encode(&basic));
+            }
+        }
         for v in values {
             let line = add_mask(&v);
             if !v.is_empty() && !lines.contains(&line) {
+                lines.push(line);
+            }
+        }
+    }
+    // Credentials written into a repository input (`user:password@host/...`)
+    // are refused unread, and masked for the steps that follow.
+    for name in ["repository", "target-repository"] {
+        let Some(raw) = env.get(&input_key(name)) else {
+            continue;
+        };
+        let raw = raw.trim();
+        let authority = raw
+            .split_once("://")
+            .map_or(raw, |(_, rest)| rest)
+            .split('/')
+            .next()
+            .unwrap_or("");
+        if let Some((userinfo, _)) = authority.rsplit_once('@') {
+            // The password; without one, the user part may be a token.
+            let secret = userinfo.split_once(':').map_or(userinfo, |(_, p)| p);
+            let line = add_mask(secret);
+            if !secret.is_empty() && !lines.contains(&line) {
                 lines.push(line);
             }
         }
@@ -133,6 +203,7 @@ fn error_kind(err: &Error) -> &'static str {
         Error::GitHub { .. } => "GitHub API",
         Error::TagExists { .. } => "a timestamp tag already names other content",
         Error::ChannelMismatch { .. } => "a channel tag holds other content than its candidate",
+        Error::TagRaced { .. } => "a racing run's content won the timestamp tag",
         Error::Registry { .. } => "registry error",
         Error::Auth { .. } => "registry authentication failed",
         Error::Rewind { .. } => "the branch tag would move backwards",
@@ -186,6 +257,24 @@ mod tests {
         assert_eq!(
             error("push: failed, 401", "line1\nline2"),
             "::error title=push%3A failed%2C 401::line1%0Aline2"
+        );
+    }
+
+    #[test]
+    fn free_text_cannot_start_a_command() {
+        assert_eq!(escape_text("pushed a/b:1"), "pushed a/b:1");
+        assert_eq!(
+            escape_text("x\n::stop-commands::t\r::add-mask::y"),
+            "x\n%3A:stop-commands::t%0D::add-mask::y"
+        );
+        assert_eq!(
+            escape_text("  ##[set-env name=A]1"),
+            "  %23#[set-env name=A]1"
+        );
+        assert_eq!(escape_text("50%"), "50%25");
+        assert_eq!(
+            group("package a\n::add-mask::x"),
+            "::group::package a%0A::add-mask::x"
         );
     }
 

@@ -73,7 +73,7 @@ fn select(env: &Env, with: &With) -> Result<(Vec<Folder>, super::publish::Publis
 /// Runs the several-folder action (or the plan).
 pub fn publish(env: &Env) -> Result<()> {
     let with: With = inputs::from_env(env)?;
-    let (folders, inputs) = select(env, &with)?;
+    let (folders, mut inputs) = select(env, &with)?;
     if !inputs.push && with.plan != Some(true) {
         return Err(Error::input(
             "`push: false` (a dry run) is for one folder; several folders always push",
@@ -81,12 +81,16 @@ pub fn publish(env: &Env) -> Result<()> {
         ));
     }
     let repositories = many::targets(&inputs.repository, &folders, "the input `repository`")?;
+    if with.plan != Some(true) {
+        super::login::exchange_first(&mut inputs.credentials, inputs.login.as_ref())?;
+    }
     let options = registry::Options {
         repository: String::new(),
         insecure: inputs.insecure,
         monolithic: false,
         credentials: inputs.credentials.clone(),
         docker_config: front::docker_config(env),
+        login: inputs.login.clone().map(Box::new),
     };
     let revision = match inputs::event_plan(env)? {
         EventPlan::Skip(why) => {
@@ -116,11 +120,11 @@ pub fn publish(env: &Env) -> Result<()> {
         )?;
         let matrix = serde_json::to_string(&plan)
             .map_err(|e| Error::io("writing the matrix", std::io::Error::other(e)))?;
-        say(&format!(
+        say(&commands::escape_text(&format!(
             "{} of {} folders need an image: {matrix}",
             plan.include.len(),
             folders.len()
-        ));
+        )));
         write_outputs(env, &[("matrix", matrix)])?;
         if inputs.summary {
             write_summary(env, &plan_summary(&plan))?;
@@ -165,13 +169,13 @@ pub fn publish(env: &Env) -> Result<()> {
             })
         })
         .collect();
-    say(&format!(
-        "::group::settings-image: package {} folders, {jobs} at a time",
+    say(&commands::group(&format!(
+        "settings-image: package {} folders, {jobs} at a time",
         folders.len()
-    ));
+    )));
     let outcome = many::run(&base, &folders, targets, jobs)?;
-    say(outcome.human().trim_end());
-    say("::endgroup::");
+    say(&commands::escape_text(outcome.human().trim_end()));
+    say(&commands::endgroup());
     for (report, image) in outcome.reports.iter().zip(&outcome.images) {
         for w in report.iter().flat_map(|r| &r.warnings) {
             say(&commands::warning(

@@ -4,6 +4,7 @@
 pub mod commands;
 pub mod debug;
 pub mod inputs;
+pub mod login;
 pub mod many;
 pub mod promote;
 pub mod publish;

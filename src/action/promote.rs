@@ -13,7 +13,7 @@ use jiff::{SignedDuration, Timestamp};
 use super::commands::{self, say};
 use super::inputs::{self, Env};
 use crate::error::{Error, Result};
-use crate::front::{self, Login};
+use crate::front;
 use crate::promote::BreakGlass;
 use crate::promote::{self, Outcome, PeriodReport};
 use crate::release::channel::DecisionKind;
@@ -45,19 +45,17 @@ pub struct With {
     pub explain: Option<bool>,
     /// Decide as if it were this time (RFC 3339); for a dry run.
     pub at: Option<String>,
-    /// Registry password or token (default `github.token`).
-    pub token: Option<String>,
-    /// Registry user name (default `github.actor`).
-    pub username: Option<String>,
-    /// Registry password, used instead of `token`.
-    pub password: Option<String>,
+    /// The login inputs (`login`, `github-token`, the deprecated `token`,
+    /// `username`, `password`, the provider facts), shared with publish.
+    #[serde(flatten)]
+    pub login: super::login::LoginWith,
     /// Plain HTTP to a non-loopback registry.
     #[serde(deserialize_with = "inputs::flag")]
     pub insecure: Option<bool>,
 }
 
 /// The secret inputs, masked before anything is printed.
-const SECRET_INPUTS: [&str; 2] = ["token", "password"];
+const SECRET_INPUTS: [&str; 3] = super::login::SECRET_INPUTS;
 /// How far the job summary's window calendar reaches.
 const SUMMARY_DAYS: i64 = 7;
 
@@ -68,11 +66,11 @@ const WHO: &str = "settings-image promote";
 pub const WORDS: commands::Words = &[
     (
         "--username with --password-stdin",
-        "`username` and `password` (or `token`)",
+        "`username` and `password`, or an OIDC `login` (docs/registries.md)",
     ),
     (
         "--username and --password-stdin",
-        "`username` and `password` (or `token`)",
+        "`username` and `password`, or an OIDC `login` (docs/registries.md)",
     ),
     ("--target-repository", "`target-repository`"),
     ("--reason \"...\"", "`reason: ...`"),
@@ -160,20 +158,14 @@ pub fn read_request(env: &Env) -> Result<promote::Request> {
         None => Policy::default(),
     };
     let at = with.at.as_deref().map(promote::parse_at).transpose()?;
-    let secret = with.password.or(with.token);
-    let credentials = match front::login(with.username, secret) {
-        Login::Both(c) => Some(c),
-        Login::PasswordOnly => {
-            return Err(Error::input(
-                "a registry password or token is set but `username` is empty",
-                Some(
-                    "set `username` (it defaults to ${{ github.actor }}), or clear `token` and `password` to read anonymously"
-                        .to_string(),
-                ),
-            ));
-        }
-        Login::Neither | Login::UsernameOnly => None,
-    };
+    let insecure = with.insecure.unwrap_or(false);
+    let login = super::login::resolve(env, &with.login, &repository, insecure)?;
+    for n in &login.notices {
+        say(&commands::warning(
+            "settings-image promote: deprecated input",
+            n,
+        ));
+    }
     let actor = front::actor(env);
     let run_url = front::run_url(env);
     Ok(promote::Request {
@@ -185,8 +177,9 @@ pub fn read_request(env: &Env) -> Result<promote::Request> {
         at,
         force,
         explain: with.explain.unwrap_or(false),
-        insecure: with.insecure.unwrap_or(false),
-        credentials,
+        insecure,
+        credentials: login.credentials,
+        login: login.login,
         docker_config: front::docker_config(env),
         actor,
         run_url,
@@ -322,9 +315,13 @@ fn calendar_days(calendar: &[PeriodReport], at: &str, days: i64) -> Vec<PeriodRe
 }
 
 fn promote(env: &Env) -> Result<Outcome> {
-    let req = read_request(env)?;
+    let mut req = read_request(env)?;
+    super::login::exchange_first(&mut req.credentials, req.login.as_ref())?;
     if let Some(reason) = &req.force {
-        say(&format!("BREAK-GLASS requested by {}: {reason}", req.actor));
+        say(&commands::escape_text(&format!(
+            "BREAK-GLASS requested by {}: {reason}",
+            req.actor
+        )));
     }
     let out = promote::run(&req)?;
     if let Some(path) = var(env, "GITHUB_OUTPUT") {
@@ -349,7 +346,7 @@ pub fn run(env: &Env) -> i32 {
     super::debug::init(env.get("RUNNER_DEBUG").map(String::as_str));
     match promote(env) {
         Ok(out) => {
-            print!("{}", out.human());
+            say(&commands::escape_text(out.human().trim_end()));
             if let Some(a) = annotation(&out) {
                 say(&a);
             }
@@ -419,9 +416,16 @@ mod tests {
         let line = commands::error_line(WHO, &read_request(&e).unwrap_err(), WORDS);
         assert!(line.contains("`at` \"tomorrow\" is not a time"), "{line}");
         assert!(!line.contains("--"), "{line}");
+        // Each secret, and base64(robot:secret) as a registry may echo it.
         assert_eq!(
             commands::mask_lines(&e, &SECRET_INPUTS),
-            ["::add-mask::tok", "::add-mask::pw"]
+            [
+                "::add-mask::tok",
+                "::add-mask::cm9ib3Q6dG9r",
+                "::add-mask::pw",
+                "::add-mask::cm9ib3Q6cHc=",
+                "::add-mask::cm9ib3Q6cHc"
+            ]
         );
     }
 
@@ -443,7 +447,7 @@ mod tests {
     #[test]
     fn inputs_and_actor() {
         let e = env(&[
-            ("INPUT_REPOSITORY", "localhost:5000/s"),
+            ("INPUT_REPOSITORY", "ghcr.io/o/s"),
             ("INPUT_FROM", "main"),
             ("INPUT_TO", "prod"),
             ("INPUT_FORCE", "false"),
@@ -463,9 +467,18 @@ mod tests {
             Some("https://github.com/o/r/actions/runs/7")
         );
         assert_eq!(r.credentials.unwrap().username, "octocat");
+        // The job token never goes to another registry.
+        let mut other = e.clone();
+        other.insert("INPUT_REPOSITORY".into(), "localhost:5000/s".into());
+        assert!(read_request(&other).unwrap().credentials.is_none());
+        // The token, and base64(octocat:ghs_x) as a registry may echo it.
         assert_eq!(
             commands::mask_lines(&e, &SECRET_INPUTS),
-            ["::add-mask::ghs_x"]
+            [
+                "::add-mask::ghs_x",
+                "::add-mask::b2N0b2NhdDpnaHNfeA==",
+                "::add-mask::b2N0b2NhdDpnaHNfeA"
+            ]
         );
     }
 

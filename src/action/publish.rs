@@ -13,7 +13,7 @@ use super::commands::{self, say};
 use super::inputs::{self, Env, EventPlan};
 use super::summary::{self, Facts};
 use crate::error::{Error, Result};
-use crate::front::{self, Login};
+use crate::front;
 use crate::history::{SourceMode, Token};
 use crate::image::Metadata;
 use crate::publish::guards::{BranchOutcome, BranchReport};
@@ -38,13 +38,10 @@ pub struct With {
     /// Extra tags, newline or comma separated.
     #[serde(deserialize_with = "inputs::items")]
     pub tags: Vec<String>,
-    /// Registry password or token (default `github.token`); also the
-    /// GitHub API token of the shallow-clone fallback.
-    pub token: Option<String>,
-    /// Registry user name (default `github.actor`).
-    pub username: Option<String>,
-    /// Registry password, used instead of `token`.
-    pub password: Option<String>,
+    /// The login inputs (`login`, `github-token`, the deprecated `token`,
+    /// `username`, `password`, the provider facts), shared with promote.
+    #[serde(flatten)]
+    pub login: super::login::LoginWith,
     /// `commit` or `worktree`.
     #[serde(deserialize_with = "source_mode")]
     #[cfg_attr(test, serde(serialize_with = "tests::as_unit"))]
@@ -105,6 +102,8 @@ pub(super) struct PublishInputs {
     pub(super) timestamp_tag: Option<String>,
     pub(super) tags: Vec<String>,
     pub(super) credentials: Option<Credentials>,
+    pub(super) login: Option<crate::login::Login>,
+    pub(super) notices: Vec<String>,
     pub(super) github_token: Option<Token>,
     pub(super) source: SourceMode,
     pub(super) insecure: bool,
@@ -116,7 +115,7 @@ pub(super) struct PublishInputs {
 }
 
 /// The secret inputs, masked before anything is printed.
-const SECRET_INPUTS: [&str; 2] = ["token", "password"];
+const SECRET_INPUTS: [&str; 3] = super::login::SECRET_INPUTS;
 
 /// The annotation title's subject.
 const WHO: &str = "settings-image";
@@ -125,11 +124,11 @@ const WHO: &str = "settings-image";
 pub const WORDS: commands::Words = &[
     (
         "--username with --password-stdin",
-        "`username` and `password` (or `token`)",
+        "`username` and `password`, or an OIDC `login` (docs/registries.md)",
     ),
     (
         "--username and --password-stdin",
-        "`username` and `password` (or `token`)",
+        "`username` and `password`, or an OIDC `login` (docs/registries.md)",
     ),
     ("--source worktree", "`source: worktree`"),
     ("--source commit", "`source: commit`"),
@@ -196,6 +195,9 @@ pub(super) fn read_inputs(env: &Env) -> Result<PublishInputs> {
     let with: With = inputs::from_env(env)?;
     let path = inputs::require(with.path, "path")?;
     let given = inputs::require(with.repository, "repository")?;
+    // Checked first, as given: credentials in it are refused unread, and
+    // whitespace or `%` get their own words (case is dealt with below).
+    registry::check_repository_text(&given)?;
     let workspace = inputs::workspace(env)?;
     let path = inputs::workspace_path(&workspace, "path", &path)?;
     check_no_symlink_escape(&workspace, &path)?;
@@ -210,34 +212,23 @@ pub(super) fn read_inputs(env: &Env) -> Result<PublishInputs> {
             ),
         ));
     }
-    let token = with.token;
-    let secret = with.password.or_else(|| token.clone());
-    let credentials = match front::login(with.username, secret) {
-        Login::Both(c) => Some(c),
-        Login::PasswordOnly => {
-            return Err(Error::input(
-                "a registry password or token is set but `username` is empty",
-                Some(
-                    "set `username` (it defaults to ${{ github.actor }}), or clear `token` and `password` to push anonymously"
-                        .to_string(),
-                ),
-            ));
-        }
-        Login::Neither | Login::UsernameOnly => None,
-    };
     // As docker/metadata-action does: a workflow cannot lower-case inside
     // `with:`, and `github.repository_owner` keeps the owner's capitals.
     let repository = given.to_ascii_lowercase();
+    let insecure = with.insecure.unwrap_or(false);
+    let login = super::login::resolve(env, &with.login, &repository, insecure)?;
     Ok(PublishInputs {
         path,
         repository_given: (repository != given).then_some(given),
         repository,
         timestamp_tag,
         tags,
-        credentials,
-        github_token: token.and_then(Token::new),
+        credentials: login.credentials,
+        login: login.login,
+        notices: login.notices,
+        github_token: login.github_token.and_then(Token::new),
         source: with.source.unwrap_or(SourceMode::Commit),
-        insecure: with.insecure.unwrap_or(false),
+        insecure,
         summary: with.summary.unwrap_or(true),
         provenance: with.provenance.unwrap_or(true),
         push: with.push.unwrap_or(true),
@@ -303,12 +294,42 @@ pub fn run(env: &Env) -> i32 {
     }
 }
 
+/// The runner's `GITHUB_EVENT_NAME` and `GITHUB_RUN_ATTEMPT`, checked:
+/// an event name is lower-case letters and `_`, an attempt is a number.
+fn run_facts(env: &Env) -> Result<(String, String)> {
+    let event = env.get("GITHUB_EVENT_NAME").cloned().unwrap_or_default();
+    let attempt = env
+        .get("GITHUB_RUN_ATTEMPT")
+        .cloned()
+        .unwrap_or_else(|| "1".to_string());
+    let bad = |name: &str, what: &str| {
+        Error::input(
+            format!("{name} is not {what}"),
+            Some(format!(
+                "the runner sets {name}; a step's `env:` should not override it"
+            )),
+        )
+    };
+    if !event.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
+        return Err(bad("GITHUB_EVENT_NAME", "an event name ([a-z_])"));
+    }
+    if attempt.is_empty() || !attempt.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad("GITHUB_RUN_ATTEMPT", "a number"));
+    }
+    Ok((event, attempt))
+}
+
 fn publish(env: &Env) -> Result<()> {
     // Several folders (lines or globs in `path`), or the plan: src/action/many.rs.
     if super::many::wanted(env)? {
         return super::many::publish(env);
     }
-    let inputs = read_inputs(env)?;
+    let mut inputs = read_inputs(env)?;
+    registry::parse_repository(&inputs.repository)?;
+    let (event, attempt) = run_facts(env)?;
+    for n in &inputs.notices {
+        say(&commands::warning("settings-image: deprecated input", n));
+    }
     if let Some(given) = &inputs.repository_given {
         say(&commands::notice(
             "settings-image: repository lower-cased",
@@ -331,6 +352,9 @@ fn publish(env: &Env) -> Result<()> {
         }
         EventPlan::Build { revision } => revision,
     };
+    if inputs.push {
+        super::login::exchange_first(&mut inputs.credentials, inputs.login.as_ref())?;
+    }
     ensure_temp_dir()?;
     // `push: false` builds into a throwaway OCI layout: the same image,
     // digest and tags, and not one request to the registry.
@@ -346,6 +370,7 @@ fn publish(env: &Env) -> Result<()> {
             monolithic: false,
             credentials: inputs.credentials.clone(),
             docker_config: front::docker_config(env),
+            login: inputs.login.clone().map(Box::new),
         }),
         Some(dir) => {
             registry::parse_repository(&inputs.repository)?;
@@ -377,8 +402,11 @@ fn publish(env: &Env) -> Result<()> {
         },
         extra: inputs.extra.clone(),
     };
-    say(&format!(
-        "::group::settings-image: package {} {} {}",
+    // Everything printed below comes from checked inputs, and still goes
+    // through the escaping functions: no value can write a command.
+    req.validate()?;
+    say(&commands::group(&format!(
+        "settings-image: package {} {} {}",
         inputs.path.display(),
         if inputs.push {
             "and push to"
@@ -386,22 +414,20 @@ fn publish(env: &Env) -> Result<()> {
             "without pushing (push: false) for"
         },
         inputs.repository
-    ));
-    let event = env.get("GITHUB_EVENT_NAME").map_or("", String::as_str);
-    say(&format!(
-        "event {event}, history from {}, source {:?}, run attempt {}",
+    )));
+    say(&commands::escape_text(&format!(
+        "event {event}, history from {}, source {:?}, run attempt {attempt}",
         revision.as_deref().unwrap_or("HEAD"),
         inputs.source,
-        env.get("GITHUB_RUN_ATTEMPT").map_or("1", String::as_str)
-    ));
+    )));
     let result = request::run(&req);
     if let Ok(report) = &result {
-        say(report.human().trim_end());
+        say(&commands::escape_text(report.human().trim_end()));
     }
-    say("::endgroup::");
+    say(&commands::endgroup());
     let report = result?;
     let published = Published::of(&inputs, &report)?;
-    say(&match (&report.push, inputs.push) {
+    say(&commands::escape_text(&match (&report.push, inputs.push) {
         (_, false) => format!(
             "dry run (push: false), nothing pushed: {}",
             published.reference
@@ -411,7 +437,7 @@ fn publish(env: &Env) -> Result<()> {
             "already in the registry, nothing pushed: {}",
             published.reference
         ),
-    });
+    }));
     for w in &report.warnings {
         say(&commands::warning("settings-image", w));
     }

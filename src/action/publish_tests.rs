@@ -86,6 +86,7 @@ fn hints_name_inputs_not_flags() {
                 monolithic: false,
                 credentials: None,
                 docker_config: None,
+                login: None,
             }),
             source: SourceMode::Commit,
             timestamp_tag: None,
@@ -138,7 +139,38 @@ fn masks_cover_both_secrets_and_their_lines() {
     assert!(m.contains(&"::add-mask::line1".to_string()), "{m:?}");
     assert!(m.contains(&"::add-mask::line2".to_string()), "{m:?}");
     assert!(!m.iter().any(|l| l.contains("octocat")));
+    // What a registry echoing the Authorization header would print.
+    assert!(
+        m.contains(&"::add-mask::b2N0b2NhdDpnaHNfYWJj".to_string()),
+        "base64(octocat:ghs_abc) is masked: {m:?}"
+    );
+    // Credentials written into the repository input, for later steps.
+    let with_userinfo = env(&[("INPUT_REPOSITORY", "alice:S3cret@ghcr.io/a/b")]);
+    assert_eq!(
+        commands::mask_lines(&with_userinfo, &SECRET_INPUTS),
+        ["::add-mask::S3cret"]
+    );
     assert!(commands::mask_lines(&env(&[("INPUT_TOKEN", "  ")]), &SECRET_INPUTS).is_empty());
+}
+
+#[test]
+fn runner_facts_are_checked_before_they_are_printed() {
+    let ok = env(&[
+        ("GITHUB_EVENT_NAME", "pull_request"),
+        ("GITHUB_RUN_ATTEMPT", "2"),
+    ]);
+    assert_eq!(run_facts(&ok).unwrap(), ("pull_request".into(), "2".into()));
+    assert_eq!(run_facts(&env(&[])).unwrap(), (String::new(), "1".into()));
+    for (k, v) in [
+        ("GITHUB_EVENT_NAME", "push\n::add-mask::x"),
+        ("GITHUB_EVENT_NAME", "Push"),
+        ("GITHUB_RUN_ATTEMPT", "1\n::stop-commands::t"),
+        ("GITHUB_RUN_ATTEMPT", ""),
+    ] {
+        let err = run_facts(&env(&[(k, v)])).unwrap_err();
+        assert!(err.to_string().starts_with(k), "{err}");
+        assert_eq!(err.exit_code(), 2);
+    }
 }
 
 #[test]

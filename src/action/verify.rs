@@ -12,14 +12,14 @@ use super::inputs::{self, Env};
 use crate::cluster::scan::Report;
 use crate::cluster::verify;
 use crate::error::{Error, Result};
-use crate::front::{self, Login};
+use crate::front;
 use crate::history::Token;
 
 /// The annotation title's subject.
 const WHO: &str = "settings-image verify";
 
 /// The secret inputs, masked before anything is printed.
-const SECRET_INPUTS: [&str; 2] = ["token", "password"];
+const SECRET_INPUTS: [&str; 3] = super::login::SECRET_INPUTS;
 
 /// Runs the verify face; returns the exit code.
 pub fn run(env: &Env) -> i32 {
@@ -47,13 +47,10 @@ pub struct With {
     pub repository: Option<String>,
     /// The cluster repository folder (or file) to scan (default `.`).
     pub scan: Option<String>,
-    /// Registry password or token; also the GitHub API token of the
-    /// shallow-clone fallback.
-    pub token: Option<String>,
-    /// Registry user name.
-    pub username: Option<String>,
-    /// Registry password, used instead of `token`.
-    pub password: Option<String>,
+    /// The login inputs (`login`, `github-token`, the deprecated `token`,
+    /// `username`, `password`, the provider facts), as publish reads them.
+    #[serde(flatten)]
+    pub login: super::login::LoginWith,
     /// Plain HTTP to a non-loopback registry.
     #[serde(deserialize_with = "inputs::flag")]
     pub insecure: Option<bool>,
@@ -67,19 +64,25 @@ fn scan(env: &Env) -> Result<i32> {
     let repository = inputs::require(with.repository, "repository")?.to_ascii_lowercase();
     let scan = with.scan.unwrap_or_else(|| ".".into());
     let dir = inputs::workspace_path(&ws, "scan", &scan)?;
-    let secret = with.password.or_else(|| with.token.clone());
-    let credentials = match front::login(with.username, secret) {
-        Login::Both(c) => Some(c),
-        _ => None,
-    };
+    let insecure = with.insecure.unwrap_or(false);
+    // The job token only reaches GitHub's registry and API, as in publish.
+    let login = super::login::resolve(env, &with.login, &repository, insecure)?;
+    for n in &login.notices {
+        say(&commands::warning(
+            "settings-image verify: deprecated input",
+            n,
+        ));
+    }
+    let mut credentials = login.credentials;
+    super::login::exchange_first(&mut credentials, login.login.as_ref())?;
     super::publish::ensure_temp_dir()?;
     let base = verify::Request {
         reference: String::new(),
         path,
-        insecure: with.insecure.unwrap_or(false),
+        insecure,
         credentials,
         docker_config: front::docker_config(env),
-        github: front::github_api(env, with.token.and_then(Token::new)),
+        github: front::github_api(env, login.github_token.and_then(Token::new)),
     };
     let (report, errors) = crate::cluster::scan::scan_and_verify(&dir, &repository, &base)?;
     // Rows name files relative to the scanned folder (or to a scanned file's folder).
@@ -104,7 +107,7 @@ fn scan(env: &Env) -> Result<i32> {
                 commands::escape_property(&format!("{WHO}: {}", row.status)),
                 commands::escape_data(&message)
             )),
-            _ => say(&format!("verified {message}")),
+            _ => say(&commands::escape_text(&format!("verified {message}"))),
         }
     }
     if let Some(out) = env.get("GITHUB_OUTPUT").filter(|p| !p.is_empty()) {

@@ -130,6 +130,7 @@ pub fn verify(req: &Request) -> Result<Verified> {
         monolithic: false,
         credentials: req.credentials.clone(),
         docker_config: req.docker_config.clone(),
+        login: None,
     })?;
     verify_with(&client, &r, req)
 }

@@ -355,17 +355,18 @@ fn settle(
                 content,
             ))
         }
-        git::Walk::NotInHead => Err(Error::history(
-            path,
-            match revision {
+        // An unusable folder (missing or untracked), so bad input: exit 2.
+        git::Walk::NotInHead => Err(Error::Source {
+            path: path.to_path_buf(),
+            message: match revision {
                 None => "is not in the HEAD commit (untracked, ignored or deleted)".to_string(),
                 Some(rev) => format!("is not in the commit {rev} (untracked, ignored or deleted)"),
             },
-            Some(
+            hint: Some(
                 "commit the folder first, or use --source worktree to package it from disk without a timestamp tag"
                     .to_string(),
             ),
-        )),
+        }),
         git::Walk::Boundary {
             head,
             boundary,

@@ -24,6 +24,8 @@ const CHUNK: usize = 256 * 1024;
 pub struct LayerBlob {
     /// The compressed layer on disk.
     pub file: NamedTempFile,
+    /// Removes `file` if a signal stops the run (see [`crate::scratch`]).
+    pub scratch: crate::scratch::Registered,
     /// `sha256:` of the compressed bytes (the blob digest).
     pub digest: String,
     /// Compressed size in bytes.
@@ -196,7 +198,7 @@ fn compress(rx: Receiver<Vec<u8>>, file: &std::fs::File) -> io::Result<(String, 
 
 /// Packages `source` into a gzip-compressed tar layer in a temporary file.
 pub fn write(source: &Source) -> Result<LayerBlob> {
-    let file = NamedTempFile::new().map_err(|e| Error::io("creating a temporary layer file", e))?;
+    let (file, scratch) = crate::scratch::layer_file()?;
     let (tx, rx) = sync_channel::<Vec<u8>>(4);
     let (tar_result, gz_result) = std::thread::scope(|s| {
         let handle = s.spawn(|| compress(rx, file.as_file()));
@@ -225,6 +227,7 @@ pub fn write(source: &Source) -> Result<LayerBlob> {
     let (diff_id, uncompressed_size) = tar_result?;
     Ok(LayerBlob {
         file,
+        scratch,
         digest,
         size,
         diff_id,

@@ -197,7 +197,8 @@ pub fn move_branch(
         plan: plan.clone(),
         warnings: Vec::new(),
     };
-    match plan {
+    let started = std::time::Instant::now();
+    let put = match plan {
         BranchMove::KeepNewer { current } => {
             report.commit = Some(current.clone());
             return Ok(report);
@@ -205,9 +206,11 @@ pub fn move_branch(
         BranchMove::Same => {
             // Same commit; rewrite only when the bytes differ.
             let now = client.head_manifest(name)?;
-            if now.map(|d| d.digest) != Some(crate::image::sha256_digest(manifest)) {
+            let differs = now.map(|d| d.digest) != Some(crate::image::sha256_digest(manifest));
+            if differs {
                 client.put_manifest(name, manifest, media_type)?;
             }
+            differs
         }
         BranchMove::Rewound { .. } => {
             // Moved back on purpose: the tagged descendants are the commits
@@ -217,7 +220,13 @@ pub fn move_branch(
         }
         _ => {
             client.put_manifest(name, manifest, media_type)?;
+            true
         }
+    };
+    // A racing run's put still in the registry's hands lands within about
+    // one put's time: let it, so the read-back below sees it.
+    if put {
+        std::thread::sleep(super::registry::settle(started.elapsed()));
     }
     // Read back: a racing run may have moved the tag after us. Ordering
     // here is best effort: a commit pushed by a racing run is often not in

@@ -13,7 +13,10 @@
 //!    [`registry::CHUNK_SIZE`], else in PATCH chunks read from disk, or in
 //!    one streamed PUT with `monolithic`;
 //! 4. only then the manifest is put, with our exact bytes, under each tag
-//!    that does not already name it.
+//!    that does not already name it; a timestamp tag is read just before
+//!    its put and read back after it ([`put_timestamp_tag`]), so a run that
+//!    lost a race with a run of other content fails (exit 3) instead of
+//!    reporting a digest its tag does not name.
 //!
 //! [`publish`] wraps a push in what a registry target adds around it: the
 //! anomaly check and the guarded branch tag ([`super::guards`]), and the
@@ -66,6 +69,57 @@ async fn put_manifest(s: &Session, image: &Image, reference: &str) -> Result<()>
         ));
     }
     Ok(())
+}
+
+/// How long after our put of a timestamp tag it is read back: a racing
+/// run's put that the registry was still processing when ours finished
+/// lands within about one put's time, so twice ours (at least
+/// [`SETTLE_MIN`], at most [`SETTLE_MAX`]).
+const SETTLE_MIN: std::time::Duration = std::time::Duration::from_millis(100);
+/// See [`SETTLE_MIN`].
+const SETTLE_MAX: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How long to wait after a put that took `put` before reading the tag
+/// back (see [`SETTLE_MIN`]).
+pub(crate) fn settle(put: std::time::Duration) -> std::time::Duration {
+    (put * 2).clamp(SETTLE_MIN, SETTLE_MAX)
+}
+
+/// Puts `image` under the timestamp tag `tag`, which was free when the push
+/// began: read just before the put (a racing run may have taken it while
+/// blobs went up) and read back after it has settled. The distribution API
+/// has no conditional put, so the read-back is what tells a run that lost
+/// a race: it fails (exit 3, [`Error::TagRaced`]) instead of reporting a
+/// digest its tag does not name. A racing put slower than the settling
+/// time can still go unseen: the window is narrowed, not closed.
+async fn put_timestamp_tag(s: &Session, image: &Image, tag: &str) -> Result<()> {
+    let raced = |theirs: String| Error::TagRaced {
+        tag: format!("{}:{tag}", s.t.repo),
+        theirs,
+        ours: image.digest.clone(),
+    };
+    match s.manifest_digest(tag).await? {
+        Some(d) if d == image.digest => return Ok(()),
+        Some(d) => {
+            return Err(Error::TagExists {
+                tag: format!("{}:{tag}", s.t.repo),
+                existing: d,
+                new: image.digest.clone(),
+            });
+        }
+        None => {}
+    }
+    let started = std::time::Instant::now();
+    put_manifest(s, image, tag).await?;
+    tokio::time::sleep(settle(started.elapsed())).await;
+    match s.manifest_digest(tag).await? {
+        Some(d) if d == image.digest => Ok(()),
+        Some(d) => Err(raced(d)),
+        None => Err(s.t.registry_err(
+            format!("reading back {}:{tag}", s.t.repo),
+            "the tag is missing right after the registry accepted it",
+        )),
+    }
 }
 
 async fn ordered_push(s: &Session, image: &Image, tags: &[String]) -> Result<Pushed> {
@@ -127,7 +181,14 @@ async fn ordered_push(s: &Session, image: &Image, tags: &[String]) -> Result<Pus
             manifests_put += 1;
         }
     } else {
-        try_join_all(to_tag.iter().map(|t| put_manifest(s, image, t))).await?;
+        try_join_all(to_tag.iter().map(|t| async move {
+            if is_timestamp_tag(t) {
+                put_timestamp_tag(s, image, t).await
+            } else {
+                put_manifest(s, image, t).await
+            }
+        }))
+        .await?;
         manifests_put += to_tag.len();
     }
     let reference = match tags.first() {

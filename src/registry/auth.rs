@@ -69,7 +69,7 @@ enum Authorization {
 /// with, the `oci-client` that runs the token flow, and the header each
 /// request carries.
 pub(crate) struct Auth {
-    creds: Option<Credentials>,
+    creds: RefCell<Option<Credentials>>,
     oci: oci_client::Client,
     access: Access,
     current: RefCell<Authorization>,
@@ -82,7 +82,7 @@ impl Auth {
     /// or [`Auth::use_credentials`] settle it.
     pub(crate) fn new(creds: Option<Credentials>, oci: oci_client::Client, access: Access) -> Auth {
         Auth {
-            creds,
+            creds: RefCell::new(creds),
             oci,
             access,
             current: RefCell::new(Authorization::None),
@@ -90,12 +90,38 @@ impl Auth {
         }
     }
 
-    /// The password, when there is one (a secret to scrub).
-    pub(crate) fn password(&self) -> Option<&str> {
-        self.creds
-            .as_ref()
-            .map(|c| c.password.as_str())
-            .filter(|p| !p.is_empty())
+    /// What must never reach output: the password, and the forms a
+    /// registry echoing the `Authorization` header would show of it:
+    /// `base64(username:password)`, standard, unpadded and URL-safe.
+    pub(crate) fn secrets(&self) -> Vec<String> {
+        use base64::Engine as _;
+        use base64::engine::general_purpose::{
+            STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD,
+        };
+        let creds = self.creds.borrow();
+        let Some(c) = creds.as_ref().filter(|c| !c.password.is_empty()) else {
+            return Vec::new();
+        };
+        let basic = format!("{}:{}", c.username, c.password);
+        let mut out = vec![c.password.clone()];
+        for engine in [STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD] {
+            let encoded = engine.encode(&basic);
+            if !out.contains(&encoded) {
+                out.push(encoded);
+            }
+        }
+        out
+    }
+
+    /// Pull, or pull and push.
+    pub(crate) fn access(&self) -> Access {
+        self.access
+    }
+
+    /// New credentials (an OIDC login renewed after they expired); the
+    /// caller authenticates again.
+    pub(crate) fn replace_credentials(&self, creds: Credentials) {
+        *self.creds.borrow_mut() = Some(creds);
     }
 
     /// One round of the token flow through `oci-client`: `GET /v2/`, and for
@@ -111,7 +137,7 @@ impl Auth {
             repo.name.clone(),
             "latest".to_string(),
         );
-        let auth = match &self.creds {
+        let auth = match &*self.creds.borrow() {
             Some(c) => RegistryAuth::Basic(c.username.clone(), c.password.clone()),
             None => RegistryAuth::Anonymous,
         };
@@ -129,7 +155,7 @@ impl Auth {
 
     /// Authorizes requests with the credentials directly (Basic), or not at all.
     pub(crate) fn use_credentials(&self) {
-        *self.current.borrow_mut() = match &self.creds {
+        *self.current.borrow_mut() = match &*self.creds.borrow() {
             Some(c) => Authorization::Basic(c.clone()),
             None => Authorization::None,
         };
@@ -157,7 +183,7 @@ impl Auth {
 
     /// `push as USER` / `pull anonymously`, for a debug line.
     pub(crate) fn describe(&self) -> String {
-        match &self.creds {
+        match &*self.creds.borrow() {
             Some(c) => format!("{} as {}", self.access.word(), c.username),
             None => format!("{} anonymously", self.access.word()),
         }
@@ -165,7 +191,7 @@ impl Auth {
 
     /// The token service's refusal, in words (not yet scrubbed).
     pub(crate) fn refusal(&self, repo: &Repository, reason: &str) -> String {
-        let who = match &self.creds {
+        let who = match &*self.creds.borrow() {
             Some(c) => format!("as {}", c.username),
             None => "anonymously".to_string(),
         };
@@ -178,13 +204,20 @@ impl Auth {
     }
 }
 
-/// What to do about a refused authentication at `host`.
-pub(crate) fn auth_hint(host: &str) -> String {
-    let mut h = format!(
-        "give credentials that may push to {host}: --username with --password-stdin, \
-         SETTINGS_IMAGE_USERNAME and SETTINGS_IMAGE_PASSWORD, or `docker login {host}`"
-    );
-    if host == "ghcr.io" {
+/// What to do about a refused authentication at `host`, for a client
+/// that needed `access` (reading needs only pull rights).
+pub(crate) fn auth_hint(host: &str, access: Access) -> String {
+    let mut h = match access {
+        Access::Push => format!(
+            "give credentials that may push to {host}: --username with --password-stdin, \
+             SETTINGS_IMAGE_USERNAME and SETTINGS_IMAGE_PASSWORD, or `docker login {host}`"
+        ),
+        Access::Pull => format!(
+            "give credentials that may pull from {host}: SETTINGS_IMAGE_USERNAME and \
+             SETTINGS_IMAGE_PASSWORD, or `docker login {host}`"
+        ),
+    };
+    if host == "ghcr.io" && access == Access::Push {
         h.push_str(
             "; in GitHub Actions the workflow needs `permissions: packages: write`, and a package \
              first created by hand needs this repository added under the package's \
@@ -385,10 +418,14 @@ mod tests {
 
     #[test]
     fn ghcr_auth_hint_names_the_workflow_fixes() {
-        let h = auth_hint("ghcr.io");
+        let h = auth_hint("ghcr.io", Access::Push);
         assert!(h.contains("permissions: packages: write"), "{h}");
         assert!(h.contains("Manage Actions access"), "{h}");
-        assert!(!auth_hint("quay.io").contains("Manage Actions"));
+        assert!(!auth_hint("quay.io", Access::Push).contains("Manage Actions"));
+        // Reading needs pull rights only: the hint does not ask for more.
+        let pull = auth_hint("ghcr.io", Access::Pull);
+        assert!(pull.contains("may pull from ghcr.io"), "{pull}");
+        assert!(!pull.contains("push"), "{pull}");
     }
 
     #[test]

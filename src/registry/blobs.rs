@@ -11,6 +11,7 @@ use reqwest::header::{self, HeaderMap, HeaderValue};
 use reqwest::{Method, Response, StatusCode, Url};
 
 use super::Session;
+use super::deadline;
 use super::transport::{Attempt, MAX_ATTEMPTS, backoff};
 use crate::error::{Error, Result};
 use crate::image::Descriptor;
@@ -124,16 +125,25 @@ impl Session {
         headers: HeaderMap,
         expect: StatusCode,
     ) -> Result<Attempt<Response>> {
-        let body = match body {
-            Body::Empty => reqwest::Body::from(Vec::new()),
-            Body::Bytes(b) => reqwest::Body::from(b),
-            Body::File(path) => file_stream(path)
-                .await
-                .map_err(|e| Error::io(format!("reading {}", path.display()), e))?,
+        let (body, len) = match body {
+            Body::Empty => (reqwest::Body::from(Vec::new()), 0),
+            Body::Bytes(b) => {
+                let len = b.len() as u64;
+                (reqwest::Body::from(b), len)
+            }
+            Body::File(path) => {
+                let len = std::fs::metadata(path).map_or(0, |m| m.len());
+                let body = file_stream(path)
+                    .await
+                    .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+                (body, len)
+            }
         };
+        // An upload's deadline grows with its body (see `deadline`).
         let rb = self
             .t
             .request(method, url.clone())
+            .timeout(deadline::get().for_request(len))
             .headers(headers)
             .body(body);
         self.t.send_once(what, rb, expect).await

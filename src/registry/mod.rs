@@ -10,7 +10,9 @@
 //! - [`manifests`], [`blobs`], [`referrers`]: the API's resources.
 //!
 //! [`Client`] is the blocking facade: each call runs on the client's own
-//! single-threaded runtime. Where a built image goes, and in which order
+//! single-threaded runtime, inside the whole-operation deadline that
+//! started when the client was opened ([`deadline`]: no registry holds a
+//! run forever). Where a built image goes, and in which order
 //! (the push), is `crate::publish`'s; see `docs/push.md`.
 //!
 //! Why not `oci-client` for everything: it uploads every blob without a
@@ -19,6 +21,7 @@
 
 pub mod auth;
 pub mod blobs;
+pub mod deadline;
 pub mod manifests;
 pub mod name;
 pub mod referrers;
@@ -32,7 +35,7 @@ use std::path::PathBuf;
 pub use auth::Credentials;
 pub use blobs::CHUNK_SIZE;
 pub use manifests::{Manifest, PutManifest};
-pub use name::{Repository, is_loopback, parse_repository};
+pub use name::{Repository, check_repository_text, is_loopback, parse_repository};
 pub use referrers::Attached;
 pub use transport::MAX_SMALL;
 
@@ -58,6 +61,26 @@ pub struct Options {
     /// Docker's `config.json` (`$DOCKER_CONFIG/config.json`, else
     /// `~/.docker/config.json`, as the front end finds it); `None`: none.
     pub docker_config: Option<PathBuf>,
+    /// An OIDC login that makes the credentials (when `credentials` is
+    /// `None`), and makes them again, once, when they expire mid-push.
+    pub login: Option<Box<crate::login::Login>>,
+}
+
+/// The whole-operation deadline passed while `doing`.
+fn overrun(repo: &Repository, doing: &str) -> Error {
+    let limit = deadline::secs(deadline::get().operation);
+    Error::Registry {
+        reference: repo.to_string(),
+        what: "the whole operation".into(),
+        message: format!(
+            "did not finish within {limit} s (the whole-operation deadline) while {doing}"
+        ),
+        hint: Some(format!(
+            "{} is too slow or stalls; try again later. A slow registry that does finish can be \
+             given longer with SETTINGS_IMAGE_PUSH_TIMEOUT (seconds)",
+            repo.host
+        )),
+    }
 }
 
 /// One authenticated session with a repository and what it has learnt:
@@ -88,6 +111,8 @@ impl Session {
 pub struct Client {
     rt: tokio::runtime::Runtime,
     session: Session,
+    /// When the whole operation must be over (set when opened).
+    until: tokio::time::Instant,
 }
 
 impl fmt::Debug for Client {
@@ -120,13 +145,19 @@ impl Client {
             .enable_all()
             .build()
             .map_err(|e| Error::io("starting the async runtime", e))?;
-        let t = rt.block_on(Transport::open(
-            repo,
+        let limit = deadline::get().operation;
+        let until = rt.block_on(async { tokio::time::Instant::now() + limit });
+        let opening = Transport::open(
+            repo.clone(),
             opts.insecure,
             opts.credentials.clone(),
             opts.docker_config.as_deref(),
+            opts.login.as_deref().cloned(),
             access,
-        ))?;
+        );
+        let t = rt
+            .block_on(async { tokio::time::timeout_at(until, opening).await })
+            .map_err(|_| overrun(&repo, "contacting the registry (authentication)"))??;
         let session = Session {
             t,
             monolithic: opts.monolithic,
@@ -135,16 +166,19 @@ impl Client {
             referrers_api: Cell::new(None),
             named: RefCell::new(HashMap::new()),
         };
-        Ok(Client { rt, session })
+        Ok(Client { rt, session, until })
     }
 
-    /// Runs `f` over the async session on this client's runtime: for
-    /// operations that send requests side by side (the push).
-    pub(crate) fn run<'a, T, F>(&'a self, f: impl FnOnce(&'a Session) -> F) -> T
+    /// Runs `f` over the async session on this client's runtime, inside
+    /// the whole-operation deadline: for operations that send requests
+    /// side by side (the push).
+    pub(crate) fn run<'a, T, F>(&'a self, f: impl FnOnce(&'a Session) -> F) -> Result<T>
     where
-        F: Future<Output = T> + 'a,
+        F: Future<Output = Result<T>> + 'a,
     {
-        self.rt.block_on(f(&self.session))
+        self.rt
+            .block_on(async { tokio::time::timeout_at(self.until, f(&self.session)).await })
+            .map_err(|_| overrun(&self.session.t.repo, &self.session.t.doing()))?
     }
 
     /// The repository this client talks to.

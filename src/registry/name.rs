@@ -61,10 +61,68 @@ fn name_component_ok(c: &str) -> bool {
     true
 }
 
+/// The checks of a repository (or image reference) that come before its
+/// grammar, because the grammar's own message would mislead or leak:
+/// credentials in front of the host (`user:password@host/name`, refused
+/// without echoing any of it), a URL scheme, whitespace and control
+/// characters (a leading space otherwise reads as a bad domain name), and
+/// `%` (`sh%0Aop` otherwise reads as upper-case letters).
+pub fn check_repository_text(s: &str) -> Result<()> {
+    let without_scheme = s.split_once("://").map_or(s, |(_, rest)| rest);
+    let authority = without_scheme.split('/').next().unwrap_or("");
+    if let Some((_, host)) = authority.rsplit_once('@') {
+        // Echo nothing before the '@': it is a username and password.
+        return Err(Error::input(
+            format!(
+                "invalid repository: it carries credentials (USER:PASSWORD@) in front of the host {host:?}; \
+                 a repository never holds credentials, so it was not used (and is not repeated here)"
+            ),
+            Some(
+                "give the repository as HOST/NAME and the credentials apart: --username with \
+                 --password-stdin (or SETTINGS_IMAGE_USERNAME and SETTINGS_IMAGE_PASSWORD), or the \
+                 action's `username` and `password` inputs; change that password, it was written \
+                 where logs keep it"
+                    .to_string(),
+            ),
+        ));
+    }
+    if s.contains("://") {
+        return Err(Error::input(
+            format!("invalid repository {s:?}: a repository has no URL scheme"),
+            Some(format!(
+                "drop the scheme: {without_scheme} (plain HTTP is used for loopback hosts, or with --insecure)"
+            )),
+        ));
+    }
+    let what = if s.starts_with(char::is_whitespace) {
+        Some("it starts with whitespace")
+    } else if s.ends_with(char::is_whitespace) {
+        Some("it ends with whitespace")
+    } else if s.chars().any(char::is_whitespace) {
+        Some("it contains whitespace")
+    } else if s.chars().any(char::is_control) {
+        Some("it contains a control character")
+    } else if s.contains('%') {
+        Some(
+            "it contains '%': percent-encoding (such as %0A, a line break) is not decoded in a repository",
+        )
+    } else {
+        None
+    };
+    match what {
+        Some(what) => Err(Error::input(
+            format!("invalid repository {s:?}: {what}"),
+            repo_hint(),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Parses and checks `HOST/NAME` before any network use: a host is required,
 /// the name must follow the distribution grammar (lower case only; ghcr.io
 /// gets its own explanation), and neither tag nor digest may be attached.
 pub fn parse_repository(s: &str) -> Result<Repository> {
+    check_repository_text(s)?;
     let bad = |msg: String| Error::input(msg, repo_hint());
     let Some((host, name)) = s.split_once('/') else {
         return Err(bad(format!(
@@ -152,6 +210,31 @@ mod tests {
             "ghcr.io/a_-b",
         ] {
             assert!(parse_repository(bad).is_err(), "{bad}");
+        }
+        for (bad, says) in [
+            (" ghcr.io/a/b", "starts with whitespace"),
+            ("ghcr.io/a/b ", "ends with whitespace"),
+            ("ghcr.io/a b", "contains whitespace"),
+            ("ghcr.io/a\nb", "contains whitespace"),
+            ("ghcr.io/a\u{7}b", "control character"),
+            ("ghcr.io/sh%0Aop", "percent-encoding"),
+            ("https://ghcr.io/a/b", "no URL scheme"),
+        ] {
+            let err = parse_repository(bad).unwrap_err();
+            assert!(err.to_string().contains(says), "{bad:?}: {err}");
+            assert_eq!(err.exit_code(), 2);
+        }
+        for with_userinfo in [
+            "alice:S3cretPW@ghcr.io/a/b",
+            "alice@ghcr.io/a/b",
+            "https://alice:S3cretPW@ghcr.io/a/b",
+            "alice:S3c@et@localhost:5000/a",
+        ] {
+            let err = parse_repository(with_userinfo).unwrap_err();
+            let text = format!("{err} {}", err.hint().unwrap_or_default());
+            assert!(text.contains("credentials"), "{text}");
+            assert!(!text.contains("alice") && !text.contains("S3c"), "{text}");
+            assert_eq!(err.exit_code(), 2);
         }
         let err = parse_repository("ghcr.io/Acme/settings").unwrap_err();
         assert!(err.hint().unwrap().contains("ghcr.io/acme/settings"));

@@ -18,6 +18,7 @@ use reqwest::header;
 use reqwest::{Method, RequestBuilder, Response, StatusCode, Url};
 
 use super::auth::{self, Access, Auth, Credentials};
+use super::deadline;
 use super::name::{Repository, api_host, is_loopback, repo_hint};
 use crate::error::{Error, Result, error_chain};
 
@@ -29,6 +30,9 @@ const BACKOFF_BASE: Duration = Duration::from_millis(200);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// The largest manifest or blob read into memory (`get_manifest`, `get_blob`).
 pub const MAX_SMALL: usize = 16 * 1024 * 1024;
+/// The most read of an error answer's body: registries explain an error in
+/// a few hundred bytes of JSON; a hostile one may send gigabytes.
+pub const MAX_ERROR_BODY: usize = 64 * 1024;
 
 /// One try of a step of a larger operation (a blob upload session), which
 /// starts over as a whole after a transient failure. A permanent failure is
@@ -129,6 +133,47 @@ fn describe(status: StatusCode, body: &[u8]) -> String {
     }
 }
 
+/// Reads at most [`MAX_ERROR_BODY`] bytes of an error answer, and says
+/// when it stopped early: cut at the cap, or the answer stopped coming.
+async fn error_body(mut resp: Response) -> (Vec<u8>, Option<String>) {
+    let announced = resp.content_length();
+    let mut body = Vec::new();
+    loop {
+        match resp.chunk().await {
+            Ok(Some(chunk)) => {
+                let room = MAX_ERROR_BODY - body.len();
+                if chunk.len() > room {
+                    body.extend_from_slice(&chunk[..room]);
+                    let of = announced.map_or(String::new(), |n| format!(" of {n}"));
+                    return (
+                        body,
+                        Some(format!(
+                            "the answer was cut at {MAX_ERROR_BODY} bytes{of}; the rest was not read"
+                        )),
+                    );
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(None) => return (body, None),
+            Err(e) if e.is_timeout() => {
+                let d = deadline::secs(deadline::get().request);
+                return (
+                    body,
+                    Some(format!(
+                        "the rest of the answer did not come within the per-request deadline of {d} s"
+                    )),
+                );
+            }
+            Err(e) => {
+                return (
+                    body,
+                    Some(format!("the answer broke off: {}", error_chain(&e))),
+                );
+            }
+        }
+    }
+}
+
 /// The HTTP client could not be built: in practice, no CA certificates.
 fn no_tls_client(repo: &Repository, e: &dyn std::error::Error) -> Error {
     Error::Registry {
@@ -174,9 +219,14 @@ pub(crate) struct Transport {
     base: Url,
     http: reqwest::Client,
     auth: Auth,
-    /// Strings that must never reach output: password and tokens.
+    /// Strings that must never reach output: password, its Basic
+    /// encodings and tokens.
     secrets: RefCell<Vec<String>>,
     requests: Cell<u64>,
+    /// The OIDC login the credentials came from, until it renewed them (once).
+    login: RefCell<Option<crate::login::Login>>,
+    /// What the latest request was for, for a deadline's message.
+    doing: RefCell<String>,
 }
 
 impl Transport {
@@ -188,6 +238,7 @@ impl Transport {
         insecure: bool,
         creds: Option<Credentials>,
         docker_config: Option<&Path>,
+        login: Option<crate::login::Login>,
         access: Access,
     ) -> Result<Self> {
         let plain = insecure || is_loopback(&repo.host);
@@ -210,9 +261,10 @@ impl Transport {
             .user_agent(concat!("settings-image/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| no_tls_client(&repo, &e))?;
-        let creds = match creds {
-            Some(c) => Some(c),
-            None => auth::from_docker_config(docker_config, &repo.host)?,
+        let creds = match (creds, &login) {
+            (Some(c), _) => Some(c),
+            (None, Some(l)) => Some(l.credentials().await?),
+            (None, None) => auth::from_docker_config(docker_config, &repo.host)?,
         };
         // `Client::new` falls back to a default client, which panics when
         // the system has no CA certificates (a `FROM scratch` image without
@@ -229,7 +281,7 @@ impl Transport {
         })
         .map_err(|e| no_tls_client(&repo, &e))?;
         let auth = Auth::new(creds, oci, access);
-        let secrets = auth.password().map(String::from).into_iter().collect();
+        let secrets = auth.secrets();
         let t = Transport {
             repo,
             base,
@@ -237,6 +289,8 @@ impl Transport {
             auth,
             secrets: RefCell::new(secrets),
             requests: Cell::new(0),
+            login: RefCell::new(login),
+            doing: RefCell::new("contacting the registry".into()),
         };
         t.authenticate().await?;
         Ok(t)
@@ -245,6 +299,18 @@ impl Transport {
     /// HTTP requests sent so far (after authentication).
     pub(crate) fn requests(&self) -> u64 {
         self.requests.get()
+    }
+
+    /// What the latest request was for (e.g. `uploading blob sha256:...`).
+    pub(crate) fn doing(&self) -> String {
+        self.doing.borrow().clone()
+    }
+
+    fn start(&self, what: &str) {
+        self.requests.set(self.requests.get() + 1);
+        if *self.doing.borrow() != what {
+            *self.doing.borrow_mut() = what.to_string();
+        }
     }
 
     /// Removes every secret from `s`.
@@ -275,7 +341,15 @@ impl Transport {
     /// A failed HTTP exchange (no response), with what to check.
     pub(crate) fn http_err(&self, what: &str, e: &reqwest::Error) -> Error {
         let host = &self.repo.host;
-        let hint = if is_not_tls_error(e) {
+        let d = deadline::get();
+        let hint = if e.is_timeout() {
+            format!(
+                "{host} did not answer in time: a request gets {} s in all (the per-request deadline, \
+                 more for a large upload; SETTINGS_IMAGE_REQUEST_TIMEOUT sets it) and 60 s without a \
+                 byte; it was tried up to {MAX_ATTEMPTS} times",
+                deadline::secs(d.request)
+            )
+        } else if is_not_tls_error(e) {
             format!(
                 "{host} does not answer HTTPS; if it is a registry that serves plain HTTP, \
                  add --insecure (plain HTTP is only used by itself for loopback hosts)"
@@ -288,17 +362,26 @@ impl Transport {
         } else if self.base.scheme() == "https" {
             format!(
                 "check that {host} is reachable over HTTPS (plain HTTP is only used for loopback \
-                 hosts or with --insecure); transient failures were retried {MAX_ATTEMPTS} times"
+                 hosts or with --insecure); transient failures were tried {MAX_ATTEMPTS} times"
             )
         } else {
             format!(
-                "check that {host} is reachable; transient failures were retried {MAX_ATTEMPTS} times"
+                "check that {host} is reachable; transient failures were tried {MAX_ATTEMPTS} times"
             )
+        };
+        let message = if e.is_timeout() {
+            format!(
+                "no complete answer in time (the per-request deadline is {} s): {}",
+                deadline::secs(d.request),
+                error_chain(e)
+            )
+        } else {
+            error_chain(e)
         };
         Error::Registry {
             reference: self.repo.to_string(),
             what: what.to_string(),
-            message: self.scrub(error_chain(e)),
+            message: self.scrub(message),
             hint: Some(hint),
         }
     }
@@ -334,7 +417,7 @@ impl Transport {
                     return Err(Error::Auth {
                         host: self.repo.host.clone(),
                         message: self.scrub(self.auth.refusal(&self.repo, &reason)),
-                        hint: auth::auth_hint(&self.repo.host),
+                        hint: auth::auth_hint(&self.repo.host, self.auth.access()),
                     });
                 }
                 Err(OciDistributionError::RequestError(e)) => {
@@ -351,7 +434,22 @@ impl Transport {
     /// new token, at most twice per session. True when the request is worth
     /// sending again.
     async fn renew(&self, status: StatusCode) -> Result<bool> {
-        if status != StatusCode::UNAUTHORIZED || !self.auth.may_renew() {
+        if status != StatusCode::UNAUTHORIZED {
+            return Ok(false);
+        }
+        // Credentials from an OIDC login expire (an ECR password lives 12
+        // hours, others minutes): the first 401 runs the exchange again, once.
+        let login = self.login.borrow_mut().take();
+        if let Some(login) = login {
+            let fresh = login.credentials().await?;
+            self.auth.replace_credentials(fresh);
+            // The new password and its Basic encodings.
+            let fresh_secrets = self.auth.secrets();
+            self.secrets.borrow_mut().extend(fresh_secrets);
+            self.authenticate().await?;
+            return Ok(true);
+        }
+        if !self.auth.may_renew() {
             return Ok(false);
         }
         self.authenticate().await?;
@@ -389,9 +487,12 @@ impl Transport {
             .map_err(|e| self.registry_err("building a URL", e.to_string()))
     }
 
-    /// A request with the current authorization.
+    /// A request with the current authorization and the per-request
+    /// deadline (an upload sets a longer one for its body).
     pub(crate) fn request(&self, method: Method, url: Url) -> RequestBuilder {
-        self.auth.apply(self.http.request(method, url))
+        self.auth
+            .apply(self.http.request(method, url))
+            .timeout(deadline::get().request)
     }
 
     /// Sends a request built by `make`, retrying transient failures when
@@ -406,7 +507,7 @@ impl Transport {
         loop {
             attempt += 1;
             let rb = make(self)?;
-            self.requests.set(self.requests.get() + 1);
+            self.start(what);
             let can_retry = retry && attempt < MAX_ATTEMPTS;
             let sent = rb.send().await;
             self.debug_response(what, attempt, &sent);
@@ -435,7 +536,7 @@ impl Transport {
         rb: RequestBuilder,
         expect: StatusCode,
     ) -> Result<Attempt<Response>> {
-        self.requests.set(self.requests.get() + 1);
+        self.start(what);
         let sent = rb.send().await;
         self.debug_response(what, 1, &sent);
         match sent {
@@ -466,13 +567,16 @@ impl Transport {
     /// Turns a response with an unexpected status into an error.
     pub(crate) async fn fail(&self, what: &str, resp: Response) -> Error {
         let status = resp.status();
-        let body = resp.bytes().await.map(|b| b.to_vec()).unwrap_or_default();
-        let message = describe(status, &body);
+        let (body, cut) = error_body(resp).await;
+        let mut message = describe(status, &body);
+        if let Some(cut) = cut {
+            message = format!("{message} ({cut})");
+        }
         if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
             return Error::Auth {
                 host: self.repo.host.clone(),
                 message: self.scrub(format!("{what} in {}: {message}", self.repo.name)),
-                hint: auth::auth_hint(&self.repo.host),
+                hint: auth::auth_hint(&self.repo.host, self.auth.access()),
             };
         }
         let hint = if status == StatusCode::NOT_FOUND {
@@ -489,6 +593,12 @@ impl Transport {
         } else if status == StatusCode::METHOD_NOT_ALLOWED || status == StatusCode::NOT_IMPLEMENTED
         {
             Some("if this registry does not support chunked uploads, try --monolithic".into())
+        } else if status.is_client_error() {
+            Some(
+                "the registry refused this request as it was sent; its message says why (often a \
+                 rule of the registry: immutable tags, sizes, names)"
+                    .into(),
+            )
         } else {
             None
         };

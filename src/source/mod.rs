@@ -181,7 +181,8 @@ fn resolve_link(
             ".." => {
                 if at.pop().is_none() {
                     return Err(format!(
-                        "symlink target {target:?} leaves the folder once the folder's own links                          are followed; only links inside the folder are kept"
+                        "symlink target {target:?} leaves the folder once the folder's own links \
+                         are followed; only links inside the folder are kept"
                     ));
                 }
             }

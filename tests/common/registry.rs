@@ -784,3 +784,149 @@ impl ConnCounter {
         self.count.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
+
+/// Every tag of `repository` (`HOST/NAME`) as `skopeo list-tags` reads
+/// it, sorted; empty when the registry does not know the repository.
+pub fn skopeo_tags(repository: &str, creds: Option<&str>) -> Vec<String> {
+    require("skopeo");
+    let mut cmd = Command::new("skopeo");
+    cmd.args(["list-tags", "--tls-verify=false"]);
+    match creds {
+        Some(c) => cmd.args(["--creds", c]),
+        None => cmd.arg("--no-creds"),
+    };
+    let out = cmd.arg(format!("docker://{repository}")).output().unwrap();
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("name unknown") || err.contains("404 (Not Found)"),
+            "skopeo list-tags {repository} failed unexpectedly: {err}"
+        );
+        return Vec::new();
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut tags: Vec<String> = v["Tags"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|t| t.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    tags.sort();
+    tags
+}
+
+// ---------------------------------------------------------------- hostile stub
+
+/// A request the stub saw: method, path and headers.
+pub type Request = (String, String, Vec<(String, String)>);
+
+/// A loopback HTTP/1.1 server whose every answer a test writes by hand:
+/// for each request (head parsed, body read and dropped) `answer` writes
+/// what it likes to the connection, and returns false to close it. For
+/// what cannot run here: a registry that echoes headers, sends endless
+/// bodies or one byte at a time.
+pub struct Stub {
+    pub port: u16,
+    /// Every request seen.
+    pub seen: Arc<Mutex<Vec<Request>>>,
+}
+
+type Answer = dyn Fn(&Head, &mut TcpStream) -> bool + Send + Sync;
+
+impl Stub {
+    /// Starts serving with `answer`.
+    pub fn start(answer: impl Fn(&Head, &mut TcpStream) -> bool + Send + Sync + 'static) -> Stub {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let answer: Arc<Answer> = Arc::new(answer);
+        let s = seen.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let (s, answer) = (s.clone(), answer.clone());
+                std::thread::spawn(move || {
+                    let Ok(read_half) = stream.try_clone() else {
+                        return;
+                    };
+                    let mut reader = BufReader::new(read_half);
+                    let mut out = stream;
+                    while let Some(head) = read_head(&mut reader) {
+                        s.lock().unwrap().push((
+                            head.method.clone(),
+                            head.path.clone(),
+                            head.headers.clone(),
+                        ));
+                        if read_body(&mut reader, &head, head.method == "HEAD").is_err()
+                            || !answer(&head, &mut out)
+                        {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        Stub { port, seen }
+    }
+
+    /// `127.0.0.1:PORT`.
+    pub fn host(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+}
+
+/// Writes a complete response with a JSON body; false when the client left.
+pub fn respond(out: &mut TcpStream, status: &str, headers: &[(&str, &str)], body: &str) -> bool {
+    let mut r = format!("HTTP/1.1 {status}\r\nContent-Length: {}\r\n", body.len());
+    if !body.is_empty() {
+        r.push_str("Content-Type: application/json\r\n");
+    }
+    for (k, v) in headers {
+        r.push_str(&format!("{k}: {v}\r\n"));
+    }
+    r.push_str("\r\n");
+    r.push_str(body);
+    out.write_all(r.as_bytes()).is_ok()
+}
+
+/// A registry API stub: `/v2/` and the existence checks answer as an empty
+/// registry would (with a Basic challenge when `basic` is set), and the
+/// first upload request (`POST blobs/uploads/`) gets `upload`.
+pub fn api_stub(
+    basic: bool,
+    upload: impl Fn(&Head, &mut TcpStream) -> bool + Send + Sync + 'static,
+) -> Stub {
+    Stub::start(move |head, out| {
+        let authorized = head.header("authorization").is_some();
+        match (head.method.as_str(), head.path.as_str()) {
+            ("GET", "/v2/") if basic && !authorized => respond(
+                out,
+                "401 Unauthorized",
+                &[("WWW-Authenticate", "Basic realm=\"stub\"")],
+                r#"{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}"#,
+            ),
+            ("GET", "/v2/") => respond(out, "200 OK", &[], "{}"),
+            ("HEAD", _) => respond(out, "404 Not Found", &[], ""),
+            ("POST", p) if p.contains("/blobs/uploads/") => upload(head, out),
+            _ => respond(
+                out,
+                "500 Internal Server Error",
+                &[],
+                r#"{"errors":[{"code":"UNEXPECTED","message":"the stub did not expect this"}]}"#,
+            ),
+        }
+    })
+}
+
+/// A registry stub with a Basic challenge whose upload answer echoes the
+/// request's `Authorization` header in a 400 error, as a careless proxy or
+/// registry does.
+pub fn echoing_registry() -> Stub {
+    api_stub(true, |head, out| {
+        let echoed = head.header("authorization").unwrap_or("").to_string();
+        let body = serde_json::json!({"errors": [{"code": "DENIED",
+            "message": format!("refused; you sent Authorization: {echoed}")}]});
+        respond(out, "400 Bad Request", &[], &body.to_string())
+    })
+}

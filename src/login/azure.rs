@@ -1,0 +1,111 @@
+//! Azure Container Registry: Microsoft Entra client-credentials grant with
+//! the ID token (audience `api://AzureADTokenExchange`) as
+//! `client_assertion` (`POST {authority}/{tenant}/oauth2/v2.0/token`,
+//! scope `https://management.azure.com/.default`, as `az acr login` uses),
+//! then the registry's own `POST /oauth2/exchange`
+//! (`grant_type=access_token`, `service`, `tenant`, `access_token`) for an
+//! ACR refresh token, used as password with user
+//! `00000000-0000-0000-0000-000000000000`.
+//!
+//! Checked against the Microsoft identity platform's client-credentials
+//! flow ("access token request with a federated credential") and ACR's
+//! "Azure Container Registry integration with Azure Active Directory"
+//! (AAD-OAuth) document. `AZURE_AUTHORITY_HOST` points at another authority
+//! (sovereign clouds, tests).
+
+use super::http::{self, Ctx};
+use super::{Login, Provider, need};
+use crate::error::Result;
+use crate::registry::Credentials;
+
+/// The user name ACR expects with a refresh token.
+pub const ACR_USER: &str = "00000000-0000-0000-0000-000000000000";
+
+fn form(pairs: &[(&str, &str)]) -> String {
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{k}={}", super::id_token::encode(v)))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+/// The ACR login.
+pub(crate) async fn login(login: &Login, ctx: &Ctx, jwt: &str) -> Result<Credentials> {
+    let client = need(
+        &login.facts.azure_client_id,
+        "azure-client-id",
+        Provider::Azure,
+        "the application (client) id, a GUID",
+    )?;
+    let tenant = need(
+        &login.facts.azure_tenant_id,
+        "azure-tenant-id",
+        Provider::Azure,
+        "the directory (tenant) id, a GUID",
+    )?;
+    let authority = login
+        .endpoints
+        .azure_authority
+        .clone()
+        .unwrap_or_else(|| "https://login.microsoftonline.com/".into());
+    let url = http::join(&authority, &format!("/{tenant}/oauth2/v2.0/token"));
+    let body = form(&[
+        ("grant_type", "client_credentials"),
+        ("client_id", client),
+        ("scope", "https://management.azure.com/.default"),
+        (
+            "client_assertion_type",
+            "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
+        ),
+        ("client_assertion", jwt),
+    ]);
+    let what = "Microsoft Entra client-credentials token";
+    let rb = ctx
+        .http()
+        .post(&url)
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body(body);
+    let answer = ctx.send(what, &url, rb).await?;
+    if !answer.status.is_success() {
+        return Err(ctx.refused(
+            what,
+            &url,
+            &answer,
+            format!(
+                "check the federated credential on application {client}: issuer https://token.actions.githubusercontent.com, \
+                 subject repo:OWNER/REPO:ref:refs/heads/BRANCH (or :environment:NAME, :pull_request), audience api://AzureADTokenExchange; see docs/registries.md"
+            ),
+        ));
+    }
+    let v = http::json(ctx, what, &url, &answer)?;
+    let aad = http::field(ctx, &v, "access_token", what, &url, true)?;
+    let url = http::join(&login.registry_base(), "/oauth2/exchange");
+    let service = login.host.clone();
+    let body = form(&[
+        ("grant_type", "access_token"),
+        ("service", &service),
+        ("tenant", tenant),
+        ("access_token", &aad),
+    ]);
+    let what = "ACR /oauth2/exchange";
+    let rb = ctx
+        .http()
+        .post(&url)
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body(body);
+    let answer = ctx.send(what, &url, rb).await?;
+    if !answer.status.is_success() {
+        return Err(ctx.refused(
+            what,
+            &url,
+            &answer,
+            format!("give the application {client} the AcrPush role on the registry {service}"),
+        ));
+    }
+    let v = http::json(ctx, what, &url, &answer)?;
+    let refresh = http::field(ctx, &v, "refresh_token", what, &url, true)?;
+    Ok(Credentials {
+        username: ACR_USER.into(),
+        password: refresh,
+    })
+}

@@ -1,0 +1,614 @@
+//! Registry login with no stored secret: the job's OpenID Connect ID token
+//! exchanged, the way each registry's provider documents it, for a
+//! short-lived username and password that the registry code then uses like
+//! any other [`Credentials`].
+//!
+//! This module owns *which* login a push uses ([`plan`]) and the exchanges
+//! themselves, one file per provider: [`aws`] (ECR), [`google`] (Artifact
+//! Registry and gcr.io), [`azure`] (ACR), [`dockerhub`], [`quay`] and
+//! [`jfrog`]. [`id_token`] gets the ID token (GitHub's runner endpoint or a
+//! file). GHCR has no exchange: it takes the job's `GITHUB_TOKEN`, and only
+//! GitHub's own hosts ever see that token ([`is_github_registry`]).
+//!
+//! Front ends read the environment (inputs, `ACTIONS_ID_TOKEN_REQUEST_*`,
+//! the endpoint overrides `AWS_ENDPOINT_URL_STS` and friends) and pass
+//! values in: nothing here reads the process environment.
+//!
+//! *Why not the cloud SDKs?* Each exchange is one or two documented HTTP
+//! requests; the SDKs would add hundreds of crates to a static binary. Only
+//! AWS's request signing is delicate enough to take a crate for
+//! (`aws-sigv4`, the SDK's own signer).
+//!
+//! Every token this module sees (the ID token, intermediate and final
+//! tokens, AWS keys) is handed to [`Login::on_secret`] the moment it is
+//! known, so the action can mask it before printing anything else, and is
+//! scrubbed from every error message.
+
+pub mod aws;
+pub mod azure;
+pub mod dockerhub;
+pub mod flags;
+pub mod google;
+pub mod http;
+pub mod id_token;
+pub mod jfrog;
+pub mod quay;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::registry::Credentials;
+
+pub use id_token::IdTokenSource;
+
+/// An exchange provider: who turns the ID token into registry credentials.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    /// AWS ECR: STS `AssumeRoleWithWebIdentity`, then ECR `GetAuthorizationToken`.
+    Ecr,
+    /// Google Artifact Registry / gcr.io: STS token exchange (and
+    /// optionally `generateAccessToken` for a service account).
+    Gcp,
+    /// Azure ACR: Entra client credentials with the ID token as assertion,
+    /// then the registry's `/oauth2/exchange`.
+    Azure,
+    /// Docker Hub: identity.docker.com token exchange with a connection id.
+    DockerHub,
+    /// Quay: robot federation on the registry host.
+    Quay,
+    /// JFrog Artifactory: `/access/api/v1/oidc/token` on the registry host.
+    Jfrog,
+}
+
+impl Provider {
+    /// The name used by the `login` input and `--login`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Provider::Ecr => "ecr",
+            Provider::Gcp => "gcp",
+            Provider::Azure => "azure",
+            Provider::DockerHub => "dockerhub",
+            Provider::Quay => "quay",
+            Provider::Jfrog => "jfrog",
+        }
+    }
+
+    /// The audience the provider expects in the ID token when none is given.
+    fn default_audience(self, facts: &Facts) -> Option<String> {
+        match self {
+            Provider::Ecr => Some("sts.amazonaws.com".into()),
+            Provider::Gcp => facts
+                .gcp_workload_identity_provider
+                .as_deref()
+                .map(|p| format!("https://iam.googleapis.com/{}", p.trim_start_matches('/'))),
+            Provider::Azure => Some("api://AzureADTokenExchange".into()),
+            Provider::DockerHub => Some("https://identity.docker.com".into()),
+            // Both check whatever audience their trust configuration names;
+            // without `oidc-audience` the token carries GitHub's default.
+            Provider::Quay | Provider::Jfrog => None,
+        }
+    }
+}
+
+/// What the `login` input / `--login` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Choice {
+    /// From the registry host and which provider facts are given.
+    #[default]
+    Auto,
+    /// The job's GitHub token (ghcr.io, a GitHub Enterprise registry).
+    Github,
+    /// The explicit `username` and `password`.
+    Password,
+    /// No credentials from inputs (docker's config.json, else anonymous).
+    None,
+    /// An OIDC exchange.
+    Exchange(Provider),
+}
+
+impl Choice {
+    /// Parses `auto`, `github`, `password`, `none` or a provider name.
+    pub fn parse(s: &str, what: &str) -> Result<Choice> {
+        Ok(match s.trim().to_ascii_lowercase().as_str() {
+            "" | "auto" => Choice::Auto,
+            "github" | "ghcr" => Choice::Github,
+            "password" => Choice::Password,
+            "none" => Choice::None,
+            "ecr" | "aws" => Choice::Exchange(Provider::Ecr),
+            "gcp" | "google" | "gar" => Choice::Exchange(Provider::Gcp),
+            "azure" | "acr" => Choice::Exchange(Provider::Azure),
+            "dockerhub" | "docker-hub" | "docker" => Choice::Exchange(Provider::DockerHub),
+            "quay" => Choice::Exchange(Provider::Quay),
+            "jfrog" | "artifactory" => Choice::Exchange(Provider::Jfrog),
+            other => {
+                return Err(Error::input(
+                    format!("{what} is {other:?}"),
+                    Some(
+                        "use auto, github, password, none, ecr, gcp, azure, dockerhub, quay or jfrog"
+                            .into(),
+                    ),
+                ));
+            }
+        })
+    }
+}
+
+/// The provider facts a login may need: one per input (`aws-role-arn`, ...).
+/// `names` says how the face the user is using spells each one, for errors.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Facts {
+    /// The IAM role to assume (`arn:aws:iam::ACCOUNT:role/NAME`).
+    pub aws_role_arn: Option<String>,
+    /// The AWS region, when the registry host does not tell.
+    pub aws_region: Option<String>,
+    /// `projects/NUMBER/locations/global/workloadIdentityPools/POOL/providers/PROVIDER`.
+    pub gcp_workload_identity_provider: Option<String>,
+    /// A service account to impersonate (`NAME@PROJECT.iam.gserviceaccount.com`).
+    pub gcp_service_account: Option<String>,
+    /// The Entra application (client) id with the federated credential.
+    pub azure_client_id: Option<String>,
+    /// The Entra tenant id.
+    pub azure_tenant_id: Option<String>,
+    /// The Docker Hub OIDC connection id.
+    pub dockerhub_connection_id: Option<String>,
+    /// The JFrog OIDC integration (provider) name.
+    pub jfrog_provider_name: Option<String>,
+    /// The audience to request instead of the provider's default.
+    pub audience: Option<String>,
+    /// The user: the Quay robot (`org+robot`), the Docker Hub user or
+    /// organization, the JFrog user when the answer names none.
+    pub username: Option<String>,
+    /// A name for the session (AWS `RoleSessionName`); defaults to `settings-image`.
+    pub session_name: Option<String>,
+}
+
+/// Where the fixed cloud endpoints are, when not the public ones: private
+/// endpoints in production, local stubs in tests. The front end fills these
+/// from the variables each cloud's own SDKs read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Endpoints {
+    /// `AWS_ENDPOINT_URL_STS` (else `AWS_ENDPOINT_URL`).
+    pub aws_sts: Option<String>,
+    /// `AWS_ENDPOINT_URL_ECR` (else `AWS_ENDPOINT_URL`).
+    pub aws_ecr: Option<String>,
+    /// `AZURE_AUTHORITY_HOST`, e.g. `https://login.microsoftonline.com/`.
+    pub azure_authority: Option<String>,
+    /// `CLOUDSDK_API_ENDPOINT_OVERRIDES_STS` (gcloud's override), e.g. `https://sts.googleapis.com/`.
+    pub gcp_sts: Option<String>,
+    /// `CLOUDSDK_API_ENDPOINT_OVERRIDES_IAMCREDENTIALS`, e.g. `https://iamcredentials.googleapis.com/`.
+    pub gcp_iamcredentials: Option<String>,
+    /// `DOCKER_IDENTITY_URL`, e.g. `https://identity.docker.com`.
+    pub docker_identity: Option<String>,
+}
+
+impl Endpoints {
+    /// Reads the overrides through `get` (the front end's environment).
+    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Endpoints {
+        let get = |k: &str| {
+            get(k)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+        };
+        Endpoints {
+            aws_sts: get("AWS_ENDPOINT_URL_STS").or_else(|| get("AWS_ENDPOINT_URL")),
+            aws_ecr: get("AWS_ENDPOINT_URL_ECR").or_else(|| get("AWS_ENDPOINT_URL")),
+            azure_authority: get("AZURE_AUTHORITY_HOST"),
+            gcp_sts: get("CLOUDSDK_API_ENDPOINT_OVERRIDES_STS"),
+            gcp_iamcredentials: get("CLOUDSDK_API_ENDPOINT_OVERRIDES_IAMCREDENTIALS"),
+            docker_identity: get("DOCKER_IDENTITY_URL"),
+        }
+    }
+}
+
+/// Called with every secret the moment it is known (the action masks it).
+pub type SecretSink = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// One OIDC login, ready to run (and to run again when its credentials
+/// expire during a long push).
+#[derive(Clone)]
+pub struct Login {
+    /// Who exchanges the token.
+    pub provider: Provider,
+    /// The provider facts.
+    pub facts: Facts,
+    /// Where the ID token comes from.
+    pub id_token: IdTokenSource,
+    /// Endpoint overrides.
+    pub endpoints: Endpoints,
+    /// The registry host (`HOST[:PORT]`).
+    pub host: String,
+    /// `http` or `https`: the registry's scheme, used by the exchanges
+    /// that live on the registry host (Quay, JFrog, ACR's `/oauth2/exchange`).
+    pub scheme: &'static str,
+    /// The overall deadline of each exchange request.
+    pub timeout: Duration,
+    /// Receives every secret as soon as it is known.
+    pub on_secret: Option<SecretSink>,
+}
+
+impl fmt::Debug for Login {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Login")
+            .field("provider", &self.provider)
+            .field("host", &self.host)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The default deadline of one exchange request.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The deadline of each exchange request: `SETTINGS_IMAGE_LOGIN_TIMEOUT`
+/// seconds (read through `get`), else [`DEFAULT_TIMEOUT`].
+pub fn timeout_from(get: impl Fn(&str) -> Option<String>) -> Result<Duration> {
+    match get("SETTINGS_IMAGE_LOGIN_TIMEOUT").filter(|v| !v.trim().is_empty()) {
+        None => Ok(DEFAULT_TIMEOUT),
+        Some(v) => match v.trim().parse::<u64>() {
+            Ok(s) if s > 0 => Ok(Duration::from_secs(s)),
+            _ => Err(Error::input(
+                format!("SETTINGS_IMAGE_LOGIN_TIMEOUT is {v:?}"),
+                Some("give a whole number of seconds, e.g. 30".into()),
+            )),
+        },
+    }
+}
+
+/// What a front end gives [`plan`].
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    /// The `login` choice.
+    pub choice: Choice,
+    /// The registry host.
+    pub host: String,
+    /// Explicit username (input or flag).
+    pub username: Option<String>,
+    /// Explicit password (input or flag).
+    pub password: Option<String>,
+    /// The job's GitHub token, if the workflow passed one.
+    pub github_token: Option<String>,
+    /// `GITHUB_SERVER_URL`, for a GitHub Enterprise Server's registry.
+    pub github_server_url: Option<String>,
+    /// Provider facts.
+    pub facts: Facts,
+}
+
+/// What [`plan`] decided.
+#[derive(Debug, Clone)]
+pub enum Decision {
+    /// Static credentials (explicit password, or the GitHub token on a GitHub host).
+    Static(Credentials),
+    /// An OIDC exchange for this provider.
+    Exchange(Provider),
+    /// Nothing from the inputs: docker's config.json, else anonymous.
+    None,
+}
+
+/// The container registry of GitHub: `ghcr.io`, or on GitHub Enterprise
+/// Server (`GITHUB_SERVER_URL`) its `containers.HOST`. The job token goes
+/// to these hosts only.
+pub fn is_github_registry(host: &str, server_url: Option<&str>) -> bool {
+    let host = host.to_ascii_lowercase();
+    if host == "ghcr.io" {
+        return true;
+    }
+    let Some(server) = server_url else {
+        return false;
+    };
+    let server = server
+        .trim()
+        .trim_start_matches("https://")
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_ascii_lowercase();
+    if server.is_empty() || server == "github.com" {
+        return false;
+    }
+    // GHE.com (data residency): `octo.ghe.com` serves `containers.octo.ghe.com`.
+    host == format!("containers.{server}")
+}
+
+/// The provider a registry host belongs to, when its name says so.
+pub fn provider_of_host(host: &str) -> Option<Provider> {
+    let h = host.to_ascii_lowercase();
+    let h = h.split(':').next().unwrap_or(&h);
+    if h.contains(".dkr.ecr.")
+        && (h.ends_with(".amazonaws.com") || h.ends_with(".amazonaws.com.cn"))
+    {
+        Some(Provider::Ecr)
+    } else if h.ends_with("-docker.pkg.dev") || h == "gcr.io" || h.ends_with(".gcr.io") {
+        Some(Provider::Gcp)
+    } else if h.ends_with(".azurecr.io") {
+        Some(Provider::Azure)
+    } else if matches!(h, "docker.io" | "index.docker.io" | "registry-1.docker.io") {
+        Some(Provider::DockerHub)
+    } else if h == "quay.io" {
+        Some(Provider::Quay)
+    } else if h.ends_with(".jfrog.io") {
+        Some(Provider::Jfrog)
+    } else {
+        None
+    }
+}
+
+/// Whether the facts the provider needs to be chosen automatically are set.
+fn facts_given(p: Provider, f: &Facts, username: Option<&str>) -> bool {
+    match p {
+        Provider::Ecr => f.aws_role_arn.is_some(),
+        Provider::Gcp => f.gcp_workload_identity_provider.is_some(),
+        Provider::Azure => f.azure_client_id.is_some(),
+        Provider::DockerHub => f.dockerhub_connection_id.is_some(),
+        Provider::Quay => username.is_some_and(|u| u.contains('+')),
+        Provider::Jfrog => f.jfrog_provider_name.is_some(),
+    }
+}
+
+/// Decides which credentials a push uses. `names` spells the inputs (or
+/// flags) of the face in use, e.g. `|n| format!("`{n}`")` or `--{n}`.
+///
+/// `auto`: an explicit password wins; else the provider the host belongs
+/// to, when its facts are given; else the GitHub token on a GitHub
+/// registry; else a single provider whose facts are given (a self-hosted
+/// Artifactory, a mirror); else nothing. The GitHub token is never
+/// sent to another host, whatever is asked.
+pub fn plan(p: &Plan, names: &dyn Fn(&str) -> String) -> Result<Decision> {
+    let password = p.password.clone().filter(|s| !s.is_empty());
+    let github_host = is_github_registry(&p.host, p.github_server_url.as_deref());
+    let with_user = |password: String, what: &str| -> Result<Decision> {
+        match p.username.clone().filter(|u| !u.is_empty()) {
+            Some(username) => Ok(Decision::Static(Credentials { username, password })),
+            None => Err(Error::input(
+                format!("{what} is set but {} is empty", names("username")),
+                Some(format!(
+                    "set {}, or clear {} to push without it",
+                    names("username"),
+                    names("password")
+                )),
+            )),
+        }
+    };
+    match p.choice {
+        Choice::None => Ok(Decision::None),
+        Choice::Password => match password {
+            Some(pw) => with_user(pw, "a registry password"),
+            None => Err(Error::input(
+                format!("login is `password` but {} is empty", names("password")),
+                Some(format!(
+                    "set {} (from a secret), or choose another login",
+                    names("password")
+                )),
+            )),
+        },
+        Choice::Github => {
+            if !github_host {
+                return Err(Error::input(
+                    format!(
+                        "login is `github` but {} is not GitHub's container registry: the job token is only sent to ghcr.io (or a GitHub Enterprise Server's containers.HOST)",
+                        p.host
+                    ),
+                    Some(format!(
+                        "for another registry use {} with a secret, or an OIDC login (see docs/registries.md)",
+                        names("password")
+                    )),
+                ));
+            }
+            match p.github_token.clone().filter(|t| !t.is_empty()) {
+                Some(t) => with_user(t, "the GitHub token"),
+                None => Err(Error::input(
+                    format!("login is `github` but {} is empty", names("github-token")),
+                    Some(format!(
+                        "leave {} at its default (${{{{ github.token }}}}) and grant `packages: write`",
+                        names("github-token")
+                    )),
+                )),
+            }
+        }
+        Choice::Exchange(provider) => Ok(Decision::Exchange(provider)),
+        Choice::Auto => {
+            if let Some(pw) = password {
+                return with_user(pw, "a registry password");
+            }
+            if let Some(provider) = provider_of_host(&p.host)
+                && facts_given(provider, &p.facts, p.username.as_deref())
+            {
+                return Ok(Decision::Exchange(provider));
+            }
+            // GitHub's registry takes the job token, whatever else is set.
+            if github_host && let Some(t) = p.github_token.clone().filter(|t| !t.is_empty()) {
+                return with_user(t, "the GitHub token");
+            }
+            let given: Vec<Provider> = [
+                Provider::Ecr,
+                Provider::Gcp,
+                Provider::Azure,
+                Provider::DockerHub,
+                Provider::Jfrog,
+            ]
+            .into_iter()
+            .filter(|pr| facts_given(*pr, &p.facts, None))
+            .collect();
+            if let [only] = given.as_slice() {
+                return Ok(Decision::Exchange(*only));
+            }
+            if given.len() > 1 {
+                return Err(Error::input(
+                    format!(
+                        "facts for several logins are set ({}) and {} does not say which",
+                        given
+                            .iter()
+                            .map(|g| g.name())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        p.host
+                    ),
+                    Some(format!("set {} to one of them", names("login"))),
+                ));
+            }
+            Ok(Decision::None)
+        }
+    }
+}
+
+/// A provider fact that must be given, or an error naming its input.
+pub(crate) fn need<'a>(
+    value: &'a Option<String>,
+    name: &str,
+    provider: Provider,
+    example: &str,
+) -> Result<&'a str> {
+    value.as_deref().filter(|v| !v.is_empty()).ok_or_else(|| {
+        Error::input(
+            format!("the {} login needs `{name}`", provider.name()),
+            Some(format!(
+                "set `{name}` (flag --{name}), e.g. {example}; see docs/registries.md"
+            )),
+        )
+    })
+}
+
+impl Login {
+    /// Runs the exchange: gets an ID token, trades it, returns the registry
+    /// credentials. Every secret goes to [`Login::on_secret`] first.
+    pub async fn credentials(&self) -> Result<Credentials> {
+        let ctx = http::Ctx::new(self)?;
+        let audience = self
+            .facts
+            .audience
+            .clone()
+            .or_else(|| self.provider.default_audience(&self.facts));
+        let jwt = self.id_token.fetch(&ctx, audience.as_deref()).await?;
+        let creds = match self.provider {
+            Provider::Ecr => aws::login(self, &ctx, &jwt).await?,
+            Provider::Gcp => google::login(self, &ctx, &jwt).await?,
+            Provider::Azure => azure::login(self, &ctx, &jwt).await?,
+            Provider::DockerHub => dockerhub::login(self, &ctx, &jwt).await?,
+            Provider::Quay => quay::login(self, &ctx, &jwt).await?,
+            Provider::Jfrog => jfrog::login(self, &ctx, &jwt).await?,
+        };
+        ctx.secret(&creds.password);
+        Ok(creds)
+    }
+
+    /// [`Login::credentials`] on a runtime of its own (outside async code).
+    pub fn credentials_blocking(&self) -> Result<Credentials> {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Error::io("starting the async runtime", e))?
+            .block_on(self.credentials())
+    }
+
+    /// The base URL of an exchange that lives on the registry host.
+    pub(crate) fn registry_base(&self) -> String {
+        let host = if self.host == "docker.io" {
+            "index.docker.io"
+        } else {
+            &self.host
+        };
+        format!("{}://{host}", self.scheme)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(n: &str) -> String {
+        format!("`{n}`")
+    }
+
+    fn plan_of(host: &str, f: impl FnOnce(&mut Plan)) -> Result<Decision> {
+        let mut p = Plan {
+            host: host.into(),
+            username: Some("octocat".into()),
+            github_token: Some("ghs_job".into()),
+            ..Plan::default()
+        };
+        f(&mut p);
+        plan(&p, &names)
+    }
+
+    #[test]
+    fn the_job_token_only_goes_to_github() {
+        assert!(matches!(
+            plan_of("ghcr.io", |_| {}).unwrap(),
+            Decision::Static(c) if c.password == "ghs_job"
+        ));
+        // Another host never gets the job token by default.
+        assert!(matches!(
+            plan_of("registry.example.com", |_| {}).unwrap(),
+            Decision::None
+        ));
+        assert!(matches!(
+            plan_of("quay.io", |_| {}).unwrap(),
+            Decision::None
+        ));
+        let err = plan_of("registry.example.com", |p| p.choice = Choice::Github).unwrap_err();
+        assert!(err.to_string().contains("only sent to ghcr.io"), "{err}");
+        // GitHub Enterprise Server: containers.HOST.
+        let ghes = |p: &mut Plan| p.github_server_url = Some("https://github.acme.com".into());
+        assert!(matches!(
+            plan_of("containers.github.acme.com", ghes).unwrap(),
+            Decision::Static(_)
+        ));
+        assert!(matches!(
+            plan_of("github.acme.com", ghes).unwrap(),
+            Decision::None
+        ));
+        assert!(!is_github_registry(
+            "containers.github.com",
+            Some("https://github.com")
+        ));
+        // An explicit password goes wherever it is asked to.
+        assert!(matches!(
+            plan_of("registry.example.com", |p| p.password = Some("pw".into())).unwrap(),
+            Decision::Static(c) if c.password == "pw"
+        ));
+    }
+
+    #[test]
+    fn auto_picks_the_provider_from_host_and_facts() {
+        let ecr = "123456789012.dkr.ecr.eu-west-1.amazonaws.com";
+        assert_eq!(provider_of_host(ecr), Some(Provider::Ecr));
+        assert!(matches!(plan_of(ecr, |_| {}).unwrap(), Decision::None));
+        assert!(matches!(
+            plan_of(ecr, |p| p.facts.aws_role_arn =
+                Some("arn:aws:iam::1:role/r".into()))
+            .unwrap(),
+            Decision::Exchange(Provider::Ecr)
+        ));
+        assert!(matches!(
+            plan_of("europe-docker.pkg.dev", |p| p
+                .facts
+                .gcp_workload_identity_provider =
+                Some(
+                    "projects/1/locations/global/workloadIdentityPools/p/providers/g".into()
+                ))
+            .unwrap(),
+            Decision::Exchange(Provider::Gcp)
+        ));
+        // Stray provider inputs do not turn a ghcr.io push into an exchange.
+        assert!(matches!(
+            plan_of("ghcr.io", |p| p.facts.aws_role_arn = Some("arn:aws:iam::1:role/r".into())).unwrap(),
+            Decision::Static(c) if c.password == "ghs_job"
+        ));
+        // On another host, the one provider whose inputs are set.
+        assert!(matches!(
+            plan_of("registry.example.com", |p| p.facts.jfrog_provider_name =
+                Some("gh".into()))
+            .unwrap(),
+            Decision::Exchange(Provider::Jfrog)
+        ));
+        let two = plan_of("registry.example.com", |p| {
+            p.facts.jfrog_provider_name = Some("gh".into());
+            p.facts.azure_client_id = Some("c".into());
+        });
+        assert!(two.unwrap_err().to_string().contains("several logins"));
+        assert!(matches!(
+            plan_of("quay.io", |p| p.username = Some("org+robot".into())).unwrap(),
+            Decision::Exchange(Provider::Quay)
+        ));
+    }
+}

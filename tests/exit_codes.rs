@@ -1,0 +1,306 @@
+//! Every exit code the docs list, each caused for real (a registry, git,
+//! the fault proxy) and checked with its message, and the docs' lists
+//! checked against the codes tested here, so the two cannot drift.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::registry::{
+    Action, Auth, Proxy, Registry, Run, run, settings, skopeo_inspect, skopeo_tags,
+};
+
+/// The codes this file causes (128+n for a signal is in `tests/hostile.rs`).
+const TESTED: [i32; 7] = [0, 1, 2, 3, 4, 5, 6];
+/// Codes of other commands, caused in their own test files.
+const TESTED_ELSEWHERE: [(i32, &str); 1] = [(7, "tests/verify.rs")];
+
+fn push<'a>(dir: &'a str, repo: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut a = vec!["push", "--path", dir, "--repository", repo];
+    a.extend(extra);
+    a
+}
+
+fn expect(r: &Run, code: i32, says: &str) {
+    assert_eq!(r.code, code, "stdout: {}\nstderr: {}", r.stdout, r.stderr);
+    assert!(r.stderr.contains(says), "wanted {says:?} in:\n{}", r.stderr);
+    if code != 0 {
+        assert!(r.stderr.contains("\nhint: "), "no hint:\n{}", r.stderr);
+    }
+}
+
+struct Git {
+    _tmp: tempfile::TempDir,
+    wt: PathBuf,
+}
+
+impl Git {
+    fn new() -> Git {
+        let tmp = tempfile::tempdir().unwrap();
+        let wt = tmp.path().join("repo");
+        std::fs::create_dir_all(&wt).unwrap();
+        let g = Git { _tmp: tmp, wt };
+        g.git(&["init", "-q", "-b", "main"], 0);
+        g
+    }
+
+    fn git(&self, args: &[&str], time: i64) {
+        let home = self.wt.join("../home");
+        std::fs::create_dir_all(&home).unwrap();
+        let d = format!("@{time} +0000");
+        let out = Command::new(common::require("git"))
+            .args(args)
+            .current_dir(&self.wt)
+            .env("HOME", &home)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "A")
+            .env("GIT_AUTHOR_EMAIL", "a@example.com")
+            .env("GIT_COMMITTER_NAME", "C")
+            .env("GIT_COMMITTER_EMAIL", "c@example.com")
+            .env("GIT_AUTHOR_DATE", &d)
+            .env("GIT_COMMITTER_DATE", &d)
+            .env_remove("GIT_DIR")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn commit(&self, content: &str, time: i64) {
+        std::fs::create_dir_all(self.wt.join("shop")).unwrap();
+        std::fs::write(self.wt.join("shop/app.yaml"), content).unwrap();
+        self.git(&["add", "."], time);
+        self.git(&["commit", "-q", "-m", content], time);
+    }
+
+    fn shop(&self) -> String {
+        self.wt.join("shop").display().to_string()
+    }
+}
+
+/// Runs in `dir` (git discovers the repository from the working directory
+/// as well as from the path; the path is absolute anyway).
+fn run_env(args: &[&str], env: &[(&str, &str)]) -> Run {
+    run(args, env, None)
+}
+
+#[test]
+fn the_docs_list_exactly_the_codes_tested() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let push_md = std::fs::read_to_string(root.join("docs/push.md")).unwrap();
+    let table = push_md
+        .split("## Exit codes")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("docs/push.md has an Exit codes section");
+    let in_table: BTreeSet<i32> = table
+        .lines()
+        .filter_map(|l| l.strip_prefix("| ")?.split(' ').next()?.parse().ok())
+        .collect();
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let sentence = readme
+        .split("Exit codes:")
+        .nth(1)
+        .and_then(|s| s.split("\n\n").next())
+        .expect("the README lists exit codes");
+    let in_readme: BTreeSet<i32> = sentence
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter_map(|c| c.parse().ok())
+        .collect();
+    let tested: BTreeSet<i32> = TESTED.into_iter().collect();
+    assert_eq!(in_table, tested, "docs/push.md's table");
+    let mut all = tested.clone();
+    for (code, file) in TESTED_ELSEWHERE {
+        let text = std::fs::read_to_string(root.join(file)).unwrap();
+        assert!(
+            text.contains(&format!("code, {code}")) || text.contains(&format!("Some({code})")),
+            "{file} does not assert exit code {code}"
+        );
+        all.insert(code);
+    }
+    assert_eq!(in_readme, all, "the README's list");
+}
+
+#[test]
+fn exit_0_pushed_and_exit_2_bad_input_pushes_nothing() {
+    let reg = Registry::start(Auth::None);
+    let dir = settings(2, "codes");
+    let d = dir.path().to_str().unwrap();
+    let repo = format!("{}/shop", reg.host());
+    let ok = run_env(&push(d, &repo, &["--tag", "v1"]), &[]);
+    expect(&ok, 0, "");
+    assert!(ok.stdout.contains("pushed "), "{}", ok.stdout);
+
+    // Half-given credentials: an error, no longer a silently anonymous push.
+    let half = run_env(
+        &push(d, &repo, &["--tag", "v2"]),
+        &[("SETTINGS_IMAGE_PASSWORD", "pw-without-user")],
+    );
+    expect(&half, 2, "a password needs a username");
+    assert!(!half.stderr.contains("pw-without-user"));
+    let half = run_env(
+        &push(d, &repo, &["--tag", "v2"]),
+        &[("SETTINGS_IMAGE_USERNAME", "u")],
+    );
+    expect(&half, 2, "a registry username needs a password");
+    let half = run_env(
+        &["inspect", &format!("{repo}:v1")],
+        &[("SETTINGS_IMAGE_PASSWORD", "pw-without-user")],
+    );
+    expect(&half, 2, "a password needs a username");
+    // A deadline that is not a number of seconds.
+    for (k, v) in [
+        ("SETTINGS_IMAGE_PUSH_TIMEOUT", "15m"),
+        ("SETTINGS_IMAGE_REQUEST_TIMEOUT", "0"),
+    ] {
+        let r = run_env(&push(d, &repo, &["--tag", "v2"]), &[(k, v)]);
+        expect(&r, 2, &format!("{k} is {v:?}, not a number of seconds"));
+    }
+    // An unusable folder inside git: missing, or untracked.
+    let g = Git::new();
+    g.commit("a: 1\n", 1_700_000_000);
+    std::fs::create_dir_all(g.wt.join("untracked")).unwrap();
+    std::fs::write(g.wt.join("untracked/x.yaml"), "x: 1\n").unwrap();
+    for folder in ["untracked", "missing"] {
+        let p = g.wt.join(folder).display().to_string();
+        let r = run_env(&push(&p, &repo, &["--timestamp-tag", "main"]), &[]);
+        expect(&r, 2, "is not in the HEAD commit");
+    }
+    assert_eq!(skopeo_tags(&repo, None), ["v1"]);
+}
+
+#[test]
+fn exit_1_history_cannot_answer() {
+    let reg = Registry::start(Auth::None);
+    let dir = settings(1, "nogit");
+    let d = dir.path().to_str().unwrap();
+    let repo = format!("{}/shop", reg.host());
+    let r = run_env(&push(d, &repo, &["--timestamp-tag", "main"]), &[]);
+    expect(&r, 1, "is not inside a git repository");
+    assert!(skopeo_tags(&repo, None).is_empty());
+}
+
+#[test]
+fn exit_3_a_timestamp_tag_never_moves() {
+    let reg = Registry::start(Auth::None);
+    let g = Git::new();
+    g.commit("a: 1\n", 1_700_000_000);
+    let repo = format!("{}/shop", reg.host());
+    let shop = g.shop();
+    let args = push(
+        &shop,
+        &repo,
+        &["--timestamp-tag", "main", "--source", "worktree", "--json"],
+    );
+    let first = run_env(&args, &[]).json();
+    let tag = first["timestamp_tag"].as_str().unwrap().to_string();
+    std::fs::write(g.wt.join("shop/app.yaml"), "a: 2 (not committed)\n").unwrap();
+    let r = run_env(&args, &[]);
+    expect(&r, 3, "timestamp tags never move");
+    assert!(
+        r.stderr.contains(first["digest"].as_str().unwrap()),
+        "{}",
+        r.stderr
+    );
+    let i = skopeo_inspect(&format!("{repo}:{tag}"), None).unwrap();
+    assert_eq!(i["Digest"], first["digest"]);
+}
+
+#[test]
+fn exit_4_the_registry_refuses_and_no_tag_is_written() {
+    let reg = Registry::start(Auth::None);
+    let proxy = Proxy::start(reg.port);
+    proxy.set_rule(|method, path| {
+        if method == "PUT" && path.contains("/manifests/") {
+            Action::Respond(400, vec![])
+        } else {
+            Action::Forward
+        }
+    });
+    let dir = settings(1, "refused");
+    let d = dir.path().to_str().unwrap();
+    let r = run_env(
+        &push(d, &format!("{}/shop", proxy.host()), &["--tag", "v1"]),
+        &[],
+    );
+    expect(&r, 4, "putting manifest");
+    assert!(skopeo_tags(&format!("{}/shop", reg.host()), None).is_empty());
+}
+
+#[test]
+fn exit_5_authentication_failed() {
+    let reg = Registry::start(Auth::Basic {
+        user: "alice".into(),
+        password: "right".into(),
+    });
+    let dir = settings(1, "auth");
+    let d = dir.path().to_str().unwrap();
+    let repo = format!("{}/shop", reg.host());
+    let r = run_env(
+        &push(
+            d,
+            &repo,
+            &["--tag", "v1", "--username", "alice", "--password-stdin"],
+        ),
+        &[],
+    );
+    // No stdin: an empty password is half-given credentials.
+    expect(&r, 2, "needs a password");
+    let r = run(
+        &push(
+            d,
+            &repo,
+            &["--tag", "v1", "--username", "alice", "--password-stdin"],
+        ),
+        &[],
+        Some("wrong-password\n"),
+    );
+    expect(&r, 5, "authentication failed");
+    assert!(!r.stderr.contains("wrong-password"), "{}", r.stderr);
+    assert!(r.stderr.contains("may push to"), "{}", r.stderr);
+    // Reading needs pull rights only, and the hint says so.
+    let r = run_env(
+        &["inspect", &format!("{repo}:v1")],
+        &[
+            ("SETTINGS_IMAGE_USERNAME", "alice"),
+            ("SETTINGS_IMAGE_PASSWORD", "wrong-password"),
+        ],
+    );
+    expect(&r, 5, "may pull from");
+    assert!(!r.stderr.contains("push"), "{}", r.stderr);
+    assert!(skopeo_tags(&repo, Some("alice:right")).is_empty());
+}
+
+#[test]
+fn exit_6_a_branch_tag_never_moves_sideways() {
+    let reg = Registry::start(Auth::None);
+    let g = Git::new();
+    g.commit("a: 1\n", 1_700_000_000);
+    let repo = format!("{}/shop", reg.host());
+    let shop = g.shop();
+    let args = push(
+        &shop,
+        &repo,
+        &["--timestamp-tag", "main", "--branch-tag", "live", "--json"],
+    );
+    let first = run_env(&args, &[]).json();
+    // History rewritten: a new root commit that does not descend from it.
+    g.git(&["checkout", "-q", "--orphan", "rewritten"], 0);
+    g.commit("a: 2\n", 1_700_000_100);
+    let r = run_env(&args, &[]);
+    expect(&r, 6, "refusing to move it sideways");
+    let tags = skopeo_tags(&repo, None);
+    assert!(
+        !tags.iter().any(|t| t.starts_with("main-1700000100-")),
+        "{tags:?}"
+    );
+    let live = skopeo_inspect(&format!("{repo}:live"), None).unwrap();
+    assert_eq!(live["Digest"], first["digest"]);
+}

@@ -1,0 +1,638 @@
+//! A careless or hostile user's inputs, each against a real registry
+//! (distribution 2.8) or a loopback stub of a hostile server: the exit
+//! code, the message, and that nothing is lost or leaked (skopeo reads
+//! every tag afterwards). The action face's cases live in `tests/action.rs`.
+
+mod common;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::registry::{Auth, Registry, bin, run, settings, skopeo_inspect, skopeo_tags};
+
+fn push_args<'a>(dir: &'a str, repo: &'a str, tags: &[&'a str]) -> Vec<&'a str> {
+    let mut a = vec!["push", "--path", dir, "--repository", repo, "--json"];
+    for t in tags {
+        a.extend(["--tag", t]);
+    }
+    a
+}
+
+/// Git in `dir` with a fixed identity and committer time, no global config.
+fn git(dir: &Path, args: &[&str], time: i64) {
+    let home = dir.join("../home");
+    std::fs::create_dir_all(&home).unwrap();
+    let d = format!("@{time} +0000");
+    let out = Command::new(common::require("git"))
+        .args(args)
+        .current_dir(dir)
+        .env("HOME", &home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "A")
+        .env("GIT_AUTHOR_EMAIL", "a@example.com")
+        .env("GIT_COMMITTER_NAME", "C")
+        .env("GIT_COMMITTER_EMAIL", "c@example.com")
+        .env("GIT_AUTHOR_DATE", &d)
+        .env("GIT_COMMITTER_DATE", &d)
+        .env_remove("GIT_DIR")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A git repository with `shop/` committed; returns (tempdir, work tree).
+fn repo_with_folder() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let wt = tmp.path().join("repo");
+    std::fs::create_dir_all(wt.join("shop")).unwrap();
+    std::fs::write(wt.join("shop/app.yaml"), "replicas: 2\n").unwrap();
+    git(&wt, &["init", "-q", "-b", "main"], 0);
+    git(&wt, &["add", "."], 0);
+    git(&wt, &["commit", "-q", "-m", "shop"], 1_700_000_000);
+    (tmp, wt)
+}
+
+#[test]
+fn credentials_in_a_repository_are_refused_unechoed_everywhere() {
+    let password = "S3cretPW";
+    let reg = Registry::start(Auth::Basic {
+        user: "alice".into(),
+        password: password.into(),
+    });
+    let dir = settings(2, "userinfo");
+    let d = dir.path().to_str().unwrap();
+    let with_userinfo = format!("alice:{password}@{}/shop", reg.host());
+    let runs = [
+        run(&push_args(d, &with_userinfo, &["v1"]), &[], None),
+        run(
+            &push_args(d, &format!("https://{with_userinfo}"), &["v1"]),
+            &[],
+            None,
+        ),
+        run(&["inspect", &format!("{with_userinfo}:v1")], &[], None),
+        run(
+            &[
+                "promote",
+                "--repository",
+                &with_userinfo,
+                "--from",
+                "main",
+                "--to",
+                "prod",
+            ],
+            &[],
+            None,
+        ),
+    ];
+    for r in &runs {
+        assert_eq!(r.code, 2, "{}", r.stderr);
+        assert!(
+            r.stderr.contains("carries credentials (USER:PASSWORD@)"),
+            "{}",
+            r.stderr
+        );
+        assert!(r.stderr.contains("hint: "), "{}", r.stderr);
+        for text in [&r.stdout, &r.stderr] {
+            assert!(
+                !text.contains(password) && !text.contains("alice"),
+                "{text}"
+            );
+        }
+    }
+    let log = std::fs::read_to_string(&reg.log).unwrap();
+    assert!(!log.contains("/v2/"), "the registry was contacted:\n{log}");
+    let creds = format!("alice:{password}");
+    assert!(skopeo_tags(&format!("{}/shop", reg.host()), Some(&creds)).is_empty());
+}
+
+#[test]
+fn whitespace_and_percent_in_a_repository_say_what_is_wrong() {
+    let reg = Registry::start(Auth::None);
+    let dir = settings(1, "names");
+    let d = dir.path().to_str().unwrap();
+    let host = reg.host();
+    for (repo, says) in [
+        (format!(" {host}/shop"), "starts with whitespace"),
+        (format!("{host}/shop "), "ends with whitespace"),
+        (format!("{host}/sh%0Aop"), "percent-encoding"),
+        (format!("{host}/sh\nop"), "contains whitespace"),
+    ] {
+        let r = run(&push_args(d, &repo, &["v1"]), &[], None);
+        assert_eq!(r.code, 2, "{repo:?}: {}", r.stderr);
+        assert!(r.stderr.contains(says), "{repo:?}: {}", r.stderr);
+        for misleading in ["international domain name", "upper-case"] {
+            assert!(!r.stderr.contains(misleading), "{repo:?}: {}", r.stderr);
+        }
+    }
+    for name in ["shop", "sh", "op"] {
+        assert!(skopeo_tags(&format!("{host}/{name}"), None).is_empty());
+    }
+}
+
+#[test]
+fn a_tag_of_the_referrers_tag_schema_is_refused_and_the_index_survives() {
+    let reg = Registry::start(Auth::None);
+    let (_tmp, wt) = repo_with_folder();
+    let shop = wt.join("shop");
+    let d = shop.to_str().unwrap();
+    let repo = format!("{}/shop", reg.host());
+    let first = run(&push_args(d, &repo, &["v1"]), &[], None).json();
+    let digest = first["digest"].as_str().unwrap().to_string();
+    let referrers_tag = digest.replace(':', "-");
+    assert_eq!(
+        skopeo_tags(&repo, None),
+        [referrers_tag.clone(), "v1".to_string()],
+        "the provenance went under the referrers tag (distribution 2.8 has no referrers API)"
+    );
+    let index_before = skopeo_raw(&format!("{repo}:{referrers_tag}"));
+
+    let r = run(&push_args(d, &repo, &[&referrers_tag]), &[], None);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("is reserved"), "{}", r.stderr);
+    assert!(r.stderr.contains("referrers tag schema"), "{}", r.stderr);
+    assert!(r.stdout.is_empty(), "{}", r.stdout);
+    let r = run(
+        &[
+            &push_args(d, &repo, &["v2"])[..],
+            &["--timestamp-tag", "main", "--branch-tag", &referrers_tag],
+        ]
+        .concat(),
+        &[],
+        None,
+    );
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("is reserved"), "{}", r.stderr);
+
+    assert_eq!(
+        skopeo_tags(&repo, None),
+        [referrers_tag.clone(), "v1".to_string()]
+    );
+    let index = skopeo_raw(&format!("{repo}:{referrers_tag}"));
+    assert_eq!(index, index_before, "the referrers index was replaced");
+    let index: serde_json::Value = serde_json::from_slice(&index).unwrap();
+    assert_eq!(
+        index["mediaType"],
+        "application/vnd.oci.image.index.v1+json"
+    );
+    assert_eq!(index["manifests"].as_array().map(Vec::len), Some(1));
+    let image = skopeo_inspect(&format!("{repo}:v1"), None).expect("v1 is there");
+    assert_eq!(image["Digest"], digest.as_str());
+}
+
+/// `skopeo inspect --raw`: the manifest bytes a tag names.
+fn skopeo_raw(reference: &str) -> Vec<u8> {
+    let out = Command::new(common::require("skopeo"))
+        .args(["inspect", "--raw", "--tls-verify=false", "--no-creds"])
+        .arg(format!("docker://{reference}"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+#[test]
+fn a_symlink_chain_error_reads_as_one_sentence() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(src.join("sub")).unwrap();
+    std::fs::write(src.join("ok.yaml"), "ok: 1\n").unwrap();
+    std::os::unix::fs::symlink("..", src.join("sub/up")).unwrap();
+    std::os::unix::fs::symlink("sub/up/../x", src.join("esc")).unwrap();
+    let out = dir.path().join("out");
+    let r = run(
+        &[
+            "build",
+            "--path",
+            src.to_str().unwrap(),
+            "--output",
+            out.to_str().unwrap(),
+        ],
+        &[],
+        None,
+    );
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("leaves the folder once the folder's own links are followed; only links"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("  "), "a run of spaces: {:?}", r.stderr);
+    assert!(!out.exists());
+}
+
+/// Our temporary layer files in `dir`.
+fn layer_files(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("settings-image-layer-"))
+        })
+        .collect()
+}
+
+/// Starts a push of `src` to a loopback server that accepts connections
+/// and never answers (so the push holds its layer file), with `tmpdir` as
+/// TMPDIR; returns once the layer file is written.
+fn push_held_by_a_silent_server(
+    src: &Path,
+    tmpdir: &Path,
+    silent: &TcpListener,
+) -> std::process::Child {
+    let repo = format!("127.0.0.1:{}/shop", silent.local_addr().unwrap().port());
+    let empty = tempfile::tempdir().unwrap();
+    let child = Command::new(bin())
+        .args([
+            "push",
+            "--path",
+            src.to_str().unwrap(),
+            "--repository",
+            &repo,
+        ])
+        .args(["--tag", "v1"])
+        .env("TMPDIR", tmpdir)
+        .env("DOCKER_CONFIG", empty.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The push connects only after the layer is built and closed.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    silent.set_nonblocking(true).unwrap();
+    loop {
+        if let Ok((conn, _)) = silent.accept() {
+            std::mem::forget(conn); // held open, never answered
+            break;
+        }
+        assert!(Instant::now() < deadline, "the push never connected");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(layer_files(tmpdir).len(), 1, "the layer file is staged");
+    child
+}
+
+#[test]
+fn sigterm_removes_the_layer_file_and_the_next_run_sweeps_a_killed_ones() {
+    let tmpdir = tempfile::tempdir().unwrap();
+    let src = settings(20, "signals");
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+
+    let child = push_held_by_a_silent_server(src.path(), tmpdir.path(), &silent);
+    let pid = child.id().to_string();
+    let kill = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(143), "{stderr}");
+    assert!(
+        stderr.contains("stopped by SIGTERM; its temporary files are removed"),
+        "{stderr}"
+    );
+    assert!(
+        layer_files(tmpdir.path()).is_empty(),
+        "left behind after SIGTERM"
+    );
+
+    // SIGKILL cannot be handled: the file stays, until the next run.
+    let mut child = push_held_by_a_silent_server(src.path(), tmpdir.path(), &silent);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let left = layer_files(tmpdir.path());
+    assert_eq!(left.len(), 1, "SIGKILL leaves the file");
+    // Older than the few seconds a brand-new file is spared for.
+    let old = std::time::SystemTime::now() - Duration::from_secs(60);
+    std::fs::File::options()
+        .write(true)
+        .open(&left[0])
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+    let out_dir = tmpdir.path().join("layout");
+    let built = Command::new(bin())
+        .args(["build", "--path", src.path().to_str().unwrap(), "--output"])
+        .arg(&out_dir)
+        .env("TMPDIR", tmpdir.path())
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    assert!(
+        layer_files(tmpdir.path()).is_empty(),
+        "the next run swept the killed run's file and removed its own"
+    );
+}
+
+/// One push of the race: its exit code, the digest it reports (when it
+/// exits 0) and its stderr.
+struct Raced {
+    code: i32,
+    digest: Option<String>,
+    stderr: String,
+}
+
+fn race_push(worktree: &Path, repo: &str) -> Raced {
+    let shop = worktree.join("shop");
+    let r = run(
+        &push_args(shop.to_str().unwrap(), repo, &[])
+            .into_iter()
+            .chain(["--timestamp-tag", "main", "--source", "worktree"])
+            .collect::<Vec<_>>(),
+        &[],
+        None,
+    );
+    let digest = (r.code == 0).then(|| r.json()["digest"].as_str().unwrap().to_string());
+    Raced {
+        code: r.code,
+        digest,
+        stderr: r.stderr,
+    }
+}
+
+#[test]
+fn racing_pushes_of_one_commit_never_both_claim_the_timestamp_tag() {
+    let reg = Registry::start(Auth::None);
+    let (tmp, wt) = repo_with_folder();
+    // Two checkouts of the same commit, each with its own uncommitted content.
+    let checkouts: Vec<PathBuf> = ["a", "b"]
+        .iter()
+        .map(|name| {
+            let dir = tmp.path().join(name);
+            git(
+                tmp.path(),
+                &["clone", "-q", wt.to_str().unwrap(), dir.to_str().unwrap()],
+                0,
+            );
+            std::fs::write(
+                dir.join("shop/app.yaml"),
+                format!("replicas: 2\nby: {name}\n"),
+            )
+            .unwrap();
+            dir
+        })
+        .collect();
+    const ROUNDS: usize = 24;
+    const AT_ONCE: usize = 4;
+    let mut both_tried = 0;
+    // Outcomes: both 0 (same digest: impossible here), one lost before
+    // its put, one lost at the read-back.
+    let (mut refused_before, mut lost_at_read_back) = (0, 0);
+    for batch in 0..ROUNDS / AT_ONCE {
+        let results: Vec<(String, Vec<Raced>)> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..AT_ONCE)
+                .map(|i| {
+                    let repo = format!("{}/race{}", reg.host(), batch * AT_ONCE + i);
+                    let checkouts = &checkouts;
+                    s.spawn(move || {
+                        let runs: Vec<_> = checkouts
+                            .iter()
+                            .map(|c| {
+                                let (c, repo) = (c.clone(), repo.clone());
+                                std::thread::spawn(move || race_push(&c, &repo))
+                            })
+                            .collect();
+                        let runs = runs.into_iter().map(|h| h.join().unwrap()).collect();
+                        (repo, runs)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for (repo, runs) in results {
+            let tags = skopeo_tags(&repo, None);
+            assert_eq!(tags.len(), 1, "{repo}: {tags:?}");
+            let named = skopeo_inspect(&format!("{repo}:{}", tags[0]), None).unwrap()["Digest"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            let mut winners = 0;
+            for r in &runs {
+                match &r.digest {
+                    Some(d) => {
+                        winners += 1;
+                        assert_eq!(
+                            d, &named,
+                            "{repo}: a run exited 0 with {d}, but {} names {named}",
+                            tags[0]
+                        );
+                    }
+                    None => {
+                        assert_eq!(r.code, 3, "{repo}: {}", r.stderr);
+                        if r.stderr.contains("when read back after this run put it") {
+                            lost_at_read_back += 1;
+                        } else {
+                            refused_before += 1;
+                        }
+                        assert!(r.stderr.contains(&named), "{repo}: {}", r.stderr);
+                        assert!(
+                            r.stderr.contains("timestamp tags never move"),
+                            "{}",
+                            r.stderr
+                        );
+                    }
+                }
+            }
+            assert!(winners >= 1, "{repo}: no run succeeded");
+            both_tried += 1;
+        }
+    }
+    assert_eq!(both_tried, ROUNDS);
+    // Different content under one tag: in every round exactly one run wins.
+    assert_eq!(refused_before + lost_at_read_back, ROUNDS);
+    eprintln!(
+        "{ROUNDS} rounds: {refused_before} losers refused before their put, \
+         {lost_at_read_back} caught by the read-back"
+    );
+}
+
+#[test]
+fn a_registry_echoing_the_authorization_header_shows_no_credentials() {
+    use base64::Engine as _;
+    let (user, password) = ("deployer", "Pa55-echoed-back");
+    let stub = common::registry::echoing_registry();
+    let dir = settings(1, "echo");
+    let repo = format!("{}/shop", stub.host());
+    let r = run(
+        &push_args(dir.path().to_str().unwrap(), &repo, &["v1"])
+            .into_iter()
+            .chain(["--username", user, "--password-stdin"])
+            .collect::<Vec<_>>(),
+        &[],
+        Some(password),
+    );
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("refused; you sent Authorization: Basic <redacted>"),
+        "{}",
+        r.stderr
+    );
+    let b64 = |e: &base64::engine::GeneralPurpose| e.encode(format!("{user}:{password}"));
+    let sent = stub.seen.lock().unwrap().clone();
+    let basic = format!("Basic {}", b64(&base64::engine::general_purpose::STANDARD));
+    assert!(
+        sent.iter()
+            .any(|(_, _, h)| h.iter().any(|(_, v)| *v == basic)),
+        "the stub never saw the credentials, so it could not echo them"
+    );
+    for encoded in [
+        b64(&base64::engine::general_purpose::STANDARD),
+        b64(&base64::engine::general_purpose::STANDARD_NO_PAD),
+        b64(&base64::engine::general_purpose::URL_SAFE_NO_PAD),
+        password.to_string(),
+    ] {
+        assert!(!r.stderr.contains(&encoded), "{encoded} in:\n{}", r.stderr);
+        assert!(!r.stdout.contains(&encoded), "{encoded} in:\n{}", r.stdout);
+    }
+}
+
+#[test]
+fn an_endless_error_body_is_cut_and_said_to_be() {
+    use std::io::Write as _;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    const BODY: u64 = 600 * 1024 * 1024;
+    let sent = Arc::new(AtomicU64::new(0));
+    let counter = sent.clone();
+    let stub = common::registry::api_stub(false, move |_, out| {
+        let head = format!(
+            "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nContent-Length: {BODY}\r\n\r\n"
+        );
+        if out.write_all(head.as_bytes()).is_err() {
+            return false;
+        }
+        let chunk = vec![b'x'; 64 * 1024];
+        while counter.load(Ordering::SeqCst) < BODY {
+            if out.write_all(&chunk).is_err() {
+                return false; // the client hung up: it stopped reading
+            }
+            counter.fetch_add(chunk.len() as u64, Ordering::SeqCst);
+        }
+        true
+    });
+    let dir = settings(1, "endless");
+    let repo = format!("{}/shop", stub.host());
+    let r = run(
+        &push_args(dir.path().to_str().unwrap(), &repo, &["v1"]),
+        &[],
+        None,
+    );
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(r.stderr.contains("HTTP 400 Bad Request"), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("the answer was cut at 65536 bytes of 629145600"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.len() < 4096, "{} bytes of stderr", r.stderr.len());
+    // The client stopped reading: the socket buffers hold a few MiB at most.
+    let read = sent.load(Ordering::SeqCst);
+    assert!(
+        read < 64 * 1024 * 1024,
+        "the client took {read} bytes of the body"
+    );
+}
+
+/// A registry that answers `/v2/` and then sends every other answer one
+/// byte per 300 ms: each byte restarts a read timeout, so only a deadline
+/// ends it.
+fn dripping_registry() -> common::registry::Stub {
+    use std::io::Write as _;
+    common::registry::Stub::start(|head, out| {
+        if head.path == "/v2/" {
+            return common::registry::respond(out, "200 OK", &[], "{}");
+        }
+        let answer = b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
+        for b in answer {
+            if out.write_all(&[*b]).is_err() {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        true
+    })
+}
+
+#[test]
+fn a_dripping_registry_meets_the_per_request_deadline() {
+    let stub = dripping_registry();
+    let dir = settings(1, "drip");
+    let repo = format!("{}/shop", stub.host());
+    let r = run(
+        &push_args(dir.path().to_str().unwrap(), &repo, &["v1"]),
+        &[
+            ("SETTINGS_IMAGE_REQUEST_TIMEOUT", "1"),
+            ("SETTINGS_IMAGE_PUSH_TIMEOUT", "600"),
+        ],
+        None,
+    );
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(r.stderr.contains(&stub.host()), "{}", r.stderr);
+    assert!(r.stderr.contains("checking manifest"), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("no complete answer in time (the per-request deadline is 1 s)"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("SETTINGS_IMAGE_REQUEST_TIMEOUT"),
+        "{}",
+        r.stderr
+    );
+    // Retried like any transient failure, then given up.
+    let heads = stub
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(m, _, _)| m == "HEAD")
+        .count();
+    assert_eq!(heads, 6, "tried 6 times");
+}
+
+#[test]
+fn a_dripping_registry_meets_the_whole_push_deadline() {
+    let stub = dripping_registry();
+    let dir = settings(1, "drip");
+    let repo = format!("{}/shop", stub.host());
+    let r = run(
+        &push_args(dir.path().to_str().unwrap(), &repo, &["v1"]),
+        &[
+            ("SETTINGS_IMAGE_REQUEST_TIMEOUT", "600"),
+            ("SETTINGS_IMAGE_PUSH_TIMEOUT", "2"),
+        ],
+        None,
+    );
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(r.stderr.contains(&stub.host()), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("did not finish within 2 s (the whole-operation deadline)"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("while checking manifest"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("SETTINGS_IMAGE_PUSH_TIMEOUT"),
+        "{}",
+        r.stderr
+    );
+}
