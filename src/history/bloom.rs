@@ -40,6 +40,8 @@ struct Layer {
     index: Option<Range<usize>>,
     /// The filters, after BDAT's 12-byte header.
     data: Range<usize>,
+    /// Per commit: root tree, parents, generation and time (`CDAT`).
+    cdat: Range<usize>,
     commits: u32,
 }
 
@@ -125,8 +127,10 @@ fn layer(path: &Path, hash_len: usize) -> Option<(Layer, Option<[u32; 2]>)> {
     };
     let fanout = find(b"OIDF")??;
     let ids = find(b"OIDL")??;
+    let cdat = find(b"CDAT")??;
     let commits = be32(b, fanout.start + 255 * 4)?;
-    if ids.len() != commits as usize * hash_len {
+    if ids.len() != commits as usize * hash_len || cdat.len() != commits as usize * (hash_len + 16)
+    {
         return None;
     }
     let (index, data, settings) = match (find(b"BIDX")?, find(b"BDAT")?) {
@@ -145,6 +149,7 @@ fn layer(path: &Path, hash_len: usize) -> Option<(Layer, Option<[u32; 2]>)> {
         ids,
         index,
         data,
+        cdat,
         commits,
         map,
     };
@@ -274,34 +279,52 @@ impl Filters {
         self.find(pos, None)
     }
 
-    fn find(&self, pos: u32, id: Option<&ObjectId>) -> Option<&[u8]> {
+    /// The layer holding graph position `pos`, and the position in it.
+    fn layer_of(&self, pos: u32) -> Option<(&Layer, usize)> {
         let mut lex = pos;
         for l in &self.layers {
-            if lex >= l.commits {
-                lex -= l.commits;
-                continue;
+            if lex < l.commits {
+                return Some((l, lex as usize));
             }
-            let b: &[u8] = &l.map;
-            let i = lex as usize;
-            let at = l.ids.start + i * self.hash_len;
-            if let Some(id) = id
-                && b.get(at..at + self.hash_len)? != id.as_slice()
-            {
-                return None;
-            }
-            let index = l.index.as_ref()?;
-            let end = be32(b, index.start + 4 * i)? as usize;
-            let start = if i == 0 {
-                0
-            } else {
-                be32(b, index.start + 4 * (i - 1))? as usize
-            };
-            if start > end || end > l.data.len() {
-                return None;
-            }
-            return Some(&b[l.data.start + start..l.data.start + end]);
+            lex -= l.commits;
         }
         None
+    }
+
+    /// The graph position of the first parent of the commit at `pos`
+    /// (None for a root commit), read from `CDAT` as `gix` reads it.
+    pub(crate) fn first_parent(&self, pos: u32) -> Option<u32> {
+        /// git's "no parent" marker.
+        const NONE: u32 = 0x7000_0000;
+        let (l, i) = self.layer_of(pos)?;
+        let p = be32(
+            &l.map,
+            l.cdat.start + i * (self.hash_len + 16) + self.hash_len,
+        )?;
+        let total: u32 = self.layers.iter().map(|l| l.commits).sum();
+        (p != NONE && p < total).then_some(p)
+    }
+
+    fn find(&self, pos: u32, id: Option<&ObjectId>) -> Option<&[u8]> {
+        let (l, i) = self.layer_of(pos)?;
+        let b: &[u8] = &l.map;
+        let at = l.ids.start + i * self.hash_len;
+        if let Some(id) = id
+            && b.get(at..at + self.hash_len)? != id.as_slice()
+        {
+            return None;
+        }
+        let index = l.index.as_ref()?;
+        let end = be32(b, index.start + 4 * i)? as usize;
+        let start = if i == 0 {
+            0
+        } else {
+            be32(b, index.start + 4 * (i - 1))? as usize
+        };
+        if start > end || end > l.data.len() {
+            return None;
+        }
+        Some(&b[l.data.start + start..l.data.start + end])
     }
 
     /// False only when `filter` proves the key's path unchanged against

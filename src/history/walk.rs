@@ -362,9 +362,9 @@ impl<'a> Walker<'a> {
             if keys.iter().any(|k| Filters::maybe_changed(filter, k)) {
                 break;
             }
-            match graph.commit_at(gix::commitgraph::Position(pos)).parent1() {
-                Ok(Some(p)) => pos = p.0,
-                _ => break,
+            match bloom.first_parent(pos) {
+                Some(p) => pos = p,
+                None => break,
             }
         }
         (pos != start).then(|| (graph.id_at(gix::commitgraph::Position(pos)).to_owned(), pos))
