@@ -18,8 +18,8 @@ mod many;
 pub mod metadata;
 
 pub use args::{
-    ActionArgs, BuildArgs, Cli, Command, GitHubArgs, HistoryArgs, InspectArgs, PlanArgs,
-    PromoteArgs, PushArgs, TagArgs,
+    AccessArgs, ActionArgs, BuildArgs, Cli, Command, GitHubArgs, HistoryArgs, InspectArgs,
+    PlanArgs, PromoteArgs, PushArgs, TagArgs,
 };
 use many::{is_many, run_build_many, run_plan, run_push_many, run_tag_many};
 
@@ -53,6 +53,26 @@ fn credentials(
             ),
         )),
     }
+}
+
+/// The credentials or OIDC login of `push` and `promote` for `repository`
+/// (see [`crate::login::flags::LoginArgs::resolve`]).
+fn resolve_login(
+    env: &front::Env,
+    login: &crate::login::flags::LoginArgs,
+    repository: &str,
+    insecure: bool,
+    username: Option<&String>,
+    password_stdin: bool,
+) -> Result<(Option<Credentials>, Option<crate::login::Login>)> {
+    login.resolve(
+        env,
+        repository,
+        insecure,
+        username.map(String::as_str),
+        password_given(env, password_stdin),
+        || credentials(env, username, password_stdin),
+    )
 }
 
 /// Whether a password is given (stdin or `SETTINGS_IMAGE_PASSWORD`).
@@ -137,59 +157,26 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Build(args) => {
             let req = Request {
                 path: single(args.path),
-                tags: args.tags,
-                target: Target::Layout(args.output),
-                source: args.history.source,
-                timestamp_tag: args.history.timestamp_tag,
-                github: front::github_api(&env, args.history.github.token()),
-                source_url: front::source_url(&env),
-                ci: front::ci(&env),
-                forward: request::Forward::default(),
-                provenance: false,
-                revision: args.history.revision,
                 extra: args.metadata.metadata(),
+                ..history_request(&env, args.history, args.tags, Target::Layout(args.output))
             };
             let report = request::run(&req)?;
             print_report(&report, args.json, false)
         }
         Command::Tag(args) if is_many(&args.path) => run_tag_many(&env, &args),
         Command::Tag(args) => run_tag(&env, &args),
-        Command::Push(args) => {
-            let (credentials, login) = args.login.resolve(
-                &env,
-                &args.repository,
-                args.insecure,
-                args.username.as_deref(),
-                password_given(&env, args.password_stdin),
-                || credentials(&env, args.username.as_ref(), args.password_stdin),
-            )?;
+        Command::Push(mut args) => {
+            let options = push_options(&env, &args)?;
+            let path = single(std::mem::take(&mut args.path));
+            let extra = args.metadata.metadata();
+            let json = args.json;
             let req = Request {
-                path: single(args.path),
-                tags: args.tags,
-                target: Target::Registry(registry::Options {
-                    repository: args.repository,
-                    insecure: args.insecure,
-                    monolithic: args.monolithic,
-                    credentials,
-                    docker_config: front::docker_config(&env),
-                    login: login.map(Box::new),
-                }),
-                source: args.history.source,
-                timestamp_tag: args.history.timestamp_tag,
-                github: front::github_api(&env, args.history.github.token()),
-                source_url: front::source_url(&env),
-                ci: front::ci(&env),
-                forward: request::Forward {
-                    branch_tag: args.branch_tag,
-                    allow_rewind: args.allow_rewind,
-                    forced_before: args.force_pushed_from,
-                },
-                provenance: !args.no_provenance,
-                revision: args.history.revision,
-                extra: args.metadata.metadata(),
+                path,
+                extra,
+                ..push_request(&env, args, options)
             };
             let report = request::run(&req)?;
-            print_report(&report, args.json, req.forward.forced_before.is_some())
+            print_report(&report, json, req.forward.forced_before.is_some())
         }
         Command::Inspect(args) => run_inspect(&env, &args),
         Command::Promote(args) => run_promote(&env, &args),
@@ -207,6 +194,65 @@ pub fn run(cli: Cli) -> Result<()> {
     }
 }
 
+/// A request from the history options, with no folder, forward checks,
+/// provenance or extra metadata yet: what `build` and `push` (one folder or
+/// several) fill in.
+fn history_request(
+    env: &front::Env,
+    history: HistoryArgs,
+    tags: Vec<String>,
+    target: Target,
+) -> Request {
+    Request {
+        path: PathBuf::new(),
+        tags,
+        target,
+        source: history.source,
+        timestamp_tag: history.timestamp_tag,
+        github: front::github_api(env, history.github.token()),
+        source_url: front::source_url(env),
+        ci: front::ci(env),
+        forward: request::Forward::default(),
+        provenance: false,
+        revision: history.revision,
+        extra: Default::default(),
+    }
+}
+
+/// The registry options of `push` (one folder or several): the login
+/// resolved for `--repository`.
+fn push_options(env: &front::Env, args: &PushArgs) -> Result<registry::Options> {
+    let (credentials, login) = resolve_login(
+        env,
+        &args.login,
+        &args.repository,
+        args.insecure,
+        args.username.as_ref(),
+        args.password_stdin,
+    )?;
+    Ok(registry::Options {
+        repository: args.repository.clone(),
+        insecure: args.insecure,
+        monolithic: args.monolithic,
+        credentials,
+        docker_config: front::docker_config(env),
+        login: login.map(Box::new),
+    })
+}
+
+/// `push`'s request to `options`, with no folder or extra metadata yet.
+fn push_request(env: &front::Env, args: PushArgs, options: registry::Options) -> Request {
+    Request {
+        forward: request::Forward {
+            branch_tag: args.branch_tag,
+            allow_rewind: args.allow_rewind,
+            forced_before: args.force_pushed_from,
+        },
+        provenance: !args.no_provenance,
+        ..history_request(env, args.history, args.tags, Target::Registry(options))
+    }
+}
+
 /// Turns `promote`'s arguments into a [`crate::promote::Request`]; shared
 /// with nothing else, the action face builds its own from inputs.
 fn promote_request(env: &front::Env, args: &PromoteArgs) -> Result<crate::promote::Request> {
@@ -218,13 +264,14 @@ fn promote_request(env: &front::Env, args: &PromoteArgs) -> Result<crate::promot
         .as_deref()
         .map(crate::promote::parse_at)
         .transpose()?;
-    let (credentials, login) = args.login.resolve(
+    let access = &args.access;
+    let (credentials, login) = resolve_login(
         env,
+        &args.login,
         &args.repository,
-        args.insecure,
-        args.username.as_deref(),
-        password_given(env, args.password_stdin),
-        || credentials(env, args.username.as_ref(), args.password_stdin),
+        access.insecure,
+        access.username.as_ref(),
+        access.password_stdin,
     )?;
     Ok(crate::promote::Request {
         repository: args.repository.clone(),
@@ -235,7 +282,7 @@ fn promote_request(env: &front::Env, args: &PromoteArgs) -> Result<crate::promot
         at,
         force,
         explain: args.explain,
-        insecure: args.insecure,
+        insecure: access.insecure,
         credentials,
         login,
         docker_config: front::docker_config(env),

@@ -91,6 +91,21 @@ pub struct PromoteArgs {
     /// Why break-glass is needed.
     #[arg(long, value_name = "TEXT")]
     pub reason: Option<String>,
+    /// Plain HTTP, registry username, password from standard input.
+    #[command(flatten)]
+    pub access: AccessArgs,
+    /// Print one JSON object instead of a human summary.
+    #[arg(long)]
+    pub json: bool,
+    /// OIDC login (no stored secret): --login, --id-token-file, provider facts.
+    #[command(flatten)]
+    pub login: crate::login::flags::LoginArgs,
+}
+
+/// The registry access flags of `promote` and `plan` (`push` spells the
+/// same three around `--monolithic`, so its help keeps that order).
+#[derive(Debug, Args)]
+pub struct AccessArgs {
     /// Use plain HTTP for a non-loopback registry (loopback hosts always use it).
     #[arg(long)]
     pub insecure: bool,
@@ -101,12 +116,6 @@ pub struct PromoteArgs {
     /// Read the password or token from standard input.
     #[arg(long)]
     pub password_stdin: bool,
-    /// Print one JSON object instead of a human summary.
-    #[arg(long)]
-    pub json: bool,
-    /// OIDC login (no stored secret): --login, --id-token-file, provider facts.
-    #[command(flatten)]
-    pub login: crate::login::flags::LoginArgs,
 }
 
 /// Arguments of `inspect`.
@@ -294,16 +303,9 @@ pub struct PlanArgs {
     /// Walk history from this commit (full id) or reference instead of HEAD.
     #[arg(long, value_name = "REV")]
     pub revision: Option<String>,
-    /// Use plain HTTP for a non-loopback registry (loopback hosts always use it).
-    #[arg(long)]
-    pub insecure: bool,
-    /// Registry username (or SETTINGS_IMAGE_USERNAME); the password comes from
-    /// --password-stdin or SETTINGS_IMAGE_PASSWORD.
-    #[arg(long, value_name = "USER", env = "SETTINGS_IMAGE_USERNAME")]
-    pub username: Option<String>,
-    /// Read the password or token from standard input.
-    #[arg(long)]
-    pub password_stdin: bool,
+    /// Plain HTTP, registry username, password from standard input.
+    #[command(flatten)]
+    pub access: AccessArgs,
     /// Print the matrix as JSON (what `strategy.matrix` takes).
     #[arg(long)]
     pub json: bool,

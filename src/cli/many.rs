@@ -4,12 +4,15 @@
 
 use std::path::PathBuf;
 
-use super::{BuildArgs, PlanArgs, PushArgs, TagArgs, credentials, password_given};
+use super::{
+    BuildArgs, PlanArgs, PushArgs, TagArgs, credentials, history_request, push_options,
+    push_request,
+};
 use crate::error::{Error, Result};
 use crate::front;
 use crate::history;
 use crate::registry;
-use crate::request::{self, Request, Target};
+use crate::request::Target;
 
 pub(super) fn as_strings(paths: &[PathBuf]) -> Vec<String> {
     paths
@@ -44,51 +47,15 @@ fn print_many(outcome: crate::many::Outcome, json: bool) -> Result<()> {
 pub(super) fn run_push_many(env: &front::Env, args: PushArgs) -> Result<()> {
     let folders = crate::many::select(&as_strings(&args.path), "--path")?;
     let repositories = crate::many::targets(&args.repository, &folders, "--repository")?;
-    let (credentials, login) = args.login.resolve(
-        env,
-        &args.repository,
-        args.insecure,
-        args.username.as_deref(),
-        password_given(env, args.password_stdin),
-        || credentials(env, args.username.as_ref(), args.password_stdin),
-    )?;
     let options = registry::Options {
         repository: String::new(),
-        insecure: args.insecure,
-        monolithic: args.monolithic,
-        credentials,
-        docker_config: front::docker_config(env),
-        login: login.map(Box::new),
+        ..push_options(env, &args)?
     };
-    let targets = repositories
-        .into_iter()
-        .map(|repository| {
-            Target::Registry(registry::Options {
-                repository,
-                ..options.clone()
-            })
-        })
-        .collect();
-    let base = Request {
-        path: PathBuf::new(),
-        tags: args.tags,
-        target: Target::Registry(options),
-        source: args.history.source,
-        timestamp_tag: args.history.timestamp_tag,
-        github: front::github_api(env, args.history.github.token()),
-        source_url: front::source_url(env),
-        ci: front::ci(env),
-        forward: request::Forward {
-            branch_tag: args.branch_tag,
-            allow_rewind: args.allow_rewind,
-            forced_before: args.force_pushed_from,
-        },
-        provenance: !args.no_provenance,
-        revision: args.history.revision,
-        extra: Default::default(),
-    };
-    let outcome = crate::many::run(&base, &folders, targets, args.jobs)?;
-    print_many(outcome, args.json)
+    let targets = crate::many::registry_targets(&options, repositories);
+    let (jobs, json) = (args.jobs, args.json);
+    let base = push_request(env, args, options);
+    let outcome = crate::many::run(&base, &folders, targets, jobs)?;
+    print_many(outcome, json)
 }
 
 pub(super) fn run_build_many(env: &front::Env, args: BuildArgs) -> Result<()> {
@@ -98,20 +65,7 @@ pub(super) fn run_build_many(env: &front::Env, args: BuildArgs) -> Result<()> {
         .into_iter()
         .map(|o| Target::Layout(PathBuf::from(o)))
         .collect();
-    let base = Request {
-        path: PathBuf::new(),
-        tags: args.tags,
-        target: Target::Layout(args.output),
-        source: args.history.source,
-        timestamp_tag: args.history.timestamp_tag,
-        github: front::github_api(env, args.history.github.token()),
-        source_url: front::source_url(env),
-        ci: front::ci(env),
-        forward: request::Forward::default(),
-        provenance: false,
-        revision: args.history.revision,
-        extra: Default::default(),
-    };
+    let base = history_request(env, args.history, args.tags, Target::Layout(args.output));
     let outcome = crate::many::run(&base, &folders, targets, args.jobs)?;
     print_many(outcome, args.json)
 }
@@ -173,9 +127,13 @@ pub(super) fn run_plan(env: &front::Env, args: &PlanArgs) -> Result<()> {
     let repositories = crate::many::targets(&args.repository, &folders, "--repository")?;
     let options = registry::Options {
         repository: String::new(),
-        insecure: args.insecure,
+        insecure: args.access.insecure,
         monolithic: false,
-        credentials: credentials(env, args.username.as_ref(), args.password_stdin)?,
+        credentials: credentials(
+            env,
+            args.access.username.as_ref(),
+            args.access.password_stdin,
+        )?,
         docker_config: front::docker_config(env),
         login: None,
     };
