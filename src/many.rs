@@ -240,6 +240,20 @@ pub fn targets(template: &str, folders: &[Folder], what: &str) -> Result<Vec<Str
     Ok(out)
 }
 
+/// One registry target per repository, each with `options`' login and
+/// transport settings.
+pub fn registry_targets(options: &registry::Options, repositories: Vec<String>) -> Vec<Target> {
+    repositories
+        .into_iter()
+        .map(|repository| {
+            Target::Registry(registry::Options {
+                repository,
+                ..options.clone()
+            })
+        })
+        .collect()
+}
+
 /// One folder's line in the `images` output and `--json` array.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Image {

@@ -160,15 +160,7 @@ pub fn publish(env: &Env) -> Result<()> {
         revision: revision.clone(),
         extra: inputs.extra.clone(),
     };
-    let targets = repositories
-        .into_iter()
-        .map(|repository| {
-            Target::Registry(registry::Options {
-                repository,
-                ..options.clone()
-            })
-        })
-        .collect();
+    let targets = many::registry_targets(&options, repositories);
     say(&commands::group(&format!(
         "settings-image: package {} folders, {jobs} at a time",
         folders.len()

@@ -96,11 +96,7 @@ async fn assume_role(login: &Login, ctx: &Ctx, jwt: &str, region: &str) -> Resul
         ("RoleSessionName", &session),
         ("WebIdentityToken", jwt),
     ];
-    let body = form
-        .iter()
-        .map(|(k, v)| format!("{k}={}", super::id_token::encode(v)))
-        .collect::<Vec<_>>()
-        .join("&");
+    let body = http::form(&form);
     let what = format!("AWS STS AssumeRoleWithWebIdentity for {role}");
     let rb = ctx
         .http()
@@ -234,16 +230,12 @@ pub(crate) async fn login(login: &Login, ctx: &Ctx, jwt: &str) -> Result<Credent
         rb = rb.header(k.as_str(), v.as_str());
     }
     let what = "AWS ECR GetAuthorizationToken";
-    let answer = ctx.send(what, &url, rb).await?;
-    if !answer.status.is_success() {
-        return Err(ctx.refused(
+    let v = ctx.send_json(
             what,
             &url,
-            &answer,
+            rb,
             "the assumed role needs ecr:GetAuthorizationToken (and ecr:*Layer*, ecr:PutImage... on the repository); see docs/registries.md".into(),
-        ));
-    }
-    let v = http::json(ctx, what, &url, &answer)?;
+        ).await?;
     let token = v
         .pointer("/authorizationData/0/authorizationToken")
         .and_then(|t| t.as_str())

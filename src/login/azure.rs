@@ -21,14 +21,6 @@ use crate::registry::Credentials;
 /// The user name ACR expects with a refresh token.
 pub const ACR_USER: &str = "00000000-0000-0000-0000-000000000000";
 
-fn form(pairs: &[(&str, &str)]) -> String {
-    pairs
-        .iter()
-        .map(|(k, v)| format!("{k}={}", super::id_token::encode(v)))
-        .collect::<Vec<_>>()
-        .join("&")
-}
-
 /// The ACR login.
 pub(crate) async fn login(login: &Login, ctx: &Ctx, jwt: &str) -> Result<Credentials> {
     let client = need(
@@ -49,7 +41,7 @@ pub(crate) async fn login(login: &Login, ctx: &Ctx, jwt: &str) -> Result<Credent
         .clone()
         .unwrap_or_else(|| "https://login.microsoftonline.com/".into());
     let url = http::join(&authority, &format!("/{tenant}/oauth2/v2.0/token"));
-    let body = form(&[
+    let pairs = [
         ("grant_type", "client_credentials"),
         ("client_id", client),
         ("scope", "https://management.azure.com/.default"),
@@ -58,51 +50,37 @@ pub(crate) async fn login(login: &Login, ctx: &Ctx, jwt: &str) -> Result<Credent
             "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
         ),
         ("client_assertion", jwt),
-    ]);
+    ];
     let what = "Microsoft Entra client-credentials token";
-    let rb = ctx
-        .http()
-        .post(&url)
-        .header("Content-Type", "application/x-www-form-urlencoded")
-        .body(body);
-    let answer = ctx.send(what, &url, rb).await?;
-    if !answer.status.is_success() {
-        return Err(ctx.refused(
+    let v = ctx
+        .post_form(
             what,
             &url,
-            &answer,
+            &pairs,
             format!(
                 "check the federated credential on application {client}: issuer https://token.actions.githubusercontent.com, \
                  subject repo:OWNER/REPO:ref:refs/heads/BRANCH (or :environment:NAME, :pull_request), audience api://AzureADTokenExchange; see docs/registries.md"
             ),
-        ));
-    }
-    let v = http::json(ctx, what, &url, &answer)?;
+        )
+        .await?;
     let aad = http::field(ctx, &v, "access_token", what, &url, true)?;
     let url = http::join(&login.registry_base(), "/oauth2/exchange");
     let service = login.host.clone();
-    let body = form(&[
+    let pairs = [
         ("grant_type", "access_token"),
         ("service", &service),
         ("tenant", tenant),
         ("access_token", &aad),
-    ]);
+    ];
     let what = "ACR /oauth2/exchange";
-    let rb = ctx
-        .http()
-        .post(&url)
-        .header("Content-Type", "application/x-www-form-urlencoded")
-        .body(body);
-    let answer = ctx.send(what, &url, rb).await?;
-    if !answer.status.is_success() {
-        return Err(ctx.refused(
+    let v = ctx
+        .post_form(
             what,
             &url,
-            &answer,
+            &pairs,
             format!("give the application {client} the AcrPush role on the registry {service}"),
-        ));
-    }
-    let v = http::json(ctx, what, &url, &answer)?;
+        )
+        .await?;
     let refresh = http::field(ctx, &v, "refresh_token", what, &url, true)?;
     Ok(Credentials {
         username: ACR_USER.into(),

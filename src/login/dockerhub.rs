@@ -39,7 +39,7 @@ pub(crate) async fn login(login: &Login, ctx: &Ctx, jwt: &str) -> Result<Credent
         .clone()
         .unwrap_or_else(|| "https://identity.docker.com".into());
     let url = http::join(&base, "/oauth/token");
-    let body = [
+    let pairs = [
         (
             "grant_type",
             "urn:ietf:params:oauth:grant-type:token-exchange",
@@ -51,29 +51,18 @@ pub(crate) async fn login(login: &Login, ctx: &Ctx, jwt: &str) -> Result<Credent
         ("subject_token", jwt),
         ("connection_id", connection),
         ("expires_in", EXPIRES_IN),
-    ]
-    .iter()
-    .map(|(k, v)| format!("{k}={}", super::id_token::encode(v)))
-    .collect::<Vec<_>>()
-    .join("&");
+    ];
     let what = "Docker Hub OIDC token exchange";
-    let rb = ctx
-        .http()
-        .post(&url)
-        .header("Content-Type", "application/x-www-form-urlencoded")
-        .body(body);
-    let answer = ctx.send(what, &url, rb).await?;
-    if !answer.status.is_success() {
-        return Err(ctx.refused(
+    let v = ctx
+        .post_form(
             what,
             &url,
-            &answer,
+            &pairs,
             format!(
                 "check the OIDC connection {connection} in the Docker Hub organization {user}: its rules must match this workflow's subject (repo:OWNER/REPO:ref:...) and it must grant push to the repository"
             ),
-        ));
-    }
-    let v = http::json(ctx, what, &url, &answer)?;
+        )
+        .await?;
     let token = http::field(ctx, &v, "access_token", what, &url, true)?;
     Ok(Credentials {
         username: user,

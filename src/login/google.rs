@@ -53,13 +53,14 @@ pub(crate) async fn login(login: &Login, ctx: &Ctx, jwt: &str) -> Result<Credent
         "subjectTokenType": "urn:ietf:params:oauth:token-type:jwt",
     });
     let what = "Google STS token exchange";
-    let answer = ctx
-        .send(what, &url, ctx.http().post(&url).json(&body))
+    let v = ctx
+        .send_json(
+            what,
+            &url,
+            ctx.http().post(&url).json(&body),
+            hint(&provider),
+        )
         .await?;
-    if !answer.status.is_success() {
-        return Err(ctx.refused(what, &url, &answer, hint(&provider)));
-    }
-    let v = http::json(ctx, what, &url, &answer)?;
     let federated = http::field(ctx, &v, "access_token", what, &url, true)?;
     let token = match login
         .facts
@@ -84,11 +85,7 @@ pub(crate) async fn login(login: &Login, ctx: &Ctx, jwt: &str) -> Result<Credent
                 .post(&url)
                 .bearer_auth(&federated)
                 .json(&serde_json::json!({"scope": [SCOPE]}));
-            let answer = ctx.send(&what, &url, rb).await?;
-            if !answer.status.is_success() {
-                return Err(ctx.refused(&what, &url, &answer, hint(&provider)));
-            }
-            let v = http::json(ctx, &what, &url, &answer)?;
+            let v = ctx.send_json(&what, &url, rb, hint(&provider)).await?;
             http::field(ctx, &v, "accessToken", &what, &url, true)?
         }
     };

@@ -180,6 +180,50 @@ impl Ctx {
     }
 }
 
+impl Ctx {
+    /// Sends `rb`: a 2xx answer's JSON body, else [`Ctx::refused`] with
+    /// `hint`, or [`Ctx::malformed`] when the body is not JSON.
+    pub async fn send_json(
+        &self,
+        what: &str,
+        url: &str,
+        rb: RequestBuilder,
+        hint: String,
+    ) -> Result<serde_json::Value> {
+        let answer = self.send(what, url, rb).await?;
+        if !answer.status.is_success() {
+            return Err(self.refused(what, url, &answer, hint));
+        }
+        json(self, what, url, &answer)
+    }
+
+    /// POSTs `pairs` as an `application/x-www-form-urlencoded` body and
+    /// answers as [`Ctx::send_json`] (the OAuth token endpoints' shape).
+    pub async fn post_form(
+        &self,
+        what: &str,
+        url: &str,
+        pairs: &[(&str, &str)],
+        hint: String,
+    ) -> Result<serde_json::Value> {
+        let rb = self
+            .http()
+            .post(url)
+            .header("Content-Type", "application/x-www-form-urlencoded")
+            .body(form(pairs));
+        self.send_json(what, url, rb, hint).await
+    }
+}
+
+/// A form body: `k=v` pairs joined by `&`, each value percent-encoded.
+pub fn form(pairs: &[(&str, &str)]) -> String {
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{k}={}", super::id_token::encode(v)))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
 /// A JSON answer, or [`Ctx::malformed`].
 pub fn json(ctx: &Ctx, what: &str, url: &str, answer: &Answer) -> Result<serde_json::Value> {
     serde_json::from_slice(&answer.body).map_err(|_| ctx.malformed(what, url, "JSON body"))

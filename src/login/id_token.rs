@@ -109,16 +109,12 @@ impl IdTokenSource {
                     .get(&full)
                     .header("Authorization", format!("bearer {token}"))
                     .header("Accept", "application/json");
-                let answer = ctx.send(what, &full, rb).await?;
-                if !answer.status.is_success() {
-                    return Err(ctx.refused(
-                        what,
-                        &full,
-                        &answer,
-                        "the runner's token endpoint refused: the job needs `permissions: id-token: write`; re-run the job if the request token expired".into(),
-                    ));
-                }
-                let v = http::json(ctx, what, &full, &answer)?;
+                let v = ctx.send_json(
+                    what,
+                    &full,
+                    rb,
+                    "the runner's token endpoint refused: the job needs `permissions: id-token: write`; re-run the job if the request token expired".into(),
+                ).await?;
                 http::field(ctx, &v, "value", what, &full, true)?
             }
         };

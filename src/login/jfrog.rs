@@ -29,20 +29,16 @@ pub(crate) async fn login(login: &Login, ctx: &Ctx, jwt: &str) -> Result<Credent
         "provider_name": name,
     });
     let what = format!("JFrog OIDC token exchange ({name})");
-    let answer = ctx
-        .send(&what, &url, ctx.http().post(&url).json(&body))
-        .await?;
-    if !answer.status.is_success() {
-        return Err(ctx.refused(
+    let v = ctx
+        .send_json(
             &what,
             &url,
-            &answer,
+            ctx.http().post(&url).json(&body),
             format!(
                 "check the OIDC integration {name}: provider URL https://token.actions.githubusercontent.com, its audience, and an identity mapping whose claims match this job (repository, ref) and grant deploy on the repository"
             ),
-        ));
-    }
-    let v = http::json(ctx, &what, &url, &answer)?;
+        )
+        .await?;
     let token = http::field(ctx, &v, "access_token", &what, &url, true)?;
     let username = v
         .get("username")

@@ -30,18 +30,16 @@ pub(crate) async fn login(login: &Login, ctx: &Ctx, jwt: &str) -> Result<Credent
     let url = http::join(&login.registry_base(), "/oauth2/federation/robot/token");
     let what = format!("Quay robot federation for {robot}");
     let rb = ctx.http().get(&url).basic_auth(&robot, Some(jwt));
-    let answer = ctx.send(&what, &url, rb).await?;
-    if !answer.status.is_success() {
-        return Err(ctx.refused(
+    let v = ctx
+        .send_json(
             &what,
             &url,
-            &answer,
+            rb,
             format!(
                 "add a federation entry to the robot {robot} (robot settings, \"Set robot federation\") with issuer https://token.actions.githubusercontent.com and subject repo:OWNER/REPO:ref:refs/heads/BRANCH; give the robot write on the repository"
             ),
-        ));
-    }
-    let v = http::json(ctx, &what, &url, &answer)?;
+        )
+        .await?;
     let token = http::field(ctx, &v, "token", &what, &url, true)?;
     Ok(Credentials {
         username: robot,

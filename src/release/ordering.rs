@@ -448,16 +448,13 @@ mod tests {
     fn a_force_push_back_to_an_ancestor_is_a_rewind_not_a_rerun() {
         let existing = [tagged(200, 2), tagged(300, 3)];
         let forced = ForcedPush { before: id(3) };
-        let a = check(
-            &id(2),
-            200,
-            "main-200-2000000",
-            &existing,
-            Some(&forced),
-            forked,
-        )
-        .unwrap()
-        .unwrap();
+        // Commit 2 (t=200) pushed again, after the tags in `existing`.
+        let again = |existing: &[Tagged], forced: Option<&ForcedPush>| {
+            check(&id(2), 200, "main-200-2000000", existing, forced, forked)
+                .unwrap()
+                .unwrap()
+        };
+        let a = again(&existing, Some(&forced));
         assert_eq!(a.kind, AnomalyKind::RewoundHistory);
         assert_eq!(a.other_tag, "main-300-3000000");
         assert!(
@@ -467,23 +464,12 @@ mod tests {
         );
         assert!(a.message.contains("reverts"), "{}", a.message);
         // Without the payload's word it is a re-run.
-        let a = check(&id(2), 200, "main-200-2000000", &existing, None, forked)
-            .unwrap()
-            .unwrap();
+        let a = again(&existing, None);
         assert_eq!(a.kind, AnomalyKind::RerunOfOlder);
         // A re-run of the forced push's job after the branch moved on to 4:
         // 4 was not dropped, so a re-run.
         let existing = [tagged(200, 2), tagged(300, 3), tagged(400, 4)];
-        let a = check(
-            &id(2),
-            200,
-            "main-200-2000000",
-            &existing,
-            Some(&forced),
-            forked,
-        )
-        .unwrap()
-        .unwrap();
+        let a = again(&existing, Some(&forced));
         assert_eq!(a.kind, AnomalyKind::RerunOfOlder);
         assert_eq!(a.other_tag, "main-400-4000000");
         // `before` cannot be ordered (gone from the clone, no API): the
