@@ -6,7 +6,6 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use common::registry::{
     Action, Auth, Proxy, Registry, Run, run, settings, skopeo_inspect, skopeo_tags,
@@ -47,28 +46,7 @@ impl Git {
     }
 
     fn git(&self, args: &[&str], time: i64) {
-        let home = self.wt.join("../home");
-        std::fs::create_dir_all(&home).unwrap();
-        let d = format!("@{time} +0000");
-        let out = Command::new(common::require("git"))
-            .args(args)
-            .current_dir(&self.wt)
-            .env("HOME", &home)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_AUTHOR_NAME", "A")
-            .env("GIT_AUTHOR_EMAIL", "a@example.com")
-            .env("GIT_COMMITTER_NAME", "C")
-            .env("GIT_COMMITTER_EMAIL", "c@example.com")
-            .env("GIT_AUTHOR_DATE", &d)
-            .env("GIT_COMMITTER_DATE", &d)
-            .env_remove("GIT_DIR")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        common::git::git_at(&self.wt, args, time);
     }
 
     fn commit(&self, content: &str, time: i64) {

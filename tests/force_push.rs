@@ -307,47 +307,6 @@ fn run_action(ws: &Path, event: &Path, api: &str, with: &[(&str, &str)]) -> Step
     }
 }
 
-/// GET over plain HTTP with curl: status and body.
-fn curl(url: &str, accept: Option<&str>) -> (u16, String) {
-    let mut c = Command::new(require("curl"));
-    c.args(["-s", "-w", "\n%{http_code}"]);
-    if let Some(a) = accept {
-        c.args(["-H", &format!("Accept: {a}")]);
-    }
-    let out = c.arg(url).output().expect("curl");
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    let (body, code) = text.rsplit_once('\n').expect("status line");
-    (code.trim().parse().expect("status"), body.to_string())
-}
-
-fn tags(reg: &Registry, name: &str) -> BTreeSet<String> {
-    let (code, body) = curl(&format!("http://{}/v2/{name}/tags/list", reg.host()), None);
-    assert_eq!(code, 200, "{body}");
-    let v: Value = serde_json::from_str(&body).expect("tags JSON");
-    v["tags"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|t| t.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// The revision annotation of the image under `tag`.
-fn revision(reg: &Registry, name: &str, tag: &str) -> String {
-    let (code, body) = curl(
-        &format!("http://{}/v2/{name}/manifests/{tag}", reg.host()),
-        Some("application/vnd.oci.image.manifest.v1+json"),
-    );
-    assert_eq!(code, 200, "{tag}: {body}");
-    let v: Value = serde_json::from_str(&body).expect("manifest JSON");
-    v["annotations"]["org.opencontainers.image.revision"]
-        .as_str()
-        .expect("revision")
-        .to_string()
-}
-
 /// Flux's ImagePolicy `filterTags.pattern: '^main-(?P<ts>[0-9]+)-[0-9a-f]{7}$'`,
 /// `extract: '$ts'`, `policy.numerical.order: asc`: the tag with the
 /// highest number (written from the Flux documentation, not the crate).
@@ -681,4 +640,13 @@ fn the_cli_takes_the_force_push_as_force_pushed_from() {
     // Without the flag, the same push is taken for a re-run.
     let (_, report, _) = cli_push(&origin.dir, &repository, &[]);
     assert_eq!(report["anomaly"]["kind"], "rerun-of-older");
+}
+
+fn tags(reg: &Registry, name: &str) -> BTreeSet<String> {
+    common::registry::tags_of(reg, name)
+}
+
+/// The revision annotation of the image under `tag`.
+fn revision(reg: &Registry, name: &str, tag: &str) -> String {
+    common::registry::revision_of(reg, name, tag)
 }

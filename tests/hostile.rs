@@ -22,28 +22,7 @@ fn push_args<'a>(dir: &'a str, repo: &'a str, tags: &[&'a str]) -> Vec<&'a str> 
 
 /// Git in `dir` with a fixed identity and committer time, no global config.
 fn git(dir: &Path, args: &[&str], time: i64) {
-    let home = dir.join("../home");
-    std::fs::create_dir_all(&home).unwrap();
-    let d = format!("@{time} +0000");
-    let out = Command::new(common::require("git"))
-        .args(args)
-        .current_dir(dir)
-        .env("HOME", &home)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "A")
-        .env("GIT_AUTHOR_EMAIL", "a@example.com")
-        .env("GIT_COMMITTER_NAME", "C")
-        .env("GIT_COMMITTER_EMAIL", "c@example.com")
-        .env("GIT_AUTHOR_DATE", &d)
-        .env("GIT_COMMITTER_DATE", &d)
-        .env_remove("GIT_DIR")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::git::git_at(dir, args, time);
 }
 
 /// A git repository with `shop/` committed; returns (tempdir, work tree).

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use common::github;
-use common::registry::{Auth, Registry, bin, require};
+use common::registry::{Auth, Registry, bin};
 use serde_json::Value;
 
 /// Variables that would change what the binary does.
@@ -170,51 +170,6 @@ fn push(checkout: &Path, repo: &str, extra: &[&str]) -> Push {
             .output()
             .expect("run settings-image"),
     )
-}
-
-/// GET over plain HTTP with curl: status and body.
-fn curl(url: &str, accept: Option<&str>) -> (u16, String) {
-    require("curl");
-    let mut c = Command::new("curl");
-    c.args(["-s", "-w", "\n%{http_code}"]);
-    if let Some(a) = accept {
-        c.args(["-H", &format!("Accept: {a}")]);
-    }
-    let out = c.arg(url).output().expect("curl");
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    let (body, code) = text.rsplit_once('\n').expect("status line");
-    (code.trim().parse().expect("status"), body.to_string())
-}
-
-fn tags(reg: &Registry) -> BTreeSet<String> {
-    let (code, body) = curl(
-        &format!("http://{}/v2/settings/tags/list", reg.host()),
-        None,
-    );
-    assert_eq!(code, 200, "{body}");
-    let v: Value = serde_json::from_str(&body).expect("tags JSON");
-    v["tags"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|t| t.as_str().expect("tag").to_string())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// The revision annotation of the image under `tag`, read with curl.
-fn revision(reg: &Registry, tag: &str) -> String {
-    let (code, body) = curl(
-        &format!("http://{}/v2/settings/manifests/{tag}", reg.host()),
-        Some("application/vnd.oci.image.manifest.v1+json"),
-    );
-    assert_eq!(code, 200, "{tag}: {body}");
-    let v: Value = serde_json::from_str(&body).expect("manifest JSON");
-    v["annotations"]["org.opencontainers.image.revision"]
-        .as_str()
-        .expect("revision annotation")
-        .to_string()
 }
 
 /// Flux's `numerical: asc` policy over `filterTags`
@@ -641,4 +596,13 @@ fn racing_runs_in_separate_checkouts_converge_through_the_compare_api() {
             "round {round}"
         );
     }
+}
+
+fn tags(reg: &Registry) -> BTreeSet<String> {
+    common::registry::tags_of(reg, "settings")
+}
+
+/// The revision annotation of the image under `tag`, read with curl.
+fn revision(reg: &Registry, tag: &str) -> String {
+    common::registry::revision_of(reg, "settings", tag)
 }

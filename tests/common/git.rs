@@ -21,6 +21,26 @@ pub fn git_cmd(home: &Path, cwd: &Path) -> Command {
     c
 }
 
+/// Runs `git` in `dir` with both author and committer time at the unix
+/// second `time`, a home beside `dir`, and the fixed identity of
+/// [`git_cmd`]; panics with git's stderr on failure.
+pub fn git_at(dir: &Path, args: &[&str], time: i64) {
+    let home = dir.join("../home");
+    std::fs::create_dir_all(&home).expect("git home");
+    let d = format!("@{time} +0000");
+    let out = git_cmd(&home, dir)
+        .args(args)
+        .env("GIT_AUTHOR_DATE", &d)
+        .env("GIT_COMMITTER_DATE", &d)
+        .output()
+        .expect("git must be installed (scripts/deps.sh installs it)");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A new repository (branch `main`) in a temporary directory, with its own
 /// home. Test files add their own methods (commits, merges, oracles).
 pub struct ScratchRepo {

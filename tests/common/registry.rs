@@ -930,3 +930,45 @@ pub fn echoing_registry() -> Stub {
         respond(out, "400 Bad Request", &[], &body.to_string())
     })
 }
+
+/// GET over plain HTTP with curl: status and body.
+pub fn curl(url: &str, accept: Option<&str>) -> (u16, String) {
+    let mut c = Command::new(require("curl"));
+    c.args(["-s", "-w", "\n%{http_code}"]);
+    if let Some(a) = accept {
+        c.args(["-H", &format!("Accept: {a}")]);
+    }
+    let out = c.arg(url).output().expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let (body, code) = text.rsplit_once('\n').expect("status line");
+    (code.trim().parse().expect("status"), body.to_string())
+}
+
+/// The tags of repository `name`, read with curl.
+pub fn tags_of(reg: &Registry, name: &str) -> std::collections::BTreeSet<String> {
+    let (code, body) = curl(&format!("http://{}/v2/{name}/tags/list", reg.host()), None);
+    assert_eq!(code, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).expect("tags JSON");
+    v["tags"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|t| t.as_str().expect("tag").to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The revision annotation of the image `name:tag`, read with curl.
+pub fn revision_of(reg: &Registry, name: &str, tag: &str) -> String {
+    let (code, body) = curl(
+        &format!("http://{}/v2/{name}/manifests/{tag}", reg.host()),
+        Some("application/vnd.oci.image.manifest.v1+json"),
+    );
+    assert_eq!(code, 200, "{tag}: {body}");
+    let v: serde_json::Value = serde_json::from_str(&body).expect("manifest JSON");
+    v["annotations"]["org.opencontainers.image.revision"]
+        .as_str()
+        .expect("revision annotation")
+        .to_string()
+}
