@@ -17,6 +17,8 @@ packages=(
   gzip tar coreutils python3
   python3-jsonschema # draft-04 validator for the OCI schema tests
   time           # /usr/bin/time -v for peak RSS in scripts/bench-build.sh
+  etcd-server    # etcd for the real kube-apiserver (../shared/kube/start.sh)
+  xz-utils       # start.sh unpacks kube-apiserver.xz
 )
 
 missing=()
@@ -32,6 +34,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# kubectl talks to the test API server (tests/common/kube.rs); the machines
+# carry one that matches the server (1.27-1.33). Debian's kubernetes-client
+# (1.20) is too old for server-side dry runs of CRDs with CEL rules.
+if ! command -v kubectl >/dev/null; then
+  echo "scripts/deps.sh: kubectl is missing: install a kubectl between 1.27 and 1.33 (the package \`kubectl\` from Kubernetes' or Google Cloud's apt repository)" >&2
+  exit 1
 fi
 
 # The schema tests run `python3` from PATH. When that is not Debian's python

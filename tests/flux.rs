@@ -153,10 +153,26 @@ fn generated_objects_validate_against_fluxs_crd_schemas() {
             "shop-settings",
         ],
     ];
+    let kube = common::kube::kube();
+    kube.install_flux_crds();
     for args in cases {
-        let docs = documents(&flux_ok(&args));
+        let yaml = flux_ok(&args);
+        let docs = documents(&yaml);
         let (ok, msg) = validate(&docs);
         assert!(ok, "{args:?}: {msg}");
+        // The API server's own check: the CRDs' schemas and CEL rules
+        // (admission wants the namespaces to exist, even for a dry run).
+        for d in &docs {
+            if let Some(ns) = d["metadata"]["namespace"].as_str() {
+                kube.namespace(ns);
+            }
+        }
+        let applied = kube.dry_run(&yaml);
+        assert!(
+            applied.status.success(),
+            "{args:?}: kubectl apply --dry-run=server refused the objects:\n{}",
+            String::from_utf8_lossy(&applied.stderr)
+        );
         for d in &docs {
             assert_eq!(
                 d["metadata"]["labels"]["app.kubernetes.io/managed-by"], "settings-image",

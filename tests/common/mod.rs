@@ -20,6 +20,7 @@ use serde_json::Value;
 
 pub mod git;
 pub mod github;
+pub mod kube;
 pub mod registry;
 
 /// The binary under test.

@@ -1,0 +1,208 @@
+//! A real Kubernetes API server for the tests: etcd (Debian's `etcd-server`)
+//! and kube-apiserver v1.32 started by `shared/kube/start.sh`, once per test
+//! binary, on free loopback ports, and stopped when the test binary exits.
+//!
+//! The workplace keeps the control plane beside the repository
+//! (`../shared/kube`); `SETTINGS_IMAGE_KUBE_DIR` names another copy. A
+//! missing one is a failure with the fix, never a skip.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+use super::{repo, require, run_ok};
+
+/// A running API server: its kubeconfig (admin, `system:masters`) and URL.
+pub struct Kube {
+    /// The admin kubeconfig start.sh wrote.
+    pub kubeconfig: PathBuf,
+    /// `https://127.0.0.1:PORT`.
+    pub url: String,
+    /// start.sh's state directory (certificates, logs).
+    pub state: PathBuf,
+}
+
+/// Where start.sh and stop.sh live.
+pub fn kube_dir() -> PathBuf {
+    let candidates: Vec<PathBuf> = std::env::var_os("SETTINGS_IMAGE_KUBE_DIR")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain([
+            repo().join("../shared/kube"),
+            PathBuf::from("/work/shared/kube"),
+        ])
+        .collect();
+    candidates
+        .iter()
+        .find(|d| d.join("start.sh").is_file())
+        .cloned()
+        .unwrap_or_else(|| {
+            panic!(
+                "the Kubernetes control plane for the tests (start.sh) is not in any of {candidates:?}: \
+                 set SETTINGS_IMAGE_KUBE_DIR to the folder holding start.sh, stop.sh and kube-apiserver.xz"
+            )
+        })
+}
+
+/// The API server of this test binary, started on first use.
+pub fn kube() -> &'static Kube {
+    static KUBE: OnceLock<Kube> = OnceLock::new();
+    KUBE.get_or_init(start)
+}
+
+fn start() -> Kube {
+    require("etcd");
+    require("kubectl");
+    require("openssl");
+    let dir = kube_dir();
+    let state = std::env::temp_dir().join(format!(
+        "kube-env.si-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0)
+    ));
+    let out = Command::new("bash")
+        .arg(dir.join("start.sh"))
+        .env("KUBE_STATE_DIR", &state)
+        .env("KUBECONFIG_OUT", state.join("kubeconfig"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("running start.sh");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "start.sh failed ({}):\n{text}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let value = |key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}=")))
+            .unwrap_or_else(|| panic!("start.sh printed no {key}: {text}"))
+            .to_string()
+    };
+    let kube = Kube {
+        kubeconfig: PathBuf::from(value("KUBECONFIG_OUT")),
+        url: value("APISERVER_URL"),
+        state: PathBuf::from(value("KUBE_STATE_DIR")),
+    };
+    // The harness has no hook after the last test: a watchdog outside the
+    // process group stops the control plane once this process is gone.
+    let watchdog = format!(
+        "while kill -0 {pid} 2>/dev/null; do sleep 1; done; bash '{stop}' '{state}' >/dev/null 2>&1",
+        pid = std::process::id(),
+        stop = dir.join("stop.sh").display(),
+        state = kube.state.display(),
+    );
+    // `setsid -f` forks the watchdog off and returns at once.
+    let started = Command::new("setsid")
+        .args(["-f", "bash", "-c", &watchdog])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("starting the control plane's watchdog");
+    assert!(started.success(), "setsid -f failed: {started}");
+    kube
+}
+
+impl Kube {
+    /// `kubectl` against this API server as the admin.
+    pub fn kubectl(&self) -> Command {
+        let mut cmd = Command::new(require("kubectl"));
+        cmd.env("KUBECONFIG", &self.kubeconfig)
+            .env_remove("KUBERNETES_SERVICE_HOST");
+        cmd
+    }
+
+    /// `kubectl ARGS` with `stdin`, whatever the result.
+    pub fn kubectl_in(&self, args: &[&str], stdin: &str) -> Output {
+        use std::io::Write;
+        let mut child = self
+            .kubectl()
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting kubectl");
+        child
+            .stdin
+            .take()
+            .expect("kubectl's stdin")
+            .write_all(stdin.as_bytes())
+            .expect("writing to kubectl");
+        child.wait_with_output().expect("waiting for kubectl")
+    }
+
+    /// `kubectl apply -f -` of `yaml`; panics unless the server takes it.
+    pub fn apply(&self, yaml: &str) -> String {
+        let out = self.kubectl_in(&["apply", "-f", "-"], yaml);
+        assert!(
+            out.status.success(),
+            "kubectl apply failed:\n{}\n{yaml}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `kubectl apply --dry-run=server -f -` of `yaml`: the API server's
+    /// schema, CEL and admission checks, nothing stored.
+    pub fn dry_run(&self, yaml: &str) -> Output {
+        self.kubectl_in(&["apply", "--dry-run=server", "-f", "-"], yaml)
+    }
+
+    /// Applies CRD files and waits until each is Established.
+    pub fn install_crds(&self, files: &[&Path]) {
+        for f in files {
+            run_ok(self.kubectl().args(["apply", "--server-side", "-f"]).arg(f));
+        }
+        for f in files {
+            run_ok(
+                self.kubectl()
+                    .args(["wait", "--for=condition=Established", "--timeout=60s", "-f"])
+                    .arg(f),
+            );
+        }
+    }
+
+    /// Flux's CRDs (image automation and GitRepository) from the fixtures,
+    /// installed once per test binary.
+    pub fn install_flux_crds(&self) {
+        static DONE: OnceLock<()> = OnceLock::new();
+        DONE.get_or_init(|| {
+            let dir = flux_crd_dir();
+            let mut files: Vec<PathBuf> = fs::read_dir(&dir)
+                .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+                .map(|e| e.expect("a directory entry").path())
+                .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+                .collect();
+            files.sort();
+            assert!(
+                files
+                    .iter()
+                    .any(|f| f.ends_with("source.toolkit.fluxcd.io_gitrepositories.yaml")),
+                "{} lacks the GitRepository CRD",
+                dir.display()
+            );
+            let refs: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
+            self.install_crds(&refs);
+        });
+    }
+
+    /// Creates namespace `name` (if missing). Namespaces never finish
+    /// deleting here (no controller-manager), so tests use fresh names.
+    pub fn namespace(&self, name: &str) {
+        self.apply(&format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n"
+        ));
+    }
+}
+
+/// Flux's CRDs kept in the repository (`tests/fixtures/flux-crds`).
+pub fn flux_crd_dir() -> PathBuf {
+    repo().join("tests/fixtures/flux-crds")
+}
