@@ -282,3 +282,35 @@ fn exit_6_a_branch_tag_never_moves_sideways() {
     let live = skopeo_inspect(&format!("{repo}:live"), None).unwrap();
     assert_eq!(live["Digest"], first["digest"]);
 }
+
+#[test]
+fn exit_2_a_deadline_too_long_for_the_clock() {
+    // `now + seconds` overflows the clock near u64::MAX: refused before any
+    // request (the registry is never contacted: port 1 is closed), never a panic.
+    let dir = settings(1, "deadline");
+    let d = dir.path().to_str().unwrap();
+    for k in [
+        "SETTINGS_IMAGE_PUSH_TIMEOUT",
+        "SETTINGS_IMAGE_REQUEST_TIMEOUT",
+        "SETTINGS_IMAGE_LOGIN_TIMEOUT",
+    ] {
+        for v in ["18446744073709551615", "9223372036854775807", "604801"] {
+            let r = run_env(
+                &push(
+                    d,
+                    "127.0.0.1:1/shop",
+                    &["--tag", "v1", "--login", "ecr", "--id-token-file", d],
+                ),
+                &[(k, v)],
+            );
+            expect(&r, 2, &format!("{k} is {v:?}, not a number of seconds"));
+            assert!(r.stderr.contains("604800"), "{}", r.stderr);
+        }
+    }
+    // A week is accepted (the push then fails on the closed port, exit 4).
+    let r = run_env(
+        &push(d, "127.0.0.1:1/shop", &["--tag", "v1"]),
+        &[("SETTINGS_IMAGE_PUSH_TIMEOUT", "604800")],
+    );
+    assert_eq!(r.code, 4, "{}", r.stderr);
+}
