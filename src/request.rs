@@ -100,13 +100,19 @@ impl Request {
                     ),
                 ));
             }
-            if self.timestamp_tag.is_none() || !matches!(self.target, Target::Registry(_)) {
+            if !matches!(self.target, Target::Registry(_)) {
                 return Err(Error::input(
-                    "--branch-tag needs --timestamp-tag and a registry (push)",
-                    Some(
-                        "the branch tag is guarded by the commits the timestamp tags record: add --timestamp-tag BRANCH"
-                            .to_string(),
+                    "--branch-tag moves a tag in a registry: it applies to push only",
+                    Some("push to a registry, or drop --branch-tag".to_string()),
+                ));
+            }
+            if self.timestamp_tag.is_none() {
+                return Err(Error::input(
+                    format!(
+                        "--branch-tag {b:?} needs --timestamp-tag: the branch tag moves only to a commit that descends \
+                         from the one the timestamp tags record"
                     ),
+                    Some("add --timestamp-tag BRANCH (e.g. --timestamp-tag main)".to_string()),
                 ));
             }
         }
