@@ -934,6 +934,16 @@ fn a_missing_path_is_bad_input_named_before_any_request() {
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("does not exist"), "{}", r.stderr);
     assert!(r.stdout.is_empty(), "{}", r.stdout);
+    // A --scan folder that does not exist: named, bad input too.
+    let gone = cluster.path().join("clusters");
+    let (r, _) = scan_json(&gone, &repo, &st.folder(), &[]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains(&format!("{}: does not exist", gone.display())),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]

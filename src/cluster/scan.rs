@@ -90,6 +90,15 @@ pub fn in_repository(reference: &str, repository: &str) -> bool {
 /// Finds every image-volume reference to `repository` in the YAML and
 /// JSON files under `dir` (or in `dir` itself when it is a file).
 pub fn find(dir: &Path, repository: &str) -> Result<Findings> {
+    if std::fs::metadata(dir).is_err() {
+        return Err(Error::Source {
+            path: dir.to_path_buf(),
+            message: "does not exist".into(),
+            hint: Some(
+                "give --scan the cluster repository's folder (or one manifest) to scan".into(),
+            ),
+        });
+    }
     let mut files = Vec::new();
     let dir = if dir.is_file() {
         files.push((dir.to_path_buf(), None));
