@@ -801,7 +801,7 @@ impl std::io::Read for Gunzip<'_> {
                 buf,
                 MZFlush::None,
             );
-            self.body = &self.body[r.bytes_consumed..];
+            self.body = self.body.get(r.bytes_consumed..).unwrap_or_default();
             self.out += r.bytes_written as u64;
             match r.status {
                 Ok(MZStatus::StreamEnd) => self.done = true,
@@ -841,6 +841,41 @@ mod tests {
             Some((1_700_000_000, "abcdef0".into()))
         );
         assert_eq!(parse_timestamp_tag("latest"), None);
+    }
+
+    #[test]
+    fn gunzip_streams_in_any_piece_size_and_stops_at_the_limit() {
+        use std::io::Read as _;
+        let data: Vec<u8> = (0..200_000u32)
+            .flat_map(|i| (i % 251).to_le_bytes())
+            .collect();
+        let mut w = crate::image::gzip::GzipWriter::new(Vec::new()).unwrap();
+        w.write_all(&data).unwrap();
+        let gz = w.finish().unwrap();
+        let read_all = |g: &mut Gunzip<'_>, piece: usize| {
+            let mut out = Vec::new();
+            let mut buf = vec![0u8; piece];
+            loop {
+                match g.read(&mut buf) {
+                    Ok(0) => return Ok(out),
+                    Ok(n) => out.extend_from_slice(&buf[..n]),
+                    Err(e) => return Err(e),
+                }
+            }
+        };
+        for piece in [1, 7, 512, 1 << 20] {
+            let mut g = Gunzip::new(&gz, data.len() as u64).unwrap();
+            assert_eq!(read_all(&mut g, piece).unwrap(), data, "{piece}");
+            assert!(!g.over_limit());
+        }
+        let mut g = Gunzip::new(&gz, data.len() as u64 - 1).unwrap();
+        assert!(read_all(&mut g, 4096).is_err());
+        assert!(g.over_limit());
+        let mut g = Gunzip::new(&gz[..gz.len() / 2], u64::MAX).unwrap();
+        let e = read_all(&mut g, 4096).unwrap_err();
+        assert!(e.to_string().contains("truncated"), "{e}");
+        assert!(!g.over_limit());
+        assert!(Gunzip::new(b"plain text, not gzip at all", u64::MAX).is_err());
     }
 
     #[test]
