@@ -189,45 +189,6 @@ impl Step {
     }
 }
 
-/// Parses a file command file with the runner's rules: `name=value`, or
-/// `name<<DELIMITER`, value lines, `DELIMITER`. Every name must appear once.
-fn parse_outputs(text: &str) -> BTreeMap<String, String> {
-    let lines: Vec<&str> = text.split('\n').collect();
-    let mut out = BTreeMap::new();
-    let mut i = 0;
-    while i < lines.len() {
-        let line = lines[i];
-        i += 1;
-        if line.is_empty() {
-            continue;
-        }
-        let eq = line.find('=');
-        let heredoc = line.find("<<");
-        let (name, value) = match (eq, heredoc) {
-            (Some(e), h) if h.is_none_or(|h| e < h) => (&line[..e], line[e + 1..].to_string()),
-            (_, Some(h)) => {
-                let (name, delim) = (&line[..h], &line[h + 2..]);
-                assert!(!delim.is_empty(), "empty heredoc delimiter: {line}");
-                let start = i;
-                while i < lines.len() && lines[i] != delim {
-                    i += 1;
-                }
-                assert!(i < lines.len(), "heredoc {delim} is not closed:\n{text}");
-                let value = lines[start..i].join("\n");
-                i += 1;
-                (name, value)
-            }
-            _ => panic!("the runner rejects the line {line:?} in:\n{text}"),
-        };
-        assert!(!name.is_empty(), "an output without a name in:\n{text}");
-        assert!(
-            out.insert(name.to_string(), value).is_none(),
-            "output {name} written twice:\n{text}"
-        );
-    }
-    out
-}
-
 /// A simulated runner: a workspace, the file command files, the event.
 struct Runner {
     tmp: TempDir,
@@ -310,7 +271,7 @@ impl Runner {
             code,
             stdout: String::from_utf8_lossy(stdout).into_owned(),
             stderr: String::from_utf8_lossy(stderr).into_owned(),
-            outputs: parse_outputs(&output_file),
+            outputs: common::github::parse_outputs(&output_file),
             output_file,
             summary: fs::read_to_string(summary).expect("reading GITHUB_STEP_SUMMARY"),
         }
@@ -1142,7 +1103,7 @@ fn the_static_binary_runs_as_a_container_action_under_podman() {
     );
     let output_file =
         fs::read_to_string(file_commands.join("set_output_5f1c")).expect("reading the outputs");
-    let outputs = parse_outputs(&output_file);
+    let outputs = common::github::parse_outputs(&output_file);
     let (ct, id) = last_change(&ws, None);
     let tag = format!("main-{ct}-{}", &id[..7]);
     assert_eq!(outputs["tag"], tag, "{stdout}");
