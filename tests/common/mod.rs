@@ -315,6 +315,23 @@ impl Podman {
         cmd
     }
 
+    /// `buildah` with the same configuration and storage (what it builds,
+    /// `podman` runs and pushes).
+    pub fn buildah(&self) -> Command {
+        let mut cmd = tool("buildah");
+        cmd.env("CONTAINERS_CONF", self.dir.join("containers.conf"))
+            .env(
+                "CONTAINERS_REGISTRIES_CONF",
+                self.dir.join("registries.conf"),
+            )
+            .arg("--root")
+            .arg(self.dir.join("root"))
+            .arg("--runroot")
+            .arg(self.dir.join("run"))
+            .args(["--storage-driver", "vfs"]);
+        cmd
+    }
+
     /// Imports a one-binary image holding the static busybox as
     /// `/bin/busybox`, named `name`.
     pub fn import_busybox(&self, name: &str) {
