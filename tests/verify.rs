@@ -870,60 +870,38 @@ fn the_first_push_example_makes_images_that_verify() {
     assert_eq!(verify(&folder, &format!("{repo}:{other}")).code, 0);
 }
 
-/// Pushes, under `tag`, the faithful image of `folder` (built with `meta`)
-/// with `edit` applied to its manifest JSON (`edit` may upload blobs), and
-/// a provenance that claims `commit` for it: a forgery made by hand.
-fn forge_manifest(
-    c: &Client,
-    folder: &Path,
-    meta: &Metadata,
-    tag: &str,
-    commit: &str,
-    edit: impl FnOnce(&Client, &image::Image, &mut Value),
-) -> String {
-    let source = settings_image::source::worktree::read(folder).unwrap();
-    let mut img = image::build(&source, meta).unwrap();
-    settings_image::publish::registry::push_with(c, &img, &[format!("{tag}-faithful")]).unwrap();
-    let mut m: Value = serde_json::from_slice(&img.manifest).unwrap();
-    edit(c, &img, &mut m);
-    let bytes = serde_json::to_vec(&m).unwrap();
-    c.put_manifest(tag, &bytes, image::MANIFEST_MEDIA_TYPE)
-        .unwrap();
-    img.digest = image::sha256_digest(&bytes);
-    img.manifest = bytes;
-    let facts = provenance::Facts {
-        repository: None,
-        git_ref: Some("refs/heads/main".into()),
-        path: "configs/shop".into(),
-        commit: commit.to_string(),
-        committed_at: meta.annotations["org.opencontainers.image.created"].clone(),
-        builder_id: "forger".into(),
-        invocation_id: None,
-        workflow_ref: None,
-        annotations: BTreeMap::new(),
-        labels: BTreeMap::new(),
-    };
-    provenance::attach(c, &img, &facts).unwrap();
-    img.digest
-}
-
-/// A faithful push of a new settings repository, and what forging needs.
-fn pushed(reg: &Registry) -> (Settings, String, Value, Client, Metadata) {
+/// A faithful push of a new settings repository (`team/settings`).
+fn pushed(reg: &Registry) -> (Settings, String, Value) {
     let repo = format!("{}/team/settings", reg.host());
     let st = Settings::new();
     let a = push(&st.folder(), &repo, &[]);
-    let c = client(&repo);
-    let meta = Metadata {
-        annotations: annotations(&c, &s(&a, "digest")),
-        labels: BTreeMap::new(),
-    };
-    (st, repo, a, c, meta)
+    (st, repo, a)
+}
+
+/// The faithful image of `a` copied to `tag` with `edits` by forge.py,
+/// with a hand-written provenance claiming its commit.
+fn forge_from(reg: &Registry, a: &Value, tag: &str, edits: &[Edit]) -> String {
+    forge_image(
+        reg,
+        ("team/settings", &s(a, "digest")),
+        ("team/settings", tag),
+        edits,
+        &s(a, "commit"),
+        &Added::default(),
+    )
+}
+
+/// `bytes` in a file under `dir`, for [`Edit::LayerFrom`].
+fn blob_file(dir: &common::TempDir, name: &str, bytes: &[u8]) -> std::path::PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p
 }
 
 #[test]
 fn a_missing_path_is_bad_input_named_before_any_request() {
     let reg = Registry::start(Auth::None);
-    let (st, repo, a, _, _) = pushed(&reg);
+    let (st, repo, a) = pushed(&reg);
     let missing = st.repo.dir.join("configs/shpo");
     // A faithful image, a typo in --path: not "do not deploy".
     let r = verify(&missing, &s(&a, "reference"));
@@ -974,24 +952,16 @@ fn a_missing_path_is_bad_input_named_before_any_request() {
 #[test]
 fn a_layer_that_is_not_gzip_is_a_mismatch() {
     let reg = Registry::start(Auth::None);
-    let (st, repo, a, c, meta) = pushed(&reg);
+    let (st, repo, a) = pushed(&reg);
     let commit = s(&a, "commit");
-    forge_manifest(&c, &st.folder(), &meta, "plain", &commit, |c, _, m| {
-        let d = c
-            .put_blob(image::LAYER_MEDIA_TYPE, b"port: 8080\n, not gzip at all")
-            .unwrap();
-        m["layers"][0]["digest"] = d.digest.into();
-        m["layers"][0]["size"] = d.size.into();
-    });
+    let tmp = common::TempDir::new();
+    let plain = blob_file(&tmp, "plain", b"port: 8080\n, not gzip at all");
+    forge_from(&reg, &a, "plain", &[Edit::LayerFrom(&plain)]);
     let r = verify(&st.folder(), &format!("{repo}:plain"));
     assert_mismatch(&r, &["is not the gzip-compressed tar", "not gzip", &commit]);
     // gzip, but not of a tar.
-    let gz = gzip(b"port: 8080\n");
-    forge_manifest(&c, &st.folder(), &meta, "notar", &commit, |c, _, m| {
-        let d = c.put_blob(image::LAYER_MEDIA_TYPE, &gz).unwrap();
-        m["layers"][0]["digest"] = d.digest.into();
-        m["layers"][0]["size"] = d.size.into();
-    });
+    let notar = blob_file(&tmp, "notar", &gzip(b"port: 8080\n"));
+    forge_from(&reg, &a, "notar", &[Edit::LayerFrom(&notar)]);
     let r = verify(&st.folder(), &format!("{repo}:notar"));
     assert_mismatch(&r, &["is not the gzip-compressed tar"]);
 }
@@ -999,22 +969,17 @@ fn a_layer_that_is_not_gzip_is_a_mismatch() {
 #[test]
 fn a_config_that_differs_names_each_field() {
     let reg = Registry::start(Auth::None);
-    let (st, repo, a, c, meta) = pushed(&reg);
-    let commit = s(&a, "commit");
-    forge_manifest(&c, &st.folder(), &meta, "env", &commit, |c, img, m| {
-        let mut config: Value = serde_json::from_slice(&img.config).unwrap();
-        config["config"]["Env"] = serde_json::json!(["MODE=debug"]);
-        config["config"]["Entrypoint"] = serde_json::json!(["/bin/sh", "-c"]);
-        config["history"] = serde_json::json!([{"created_by": "forger"}]);
-        let d = c
-            .put_blob(
-                image::CONFIG_MEDIA_TYPE,
-                &serde_json::to_vec(&config).unwrap(),
-            )
-            .unwrap();
-        m["config"]["digest"] = d.digest.into();
-        m["config"]["size"] = d.size.into();
-    });
+    let (st, repo, a) = pushed(&reg);
+    forge_from(
+        &reg,
+        &a,
+        "env",
+        &[
+            Edit::Config("config.Env", r#"["MODE=debug"]"#),
+            Edit::Config("config.Entrypoint", r#"["/bin/sh", "-c"]"#),
+            Edit::Config("history", r#"[{"created_by": "forger"}]"#),
+        ],
+    );
     let r = verify(&st.folder(), &format!("{repo}:env"));
     assert_mismatch(
         &r,
@@ -1049,8 +1014,7 @@ fn gzip(data: &[u8]) -> Vec<u8> {
 #[test]
 fn a_small_layer_that_inflates_hugely_is_stopped_at_the_limit() {
     let reg = Registry::start(Auth::None);
-    let (st, repo, a, c, meta) = pushed(&reg);
-    let commit = s(&a, "commit");
+    let (st, repo, a) = pushed(&reg);
     // One file of zeros, 16 MiB past the documented limit (docs/flux.md:
     // the rebuilt tar, a few KiB, plus 64 MiB): about 80 KiB of gzip.
     let size: u64 = (64 << 20) + (16 << 20);
@@ -1063,11 +1027,9 @@ fn a_small_layer_that_inflates_hugely_is_stopped_at_the_limit() {
     tar.append(&h, std::io::repeat(0).take(size)).unwrap();
     let bomb = gzip(&tar.into_inner().unwrap());
     assert!(bomb.len() < 1 << 20, "{}", bomb.len());
-    forge_manifest(&c, &st.folder(), &meta, "bomb", &commit, |c, _, m| {
-        let d = c.put_blob(image::LAYER_MEDIA_TYPE, &bomb).unwrap();
-        m["layers"][0]["digest"] = d.digest.into();
-        m["layers"][0]["size"] = d.size.into();
-    });
+    let tmp = common::TempDir::new();
+    let bomb = blob_file(&tmp, "bomb", &bomb);
+    forge_from(&reg, &a, "bomb", &[Edit::LayerFrom(&bomb)]);
     let r = verify(&st.folder(), &format!("{repo}:bomb"));
     assert_mismatch(&r, &["inflates to more than", "plus 64 MiB"]);
 }
@@ -1118,7 +1080,7 @@ fn rows(v: &Value) -> Vec<(String, String, String)> {
 #[test]
 fn scan_reads_manifests_as_the_cluster_does() {
     let reg = Registry::start(Auth::None);
-    let (st, repo, a, _, _) = pushed(&reg);
+    let (st, repo, a) = pushed(&reg);
     let reference = s(&a, "reference");
     let dir = common::TempDir::new();
     let d = dir.path();
@@ -1285,7 +1247,7 @@ items:
 #[test]
 fn a_scan_that_finds_no_reference_fails_unless_allowed() {
     let reg = Registry::start(Auth::None);
-    let (st, repo, a, _, _) = pushed(&reg);
+    let (st, repo, a) = pushed(&reg);
     let dir = common::TempDir::new();
     std::fs::write(dir.path().join("pod.yaml"), pod_yaml(&s(&a, "reference"))).unwrap();
     // A typo in the repository: nothing matches, and the gate must not pass.

@@ -5,12 +5,16 @@ so `verify` and `inspect` meet bytes they did not write.
 
 usage:
   forge.py image REGISTRY FROM_NAME FROM_REF TO_NAME TAG [--annotation K=V]...
-           [--label K=V]... [--file PATH=TEXT]...
+           [--label K=V]... [--file PATH=TEXT]... [--config FIELD=JSON]...
+           [--layer-from FILE]
       Copies the image FROM_NAME:FROM_REF to TO_NAME:TAG. --annotation sets a
       manifest annotation, --label a config label, --file the content of a
       regular file in the layer (an entry that is not there is appended):
       the layer is rewritten by Python's tarfile and gzip and the config's
-      diff_ids follow it. Prints the new manifest's digest.
+      diff_ids follow it. --config sets a config field (a dotted path such
+      as config.Env or history) to a JSON value. --layer-from replaces the
+      first layer blob with FILE's bytes as they are (not gzip, not a tar,
+      a bomb), the diff_ids untouched. Prints the new manifest's digest.
   forge.py attach REGISTRY NAME SUBJECT_DIGEST STATEMENT_FILE [--annotation K=V]...
       Attaches STATEMENT_FILE as an in-toto referrer of NAME@SUBJECT_DIGEST:
       an OCI 1.1 artifact manifest (empty config, the statement as its one
@@ -132,23 +136,34 @@ def forge_image(reg, args):
     config = json.loads(config_raw)
     files, labels = dict(pairs(rest, "--file")), pairs(rest, "--label")
     annotations = pairs(rest, "--annotation")
+    fields = pairs(rest, "--config")
+    layer_from = [rest[i + 1] for i, a in enumerate(rest) if a == "--layer-from"]
     layers = []
     for i, desc in enumerate(manifest["layers"]):
         gz = reg.blob(from_name, desc["digest"])
         if files and i == 0:
             gz, config["rootfs"]["diff_ids"][i] = rewrite_layer(gz, files)
+        if layer_from and i == 0:
+            with open(layer_from[-1], "rb") as f:
+                gz = f.read()
         layers.append(dict(desc, **reg.put_blob(to_name, gz)))
     for k, v in labels:
         config.setdefault("config", {}).setdefault("Labels", {})[k] = v
+    for path, value in fields:
+        *parents, last = path.split(".")
+        node = config
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[last] = json.loads(value)
     # Unchanged parts keep their exact bytes: a copy without edits is the
     # same image, digest for digest.
-    if files or labels:
+    if files or labels or fields:
         config_raw = json.dumps(config, separators=(",", ":")).encode()
     manifest["config"] = dict(manifest["config"], **reg.put_blob(to_name, config_raw))
     manifest["layers"] = layers
     for k, v in annotations:
         manifest.setdefault("annotations", {})[k] = v
-    if files or labels or annotations:
+    if files or labels or fields or layer_from or annotations:
         raw = json.dumps(manifest, separators=(",", ":")).encode()
     print(reg.put_manifest(to_name, tag, raw, MANIFEST))
 

@@ -18,6 +18,10 @@ pub enum Edit<'a> {
     Label(&'a str, &'a str),
     /// A regular file's content in the layer (appended when absent).
     File(&'a str, &'a str),
+    /// A config field (dotted path, e.g. `config.Env`) set to a JSON value.
+    Config(&'a str, &'a str),
+    /// The first layer blob replaced by this file's bytes as they are.
+    LayerFrom(&'a std::path::Path),
 }
 
 fn forge_py() -> std::process::Command {
@@ -50,6 +54,11 @@ pub fn image(
             Edit::Annotation(k, v) => ("--annotation", k, v),
             Edit::Label(k, v) => ("--label", k, v),
             Edit::File(k, v) => ("--file", k, v),
+            Edit::Config(k, v) => ("--config", k, v),
+            Edit::LayerFrom(path) => {
+                c.arg("--layer-from").arg(path);
+                continue;
+            }
         };
         c.arg(flag).arg(format!("{k}={v}"));
     }
