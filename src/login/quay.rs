@@ -41,8 +41,5 @@ pub(crate) async fn login(login: &Login, ctx: &Ctx, jwt: &str) -> Result<Credent
         )
         .await?;
     let token = http::field(ctx, &v, "token", &what, &url, true)?;
-    Ok(Credentials {
-        username: robot,
-        password: token,
-    })
+    Ok(Credentials::new(robot, token))
 }
