@@ -948,11 +948,12 @@ fn a_user_name_from_a_provider_or_an_input_cannot_write_a_workflow_command() {
     }
 }
 
-/// A registry that plays ghcr.io (reached through the stub as an HTTP
-/// proxy, `insecure`), with token auth whose realm is `realm`: `ghcr.io`
-/// and `auth.elsewhere.test` both lead to the token server, which issues
-/// tokens for the job token.
-fn ghcr(
+/// A registry that plays ghcr.io and a GitHub Enterprise Server's
+/// `containers.github.acme.test` (reached through the stub as an HTTP
+/// proxy, `insecure`), with token auth whose realm is `realm`: the
+/// registry hosts' `/token` and `auth.elsewhere.test` all lead to the token
+/// server, which issues tokens for the job token.
+fn github_registry(
     realm: &str,
 ) -> (
     Registry,
@@ -968,83 +969,102 @@ fn ghcr(
         json!({"hosts": {
             "ghcr.io": reg.host(),
             "ghcr.io/token": token_server,
+            GHES_REGISTRY: reg.host(),
+            format!("{GHES_REGISTRY}/token"): token_server,
             "auth.elsewhere.test": token_server,
         }}),
     );
     (reg, stub, ts)
 }
 
-fn push_to_ghcr(stub: &Stub) -> ActionRun {
+/// The container registry of the GitHub Enterprise Server
+/// `https://github.acme.test`.
+const GHES_REGISTRY: &str = "containers.github.acme.test";
+
+/// Pushes `HOST/acme/shop` with the action's defaults (the job token)
+/// through the stub as the HTTP proxy; `HOST` is ghcr.io or, with
+/// `GITHUB_SERVER_URL` naming its server, [`GHES_REGISTRY`].
+fn push_to_github(stub: &Stub, host: &str) -> ActionRun {
     let ws = workspace();
+    let repository = format!("{host}/acme/shop");
     run_action(
         ws.path(),
         &[
             ("path", "cfg"),
-            ("repository", "ghcr.io/acme/shop"),
+            ("repository", &repository),
             ("tags", "v1"),
             ("insecure", "true"),
         ],
-        &[("http_proxy", stub.url(""))],
+        &[
+            ("http_proxy", stub.url("")),
+            ("GITHUB_SERVER_URL", "https://github.acme.test".to_string()),
+        ],
     )
 }
 
 #[test]
-fn the_job_token_goes_to_ghcr_io_and_its_own_token_service_only() {
+fn the_job_token_goes_to_github_registries_and_their_own_token_service_only() {
     use base64::Engine as _;
-    let (reg, stub, ts) = ghcr("http://ghcr.io/token");
-    let run = push_to_ghcr(&stub);
-    run.assert_ok();
-    run.assert_masked(JOB_TOKEN);
     let basic = format!(
         "Basic {}",
         base64::engine::general_purpose::STANDARD.encode(format!("{ACTOR}:{JOB_TOKEN}"))
     );
-    let issued = ts.issued.lock().unwrap().clone();
-    assert!(!issued.is_empty());
-    let seen = stub.route("host");
-    for s in &seen {
-        let (host, path, auth) = (&s["host"], &s["path"], s["authorization"].as_str().unwrap());
-        assert_eq!(host, "ghcr.io", "{s}");
-        if path == "/token" {
-            assert_eq!(auth, basic, "{s}");
-        } else if path != "/v2/" {
-            assert!(issued.iter().any(|t| auth == format!("Bearer {t}")), "{s}");
+    for host in ["ghcr.io", GHES_REGISTRY] {
+        let (reg, stub, ts) = github_registry(&format!("http://{host}/token"));
+        let run = push_to_github(&stub, host);
+        run.assert_ok();
+        run.assert_masked(JOB_TOKEN);
+        let issued = ts.issued.lock().unwrap().clone();
+        assert!(!issued.is_empty());
+        let seen = stub.route("host");
+        for s in &seen {
+            let (path, auth) = (&s["path"], s["authorization"].as_str().unwrap());
+            assert_eq!(s["host"], host, "{s}");
+            if path == "/token" {
+                assert_eq!(auth, basic, "{s}");
+            } else if path != "/v2/" {
+                assert!(issued.iter().any(|t| auth == format!("Bearer {t}")), "{s}");
+            }
         }
+        assert!(seen.iter().any(|s| s["path"] == "/token"), "{seen:?}");
+        // The registry's own record of the tag: its storage.
+        let link = reg
+            .dir
+            .path()
+            .join("data/docker/registry/v2/repositories/acme/shop/_manifests/tags/v1/current/link");
+        assert_eq!(std::fs::read_to_string(link).unwrap(), run.out("digest"));
     }
-    assert!(seen.iter().any(|s| s["path"] == "/token"), "{seen:?}");
-    // The registry's own record of the tag: its storage.
-    let link = reg
-        .dir
-        .path()
-        .join("data/docker/registry/v2/repositories/acme/shop/_manifests/tags/v1/current/link");
-    assert_eq!(std::fs::read_to_string(link).unwrap(), run.out("digest"));
 }
 
 #[test]
 fn the_job_token_never_goes_to_a_token_realm_on_another_host() {
-    let (reg, stub, ts) = ghcr("http://auth.elsewhere.test/token");
-    let run = push_to_ghcr(&stub);
-    assert_eq!(run.code, 5, "{}\n{}", run.stdout, run.stderr);
-    run.assert_masked(JOB_TOKEN);
-    let error = run.error();
-    assert!(
-        error.contains("the registry names the token realm http://auth.elsewhere.test/token"),
-        "{error}"
-    );
-    assert!(error.contains("nothing was sent there"), "{error}");
-    let seen = stub.route("host");
-    assert!(
-        seen.iter().all(|s| s["host"] == "ghcr.io"),
-        "another host was asked: {seen:?}"
-    );
-    assert!(
-        ts.requests.lock().unwrap().is_empty(),
-        "the token server was asked"
-    );
-    assert!(
-        !reg.dir
-            .path()
-            .join("data/docker/registry/v2/repositories/acme")
-            .exists()
-    );
+    // ghcr.io, and a GitHub Enterprise Server's registry (where only the
+    // job token's own rule, not ghcr.io's, keeps it home).
+    for host in ["ghcr.io", GHES_REGISTRY] {
+        let (reg, stub, ts) = github_registry("http://auth.elsewhere.test/token");
+        let run = push_to_github(&stub, host);
+        assert_eq!(run.code, 5, "{host}:\n{}\n{}", run.stdout, run.stderr);
+        run.assert_masked(JOB_TOKEN);
+        let error = run.error();
+        assert!(
+            error.contains("the registry names the token realm http://auth.elsewhere.test/token"),
+            "{error}"
+        );
+        assert!(error.contains("nothing was sent there"), "{error}");
+        let seen = stub.route("host");
+        assert!(!seen.is_empty(), "{host}: the proxy was not used");
+        assert!(
+            seen.iter().all(|s| s["host"] == host),
+            "another host was asked: {seen:?}"
+        );
+        assert!(
+            ts.requests.lock().unwrap().is_empty(),
+            "{host}: the token server was asked"
+        );
+        let repositories = reg.dir.path().join("data/docker/registry/v2/repositories");
+        assert!(
+            !repositories.join("acme").exists(),
+            "{host}: something was pushed"
+        );
+    }
 }
