@@ -9,6 +9,7 @@ mod common;
 use std::process::Command;
 
 use common::TempDir;
+use common::flux::Pick;
 use common::git::ScratchRepo;
 use serde_json::Value;
 
@@ -356,29 +357,14 @@ fn output_writes_one_file_per_image_and_one_for_the_automation() {
 
 // ---- Flux's tag selection, as image-reflector-controller does it ----
 
-/// Flux's RegexFilter followed by the numerical policy (`order: asc`):
-/// tags matching `pattern` (Go RE2 semantics; Rust's `regex` has the same
-/// syntax and leftmost-first matching) are mapped to `extract` expanded
-/// from the match (`$ts`), each value is parsed as a 64-bit float (one
-/// unparsable value fails the whole policy), and the highest wins; on equal
-/// values the tag that comes later in the list wins.
+/// Flux's pick (tests/common/flux.rs) for the generated policy's
+/// `filterTags`: the tag, `None` when nothing matches.
 fn flux_latest(pattern: &str, extract: &str, tags: &[String]) -> Result<Option<String>, String> {
-    let re = regex::Regex::new(pattern).map_err(|e| e.to_string())?;
-    let mut best: Option<(f64, &String)> = None;
-    for tag in tags {
-        let Some(caps) = re.captures(tag) else {
-            continue;
-        };
-        let mut value = String::new();
-        caps.expand(extract, &mut value);
-        let v: f64 = value
-            .parse()
-            .map_err(|e| format!("{tag}: {value:?} is not a number: {e}"))?;
-        if best.is_none_or(|(b, _)| v >= b) {
-            best = Some((v, tag));
-        }
+    match common::flux::pick(pattern, extract, tags) {
+        Pick::Tag(t) => Ok(Some(t)),
+        Pick::NoMatch => Ok(None),
+        other => Err(format!("{other:?}")),
     }
-    Ok(best.map(|(_, t)| t.clone()))
 }
 
 fn policy_filter(prefix: &str) -> (String, String) {
@@ -396,20 +382,30 @@ fn policy_filter(prefix: &str) -> (String, String) {
 }
 
 #[test]
-fn flux_numerical_semantics_later_tag_wins_on_equal_values() {
+fn flux_serves_the_smallest_tag_on_equal_values_in_any_listing_order() {
     let (pattern, extract) = policy_filter("main");
-    let tags: Vec<String> = [
+    let base = [
         "main-5-aaaaaaa",
-        "main-7-bbbbbbb",
         "main-7-ccccccc",
+        "main-7-bbbbbbb",
         "main-6-ddddddd",
-    ]
-    .map(String::from)
-    .to_vec();
-    assert_eq!(
-        flux_latest(&pattern, &extract, &tags).unwrap().as_deref(),
-        Some("main-7-ccccccc")
-    );
+        "main-7-fffffff",
+    ];
+    // Every order the registry could list them in.
+    for rotation in 0..base.len() {
+        for reverse in [false, true] {
+            let mut tags: Vec<String> = base.iter().map(|t| t.to_string()).collect();
+            tags.rotate_left(rotation);
+            if reverse {
+                tags.reverse();
+            }
+            assert_eq!(
+                flux_latest(&pattern, &extract, &tags).unwrap().as_deref(),
+                Some("main-7-bbbbbbb"),
+                "{tags:?}"
+            );
+        }
+    }
     // Numbers, not strings: 10 > 9 although "10" < "9".
     let tags: Vec<String> = ["main-10-aaaaaaa", "main-9-bbbbbbb"]
         .map(String::from)
@@ -417,6 +413,203 @@ fn flux_numerical_semantics_later_tag_wins_on_equal_values() {
     assert_eq!(
         flux_latest(&pattern, &extract, &tags).unwrap().as_deref(),
         Some("main-10-aaaaaaa")
+    );
+    // `.sig` tags are dropped before any policy; a leading zero makes two
+    // values one number, which Go's map order then decides at random.
+    let wild = common::flux::pick(
+        "^main-(?P<ts>.*)$",
+        "$ts",
+        &["main-9".into(), "main-99.sig".into()],
+    );
+    assert_eq!(wild, Pick::Tag("main-9".into()));
+    assert!(matches!(
+        common::flux::pick(
+            &pattern,
+            &extract,
+            &["main-07-aaaaaaa".into(), "main-7-bbbbbbb".into()]
+        ),
+        Pick::Undetermined(_)
+    ));
+}
+
+/// Rows of image-reflector-controller's own test tables, run through the
+/// oracle: internal/policy/numerical_test.go (TestNumerical_Latest),
+/// internal/policy/filter_test.go (TestRegexFilter), and
+/// internal/controller/imagerepository_controller_test.go
+/// (TestSortTagsAndGetLatestTags, TestFilterOutTags).
+#[test]
+fn the_flux_oracle_reproduces_upstreams_test_tables() {
+    use common::flux::{Order, filter_out, latest_tags, numerical_latest, regex_filter};
+    let v = |s: &[&str]| -> Vec<String> { s.iter().map(|x| x.to_string()).collect() };
+    // TestNumerical_Latest: (versions, order, expected); upstream shuffles
+    // the list, so every rotation and its reverse must agree.
+    let rows: &[(&[&str], Order, &str)] = &[
+        (
+            &[
+                "-62", "-88", "73", "72", "15", "16", "15", "29", "-33", "-91",
+            ],
+            Order::Asc,
+            "73",
+        ),
+        (
+            &["5", "-8", "-78", "25", "70", "-4", "80", "92", "-20", "-24"],
+            Order::Desc,
+            "-78",
+        ),
+        (
+            &[
+                "47.40896403322944",
+                "-27.8520927455902",
+                "-27.930666514224427",
+                "-31.352485948094568",
+                "-50.41072694704882",
+                "-21.962849842263736",
+                "24.71884721436865",
+                "-39.99177354004344",
+                "53.47333823144817",
+                "3.2008658570411086",
+            ],
+            Order::Asc,
+            "53.47333823144817",
+        ),
+        (
+            &[
+                "-65.27202780220686",
+                "57.82948329142309",
+                "22.40184684363291",
+                "-86.36934305697784",
+                "-90.29082099756083",
+                "-12.041712603564264",
+                "77.70488240399305",
+                "-38.98425003883552",
+                "16.06867070412028",
+                "53.735674335181216",
+            ],
+            Order::Desc,
+            "-90.29082099756083",
+        ),
+        (
+            &[
+                "1606234201",
+                "1606364286",
+                "1606334092",
+                "1606334284",
+                "1606334201",
+            ],
+            Order::Asc,
+            "1606364286",
+        ),
+        (
+            &[
+                "1606234201",
+                "1606364286",
+                "1606334092",
+                "1606334284",
+                "1606334201",
+            ],
+            Order::Desc,
+            "1606234201",
+        ),
+        (&["1"], Order::Asc, "1"),
+        (&["1"], Order::Desc, "1"),
+    ];
+    for (versions, order, want) in rows {
+        for r in 0..versions.len() {
+            for reverse in [false, true] {
+                let mut list = v(versions);
+                list.rotate_left(r);
+                if reverse {
+                    list.reverse();
+                }
+                assert_eq!(
+                    numerical_latest(&list, *order).as_deref(),
+                    Ok(*want),
+                    "{list:?}"
+                );
+            }
+        }
+    }
+    // "With invalid numerical value" and "Empty version list" fail.
+    assert!(numerical_latest(&v(&["0", "1a", "b"]), Order::Asc).is_err());
+    assert!(numerical_latest(&[], Order::Asc).is_err());
+    // TestRegexFilter (the expected items; upstream's comparison is inverted).
+    let tags = v(&["ver1", "ver2", "ver3", "rel1"]);
+    let items = |m: std::collections::BTreeMap<String, String>| m.into_keys().collect::<Vec<_>>();
+    assert_eq!(items(regex_filter("", "", &v(&["a"])).unwrap()), ["a"]);
+    assert_eq!(
+        items(regex_filter("^ver", "", &tags).unwrap()),
+        ["ver1", "ver2", "ver3"]
+    );
+    assert_eq!(
+        items(regex_filter(r"ver(\d+)", "$1", &tags).unwrap()),
+        ["1", "2", "3"]
+    );
+    // TestSortTagsAndGetLatestTags.
+    let sort_rows: &[(&[&str], &[&str])] = &[
+        (&[], &[]),
+        (
+            &["1.0.0", "0.0.8", "1.2.5", "3.0.1", "1.0.1"],
+            &["3.0.1", "1.2.5", "1.0.1", "1.0.0", "0.0.8"],
+        ),
+        (
+            &[
+                "1.0.0", "0.0.8", "1.2.5", "3.0.1", "1.0.1", "5.1.1", "4.1.0", "4.5.0", "4.0.3",
+                "2.2.2", "0.5.1", "0.1.0",
+            ],
+            &[
+                "5.1.1", "4.5.0", "4.1.0", "4.0.3", "3.0.1", "2.2.2", "1.2.5", "1.0.1", "1.0.0",
+                "0.5.1",
+            ],
+        ),
+        (
+            &["-62", "-88", "73", "72", "15"],
+            &["73", "72", "15", "-88", "-62"],
+        ),
+        (
+            &[
+                "-62", "-88", "73", "72", "15", "16", "15", "29", "-33", "-91", "100", "101",
+            ],
+            &[
+                "73", "72", "29", "16", "15", "15", "101", "100", "-91", "-88",
+            ],
+        ),
+        (&["aaa", "bbb", "ccc"], &["ccc", "bbb", "aaa"]),
+        (
+            &[
+                "aaa", "bbb", "ccc", "ddd", "eee", "fff", "ggg", "hhh", "iii", "jjj", "kkk", "lll",
+            ],
+            &[
+                "lll", "kkk", "jjj", "iii", "hhh", "ggg", "fff", "eee", "ddd", "ccc",
+            ],
+        ),
+    ];
+    for (tags, want) in sort_rows {
+        assert_eq!(latest_tags(&v(tags)), v(want), "{tags:?}");
+    }
+    // TestFilterOutTags.
+    let abcd = v(&["a", "b", "c", "d"]);
+    assert_eq!(filter_out(&abcd, &[]).unwrap(), abcd);
+    assert_eq!(filter_out(&abcd, &["[abc]"]).unwrap(), v(&["d"]));
+    assert_eq!(filter_out(&abcd, &["[a]", "[d]"]).unwrap(), v(&["b", "c"]));
+    assert!(filter_out(&[], &["[="]).is_err());
+    assert_eq!(
+        filter_out(
+            &v(&[
+                "0.1.0",
+                "0.2.0",
+                "0.2.-alpha",
+                "0.3.0",
+                "0.4.0",
+                "0.4.0.sig"
+            ]),
+            &[r"^.*\-alpha$", r"^.*\.sig$"]
+        )
+        .unwrap(),
+        v(&["0.1.0", "0.2.0", "0.3.0", "0.4.0"])
+    );
+    assert_eq!(
+        filter_out(&v(&["aaa", "bbb", "ccc", "ddd"]), &["aaa|ccc"]).unwrap(),
+        v(&["bbb", "ddd"])
     );
 }
 
