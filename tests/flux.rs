@@ -777,3 +777,237 @@ fn the_objects_in_docs_flux_md_are_the_generators_output() {
     let (ok, msg) = validate(&documents(shown));
     assert!(ok, "{msg}");
 }
+
+/// Values that break YAML written by hand: line breaks (LF, CR, NEL, the
+/// Unicode line separator), a key, a comment, a list item, anchors, tags,
+/// flow collections, quotes, block scalars, and plain scalars YAML reads
+/// as booleans, null or numbers.
+const HOSTILE: &[&str] = &[
+    "x\ny: z",
+    "x\r\nkind: Secret",
+    "x\u{85}y",
+    "x\u{2028}kind: Secret",
+    "a: b",
+    "#c",
+    "x #c",
+    "- x",
+    "? x",
+    "*alias",
+    "&anchor x",
+    "!!str x",
+    "{a: b}",
+    "[a]",
+    "'q",
+    "\"q",
+    "| x",
+    "> x",
+    "% x",
+    "@x",
+    "`x",
+    "yes",
+    "null",
+    "~",
+    "1e3",
+    "---",
+    "...",
+];
+
+/// Every generator option either refuses a hostile value (exit 2, nothing
+/// printed) or carries it as data: the output parses to exactly the
+/// objects the same options with a plain value give, with the value in its
+/// field.
+#[test]
+fn no_generator_option_can_inject_yaml() {
+    let base = [
+        "--repository",
+        "ghcr.io/acme/settings-shop",
+        "--prefix",
+        "main",
+        "--git-push-branch",
+        "flux-updates",
+    ];
+    let plain = documents(&flux_ok(&base));
+    assert_eq!(
+        kinds(&plain),
+        ["ImageRepository", "ImagePolicy", "ImageUpdateAutomation"]
+    );
+    // (flag, the field it fills: document index and JSON pointer)
+    let fields: &[(&str, Option<(usize, &str)>)] = &[
+        ("--git-branch", Some((2, "/spec/git/checkout/ref/branch"))),
+        ("--git-push-branch", Some((2, "/spec/git/push/branch"))),
+        ("--git-path", Some((2, "/spec/update/path"))),
+        ("--namespace", None),
+        ("--name", None),
+        ("--interval", None),
+        ("--secret-ref", None),
+        ("--automation-name", None),
+        ("--git-source", None),
+        ("--repository", None),
+        ("--prefix", None),
+        ("--path", None),
+    ];
+    let mut accepted = 0;
+    for (flag, field) in fields {
+        for value in HOSTILE {
+            let mut args: Vec<&str> = base.to_vec();
+            match args.iter().position(|a| a == flag) {
+                Some(i) => args[i + 1] = value,
+                None => args.extend([*flag, *value]),
+            }
+            if *flag == "--path" {
+                args[1] = "ghcr.io/acme/settings-{name}";
+            }
+            let out = flux(&args);
+            if out.status.code() == Some(2) {
+                assert!(out.stdout.is_empty(), "{flag} {value:?} printed objects");
+                continue;
+            }
+            assert!(out.status.success(), "{flag} {value:?}: {out:?}");
+            accepted += 1;
+            let yaml = String::from_utf8(out.stdout).expect("UTF-8");
+            let docs = documents(&yaml);
+            assert_eq!(kinds(&docs), kinds(&plain), "{flag} {value:?}:\n{yaml}");
+            match field {
+                Some((i, ptr)) => {
+                    assert_eq!(docs[*i].pointer(ptr), Some(&Value::from(*value)), "{flag}");
+                    let mut want = plain.clone();
+                    *want[*i].pointer_mut(ptr).expect("field") = Value::from(*value);
+                    assert_eq!(docs, want, "{flag} {value:?}:\n{yaml}");
+                }
+                None => {
+                    // What may differ is derived from the value through a
+                    // grammar: the prefix's pattern, a folder's repository.
+                    let pattern = docs[1]["spec"]["filterTags"]["pattern"].as_str().unwrap();
+                    let shape = regex::Regex::new(
+                        r"^\^[A-Za-z0-9_\\.-]+-\(\?P<ts>\[0-9\]\+\)-\[0-9a-f\]\{7\}\$$",
+                    )
+                    .unwrap();
+                    assert!(shape.is_match(pattern), "{flag} {value:?}: {pattern}");
+                    let image = docs[0]["spec"]["image"].as_str().unwrap();
+                    assert!(
+                        image.bytes().all(|b| b.is_ascii_lowercase()
+                            || b.is_ascii_digit()
+                            || b"./_-".contains(&b)),
+                        "{flag} {value:?}: {image}"
+                    );
+                }
+            }
+        }
+    }
+    assert!(accepted > 0, "some values are data, not errors");
+}
+
+#[test]
+fn output_never_writes_through_a_symlink() {
+    let tmp = TempDir::new();
+    let outside = tmp.join("outside.yaml");
+    std::fs::write(&outside, "keep: me\n").unwrap();
+    let args = |dir: &std::path::Path| -> Vec<String> {
+        [
+            "--repository",
+            "ghcr.io/acme/settings-shop",
+            "--prefix",
+            "main",
+            "--output",
+            dir.to_str().unwrap(),
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    // A file of the output folder is a symlink.
+    let dir = tmp.join("flux");
+    std::fs::create_dir(&dir).unwrap();
+    std::os::unix::fs::symlink(&outside, dir.join("settings.yaml")).unwrap();
+    let a = args(&dir);
+    let out = flux(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("symlink"),
+        "{out:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep: me\n");
+    assert!(
+        !dir.join("settings-shop.yaml").exists(),
+        "nothing written before the refusal"
+    );
+    // The output folder itself is a symlink.
+    let real = tmp.join("real");
+    std::fs::create_dir(&real).unwrap();
+    let link = tmp.join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let a = args(&link);
+    let out = flux(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert_eq!(std::fs::read_dir(&real).unwrap().count(), 0);
+    // A plain folder is written.
+    let ok = tmp.join("ok");
+    let a = args(&ok);
+    let out = flux(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "{out:?}");
+    assert!(ok.join("settings.yaml").is_file());
+}
+
+/// Every Pod and Deployment with an image volume shown in README.md and
+/// docs/*.md: complete objects that the real API server (kube-apiserver
+/// with ImageVolume on) accepts with `kubectl apply --dry-run=server`. A
+/// YAML block with `volumes:` that is not such a complete object fails.
+#[test]
+fn every_documented_workload_with_an_image_volume_passes_the_api_server() {
+    let mut files = vec![common::repo().join("README.md")];
+    for e in std::fs::read_dir(common::repo().join("docs")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "md") {
+            files.push(p);
+        }
+    }
+    files.sort();
+    let kube = common::kube::kube();
+    let mut checked = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        let mut rest = text.as_str();
+        while let Some(start) = rest.find("```yaml\n") {
+            let body = &rest[start + 8..];
+            let end = body.find("\n```").expect("the block ends");
+            let block = &body[..end];
+            rest = &body[end..];
+            if !block.contains("volumes:") {
+                continue;
+            }
+            let where_ = format!("{}: {}", f.display(), block.lines().next().unwrap_or(""));
+            let docs: Vec<Value> = serde_yaml_ng::Deserializer::from_str(block)
+                .map(|d| serde::Deserialize::deserialize(d).unwrap_or(Value::Null))
+                .filter(|v: &Value| !v.is_null())
+                .collect();
+            let workloads: Vec<&Value> = docs
+                .iter()
+                .filter(|d| matches!(d["kind"].as_str(), Some("Pod" | "Deployment")))
+                .collect();
+            assert!(
+                !workloads.is_empty(),
+                "{where_}: a block with volumes that is not a complete Pod or Deployment"
+            );
+            for w in workloads {
+                let spec = if w["kind"] == "Pod" {
+                    &w["spec"]
+                } else {
+                    &w["spec"]["template"]["spec"]
+                };
+                assert!(
+                    spec["volumes"]
+                        .as_array()
+                        .is_some_and(|v| v.iter().any(|v| v["image"]["reference"].is_string())),
+                    "{where_}: no image volume"
+                );
+                let out = kube.dry_run(&serde_json::to_string(w).unwrap());
+                assert!(
+                    out.status.success(),
+                    "{where_}: kubectl apply --dry-run=server refused it:\n{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                checked.push(where_.clone());
+            }
+        }
+    }
+    assert!(checked.len() >= 3, "{checked:?}");
+}

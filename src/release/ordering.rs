@@ -194,7 +194,7 @@ pub fn check(
             message: format!(
                 "commit {} is an ancestor of {rev}, already published as {}: this is a re-run of an older job \
                  (or its first run after a newer commit was published); {new_tag} names the same content as before \
-                 and Flux keeps {}",
+                 and Flux keeps serving {}",
                 short(commit),
                 n.stamped.tag,
                 n.stamped.tag
@@ -215,13 +215,15 @@ pub fn check(
                 kind: AnomalyKind::BackwardsTimestamp,
                 message: format!(
                     "the committer time of {} ({ts}) is lower than that of its ancestor {} ({}): \
-                     Flux's numerical policy ignores {new_tag} until a later commit. The committer clock was \
-                     behind, or history was rewritten (a rebase with --committer-date-is-author-date). \
-                     Fix: commit one more change to the folder with a correct clock (an empty commit does not \
-                     count; edit a comment in a settings file), or merge through GitHub, which stamps the time itself",
+                     Flux's numerical policy keeps serving {} and ignores {new_tag} until a later commit. The \
+                     committer clock was behind, or history was rewritten (a rebase with \
+                     --committer-date-is-author-date). Fix: commit one more change to the folder with a correct \
+                     clock (an empty commit does not count; edit a comment in a settings file), or merge through \
+                     GitHub, which stamps the time itself",
                     short(commit),
                     t.stamped.tag,
-                    t.stamped.ts
+                    t.stamped.ts,
+                    newest.map_or(t.stamped.tag.as_str(), |n| n.stamped.tag.as_str()),
                 ),
                 other_tag: t.stamped.tag.clone(),
             }));
