@@ -846,6 +846,8 @@ fn no_generator_option_can_inject_yaml() {
         ("--prefix", None),
         ("--path", None),
     ];
+    let shape =
+        regex::Regex::new(r"^\^[A-Za-z0-9_\\.-]+-\(\?P<ts>\[0-9\]\+\)-\[0-9a-f\]\{7\}\$$").unwrap();
     let mut accepted = 0;
     for (flag, field) in fields {
         for value in HOSTILE {
@@ -878,10 +880,6 @@ fn no_generator_option_can_inject_yaml() {
                     // What may differ is derived from the value through a
                     // grammar: the prefix's pattern, a folder's repository.
                     let pattern = docs[1]["spec"]["filterTags"]["pattern"].as_str().unwrap();
-                    let shape = regex::Regex::new(
-                        r"^\^[A-Za-z0-9_\\.-]+-\(\?P<ts>\[0-9\]\+\)-\[0-9a-f\]\{7\}\$$",
-                    )
-                    .unwrap();
                     assert!(shape.is_match(pattern), "{flag} {value:?}: {pattern}");
                     let image = docs[0]["spec"]["image"].as_str().unwrap();
                     assert!(

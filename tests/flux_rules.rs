@@ -259,6 +259,7 @@ fn one_imagepolicy_never_follows_two_refs() {
     let mut t = 1_700_000_000;
     let mut refused = 0;
     let mut commits: BTreeMap<&str, (String, i64)> = BTreeMap::new();
+    let offer = regex::Regex::new(r"--timestamp-tag (\S+) \(").expect("regex");
     for name in &names {
         t += 100;
         let git_ref = format!("refs/heads/{name}");
@@ -293,8 +294,7 @@ fn one_imagepolicy_never_follows_two_refs() {
         }
         assert_eq!(w.tags(), before, "{name}: a refused push wrote nothing");
         // The prefix it offers is one of its own, and works.
-        let re = regex::Regex::new(r"--timestamp-tag (\S+) \(").expect("regex");
-        let offered = re
+        let offered = offer
             .captures(&r.stderr)
             .unwrap_or_else(|| panic!("{name}: no prefix offered: {}", r.stderr))[1]
             .to_string();
