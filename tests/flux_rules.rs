@@ -552,3 +552,92 @@ fn tag_and_plan_warn_when_other_names_share_the_prefix() {
         );
     }
 }
+
+/// The owner check reuses the push's tag listing and manifest reads, and
+/// reads the newest tag's provenance only when that tag names another
+/// commit: nothing more for a first push or a re-push, one referrers
+/// question (the referrers API, or on this registry, which has none, the
+/// `sha256-<hex>` index tag after the one probe a run makes anyway) for a
+/// push of a new commit. Requests are seen through a recording proxy.
+#[test]
+fn the_owner_check_reads_only_what_can_tell_something() {
+    let mut w = World::new();
+    let proxy = common::registry::Proxy::start(w.reg.port);
+    let repository = format!("{}/{NAME}", proxy.host());
+    let push = |w: &mut World| -> Value {
+        let args = [
+            "push",
+            "--path",
+            "s",
+            "--repository",
+            repository.as_str(),
+            "--timestamp-tag",
+            "main",
+            "--branch-tag",
+            "main",
+            "--json",
+        ];
+        let r = run(&w.repo.dir, &args, Some("refs/heads/main"));
+        r.ok()
+    };
+    // Requests about another image's referrers than `ours`.
+    let about_others = |seen: &[common::registry::Seen], ours: &str| -> Vec<String> {
+        let ours = ours.trim_start_matches("sha256:");
+        seen.iter()
+            .filter(|r| {
+                (r.path.contains("/referrers/sha256:") || r.path.contains("/manifests/sha256-"))
+                    && !r.path.contains(ours)
+            })
+            .map(|r| format!("{} {}", r.method, r.path))
+            .collect()
+    };
+    w.commit("a\n", 1_700_000_100);
+    let a = push(&mut w);
+    let seen = proxy.take();
+    let a_digest = a["digest"].as_str().unwrap().to_string();
+    assert_eq!(
+        about_others(&seen, &a_digest),
+        Vec::<String>::new(),
+        "first push"
+    );
+    eprintln!("first push: {} requests", seen.len());
+    let again = push(&mut w);
+    assert_eq!(again["pushed"], false);
+    let seen = proxy.take();
+    assert_eq!(
+        about_others(&seen, &a_digest),
+        Vec::<String>::new(),
+        "re-push"
+    );
+    eprintln!("re-push: {} requests", seen.len());
+    w.commit("b\n", 1_700_000_200);
+    let b = push(&mut w);
+    let seen = proxy.take();
+    let b_digest = b["digest"].as_str().unwrap();
+    let others = about_others(&seen, b_digest);
+    let a_hex = a_digest.trim_start_matches("sha256:");
+    assert!(
+        !others.is_empty() && others.iter().all(|r| r.contains(a_hex)),
+        "{others:?}"
+    );
+    // One referrers question about A beside the probe of the referrers API
+    // (which this run would make for its own provenance anyway).
+    let tag_reads = others
+        .iter()
+        .filter(|r| r.contains("/manifests/sha256-"))
+        .count();
+    let api_reads = others.iter().filter(|r| r.contains("/referrers/")).count();
+    assert_eq!((tag_reads, api_reads), (1, 1), "{others:?}");
+    let own_probes = seen
+        .iter()
+        .filter(|r| {
+            r.path.contains("/referrers/")
+                && r.path.contains(b_digest.trim_start_matches("sha256:"))
+        })
+        .count();
+    assert_eq!(
+        own_probes, 0,
+        "the run asks the referrers API once: {seen:?}"
+    );
+    eprintln!("new commit: {} requests, about A: {others:?}", seen.len());
+}
