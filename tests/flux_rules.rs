@@ -431,9 +431,41 @@ fn what_the_project_says_flux_serves_is_what_flux_serves() {
     let low = std::cmp::min(&m1[..7], &m2[..7]).to_string();
     let m3 = find(&w, &|s| s < low.as_str(), "3");
     let r = step(&mut w, &[]);
+    let m3_tag = format!("main-{}-{}", t + 100, &m3[..7]);
+    assert_eq!(said_served(&r.stderr), std::slice::from_ref(&m3_tag));
+    // --explain shows the rule and the tie it broke.
+    let explain = run(
+        &w.repo.dir,
+        &[
+            "promote",
+            "--repository",
+            &w.repository(),
+            "--from",
+            "main",
+            "--to",
+            "prod",
+            "--explain",
+        ],
+        None,
+    );
+    assert_eq!(explain.code, 0, "{}", explain.stderr);
+    assert!(
+        explain
+            .stdout
+            .contains("on equal timestamps the alphabetically smallest tag"),
+        "{}",
+        explain.stdout
+    );
+    let tie = explain
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("tie: "))
+        .unwrap_or_else(|| panic!("{}", explain.stdout));
+    assert!(tie.contains(&format!("Flux serves {m3_tag}")), "{tie}");
     assert_eq!(
-        said_served(&r.stderr),
-        [format!("main-{}-{}", t + 100, &m3[..7])]
+        tie.matches("main-").count(),
+        4,
+        "the three tags of that second, and the pick: {tie}"
     );
     // A real promote: the channel then serves the same commit.
     let p = run(
