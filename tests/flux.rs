@@ -532,6 +532,20 @@ fn the_flux_oracle_reproduces_upstreams_test_tables() {
     // "With invalid numerical value" and "Empty version list" fail.
     assert!(numerical_latest(&v(&["0", "1a", "b"]), Order::Asc).is_err());
     assert!(numerical_latest(&[], Order::Asc).is_err());
+    // strconv.ParseFloat's documented edges: out of range is an error
+    // (ErrRange), so one such value fails the policy; infinities and NaN
+    // are spelled out; a sign before NaN is a syntax error.
+    use common::flux::parse_float;
+    assert!(parse_float(&"9".repeat(400)).is_err());
+    assert!(parse_float("1e309").is_err());
+    assert_eq!(parse_float("1e308"), Ok(1e308));
+    assert_eq!(parse_float("017"), Ok(17.0));
+    assert_eq!(parse_float("-Inf"), Ok(f64::NEG_INFINITY));
+    assert_eq!(parse_float("+infinity"), Ok(f64::INFINITY));
+    assert!(parse_float("NaN").is_ok_and(f64::is_nan));
+    assert!(parse_float("+nan").is_err());
+    assert!(parse_float("").is_err() && parse_float("1.2.3").is_err());
+    assert!(numerical_latest(&v(&["1", &"9".repeat(400)]), Order::Asc).is_err());
     // TestRegexFilter (the expected items; upstream's comparison is inverted).
     let tags = v(&["ver1", "ver2", "ver3", "rel1"]);
     let items = |m: std::collections::BTreeMap<String, String>| m.into_keys().collect::<Vec<_>>();

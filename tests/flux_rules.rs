@@ -641,13 +641,19 @@ fn the_owner_check_reads_only_what_can_tell_something() {
         Vec::<String>::new(),
         "re-push"
     );
+    // Its own provenance is read once (the attach that finds it there).
+    let a_hex = a_digest.trim_start_matches("sha256:");
+    let own = seen
+        .iter()
+        .filter(|r| r.path.contains(&format!("/manifests/sha256-{a_hex}")))
+        .count();
+    assert_eq!(own, 1, "re-push: {seen:?}");
     eprintln!("re-push: {} requests", seen.len());
     w.commit("b\n", 1_700_000_200);
     let b = push(&mut w);
     let seen = proxy.take();
     let b_digest = b["digest"].as_str().unwrap();
     let others = about_others(&seen, b_digest);
-    let a_hex = a_digest.trim_start_matches("sha256:");
     assert!(
         !others.is_empty() && others.iter().all(|r| r.contains(a_hex)),
         "{others:?}"
