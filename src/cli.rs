@@ -96,7 +96,14 @@ fn print_report(report: &crate::report::Report, json: bool, forced: bool) -> Res
             BranchMove::KeepNewer { current } => eprintln!(
                 "notice: branch tag {name} stays on commit {current}, which descends from {commit}: a re-run of an older commit"
             ),
-            BranchMove::Rewound { current } => eprintln!(
+            BranchMove::Rewound {
+                current,
+                proven: true,
+            } => eprintln!(
+                "warning: branch tag {name} follows the force-push: moved from commit {current}, which the \
+                 force-push dropped, to {commit}"
+            ),
+            BranchMove::Rewound { current, .. } => eprintln!(
                 "warning: --allow-rewind: moving branch tag {name} back from commit {current}, which a force-push \
                  dropped, to its ancestor {commit}"
             ),
@@ -362,6 +369,9 @@ fn run_inspect(env: &front::Env, args: &InspectArgs) -> Result<()> {
 
 fn run_tag(env: &front::Env, args: &TagArgs) -> Result<()> {
     crate::tag::sanitize_prefix(&args.prefix)?;
+    if let Some(note) = crate::tag::shared_prefix_note(&args.prefix) {
+        eprintln!("warning: {note}");
+    }
     let api = front::github_api(env, args.github.token());
     let path = args.path.first().cloned().unwrap_or_default();
     let lc = history::last_change(&path, args.revision.as_deref(), api)?;

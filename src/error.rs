@@ -113,6 +113,26 @@ pub enum Error {
         /// The digest this run built and put.
         ours: String,
     },
+    /// Another ref already publishes under this tag prefix: the prefix's
+    /// newest tag (the one Flux serves) was published from another ref, so
+    /// one ImagePolicy would follow both. Different refs share a prefix
+    /// when they differ only in characters a tag cannot hold (`feat/x`,
+    /// `feat+x`, `feat-x`) or after the first 109 characters.
+    #[error(
+        "the tag prefix {prefix} is taken: its newest tag {tag} was published from {theirs}, and this run builds \
+         {ours}; one ImagePolicy for {prefix} would follow both and serve whichever pushed the later time",
+        prefix = shared_prefix(tag)
+    )]
+    PrefixShared {
+        /// `HOST/NAME:TAG` of the prefix's newest tag.
+        tag: String,
+        /// The ref (or refs) its provenance records.
+        theirs: String,
+        /// This run's ref.
+        ours: String,
+        /// A prefix only this ref gives that no tag of the repository uses.
+        suggestion: String,
+    },
     /// A branch tag would move to a commit that does not descend from the
     /// one its image records (history was rewritten, e.g. a force-push).
     #[error(
@@ -159,6 +179,12 @@ pub enum Error {
         /// The first differing file, when the layer differs.
         file: Option<String>,
     },
+}
+
+/// The prefix of the timestamp tag in `HOST/NAME:TAG`.
+fn shared_prefix(reference: &str) -> &str {
+    let tag = reference.rsplit_once(':').map_or(reference, |(_, t)| t);
+    crate::tag::timestamp_prefix(tag).unwrap_or(tag)
 }
 
 impl Error {
@@ -233,11 +259,17 @@ impl Error {
                  makes the same bytes"
                     .into(),
             ),
-            Error::Rewind { .. } => Some(
-                "the branch's history was rewritten (force-push, reset); if that is intended, re-run with \
-                 --allow-rewind to move the branch tag to this commit"
-                    .into(),
-            ),
+            Error::PrefixShared {
+                ours, suggestion, ..
+            } => Some(format!(
+                "publish {ours} under a prefix of its own: --timestamp-tag {suggestion} (no tag of the repository \
+                 uses it), followed by an ImagePolicy of its own"
+            )),
+            Error::Rewind { current, .. } => Some(format!(
+                "the branch's history was rewritten (force-push, reset); to move the branch tag to this commit, \
+                 re-run with --allow-rewind (a run that says the force-push dropped {current}, --force-pushed-from \
+                 {current}, moves it too)"
+            )),
             Error::Layout { .. } => Some("choose an empty directory or a valid OCI image layout for --output".into()),
             Error::Io { .. } | Error::Json { .. } => None,
             Error::Mismatch { .. } => Some(
@@ -257,7 +289,10 @@ impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Input { .. } | Error::Source { .. } => 2,
-            Error::TagExists { .. } | Error::ChannelMismatch { .. } | Error::TagRaced { .. } => 3,
+            Error::TagExists { .. }
+            | Error::ChannelMismatch { .. }
+            | Error::TagRaced { .. }
+            | Error::PrefixShared { .. } => 3,
             Error::Registry { .. } => 4,
             Error::Auth { .. } => 5,
             Error::Rewind { .. } => 6,

@@ -62,7 +62,7 @@ pub fn login(username: Option<String>, password: Option<String>) -> Login {
     let username = username.filter(|u| !u.is_empty());
     let password = password.filter(|p| !p.is_empty());
     match (username, password) {
-        (Some(username), Some(password)) => Login::Both(Credentials { username, password }),
+        (Some(username), Some(password)) => Login::Both(Credentials::new(username, password)),
         (None, None) => Login::Neither,
         (Some(_), None) => Login::UsernameOnly,
         (None, Some(_)) => Login::PasswordOnly,

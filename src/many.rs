@@ -115,8 +115,16 @@ fn folder(path: PathBuf, abs: &Path) -> Folder {
             _ => None,
         })
         .collect();
+    let slug = slug(&parts.join("/"));
+    Folder { path, name, slug }
+}
+
+/// Lower case, every character outside `[a-z0-9._]` written `-` (one `-`
+/// for a run), no `-`, `.` or `_` at either end: `{path}`'s form, and
+/// `{name}`'s in a repository.
+fn slug(s: &str) -> String {
     let mut slug = String::new();
-    for ch in parts.join("/").chars() {
+    for ch in s.chars() {
         let c = ch.to_ascii_lowercase();
         let c = if c.is_ascii_alphanumeric() || c == '.' || c == '_' {
             c
@@ -128,8 +136,7 @@ fn folder(path: PathBuf, abs: &Path) -> Folder {
         }
         slug.push(c);
     }
-    let slug = slug.trim_matches(['-', '.', '_']).to_string();
-    Folder { path, name, slug }
+    slug.trim_matches(['-', '.', '_']).to_string()
 }
 
 /// `path` with `.` and `..` resolved by name.
@@ -238,6 +245,68 @@ pub fn targets(template: &str, folders: &[Folder], what: &str) -> Result<Vec<Str
         out.push(t);
     }
     Ok(out)
+}
+
+/// A folder's repository from `template`: the one mapping `push`, `plan`,
+/// the action and `flux` all use, so Flux watches the repository the image
+/// goes to. `{name}` is the folder's last component and `{path}` its path,
+/// each lower-cased with every character a repository name cannot hold
+/// written `-` (`configs/shop_eu` gives `shop_eu` and `configs-shop_eu`).
+/// Returns the repository and, when the folder's name has capitals, the
+/// notice that says where the image goes instead. A result that is not a
+/// repository name is an input error naming the folder.
+pub fn repository_for(template: &str, folder: &Folder) -> Result<(String, Option<String>)> {
+    let name = slug(&folder.name);
+    let repository = template
+        .replace("{name}", &name)
+        .replace("{path}", &folder.slug);
+    if let Err(e) = registry::parse_repository(&repository) {
+        return Err(Error::input(
+            format!("the folder {}: {e}", folder.path.display()),
+            e.hint(),
+        ));
+    }
+    let notice = (template.contains("{name}") && folder.name.chars().any(|c| c.is_uppercase()))
+        .then(|| {
+            format!(
+                "the folder {} has capitals in its name; registries take lower-case names only, so its image \
+                 goes to {repository}",
+                folder.path.display()
+            )
+        });
+    Ok((repository, notice))
+}
+
+/// Each folder's repository from `template` ([`repository_for`]), with
+/// the lower-casing notices; two folders mapping to one is an input error
+/// naming both. `what` names the input (`--repository`, the input
+/// `repository`).
+pub fn repositories(
+    template: &str,
+    folders: &[Folder],
+    what: &str,
+) -> Result<(Vec<String>, Vec<String>)> {
+    let mut seen: BTreeMap<String, &Path> = BTreeMap::new();
+    let (mut out, mut notices) = (Vec::new(), Vec::new());
+    for f in folders {
+        let (r, notice) = repository_for(template, f)?;
+        if let Some(other) = seen.get(&r) {
+            return Err(Error::input(
+                format!(
+                    "{what} {template:?} maps the folders {} and {} to the same {r}",
+                    other.display(),
+                    f.path.display()
+                ),
+                Some(format!(
+                    "put {{name}} (the folder's last component) or {{path}} (its path as a slug) into {what}"
+                )),
+            ));
+        }
+        seen.insert(r.clone(), &f.path);
+        out.push(r);
+        notices.extend(notice);
+    }
+    Ok((out, notices))
 }
 
 /// One registry target per repository, each with `options`' login and
@@ -579,6 +648,35 @@ mod tests {
             targets("r/{path}", &[a, b], "--repository").unwrap(),
             vec!["r/eu-shop", "r/us-shop"]
         );
+    }
+
+    #[test]
+    fn one_mapping_from_folders_to_repositories() {
+        let f = |p: &str| folder(PathBuf::from(p), &Path::new("/w").join(p));
+        let map = |t: &str, p: &str| repository_for(t, &f(p)).unwrap();
+        assert_eq!(
+            map("ghcr.io/acme/settings-{name}", "configs/shop_eu"),
+            ("ghcr.io/acme/settings-shop_eu".to_string(), None)
+        );
+        assert_eq!(
+            map("ghcr.io/acme/{path}", "configs/shop_eu").0,
+            "ghcr.io/acme/configs-shop_eu"
+        );
+        assert_eq!(
+            map("ghcr.io/acme/{name}", "configs/shop.eu").0,
+            "ghcr.io/acme/shop.eu"
+        );
+        let (r, notice) = map("ghcr.io/acme/settings-{name}", "configs/Shop EU");
+        assert_eq!(r, "ghcr.io/acme/settings-shop-eu");
+        assert!(notice.unwrap().contains("lower-case"));
+        // {path} is documented as lower case: no notice.
+        assert_eq!(
+            map("ghcr.io/acme/{path}", "Configs/Shop"),
+            ("ghcr.io/acme/configs-shop".into(), None)
+        );
+        let e = repository_for("ghcr.io/acme/{name}", &f("configs/a..b")).unwrap_err();
+        assert!(e.to_string().contains("configs/a..b"), "{e}");
+        assert_eq!(e.exit_code(), 2);
     }
 
     #[test]

@@ -107,8 +107,14 @@ pub struct Outcome {
     pub promoted: bool,
     /// Nothing was changed (`--explain`).
     pub explain: bool,
-    /// The newest candidate tag.
+    /// The newest candidate tag: Flux's pick among the source prefix's
+    /// tags (the highest timestamp; on equal timestamps the alphabetically
+    /// smallest tag).
     pub candidate: Option<String>,
+    /// The source tags with the candidate's timestamp, smallest first, when
+    /// more than one: the tie broken as Flux breaks it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tied: Vec<String>,
     /// The newest channel tag before this run.
     pub current: Option<String>,
     /// The channel tag written (or that would be written).
@@ -293,11 +299,16 @@ pub fn run(req: &Request) -> Result<Outcome> {
     if let Decision::UpToDate { current, .. } = &decision {
         check_channel_tag(&source, target_client, &req.from, current)?;
     }
+    let pick = channel::highest(&req.from, &tags);
     let mut out = Outcome {
         decision: decision.kind(),
         promoted: false,
         explain: req.explain,
-        candidate: channel::highest(&req.from, &tags).map(|s| s.tag),
+        tied: pick
+            .as_ref()
+            .map(|p| channel::tied(&req.from, p, &tags))
+            .unwrap_or_default(),
+        candidate: pick.map(|s| s.tag),
         current,
         tag: None,
         digest: None,
@@ -549,6 +560,17 @@ impl Outcome {
                 self.candidate.as_deref().unwrap_or("(none)"),
                 self.current.as_deref().unwrap_or("(none)")
             ));
+            s.push_str(
+                "rule: as Flux's numerical policy picks: the highest timestamp; on equal timestamps the \
+                 alphabetically smallest tag\n",
+            );
+            if !self.tied.is_empty() {
+                s.push_str(&format!(
+                    "tie: {} share a timestamp; Flux serves {}, so it is the candidate\n",
+                    self.tied.join(", "),
+                    self.tied[0]
+                ));
+            }
             s.push_str(&format!("at: {}\n", self.at));
             s.push_str(&format!(
                 "active windows: {}\n",

@@ -294,6 +294,22 @@ fn same_revision<'a>(list: &'a [Descriptor], commit: &str) -> impl Iterator<Item
     })
 }
 
+/// Every ref whose run published the image `digest`, from its provenance
+/// referrers (one referrers read; a referrer without the ref annotation,
+/// written before it existed, costs a manifest and a blob read). Empty
+/// when the image has no provenance or none records a ref.
+pub fn refs_of(client: &Client, digest: &str) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for d in client.referrers(digest, Some(ARTIFACT_TYPE))? {
+        if let Some(r) = ref_of(client, &d, digest)?
+            && !out.contains(&r)
+        {
+            out.push(r);
+        }
+    }
+    Ok(out)
+}
+
 /// The ref a provenance referrer records: its annotation, else (a referrer
 /// written before the annotation existed) its statement's.
 fn ref_of(client: &Client, desc: &Descriptor, image_digest: &str) -> Result<Option<String>> {

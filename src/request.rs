@@ -297,6 +297,12 @@ pub fn run_prepared(
                     forced: req.forward.forced_before.as_ref().map(|before| ForcedPush {
                         before: before.to_ascii_lowercase(),
                     }),
+                    // The ref the provenance records (see provenance::Facts).
+                    git_ref: req
+                        .ci
+                        .git_ref
+                        .clone()
+                        .or_else(|| checkout.and_then(|c| c.repo().head_ref())),
                     provenance,
                 },
             )?;

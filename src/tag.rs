@@ -154,6 +154,81 @@ pub fn sanitize_prefix(prefix: &str) -> Result<String> {
     Ok(trimmed.to_string())
 }
 
+/// The longest prefix a timestamp tag keeps whole while committer times
+/// have 10 digits (until 2286): [`MAX_TAG_LEN`] less `-<10 digits>-<sha7>`.
+/// [`timestamp_tag`] cuts a longer one, so names that agree in their first
+/// `MAX_PREFIX_LEN` characters share a prefix.
+pub const MAX_PREFIX_LEN: usize = MAX_TAG_LEN - "-1700000000-abcdef0".len();
+
+/// A tag prefix that only `name` gives (usually a branch name): letters,
+/// digits, and `.` or `-` after the first character stay; `_` becomes
+/// `__`; every other byte (and a leading `.` or `-`) becomes `_` and two
+/// hex digits (`feat/x` -> `feat_2fx`, `feat+x` -> `feat_2bx`). No two
+/// names give the same prefix, unlike [`sanitize_prefix`], which maps
+/// `feat/x`, `feat+x` and `feat-x` all to `feat-x`. A prefix longer than
+/// [`MAX_PREFIX_LEN`] is cut and ends in `-` and 10 hex digits of the
+/// name's SHA-256 instead. `None` for an empty name.
+pub fn unique_prefix(name: &str) -> Option<String> {
+    use std::fmt::Write as _;
+    if name.is_empty() {
+        return None;
+    }
+    let mut out = String::new();
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() || (matches!(c, '.' | '-') && !out.is_empty()) {
+            out.push(c);
+        } else if c == '_' {
+            out.push_str("__");
+        } else {
+            let mut buf = [0u8; 4];
+            for b in c.encode_utf8(&mut buf).bytes() {
+                let _ = write!(out, "_{b:02x}");
+            }
+        }
+    }
+    if out.len() > MAX_PREFIX_LEN {
+        use sha2::Digest as _;
+        let hash = hex::encode(sha2::Sha256::digest(name.as_bytes()));
+        out.truncate(MAX_PREFIX_LEN - 11);
+        out.push('-');
+        out.push_str(&hash[..10]);
+    }
+    Some(out)
+}
+
+/// When `given` is not a prefix of its own: the note `tag`, `plan` and
+/// `push` print. A prefix is shared when [`sanitize_prefix`] changes the
+/// name (`feat/x`, `feat+x` and `feat-x` are all `feat-x`; `.hidden` and
+/// `hidden`) or [`timestamp_tag`] cuts it (longer than
+/// [`MAX_PREFIX_LEN`]): other branches can then publish under the same
+/// prefix, and one ImagePolicy would follow them all. `None` when `given`
+/// is used as it is.
+pub fn shared_prefix_note(given: &str) -> Option<String> {
+    let prefix = sanitize_prefix(given).ok()?;
+    let changed = prefix != given;
+    let cut = prefix.len() > MAX_PREFIX_LEN;
+    if !changed && !cut {
+        return None;
+    }
+    let written = &prefix[..prefix.len().min(MAX_PREFIX_LEN)];
+    let why = match (changed, cut) {
+        (true, true) => format!(
+            "characters a tag cannot hold become '-', leading '.' and '-' are dropped, and only the first {MAX_PREFIX_LEN} characters are kept"
+        ),
+        (true, false) => {
+            "characters a tag cannot hold become '-' and leading '.' and '-' are dropped"
+                .to_string()
+        }
+        _ => format!("only the first {MAX_PREFIX_LEN} characters are kept"),
+    };
+    Some(format!(
+        "the prefix {given:?} is written {written:?} in tags ({why}), so other names can share it: one ImagePolicy \
+         would follow every branch publishing under it, and push refuses once the prefix's newest tag comes from \
+         another ref. A prefix only this name gives: {}",
+        unique_prefix(given).unwrap_or_default()
+    ))
+}
+
 /// The timestamp tag `<prefix>-<timestamp>-<sha7>` for a commit: the prefix
 /// is sanitized with [`sanitize_prefix`] and cut so the whole tag fits in
 /// [`MAX_TAG_LEN`] characters; `sha7` is the first 7 characters of the
@@ -291,6 +366,67 @@ mod tests {
             assert!(sanitize_prefix(bad).is_err(), "{bad:?}");
         }
         assert!(sanitize_prefix("ü").is_err());
+    }
+
+    #[test]
+    fn unique_prefixes_never_collide() {
+        let names = [
+            "feat/x",
+            "feat+x",
+            "feat-x",
+            "feat_x",
+            "feat__x",
+            "feat_2fx",
+            "release/1.x",
+            "release-1.x",
+            ".hidden",
+            "hidden",
+            "-x",
+            "x",
+            "Main",
+            "main",
+            "a|b",
+            "a$b",
+            "a^b",
+            "a?b",
+            "a*b",
+            "ä",
+        ];
+        let mut seen = std::collections::BTreeMap::new();
+        for n in names {
+            let u = unique_prefix(n).unwrap();
+            assert_eq!(sanitize_prefix(&u).unwrap(), u, "{n}: {u} is used as it is");
+            assert!(u.len() <= MAX_PREFIX_LEN);
+            assert!(shared_prefix_note(&u).is_none(), "{n}: {u}");
+            if let Some(other) = seen.insert(u.clone(), n) {
+                panic!("{n} and {other} both give {u}");
+            }
+        }
+        assert_eq!(unique_prefix("feat/x").unwrap(), "feat_2fx");
+        assert_eq!(unique_prefix(".hidden").unwrap(), "_2ehidden");
+        assert_eq!(unique_prefix(""), None);
+        // Long names differ after the cut: the hash tells them apart.
+        let a = format!("{}a", "n".repeat(119));
+        let b = format!("{}b", "n".repeat(119));
+        let (ua, ub) = (unique_prefix(&a).unwrap(), unique_prefix(&b).unwrap());
+        assert_ne!(ua, ub);
+        assert_eq!(ua.len(), MAX_PREFIX_LEN);
+        let id = "0123456789abcdef0123456789abcdef01234567";
+        let t = timestamp_tag(&ua, 1_700_000_000, id).unwrap();
+        assert!(t.starts_with(&format!("{ua}-")));
+    }
+
+    #[test]
+    fn shared_prefixes_are_noted() {
+        assert!(shared_prefix_note("main").is_none());
+        assert!(shared_prefix_note("release-1.2").is_none());
+        let n = shared_prefix_note("feat+x").unwrap();
+        assert!(n.contains("\"feat-x\"") && n.contains("feat_2bx"), "{n}");
+        assert!(shared_prefix_note(".hidden").is_some());
+        let long = "l".repeat(120);
+        let n = shared_prefix_note(&long).unwrap();
+        assert!(n.contains("first 109 characters"), "{n}");
+        assert!(shared_prefix_note(&"l".repeat(109)).is_none());
     }
 
     #[test]

@@ -1728,3 +1728,169 @@ fn several_folders_make_one_image_each_and_the_plan_names_the_changed_one() {
     assert_eq!(bad.code, 2, "{}", bad.stdout);
     assert!(bad.stdout.contains("matches no folder"), "{}", bad.stdout);
 }
+
+/// `settings-image` on the command line in `dir`, anonymous, no GitHub.
+fn cli(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let empty = TempDir::new();
+    let out = Command::new(common::bin())
+        .args(args)
+        .current_dir(dir)
+        .env("DOCKER_CONFIG", empty.path())
+        .env("GIT_CONFIG_COUNT", "1")
+        .env("GIT_CONFIG_KEY_0", "safe.directory")
+        .env("GIT_CONFIG_VALUE_0", "*")
+        .env_remove("GITHUB_TOKEN")
+        .env_remove("GITHUB_REPOSITORY")
+        .env_remove("SETTINGS_IMAGE_USERNAME")
+        .env_remove("SETTINGS_IMAGE_PASSWORD")
+        .output()
+        .expect("running settings-image");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The repositories a registry holds ([`catalog`]), as HOST/NAME.
+fn repositories_of(reg: &Registry) -> std::collections::BTreeSet<String> {
+    catalog(reg.port)["repositories"]
+        .as_array()
+        .expect("repositories")
+        .iter()
+        .map(|r| format!("{}/{}", reg.host(), r.as_str().expect("name")))
+        .collect()
+}
+
+/// One mapping from folders to repositories: for `{name}` and `{path}` and
+/// folder names with underscores, capitals and dots, `flux` names exactly
+/// the repositories `plan` lists and that the CLI's and the action's
+/// several-folder pushes write to (the registry's catalog is the oracle),
+/// and every face gives the same lower-casing notice.
+#[test]
+fn flux_follows_the_repositories_push_plan_and_the_action_write_to() {
+    let folders = ["shop", "shop_eu", "Cart", "shop.v2", "Mixed_Case.EU"];
+    for template_tail in ["acme/settings-{name}", "acme/{path}"] {
+        let (cli_reg, action_reg) = (Registry::start(Auth::None), Registry::start(Auth::None));
+        let tmp = TempDir::new();
+        let ws = workspace(tmp.path());
+        for f in &folders[1..] {
+            fs::create_dir_all(ws.join("configs").join(f)).expect("mkdir");
+            fs::write(
+                ws.join("configs").join(f).join("app.yaml"),
+                format!("name: {f}\n"),
+            )
+            .expect("write");
+        }
+        git(&ws, &["add", "."], None);
+        git(&ws, &["commit", "-q", "-m", "more folders"], Some(T0 + 200));
+        chown_runner(&ws);
+        let mut paths: Vec<String> = folders.iter().map(|f| format!("configs/{f}")).collect();
+        paths.sort();
+        let path_args: Vec<&str> = paths.iter().flat_map(|p| ["--path", p.as_str()]).collect();
+        let capital_notices = |text: &str| -> Vec<String> {
+            let mut n: Vec<String> = ["configs/Cart", "configs/Mixed_Case.EU"]
+                .iter()
+                .filter(|f| {
+                    text.lines().any(|l| {
+                        l.contains("lower-case")
+                            && l.contains(&format!("the folder {f} has capitals"))
+                    })
+                })
+                .map(|f| f.to_string())
+                .collect();
+            n.sort();
+            n
+        };
+        let want_notices: Vec<String> = if template_tail.contains("{name}") {
+            vec!["configs/Cart".into(), "configs/Mixed_Case.EU".into()]
+        } else {
+            Vec::new()
+        };
+
+        let by_face = |host: &str| {
+            let template = format!("{host}/{template_tail}");
+            // flux
+            let mut args = vec!["flux", "--repository", &template, "--prefix", "main"];
+            args.extend(&path_args);
+            let (code, yaml, stderr) = cli(&ws, &args);
+            assert_eq!(code, 0, "{stderr}");
+            let flux: std::collections::BTreeSet<String> =
+                serde_yaml_ng::Deserializer::from_str(&yaml)
+                    .map(|d| serde::Deserialize::deserialize(d).expect("YAML"))
+                    .filter(|v: &serde_json::Value| v["kind"] == "ImageRepository")
+                    .map(|v| v["spec"]["image"].as_str().expect("image").to_string())
+                    .collect();
+            assert_eq!(capital_notices(&stderr), want_notices, "flux: {stderr}");
+            (template, flux)
+        };
+
+        // The CLI: plan (before anything exists), then push.
+        let (template, flux) = by_face(&cli_reg.host());
+        let mut args = vec![
+            "plan",
+            "--repository",
+            &template,
+            "--timestamp-tag",
+            "main",
+            "--json",
+        ];
+        args.extend(&path_args);
+        let (code, out, stderr) = cli(&ws, &args);
+        assert_eq!(code, 0, "{stderr}");
+        assert_eq!(capital_notices(&stderr), want_notices, "plan: {stderr}");
+        let plan: serde_json::Value = serde_json::from_str(out.trim()).expect("plan JSON");
+        let planned: std::collections::BTreeSet<String> = plan["include"]
+            .as_array()
+            .expect("include")
+            .iter()
+            .map(|e| e["repository"].as_str().expect("repository").to_string())
+            .collect();
+        let mut args = vec![
+            "push",
+            "--repository",
+            &template,
+            "--timestamp-tag",
+            "main",
+            "--json",
+        ];
+        args.extend(&path_args);
+        let (code, out, stderr) = cli(&ws, &args);
+        assert_eq!(code, 0, "{stderr}");
+        assert_eq!(capital_notices(&stderr), want_notices, "push: {stderr}");
+        let pushed: serde_json::Value = serde_json::from_str(out.trim()).expect("push JSON");
+        assert_eq!(pushed.as_array().expect("images").len(), folders.len());
+        assert_eq!(
+            repositories_of(&cli_reg),
+            flux,
+            "{template}: flux watches where push wrote"
+        );
+        assert_eq!(planned, flux, "{template}: plan lists what flux watches");
+        assert!(
+            flux.contains(
+                &template
+                    .replace("{name}", "shop_eu")
+                    .replace("{path}", "configs-shop_eu")
+            )
+        );
+
+        // The action's several-folder face.
+        let (template, flux) = by_face(&action_reg.host());
+        let mut runner = Runner::new(TempDir::new(), ws.clone());
+        runner.github_token = String::new();
+        let step = runner.run(&with_base(&template, &[("path", "configs/*")]), 1);
+        step.assert_ok();
+        assert_eq!(
+            repositories_of(&action_reg),
+            flux,
+            "{template}: flux watches where the action wrote"
+        );
+        let notices: String = step
+            .stdout
+            .lines()
+            .filter(|l| l.starts_with("::notice title=settings-image%3A repository lower-cased::"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert_eq!(capital_notices(&notices), want_notices, "{}", step.stdout);
+    }
+}

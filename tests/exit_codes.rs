@@ -280,9 +280,12 @@ fn exit_6_a_branch_tag_never_moves_sideways() {
         &["--timestamp-tag", "main", "--branch-tag", "live", "--json"],
     );
     let first = run_env(&args, &[]).json();
-    // History rewritten: a new root commit that does not descend from it.
+    // History rewritten: `main` becomes a new root commit that does not
+    // descend from it (the same ref: another would be refused as a second
+    // ref under the prefix).
     g.git(&["checkout", "-q", "--orphan", "rewritten"], 0);
     g.commit("a: 2\n", 1_700_000_100);
+    g.git(&["branch", "-q", "-M", "main"], 0);
     let r = run_env(&args, &[]);
     expect(&r, 6, "refusing to move it sideways");
     let tags = skopeo_tags(&repo, None);

@@ -9,6 +9,7 @@ mod common;
 use std::process::Command;
 
 use common::TempDir;
+use common::flux::Pick;
 use common::git::ScratchRepo;
 use serde_json::Value;
 
@@ -389,29 +390,14 @@ fn output_writes_one_file_per_image_and_one_for_the_automation() {
 
 // ---- Flux's tag selection, as image-reflector-controller does it ----
 
-/// Flux's RegexFilter followed by the numerical policy (`order: asc`):
-/// tags matching `pattern` (Go RE2 semantics; Rust's `regex` has the same
-/// syntax and leftmost-first matching) are mapped to `extract` expanded
-/// from the match (`$ts`), each value is parsed as a 64-bit float (one
-/// unparsable value fails the whole policy), and the highest wins; on equal
-/// values the tag that comes later in the list wins.
+/// Flux's pick (tests/common/flux.rs) for the generated policy's
+/// `filterTags`: the tag, `None` when nothing matches.
 fn flux_latest(pattern: &str, extract: &str, tags: &[String]) -> Result<Option<String>, String> {
-    let re = regex::Regex::new(pattern).map_err(|e| e.to_string())?;
-    let mut best: Option<(f64, &String)> = None;
-    for tag in tags {
-        let Some(caps) = re.captures(tag) else {
-            continue;
-        };
-        let mut value = String::new();
-        caps.expand(extract, &mut value);
-        let v: f64 = value
-            .parse()
-            .map_err(|e| format!("{tag}: {value:?} is not a number: {e}"))?;
-        if best.is_none_or(|(b, _)| v >= b) {
-            best = Some((v, tag));
-        }
+    match common::flux::pick(pattern, extract, tags) {
+        Pick::Tag(t) => Ok(Some(t)),
+        Pick::NoMatch => Ok(None),
+        other => Err(format!("{other:?}")),
     }
-    Ok(best.map(|(_, t)| t.clone()))
 }
 
 fn policy_filter(prefix: &str) -> (String, String) {
@@ -429,20 +415,30 @@ fn policy_filter(prefix: &str) -> (String, String) {
 }
 
 #[test]
-fn flux_numerical_semantics_later_tag_wins_on_equal_values() {
+fn flux_serves_the_smallest_tag_on_equal_values_in_any_listing_order() {
     let (pattern, extract) = policy_filter("main");
-    let tags: Vec<String> = [
+    let base = [
         "main-5-aaaaaaa",
-        "main-7-bbbbbbb",
         "main-7-ccccccc",
+        "main-7-bbbbbbb",
         "main-6-ddddddd",
-    ]
-    .map(String::from)
-    .to_vec();
-    assert_eq!(
-        flux_latest(&pattern, &extract, &tags).unwrap().as_deref(),
-        Some("main-7-ccccccc")
-    );
+        "main-7-fffffff",
+    ];
+    // Every order the registry could list them in.
+    for rotation in 0..base.len() {
+        for reverse in [false, true] {
+            let mut tags: Vec<String> = base.iter().map(|t| t.to_string()).collect();
+            tags.rotate_left(rotation);
+            if reverse {
+                tags.reverse();
+            }
+            assert_eq!(
+                flux_latest(&pattern, &extract, &tags).unwrap().as_deref(),
+                Some("main-7-bbbbbbb"),
+                "{tags:?}"
+            );
+        }
+    }
     // Numbers, not strings: 10 > 9 although "10" < "9".
     let tags: Vec<String> = ["main-10-aaaaaaa", "main-9-bbbbbbb"]
         .map(String::from)
@@ -450,6 +446,217 @@ fn flux_numerical_semantics_later_tag_wins_on_equal_values() {
     assert_eq!(
         flux_latest(&pattern, &extract, &tags).unwrap().as_deref(),
         Some("main-10-aaaaaaa")
+    );
+    // `.sig` tags are dropped before any policy; a leading zero makes two
+    // values one number, which Go's map order then decides at random.
+    let wild = common::flux::pick(
+        "^main-(?P<ts>.*)$",
+        "$ts",
+        &["main-9".into(), "main-99.sig".into()],
+    );
+    assert_eq!(wild, Pick::Tag("main-9".into()));
+    assert!(matches!(
+        common::flux::pick(
+            &pattern,
+            &extract,
+            &["main-07-aaaaaaa".into(), "main-7-bbbbbbb".into()]
+        ),
+        Pick::Undetermined(_)
+    ));
+}
+
+/// Rows of image-reflector-controller's own test tables, run through the
+/// oracle: internal/policy/numerical_test.go (TestNumerical_Latest),
+/// internal/policy/filter_test.go (TestRegexFilter), and
+/// internal/controller/imagerepository_controller_test.go
+/// (TestSortTagsAndGetLatestTags, TestFilterOutTags).
+#[test]
+fn the_flux_oracle_reproduces_upstreams_test_tables() {
+    use common::flux::{Order, filter_out, latest_tags, numerical_latest, regex_filter};
+    let v = |s: &[&str]| -> Vec<String> { s.iter().map(|x| x.to_string()).collect() };
+    // TestNumerical_Latest: (versions, order, expected); upstream shuffles
+    // the list, so every rotation and its reverse must agree.
+    let rows: &[(&[&str], Order, &str)] = &[
+        (
+            &[
+                "-62", "-88", "73", "72", "15", "16", "15", "29", "-33", "-91",
+            ],
+            Order::Asc,
+            "73",
+        ),
+        (
+            &["5", "-8", "-78", "25", "70", "-4", "80", "92", "-20", "-24"],
+            Order::Desc,
+            "-78",
+        ),
+        (
+            &[
+                "47.40896403322944",
+                "-27.8520927455902",
+                "-27.930666514224427",
+                "-31.352485948094568",
+                "-50.41072694704882",
+                "-21.962849842263736",
+                "24.71884721436865",
+                "-39.99177354004344",
+                "53.47333823144817",
+                "3.2008658570411086",
+            ],
+            Order::Asc,
+            "53.47333823144817",
+        ),
+        (
+            &[
+                "-65.27202780220686",
+                "57.82948329142309",
+                "22.40184684363291",
+                "-86.36934305697784",
+                "-90.29082099756083",
+                "-12.041712603564264",
+                "77.70488240399305",
+                "-38.98425003883552",
+                "16.06867070412028",
+                "53.735674335181216",
+            ],
+            Order::Desc,
+            "-90.29082099756083",
+        ),
+        (
+            &[
+                "1606234201",
+                "1606364286",
+                "1606334092",
+                "1606334284",
+                "1606334201",
+            ],
+            Order::Asc,
+            "1606364286",
+        ),
+        (
+            &[
+                "1606234201",
+                "1606364286",
+                "1606334092",
+                "1606334284",
+                "1606334201",
+            ],
+            Order::Desc,
+            "1606234201",
+        ),
+        (&["1"], Order::Asc, "1"),
+        (&["1"], Order::Desc, "1"),
+    ];
+    for (versions, order, want) in rows {
+        for r in 0..versions.len() {
+            for reverse in [false, true] {
+                let mut list = v(versions);
+                list.rotate_left(r);
+                if reverse {
+                    list.reverse();
+                }
+                assert_eq!(
+                    numerical_latest(&list, *order).as_deref(),
+                    Ok(*want),
+                    "{list:?}"
+                );
+            }
+        }
+    }
+    // "With invalid numerical value" and "Empty version list" fail.
+    assert!(numerical_latest(&v(&["0", "1a", "b"]), Order::Asc).is_err());
+    assert!(numerical_latest(&[], Order::Asc).is_err());
+    // strconv.ParseFloat's documented edges: out of range is an error
+    // (ErrRange), so one such value fails the policy; infinities and NaN
+    // are spelled out; a sign before NaN is a syntax error.
+    use common::flux::parse_float;
+    assert!(parse_float(&"9".repeat(400)).is_err());
+    assert!(parse_float("1e309").is_err());
+    assert_eq!(parse_float("1e308"), Ok(1e308));
+    assert_eq!(parse_float("017"), Ok(17.0));
+    assert_eq!(parse_float("-Inf"), Ok(f64::NEG_INFINITY));
+    assert_eq!(parse_float("+infinity"), Ok(f64::INFINITY));
+    assert!(parse_float("NaN").is_ok_and(f64::is_nan));
+    assert!(parse_float("+nan").is_err());
+    assert!(parse_float("").is_err() && parse_float("1.2.3").is_err());
+    assert!(numerical_latest(&v(&["1", &"9".repeat(400)]), Order::Asc).is_err());
+    // TestRegexFilter (the expected items; upstream's comparison is inverted).
+    let tags = v(&["ver1", "ver2", "ver3", "rel1"]);
+    let items = |m: std::collections::BTreeMap<String, String>| m.into_keys().collect::<Vec<_>>();
+    assert_eq!(items(regex_filter("", "", &v(&["a"])).unwrap()), ["a"]);
+    assert_eq!(
+        items(regex_filter("^ver", "", &tags).unwrap()),
+        ["ver1", "ver2", "ver3"]
+    );
+    assert_eq!(
+        items(regex_filter(r"ver(\d+)", "$1", &tags).unwrap()),
+        ["1", "2", "3"]
+    );
+    // TestSortTagsAndGetLatestTags.
+    let sort_rows: &[(&[&str], &[&str])] = &[
+        (&[], &[]),
+        (
+            &["1.0.0", "0.0.8", "1.2.5", "3.0.1", "1.0.1"],
+            &["3.0.1", "1.2.5", "1.0.1", "1.0.0", "0.0.8"],
+        ),
+        (
+            &[
+                "1.0.0", "0.0.8", "1.2.5", "3.0.1", "1.0.1", "5.1.1", "4.1.0", "4.5.0", "4.0.3",
+                "2.2.2", "0.5.1", "0.1.0",
+            ],
+            &[
+                "5.1.1", "4.5.0", "4.1.0", "4.0.3", "3.0.1", "2.2.2", "1.2.5", "1.0.1", "1.0.0",
+                "0.5.1",
+            ],
+        ),
+        (
+            &["-62", "-88", "73", "72", "15"],
+            &["73", "72", "15", "-88", "-62"],
+        ),
+        (
+            &[
+                "-62", "-88", "73", "72", "15", "16", "15", "29", "-33", "-91", "100", "101",
+            ],
+            &[
+                "73", "72", "29", "16", "15", "15", "101", "100", "-91", "-88",
+            ],
+        ),
+        (&["aaa", "bbb", "ccc"], &["ccc", "bbb", "aaa"]),
+        (
+            &[
+                "aaa", "bbb", "ccc", "ddd", "eee", "fff", "ggg", "hhh", "iii", "jjj", "kkk", "lll",
+            ],
+            &[
+                "lll", "kkk", "jjj", "iii", "hhh", "ggg", "fff", "eee", "ddd", "ccc",
+            ],
+        ),
+    ];
+    for (tags, want) in sort_rows {
+        assert_eq!(latest_tags(&v(tags)), v(want), "{tags:?}");
+    }
+    // TestFilterOutTags.
+    let abcd = v(&["a", "b", "c", "d"]);
+    assert_eq!(filter_out(&abcd, &[]).unwrap(), abcd);
+    assert_eq!(filter_out(&abcd, &["[abc]"]).unwrap(), v(&["d"]));
+    assert_eq!(filter_out(&abcd, &["[a]", "[d]"]).unwrap(), v(&["b", "c"]));
+    assert!(filter_out(&[], &["[="]).is_err());
+    assert_eq!(
+        filter_out(
+            &v(&[
+                "0.1.0",
+                "0.2.0",
+                "0.2.-alpha",
+                "0.3.0",
+                "0.4.0",
+                "0.4.0.sig"
+            ]),
+            &[r"^.*\-alpha$", r"^.*\.sig$"]
+        )
+        .unwrap(),
+        v(&["0.1.0", "0.2.0", "0.3.0", "0.4.0"])
+    );
+    assert_eq!(
+        filter_out(&v(&["aaa", "bbb", "ccc", "ddd"]), &["aaa|ccc"]).unwrap(),
+        v(&["bbb", "ddd"])
     );
 }
 
@@ -689,4 +896,236 @@ fn the_objects_in_docs_monorepo_md_are_the_generators_and_followed() {
         }
     }
     assert!(policies >= 2, "{policies}");
+}
+
+/// Values that break YAML written by hand: line breaks (LF, CR, NEL, the
+/// Unicode line separator), a key, a comment, a list item, anchors, tags,
+/// flow collections, quotes, block scalars, and plain scalars YAML reads
+/// as booleans, null or numbers.
+const HOSTILE: &[&str] = &[
+    "x\ny: z",
+    "x\r\nkind: Secret",
+    "x\u{85}y",
+    "x\u{2028}kind: Secret",
+    "a: b",
+    "#c",
+    "x #c",
+    "- x",
+    "? x",
+    "*alias",
+    "&anchor x",
+    "!!str x",
+    "{a: b}",
+    "[a]",
+    "'q",
+    "\"q",
+    "| x",
+    "> x",
+    "% x",
+    "@x",
+    "`x",
+    "yes",
+    "null",
+    "~",
+    "1e3",
+    "---",
+    "...",
+];
+
+/// Every generator option either refuses a hostile value (exit 2, nothing
+/// printed) or carries it as data: the output parses to exactly the
+/// objects the same options with a plain value give, with the value in its
+/// field.
+#[test]
+fn no_generator_option_can_inject_yaml() {
+    let base = [
+        "--repository",
+        "ghcr.io/acme/settings-shop",
+        "--prefix",
+        "main",
+        "--git-push-branch",
+        "flux-updates",
+    ];
+    let plain = documents(&flux_ok(&base));
+    assert_eq!(
+        kinds(&plain),
+        ["ImageRepository", "ImagePolicy", "ImageUpdateAutomation"]
+    );
+    // (flag, the field it fills: document index and JSON pointer)
+    let fields: &[(&str, Option<(usize, &str)>)] = &[
+        ("--git-branch", Some((2, "/spec/git/checkout/ref/branch"))),
+        ("--git-push-branch", Some((2, "/spec/git/push/branch"))),
+        ("--git-path", Some((2, "/spec/update/path"))),
+        ("--namespace", None),
+        ("--name", None),
+        ("--interval", None),
+        ("--secret-ref", None),
+        ("--automation-name", None),
+        ("--git-source", None),
+        ("--repository", None),
+        ("--prefix", None),
+        ("--path", None),
+    ];
+    let shape =
+        regex::Regex::new(r"^\^[A-Za-z0-9_\\.-]+-\(\?P<ts>\[0-9\]\+\)-\[0-9a-f\]\{7\}\$$").unwrap();
+    let mut accepted = 0;
+    for (flag, field) in fields {
+        for value in HOSTILE {
+            let mut args: Vec<&str> = base.to_vec();
+            match args.iter().position(|a| a == flag) {
+                Some(i) => args[i + 1] = value,
+                None => args.extend([*flag, *value]),
+            }
+            if *flag == "--path" {
+                args[1] = "ghcr.io/acme/settings-{name}";
+            }
+            let out = flux(&args);
+            if out.status.code() == Some(2) {
+                assert!(out.stdout.is_empty(), "{flag} {value:?} printed objects");
+                continue;
+            }
+            assert!(out.status.success(), "{flag} {value:?}: {out:?}");
+            accepted += 1;
+            let yaml = String::from_utf8(out.stdout).expect("UTF-8");
+            let docs = documents(&yaml);
+            assert_eq!(kinds(&docs), kinds(&plain), "{flag} {value:?}:\n{yaml}");
+            match field {
+                Some((i, ptr)) => {
+                    assert_eq!(docs[*i].pointer(ptr), Some(&Value::from(*value)), "{flag}");
+                    let mut want = plain.clone();
+                    *want[*i].pointer_mut(ptr).expect("field") = Value::from(*value);
+                    assert_eq!(docs, want, "{flag} {value:?}:\n{yaml}");
+                }
+                None => {
+                    // What may differ is derived from the value through a
+                    // grammar: the prefix's pattern, a folder's repository.
+                    let pattern = docs[1]["spec"]["filterTags"]["pattern"].as_str().unwrap();
+                    assert!(shape.is_match(pattern), "{flag} {value:?}: {pattern}");
+                    let image = docs[0]["spec"]["image"].as_str().unwrap();
+                    assert!(
+                        image.bytes().all(|b| b.is_ascii_lowercase()
+                            || b.is_ascii_digit()
+                            || b"./_-".contains(&b)),
+                        "{flag} {value:?}: {image}"
+                    );
+                }
+            }
+        }
+    }
+    assert!(accepted > 0, "some values are data, not errors");
+}
+
+#[test]
+fn output_never_writes_through_a_symlink() {
+    let tmp = TempDir::new();
+    let outside = tmp.join("outside.yaml");
+    std::fs::write(&outside, "keep: me\n").unwrap();
+    let args = |dir: &std::path::Path| -> Vec<String> {
+        [
+            "--repository",
+            "ghcr.io/acme/settings-shop",
+            "--prefix",
+            "main",
+            "--output",
+            dir.to_str().unwrap(),
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    // A file of the output folder is a symlink.
+    let dir = tmp.join("flux");
+    std::fs::create_dir(&dir).unwrap();
+    std::os::unix::fs::symlink(&outside, dir.join("settings.yaml")).unwrap();
+    let a = args(&dir);
+    let out = flux(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("symlink"),
+        "{out:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep: me\n");
+    assert!(
+        !dir.join("settings-shop.yaml").exists(),
+        "nothing written before the refusal"
+    );
+    // The output folder itself is a symlink.
+    let real = tmp.join("real");
+    std::fs::create_dir(&real).unwrap();
+    let link = tmp.join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let a = args(&link);
+    let out = flux(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert_eq!(std::fs::read_dir(&real).unwrap().count(), 0);
+    // A plain folder is written.
+    let ok = tmp.join("ok");
+    let a = args(&ok);
+    let out = flux(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "{out:?}");
+    assert!(ok.join("settings.yaml").is_file());
+}
+
+/// Every Pod and Deployment with an image volume shown in README.md and
+/// docs/*.md: complete objects that the real API server (kube-apiserver
+/// with ImageVolume on) accepts with `kubectl apply --dry-run=server`. A
+/// YAML block with `volumes:` that is not such a complete object fails.
+#[test]
+fn every_documented_workload_with_an_image_volume_passes_the_api_server() {
+    let mut files = vec![common::repo().join("README.md")];
+    for e in std::fs::read_dir(common::repo().join("docs")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "md") {
+            files.push(p);
+        }
+    }
+    files.sort();
+    let kube = common::kube::kube();
+    let mut checked = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        let mut rest = text.as_str();
+        while let Some(start) = rest.find("```yaml\n") {
+            let body = &rest[start + 8..];
+            let end = body.find("\n```").expect("the block ends");
+            let block = &body[..end];
+            rest = &body[end..];
+            if !block.contains("volumes:") {
+                continue;
+            }
+            let where_ = format!("{}: {}", f.display(), block.lines().next().unwrap_or(""));
+            let docs: Vec<Value> = serde_yaml_ng::Deserializer::from_str(block)
+                .map(|d| serde::Deserialize::deserialize(d).unwrap_or(Value::Null))
+                .filter(|v: &Value| !v.is_null())
+                .collect();
+            let workloads: Vec<&Value> = docs
+                .iter()
+                .filter(|d| matches!(d["kind"].as_str(), Some("Pod" | "Deployment")))
+                .collect();
+            assert!(
+                !workloads.is_empty(),
+                "{where_}: a block with volumes that is not a complete Pod or Deployment"
+            );
+            for w in workloads {
+                let spec = if w["kind"] == "Pod" {
+                    &w["spec"]
+                } else {
+                    &w["spec"]["template"]["spec"]
+                };
+                assert!(
+                    spec["volumes"]
+                        .as_array()
+                        .is_some_and(|v| v.iter().any(|v| v["image"]["reference"].is_string())),
+                    "{where_}: no image volume"
+                );
+                let out = kube.dry_run(&serde_json::to_string(w).unwrap());
+                assert!(
+                    out.status.success(),
+                    "{where_}: kubectl apply --dry-run=server refused it:\n{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                checked.push(where_.clone());
+            }
+        }
+    }
+    assert!(checked.len() >= 3, "{checked:?}");
 }

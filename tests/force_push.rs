@@ -12,8 +12,7 @@
 //!
 //! Each scenario asserts the anomaly (output and annotation level and
 //! text), the branch tag (output and what the registry holds), and Flux's
-//! pick, computed here from the Flux documentation independently of the
-//! crate.
+//! pick (tests/common/flux.rs, independent of the crate).
 
 mod common;
 
@@ -279,26 +278,9 @@ fn run_action(ws: &Path, event: &Path, api: &str, with: &[(&str, &str)]) -> Step
     }
 }
 
-/// Flux's ImagePolicy `filterTags.pattern: '^main-(?P<ts>[0-9]+)-[0-9a-f]{7}$'`,
-/// `extract: '$ts'`, `policy.numerical.order: asc`: the tag with the
-/// highest number (written from the Flux documentation, not the crate).
+/// The tag Flux serves for the prefix `main` (tests/common/flux.rs).
 fn flux_pick(tags: &BTreeSet<String>) -> String {
-    let re = regex::Regex::new(r"^main-(?P<ts>[0-9]+)-[0-9a-f]{7}$").expect("regex");
-    let numbered: Vec<(f64, &String)> = tags
-        .iter()
-        .filter_map(|t| Some((re.captures(t)?["ts"].parse::<f64>().ok()?, t)))
-        .collect();
-    let max = numbered
-        .iter()
-        .map(|(n, _)| *n)
-        .fold(f64::NEG_INFINITY, f64::max);
-    let top: Vec<&String> = numbered
-        .into_iter()
-        .filter(|(n, _)| *n == max)
-        .map(|(_, t)| t)
-        .collect();
-    assert_eq!(top.len(), 1, "Flux's pick is ambiguous: {top:?}");
-    top[0].clone()
+    common::flux::served("main", tags).expect("a timestamp tag of main")
 }
 
 fn tag_of(ts: i64, commit: &str) -> String {
@@ -362,7 +344,8 @@ fn a_force_push_back_to_an_ancestor_is_a_rewound_history_warning_not_a_rerun() {
     assert_eq!(pick, tag_of(1_700_000_200, &b));
     assert_eq!(step.out("anomaly"), "rewound-history");
     assert_eq!(step.out("tag"), tag_of(1_700_000_100, &a));
-    assert_eq!(step.out("pushed"), "false", "A's tag was already there");
+    // A's tag was already there; the branch tag moved (below).
+    assert_eq!(step.out("pushed"), "true");
     let message = step.out("anomaly-message");
     for needle in [
         format!("Flux keeps serving {pick}"),
@@ -385,14 +368,17 @@ fn a_force_push_back_to_an_ancestor_is_a_rewound_history_warning_not_a_rerun() {
         step.stdout
     );
     assert!(step.summary.contains("rewound-history"), "{}", step.summary);
-    // Without allow-rewind the branch tag stays on B, and says how to move it.
-    assert_eq!(step.out("branch-tag"), "kept-newer");
-    assert_eq!(revision(&reg, name, "main"), b);
+    // The event proves the force-push dropped B (`before` is the commit the
+    // branch tag names): the tag follows the rewritten branch back to A,
+    // without allow-rewind, and no repair moves it forward to B again.
+    assert_eq!(step.out("branch-tag"), "rewound");
+    assert_eq!(revision(&reg, name, "main"), a, "no repair forward to B");
     let note = step
-        .annotation("notice", "settings-image: branch tag")
-        .unwrap_or_else(|| panic!("no branch tag notice:\n{}", step.stdout));
-    assert!(note.contains("allow-rewind: true"), "{note}");
-    assert!(!note.contains("re-run"), "{note}");
+        .annotation("warning", "settings-image: branch tag rewound")
+        .unwrap_or_else(|| panic!("no branch tag warning:\n{}", step.stdout));
+    assert!(note.contains("follows the force-push"), "{note}");
+    assert!(!note.contains("allow-rewind"), "{note}");
+    assert_eq!(flux_pick(&tags(&reg, name)), tag_of(1_700_000_200, &b));
 
     // The same checkout for a re-run of A's own (not forced) job: a re-run.
     let rerun = run_action(
@@ -409,25 +395,11 @@ fn a_force_push_back_to_an_ancestor_is_a_rewound_history_warning_not_a_rerun() {
         "{}",
         rerun.stdout
     );
+    assert_eq!(rerun.out("branch-tag"), "unchanged");
 
-    // With allow-rewind the branch tag moves back to A: `rewound`.
-    let mut rewind = with.to_vec();
-    rewind.push(("allow-rewind", "true"));
-    let step = run_action(&ws, &forced, &api, &rewind);
-    assert_eq!(step.ok().out("anomaly"), "rewound-history");
-    assert_eq!(step.out("branch-tag"), "rewound");
-    assert_eq!(step.out("pushed"), "true", "the branch tag moved");
-    assert_eq!(revision(&reg, name, "main"), a, "no repair forward to B");
-    assert!(
-        step.annotation("warning", "settings-image: branch tag rewound")
-            .is_some(),
-        "{}",
-        step.stdout
-    );
-    assert_eq!(flux_pick(&tags(&reg, name)), tag_of(1_700_000_200, &b));
-
-    // The fix the message gives: one more change to the folder on the
-    // rewound branch. Flux moves to it, and the branch tag moves forward.
+    // The fix the message gives, as written: one more change to the folder
+    // on the rewound branch, with the branch tag. Flux moves to it, and the
+    // branch tag moves forward.
     let c = origin.change("replicas: 1 # after the rewind\n", 1_700_000_300);
     let ws = origin.checkout("run-c");
     let fix = run_action(
@@ -481,22 +453,25 @@ fn a_force_push_to_a_commit_below_an_orphaned_tag_is_a_backwards_timestamp_warni
     let c = origin.change("replicas: 3\n", 1_700_000_200);
     let ws = origin.checkout("run-forced");
     assert!(!origin.has(&ws, &b));
-    let forced = payload(events.path(), "forced", &b, &c, true);
-    // The branch tag refuses the sideways move without allow-rewind, and
-    // nothing is pushed.
-    let refused = run_action(&ws, &forced, &api, &with);
+    // A forced event whose `before` is not the commit the branch tag names
+    // proves nothing about it: the sideways move is refused, nothing is
+    // pushed, and the message names the input that moves it.
+    let unproven = payload(events.path(), "unproven", &a, &c, true);
+    let refused = run_action(&ws, &unproven, &api, &with);
     assert_eq!(refused.code, 6, "{}", refused.stdout);
-    assert!(
-        refused.stdout.contains("::error title="),
-        "{}",
-        refused.stdout
-    );
+    let error = refused
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("::error title="))
+        .unwrap_or_else(|| panic!("no error annotation:\n{}", refused.stdout));
+    assert!(error.contains("`allow-rewind: true`"), "{error}");
     assert!(!tags(&reg, name).contains(&tag_of(1_700_000_200, &c)));
-    // With allow-rewind: pushed, the branch tag rewound, and the anomaly
-    // names the orphaned tag Flux keeps serving.
-    let mut rewind = with.to_vec();
-    rewind.push(("allow-rewind", "true"));
-    let step = run_action(&ws, &forced, &api, &rewind);
+    // The real event (`before` = B, the branch tag's commit) proves the
+    // force-push: pushed, the branch tag follows the new line (`rewound`,
+    // no allow-rewind), and the anomaly names the orphaned tag Flux keeps
+    // serving.
+    let forced = payload(events.path(), "forced", &b, &c, true);
+    let step = run_action(&ws, &forced, &api, &with);
     step.ok();
     assert!(
         asked
@@ -597,21 +572,63 @@ fn the_cli_takes_the_force_push_as_force_pushed_from() {
     );
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("--force-pushed-from"), "{stderr}");
-    // The local repository still has B: git answers every ancestry question.
-    let (code, report, stderr) = cli_push(
-        &origin.dir,
-        &repository,
-        &["--force-pushed-from", &b, "--allow-rewind"],
+    // Without the flag, the push is taken for a re-run: the branch tag
+    // stays on B.
+    let (_, report, _) = cli_push(&origin.dir, &repository, &[]);
+    assert_eq!(report["anomaly"]["kind"], "rerun-of-older");
+    assert_eq!(report["branch_tag"]["outcome"], "kept-newer");
+    assert_eq!(revision(&reg, name, "main"), b);
+    // The fix, one more change on the rewound branch, cannot move a branch
+    // tag that names B without being told B was dropped: refused, nothing
+    // pushed, and the message names exactly the flags that move it.
+    let c = origin.change("replicas: 1 # after the rewind\n", 1_700_000_300);
+    let (code, _, stderr) = cli_push(&origin.dir, &repository, &[]);
+    assert_eq!(code, 6, "{stderr}");
+    assert!(stderr.contains("--allow-rewind"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("--force-pushed-from {b}")),
+        "{stderr}"
     );
+    assert!(!tags(&reg, name).contains(&tag_of(1_700_000_300, &c)));
+    assert_eq!(flux_pick(&tags(&reg, name)), tag_of(1_700_000_200, &b));
+    // Told so, it follows the rewritten branch (no --allow-rewind) and
+    // Flux moves to the fix.
+    let (code, report, stderr) = cli_push(&origin.dir, &repository, &["--force-pushed-from", &b]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(report["branch_tag"]["outcome"], "rewound");
+    assert!(stderr.contains("follows the force-push"), "{stderr}");
+    assert_eq!(revision(&reg, name, "main"), c);
+    assert_eq!(flux_pick(&tags(&reg, name)), tag_of(1_700_000_300, &c));
+}
+
+/// A force-push back to an ancestor, told with `--force-pushed-from`: the
+/// local repository still has B, so git answers every ancestry question and
+/// proves B was dropped; the branch tag follows back to A.
+#[test]
+fn the_cli_branch_tag_follows_a_proven_rewind() {
+    let reg = Registry::start(Auth::None);
+    let name = "acme/cli-rewind";
+    let repository = format!("{}/{name}", reg.host());
+    let origin = Origin::new();
+    let a = origin.change("replicas: 1\n", 1_700_000_100);
+    assert_eq!(cli_push(&origin.dir, &repository, &[]).0, 0);
+    let b = origin.change("replicas: 9\n", 1_700_000_200);
+    assert_eq!(cli_push(&origin.dir, &repository, &[]).0, 0);
+    origin.force_to(&a);
+    let (code, report, stderr) = cli_push(&origin.dir, &repository, &["--force-pushed-from", &b]);
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(report["anomaly"]["kind"], "rewound-history");
     assert!(stderr.contains("warning: rewound-history"), "{stderr}");
     assert_eq!(report["branch_tag"]["outcome"], "rewound");
     assert_eq!(revision(&reg, name, "main"), a);
     assert_eq!(flux_pick(&tags(&reg, name)), tag_of(1_700_000_200, &b));
-    // Without the flag, the same push is taken for a re-run.
-    let (_, report, _) = cli_push(&origin.dir, &repository, &[]);
-    assert_eq!(report["anomaly"]["kind"], "rerun-of-older");
+    // The fix: one more change on A; the branch tag moves forward, Flux
+    // moves to it.
+    let c = origin.change("replicas: 1 # fixed\n", 1_700_000_300);
+    let (code, report, stderr) = cli_push(&origin.dir, &repository, &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(report["branch_tag"]["outcome"], "moved");
+    assert_eq!(flux_pick(&tags(&reg, name)), tag_of(1_700_000_300, &c));
 }
 
 fn tags(reg: &Registry, name: &str) -> BTreeSet<String> {

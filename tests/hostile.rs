@@ -4,6 +4,7 @@
 //! every tag afterwards). The action face's cases live in `tests/action.rs`.
 
 mod common;
+mod support_login;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -623,4 +624,390 @@ fn a_dripping_registry_meets_the_whole_push_deadline() {
         "{}",
         r.stderr
     );
+}
+
+// ------------------------------------------------- credentials stay on their host
+
+/// The query of a presigned S3 upload URL: a credential of its own, never
+/// to be printed.
+const PRESIGNED_SIGNATURE: &str =
+    "5d672d79c15b13162d9279b0855cfba6789a8edb4c82c400e06b5924a6f2b5d7";
+const PRESIGNED_TOKEN: &str = "FwoGZXIvYXdzEPresignedSessionT0kenOfTheBucket";
+
+fn presigned_query() -> String {
+    format!(
+        "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=ASIAQSTUBCREDENTIAL%2F20260101%2Feu-west-1%2Fs3%2Faws4_request\
+         &X-Amz-Date=20260101T000000Z&X-Amz-Expires=900&X-Amz-Security-Token={PRESIGNED_TOKEN}\
+         &X-Amz-SignedHeaders=host&X-Amz-Signature={PRESIGNED_SIGNATURE}"
+    )
+}
+
+/// What the other host does with an upload sent to it.
+#[derive(Clone, Copy)]
+enum Bucket {
+    /// Refuses it as S3 does an expired URL (403), echoing the token.
+    Refuses,
+    /// Closes the connection without an answer.
+    Hangs,
+}
+
+/// Another host, `127.0.0.2`: a token realm (`GET /token` gives
+/// `bearer` for Basic `user:password`) and a storage bucket the registry
+/// sends uploads to (`PUT /bucket/...`).
+fn elsewhere(user: &str, password: &str, bearer: &str, bucket: Bucket) -> common::registry::Stub {
+    use base64::Engine as _;
+    use common::registry::respond;
+    let basic = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+    );
+    let token = serde_json::json!({ "token": bearer }).to_string();
+    common::registry::Stub::start_on("127.0.0.2", move |head, out| {
+        if head.path.starts_with("/token") {
+            return match head.header("authorization") {
+                Some(a) if a == basic => respond(out, "200 OK", &[], &token),
+                _ => respond(
+                    out,
+                    "401 Unauthorized",
+                    &[],
+                    r#"{"errors":[{"code":"UNAUTHORIZED"}]}"#,
+                ),
+            };
+        }
+        match bucket {
+            Bucket::Hangs => false,
+            Bucket::Refuses => {
+                use std::io::Write as _;
+                let xml = format!(
+                    "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>AccessDenied</Code>\
+                     <Message>Request has expired for X-Amz-Security-Token={PRESIGNED_TOKEN}</Message></Error>"
+                );
+                let r = format!(
+                    "HTTP/1.1 403 Forbidden\r\nContent-Type: application/xml\r\nContent-Length: {}\r\n\r\n{xml}",
+                    xml.len()
+                );
+                out.write_all(r.as_bytes()).is_ok()
+            }
+        }
+    })
+}
+
+/// A registry on 127.0.0.1 that wants Basic credentials, or with `realm`
+/// a Bearer token from that realm, and hands every upload to
+/// `upload_to` (a presigned URL on another host).
+fn registry_handing_uploads_to(
+    upload_to: String,
+    realm: Option<String>,
+    bearer: &str,
+) -> common::registry::Stub {
+    use common::registry::respond;
+    let bearer = format!("Bearer {bearer}");
+    common::registry::Stub::start(move |head, out| {
+        let authorized = match (&realm, head.header("authorization")) {
+            (Some(_), Some(a)) => a == bearer,
+            (None, Some(a)) => a.starts_with("Basic "),
+            (_, None) => false,
+        };
+        let challenge = match &realm {
+            Some(r) => format!("Bearer realm=\"{r}\",service=\"stub\""),
+            None => "Basic realm=\"stub\"".to_string(),
+        };
+        if !authorized {
+            return respond(
+                out,
+                "401 Unauthorized",
+                &[("WWW-Authenticate", &challenge)],
+                r#"{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}"#,
+            );
+        }
+        match (head.method.as_str(), head.path.as_str()) {
+            ("GET", "/v2/") => respond(out, "200 OK", &[], "{}"),
+            ("HEAD", _) => respond(out, "404 Not Found", &[], ""),
+            ("POST", p) if p.contains("/blobs/uploads/") => respond(
+                out,
+                "202 Accepted",
+                &[("Location", &upload_to), ("Range", "0-0")],
+                "",
+            ),
+            _ => respond(
+                out,
+                "500 Internal Server Error",
+                &[],
+                r#"{"errors":[{"code":"UNEXPECTED","message":"the stub did not expect this"}]}"#,
+            ),
+        }
+    })
+}
+
+/// The requests `stub` saw, as (method, path, Authorization).
+fn seen_auth(stub: &common::registry::Stub) -> Vec<(String, String, Option<String>)> {
+    stub.seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(m, p, h)| {
+            let auth = h
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+                .map(|(_, v)| v.clone());
+            (m.clone(), p.clone(), auth)
+        })
+        .collect()
+}
+
+/// Nothing of a presigned URL's query in `text`.
+fn assert_no_presigned_query(text: &str) {
+    for secret in [PRESIGNED_SIGNATURE, PRESIGNED_TOKEN, "ASIAQSTUBCREDENTIAL"] {
+        assert!(!text.contains(secret), "{secret} is printed:\n{text}");
+    }
+}
+
+#[test]
+fn an_upload_location_on_another_host_gets_no_credentials_and_its_refusal_names_it() {
+    let (user, password) = ("deployer", "Pa55-for-the-registry-only");
+    let bearer = "stub-bearer-token-for-127.0.0.1-only";
+    for token_auth in [false, true] {
+        let other = elsewhere(user, password, bearer, Bucket::Refuses);
+        let upload = format!(
+            "http://{}/bucket/uploads/4f2a?{}",
+            other.host(),
+            presigned_query()
+        );
+        // With token auth the realm is on the other host too: docker's rule
+        // sends Basic credentials to the realm the registry names.
+        let realm = token_auth.then(|| format!("http://{}/token", other.host()));
+        let reg = registry_handing_uploads_to(upload, realm, bearer);
+        let dir = settings(1, "presigned");
+        let repo = format!("{}/shop", reg.host());
+        let r = run(
+            &push_args(dir.path().to_str().unwrap(), &repo, &["v1"])
+                .into_iter()
+                .chain(["--username", user, "--password-stdin"])
+                .collect::<Vec<_>>(),
+            &[],
+            Some(password),
+        );
+        let case = if token_auth { "Bearer" } else { "Basic" };
+        assert_eq!(r.code, 4, "{case}: {}", r.stderr);
+        // What each host received.
+        let at_registry = seen_auth(&reg);
+        let want = if token_auth {
+            format!("Bearer {bearer}")
+        } else {
+            String::new()
+        };
+        assert!(
+            at_registry.iter().any(|(m, _, a)| m == "POST"
+                && a.as_deref()
+                    .is_some_and(|a| a.starts_with("Basic ") || *a == want)),
+            "{case}: the registry never got the credentials, so nothing could leak: {at_registry:?}"
+        );
+        let at_other = seen_auth(&other);
+        let puts: Vec<_> = at_other.iter().filter(|(m, _, _)| m == "PUT").collect();
+        assert!(
+            !puts.is_empty(),
+            "{case}: the upload never reached the other host"
+        );
+        for (m, p, a) in &puts {
+            assert!(
+                a.is_none(),
+                "{case}: {m} {p} at the other host carried {a:?}"
+            );
+        }
+        let tokens: Vec<_> = at_other
+            .iter()
+            .filter(|(_, p, _)| p.starts_with("/token"))
+            .collect();
+        assert_eq!(
+            tokens.len(),
+            usize::from(token_auth),
+            "{case}: {at_other:?}"
+        );
+        // The refusal names the host that refused, not the registry, and
+        // shows nothing of the URL's query, even where the answer echoes it.
+        assert!(
+            r.stderr.contains(&format!(
+                "{}, where {} sent this request, answered HTTP 403 Forbidden",
+                other.host(),
+                reg.host()
+            )),
+            "{case}: {}",
+            r.stderr
+        );
+        assert!(!r.stderr.contains("authentication failed"), "{}", r.stderr);
+        for text in [&r.stdout, &r.stderr] {
+            assert_no_presigned_query(text);
+            assert!(!text.contains(password) && !text.contains(bearer), "{text}");
+        }
+    }
+}
+
+#[test]
+fn a_presigned_upload_url_is_printed_without_its_query_in_debug_lines_and_json() {
+    let (user, password) = ("deployer", "Pa55-for-the-registry-only");
+    // The bucket hangs up: the error is reqwest's, which names the URL.
+    let other = elsewhere(user, password, "unused", Bucket::Hangs);
+    let upload = format!(
+        "http://{}/bucket/uploads/4f2a?{}",
+        other.host(),
+        presigned_query()
+    );
+    let reg = registry_handing_uploads_to(upload.clone(), None, "unused");
+    let ws = support_login::workspace();
+    let repository = format!("{}/shop", reg.host());
+    let run_ = support_login::run_action(
+        ws.path(),
+        &[
+            ("path", "cfg"),
+            ("repository", &repository),
+            ("tags", "v1"),
+            ("username", user),
+            ("password", password),
+        ],
+        &[("RUNNER_DEBUG", "1".to_string())],
+    );
+    assert_eq!(run_.code, 4, "{}\n{}", run_.stdout, run_.stderr);
+    let debug: Vec<&str> = run_
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("::debug::") && l.contains(&other.host()))
+        .collect();
+    assert!(
+        debug
+            .iter()
+            .any(|l| l.contains(&format!("http://{}/bucket/uploads/4f2a", other.host()))),
+        "no debug line names the upload URL:\n{}",
+        run_.stdout
+    );
+    let error = run_.error();
+    assert!(
+        error.contains(&format!(
+            "{} (where {} sent this request)",
+            other.host(),
+            reg.host()
+        )),
+        "{error}"
+    );
+    for text in [&run_.stdout, &run_.stderr, &run_.outputs, &run_.summary] {
+        assert_no_presigned_query(text);
+    }
+    for (m, p, a) in seen_auth(&other) {
+        assert!(a.is_none(), "{m} {p} at the other host carried {a:?}");
+    }
+
+    // Several folders with --json: each folder's error is in the JSON.
+    let other = elsewhere(user, password, "unused", Bucket::Refuses);
+    let upload = format!(
+        "http://{}/bucket/uploads/4f2a?{}",
+        other.host(),
+        presigned_query()
+    );
+    let reg = registry_handing_uploads_to(upload, None, "unused");
+    let root = tempfile::tempdir().unwrap();
+    for name in ["a", "b"] {
+        std::fs::create_dir(root.path().join(name)).unwrap();
+        std::fs::write(
+            root.path().join(name).join("app.yaml"),
+            format!("name: {name}\n"),
+        )
+        .unwrap();
+    }
+    let template = format!("{}/{{name}}", reg.host());
+    let r = run(
+        &[
+            "push",
+            "--path",
+            root.path().join("a").to_str().unwrap(),
+            "--path",
+            root.path().join("b").to_str().unwrap(),
+            "--repository",
+            &template,
+            "--tag",
+            "v1",
+            "--json",
+            "--username",
+            user,
+            "--password-stdin",
+        ],
+        &[],
+        Some(password),
+    );
+    assert_ne!(r.code, 0, "{}", r.stderr);
+    let rows: serde_json::Value = serde_json::from_str(r.stdout.trim())
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", r.stdout));
+    let rows = rows.as_array().expect("one row per folder");
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for row in rows {
+        let e = row["error"].as_str().unwrap_or_else(|| panic!("{row}"));
+        assert!(
+            e.contains(&format!(
+                "{}, where {} sent this request",
+                other.host(),
+                reg.host()
+            )),
+            "{e}"
+        );
+    }
+    for text in [&r.stdout, &r.stderr] {
+        assert_no_presigned_query(text);
+    }
+}
+
+#[test]
+fn a_registry_redirect_to_another_host_carries_no_credentials_nor_referer() {
+    use common::registry::respond;
+    let (user, password) = ("reader", "Pa55-read-only-but-secret");
+    let other = common::registry::Stub::start_on("127.0.0.2", |_, out| {
+        respond(
+            out,
+            "404 Not Found",
+            &[],
+            r#"{"errors":[{"code":"MANIFEST_UNKNOWN","message":"not here"}]}"#,
+        )
+    });
+    let target = format!("http://{}/cdn/manifest", other.host());
+    let reg = common::registry::Stub::start(move |head, out| {
+        if head.header("authorization").is_none() {
+            return respond(
+                out,
+                "401 Unauthorized",
+                &[("WWW-Authenticate", "Basic realm=\"stub\"")],
+                "{}",
+            );
+        }
+        match head.path.as_str() {
+            "/v2/" => respond(out, "200 OK", &[], "{}"),
+            _ => respond(out, "307 Temporary Redirect", &[("Location", &target)], ""),
+        }
+    });
+    let r = run(
+        &["inspect", &format!("{}/shop:v1", reg.host())],
+        &[
+            ("SETTINGS_IMAGE_USERNAME", user),
+            ("SETTINGS_IMAGE_PASSWORD", password),
+        ],
+        None,
+    );
+    assert_ne!(r.code, 0, "{}", r.stderr);
+    let followed = seen_auth(&other);
+    assert!(
+        !followed.is_empty(),
+        "the redirect was not followed: {}",
+        r.stderr
+    );
+    for (m, p, a) in followed {
+        assert!(a.is_none(), "{m} {p} at the other host carried {a:?}");
+    }
+    // Nor does it learn where it was sent from.
+    for (m, p, h) in other.seen.lock().unwrap().iter() {
+        assert!(
+            !h.iter().any(|(k, _)| k.eq_ignore_ascii_case("referer")),
+            "{m} {p} at the other host carried a Referer: {h:?}"
+        );
+    }
+    assert!(
+        seen_auth(&reg).iter().any(|(_, _, a)| a.is_some()),
+        "the registry never got the credentials"
+    );
+    assert!(!r.stderr.contains(password), "{}", r.stderr);
 }

@@ -688,3 +688,383 @@ fn the_action_reads_a_docker_config_under_its_home() {
     read_back(&reg, "acme/shop", "v1", "robot:fr0m-a-docker-config");
     run.assert_absent("fr0m-a-docker-config");
 }
+
+// ------------------------------------- tokens stay on their host, nothing leaks
+
+/// One exchange whose request a test turns away: the provider's inputs,
+/// the endpoint variables, and the stub route that redirects.
+struct Case {
+    name: &'static str,
+    with: Vec<(&'static str, String)>,
+    env: Vec<(&'static str, String)>,
+    route: &'static str,
+}
+
+fn cases(stub: &Stub, p: &Value) -> Vec<Case> {
+    let s = |v: &Value| v.as_str().unwrap().to_string();
+    let ecr = || {
+        vec![
+            ("login", "ecr".to_string()),
+            ("aws-role-arn", s(&p["aws"]["role_arn"])),
+            ("aws-region", "eu-west-1".to_string()),
+        ]
+    };
+    let ecr_env = || {
+        vec![
+            ("AWS_ENDPOINT_URL_STS", stub.url("/sts/")),
+            ("AWS_ENDPOINT_URL_ECR", stub.url("/ecr/")),
+        ]
+    };
+    let gcp = || {
+        vec![
+            ("login", "gcp".to_string()),
+            ("gcp-workload-identity-provider", s(&p["gcp"]["provider"])),
+            ("gcp-service-account", s(&p["gcp"]["service_account"])),
+        ]
+    };
+    let gcp_env = || {
+        vec![
+            ("CLOUDSDK_API_ENDPOINT_OVERRIDES_STS", stub.url("/gcp-sts/")),
+            (
+                "CLOUDSDK_API_ENDPOINT_OVERRIDES_IAMCREDENTIALS",
+                stub.url("/gcp-iam/"),
+            ),
+        ]
+    };
+    let azure = || {
+        vec![
+            ("login", "azure".to_string()),
+            ("azure-client-id", s(&p["azure"]["client"])),
+            ("azure-tenant-id", s(&p["azure"]["tenant"])),
+        ]
+    };
+    let azure_env = || vec![("AZURE_AUTHORITY_HOST", stub.url("/azure/"))];
+    let case = |name, with, env, route| Case {
+        name,
+        with,
+        env,
+        route,
+    };
+    vec![
+        case(
+            "the runner's ID token endpoint",
+            ecr(),
+            ecr_env(),
+            "/idtoken",
+        ),
+        case("AWS STS", ecr(), ecr_env(), "/sts/"),
+        case("AWS ECR", ecr(), ecr_env(), "/ecr/"),
+        case("Google STS", gcp(), gcp_env(), "/gcp-sts/v1/token"),
+        case(
+            "Google IAM Credentials",
+            gcp(),
+            gcp_env(),
+            "/gcp-iam/v1/projects/-/serviceAccounts/",
+        ),
+        case("Microsoft Entra", azure(), azure_env(), "/azure/"),
+        case(
+            "ACR /oauth2/exchange",
+            azure(),
+            azure_env(),
+            "/oauth2/exchange",
+        ),
+        case(
+            "Docker Hub",
+            vec![
+                ("login", "dockerhub".to_string()),
+                ("username", "acme".to_string()),
+                ("dockerhub-connection-id", s(&p["dockerhub"]["connection"])),
+            ],
+            vec![("DOCKER_IDENTITY_URL", stub.url("/docker"))],
+            "/docker/oauth/token",
+        ),
+        case(
+            "Quay",
+            vec![
+                ("login", "quay".to_string()),
+                ("username", s(&p["quay"]["robot"])),
+            ],
+            vec![],
+            "/oauth2/federation/robot/token",
+        ),
+        case(
+            "JFrog",
+            vec![
+                ("login", "jfrog".to_string()),
+                ("jfrog-provider-name", s(&p["jfrog"]["provider"])),
+            ],
+            vec![],
+            "/access/api/v1/oidc/token",
+        ),
+    ]
+}
+
+#[test]
+fn no_exchange_follows_a_redirect_to_another_host() {
+    let reg = registry();
+    let p = providers();
+    let away = tempfile::tempdir().unwrap();
+    let away_file = away.path().join("away.json");
+    let stub = Stub::start(&reg, p.clone(), json!({ "away_file": away_file }));
+    let repository = format!("{}/acme/shop", stub.host());
+    let mut turned_away = 0;
+    for case in cases(&stub, &p) {
+        std::fs::write(&away_file, json!([case.route]).to_string()).unwrap();
+        let ws = workspace();
+        let mut with: Vec<(&str, &str)> = case.with.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        with.extend([
+            ("path", "cfg"),
+            ("repository", repository.as_str()),
+            ("tags", "v1"),
+        ]);
+        let mut env = case.env.clone();
+        env.extend(id_token_env(&stub));
+        let run = run_action(ws.path(), &with, &env);
+        let name = case.name;
+        // The stub did turn the request away...
+        let away_now = stub.route("away").len();
+        assert_eq!(
+            away_now,
+            turned_away + 1,
+            "{name}: the route was never asked"
+        );
+        turned_away = away_now;
+        // ...and nothing reached the other host: no ID token, no Entra
+        // token, no X-Amz-Security-Token, no Basic robot:ID token.
+        let elsewhere = stub.route("elsewhere");
+        assert!(
+            elsewhere.is_empty(),
+            "{name}: the other host got {elsewhere:?}"
+        );
+        assert_eq!(run.code, 5, "{name}:\n{}\n{}", run.stdout, run.stderr);
+        let error = run.error();
+        assert!(
+            error.contains("a redirect to 127.0.0.2:") && error.contains("it was not followed"),
+            "{name}: {error}"
+        );
+        assert!(run.outputs.is_empty(), "{name}: {}", run.outputs);
+        for jwt in stub.minted() {
+            assert!(!error.contains(&jwt), "{name}: {error}");
+        }
+    }
+}
+
+#[test]
+fn a_quay_refusal_echoing_its_basic_header_is_scrubbed_and_masked() {
+    use base64::Engine as _;
+    let reg = registry();
+    let mut p = providers();
+    p["quay"]["echo"] = json!(true);
+    let robot = p["quay"]["robot"].as_str().unwrap().to_string();
+    let stub = Stub::start(&reg, p, json!({}));
+    let ws = workspace();
+    let repository = format!("{}/acme/shop", stub.host());
+    let run = run_action(
+        ws.path(),
+        &[
+            ("login", "quay"),
+            ("username", &robot),
+            ("path", "cfg"),
+            ("repository", &repository),
+            ("tags", "v1"),
+        ],
+        &id_token_env(&stub),
+    );
+    assert_eq!(run.code, 5, "{}\n{}", run.stdout, run.stderr);
+    let error = run.error();
+    assert!(
+        error.contains("Robot federation refused for Authorization: Basic <redacted>"),
+        "{error}"
+    );
+    let minted = stub.minted();
+    assert_eq!(minted.len(), 1);
+    let basic = base64::engine::general_purpose::STANDARD.encode(format!("{robot}:{}", minted[0]));
+    run.assert_masked(&basic);
+    run.assert_masked(&minted[0]);
+    run.assert_masks_first();
+}
+
+#[test]
+fn a_user_name_from_a_provider_or_an_input_cannot_write_a_workflow_command() {
+    let reg = registry();
+    let mut p = providers();
+    // JFrog's answer names the user; this one carries a command.
+    p["jfrog"]["username"] = json!("deployer\n::warning title=forged::by the token service");
+    let stub = Stub::start(&reg, p.clone(), json!({}));
+    let ws = workspace();
+    let repository = format!("{}/acme/shop", stub.host());
+    let jfrog = run_action(
+        ws.path(),
+        &[
+            ("login", "jfrog"),
+            (
+                "jfrog-provider-name",
+                p["jfrog"]["provider"].as_str().unwrap(),
+            ),
+            ("path", "cfg"),
+            ("repository", &repository),
+            ("tags", "v1"),
+        ],
+        &id_token_env(&stub),
+    );
+    let hub = run_action(
+        ws.path(),
+        &[
+            ("login", "dockerhub"),
+            ("username", "acme\r::error title=forged::by an input"),
+            (
+                "dockerhub-connection-id",
+                p["dockerhub"]["connection"].as_str().unwrap(),
+            ),
+            ("path", "cfg"),
+            ("repository", &repository),
+            ("tags", "v1"),
+        ],
+        &[
+            &id_token_env(&stub)[..],
+            &[("DOCKER_IDENTITY_URL", stub.url("/docker"))],
+        ]
+        .concat(),
+    );
+    for (run, forged, shown) in [
+        (&jfrog, "::warning title=forged", "%3A:warning title=forged"),
+        (&hub, "::error title=forged", "acme%0D::error title=forged"),
+    ] {
+        // The registry refuses the user: the login line came before.
+        assert_eq!(run.code, 5, "{}\n{}", run.stdout, run.stderr);
+        assert!(
+            run.stdout.contains(shown),
+            "the login line is missing:\n{}",
+            run.stdout
+        );
+        for line in run.stdout.lines().chain(run.stderr.lines()) {
+            for part in line.split('\r') {
+                assert!(
+                    !part.trim_start().starts_with(forged),
+                    "a forged command: {line:?}"
+                );
+            }
+        }
+    }
+}
+
+/// A registry that plays ghcr.io and a GitHub Enterprise Server's
+/// `containers.github.acme.test` (reached through the stub as an HTTP
+/// proxy, `insecure`), with token auth whose realm is `realm`: the
+/// registry hosts' `/token` and `auth.elsewhere.test` all lead to the token
+/// server, which issues tokens for the job token.
+fn github_registry(
+    realm: &str,
+) -> (
+    Registry,
+    Stub,
+    std::sync::Arc<common::registry::TokenServer>,
+) {
+    let ts = common::registry::TokenServer::start(ACTOR, JOB_TOKEN);
+    let reg = Registry::start(Auth::TokenAt(ts.clone(), realm.to_string()));
+    let token_server = format!("127.0.0.1:{}", ts.port);
+    let stub = Stub::start(
+        &reg,
+        providers(),
+        json!({"hosts": {
+            "ghcr.io": reg.host(),
+            "ghcr.io/token": token_server,
+            GHES_REGISTRY: reg.host(),
+            format!("{GHES_REGISTRY}/token"): token_server,
+            "auth.elsewhere.test": token_server,
+        }}),
+    );
+    (reg, stub, ts)
+}
+
+/// The container registry of the GitHub Enterprise Server
+/// `https://github.acme.test`.
+const GHES_REGISTRY: &str = "containers.github.acme.test";
+
+/// Pushes `HOST/acme/shop` with the action's defaults (the job token)
+/// through the stub as the HTTP proxy; `HOST` is ghcr.io or, with
+/// `GITHUB_SERVER_URL` naming its server, [`GHES_REGISTRY`].
+fn push_to_github(stub: &Stub, host: &str) -> ActionRun {
+    let ws = workspace();
+    let repository = format!("{host}/acme/shop");
+    run_action(
+        ws.path(),
+        &[
+            ("path", "cfg"),
+            ("repository", &repository),
+            ("tags", "v1"),
+            ("insecure", "true"),
+        ],
+        &[
+            ("http_proxy", stub.url("")),
+            ("GITHUB_SERVER_URL", "https://github.acme.test".to_string()),
+        ],
+    )
+}
+
+#[test]
+fn the_job_token_goes_to_github_registries_and_their_own_token_service_only() {
+    use base64::Engine as _;
+    let basic = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("{ACTOR}:{JOB_TOKEN}"))
+    );
+    for host in ["ghcr.io", GHES_REGISTRY] {
+        let (reg, stub, ts) = github_registry(&format!("http://{host}/token"));
+        let run = push_to_github(&stub, host);
+        run.assert_ok();
+        run.assert_masked(JOB_TOKEN);
+        let issued = ts.issued.lock().unwrap().clone();
+        assert!(!issued.is_empty());
+        let seen = stub.route("host");
+        for s in &seen {
+            let (path, auth) = (&s["path"], s["authorization"].as_str().unwrap());
+            assert_eq!(s["host"], host, "{s}");
+            if path == "/token" {
+                assert_eq!(auth, basic, "{s}");
+            } else if path != "/v2/" {
+                assert!(issued.iter().any(|t| auth == format!("Bearer {t}")), "{s}");
+            }
+        }
+        assert!(seen.iter().any(|s| s["path"] == "/token"), "{seen:?}");
+        // The registry's own record of the tag: its storage.
+        let link = reg
+            .dir
+            .path()
+            .join("data/docker/registry/v2/repositories/acme/shop/_manifests/tags/v1/current/link");
+        assert_eq!(std::fs::read_to_string(link).unwrap(), run.out("digest"));
+    }
+}
+
+#[test]
+fn the_job_token_never_goes_to_a_token_realm_on_another_host() {
+    // ghcr.io, and a GitHub Enterprise Server's registry (where only the
+    // job token's own rule, not ghcr.io's, keeps it home).
+    for host in ["ghcr.io", GHES_REGISTRY] {
+        let (reg, stub, ts) = github_registry("http://auth.elsewhere.test/token");
+        let run = push_to_github(&stub, host);
+        assert_eq!(run.code, 5, "{host}:\n{}\n{}", run.stdout, run.stderr);
+        run.assert_masked(JOB_TOKEN);
+        let error = run.error();
+        assert!(
+            error.contains("the registry names the token realm http://auth.elsewhere.test/token"),
+            "{error}"
+        );
+        assert!(error.contains("nothing was sent there"), "{error}");
+        let seen = stub.route("host");
+        assert!(!seen.is_empty(), "{host}: the proxy was not used");
+        assert!(
+            seen.iter().all(|s| s["host"] == host),
+            "another host was asked: {seen:?}"
+        );
+        assert!(
+            ts.requests.lock().unwrap().is_empty(),
+            "{host}: the token server was asked"
+        );
+        let repositories = reg.dir.path().join("data/docker/registry/v2/repositories");
+        assert!(
+            !repositories.join("acme").exists(),
+            "{host}: something was pushed"
+        );
+    }
+}

@@ -172,27 +172,9 @@ fn push(checkout: &Path, repo: &str, extra: &[&str]) -> Push {
     )
 }
 
-/// Flux's `numerical: asc` policy over `filterTags`
-/// `^main-(?P<ts>[0-9]+)-[0-9a-f]{7}$` with `extract: $ts`, written here
-/// from the Flux documentation: every tag whose number is the maximum
-/// (more than one means Flux may pick either).
-fn flux_picks(tags: &BTreeSet<String>) -> Vec<String> {
-    let re = regex::Regex::new(r"^main-(?P<ts>[0-9]+)-[0-9a-f]{7}$").expect("regex");
-    let numbered: Vec<(u64, &String)> = tags
-        .iter()
-        .filter_map(|t| {
-            let caps = re.captures(t)?;
-            Some((caps["ts"].parse().ok()?, t))
-        })
-        .collect();
-    let Some(max) = numbered.iter().map(|(n, _)| *n).max() else {
-        return Vec::new();
-    };
-    numbered
-        .into_iter()
-        .filter(|(n, _)| *n == max)
-        .map(|(_, t)| t.clone())
-        .collect()
+/// The tag Flux serves for the prefix `main` (tests/common/flux.rs).
+fn flux_pick(tags: &BTreeSet<String>) -> Option<String> {
+    common::flux::served("main", tags)
 }
 
 fn tag_of(ts: i64, commit: &str) -> String {
@@ -238,7 +220,7 @@ fn rerun_of_an_old_commit_is_a_no_op_and_keeps_the_branch_tag() {
         .cloned()
         .collect();
     assert_eq!(named, want);
-    assert_eq!(flux_picks(&t), [tag_of(1_700_000_200, &c2)]);
+    assert_eq!(flux_pick(&t), Some(tag_of(1_700_000_200, &c2)));
     assert_eq!(revision(&reg, "main"), c2);
 }
 
@@ -283,7 +265,7 @@ fn concurrent_runs_of_consecutive_commits_converge_forward_in_either_order() {
         }
         let all = tags(&reg);
         assert!(all.contains(&tag_of(t - 100, &older)) && all.contains(&tag_of(t, &newer)));
-        assert_eq!(flux_picks(&all), [tag_of(t, &newer)], "round {round}");
+        assert_eq!(flux_pick(&all), Some(tag_of(t, &newer)), "round {round}");
         // The branch tag's read-back repairs a racing backwards move, but
         // only one that lands within its wait (docs/push.md): counted, and
         // the next run of the newer commit must move it forward.
@@ -306,23 +288,53 @@ fn concurrent_runs_of_consecutive_commits_converge_forward_in_either_order() {
 }
 
 #[test]
-fn same_second_commits_are_reported() {
-    let reg = Registry::start(Auth::None);
-    let repo = repo_of(&reg);
-    let g = Git::new();
-    let c1 = g.change("v: 1\n", 1_700_000_300, 1_700_000_300);
-    push(&g.dir, &repo, &[]).ok();
-    let c2 = g.change("v: 2\n", 1_700_000_300, 1_700_000_300);
-    let p = push(&g.dir, &repo, &[]);
-    assert_eq!(p.anomaly().as_deref(), Some("same-timestamp"));
-    let msg = p.ok()["anomaly"]["message"].as_str().expect("message");
-    assert!(msg.contains(&tag_of(1_700_000_300, &c1)), "{msg}");
-    assert!(p.stderr.contains("warning: same-timestamp"), "{}", p.stderr);
-    let t = tags(&reg);
-    let mut both = vec![tag_of(1_700_000_300, &c1), tag_of(1_700_000_300, &c2)];
-    both.sort();
-    assert_eq!(flux_picks(&t), both, "Flux may pick either");
-    assert_eq!(revision(&reg, "main"), c2);
+fn same_second_commits_are_reported_with_the_tag_flux_serves() {
+    // Both orders of the two commits' sha7: the newer commit's tag sorting
+    // after the older one's (Flux keeps the older content) and before it
+    // (Flux serves the newer one).
+    for newer_sorts_first in [false, true] {
+        let reg = Registry::start(Auth::None);
+        let repo = repo_of(&reg);
+        let g = Git::new();
+        let c1 = g.change("v: 1\n", 1_700_000_300, 1_700_000_300);
+        push(&g.dir, &repo, &[]).ok();
+        let c2 = (0..64)
+            .find_map(|i| {
+                let c = g.change(&format!("v: 2 # {i}\n"), 1_700_000_300, 1_700_000_300);
+                if (c[..7] < c1[..7]) == newer_sorts_first {
+                    Some(c)
+                } else {
+                    g.git(&["reset", "-q", "--hard", "HEAD~1"]);
+                    None
+                }
+            })
+            .expect("a commit whose sha7 sorts as wanted");
+        let p = push(&g.dir, &repo, &[]);
+        assert_eq!(p.anomaly().as_deref(), Some("same-timestamp"));
+        let msg = p.ok()["anomaly"]["message"].as_str().expect("message");
+        assert!(p.stderr.contains("warning: same-timestamp"), "{}", p.stderr);
+        let t = tags(&reg);
+        let served = flux_pick(&t).expect("a pick");
+        let (old_tag, new_tag) = (tag_of(1_700_000_300, &c1), tag_of(1_700_000_300, &c2));
+        assert!(msg.contains(&old_tag), "{msg}");
+        assert!(!msg.contains("either"), "{msg}");
+        if newer_sorts_first {
+            assert_eq!(served, new_tag);
+            assert!(
+                msg.contains(&format!("Flux serves {new_tag}, this commit")),
+                "{msg}"
+            );
+        } else {
+            assert_eq!(served, old_tag);
+            assert!(
+                msg.contains(&format!("Flux serves {old_tag}, not this commit")),
+                "{msg}"
+            );
+            assert!(msg.contains("the newer one"), "{msg}");
+            assert!(msg.contains("a later second"), "what settles it: {msg}");
+        }
+        assert_eq!(revision(&reg, "main"), c2);
+    }
 }
 
 #[test]
@@ -344,8 +356,8 @@ fn a_backwards_committer_date_is_reported_with_the_fix() {
     );
     let t = tags(&reg);
     assert_eq!(
-        flux_picks(&t),
-        [tag_of(1_700_000_500, &c1)],
+        flux_pick(&t),
+        Some(tag_of(1_700_000_500, &c1)),
         "Flux keeps the ancestor"
     );
     assert!(t.contains(&tag_of(1_700_000_400, &c2)));
@@ -387,7 +399,7 @@ fn a_force_push_is_refused_unless_rewinding_is_allowed() {
     );
     assert_eq!(p.anomaly(), None);
     assert_eq!(revision(&reg, "main"), c3);
-    assert_eq!(flux_picks(&tags(&reg)), [tag_of(1_700_000_300, &c3)]);
+    assert_eq!(flux_pick(&tags(&reg)), Some(tag_of(1_700_000_300, &c3)));
 }
 
 #[test]
@@ -414,7 +426,7 @@ fn a_revert_moves_the_branch_tag_forward() {
     assert_eq!(p.ok()["layer"]["digest"], first["layer"]["digest"]);
     assert_ne!(p.ok()["digest"], first["digest"]);
     assert_eq!(revision(&reg, "main"), c3);
-    assert_eq!(flux_picks(&tags(&reg)), [tag_of(1_700_000_300, &c3)]);
+    assert_eq!(flux_pick(&tags(&reg)), Some(tag_of(1_700_000_300, &c3)));
 }
 
 #[test]
@@ -453,7 +465,7 @@ fn a_rebase_with_author_dates_goes_backwards_and_is_reported() {
     assert_eq!(p.anomaly().as_deref(), Some("backwards-timestamp"));
     let msg = p.ok()["anomaly"]["message"].as_str().expect("message");
     assert!(msg.contains(&tag_of(1_700_000_200, &c2)), "{msg}");
-    assert_eq!(flux_picks(&tags(&reg)), [tag_of(1_700_000_200, &c2)]);
+    assert_eq!(flux_pick(&tags(&reg)), Some(tag_of(1_700_000_200, &c2)));
     assert_eq!(revision(&reg, "main"), f);
 }
 
@@ -529,7 +541,7 @@ fn on_a_shallow_clone_the_branch_tag_is_guarded_by_the_github_compare_api() {
     assert!(asked.contains(&(c1.clone(), c4.clone())), "{asked:?}");
     // What the clone proves (c3 -> c4) is never asked.
     assert!(!asked.iter().any(|(b, _)| b == &c3), "{asked:?}");
-    assert_eq!(flux_picks(&tags(&reg)), [tag_of(1_700_000_400, &c4)]);
+    assert_eq!(flux_pick(&tags(&reg)), Some(tag_of(1_700_000_400, &c4)));
 }
 
 #[test]
@@ -605,8 +617,8 @@ fn racing_runs_in_separate_checkouts_converge_through_the_compare_api() {
         assert_eq!(revision(&reg, "main"), newer, "round {round}");
         assert!(tags(&reg).contains(&tag_of(t - 100, &older)));
         assert_eq!(
-            flux_picks(&tags(&reg)),
-            [tag_of(t, &newer)],
+            flux_pick(&tags(&reg)),
+            Some(tag_of(t, &newer)),
             "round {round}"
         );
     }

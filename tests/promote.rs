@@ -84,13 +84,9 @@ fn tags(reg: &Registry, name: &str) -> Vec<String> {
     tags_of(reg, name).into_iter().collect()
 }
 
-/// Flux's numerical policy for `^prod-(?P<ts>[0-9]+)-[0-9a-f]{7}$`.
+/// The tag Flux serves following the channel `prod` (tests/common/flux.rs).
 fn flux_prod(tags: &[String]) -> Option<String> {
-    let re = regex::Regex::new(r"^prod-(?P<ts>[0-9]+)-[0-9a-f]{7}$").expect("regex");
-    tags.iter()
-        .filter_map(|t| Some((re.captures(t)?["ts"].parse::<u64>().ok()?, t.clone())))
-        .max()
-        .map(|(_, t)| t)
+    common::flux::served("prod", tags)
 }
 
 #[test]

@@ -206,6 +206,7 @@ fn error_kind(err: &Error) -> &'static str {
         Error::TagRaced { .. } => "a racing run's content won the timestamp tag",
         Error::Registry { .. } => "registry error",
         Error::Auth { .. } => "registry authentication failed",
+        Error::PrefixShared { .. } => "another ref publishes under this tag prefix",
         Error::Rewind { .. } => "the branch tag would move backwards",
         Error::Mismatch { .. } => "the image is not what its commit holds",
     }

@@ -171,12 +171,14 @@ pub fn exchange_first(credentials: &mut Option<Credentials>, login: Option<&Logi
         && let Some(l) = login
     {
         let c = l.credentials_blocking()?;
-        say(&format!(
+        // The host is an input and the user may come from the provider's
+        // answer (JFrog): escaped, so neither can write a workflow command.
+        say(&commands::escape_text(&format!(
             "settings-image: logged in to {} with the {} OIDC exchange, as {} (no stored secret)",
             l.host,
             l.provider.name(),
             c.username
-        ));
+        )));
         *credentials = Some(c);
     }
     Ok(())

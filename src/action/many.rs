@@ -80,7 +80,23 @@ pub fn publish(env: &Env) -> Result<()> {
             Some("drop `push: false`, or use `plan: true` to see what would be pushed".to_string()),
         ));
     }
-    let repositories = many::targets(&inputs.repository, &folders, "the input `repository`")?;
+    let (repositories, notices) =
+        many::repositories(&inputs.repository, &folders, "the input `repository`")?;
+    if let Some(given) = &inputs.repository_given {
+        say(&commands::notice(
+            "settings-image: repository lower-cased",
+            &format!(
+                "the input `repository` is {given}; registries take lower-case names only, so the images go to {}",
+                inputs.repository
+            ),
+        ));
+    }
+    for n in &notices {
+        say(&commands::notice(
+            "settings-image: repository lower-cased",
+            n,
+        ));
+    }
     if with.plan != Some(true) {
         super::login::exchange_first(&mut inputs.credentials, inputs.login.as_ref())?;
     }
@@ -110,6 +126,12 @@ pub fn publish(env: &Env) -> Result<()> {
                 Some("set `timestamp-tag: ${{ github.ref_name }}`".to_string()),
             ));
         };
+        if let Some(note) = crate::tag::shared_prefix_note(prefix) {
+            say(&commands::warning(
+                "settings-image: shared tag prefix",
+                &note,
+            ));
+        }
         let plan = many::plan(
             &folders,
             &repositories,

@@ -18,7 +18,7 @@ use crate::history::{SourceMode, Token};
 use crate::image::Metadata;
 use crate::publish::guards::{BranchOutcome, BranchReport};
 use crate::registry::{self, Credentials};
-use crate::release::ordering::AnomalyKind;
+use crate::release::ordering::{AnomalyKind, BranchMove};
 use crate::report::Report;
 use crate::request::{self, Request, Target};
 
@@ -610,7 +610,12 @@ fn branch_text(b: &BranchReport, rewound: bool) -> String {
         BranchOutcome::KeptNewer => {
             "left where it is: it already names a newer commit (a re-run of an older job)"
         }
-        BranchOutcome::Rewound => "moved BACKWARDS to this image (allow-rewind)",
+        BranchOutcome::Rewound => match &b.plan {
+            BranchMove::Rewound { proven: true, .. } => {
+                "moved to this image: it follows the force-push, which dropped the commit it named"
+            }
+            _ => "moved BACKWARDS to this image (allow-rewind)",
+        },
     };
     format!("{} {what}{at}{repaired}", b.name)
 }

@@ -75,6 +75,12 @@ fn hints_name_inputs_not_flags() {
             existing: "sha256:a".into(),
             new: "sha256:b".into(),
         },
+        Error::PrefixShared {
+            tag: "ghcr.io/a/b:feat-x-1-abcdef0".into(),
+            theirs: "refs/heads/feat-x".into(),
+            ours: "refs/heads/feat+x".into(),
+            suggestion: "feat_2bx".into(),
+        },
         crate::registry::parse_repository("ghcr.io/Acme/Shop").unwrap_err(),
         crate::registry::parse_repository("ghcr.io/acme/shop:v1").unwrap_err(),
         request::Request {

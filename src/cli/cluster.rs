@@ -68,7 +68,7 @@ pub struct FluxArgs {
 
 /// Runs `flux`.
 pub fn run_flux(args: &FluxArgs) -> Result<()> {
-    let mut images = flux::images(&args.repository, &args.paths)?;
+    let (mut images, notices) = flux::images(&args.repository, &args.paths)?;
     if let Some(name) = &args.name {
         if images.len() > 1 {
             return Err(Error::input(
@@ -95,6 +95,9 @@ pub fn run_flux(args: &FluxArgs) -> Result<()> {
         }),
     };
     let docs = flux::generate(&opts)?;
+    for n in &notices {
+        eprintln!("notice: {n}");
+    }
     match &args.output {
         Some(dir) => {
             for p in flux::write(dir, &docs)? {

@@ -46,11 +46,15 @@ fn print_many(outcome: crate::many::Outcome, json: bool) -> Result<()> {
 
 pub(super) fn run_push_many(env: &front::Env, args: PushArgs) -> Result<()> {
     let folders = crate::many::select(&as_strings(&args.path), "--path")?;
-    let repositories = crate::many::targets(&args.repository, &folders, "--repository")?;
+    let (repositories, notices) =
+        crate::many::repositories(&args.repository, &folders, "--repository")?;
     let options = registry::Options {
         repository: String::new(),
         ..push_options(env, &args)?
     };
+    for n in &notices {
+        eprintln!("notice: {n}");
+    }
     let targets = crate::many::registry_targets(&options, repositories);
     let (jobs, json) = (args.jobs, args.json);
     let base = push_request(env, args, options);
@@ -72,6 +76,9 @@ pub(super) fn run_build_many(env: &front::Env, args: BuildArgs) -> Result<()> {
 
 pub(super) fn run_tag_many(env: &front::Env, args: &TagArgs) -> Result<()> {
     crate::tag::sanitize_prefix(&args.prefix)?;
+    if let Some(note) = crate::tag::shared_prefix_note(&args.prefix) {
+        eprintln!("warning: {note}");
+    }
     let folders = crate::many::select(&as_strings(&args.path), "--path")?;
     let paths: Vec<PathBuf> = folders.iter().map(|f| f.path.clone()).collect();
     let api = front::github_api(env, args.github.token());
@@ -124,7 +131,11 @@ pub(super) fn run_tag_many(env: &front::Env, args: &TagArgs) -> Result<()> {
 
 pub(super) fn run_plan(env: &front::Env, args: &PlanArgs) -> Result<()> {
     let folders = crate::many::select(&as_strings(&args.path), "--path")?;
-    let repositories = crate::many::targets(&args.repository, &folders, "--repository")?;
+    let (repositories, notices) =
+        crate::many::repositories(&args.repository, &folders, "--repository")?;
+    for n in &notices {
+        eprintln!("notice: {n}");
+    }
     let options = registry::Options {
         repository: String::new(),
         insecure: args.access.insecure,
@@ -137,6 +148,9 @@ pub(super) fn run_plan(env: &front::Env, args: &PlanArgs) -> Result<()> {
         docker_config: front::docker_config(env),
         login: None,
     };
+    if let Some(note) = crate::tag::shared_prefix_note(&args.timestamp_tag) {
+        eprintln!("warning: {note}");
+    }
     let api = front::github_api(env, args.github.token());
     let plan = crate::many::plan(
         &folders,

@@ -138,25 +138,6 @@ impl Options {
     }
 }
 
-/// Expands a repository template for one settings folder: `{name}` is the
-/// folder's last component and `{path}` its slug (`configs/shop` ->
-/// `configs-shop`), both lowercased as repository names must be. A
-/// template without placeholders is returned as it is.
-pub fn expand_repository(template: &str, folder: &Path) -> String {
-    let name = folder
-        .components()
-        .filter_map(|c| match c {
-            std::path::Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
-            _ => None,
-        })
-        .next_back()
-        .unwrap_or_default();
-    let path = folder.to_string_lossy();
-    template
-        .replace("{name}", &slug(&name))
-        .replace("{path}", &slug(&path))
-}
-
 /// Lowercase `[a-z0-9]` runs joined by single `-`.
 fn slug(s: &str) -> String {
     let mut out = String::new();
@@ -170,10 +151,13 @@ fn slug(s: &str) -> String {
     out.trim_end_matches('-').to_string()
 }
 
-/// The images for `paths` mapped through `template` (see
-/// [`expand_repository`]); one image from the template itself when no
-/// path is given. Two folders mapping to one repository is an error.
-pub fn images(template: &str, paths: &[PathBuf]) -> Result<Vec<Image>> {
+/// The images for the folders `paths` (folders or globs, as `push` selects
+/// them) mapped through `template` by [`crate::many::repository_for`], the
+/// mapping `push`, `plan` and the action use, so Flux watches the
+/// repositories the images go to; one image from the template itself when
+/// no path is given. Also returns the lower-casing notices. Two folders
+/// mapping to one repository is an error.
+pub fn images(template: &str, paths: &[PathBuf]) -> Result<(Vec<Image>, Vec<String>)> {
     let has_placeholder = template.contains("{name}") || template.contains("{path}");
     if paths.len() > 1 && !has_placeholder {
         return Err(Error::input(
@@ -187,33 +171,25 @@ pub fn images(template: &str, paths: &[PathBuf]) -> Result<Vec<Image>> {
             Some("add --path DIR for each settings folder".into()),
         ));
     }
-    let repos: Vec<String> = if paths.is_empty() {
-        vec![template.to_string()]
+    let (repos, notices) = if paths.is_empty() {
+        registry::parse_repository(template)?;
+        (vec![template.to_string()], Vec::new())
     } else {
-        paths
+        let patterns: Vec<String> = paths
             .iter()
-            .map(|p| expand_repository(template, p))
-            .collect()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect();
+        let folders = crate::many::select(&patterns, "--path")?;
+        crate::many::repositories(template, &folders, "--repository")?
     };
-    let mut out: Vec<Image> = Vec::new();
-    for (i, repository) in repos.into_iter().enumerate() {
-        registry::parse_repository(&repository)?;
-        if let Some(j) = out.iter().position(|o| o.repository == repository) {
-            return Err(Error::input(
-                format!(
-                    "{} and {} both map to {repository}",
-                    paths[j].display(),
-                    paths[i].display()
-                ),
-                Some("use {path} instead of {name} in --repository".into()),
-            ));
-        }
-        out.push(Image {
+    let images = repos
+        .into_iter()
+        .map(|repository| Image {
             name: object_name(&repository),
             repository,
-        });
-    }
-    Ok(out)
+        })
+        .collect();
+    Ok((images, notices))
 }
 
 /// A Kubernetes object name (RFC 1123 label) from the repository's last
@@ -410,6 +386,77 @@ fn to_yaml<T: Serialize>(value: &T) -> Result<String> {
         .map_err(|e| Error::io("writing the Flux objects", std::io::Error::other(e)))
 }
 
+/// Refuses a value holding a character that ends a YAML line or comment
+/// (control characters, including NEL, and the Unicode line and paragraph
+/// separators) or a byte-order mark: every option is at least this.
+fn check_text(what: &str, value: &str) -> Result<()> {
+    let bad = value
+        .chars()
+        .find(|c| c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{feff}'));
+    match bad {
+        None => Ok(()),
+        Some(c) => Err(Error::input(
+            format!("{what} {value:?} holds the character {c:?}"),
+            Some(format!(
+                "give {what} on one line, without control characters"
+            )),
+        )),
+    }
+}
+
+/// Checks a branch name as `git check-ref-format --branch` does (the
+/// automation's checkout and push branches).
+fn check_branch(what: &str, name: &str) -> Result<()> {
+    check_text(what, name)?;
+    let bad_char = name
+        .chars()
+        .find(|c| matches!(c, ' ' | '~' | '^' | ':' | '?' | '*' | '[' | '\\'));
+    let why = if name.is_empty() {
+        Some("it is empty".to_string())
+    } else if let Some(c) = bad_char {
+        Some(format!("a branch name cannot hold {c:?}"))
+    } else if name.starts_with('-') || name.starts_with('/') || name.ends_with('/') {
+        Some("a branch name does not start with '-' or '/', or end with '/'".to_string())
+    } else if name.contains("..") || name.contains("//") || name.contains("@{") || name == "@" {
+        Some("a branch name cannot hold '..', '//' or '@{', or be '@'".to_string())
+    } else if name.ends_with('.') || name.ends_with(".lock") {
+        Some("a branch name does not end with '.' or '.lock'".to_string())
+    } else if name.split('/').any(|c| c.starts_with('.')) {
+        Some("no part of a branch name starts with '.'".to_string())
+    } else {
+        None
+    };
+    match why {
+        None => Ok(()),
+        Some(why) => Err(Error::input(
+            format!("{what} {name:?} is not a branch name: {why}"),
+            Some("give the cluster repository's branch, e.g. main".to_string()),
+        )),
+    }
+}
+
+/// Checks the automation's folder: relative to the cluster repository's
+/// root, without `..`.
+fn check_git_path(path: &str) -> Result<()> {
+    check_text("--git-path", path)?;
+    let why = if path.is_empty() {
+        Some("it is empty")
+    } else if path.starts_with('/') {
+        Some("it is absolute")
+    } else if path.split('/').any(|c| c == "..") {
+        Some("it leaves the repository with '..'")
+    } else {
+        None
+    };
+    match why {
+        None => Ok(()),
+        Some(why) => Err(Error::input(
+            format!("--git-path {path:?} is not a folder of the cluster repository: {why}"),
+            Some("give the folder relative to the repository's root, e.g. ./clusters/prod".into()),
+        )),
+    }
+}
+
 /// Checks a Kubernetes object name (RFC 1123 subdomain, at most 253).
 fn check_name(what: &str, name: &str) -> Result<()> {
     let ok = !name.is_empty()
@@ -441,6 +488,10 @@ pub fn generate(opts: &Options) -> Result<Vec<Document>> {
         return Err(Error::input("no image to follow", None));
     }
     check_name("namespace", &opts.namespace)?;
+    check_text("--prefix", &opts.prefix)?;
+    if let Some(secret) = &opts.secret {
+        check_name("--secret-ref", secret)?;
+    }
     let pattern = filter_pattern(&opts.prefix)?;
     let interval = check_interval(&opts.interval)?;
     let mut docs = Vec::new();
@@ -502,6 +553,13 @@ pub fn generate(opts: &Options) -> Result<Vec<Document>> {
     if let Some(a) = &opts.automation {
         check_name("automation name", &a.name)?;
         check_name("git source", &a.source)?;
+        check_branch("--git-branch", &a.branch)?;
+        if let Some(b) = &a.push_branch {
+            check_branch("--git-push-branch", b)?;
+        }
+        check_git_path(&a.path)?;
+        check_text("the commit author's name", &a.author_name)?;
+        check_text("the commit author's email", &a.author_email)?;
         let object = Object {
             api_version: "image.toolkit.fluxcd.io/v1",
             kind: "ImageUpdateAutomation",
@@ -541,6 +599,7 @@ pub fn generate(opts: &Options) -> Result<Vec<Document>> {
         } else {
             format!("{}.yaml", a.name)
         };
+        // The path was checked to hold no line break: the comment stays one line.
         docs.push(Document {
             file,
             yaml: format!(
@@ -595,14 +654,43 @@ pub fn to_stream(docs: &[Document]) -> String {
         .join("---\n")
 }
 
-/// Writes each document into `dir` (created when missing); returns the paths.
+/// Writes each document into `dir` (created when missing); returns the
+/// paths. Never through a symlink: a `dir` that is one, or a file name in
+/// it that is one, is refused before anything is written, and each file
+/// is opened with `O_NOFOLLOW` (a symlink made in between fails the write).
 pub fn write(dir: &Path, docs: &[Document]) -> Result<Vec<PathBuf>> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let symlink = |p: &Path| {
+        Error::input(
+            format!("--output: {} is a symlink; the objects are not written through it", p.display()),
+            Some("give --output a folder of its own (not a symlink, holding no symlinks of these names)".into()),
+        )
+    };
+    let is_link = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink());
+    if is_link(dir) {
+        return Err(symlink(dir));
+    }
+    if let Some(d) = docs.iter().find(|d| is_link(&dir.join(&d.file))) {
+        return Err(symlink(&dir.join(&d.file)));
+    }
     std::fs::create_dir_all(dir)
         .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
     let mut out = Vec::new();
     for d in docs {
         let path = dir.join(&d.file);
-        std::fs::write(&path, &d.yaml)
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path);
+        let mut file = match file {
+            Ok(f) => f,
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(symlink(&path)),
+            Err(e) => return Err(Error::io(format!("writing {}", path.display()), e)),
+        };
+        file.write_all(d.yaml.as_bytes())
             .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
         out.push(path);
     }
@@ -616,20 +704,47 @@ mod tests {
     #[test]
     fn templates_map_folders_to_repositories() {
         let t = "ghcr.io/acme/settings-{name}";
-        assert_eq!(
-            expand_repository(t, Path::new("configs/Shop")),
-            "ghcr.io/acme/settings-shop"
-        );
-        assert_eq!(
-            expand_repository("ghcr.io/acme/{path}", Path::new("./configs/shop_eu/")),
-            "ghcr.io/acme/configs-shop-eu"
-        );
-        let imgs = images(t, &["configs/shop".into(), "configs/cart".into()]).unwrap();
+        let (imgs, notices) = images(t, &["configs/shop".into(), "configs/cart".into()]).unwrap();
         assert_eq!(imgs[1].repository, "ghcr.io/acme/settings-cart");
         assert_eq!(imgs[1].name, "settings-cart");
+        assert!(notices.is_empty());
+        // The repository push writes to: underscores kept.
+        let (imgs, _) = images("ghcr.io/acme/{path}", &["./configs/shop_eu/".into()]).unwrap();
+        assert_eq!(imgs[0].repository, "ghcr.io/acme/configs-shop_eu");
+        let (imgs, notices) = images(t, &["configs/Shop".into()]).unwrap();
+        assert_eq!(imgs[0].repository, "ghcr.io/acme/settings-shop");
+        assert_eq!(notices.len(), 1);
         assert!(images(t, &["a/shop".into(), "b/shop".into()]).is_err());
         assert!(images("ghcr.io/acme/x", &["a".into(), "b".into()]).is_err());
         assert!(images(t, &[]).is_err());
+    }
+
+    #[test]
+    fn options_that_would_break_the_yaml_are_input_errors() {
+        let base = Options::new("ghcr.io/acme/settings", "main");
+        let with = |f: &dyn Fn(&mut Options)| {
+            let mut o = base.clone();
+            f(&mut o);
+            generate(&o)
+        };
+        let auto = |f: &dyn Fn(&mut Automation)| {
+            with(&|o: &mut Options| f(o.automation.as_mut().unwrap()))
+        };
+        for bad in [
+            auto(&|a| a.path = "./x\nkind: Secret".into()),
+            auto(&|a| a.path = "/etc".into()),
+            auto(&|a| a.path = "../other".into()),
+            auto(&|a| a.path = "./x\u{2028}y".into()),
+            auto(&|a| a.branch = "main\nx: y".into()),
+            auto(&|a| a.branch = "a..b".into()),
+            auto(&|a| a.push_branch = Some("x y".into())),
+            with(&|o| o.secret = Some("a\nb".into())),
+            with(&|o| o.prefix = "main\n#".into()),
+        ] {
+            assert_eq!(bad.unwrap_err().exit_code(), 2);
+        }
+        assert!(auto(&|a| a.path = "./clusters/#prod: x".into()).is_ok());
+        assert!(auto(&|a| a.branch = "release/1.x".into()).is_ok());
     }
 
     #[test]

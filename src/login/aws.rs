@@ -250,10 +250,7 @@ pub(crate) async fn login(login: &Login, ctx: &Ctx, jwt: &str) -> Result<Credent
         .split_once(':')
         .ok_or_else(|| ctx.malformed(what, &url, "USER:PASSWORD in authorizationToken"))?;
     ctx.secret(password);
-    Ok(Credentials {
-        username: user.to_string(),
-        password: password.to_string(),
-    })
+    Ok(Credentials::new(user, password))
 }
 
 #[cfg(test)]

@@ -82,8 +82,5 @@ pub(crate) async fn login(login: &Login, ctx: &Ctx, jwt: &str) -> Result<Credent
         )
         .await?;
     let refresh = http::field(ctx, &v, "refresh_token", what, &url, true)?;
-    Ok(Credentials {
-        username: ACR_USER.into(),
-        password: refresh,
-    })
+    Ok(Credentials::new(ACR_USER, refresh))
 }

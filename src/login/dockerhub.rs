@@ -64,8 +64,5 @@ pub(crate) async fn login(login: &Login, ctx: &Ctx, jwt: &str) -> Result<Credent
         )
         .await?;
     let token = http::field(ctx, &v, "access_token", what, &url, true)?;
-    Ok(Credentials {
-        username: user,
-        password: token,
-    })
+    Ok(Credentials::new(user, token))
 }

@@ -171,12 +171,7 @@ mod tests {
 
     #[test]
     fn auto_exchanges_unless_a_password_is_given() {
-        let pw = || {
-            Ok(Some(Credentials {
-                username: "u".into(),
-                password: "p".into(),
-            }))
-        };
+        let pw = || Ok(Some(Credentials::new("u", "p")));
         let (c, l) = args("auto")
             .resolve(
                 &Default::default(),

@@ -89,8 +89,5 @@ pub(crate) async fn login(login: &Login, ctx: &Ctx, jwt: &str) -> Result<Credent
             http::field(ctx, &v, "accessToken", &what, &url, true)?
         }
     };
-    Ok(Credentials {
-        username: "oauth2accesstoken".into(),
-        password: token,
-    })
+    Ok(Credentials::new("oauth2accesstoken", token))
 }

@@ -2,11 +2,17 @@
 //! per request, bounded answers, the secrets seen so far (scrubbed from
 //! every message) and the provider's refusal turned into an error with its
 //! own words and a hint.
+//!
+//! A redirect to another origin is never followed: an exchange's request
+//! carries the ID token, an Entra token or an `X-Amz-Security-Token` in
+//! its body or headers, and a 307 would send them on to the new host (reqwest
+//! only drops `Authorization` and cookies on the way). It is an error that
+//! names both hosts.
 
 use std::sync::Mutex;
 use std::time::Duration;
 
-use reqwest::{RequestBuilder, StatusCode};
+use reqwest::{RequestBuilder, StatusCode, redirect};
 
 use super::{Login, Provider, SecretSink};
 use crate::error::{Error, Result};
@@ -36,7 +42,21 @@ pub struct Answer {
 impl Ctx {
     /// A client for `login` (deadline [`Login::timeout`] per request).
     pub fn new(login: &Login) -> Result<Ctx> {
+        // Redirects within one origin are followed (at most 10); to another
+        // origin, the 3xx answer comes back to `send`, which refuses it.
+        let same_origin = redirect::Policy::custom(|attempt| {
+            let first = attempt.previous().first().map(|u| u.origin());
+            if attempt.previous().len() > 10 {
+                attempt.error("more than 10 redirects")
+            } else if first == Some(attempt.url().origin()) {
+                attempt.follow()
+            } else {
+                attempt.stop()
+            }
+        });
         let http = reqwest::Client::builder()
+            .redirect(same_origin)
+            .referer(false)
             .connect_timeout(login.timeout.min(Duration::from_secs(15)))
             .timeout(login.timeout)
             .user_agent(concat!("settings-image/", env!("CARGO_PKG_VERSION")))
@@ -77,6 +97,21 @@ impl Ctx {
         }
     }
 
+    /// Records the Basic credentials `user:password` as secrets, in each
+    /// form a service echoing the `Authorization` header would show them
+    /// (`base64`, standard, unpadded and URL-safe), and returns `rb` with them.
+    pub fn basic_auth(&self, rb: RequestBuilder, user: &str, password: &str) -> RequestBuilder {
+        use base64::Engine as _;
+        use base64::engine::general_purpose::{
+            STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD,
+        };
+        let basic = format!("{user}:{password}");
+        for engine in [STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD] {
+            self.secret(&engine.encode(&basic));
+        }
+        rb.basic_auth(user, Some(password))
+    }
+
     /// `s` with every secret seen so far replaced.
     pub fn scrub(&self, s: &str) -> String {
         let mut out = s.to_string();
@@ -111,6 +146,29 @@ impl Ctx {
             }
         })?;
         let status = resp.status();
+        if status.is_redirection()
+            && let Some(to) = resp
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|l| l.to_str().ok())
+                .and_then(|l| resp.url().join(l).ok())
+        {
+            let from = host_of(resp.url().as_str());
+            let to = host_of(to.as_str());
+            return Err(Error::Auth {
+                host: from.clone(),
+                message: format!(
+                    "{what}: {from} answered HTTP {status}, a redirect to {to}; it was not followed, \
+                     so no token of this login reached {to}"
+                ),
+                hint: format!(
+                    "a login's tokens only go to the host named (the registry, or the endpoint the \
+                     {} login's variable in docs/registries.md names): name the service itself, not \
+                     an address that redirects elsewhere",
+                    self.provider.name()
+                ),
+            });
+        }
         let mut body = Vec::new();
         let mut resp = resp;
         loop {

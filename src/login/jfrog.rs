@@ -47,8 +47,5 @@ pub(crate) async fn login(login: &Login, ctx: &Ctx, jwt: &str) -> Result<Credent
         .map(str::to_string)
         .or_else(|| login.facts.username.clone())
         .ok_or_else(|| ctx.malformed(&what, &url, "\"username\" (set `username`)"))?;
-    Ok(Credentials {
-        username,
-        password: token,
-    })
+    Ok(Credentials::new(username, token))
 }

@@ -39,7 +39,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::registry::Credentials;
+use crate::registry::{Credentials, Realms};
 
 pub use id_token::IdTokenSource;
 
@@ -287,20 +287,33 @@ pub fn is_github_registry(host: &str, server_url: Option<&str>) -> bool {
     if host == "ghcr.io" {
         return true;
     }
-    let Some(server) = server_url else {
-        return false;
-    };
-    let server = server
+    // GHE.com (data residency): `octo.ghe.com` serves `containers.octo.ghe.com`.
+    enterprise_host(server_url).is_some_and(|server| host == format!("containers.{server}"))
+}
+
+/// A GitHub Enterprise Server's (or GHE.com's) host from
+/// `GITHUB_SERVER_URL`; `None` for github.com or none.
+fn enterprise_host(server_url: Option<&str>) -> Option<String> {
+    let server = server_url?
         .trim()
         .trim_start_matches("https://")
         .trim_start_matches("http://")
         .trim_end_matches('/')
         .to_ascii_lowercase();
-    if server.is_empty() || server == "github.com" {
-        return false;
+    (!server.is_empty() && server != "github.com").then_some(server)
+}
+
+/// The job token's credentials for the GitHub registry `host`: the token
+/// realm it may reach is on GitHub's hosts only, the registry itself (and a
+/// GitHub Enterprise Server's own host), never one another registry names.
+fn job_token(creds: Credentials, host: &str, server_url: Option<&str>) -> Credentials {
+    let host = host.to_ascii_lowercase();
+    let server = enterprise_host(server_url).filter(|_| host != "ghcr.io");
+    let hosts = std::iter::once(host).chain(server).collect();
+    Credentials {
+        realms: Realms::Only(hosts),
+        ..creds
     }
-    // GHE.com (data residency): `octo.ghe.com` serves `containers.octo.ghe.com`.
-    host == format!("containers.{server}")
 }
 
 /// The provider a registry host belongs to, when its name says so.
@@ -351,7 +364,7 @@ pub fn plan(p: &Plan, names: &dyn Fn(&str) -> String) -> Result<Decision> {
     let github_host = is_github_registry(&p.host, p.github_server_url.as_deref());
     let with_user = |password: String, what: &str| -> Result<Decision> {
         match p.username.clone().filter(|u| !u.is_empty()) {
-            Some(username) => Ok(Decision::Static(Credentials { username, password })),
+            Some(username) => Ok(Decision::Static(Credentials::new(username, password))),
             None => Err(Error::input(
                 format!("{what} is set but {} is empty", names("username")),
                 Some(format!(
@@ -361,6 +374,14 @@ pub fn plan(p: &Plan, names: &dyn Fn(&str) -> String) -> Result<Decision> {
                 )),
             )),
         }
+    };
+    let with_job_token = |token: String| {
+        with_user(token, "the GitHub token").map(|d| match d {
+            Decision::Static(c) => {
+                Decision::Static(job_token(c, &p.host, p.github_server_url.as_deref()))
+            }
+            other => other,
+        })
     };
     match p.choice {
         Choice::None => Ok(Decision::None),
@@ -388,7 +409,7 @@ pub fn plan(p: &Plan, names: &dyn Fn(&str) -> String) -> Result<Decision> {
                 ));
             }
             match p.github_token.clone().filter(|t| !t.is_empty()) {
-                Some(t) => with_user(t, "the GitHub token"),
+                Some(t) => with_job_token(t),
                 None => Err(Error::input(
                     format!("login is `github` but {} is empty", names("github-token")),
                     Some(format!(
@@ -410,7 +431,7 @@ pub fn plan(p: &Plan, names: &dyn Fn(&str) -> String) -> Result<Decision> {
             }
             // GitHub's registry takes the job token, whatever else is set.
             if github_host && let Some(t) = p.github_token.clone().filter(|t| !t.is_empty()) {
-                return with_user(t, "the GitHub token");
+                return with_job_token(t);
             }
             let given: Vec<Provider> = [
                 Provider::Ecr,
@@ -555,10 +576,27 @@ mod tests {
             "containers.github.com",
             Some("https://github.com")
         ));
-        // An explicit password goes wherever it is asked to.
+        // An explicit password goes wherever it is asked to, and to the
+        // token realm the registry names (docker's rule).
         assert!(matches!(
             plan_of("registry.example.com", |p| p.password = Some("pw".into())).unwrap(),
-            Decision::Static(c) if c.password == "pw"
+            Decision::Static(c) if c.password == "pw" && c.realms == Realms::Any
+        ));
+        // The job token's token realm is on GitHub's own hosts only.
+        assert!(matches!(
+            plan_of("ghcr.io", |_| {}).unwrap(),
+            Decision::Static(c) if c.realms == Realms::Only(vec!["ghcr.io".into()])
+        ));
+        assert!(matches!(
+            plan_of("containers.github.acme.com", |p| {
+                p.choice = Choice::Github;
+                ghes(p)
+            })
+            .unwrap(),
+            Decision::Static(c) if c.realms == Realms::Only(vec![
+                "containers.github.acme.com".into(),
+                "github.acme.com".into(),
+            ])
         ));
     }
 

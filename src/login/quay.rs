@@ -29,7 +29,9 @@ pub(crate) async fn login(login: &Login, ctx: &Ctx, jwt: &str) -> Result<Credent
     }
     let url = http::join(&login.registry_base(), "/oauth2/federation/robot/token");
     let what = format!("Quay robot federation for {robot}");
-    let rb = ctx.http().get(&url).basic_auth(&robot, Some(jwt));
+    // A refusal that echoes the header shows base64(robot:ID token):
+    // `Ctx::basic_auth` makes those forms secrets too.
+    let rb = ctx.basic_auth(ctx.http().get(&url), &robot, jwt);
     let v = ctx
         .send_json(
             &what,
@@ -41,8 +43,5 @@ pub(crate) async fn login(login: &Login, ctx: &Ctx, jwt: &str) -> Result<Credent
         )
         .await?;
     let token = http::field(ctx, &v, "token", &what, &url, true)?;
-    Ok(Credentials {
-        username: robot,
-        password: token,
-    })
+    Ok(Credentials::new(robot, token))
 }

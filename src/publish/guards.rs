@@ -1,11 +1,19 @@
-//! Forward-only publishing on a registry: the anomaly check before a push
-//! tags an image, and the guarded branch tag (`--branch-tag`) after it.
+//! Forward-only publishing on a registry: before a push tags an image, the
+//! prefix's owner (one ref per prefix) and the anomaly check; after it, the
+//! guarded branch tag (`--branch-tag`).
 //! The decisions are [`crate::release::ordering`]'s; this module reads what
 //! they need through [`crate::registry::Client`] (timestamp tags and the commit
 //! each image records in `org.opencontainers.image.revision`) and asks the
 //! run's [`Checkout`] whether one commit descends from another.
+//!
+//! The prefix read ([`read_prefix`]) is shared: one tag listing and the
+//! manifests of the prefix's newest tags serve both checks before tagging.
+//! The owner check adds reads only when they can tell something: the
+//! provenance referrers of the prefix's newest tag, when that tag names
+//! another commit than this run's.
 
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
@@ -34,19 +42,37 @@ pub fn revision_of(client: &Client, reference: &str) -> Result<Option<Option<Str
     ))
 }
 
-/// Reads the revision of each of `stamped` (at most [`MAX_READ`]).
-fn tagged(client: &Client, stamped: Vec<Stamped>) -> Result<Vec<Tagged>> {
+/// Reads the revision of each of `stamped` (at most [`MAX_READ`]), with
+/// the manifest digest each tag names.
+fn read_tagged(client: &Client, stamped: Vec<Stamped>) -> Result<Vec<(Tagged, String)>> {
     let mut out = Vec::new();
     for s in stamped.into_iter().take(MAX_READ) {
         // A tag deleted between listing and reading is simply gone.
-        if let Some(revision) = revision_of(client, &s.tag)? {
-            out.push(Tagged {
+        let Some(m) = client.get_manifest(&s.tag)? else {
+            continue;
+        };
+        let view = ManifestView::parse(&m.bytes).unwrap_or_default();
+        let revision = view
+            .annotations
+            .get(ANNOTATION_REVISION)
+            .map(|r| r.to_ascii_lowercase());
+        out.push((
+            Tagged {
                 stamped: s,
                 revision,
-            });
-        }
+            },
+            m.digest,
+        ));
     }
     Ok(out)
+}
+
+/// Reads the revision of each of `stamped` (at most [`MAX_READ`]).
+fn tagged(client: &Client, stamped: Vec<Stamped>) -> Result<Vec<Tagged>> {
+    Ok(read_tagged(client, stamped)?
+        .into_iter()
+        .map(|(t, _)| t)
+        .collect())
 }
 
 /// The prefix of a timestamp tag `PREFIX-<ts>-<sha7>` (the tag itself
@@ -55,22 +81,162 @@ pub fn prefix_of(timestamp_tag: &str) -> &str {
     crate::tag::timestamp_prefix(timestamp_tag).unwrap_or(timestamp_tag)
 }
 
+/// What a push reads of its prefix before tagging: every tag of the
+/// repository, and the prefix's newest timestamp tags (Flux's pick and
+/// every tag not older than the new one, see [`ordering::relevant`]) with
+/// the commit each records and the digest each names.
+#[derive(Debug, Clone)]
+pub struct PrefixRead {
+    /// Every tag of the repository.
+    pub tags: Vec<String>,
+    /// The prefix's relevant timestamp tags, Flux's pick first.
+    pub existing: Vec<Tagged>,
+    /// The manifest digest each of `existing` names.
+    digests: BTreeMap<String, String>,
+}
+
+/// Lists the tags and reads the prefix's relevant timestamp tags for a
+/// push of `new_tag` at committer time `ts` (one listing, one manifest
+/// read per relevant tag).
+pub fn read_prefix(client: &Client, new_tag: &str, ts: u64) -> Result<PrefixRead> {
+    let tags = client.list_tags()?;
+    let relevant = ordering::relevant(prefix_of(new_tag), ts, &tags);
+    let read = read_tagged(client, relevant)?;
+    let digests = read
+        .iter()
+        .map(|(t, d)| (t.stamped.tag.clone(), d.clone()))
+        .collect();
+    Ok(PrefixRead {
+        tags,
+        existing: read.into_iter().map(|(t, _)| t).collect(),
+        digests,
+    })
+}
+
 /// Checks a push of `commit` at `ts` under `new_tag` against the
 /// repository's timestamp tags of the same prefix (see
 /// [`ordering::check`]); `forced` when the push event rewrote the branch.
 pub fn check_anomaly(
-    client: &Client,
+    read: &PrefixRead,
     ancestry: &Checkout,
     commit: &str,
     ts: u64,
     new_tag: &str,
     forced: Option<&ForcedPush>,
 ) -> Result<Option<Anomaly>> {
-    let tags = client.list_tags()?;
-    let relevant = ordering::relevant(prefix_of(new_tag), ts, &tags);
-    let existing = tagged(client, relevant)?;
-    ordering::check(commit, ts, new_tag, &existing, forced, |a, d| {
+    ordering::check(commit, ts, new_tag, &read.existing, forced, |a, d| {
         ancestry.is_ancestor(a, d)
+    })
+}
+
+/// Which branch (or tag, or pull request) a git ref stands for when two
+/// runs are compared: `refs/pull/N/merge` and `refs/pull/N/head` are the
+/// same pull request. `None` for a pull request's ref compared with a
+/// branch's: the ref names the pull request, not its head branch, so
+/// whether they are one line of commits cannot be told.
+fn same_ref(a: &str, b: &str) -> Option<bool> {
+    let pull = |r: &str| {
+        r.strip_prefix("refs/pull/")
+            .and_then(|rest| rest.split('/').next())
+            .map(str::to_string)
+    };
+    match (pull(a), pull(b)) {
+        (Some(x), Some(y)) => Some(x == y),
+        (None, None) => Some(a == b),
+        _ => None,
+    }
+}
+
+/// The short name of a ref for a prefix: `refs/heads/X` and `refs/tags/X`
+/// give `X`, `refs/pull/N/...` gives `pr-N`.
+fn ref_name(r: &str) -> String {
+    if let Some(rest) = r.strip_prefix("refs/pull/") {
+        return format!("pr-{}", rest.split('/').next().unwrap_or(rest));
+    }
+    r.strip_prefix("refs/heads/")
+        .or_else(|| r.strip_prefix("refs/tags/"))
+        .unwrap_or(r)
+        .to_string()
+}
+
+/// A prefix for `our_ref` that no tag of the repository uses and that is
+/// not `taken`: [`crate::tag::unique_prefix`] of the ref's short name,
+/// else of the whole ref, else either with a number.
+fn free_prefix(our_ref: &str, taken: &str, tags: &[String]) -> String {
+    let used = |p: &str| {
+        p == taken
+            || tags
+                .iter()
+                .any(|t| crate::tag::timestamp_prefix(t) == Some(p) || t.as_str() == p)
+    };
+    let short = ref_name(our_ref);
+    let bases: Vec<String> = [short.as_str(), our_ref.trim_start_matches("refs/")]
+        .iter()
+        .filter_map(|n| crate::tag::unique_prefix(n))
+        .collect();
+    for b in &bases {
+        if !used(b) {
+            return b.clone();
+        }
+    }
+    let base = bases.first().cloned().unwrap_or_else(|| "ref".to_string());
+    let base = &base[..base.len().min(crate::tag::MAX_PREFIX_LEN - 4)];
+    (2..1000)
+        .map(|n| format!("{base}-r{n}"))
+        .find(|p| !used(p))
+        .unwrap_or_else(|| format!("{base}-r1000"))
+}
+
+/// Refuses ([`Error::PrefixShared`]) a push from `our_ref` when the
+/// prefix's newest tag (the one Flux serves) names another commit and its
+/// provenance says another ref published it: the ImagePolicy for the
+/// prefix would follow both refs. Reads the newest tag's provenance
+/// referrers only then (one request; the statement too for a referrer
+/// written before the ref annotation existed). Returns a warning when the
+/// question cannot be answered (the referrers cannot be read); nothing
+/// when this run's ref is unknown, the tag has no provenance, or one ref
+/// is a pull request's and the other a branch's.
+pub fn check_prefix_owner(
+    client: &Client,
+    read: &PrefixRead,
+    commit: &str,
+    new_tag: &str,
+    our_ref: Option<&str>,
+) -> Result<Option<String>> {
+    let Some(ours) = our_ref else {
+        return Ok(None);
+    };
+    let Some(newest) = read
+        .existing
+        .iter()
+        .max_by(|a, b| crate::release::channel::flux_cmp(&a.stamped, &b.stamped))
+    else {
+        return Ok(None);
+    };
+    if newest.stamped.tag == new_tag || newest.revision.as_deref() == Some(commit) {
+        return Ok(None);
+    }
+    let Some(digest) = read.digests.get(&newest.stamped.tag) else {
+        return Ok(None);
+    };
+    let refs = match crate::provenance::refs_of(client, digest) {
+        Ok(r) => r,
+        Err(e) => {
+            return Ok(Some(format!(
+                "could not read which ref published {} (its provenance): {e}; one ImagePolicy follows every \
+                 ref that publishes under one prefix",
+                newest.stamped.tag
+            )));
+        }
+    };
+    if refs.is_empty() || refs.iter().any(|r| same_ref(r, ours) != Some(false)) {
+        return Ok(None);
+    }
+    Err(Error::PrefixShared {
+        tag: format!("{}:{}", client.repository(), newest.stamped.tag),
+        suggestion: free_prefix(ours, prefix_of(new_tag), &read.tags),
+        theirs: refs.join(", "),
+        ours: ours.to_string(),
     })
 }
 
@@ -130,8 +296,10 @@ pub struct BranchReport {
 
 /// Decides, before anything is pushed, whether branch tag `name` may move
 /// to `commit`; a diverged history is refused ([`Error::Rewind`]) unless
-/// `allow_rewind`. After a force-push back to an ancestor (`forced`) the
-/// tag moves back only with `allow_rewind`, and is kept otherwise.
+/// `allow_rewind`. After a force-push (`forced`) that the event proves
+/// dropped the tagged commit, the tag follows the rewritten branch; when
+/// the drop is not proven, it moves back only with `allow_rewind`, and is
+/// kept otherwise.
 pub fn plan_branch(
     client: &Client,
     ancestry: &Checkout,
@@ -147,7 +315,10 @@ pub fn plan_branch(
         forced,
         |a, d| ancestry.is_ancestor(a, d),
     )?;
-    if let BranchMove::Rewound { current } = &plan
+    if let BranchMove::Rewound {
+        current,
+        proven: false,
+    } = &plan
         && !allow_rewind
     {
         return Ok(BranchMove::KeepNewer {
@@ -223,11 +394,17 @@ pub fn move_branch(
             true
         }
     };
+    // Nothing written: no racing run can have been overwritten by this
+    // one, so there is nothing to repair. (Repairing anyway would follow
+    // a tagged descendant that a force-push dropped: after a rewind, a
+    // re-run of the rewound commit's job would move the tag forward to
+    // the dropped commit again.)
+    if !put {
+        return Ok(report);
+    }
     // A racing run's put still in the registry's hands lands within about
     // one put's time: let it, so the read-back below sees it.
-    if put {
-        std::thread::sleep(super::registry::settle(started.elapsed()));
-    }
+    std::thread::sleep(super::registry::settle(started.elapsed()));
     // Read back: a racing run may have moved the tag after us. Ordering
     // here is best effort: a commit pushed by a racing run is often not in
     // this checkout, and without the GitHub API it cannot be ordered; such

@@ -19,8 +19,8 @@
 //!    reporting a digest its tag does not name.
 //!
 //! [`publish`] wraps a push in what a registry target adds around it: the
-//! anomaly check and the guarded branch tag ([`super::guards`]), and the
-//! provenance referrer.
+//! prefix's owner and the anomaly check before tagging, the guarded branch
+//! tag ([`super::guards`]), and the provenance referrer.
 
 use crate::error::{Error, Result};
 use crate::history::{Checkout, CommitInfo};
@@ -233,6 +233,9 @@ pub struct Plan<'a> {
     /// This run follows a force-push of the branch (tells a rewind from a
     /// re-run of an older job).
     pub forced: Option<ForcedPush>,
+    /// The git ref this run builds (`refs/heads/main`), when known: a
+    /// prefix whose newest tag another ref published is refused.
+    pub git_ref: Option<String>,
     /// Provenance after the push.
     pub provenance: Provenance,
 }
@@ -250,18 +253,32 @@ pub struct Published {
     pub warnings: Vec<String>,
 }
 
-/// Publishes as `plan` says to the registry in `opts`: the anomaly check
-/// before tagging, a refused sideways branch-tag move before anything is
-/// pushed, the push, the branch tag, then provenance.
+/// Publishes as `plan` says to the registry in `opts`: before tagging, a
+/// prefix another ref publishes under is refused and the anomaly check
+/// runs; a refused sideways branch-tag move before anything is pushed;
+/// the push, the branch tag, then provenance.
 pub fn publish(opts: &registry::Options, plan: Plan<'_>) -> Result<Published> {
     let client = Client::open(opts)?;
     let mut warnings = Vec::new();
     let mut anomaly = None;
-    // Before tagging: what Flux's numerical policy will make of it.
+    // Before tagging: who else publishes under the prefix, and what Flux's
+    // numerical policy will make of the new tag. One read serves both.
     if let Some((t, c, checkout)) = plan.stamp {
         let ts = u64::try_from(c.timestamp).unwrap_or(0);
-        match guards::check_anomaly(&client, checkout, &c.id, ts, t, plan.forced.as_ref()) {
-            Ok(a) => anomaly = a,
+        match guards::read_prefix(&client, t, ts) {
+            Ok(read) => {
+                if let Some(w) =
+                    guards::check_prefix_owner(&client, &read, &c.id, t, plan.git_ref.as_deref())?
+                {
+                    warnings.push(w);
+                }
+                match guards::check_anomaly(&read, checkout, &c.id, ts, t, plan.forced.as_ref()) {
+                    Ok(a) => anomaly = a,
+                    Err(e) => warnings.push(format!(
+                        "could not check the existing tags for anomalies: {e}"
+                    )),
+                }
+            }
             Err(e) => warnings.push(format!(
                 "could not check the existing tags for anomalies: {e}"
             )),

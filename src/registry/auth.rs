@@ -4,7 +4,11 @@
 //! `auth`, `username`/`password` or `identitytoken`, then `credsStore`),
 //! the way `docker login` leaves it. [`Auth`] holds how each request is
 //! authorized (anonymous, Basic, or a Bearer token from the token flow of
-//! ghcr.io and distribution's `auth: token`, run by `oci-client`).
+//! ghcr.io and distribution's `auth: token`) and where credentials may go:
+//! [`Auth::apply`] authorizes requests to the registry's own origin only,
+//! and [`Auth::realm_allows`] decides whether a token realm the registry
+//! names may receive the credentials ([`Realms`]). `docs/registries.md`
+//! ("Where credentials go") states the rule.
 //!
 //! This module knows nothing of sending requests: the transport runs the
 //! token flow with its retries and renews a token after a 401.
@@ -16,19 +20,36 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use base64::Engine as _;
-use reqwest::RequestBuilder;
+use reqwest::header::{HeaderMap, WWW_AUTHENTICATE};
+use reqwest::{RequestBuilder, Url};
 use serde_json::Value;
 
 use super::name::Repository;
 use crate::error::{Error, Result};
 
-/// A username and a password (or token). `Debug` never shows the password.
+/// A username and a password (or token), and the token realms they may
+/// be sent to. `Debug` never shows the password.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Credentials {
     /// The username (`<token>` for an identity token).
     pub username: String,
     /// The password, personal access token or identity token.
     pub password: String,
+    /// Which token realms may receive them (docker's rule unless they are
+    /// the job token).
+    pub realms: Realms,
+}
+
+impl Credentials {
+    /// `username` and `password`, for the registry and any token realm it
+    /// names (docker's rule).
+    pub fn new(username: impl Into<String>, password: impl Into<String>) -> Credentials {
+        Credentials {
+            username: username.into(),
+            password: password.into(),
+            realms: Realms::Any,
+        }
+    }
 }
 
 impl fmt::Debug for Credentials {
@@ -36,8 +57,112 @@ impl fmt::Debug for Credentials {
         f.debug_struct("Credentials")
             .field("username", &self.username)
             .field("password", &"<redacted>")
+            .field("realms", &self.realms)
             .finish()
     }
+}
+
+/// Where [`Credentials`] may go besides the registry itself: the token
+/// realm (the `realm` of a `WWW-Authenticate: Bearer` challenge) that
+/// trades them for a Bearer token. Requests are only ever authorized for
+/// the registry's own origin; an upload `Location` or a redirect to
+/// another host gets no `Authorization` header.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Realms {
+    /// The realm the registry names, on whatever host: docker's rule
+    /// (Docker Hub's realm is `auth.docker.io`, GitLab's `gitlab.com`).
+    #[default]
+    Any,
+    /// Only a realm on one of these hosts (`HOST` or `HOST:PORT`), over
+    /// HTTPS unless the registry itself is plain HTTP: the job token, which
+    /// only GitHub's hosts may see.
+    Only(Vec<String>),
+}
+
+/// `HOST` or `HOST:PORT` (an explicit, non-default port) of a URL.
+pub(crate) fn host_port(url: &Url) -> String {
+    let host = url.host_str().unwrap_or_default();
+    match url.port() {
+        Some(p) => format!("{host}:{p}"),
+        None => host.to_string(),
+    }
+}
+
+/// A URL as it may be printed: scheme, host, port and path, without user
+/// information, query or fragment (an upload session's `Location` may be
+/// presigned, its query holding `X-Amz-Signature` and `X-Amz-Security-Token`).
+pub(crate) fn shown_url(url: &Url) -> String {
+    format!("{}{}", url.origin().ascii_serialization(), url.path())
+}
+
+/// Whether two URLs reach the same registry: the same origin (scheme,
+/// host, port), with Docker Hub's API hosts taken as one.
+pub(crate) fn same_registry(a: &Url, b: &Url) -> bool {
+    let hub = |u: &Url| {
+        matches!(
+            u.host_str(),
+            Some("index.docker.io" | "registry-1.docker.io")
+        )
+    };
+    a.origin() == b.origin()
+        || (hub(a) && hub(b) && a.scheme() == b.scheme() && a.port() == b.port())
+}
+
+/// A `Bearer` challenge: where to ask for a token.
+pub(crate) struct Challenge {
+    /// The token realm.
+    pub(crate) realm: Url,
+    /// The `service` parameter, passed on to the realm.
+    pub(crate) service: Option<String>,
+}
+
+/// The `Bearer` challenge among a response's `WWW-Authenticate` headers:
+/// `Ok(None)` when there is none (no auth, or Basic: the credentials go to
+/// the registry directly); `Err` when it names no usable realm.
+pub(crate) fn bearer_challenge(
+    headers: &HeaderMap,
+) -> std::result::Result<Option<Challenge>, String> {
+    for value in headers.get_all(WWW_AUTHENTICATE) {
+        let Ok(text) = value.to_str() else {
+            continue;
+        };
+        // Every challenge the parser can read, up to one it cannot.
+        let Some(c) = http_auth::ChallengeParser::new(text)
+            .filter_map(std::result::Result::ok)
+            .find(|c| c.scheme.eq_ignore_ascii_case("bearer"))
+        else {
+            continue;
+        };
+        let param = |name: &str| {
+            c.params
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.to_unescaped())
+        };
+        let Some(realm) = param("realm") else {
+            return Err("its Bearer challenge names no realm".into());
+        };
+        let url = Url::parse(&realm)
+            .ok()
+            .filter(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some())
+            .ok_or_else(|| format!("its token realm {realm:?} is not an http(s) URL"))?;
+        return Ok(Some(Challenge {
+            realm: url,
+            service: param("service"),
+        }));
+    }
+    Ok(None)
+}
+
+/// The token of a token service's answer (`token`, or OAuth 2's
+/// `access_token`).
+pub(crate) fn token_of(body: &[u8]) -> Option<String> {
+    let v: Value = serde_json::from_slice(body).ok()?;
+    ["token", "access_token"]
+        .iter()
+        .filter_map(|k| v.get(*k).and_then(Value::as_str))
+        .find(|t| !t.is_empty())
+        .map(str::to_string)
 }
 
 /// What a client is authenticated for.
@@ -66,11 +191,9 @@ enum Authorization {
 }
 
 /// The authorization state of one session: the credentials it was opened
-/// with, the `oci-client` that runs the token flow, and the header each
-/// request carries.
+/// with and the header each request to the registry carries.
 pub(crate) struct Auth {
     creds: RefCell<Option<Credentials>>,
-    oci: oci_client::Client,
     access: Access,
     current: RefCell<Authorization>,
     /// How often a 401 made us authenticate again.
@@ -78,12 +201,11 @@ pub(crate) struct Auth {
 }
 
 impl Auth {
-    /// An unauthenticated state; [`Auth::token_flow`] then [`Auth::use_token`]
+    /// An unauthenticated state; the token flow then [`Auth::use_token`]
     /// or [`Auth::use_credentials`] settle it.
-    pub(crate) fn new(creds: Option<Credentials>, oci: oci_client::Client, access: Access) -> Auth {
+    pub(crate) fn new(creds: Option<Credentials>, access: Access) -> Auth {
         Auth {
             creds: RefCell::new(creds),
-            oci,
             access,
             current: RefCell::new(Authorization::None),
             renewals: Cell::new(0),
@@ -124,28 +246,46 @@ impl Auth {
         *self.creds.borrow_mut() = Some(creds);
     }
 
-    /// One round of the token flow through `oci-client`: `GET /v2/`, and for
-    /// a Bearer challenge the token request (with Basic credentials when we
-    /// have them). `Ok(None)`: no token needed (anonymous or Basic).
-    pub(crate) async fn token_flow(
+    /// The scope a token is asked for: `repository:NAME:pull` or
+    /// `repository:NAME:pull,push`.
+    pub(crate) fn scope(&self, repo: &Repository) -> String {
+        let actions = match self.access {
+            Access::Pull => "pull",
+            Access::Push => "pull,push",
+        };
+        format!("repository:{}:{actions}", repo.name)
+    }
+
+    /// The credentials for the token request to `realm`, named by the
+    /// registry at `registry` (its API base URL): `Ok(None)` when there are
+    /// none (an anonymous token); `Err` with the hosts they may go to when
+    /// `realm` is not one of them. A realm on the registry's own origin
+    /// always may; another host only under docker's rule ([`Realms::Any`]),
+    /// never for the job token ([`Realms::Only`]) nor on ghcr.io, whose
+    /// token service is its own.
+    pub(crate) fn realm_allows(
         &self,
-        repo: &Repository,
-    ) -> std::result::Result<Option<String>, oci_client::errors::OciDistributionError> {
-        use oci_client::secrets::RegistryAuth;
-        let reference = oci_client::Reference::with_tag(
-            repo.host.clone(),
-            repo.name.clone(),
-            "latest".to_string(),
-        );
-        let auth = match &*self.creds.borrow() {
-            Some(c) => RegistryAuth::Basic(c.username.clone(), c.password.clone()),
-            None => RegistryAuth::Anonymous,
+        realm: &Url,
+        registry: &Url,
+    ) -> std::result::Result<Option<Credentials>, String> {
+        let Some(c) = self.creds.borrow().clone() else {
+            return Ok(None);
         };
-        let op = match self.access {
-            Access::Pull => oci_client::RegistryOperation::Pull,
-            Access::Push => oci_client::RegistryOperation::Push,
+        if same_registry(realm, registry) {
+            return Ok(Some(c));
+        }
+        let hosts = match (&c.realms, registry.host_str()) {
+            (_, Some("ghcr.io")) => vec!["ghcr.io".to_string()],
+            (Realms::Only(hosts), _) => hosts.clone(),
+            (Realms::Any, _) => return Ok(Some(c)),
         };
-        self.oci.auth(&reference, &auth, op).await
+        let secure = realm.scheme() == "https" || registry.scheme() == "http";
+        let host = host_port(realm);
+        if secure && hosts.iter().any(|h| h.eq_ignore_ascii_case(&host)) {
+            Ok(Some(c))
+        } else {
+            Err(hosts.join(", "))
+        }
     }
 
     /// Authorizes requests with a Bearer token.
@@ -161,7 +301,8 @@ impl Auth {
         };
     }
 
-    /// Adds the Authorization header to a request.
+    /// Adds the Authorization header to a request (the transport calls it
+    /// for the registry's own origin only).
     pub(crate) fn apply(&self, rb: RequestBuilder) -> RequestBuilder {
         match &*self.current.borrow() {
             Authorization::None => rb,
@@ -189,14 +330,16 @@ impl Auth {
         }
     }
 
-    /// The token service's refusal, in words (not yet scrubbed).
-    pub(crate) fn refusal(&self, repo: &Repository, reason: &str) -> String {
+    /// The refusal of the token service at `realm`, in words (not yet
+    /// scrubbed).
+    pub(crate) fn refusal(&self, repo: &Repository, realm: &Url, reason: &str) -> String {
         let who = match &*self.creds.borrow() {
             Some(c) => format!("as {}", c.username),
             None => "anonymously".to_string(),
         };
         format!(
-            "the token service refused {} access to {} {who}: {}",
+            "the token service at {} refused {} access to {} {who}: {}",
+            host_port(realm),
             self.access.word(),
             repo.name,
             reason.trim()
@@ -303,16 +446,10 @@ fn from_entry(entry: &Value) -> std::result::Result<Option<Credentials>, String>
             .filter(|v| !v.is_empty())
     };
     if let Some(token) = s("identitytoken") {
-        return Ok(Some(Credentials {
-            username: "<token>".into(),
-            password: token.into(),
-        }));
+        return Ok(Some(Credentials::new("<token>", token)));
     }
     if let (Some(u), Some(p)) = (s("username"), s("password")) {
-        return Ok(Some(Credentials {
-            username: u.into(),
-            password: p.into(),
-        }));
+        return Ok(Some(Credentials::new(u, p)));
     }
     if let Some(auth) = s("auth") {
         let raw = base64::engine::general_purpose::STANDARD
@@ -323,10 +460,7 @@ fn from_entry(entry: &Value) -> std::result::Result<Option<Credentials>, String>
         let (u, p) = text
             .split_once(':')
             .ok_or_else(|| "an \"auth\" entry is not base64 of USER:PASSWORD".to_string())?;
-        return Ok(Some(Credentials {
-            username: u.into(),
-            password: p.into(),
-        }));
+        return Ok(Some(Credentials::new(u, p)));
     }
     Ok(None)
 }
@@ -380,10 +514,7 @@ fn run_helper(helper: &str, server: &str, host: &str) -> Result<Option<Credentia
     if secret.is_empty() {
         return Ok(None);
     }
-    Ok(Some(Credentials {
-        username: username.into(),
-        password: secret.into(),
-    }))
+    Ok(Some(Credentials::new(username, secret)))
 }
 
 #[cfg(test)]
@@ -393,10 +524,7 @@ mod tests {
 
     #[test]
     fn credentials_debug_redacts() {
-        let c = Credentials {
-            username: "u".into(),
-            password: "hunter2".into(),
-        };
+        let c = Credentials::new("u", "hunter2");
         assert!(!format!("{c:?}").contains("hunter2"));
     }
 
@@ -426,6 +554,120 @@ mod tests {
         let pull = auth_hint("ghcr.io", Access::Pull);
         assert!(pull.contains("may pull from ghcr.io"), "{pull}");
         assert!(!pull.contains("push"), "{pull}");
+    }
+
+    fn url(s: &str) -> Url {
+        Url::parse(s).unwrap()
+    }
+
+    fn auth_with(realms: Realms) -> Auth {
+        let c = Credentials {
+            realms,
+            ..Credentials::new("u", "p")
+        };
+        Auth::new(Some(c), Access::Push)
+    }
+
+    #[test]
+    fn challenges_are_parsed_as_the_header_grammar_says() {
+        let mut h = HeaderMap::new();
+        h.append(WWW_AUTHENTICATE, "Basic realm=\"x\"".parse().unwrap());
+        assert!(bearer_challenge(&h).unwrap().is_none());
+        h.append(
+            WWW_AUTHENTICATE,
+            r#"Bearer realm="https://auth.docker.io/token",service="registry.docker.io",scope="repository:a/b:pull,push""#
+                .parse()
+                .unwrap(),
+        );
+        let c = bearer_challenge(&h).unwrap().unwrap();
+        assert_eq!(c.realm.as_str(), "https://auth.docker.io/token");
+        assert_eq!(c.service.as_deref(), Some("registry.docker.io"));
+        let mut bad = HeaderMap::new();
+        bad.insert(WWW_AUTHENTICATE, "Bearer service=\"s\"".parse().unwrap());
+        assert!(bearer_challenge(&bad).is_err());
+        bad.insert(
+            WWW_AUTHENTICATE,
+            "Bearer realm=\"file:///etc/passwd\"".parse().unwrap(),
+        );
+        assert!(bearer_challenge(&bad).is_err());
+        assert_eq!(
+            token_of(br#"{"token":"t","access_token":"a"}"#).as_deref(),
+            Some("t")
+        );
+        assert_eq!(token_of(br#"{"access_token":"a"}"#).as_deref(), Some("a"));
+        assert_eq!(token_of(br#"{"token":""}"#), None);
+    }
+
+    #[test]
+    fn credentials_go_to_the_realms_their_rule_allows() {
+        let registry = url("https://registry.example.com/v2/a/b/");
+        let hub = url("https://auth.docker.io/token");
+        // Docker's rule: the realm the registry names, wherever it is.
+        assert!(
+            auth_with(Realms::Any)
+                .realm_allows(&hub, &registry)
+                .unwrap()
+                .is_some()
+        );
+        // The job token: its own hosts only, over HTTPS.
+        let ghes = url("https://containers.github.acme.com/v2/a/b/");
+        let job = auth_with(Realms::Only(vec![
+            "containers.github.acme.com".into(),
+            "github.acme.com".into(),
+        ]));
+        let own = url("https://containers.github.acme.com/token");
+        assert!(job.realm_allows(&own, &ghes).unwrap().is_some());
+        assert!(
+            job.realm_allows(&url("https://github.acme.com/t"), &ghes)
+                .unwrap()
+                .is_some()
+        );
+        assert!(job.realm_allows(&hub, &ghes).is_err());
+        assert!(
+            job.realm_allows(&url("http://github.acme.com/t"), &ghes)
+                .is_err()
+        );
+        // On ghcr.io, whatever the credentials: ghcr.io's own token service.
+        let ghcr = url("https://ghcr.io/v2/a/b/");
+        let any = auth_with(Realms::Any);
+        assert!(
+            any.realm_allows(&url("https://ghcr.io/token"), &ghcr)
+                .unwrap()
+                .is_some()
+        );
+        assert_eq!(
+            any.realm_allows(&url("https://auth.example.com/token"), &ghcr)
+                .unwrap_err(),
+            "ghcr.io"
+        );
+        // Anonymous: nothing to send, any realm.
+        assert!(
+            Auth::new(None, Access::Pull)
+                .realm_allows(&hub, &ghcr)
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn urls_are_shown_without_query_and_registries_by_origin() {
+        let presigned =
+            url("https://bucket.s3.amazonaws.com/u/1?X-Amz-Signature=abc&X-Amz-Security-Token=t");
+        assert_eq!(shown_url(&presigned), "https://bucket.s3.amazonaws.com/u/1");
+        assert_eq!(host_port(&url("http://127.0.0.2:5000/x")), "127.0.0.2:5000");
+        assert_eq!(host_port(&url("https://ghcr.io:443/x")), "ghcr.io");
+        let reg = url("http://127.0.0.1:5000/v2/a/");
+        assert!(same_registry(
+            &url("http://127.0.0.1:5000/v2/a/blobs/uploads/x?_state=s"),
+            &reg
+        ));
+        assert!(!same_registry(&url("http://127.0.0.2:5000/v2/a/"), &reg));
+        assert!(!same_registry(&url("http://127.0.0.1:5001/v2/a/"), &reg));
+        assert!(!same_registry(&url("https://127.0.0.1:5000/v2/a/"), &reg));
+        assert!(same_registry(
+            &url("https://registry-1.docker.io/v2/a/"),
+            &url("https://index.docker.io/v2/a/")
+        ));
     }
 
     #[test]

@@ -15,9 +15,11 @@
 //! run forever). Where a built image goes, and in which order
 //! (the push), is `crate::publish`'s; see `docs/push.md`.
 //!
-//! Why not `oci-client` for everything: it uploads every blob without a
-//! `HEAD` first, holds layers in memory and has no referrers-tag fallback;
-//! it runs only the token flow here.
+//! Why not `oci-client`: it uploads every blob without a `HEAD` first,
+//! holds layers in memory and has no referrers-tag fallback; and its token
+//! flow sends the credentials to whatever realm a registry names before a
+//! caller can look at it. The token flow here is the spec's two requests
+//! (`transport`), with the challenge parsed by `http-auth`.
 
 pub mod auth;
 pub mod blobs;
@@ -32,7 +34,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::PathBuf;
 
-pub use auth::Credentials;
+pub use auth::{Credentials, Realms};
 pub use blobs::CHUNK_SIZE;
 pub use manifests::{Manifest, PutManifest};
 pub use name::{Repository, check_repository_text, is_loopback, parse_repository};

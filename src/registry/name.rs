@@ -180,7 +180,7 @@ pub fn is_loopback(host: &str) -> bool {
 }
 
 /// The host that serves the registry API: Docker Hub's `docker.io` is
-/// served by `index.docker.io` (as oci-client resolves it for auth).
+/// served by `index.docker.io` (as docker and go-containerregistry resolve it).
 pub(crate) fn api_host(host: &str) -> &str {
     if host == "docker.io" {
         "index.docker.io"

@@ -8,7 +8,13 @@
 //! fetches a new token (at most twice per session). Every error message
 //! passes through [`Transport::scrub`], so neither the password nor a
 //! token reaches output; [`error_chain`] is the one place an error and its
-//! causes become one line.
+//! causes become one line, and a URL in one is shown without its query.
+//!
+//! Credentials stay on their host: a request carries the `Authorization`
+//! header only when it goes to the registry's own origin (an upload
+//! `Location` or a link elsewhere gets none, and reqwest drops the header
+//! on a redirect to another host), and the token flow asks
+//! [`Auth::realm_allows`] before it sends credentials to a token realm.
 
 use std::cell::{Cell, RefCell};
 use std::path::Path;
@@ -17,7 +23,7 @@ use std::time::Duration;
 use reqwest::header;
 use reqwest::{Method, RequestBuilder, Response, StatusCode, Url};
 
-use super::auth::{self, Access, Auth, Credentials};
+use super::auth::{self, Access, Auth, Credentials, host_port, same_registry, shown_url};
 use super::deadline;
 use super::name::{Repository, api_host, is_loopback, repo_hint};
 use crate::error::{Error, Result, error_chain};
@@ -167,11 +173,29 @@ async fn error_body(mut resp: Response) -> (Vec<u8>, Option<String>) {
             Err(e) => {
                 return (
                     body,
-                    Some(format!("the answer broke off: {}", error_chain(&e))),
+                    Some(format!("the answer broke off: {}", reqwest_chain(&e))),
                 );
             }
         }
     }
+}
+
+/// An HTTP error and its causes as one line, its URL shown without query
+/// (a presigned upload URL's query holds a signature and a token).
+fn reqwest_chain(e: &reqwest::Error) -> String {
+    let text = error_chain(e);
+    match e.url() {
+        Some(u) => text.replace(u.as_str(), &shown_url(u)),
+        None => text,
+    }
+}
+
+/// Why one round of the token flow gave no token.
+enum Round {
+    /// A transient failure: worth another round; the error if none is left.
+    Retry(Error),
+    /// A failure that another round cannot mend.
+    Failed(Error),
 }
 
 /// The HTTP client could not be built: in practice, no CA certificates.
@@ -255,7 +279,11 @@ impl Transport {
             // store (hundreds of files, a good part of a small push).
             builder = builder.tls_certs_only(Vec::new());
         }
+        // A redirect to another host (a CDN for a blob) carries neither
+        // the Authorization header (reqwest drops it) nor a Referer naming
+        // the registry URL it came from.
         let http = builder
+            .referer(false)
             .connect_timeout(Duration::from_secs(15))
             .read_timeout(Duration::from_secs(60))
             .user_agent(concat!("settings-image/", env!("CARGO_PKG_VERSION")))
@@ -266,21 +294,7 @@ impl Transport {
             (None, Some(l)) => Some(l.credentials().await?),
             (None, None) => auth::from_docker_config(docker_config, &repo.host)?,
         };
-        // `Client::new` falls back to a default client, which panics when
-        // the system has no CA certificates (a `FROM scratch` image without
-        // a CA bundle): `try_from` reports it instead.
-        let oci = oci_client::Client::try_from(oci_client::client::ClientConfig {
-            protocol: if plain {
-                oci_client::client::ClientProtocol::Http
-            } else {
-                oci_client::client::ClientProtocol::Https
-            },
-            connect_timeout: Some(Duration::from_secs(15)),
-            read_timeout: Some(Duration::from_secs(60)),
-            ..Default::default()
-        })
-        .map_err(|e| no_tls_client(&repo, &e))?;
-        let auth = Auth::new(creds, oci, access);
+        let auth = Auth::new(creds, access);
         let secrets = auth.secrets();
         let t = Transport {
             repo,
@@ -340,7 +354,15 @@ impl Transport {
 
     /// A failed HTTP exchange (no response), with what to check.
     pub(crate) fn http_err(&self, what: &str, e: &reqwest::Error) -> Error {
-        let host = &self.repo.host;
+        // The host that failed: the registry, or where it sent us.
+        let host = match e.url() {
+            Some(u) if !same_registry(u, &self.base) => format!(
+                "{} (where {} sent this request)",
+                host_port(u),
+                self.repo.host
+            ),
+            _ => self.repo.host.clone(),
+        };
         let d = deadline::get();
         let hint = if e.is_timeout() {
             format!(
@@ -373,10 +395,10 @@ impl Transport {
             format!(
                 "no complete answer in time (the per-request deadline is {} s): {}",
                 deadline::secs(d.request),
-                error_chain(e)
+                reqwest_chain(e)
             )
         } else {
-            error_chain(e)
+            reqwest_chain(e)
         };
         Error::Registry {
             reference: self.repo.to_string(),
@@ -386,10 +408,10 @@ impl Transport {
         }
     }
 
-    /// Runs the token flow (see [`Auth::token_flow`]), retrying transient
-    /// failures; Basic challenges keep using the credentials directly.
+    /// Runs the token flow ([`Transport::token_round`]), retrying
+    /// transient failures; Basic challenges keep using the credentials
+    /// directly.
     async fn authenticate(&self) -> Result<()> {
-        use oci_client::errors::OciDistributionError;
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -398,7 +420,7 @@ impl Transport {
                 self.repo.host,
                 self.auth.describe()
             );
-            match self.auth.token_flow(&self.repo).await {
+            match self.token_round().await {
                 Ok(Some(token)) => {
                     self.secrets.borrow_mut().push(token.clone());
                     self.auth.use_token(token);
@@ -408,26 +430,102 @@ impl Transport {
                     self.auth.use_credentials();
                     return Ok(());
                 }
-                Err(OciDistributionError::RequestError(e))
-                    if is_transient_error(&e) && attempt < MAX_ATTEMPTS =>
-                {
+                Err(Round::Retry(_)) if attempt < MAX_ATTEMPTS => {
                     tokio::time::sleep(backoff(attempt)).await;
                 }
-                Err(OciDistributionError::AuthenticationFailure(reason)) => {
-                    return Err(Error::Auth {
-                        host: self.repo.host.clone(),
-                        message: self.scrub(self.auth.refusal(&self.repo, &reason)),
-                        hint: auth::auth_hint(&self.repo.host, self.auth.access()),
-                    });
-                }
-                Err(OciDistributionError::RequestError(e)) => {
-                    return Err(self.http_err("contacting the registry", &e));
-                }
-                Err(e) => {
-                    return Err(self.registry_err("contacting the registry", e.to_string()));
-                }
+                Err(Round::Retry(e) | Round::Failed(e)) => return Err(e),
             }
         }
+    }
+
+    /// One round of the token flow of the distribution spec's token
+    /// authentication: `GET /v2/` without credentials; for a `Bearer`
+    /// challenge, `GET REALM?scope=...&service=...` with the credentials as
+    /// Basic when [`Auth::realm_allows`] lets them go to that realm (else
+    /// nothing is sent there). `Ok(None)`: no token needed (anonymous or
+    /// Basic).
+    async fn token_round(&self) -> std::result::Result<Option<String>, Round> {
+        let what = "contacting the registry";
+        let sent = |r: reqwest::Result<Response>| {
+            r.map_err(|e| {
+                let err = self.http_err(what, &e);
+                if is_transient_error(&e) {
+                    Round::Retry(err)
+                } else {
+                    Round::Failed(err)
+                }
+            })
+        };
+        let ping = self.url("/v2/").map_err(Round::Failed)?;
+        let timeout = deadline::get().request;
+        let resp = sent(self.http.get(ping).timeout(timeout).send().await)?;
+        let challenge = auth::bearer_challenge(resp.headers()).map_err(|m| {
+            Round::Failed(self.registry_err(what, format!("the registry's challenge: {m}")))
+        })?;
+        drop(resp);
+        let Some(challenge) = challenge else {
+            return Ok(None);
+        };
+        let realm = challenge.realm;
+        let creds = self.auth.realm_allows(&realm, &self.base).map_err(|hosts| {
+            Round::Failed(Error::Auth {
+                host: self.repo.host.clone(),
+                message: format!(
+                    "the registry names the token realm {}, on {}; these credentials only go to a \
+                     token service on {hosts}, so nothing was sent there",
+                    shown_url(&realm),
+                    host_port(&realm)
+                ),
+                hint: format!(
+                    "{} should name its own token service: check that {} is the registry meant and \
+                     that no proxy rewrites its answers",
+                    self.repo.host, self.repo.host
+                ),
+            })
+        })?;
+        let mut url = realm.clone();
+        url.query_pairs_mut()
+            .append_pair("scope", &self.auth.scope(&self.repo));
+        if let Some(service) = &challenge.service {
+            url.query_pairs_mut().append_pair("service", service);
+        }
+        let mut rb = self.http.get(url).timeout(timeout);
+        if let Some(c) = &creds {
+            rb = rb.basic_auth(&c.username, Some(&c.password));
+        }
+        let resp = sent(rb.send().await)?;
+        let status = resp.status();
+        if status != StatusCode::OK {
+            let transient = is_transient_status(status);
+            let (body, cut) = error_body(resp).await;
+            let mut reason = describe(status, &body);
+            if let Some(cut) = cut {
+                reason = format!("{reason} ({cut})");
+            }
+            let err = Error::Auth {
+                host: self.repo.host.clone(),
+                message: self.scrub(self.auth.refusal(&self.repo, &realm, &reason)),
+                hint: auth::auth_hint(&self.repo.host, self.auth.access()),
+            };
+            return Err(if transient {
+                Round::Retry(err)
+            } else {
+                Round::Failed(err)
+            });
+        }
+        let body = self
+            .small_body(what, resp, "token answer")
+            .await
+            .map_err(Round::Failed)?;
+        auth::token_of(&body).map(Some).ok_or_else(|| {
+            Round::Failed(self.registry_err(
+                what,
+                format!(
+                    "the token service at {} answered without a token",
+                    host_port(&realm)
+                ),
+            ))
+        })
     }
 
     /// After a 401 with a Bearer token (expired during a long push): gets a
@@ -465,11 +563,9 @@ impl Transport {
         }
         let (url, status) = match sent {
             Ok(r) => (Some(r.url()), r.status().to_string()),
-            Err(e) => (e.url(), format!("failed: {}", error_chain(e))),
+            Err(e) => (e.url(), format!("failed: {}", reqwest_chain(e))),
         };
-        let url = url
-            .map(|u| format!("{}{}", u.origin().ascii_serialization(), u.path()))
-            .unwrap_or_default();
+        let url = url.map(shown_url).unwrap_or_default();
         log::debug!(
             "registry: {what}: {url} -> {status}{}",
             if attempt > 1 {
@@ -487,12 +583,23 @@ impl Transport {
             .map_err(|e| self.registry_err("building a URL", e.to_string()))
     }
 
-    /// A request with the current authorization and the per-request
-    /// deadline (an upload sets a longer one for its body).
+    /// A request with the per-request deadline (an upload sets a longer
+    /// one for its body), and the current authorization when it goes to the
+    /// registry itself: an upload `Location` or a `Link` on another host
+    /// gets none.
     pub(crate) fn request(&self, method: Method, url: Url) -> RequestBuilder {
-        self.auth
-            .apply(self.http.request(method, url))
-            .timeout(deadline::get().request)
+        let ours = same_registry(&url, &self.base);
+        let rb = self
+            .http
+            .request(method, url)
+            .timeout(deadline::get().request);
+        if ours { self.auth.apply(rb) } else { rb }
+    }
+
+    /// Whether a response came from the registry itself (not from a host
+    /// it sent us to): only then is a 401 about our credentials.
+    fn ours(&self, resp: &Response) -> bool {
+        same_registry(resp.url(), &self.base)
     }
 
     /// Sends a request built by `make`, retrying transient failures when
@@ -517,7 +624,7 @@ impl Transport {
                     drop(resp);
                     tokio::time::sleep(wait).await;
                 }
-                Ok(resp) if can_retry && self.renew(resp.status()).await? => {}
+                Ok(resp) if can_retry && self.ours(&resp) && self.renew(resp.status()).await? => {}
                 Ok(resp) => return Ok(resp),
                 Err(e) if can_retry && is_transient_error(&e) => {
                     tokio::time::sleep(backoff(attempt)).await;
@@ -541,7 +648,7 @@ impl Transport {
         self.debug_response(what, 1, &sent);
         match sent {
             Ok(resp) if resp.status() == expect => Ok(Attempt::Done(resp)),
-            Ok(resp) if self.renew(resp.status()).await? => {
+            Ok(resp) if self.ours(&resp) && self.renew(resp.status()).await? => {
                 // A new token: start the operation over.
                 Ok(Attempt::Retry {
                     error: self.fail(what, resp).await,
@@ -567,10 +674,30 @@ impl Transport {
     /// Turns a response with an unexpected status into an error.
     pub(crate) async fn fail(&self, what: &str, resp: Response) -> Error {
         let status = resp.status();
+        let url = resp.url().clone();
         let (body, cut) = error_body(resp).await;
         let mut message = describe(status, &body);
         if let Some(cut) = cut {
             message = format!("{message} ({cut})");
+        }
+        if !same_registry(&url, &self.base) {
+            // An upload location or a redirect target: another host, which
+            // got no credentials from us.
+            let host = host_port(&url);
+            let registry = &self.repo.host;
+            return Error::Registry {
+                reference: self.repo.to_string(),
+                what: what.to_string(),
+                message: self.scrub(format!(
+                    "{host}, where {registry} sent this request, answered {message}"
+                )),
+                hint: Some(format!(
+                    "{registry} handed this request to {host} (an upload location or a redirect); \
+                     credentials are only ever sent to {registry} itself, as docker does, so {host} \
+                     must accept the request as it is (a presigned URL) or the registry's storage \
+                     set-up is at fault"
+                )),
+            };
         }
         if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
             return Error::Auth {
@@ -638,16 +765,30 @@ impl Transport {
         Ok(body)
     }
 
-    /// The `Location` header, resolved against the request URL.
+    /// The `Location` header, resolved against the request URL. Its query
+    /// values (a presigned URL's signature and token) become secrets: no
+    /// message shows them.
     pub(crate) fn location(&self, what: &str, resp: &Response) -> Result<Url> {
         let loc = resp
             .headers()
             .get(header::LOCATION)
             .and_then(|v| v.to_str().ok())
             .ok_or_else(|| self.registry_err(what, "the registry sent no Location header"))?;
-        resp.url()
-            .join(loc)
-            .map_err(|e| self.registry_err(what, format!("bad Location {loc:?}: {e}")))
+        let url = resp.url().join(loc).map_err(|e| {
+            let shown = loc.split(['?', '#']).next().unwrap_or_default();
+            self.registry_err(what, format!("bad Location {shown:?}: {e}"))
+        })?;
+        let raw = url.query().unwrap_or_default().split('&');
+        let values = raw
+            .filter_map(|kv| kv.split_once('=').map(|(_, v)| v.to_string()))
+            .chain(url.query_pairs().map(|(_, v)| v.into_owned()));
+        let mut secrets = self.secrets.borrow_mut();
+        for v in values {
+            if v.len() >= 16 && !secrets.contains(&v) {
+                secrets.push(v);
+            }
+        }
+        Ok(url)
     }
 }
 

@@ -1,8 +1,14 @@
 //! Timestamp tags as Flux orders them, and the promotion decision.
 //!
 //! Flux's numerical policy filters tags with `^PREFIX-(?P<ts>[0-9]+)-[0-9a-f]{7}$`,
-//! parses `ts` as a number and takes the highest. [`highest`] does exactly
-//! that, so what we promote is what Flux would pick.
+//! parses `ts` as a number and takes the highest. On equal numbers it
+//! serves the alphabetically smallest tag: image-reflector-controller
+//! (v1.0.0 and later) stores a repository's tags sorted descending as text,
+//! and its regex filter keeps, for an equal extracted value, the tag that
+//! comes later in that order. [`flux_cmp`] is that order and [`highest`]
+//! the pick, so what we promote is what Flux serves.
+
+use std::cmp::Ordering;
 
 use super::policy::Gate;
 
@@ -14,13 +20,40 @@ pub fn parse(prefix: &str, tag: &str) -> Option<Stamped> {
     crate::tag::parse_timestamp_tag(prefix, tag)
 }
 
-/// The tag Flux's numerical policy picks among `tags` for `prefix`: the
-/// highest timestamp. Among equal timestamps Flux's choice is not defined;
-/// we take the highest tag string so the answer is at least stable.
+/// Flux's order of two timestamp tags: `Greater` when Flux serves `a`
+/// over `b`. The higher time wins; on equal times the alphabetically
+/// smaller `<sha7>` (for one prefix, the smaller tag) wins. Tags of two
+/// prefixes with the same time and commit compare equal (a channel tag and
+/// its candidate).
+pub fn flux_cmp(a: &Stamped, b: &Stamped) -> Ordering {
+    a.ts.cmp(&b.ts).then_with(|| b.sha7.cmp(&a.sha7))
+}
+
+/// The tag Flux's numerical policy serves among `tags` for `prefix`: the
+/// highest timestamp, and on equal timestamps the alphabetically smallest
+/// tag ([`flux_cmp`]).
 pub fn highest<'a>(prefix: &str, tags: impl IntoIterator<Item = &'a String>) -> Option<Stamped> {
     tags.into_iter()
         .filter_map(|t| parse(prefix, t))
-        .max_by(|a, b| a.ts.cmp(&b.ts).then_with(|| a.tag.cmp(&b.tag)))
+        .max_by(flux_cmp)
+}
+
+/// The tags of `prefix` with the same timestamp as `pick` (Flux's pick),
+/// smallest first, when there is more than one: the tie Flux broke.
+pub fn tied<'a>(
+    prefix: &str,
+    pick: &Stamped,
+    tags: impl IntoIterator<Item = &'a String>,
+) -> Vec<String> {
+    let mut same: Vec<String> = tags
+        .into_iter()
+        .filter_map(|t| parse(prefix, t))
+        .filter(|s| s.ts == pick.ts)
+        .map(|s| s.tag)
+        .collect();
+    same.sort();
+    same.dedup();
+    if same.len() > 1 { same } else { Vec::new() }
 }
 
 /// The kind of a [`Decision`], as `--json` and the action's `decision`
@@ -101,8 +134,11 @@ pub fn decide(from: &str, to: &str, tags: &[String], gate: &Gate, force: Option<
     let Some(candidate) = highest(from, tags) else {
         return Decision::NoCandidate;
     };
+    // Up to date when Flux, following the channel, already serves the
+    // candidate or a tag it orders after it (a same-second tag that sorts
+    // first counts: Flux would not move from it to the candidate).
     if let Some(current) = highest(to, tags)
-        && current.ts >= candidate.ts
+        && flux_cmp(&current, &candidate) != Ordering::Less
     {
         return Decision::UpToDate { candidate, current };
     }
@@ -158,6 +194,26 @@ mod tests {
         assert!(parse("main", "mainx-17-abcdef0").is_none());
         assert!(parse("main", "feature-main-17-abcdef0").is_none());
         assert!(parse("main", "main--abcdef0").is_none());
+        // Equal times: the alphabetically smallest tag, in any listing order.
+        for order in [
+            ["main-7-ccccccc", "main-7-bbbbbbb", "main-7-ddddddd"],
+            ["main-7-ddddddd", "main-7-bbbbbbb", "main-7-ccccccc"],
+        ] {
+            let h = highest("main", &tags(&order)).unwrap();
+            assert_eq!(h.tag, "main-7-bbbbbbb");
+            assert_eq!(
+                tied("main", &h, &tags(&order)),
+                ["main-7-bbbbbbb", "main-7-ccccccc", "main-7-ddddddd"]
+            );
+        }
+        assert!(
+            tied(
+                "main",
+                &highest("main", &tags(&["main-1-aaaaaaa"])).unwrap(),
+                &tags(&["main-1-aaaaaaa"])
+            )
+            .is_empty()
+        );
         // Numbers, not strings: 9 < 10.
         let h = highest(
             "main",
@@ -195,6 +251,23 @@ mod tests {
         let t = tags(&["main-10-aaaaaaa", "prod-20-bbbbbbb"]);
         assert_eq!(
             decide("main", "prod", &t, &gate(true), Some("x")).kind(),
+            DecisionKind::UpToDate
+        );
+        // A same-second candidate that sorts first is what Flux serves on
+        // the prefix: promoted, and then the channel serves it too.
+        let t = tags(&["main-20-ccccccc", "main-20-bbbbbbb", "prod-20-ccccccc"]);
+        match decide("main", "prod", &t, &gate(true), None) {
+            Decision::Promote { channel_tag, .. } => assert_eq!(channel_tag, "prod-20-bbbbbbb"),
+            d => panic!("{d:?}"),
+        }
+        let t = tags(&[
+            "main-20-ccccccc",
+            "main-20-bbbbbbb",
+            "prod-20-bbbbbbb",
+            "prod-20-ccccccc",
+        ]);
+        assert_eq!(
+            decide("main", "prod", &t, &gate(true), None).kind(),
             DecisionKind::UpToDate
         );
         assert_eq!(

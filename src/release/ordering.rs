@@ -36,7 +36,8 @@ pub struct Tagged {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum AnomalyKind {
-    /// Another tag has the same timestamp and a different commit.
+    /// Another tag has the same timestamp and a different commit: Flux
+    /// serves the alphabetically smallest of them.
     SameTimestamp,
     /// The new timestamp is lower than that of a tagged ancestor.
     BackwardsTimestamp,
@@ -82,6 +83,18 @@ pub struct ForcedPush {
 }
 
 impl ForcedPush {
+    /// Whether the push event proves that the force-push dropped `commit`:
+    /// it is `before`, or ancestry shows it is one of `before`'s ancestors.
+    /// Unlike [`Self::dropped`], an unanswered ancestry question proves
+    /// nothing.
+    fn proves_dropped(
+        &self,
+        commit: &str,
+        is_ancestor: &mut impl FnMut(&str, &str) -> Result<bool>,
+    ) -> bool {
+        commit == self.before || is_ancestor(commit, &self.before).unwrap_or(false)
+    }
+
     /// Whether the force-push dropped `commit` from the branch: it is
     /// `before` or one of its ancestors (and, as the callers ask only about
     /// commits that descend strictly from the new head, not on the branch
@@ -119,7 +132,7 @@ pub fn relevant<'a>(
     {
         out.push(n);
     }
-    out.sort_by(|a, b| b.ts.cmp(&a.ts).then_with(|| b.tag.cmp(&a.tag)));
+    out.sort_by(|a, b| channel::flux_cmp(b, a));
     out
 }
 
@@ -144,14 +157,11 @@ pub fn check(
         .iter()
         .filter(|t| t.stamped.tag != new_tag && t.revision.as_deref() != Some(commit))
         .collect();
-    // (c) The newest tagged commit descends from this one: a re-run, or
-    // a force-push back to an ancestor.
-    let newest = existing.iter().max_by(|a, b| {
-        a.stamped
-            .ts
-            .cmp(&b.stamped.ts)
-            .then_with(|| a.stamped.tag.cmp(&b.stamped.tag))
-    });
+    // (c) The newest tagged commit (the tag Flux serves) descends from
+    // this one: a re-run, or a force-push back to an ancestor.
+    let newest = existing
+        .iter()
+        .max_by(|a, b| channel::flux_cmp(&a.stamped, &b.stamped));
     if let Some(n) = newest
         && n.stamped.tag != new_tag
         && let Some(rev) = &n.revision
@@ -184,7 +194,7 @@ pub fn check(
             message: format!(
                 "commit {} is an ancestor of {rev}, already published as {}: this is a re-run of an older job \
                  (or its first run after a newer commit was published); {new_tag} names the same content as before \
-                 and Flux keeps {}",
+                 and Flux keeps serving {}",
                 short(commit),
                 n.stamped.tag,
                 n.stamped.tag
@@ -205,13 +215,15 @@ pub fn check(
                 kind: AnomalyKind::BackwardsTimestamp,
                 message: format!(
                     "the committer time of {} ({ts}) is lower than that of its ancestor {} ({}): \
-                     Flux's numerical policy ignores {new_tag} until a later commit. The committer clock was \
-                     behind, or history was rewritten (a rebase with --committer-date-is-author-date). \
-                     Fix: commit one more change to the folder with a correct clock (an empty commit does not \
-                     count; edit a comment in a settings file), or merge through GitHub, which stamps the time itself",
+                     Flux's numerical policy keeps serving {} and ignores {new_tag} until a later commit. The \
+                     committer clock was behind, or history was rewritten (a rebase with \
+                     --committer-date-is-author-date). Fix: commit one more change to the folder with a correct \
+                     clock (an empty commit does not count; edit a comment in a settings file), or merge through \
+                     GitHub, which stamps the time itself",
                     short(commit),
                     t.stamped.tag,
-                    t.stamped.ts
+                    t.stamped.ts,
+                    newest.map_or(t.stamped.tag.as_str(), |n| n.stamped.tag.as_str()),
                 ),
                 other_tag: t.stamped.tag.clone(),
             }));
@@ -249,23 +261,52 @@ pub fn check(
             other_tag: n.stamped.tag.clone(),
         }));
     }
-    // (a) The same second, another commit.
+    // (a) The same second, another commit: Flux serves the alphabetically
+    // smallest of the tags with that time (every other tag is lower here).
     let sha7 = commit.get(..7).unwrap_or(commit);
-    if let Some(t) = others
+    let same: Vec<&&Tagged> = others
         .iter()
-        .find(|t| t.stamped.ts == ts && t.stamped.sha7 != sha7)
-    {
+        .filter(|t| t.stamped.ts == ts && t.stamped.sha7 != sha7)
+        .collect();
+    let Some(smallest) = same.iter().min_by(|a, b| a.stamped.tag.cmp(&b.stamped.tag)) else {
+        return Ok(None);
+    };
+    let settle = "It settles with the next commit that changes the folder in a later second (an empty commit \
+                  does not count; edit a comment in a settings file)";
+    let rule = "on equal timestamps Flux serves the alphabetically smallest tag";
+    if new_tag < smallest.stamped.tag.as_str() {
+        let names: Vec<&str> = same.iter().map(|t| t.stamped.tag.as_str()).collect();
         return Ok(Some(Anomaly {
             kind: AnomalyKind::SameTimestamp,
             message: format!(
-                "{} has the same timestamp ({ts}) as {new_tag} but another commit: Flux's numerical policy \
-                 may pick either until the next commit that changes the folder",
-                t.stamped.tag
+                "{} {} the same timestamp ({ts}) as {new_tag} but another commit: {rule}, so Flux serves {new_tag}, \
+                 this commit, whatever order the registry lists them in. {settle}",
+                names.join(", "),
+                if names.len() == 1 { "has" } else { "have" },
             ),
-            other_tag: t.stamped.tag.clone(),
+            other_tag: smallest.stamped.tag.clone(),
         }));
     }
-    Ok(None)
+    let served = &smallest.stamped;
+    let newer = match &smallest.revision {
+        Some(rev) => match is_ancestor(rev, commit) {
+            Ok(true) => format!(
+                " This commit is the newer one (it descends from {}): Flux keeps serving the older content.",
+                short(rev)
+            ),
+            _ => String::new(),
+        },
+        None => String::new(),
+    };
+    Ok(Some(Anomaly {
+        kind: AnomalyKind::SameTimestamp,
+        message: format!(
+            "{} has the same timestamp ({ts}) as {new_tag} but another commit: {rule}, so Flux serves {}, not \
+             this commit, whose {sha7} sorts after {}.{newer} {settle}",
+            served.tag, served.tag, served.sha7,
+        ),
+        other_tag: served.tag.clone(),
+    }))
 }
 
 fn short(id: &str) -> &str {
@@ -287,12 +328,17 @@ pub enum BranchMove {
         /// The commit the tag records.
         current: String,
     },
-    /// The new commit is an ancestor of the tagged one, and a force-push
-    /// dropped the tagged one from the branch: the tag moves back only
-    /// when rewinding is allowed (else it is kept, as [`Self::KeepNewer`]).
+    /// A force-push dropped the tagged commit from the branch, and the new
+    /// commit is an ancestor of it or on the rewritten line. When the push
+    /// event proves the drop (`proven`: the tagged commit is `before` or
+    /// one of its ancestors) the tag follows the rewritten branch; else it
+    /// moves only when rewinding is allowed (and is kept, as
+    /// [`Self::KeepNewer`], or refused, as [`Self::Diverged`], otherwise).
     Rewound {
         /// The commit the tag records, no longer on the branch.
         current: String,
+        /// The push event proves the force-push dropped `current`.
+        proven: bool,
     },
     /// Neither descends from the other (history was rewritten), or the
     /// tagged image records no commit: refused unless rewinding is allowed.
@@ -329,9 +375,20 @@ pub fn branch_move(
         if let Some(f) = forced
             && f.dropped(&current, &mut is_ancestor)
         {
-            return Ok(BranchMove::Rewound { current });
+            let proven = f.proves_dropped(&current, &mut is_ancestor);
+            return Ok(BranchMove::Rewound { current, proven });
         }
         return Ok(BranchMove::KeepNewer { current });
+    }
+    // A new line of commits: the tag follows it when the event proves the
+    // force-push dropped the tagged commit.
+    if let Some(f) = forced
+        && f.proves_dropped(current, &mut is_ancestor)
+    {
+        return Ok(BranchMove::Rewound {
+            current: current.to_string(),
+            proven: true,
+        });
     }
     Ok(BranchMove::Diverged {
         current: Some(current.to_string()),
@@ -422,11 +479,36 @@ mod tests {
             .unwrap();
         assert_eq!(a.kind, AnomalyKind::BackwardsTimestamp);
         assert!(a.message.contains("--committer-date-is-author-date"));
+        // Same second, 3 descends from 2, and "3000000" sorts after
+        // "2000000": Flux keeps serving 2's tag, and the text says so.
         let a = check(&id(3), 200, "main-200-3000000", &existing, None, linear)
             .unwrap()
             .unwrap();
         assert_eq!(a.kind, AnomalyKind::SameTimestamp);
         assert_eq!(a.other_tag, "main-200-2000000");
+        assert!(
+            a.message
+                .contains("Flux serves main-200-2000000, not this commit"),
+            "{}",
+            a.message
+        );
+        assert!(a.message.contains("the newer one"), "{}", a.message);
+        assert!(!a.message.contains("either"), "{}", a.message);
+        // The other way round (commits on two lines): this commit's tag
+        // sorts first, Flux serves it.
+        let existing = [tagged(200, 3)];
+        let a = check(&id(2), 200, "main-200-2000000", &existing, None, |_, _| {
+            Ok(false)
+        })
+        .unwrap()
+        .unwrap();
+        assert_eq!(a.kind, AnomalyKind::SameTimestamp);
+        assert!(
+            a.message
+                .contains("Flux serves main-200-2000000, this commit"),
+            "{}",
+            a.message
+        );
     }
 
     /// History 1 -> 2 -> 3 (dropped by a force-push back to 2 or to the
@@ -532,7 +614,42 @@ mod tests {
         let forced = ForcedPush { before: id(3) };
         assert_eq!(
             branch_move(&id(2), Some(Some(&id(3))), Some(&forced), forked).unwrap(),
-            BranchMove::Rewound { current: id(3) }
+            BranchMove::Rewound {
+                current: id(3),
+                proven: true
+            }
+        );
+        // `before` cannot be ordered against the tagged 3 (gone from the
+        // clone, no API): taken as dropped, but not proven, so it takes
+        // --allow-rewind.
+        let other = ForcedPush { before: id(6) };
+        let unknown = |a: &str, d: &str| {
+            if d == id(6) {
+                Err(crate::error::Error::input("cannot tell", None))
+            } else {
+                forked(a, d)
+            }
+        };
+        assert_eq!(
+            branch_move(&id(2), Some(Some(&id(3))), Some(&other), unknown).unwrap(),
+            BranchMove::Rewound {
+                current: id(3),
+                proven: false
+            }
+        );
+        // A new line (4) after a force-push that dropped 3: it follows.
+        assert_eq!(
+            branch_move(&id(4), Some(Some(&id(3))), Some(&forced), forked).unwrap(),
+            BranchMove::Rewound {
+                current: id(3),
+                proven: true
+            }
+        );
+        assert_eq!(
+            branch_move(&id(4), Some(Some(&id(3))), None, forked).unwrap(),
+            BranchMove::Diverged {
+                current: Some(id(3))
+            }
         );
         // The tag names 4, pushed after the rewind: a re-run keeps it.
         assert_eq!(

@@ -47,6 +47,9 @@ pub enum Auth {
     Basic { user: String, password: String },
     /// Bearer tokens from the given token server.
     Token(Arc<TokenServer>),
+    /// Bearer tokens from the given token server, at the realm URL given
+    /// (a host name a test proxy maps to the token server).
+    TokenAt(Arc<TokenServer>, String),
 }
 
 /// A running `docker-registry`; killed on drop.
@@ -79,13 +82,8 @@ impl Registry {
                     path.display()
                 )
             }
-            Auth::Token(ts) => format!(
-                "auth:\n  token:\n    realm: http://127.0.0.1:{}/token\n    service: {}\n    issuer: {}\n    rootcertbundle: {}\n",
-                ts.port,
-                TokenServer::SERVICE,
-                TokenServer::ISSUER,
-                ts.cert.display()
-            ),
+            Auth::Token(ts) => ts.auth_yaml(&format!("http://127.0.0.1:{}/token", ts.port)),
+            Auth::TokenAt(ts, realm) => ts.auth_yaml(realm),
         };
         let config = format!(
             "version: 0.1\nlog:\n  level: info\n  accesslog:\n    disabled: false\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n{auth_yaml}",
@@ -291,6 +289,16 @@ impl TokenServer {
             }
         });
         ts
+    }
+
+    /// The registry's `auth: token` section, with `realm`.
+    fn auth_yaml(&self, realm: &str) -> String {
+        format!(
+            "auth:\n  token:\n    realm: {realm}\n    service: {}\n    issuer: {}\n    rootcertbundle: {}\n",
+            Self::SERVICE,
+            Self::ISSUER,
+            self.cert.display()
+        )
     }
 
     fn sign(&self, input: &str) -> Vec<u8> {
@@ -831,6 +839,7 @@ pub struct Stub {
     pub port: u16,
     /// Every request seen.
     pub seen: Arc<Mutex<Vec<Request>>>,
+    ip: &'static str,
 }
 
 type Answer = dyn Fn(&Head, &mut TcpStream) -> bool + Send + Sync;
@@ -838,7 +847,16 @@ type Answer = dyn Fn(&Head, &mut TcpStream) -> bool + Send + Sync;
 impl Stub {
     /// Starts serving with `answer`.
     pub fn start(answer: impl Fn(&Head, &mut TcpStream) -> bool + Send + Sync + 'static) -> Stub {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        Self::start_on("127.0.0.1", answer)
+    }
+
+    /// Starts serving with `answer` on `ip` (`127.0.0.2` is another host
+    /// than `127.0.0.1` to a client).
+    pub fn start_on(
+        ip: &'static str,
+        answer: impl Fn(&Head, &mut TcpStream) -> bool + Send + Sync + 'static,
+    ) -> Stub {
+        let listener = TcpListener::bind((ip, 0)).unwrap();
         let port = listener.local_addr().unwrap().port();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let answer: Arc<Answer> = Arc::new(answer);
@@ -867,12 +885,12 @@ impl Stub {
                 });
             }
         });
-        Stub { port, seen }
+        Stub { port, seen, ip }
     }
 
-    /// `127.0.0.1:PORT`.
+    /// `IP:PORT`.
     pub fn host(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        format!("{}:{}", self.ip, self.port)
     }
 }
 

@@ -9,6 +9,15 @@ robot federation and JFrog's OIDC token endpoint. Every other path is
 proxied to the real distribution registry (`upstream`), so the credentials
 an exchange hands out authenticate a real push.
 
+Two hostile turns a test can ask for: `away` (a list of route prefixes, in
+the config or, read on every request, in the JSON file `away_file`) answers
+those routes with a 307 redirect to the same path on another host,
+127.0.0.2, whose server logs everything it receives (route `elsewhere`);
+and `hosts` makes the stub an HTTP proxy for named hosts: a request in
+absolute form (`GET http://ghcr.io/v2/`) is logged (route `host`, with its
+Authorization) and passed to the upstream `hosts` maps `HOST/PATH` or
+`HOST` to, so a test can play ghcr.io and a foreign token service.
+
 Each endpoint checks the request as the real service documents it (method,
 path, grant type, fields) and verifies the ID token the way a provider
 does: RS256 signature against the issuer's JWKS (recomputed here with
@@ -135,6 +144,15 @@ class Stub:
         self.lock = threading.Lock()
         self.counts = {}
 
+    def away(self):
+        """The route prefixes answered with a redirect to the other host."""
+        path = self.cfg.get("away_file")
+        try:
+            with open(path) as f:
+                return json.load(f)
+        except (TypeError, OSError):
+            return self.cfg.get("away", [])
+
     def log(self, entry):
         with self.lock:
             with open(self.cfg["log"], "a") as f:
@@ -214,8 +232,18 @@ class Handler(BaseHTTPRequestHandler):
             raise Refusal(status, body, ctype)
 
     def dispatch(self):
-        path = urllib.parse.urlsplit(self.path).path
+        split = urllib.parse.urlsplit(self.path)
+        if split.scheme and split.netloc:
+            return self.as_host(split)
+        path = split.path
         cfg = self.stub.cfg
+        for prefix in self.stub.away():
+            if path == prefix or (prefix.endswith("/") and path.startswith(prefix)):
+                self.body()
+                self.stub.log({"route": "away", "path": path})
+                location = "http://%s%s" % (self.stub.elsewhere, self.path)
+                self.answer(307, "", "text/plain", extra=[("Location", location)])
+                return
         if path.startswith("/hang/"):
             self.body()
             time.sleep(cfg.get("hang_seconds", 120))
@@ -246,14 +274,27 @@ class Handler(BaseHTTPRequestHandler):
 
     do_GET = do_POST = do_PUT = do_PATCH = do_HEAD = do_DELETE = lambda self: self.dispatch()
 
-    def proxy(self):
+    def as_host(self, split):
+        """A request sent through this stub as a proxy: for the host in its URL."""
+        host = split.netloc
+        hosts = self.stub.cfg.get("hosts", {})
+        self.stub.log({"route": "host", "host": host, "method": self.command, "path": split.path, "authorization": self.headers.get("Authorization", "")})
+        upstream = hosts.get(host + split.path) or hosts.get(host)
+        if upstream is None:
+            self.body()
+            self.answer(502, {"message": "no such host here"})
+            return
+        self.proxy(upstream, split.path + ("?" + split.query if split.query else ""))
+
+    def proxy(self, upstream=None, target=None):
         body = self.body()
-        self.stub.log({"route": "proxy", "method": self.command, "authorization": self.headers.get("Authorization", "")})
-        conn = http.client.HTTPConnection(self.stub.cfg["upstream"], timeout=60)
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("transfer-encoding", "connection")}
+        if upstream is None:
+            self.stub.log({"route": "proxy", "method": self.command, "authorization": self.headers.get("Authorization", "")})
+        conn = http.client.HTTPConnection(upstream or self.stub.cfg["upstream"], timeout=60)
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("transfer-encoding", "connection", "proxy-connection")}
         if body or self.command in ("PUT", "PATCH", "POST"):
             headers["Content-Length"] = str(len(body))
-        conn.request(self.command, self.path, body=body, headers=headers)
+        conn.request(self.command, target or self.path, body=body, headers=headers)
         resp = conn.getresponse()
         data = resp.read()
         self.send_response(resp.status)
@@ -495,6 +536,8 @@ class Handler(BaseHTTPRequestHandler):
         auth = self.headers.get("Authorization", "")
         self.expect(auth.startswith("Basic "), 401, {"error": "missing basic auth"})
         robot, _, jwt = base64.b64decode(auth[6:]).decode().partition(":")
+        # A careless service that echoes the request's header when it refuses.
+        self.expect(not q.get("echo"), 401, {"error": "Robot federation refused for Authorization: %s" % auth})
         self.expect(robot == q["robot"], 401, {"error": "Could not find robot %s" % robot})
         checks.append("robot")
         self.stub.verify(jwt, q.get("audience"), checks, lambda why: Refusal(401, {"error": "Robot federation failed: " + why}))
@@ -525,9 +568,32 @@ class Handler(BaseHTTPRequestHandler):
         )
 
 
+class Elsewhere(Handler):
+    """Another host (127.0.0.2): logs every request it gets, whole."""
+
+    def dispatch(self):
+        body = self.body()
+        self.stub.log(
+            {
+                "route": "elsewhere",
+                "method": self.command,
+                "path": self.path,
+                "headers": dict(self.headers.items()),
+                "body": body.decode("latin-1"),
+            }
+        )
+        self.answer(404, {"message": "nothing here"})
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_HEAD = do_DELETE = lambda self: self.dispatch()
+
+
 def serve(config_path):
     cfg = json.load(open(config_path))
     Handler.stub = Stub(cfg)
+    elsewhere = ThreadingHTTPServer(("127.0.0.2", 0), Elsewhere)
+    elsewhere.daemon_threads = True
+    threading.Thread(target=elsewhere.serve_forever, daemon=True).start()
+    Handler.stub.elsewhere = "127.0.0.2:%d" % elsewhere.server_address[1]
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     print("PORT %d" % server.server_address[1], flush=True)
