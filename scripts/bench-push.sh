@@ -1,38 +1,93 @@
 #!/usr/bin/env bash
 # End-to-end push benchmark against a loopback CNCF distribution registry.
 #
-# For a 50-file settings folder, each round changes one file (so every push
-# is a first push of new content) and times:
-#   settings-image push
-#   buildah bud (FROM scratch + COPY, --isolation chroot, vfs) + buildah push
-#   umoci init/new/insert + skopeo copy
-# and then counts the registry requests a re-push of unchanged content makes
-# (from the registry's access log; GET /v2/ is the authentication probe).
+# scripts/bench-push.sh [ROUNDS]
+#   For a 50-file settings folder, each round changes one file (so every
+#   push is a first push of new content) and times:
+#     settings-image push
+#     buildah bud (FROM scratch + COPY, --isolation chroot, vfs) + buildah push
+#     umoci init/new/insert + skopeo copy
+#   and then counts the registry requests a re-push of unchanged content
+#   makes (from the registry's access log; GET /v2/ is the authentication
+#   probe). Targets: settings-image <= 0.5x umoci+skopeo, <= 0.2x buildah,
+#   and a re-push in <= 3 requests after authentication. Exits 1 when one
+#   is missed.
 #
-# Usage: scripts/bench-push.sh [ROUNDS]   (default 5; medians are reported)
-# Targets: settings-image <= 0.5x umoci+skopeo, <= 0.2x buildah, and a
-# re-push in <= 3 requests after authentication. Exits 1 when one is missed.
+# scripts/bench-push.sh --latency [ROUNDS]
+#   The same folder in a git repository, pushed through a loopback proxy
+#   that holds every byte from client to registry for LATENCY_MS (default
+#   50) ms, as a runner sees ghcr.io: each request costs at least that. For
+#   each row, a first push (a new commit into a new repository) and a
+#   re-push of it, wall time and requests after authentication:
+#     plain     --tag latest                             (provenance on)
+#     stamped   --timestamp-tag main --branch-tag main   (provenance on)
+#     noprov    --tag latest --no-provenance
+#     next      as stamped, the next commit into a repository that has
+#               the earlier ones (what CI does on every change)
+#   With BASELINE_BIN set, that binary runs too, alternating with ours
+#   round by round, and the ratios (ours / baseline) of the medians are
+#   printed. Reports only; the request-count test (tests/requests.rs) is
+#   what fails when a count grows.
+#
+# Default ROUNDS: 5; medians are reported. BENCH_BIN=PATH times
+# that binary instead of building target/release/settings-image.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+latency=""
+if [ "${1:-}" = "--latency" ]; then
+  latency="${LATENCY_MS:-50}"
+  shift
+fi
 rounds="${1:-5}"
 
-for t in docker-registry buildah umoci skopeo; do
+need=(docker-registry python3 git)
+[ -n "$latency" ] || need+=(buildah umoci skopeo)
+for t in "${need[@]}"; do
   command -v "$t" >/dev/null || { echo "bench-push: $t is missing: run scripts/deps.sh" >&2; exit 1; }
 done
-cargo build --release --quiet
-bin="$PWD/target/release/settings-image"
+if [ -n "${BENCH_BIN:-}" ]; then
+  bin="$BENCH_BIN"
+else
+  cargo build --release --quiet
+  bin="$PWD/target/release/settings-image"
+fi
+baseline="${BASELINE_BIN:-}"
 
 work="$(mktemp -d)"
-reg_pid=""
+pids=()
+# Stops a process we started: TERM, then KILL if it is still there after
+# 5 s; never waits unbounded.
+stop() {
+  kill "$1" 2>/dev/null || return 0
+  for _ in $(seq 50); do
+    kill -0 "$1" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -9 "$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+}
 cleanup() {
-  [ -n "$reg_pid" ] && kill "$reg_pid" 2>/dev/null && wait "$reg_pid" 2>/dev/null
-  # buildah's vfs storage holds root-owned layers; remove it through buildah.
-  buildah --root "$work/bstore" --runroot "$work/brun" --storage-driver vfs rmi -a -f >/dev/null 2>&1 || true
+  set +e
+  for p in "${pids[@]}"; do stop "$p"; done
+  if [ -z "$latency" ]; then
+    # buildah's vfs storage holds root-owned layers; remove it through buildah.
+    buildah --root "$work/bstore" --runroot "$work/brun" --storage-driver vfs rmi -a -f >/dev/null 2>&1
+  fi
   rm -rf "$work"
 }
 trap cleanup EXIT
 
-port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() {
+  for _ in $(seq 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "bench-push: nothing listens on 127.0.0.1:$1" >&2
+  exit 1
+}
+
+port="$(free_port)"
 cat > "$work/config.yml" <<EOF
 version: 0.1
 log:
@@ -46,25 +101,184 @@ http:
   addr: 127.0.0.1:$port
 EOF
 docker-registry serve "$work/config.yml" > "$work/access.log" 2> "$work/registry.err" &
-reg_pid=$!
-for _ in $(seq 100); do
-  (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-  sleep 0.1
-done
+pids+=($!)
+wait_port "$port"
 host="127.0.0.1:$port"
 
-src="$work/settings"
-mkdir -p "$src/conf.d"
-for i in $(seq -w 1 50); do
-  if [ $((10#$i % 5)) = 0 ]; then f="$src/conf.d/part-$i.yaml"; else f="$src/setting-$i.yaml"; fi
-  {
-    echo "# settings file $i"
-    for j in $(seq 1 40); do echo "key_${i}_${j}: value-$i-$j-$(printf '%08x' $((10#$i * 7919 + j)))"; done
-  } > "$f"
-done
-printf 'FROM scratch\nCOPY . /\n' > "$work/Dockerfile"
+# The 50-file folder.
+make_folder() {
+  mkdir -p "$1/conf.d"
+  for i in $(seq -w 1 50); do
+    if [ $((10#$i % 5)) = 0 ]; then f="$1/conf.d/part-$i.yaml"; else f="$1/setting-$i.yaml"; fi
+    {
+      echo "# settings file $i"
+      for j in $(seq 1 40); do echo "key_${i}_${j}: value-$i-$j-$(printf '%08x' $((10#$i * 7919 + j)))"; done
+    } > "$f"
+  done
+}
 
 now() { date +%s%N; }
+median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+ms() { awk -v n="$1" 'BEGIN {printf "%.1f", n/1e6}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a/b}'; }
+
+# Registry requests logged after line $1 of the access log, without the
+# authentication probe (GET /v2/).
+requests_since() {
+  tail -n +"$(($1 + 1))" "$work/access.log" | grep '"[A-Z]* /v2/' | grep -vc '"GET /v2/ ' || true
+}
+log_lines() { wc -l < "$work/access.log"; }
+
+if [ -n "$latency" ]; then
+  # The proxy: every chunk the client sends is passed on LATENCY_MS after
+  # it arrived, in order; answers come back at once.
+  pport="$(free_port)"
+  cat > "$work/latency.py" <<'EOF'
+import asyncio, sys
+
+listen, upstream, delay = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]) / 1000
+
+
+async def delayed(reader, writer):
+    loop = asyncio.get_running_loop()
+    queue = asyncio.Queue()
+
+    async def read():
+        while True:
+            data = await reader.read(65536)
+            queue.put_nowait((loop.time() + delay, data))
+            if not data:
+                return
+
+    task = asyncio.ensure_future(read())
+    try:
+        while True:
+            due, data = await queue.get()
+            await asyncio.sleep(max(0.0, due - loop.time()))
+            if not data:
+                break
+            writer.write(data)
+            await writer.drain()
+    finally:
+        task.cancel()
+        writer.close()
+
+
+async def straight(reader, writer):
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    finally:
+        writer.close()
+
+
+async def handle(client_r, client_w):
+    try:
+        up_r, up_w = await asyncio.open_connection("127.0.0.1", upstream)
+    except OSError:
+        client_w.close()
+        return
+    await asyncio.gather(delayed(client_r, up_w), straight(up_r, client_w), return_exceptions=True)
+
+
+async def main():
+    server = await asyncio.start_server(handle, "127.0.0.1", listen)
+    async with server:
+        await server.serve_forever()
+
+
+asyncio.run(main())
+EOF
+  python3 "$work/latency.py" "$pport" "$port" "$latency" 2> "$work/proxy.err" &
+  pids+=($!)
+  wait_port "$pport"
+  via="127.0.0.1:$pport"
+
+  src="$work/git"
+  mkdir -p "$src/configs/shop"
+  make_folder "$src/configs/shop"
+  g() { git -C "$src" -c user.name=bench -c user.email=bench@example.com "$@"; }
+  g init -q -b main
+  commit_at() {
+    g add -A
+    GIT_AUTHOR_DATE="@$1 +0000" GIT_COMMITTER_DATE="@$1 +0000" g commit -q -m "change at $1"
+  }
+  commit_at 1700000000
+
+  rows=(plain stamped noprov next)
+  row_args() {
+    case "$1" in
+      plain) echo "--tag latest" ;;
+      stamped | next) echo "--timestamp-tag main --branch-tag main" ;;
+      noprov) echo "--tag latest --no-provenance" ;;
+    esac
+  }
+  names=(ours)
+  bins=("$bin")
+  if [ -n "$baseline" ]; then
+    names+=(baseline)
+    bins+=("$baseline")
+  fi
+  # One push: its wall time (ns) into $took, its requests into $asked.
+  push_once() {
+    local b="$1" repo="$2" row="$3" before s
+    before=$(log_lines)
+    s=$(now)
+    # shellcheck disable=SC2046 # the row's flags are words
+    "$b" push --path "$src/configs/shop" --repository "$via/$repo" $(row_args "$row") >/dev/null 2> "$work/push.err" ||
+      { echo "bench-push: $b push $row failed:" >&2; cat "$work/push.err" >&2; exit 1; }
+    took=$(($(now) - s))
+    asked=$(requests_since "$before")
+  }
+  # The repositories the next row pushes into hold the first commit.
+  for i in "${!bins[@]}"; do push_once "${bins[$i]}" "bench/${names[$i]}-next" next; done
+  declare -A first re nfirst nre
+  for r in $(seq 1 "$rounds"); do
+    echo "round $r: changed" > "$src/configs/shop/setting-01.yaml"
+    commit_at $((1700000000 + r * 100))
+    order=("${!bins[@]}")
+    if [ $((r % 2)) = 0 ] && [ "${#bins[@]}" = 2 ]; then order=(1 0); fi
+    for i in "${order[@]}"; do
+      n="${names[$i]}"
+      for row in "${rows[@]}"; do
+        repo="bench/$n-$row-r$r"
+        [ "$row" = next ] && repo="bench/$n-next"
+        push_once "${bins[$i]}" "$repo" "$row"
+        first[$n.$row]+="$took "
+        nfirst[$n.$row]="$asked"
+        push_once "${bins[$i]}" "$repo" "$row"
+        re[$n.$row]+="$took "
+        nre[$n.$row]="$asked"
+      done
+    done
+  done
+  echo "settings-image push behind ${latency} ms per request: 50 files, $rounds rounds, medians (requests after authentication)"
+  for n in "${names[@]}"; do
+    echo "  $n: $([ "$n" = ours ] && echo "$bin" || echo "$baseline")"
+    for row in "${rows[@]}"; do
+      # shellcheck disable=SC2086 # lists of numbers
+      mf=$(median ${first[$n.$row]}) && mr=$(median ${re[$n.$row]})
+      printf '    %-8s first push %8s ms (%2s requests)   re-push %8s ms (%2s requests)\n' \
+        "$row" "$(ms "$mf")" "${nfirst[$n.$row]}" "$(ms "$mr")" "${nre[$n.$row]}"
+      eval "m_${n}_${row}_f=$mf m_${n}_${row}_r=$mr"
+    done
+  done
+  if [ -n "$baseline" ]; then
+    echo "  ours / baseline (medians):"
+    for row in "${rows[@]}"; do
+      eval "af=\$m_ours_${row}_f ar=\$m_ours_${row}_r bf=\$m_baseline_${row}_f br=\$m_baseline_${row}_r"
+      # shellcheck disable=SC2154 # set by eval
+      printf '    %-8s first push %s   re-push %s\n' "$row" "$(ratio "$af" "$bf")" "$(ratio "$ar" "$br")"
+    done
+  fi
+  exit 0
+fi
+
+src="$work/settings"
+make_folder "$src"
+printf 'FROM scratch\nCOPY . /\n' > "$work/Dockerfile"
+
 B=(buildah --root "$work/bstore" --runroot "$work/brun" --storage-driver vfs)
 
 declare -a t_si t_bu t_um
@@ -89,14 +303,11 @@ for r in $(seq 1 "$rounds"); do
   t_um+=($(( $(now) - s )))
 done
 
-median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-ms() { awk -v n="$1" 'BEGIN {printf "%.1f", n/1e6}'; }
 m_si=$(median "${t_si[@]}"); m_bu=$(median "${t_bu[@]}"); m_um=$(median "${t_um[@]}")
 
 # Re-push of unchanged content: requests in the access log.
 before=$(grep -c '"[A-Z]* /v2/' "$work/access.log" || true)
 out=$("$bin" push --path "$src" --repository "$host/bench/si" --tag latest --json)
-sleep 0.2
 after_log=$(tail -n +"$((before + 1))" "$work/access.log" | grep '"[A-Z]* /v2/' || true)
 total=$(printf '%s\n' "$after_log" | grep -c . || true)
 auth=$(printf '%s\n' "$after_log" | grep -c '"GET /v2/ ' || true)

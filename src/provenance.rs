@@ -273,18 +273,55 @@ fn strings(v: &serde_json::Value, ptr: &str) -> BTreeMap<String, String> {
 /// every ref but the first from `inspect`.
 pub fn attach(client: &Client, image: &Image, facts: &Facts) -> Result<String> {
     let subject = image.manifest_descriptor();
-    let existing = client.referrers(&subject.digest, Some(ARTIFACT_TYPE))?;
-    for d in same_revision(&existing, &facts.commit) {
-        if ref_of(client, d, &subject.digest)? == facts.git_ref
-            && attests_added(client, d, &subject.digest, facts)?
-        {
-            return Ok(d.digest.clone());
-        }
+    if let Some(d) = attached(client, &subject.digest, facts, None)? {
+        return Ok(d);
     }
     let name = client.repository().to_string();
     let art = artifact(&name, &subject.digest, facts)?;
     let attached = client.attach_referrer(&subject, &art)?;
     Ok(attached.descriptor.digest)
+}
+
+/// The provenance referrer of the image `subject_digest` already attached
+/// for the same (commit, ref) as `facts` (see [`attach`]), if any.
+/// `tag_listed` is what the caller's tag list says of the referrers tag
+/// `sha256-<hex>` (`None`: not listed). The referrers API is asked first,
+/// as the distribution spec has clients do, and the tag when the registry
+/// has no API; a tag the list holds is read first instead, and a tag it
+/// does not hold is not read.
+pub fn attached(
+    client: &Client,
+    subject_digest: &str,
+    facts: &Facts,
+    tag_listed: Option<bool>,
+) -> Result<Option<String>> {
+    let found = |list: &[Descriptor]| -> Result<Option<String>> {
+        for d in same_revision(list, &facts.commit) {
+            if ref_of(client, d, subject_digest)? == facts.git_ref
+                && attests_added(client, d, subject_digest, facts)?
+            {
+                return Ok(Some(d.digest.clone()));
+            }
+        }
+        Ok(None)
+    };
+    if tag_listed == Some(true) {
+        let listed = client.referrers_tag_list(subject_digest, Some(ARTIFACT_TYPE))?;
+        if let Some(d) = found(&listed)? {
+            return Ok(Some(d));
+        }
+        // Not in the tag's index: a registry with the referrers API lists
+        // what was pushed since.
+        return match client.referrers_api(subject_digest, Some(ARTIFACT_TYPE))? {
+            Some(list) => found(&list),
+            None => Ok(None),
+        };
+    }
+    match client.referrers_api(subject_digest, Some(ARTIFACT_TYPE))? {
+        Some(list) => found(&list),
+        None if tag_listed == Some(false) => Ok(None),
+        None => found(&client.referrers_tag_list(subject_digest, Some(ARTIFACT_TYPE))?),
+    }
 }
 
 fn same_revision<'a>(list: &'a [Descriptor], commit: &str) -> impl Iterator<Item = &'a Descriptor> {

@@ -949,7 +949,11 @@ fn exercise_client(host: &str, api: bool) {
     let before = c.requests();
     c.put_blob("application/octet-stream", &layer_bytes)
         .unwrap();
-    assert_eq!(c.requests() - before, 1, "a present blob is only HEADed");
+    assert_eq!(
+        c.requests() - before,
+        1,
+        "a present blob costs one request (a mount from this repository)"
+    );
     assert_eq!(c.get_blob(&layer.digest).unwrap(), layer_bytes);
     let other = client(&format!("{host}/team/b"));
     assert!(other.mount_blob(&layer.digest, "team/a").unwrap());

@@ -3,24 +3,24 @@
 //! guarded branch tag (`--branch-tag`).
 //! The decisions are [`crate::release::ordering`]'s; this module reads what
 //! they need through [`crate::registry::Client`] (timestamp tags and the commit
-//! each image records in `org.opencontainers.image.revision`) and asks the
-//! run's [`Checkout`] whether one commit descends from another.
+//! each image records in `org.opencontainers.image.revision`), once per run
+//! through the run's [`Seen`], and asks the run's [`Checkout`] whether one
+//! commit descends from another.
 //!
-//! The prefix read ([`read_prefix`]) is shared: one tag listing and the
-//! manifests of the prefix's newest tags serve both checks before tagging.
-//! The owner check adds reads only when they can tell something: the
-//! provenance referrers of the prefix's newest tag, when that tag names
-//! another commit than this run's.
+//! Both checks before tagging read the same things through [`Seen`]: one
+//! tag listing and the manifests of the prefix's newest tags. The owner
+//! check adds reads only when they can tell something: the provenance
+//! referrers of the prefix's newest tag, when that tag names another
+//! commit than this run's.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use super::seen::{Named, Seen, revision_in};
 use crate::error::{Error, Result};
 use crate::history::Checkout;
-use crate::image::ANNOTATION_REVISION;
-use crate::image::artifact::ManifestView;
 use crate::registry::Client;
 use crate::release::channel::Stamped;
 use crate::release::ordering::{self, Anomaly, BranchMove, ForcedPush, Tagged};
@@ -29,50 +29,28 @@ use crate::release::ordering::{self, Anomaly, BranchMove, ForcedPush, Tagged};
 const MAX_READ: usize = 64;
 
 /// The commit the image under `reference` records, `Ok(None)` when the tag
-/// does not exist, `Ok(Some(None))` when the image records none.
+/// does not exist, `Ok(Some(None))` when the image records none. Always
+/// asks the registry (see [`Seen::image`] for what a run already knows).
 pub fn revision_of(client: &Client, reference: &str) -> Result<Option<Option<String>>> {
-    let Some(m) = client.get_manifest(reference)? else {
-        return Ok(None);
-    };
-    let view = ManifestView::parse(&m.bytes).unwrap_or_default();
-    Ok(Some(
-        view.annotations
-            .get(ANNOTATION_REVISION)
-            .map(|r| r.to_ascii_lowercase()),
-    ))
+    Ok(client
+        .get_manifest(reference)?
+        .map(|m| revision_in(&m.bytes)))
 }
 
-/// Reads the revision of each of `stamped` (at most [`MAX_READ`]), with
-/// the manifest digest each tag names.
-fn read_tagged(client: &Client, stamped: Vec<Stamped>) -> Result<Vec<(Tagged, String)>> {
+/// Reads the revision of each of `stamped` (tags of a tag list, at most
+/// [`MAX_READ`]), each at most once per run.
+fn tagged(client: &Client, seen: &mut Seen, stamped: Vec<Stamped>) -> Result<Vec<Tagged>> {
     let mut out = Vec::new();
     for s in stamped.into_iter().take(MAX_READ) {
         // A tag deleted between listing and reading is simply gone.
-        let Some(m) = client.get_manifest(&s.tag)? else {
-            continue;
-        };
-        let view = ManifestView::parse(&m.bytes).unwrap_or_default();
-        let revision = view
-            .annotations
-            .get(ANNOTATION_REVISION)
-            .map(|r| r.to_ascii_lowercase());
-        out.push((
-            Tagged {
+        if let Some(named) = seen.listed_image(client, &s.tag)? {
+            out.push(Tagged {
                 stamped: s,
-                revision,
-            },
-            m.digest,
-        ));
+                revision: named.revision,
+            });
+        }
     }
     Ok(out)
-}
-
-/// Reads the revision of each of `stamped` (at most [`MAX_READ`]).
-fn tagged(client: &Client, stamped: Vec<Stamped>) -> Result<Vec<Tagged>> {
-    Ok(read_tagged(client, stamped)?
-        .into_iter()
-        .map(|(t, _)| t)
-        .collect())
 }
 
 /// The prefix of a timestamp tag `PREFIX-<ts>-<sha7>` (the tag itself
@@ -81,50 +59,21 @@ pub fn prefix_of(timestamp_tag: &str) -> &str {
     crate::tag::timestamp_prefix(timestamp_tag).unwrap_or(timestamp_tag)
 }
 
-/// What a push reads of its prefix before tagging: every tag of the
-/// repository, and the prefix's newest timestamp tags (Flux's pick and
-/// every tag not older than the new one, see [`ordering::relevant`]) with
-/// the commit each records and the digest each names.
-#[derive(Debug, Clone)]
-pub struct PrefixRead {
-    /// Every tag of the repository.
-    pub tags: Vec<String>,
-    /// The prefix's relevant timestamp tags, Flux's pick first.
-    pub existing: Vec<Tagged>,
-    /// The manifest digest each of `existing` names.
-    digests: BTreeMap<String, String>,
-}
-
-/// Lists the tags and reads the prefix's relevant timestamp tags for a
-/// push of `new_tag` at committer time `ts` (one listing, one manifest
-/// read per relevant tag).
-pub fn read_prefix(client: &Client, new_tag: &str, ts: u64) -> Result<PrefixRead> {
-    let tags = client.list_tags()?;
-    let relevant = ordering::relevant(prefix_of(new_tag), ts, &tags);
-    let read = read_tagged(client, relevant)?;
-    let digests = read
-        .iter()
-        .map(|(t, d)| (t.stamped.tag.clone(), d.clone()))
-        .collect();
-    Ok(PrefixRead {
-        tags,
-        existing: read.into_iter().map(|(t, _)| t).collect(),
-        digests,
-    })
-}
-
 /// Checks a push of `commit` at `ts` under `new_tag` against the
 /// repository's timestamp tags of the same prefix (see
 /// [`ordering::check`]); `forced` when the push event rewrote the branch.
 pub fn check_anomaly(
-    read: &PrefixRead,
+    client: &Client,
+    seen: &mut Seen,
     ancestry: &Checkout,
     commit: &str,
     ts: u64,
     new_tag: &str,
     forced: Option<&ForcedPush>,
 ) -> Result<Option<Anomaly>> {
-    ordering::check(commit, ts, new_tag, &read.existing, forced, |a, d| {
+    let relevant = ordering::relevant(prefix_of(new_tag), ts, seen.tags(client)?);
+    let existing = tagged(client, seen, relevant)?;
+    ordering::check(commit, ts, new_tag, &existing, forced, |a, d| {
         ancestry.is_ancestor(a, d)
     })
 }
@@ -187,27 +136,31 @@ fn free_prefix(our_ref: &str, taken: &str, tags: &[String]) -> String {
         .unwrap_or_else(|| format!("{base}-r1000"))
 }
 
-/// Refuses ([`Error::PrefixShared`]) a push from `our_ref` when the
-/// prefix's newest tag (the one Flux serves) names another commit and its
-/// provenance says another ref published it: the ImagePolicy for the
-/// prefix would follow both refs. Reads the newest tag's provenance
-/// referrers only then (one request; the statement too for a referrer
-/// written before the ref annotation existed). Returns a warning when the
-/// question cannot be answered (the referrers cannot be read); nothing
-/// when this run's ref is unknown, the tag has no provenance, or one ref
-/// is a pull request's and the other a branch's.
+/// Refuses ([`Error::PrefixShared`]) a push of `commit` at `ts` under
+/// `new_tag` from `our_ref` when the prefix's newest tag (the one Flux
+/// serves) names another commit and its provenance says another ref
+/// published it: the ImagePolicy for the prefix would follow both refs.
+/// The tags and their images come from `seen` (what the anomaly check
+/// reads anyway); the newest tag's provenance referrers are read only then
+/// (one request; the statement too for a referrer written before the ref
+/// annotation existed). Returns a warning when the question cannot be
+/// answered (the referrers cannot be read); nothing when this run's ref is
+/// unknown, the tag has no provenance, or one ref is a pull request's and
+/// the other a branch's.
 pub fn check_prefix_owner(
     client: &Client,
-    read: &PrefixRead,
+    seen: &mut Seen,
     commit: &str,
+    ts: u64,
     new_tag: &str,
     our_ref: Option<&str>,
 ) -> Result<Option<String>> {
     let Some(ours) = our_ref else {
         return Ok(None);
     };
-    let Some(newest) = read
-        .existing
+    let relevant = ordering::relevant(prefix_of(new_tag), ts, seen.tags(client)?);
+    let existing = tagged(client, seen, relevant)?;
+    let Some(newest) = existing
         .iter()
         .max_by(|a, b| crate::release::channel::flux_cmp(&a.stamped, &b.stamped))
     else {
@@ -216,10 +169,10 @@ pub fn check_prefix_owner(
     if newest.stamped.tag == new_tag || newest.revision.as_deref() == Some(commit) {
         return Ok(None);
     }
-    let Some(digest) = read.digests.get(&newest.stamped.tag) else {
+    let Some(Some(named)) = seen.known(&newest.stamped.tag).map(|n| n.cloned()) else {
         return Ok(None);
     };
-    let refs = match crate::provenance::refs_of(client, digest) {
+    let refs = match crate::provenance::refs_of(client, &named.digest) {
         Ok(r) => r,
         Err(e) => {
             return Ok(Some(format!(
@@ -234,7 +187,7 @@ pub fn check_prefix_owner(
     }
     Err(Error::PrefixShared {
         tag: format!("{}:{}", client.repository(), newest.stamped.tag),
-        suggestion: free_prefix(ours, prefix_of(new_tag), &read.tags),
+        suggestion: free_prefix(ours, prefix_of(new_tag), seen.tags(client)?),
         theirs: refs.join(", "),
         ours: ours.to_string(),
     })
@@ -302,13 +255,14 @@ pub struct BranchReport {
 /// kept otherwise.
 pub fn plan_branch(
     client: &Client,
+    seen: &mut Seen,
     ancestry: &Checkout,
     name: &str,
     commit: &str,
     allow_rewind: bool,
     forced: Option<&ForcedPush>,
 ) -> Result<BranchMove> {
-    let current = revision_of(client, name)?;
+    let current = seen.image(client, name)?.map(|n| n.revision);
     let plan = ordering::branch_move(
         commit,
         current.as_ref().map(|c| c.as_deref()),
@@ -339,12 +293,30 @@ pub fn plan_branch(
     Ok(plan)
 }
 
+/// A branch tag put by [`put_branch`], to be read back by
+/// [`finish_branch`] once a racing run's put has had time to land (work
+/// done in between, such as the provenance, shortens the wait).
+#[derive(Debug)]
+pub struct Moving {
+    report: BranchReport,
+    /// When our put ended, and how long to let a racing put land after
+    /// it; `None` when nothing was put.
+    put: Option<(Instant, Duration)>,
+    /// Nothing to read back (kept newer, or rewound on purpose).
+    done: bool,
+    /// The pushed manifest's digest.
+    digest: String,
+    timestamp_tag: String,
+}
+
 /// Moves branch tag `name` to `manifest` (the image manifest just pushed for
 /// `commit`, whose timestamp tag is `timestamp_tag`) as `plan` allows, then
 /// reads the tag back with the timestamp tags and, when a racing run left
 /// it behind the newest descendant, moves it on to that one.
+#[allow(clippy::too_many_arguments)]
 pub fn move_branch(
     client: &Client,
+    seen: &mut Seen,
     ancestry: &Checkout,
     name: &str,
     plan: &BranchMove,
@@ -352,6 +324,20 @@ pub fn move_branch(
     commit: &str,
     timestamp_tag: &str,
 ) -> Result<BranchReport> {
+    let moving = put_branch(client, seen, name, plan, manifest, commit, timestamp_tag)?;
+    finish_branch(client, seen, ancestry, moving)
+}
+
+/// The first half of [`move_branch`]: puts the branch tag as `plan` allows.
+pub fn put_branch(
+    client: &Client,
+    seen: &mut Seen,
+    name: &str,
+    plan: &BranchMove,
+    manifest: &[u8],
+    commit: &str,
+    timestamp_tag: &str,
+) -> Result<Moving> {
     let outcome = match plan {
         BranchMove::Create => BranchOutcome::Created,
         BranchMove::Forward => BranchOutcome::Moved,
@@ -360,55 +346,78 @@ pub fn move_branch(
         BranchMove::Diverged { .. } | BranchMove::Rewound { .. } => BranchOutcome::Rewound,
     };
     let media_type = crate::image::MANIFEST_MEDIA_TYPE;
-    let mut report = BranchReport {
-        name: name.to_string(),
-        outcome,
-        commit: Some(commit.to_string()),
-        repaired_to: None,
-        plan: plan.clone(),
-        warnings: Vec::new(),
+    let digest = crate::image::sha256_digest(manifest);
+    let mut moving = Moving {
+        report: BranchReport {
+            name: name.to_string(),
+            outcome,
+            commit: Some(commit.to_string()),
+            repaired_to: None,
+            plan: plan.clone(),
+            warnings: Vec::new(),
+        },
+        put: None,
+        done: false,
+        digest: digest.clone(),
+        timestamp_tag: timestamp_tag.to_string(),
     };
-    let started = std::time::Instant::now();
     let put = match plan {
         BranchMove::KeepNewer { current } => {
-            report.commit = Some(current.clone());
-            return Ok(report);
+            moving.report.commit = Some(current.clone());
+            moving.done = true;
+            return Ok(moving);
         }
-        BranchMove::Same => {
-            // Same commit; rewrite only when the bytes differ.
-            let now = client.head_manifest(name)?;
-            let differs = now.map(|d| d.digest) != Some(crate::image::sha256_digest(manifest));
-            if differs {
-                client.put_manifest(name, manifest, media_type)?;
-            }
-            differs
-        }
+        // Same commit; rewrite only when the bytes differ (the plan read
+        // what the tag names).
+        BranchMove::Same => seen.image(client, name)?.map(|n| n.digest) != Some(digest.clone()),
+        // Moved back on purpose: the tagged descendants are the commits
+        // the force-push dropped, so no repair follows them.
         BranchMove::Rewound { .. } => {
-            // Moved back on purpose: the tagged descendants are the commits
-            // the force-push dropped, so no repair follows them.
-            client.put_manifest(name, manifest, media_type)?;
-            return Ok(report);
-        }
-        _ => {
-            client.put_manifest(name, manifest, media_type)?;
+            moving.done = true;
             true
         }
+        _ => true,
     };
-    // Nothing written: no racing run can have been overwritten by this
-    // one, so there is nothing to repair. (Repairing anyway would follow
-    // a tagged descendant that a force-push dropped: after a rewind, a
-    // re-run of the rewound commit's job would move the tag forward to
-    // the dropped commit again.)
-    if !put {
+    if put {
+        let started = Instant::now();
+        client.put_manifest(name, manifest, media_type)?;
+        let named = Named {
+            digest,
+            revision: Some(commit.to_string()),
+        };
+        seen.remember(name, Some(named));
+        moving.put = Some((Instant::now(), super::registry::settle(started.elapsed())));
+    }
+    Ok(moving)
+}
+
+/// The second half of [`move_branch`]: after our put (once a racing run's
+/// put still in the registry's hands has had time to land), reads the tag
+/// and the timestamp tags back and repairs a racing run's backwards move.
+/// Without a put of ours there is nothing to read back or repair (a
+/// racing run reads back its own put).
+pub fn finish_branch(
+    client: &Client,
+    seen: &mut Seen,
+    ancestry: &Checkout,
+    moving: Moving,
+) -> Result<BranchReport> {
+    let Moving {
+        mut report,
+        put,
+        done,
+        digest,
+        timestamp_tag,
+    } = moving;
+    if done {
         return Ok(report);
     }
-    // A racing run's put still in the registry's hands lands within about
-    // one put's time: let it, so the read-back below sees it.
-    std::thread::sleep(super::registry::settle(started.elapsed()));
-    // Read back: a racing run may have moved the tag after us. Ordering
-    // here is best effort: a commit pushed by a racing run is often not in
-    // this checkout, and without the GitHub API it cannot be ordered; such
-    // a commit counts as "not a descendant" and a warning says so.
+    let name = report.name.clone();
+    let commit = report.commit.clone().unwrap_or_default();
+    // Ordering here is best effort: a commit pushed by a racing run is
+    // often not in this checkout, and without the GitHub API it cannot be
+    // ordered; such a commit counts as "not a descendant" and a warning
+    // says so.
     let unknown: RefCell<Vec<String>> = RefCell::default();
     let lenient = |a: &str, d: &str| -> Result<bool> {
         match ancestry.is_ancestor(a, d) {
@@ -419,27 +428,54 @@ pub fn move_branch(
             }
         }
     };
-    let now = revision_of(client, name)?.flatten();
-    let base = match &now {
-        Some(rev) if rev != commit && lenient(commit, rev)? => rev.clone(),
-        _ => commit.to_string(),
+    let prefix = prefix_of(&timestamp_tag);
+    let ours = crate::release::channel::parse(prefix, &timestamp_tag).map_or(0, |s| s.ts);
+    let before: Option<Vec<String>> = seen.listed().map(<[String]>::to_vec);
+    // Nothing written: no racing run can have been overwritten by this
+    // one, so there is nothing to repair. (Repairing anyway would follow
+    // a tagged descendant that a force-push dropped: after a rewind, a
+    // re-run of the rewound commit's job would move the tag forward to
+    // the dropped commit again.)
+    let Some((ended, settle)) = put else {
+        return Ok(report);
     };
-    let tags = client.list_tags()?;
-    let prefix = prefix_of(timestamp_tag);
+    // Let a racing put land, then read back: a racing run may have moved
+    // the tag after us, or tagged a newer commit.
+    std::thread::sleep(settle.saturating_sub(ended.elapsed()));
+    let (head, tags) = client.run(|s| async {
+        futures_util::future::try_join(s.head_manifest(&name), s.list_tags()).await
+    })?;
+    let now = match head.map(|d| d.digest) {
+        None => None,
+        Some(d) if d == digest => Some(commit.clone()),
+        Some(d) => match seen.revision_of_digest(&d) {
+            Some(rev) => rev,
+            None => revision_of(client, &name)?.flatten(),
+        },
+    };
+    let base = match &now {
+        Some(rev) if rev != &commit && lenient(&commit, rev)? => rev.clone(),
+        _ => commit.clone(),
+    };
+    // The tags a repair may follow: the ones at least as new as ours (the
+    // anomaly check read those) and the ones a racing run made since the
+    // list was read. An older tag that was already there is not a racing
+    // run's, and Flux never picks it over ours.
     let mut stamped: Vec<Stamped> = tags
         .iter()
         .filter_map(|t| crate::release::channel::parse(prefix, t))
+        .filter(|s| s.ts >= ours || before.as_ref().is_none_or(|b| !b.contains(&s.tag)))
         .collect();
     stamped.sort_by(|a, b| b.ts.cmp(&a.ts).then_with(|| b.tag.cmp(&a.tag)));
-    let tagged = tagged(client, stamped)?;
+    let tagged = tagged(client, seen, stamped)?;
     if let Some(tip) = ordering::repair_target(&base, &tagged, &lenient)?
         && tip.revision != now
         && let Some(m) = client.get_manifest(&tip.stamped.tag)?
     {
-        client.put_manifest(name, &m.bytes, &m.media_type)?;
+        client.put_manifest(&name, &m.bytes, &m.media_type)?;
         report.repaired_to = Some(tip.stamped.tag.clone());
         report.commit = tip.revision.clone();
-    } else if now.as_deref() != Some(commit) {
+    } else if now.as_deref() != Some(commit.as_str()) {
         report.commit = now;
     }
     let unknown = unknown.into_inner();

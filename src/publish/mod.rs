@@ -11,3 +11,4 @@
 pub mod guards;
 pub mod layout;
 pub mod registry;
+pub mod seen;

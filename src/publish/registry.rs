@@ -5,28 +5,39 @@
 //!
 //! 1. authenticate (anonymous, Basic, or the Bearer-token challenge flow of
 //!    ghcr.io and distribution's `auth: token`, when the client is opened);
-//! 2. `HEAD` every tag: a timestamp tag that names another digest stops the
-//!    push before anything is uploaded ([`Error::TagExists`]); when every tag
-//!    already names our digest there is nothing to do;
-//! 3. every blob the registry does not have is uploaded (`HEAD` first; layer
-//!    and config side by side): in one PUT when it fits in
-//!    [`registry::CHUNK_SIZE`], else in PATCH chunks read from disk, or in
-//!    one streamed PUT with `monolithic`;
+//! 2. ask what every tag names (`HEAD`, unless this run already read it or
+//!    its tag list proves it absent): a timestamp tag that names another
+//!    digest stops the push before anything is uploaded
+//!    ([`Error::TagExists`]); when every tag already names our digest there
+//!    is nothing to do;
+//! 3. every blob the registry does not have is uploaded, all side by side
+//!    (layer, config and a provenance referrer's blobs): one `POST` that
+//!    mounts the blob from this repository asks whether it is there and
+//!    opens its upload session at once; then one `PUT` when it fits in
+//!    [`registry::CHUNK_SIZE`], else `PATCH` chunks read from disk, or one
+//!    streamed `PUT` with `monolithic`;
 //! 4. only then the manifest is put, with our exact bytes, under each tag
 //!    that does not already name it; a timestamp tag is read just before
-//!    its put and read back after it ([`put_timestamp_tag`]), so a run that
+//!    its put and read back after it ([`claim_timestamp_tag`],
+//!    [`confirm_timestamp_tag`]), so a run that
 //!    lost a race with a run of other content fails (exit 3) instead of
-//!    reporting a digest its tag does not name.
+//!    reporting a digest its tag does not name. A provenance referrer of
+//!    an image this push created goes up while the tag settles.
 //!
 //! [`publish`] wraps a push in what a registry target adds around it: the
 //! prefix's owner and the anomaly check before tagging, the guarded branch
-//! tag ([`super::guards`]), and the provenance referrer.
+//! tag ([`super::guards`]), and the provenance referrer, reading each thing
+//! once per run ([`Seen`]).
+
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::history::{Checkout, CommitInfo};
-use crate::image::{Image, MANIFEST_MEDIA_TYPE};
+use crate::image::artifact::{self, Artifact};
+use crate::image::{Descriptor, Image, MANIFEST_MEDIA_TYPE};
 use crate::provenance;
 use crate::publish::guards;
+use crate::publish::seen::{Named, Seen};
 use crate::registry::blobs::Blob;
 use crate::registry::{self, Client, Session};
 use crate::release::ordering::{Anomaly, ForcedPush};
@@ -55,7 +66,9 @@ pub fn push(image: &Image, tags: &[String], opts: &registry::Options) -> Result<
 
 /// Pushes `image` under `tags` through `client` (see the module docs).
 pub fn push_with(client: &Client, image: &Image, tags: &[String]) -> Result<Pushed> {
-    client.run(|s| ordered_push(s, image, tags))
+    let before = vec![Before::Unknown; tags.len()];
+    let (pushed, _) = client.run(|s| ordered_push(s, image, tags, &before, None))?;
+    Ok(pushed)
 }
 
 async fn put_manifest(s: &Session, image: &Image, reference: &str) -> Result<()> {
@@ -75,31 +88,28 @@ async fn put_manifest(s: &Session, image: &Image, reference: &str) -> Result<()>
 /// run's put that the registry was still processing when ours finished
 /// lands within about one put's time, so twice ours (at least
 /// [`SETTLE_MIN`], at most [`SETTLE_MAX`]).
-const SETTLE_MIN: std::time::Duration = std::time::Duration::from_millis(100);
+const SETTLE_MIN: Duration = Duration::from_millis(100);
 /// See [`SETTLE_MIN`].
-const SETTLE_MAX: std::time::Duration = std::time::Duration::from_secs(5);
+const SETTLE_MAX: Duration = Duration::from_secs(5);
 
 /// How long to wait after a put that took `put` before reading the tag
 /// back (see [`SETTLE_MIN`]).
-pub(crate) fn settle(put: std::time::Duration) -> std::time::Duration {
+pub(crate) fn settle(put: Duration) -> Duration {
     (put * 2).clamp(SETTLE_MIN, SETTLE_MAX)
 }
 
 /// Puts `image` under the timestamp tag `tag`, which was free when the push
 /// began: read just before the put (a racing run may have taken it while
-/// blobs went up) and read back after it has settled. The distribution API
-/// has no conditional put, so the read-back is what tells a run that lost
-/// a race: it fails (exit 3, [`Error::TagRaced`]) instead of reporting a
-/// digest its tag does not name. A racing put slower than the settling
-/// time can still go unseen: the window is narrowed, not closed.
-async fn put_timestamp_tag(s: &Session, image: &Image, tag: &str) -> Result<()> {
-    let raced = |theirs: String| Error::TagRaced {
-        tag: format!("{}:{tag}", s.t.repo),
-        theirs,
-        ours: image.digest.clone(),
-    };
+/// blobs went up), and read back by [`confirm_timestamp_tag`] after it has
+/// settled. The distribution API has no conditional put, so the read-back
+/// is what tells a run that lost a race: it fails (exit 3,
+/// [`Error::TagRaced`]) instead of reporting a digest its tag does not
+/// name. A racing put slower than the settling time can still go unseen:
+/// the window is narrowed, not closed. Returns how long to let a racing
+/// put land before the read-back (`None`: the tag named our digest).
+async fn claim_timestamp_tag(s: &Session, image: &Image, tag: &str) -> Result<Option<Duration>> {
     match s.manifest_digest(tag).await? {
-        Some(d) if d == image.digest => return Ok(()),
+        Some(d) if d == image.digest => return Ok(None),
         Some(d) => {
             return Err(Error::TagExists {
                 tag: format!("{}:{tag}", s.t.repo),
@@ -109,12 +119,20 @@ async fn put_timestamp_tag(s: &Session, image: &Image, tag: &str) -> Result<()> 
         }
         None => {}
     }
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     put_manifest(s, image, tag).await?;
-    tokio::time::sleep(settle(started.elapsed())).await;
+    Ok(Some(settle(started.elapsed())))
+}
+
+/// Reads a timestamp tag back after [`claim_timestamp_tag`] put it.
+async fn confirm_timestamp_tag(s: &Session, image: &Image, tag: &str) -> Result<()> {
     match s.manifest_digest(tag).await? {
         Some(d) if d == image.digest => Ok(()),
-        Some(d) => Err(raced(d)),
+        Some(d) => Err(Error::TagRaced {
+            tag: format!("{}:{tag}", s.t.repo),
+            theirs: d,
+            ours: image.digest.clone(),
+        }),
         None => Err(s.t.registry_err(
             format!("reading back {}:{tag}", s.t.repo),
             "the tag is missing right after the registry accepted it",
@@ -122,15 +140,55 @@ async fn put_timestamp_tag(s: &Session, image: &Image, tag: &str) -> Result<()> 
     }
 }
 
-async fn ordered_push(s: &Session, image: &Image, tags: &[String]) -> Result<Pushed> {
-    use futures_util::future::{try_join, try_join_all};
+/// What a tag named before the push, as far as this run knows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Before {
+    /// This run read it: it names this digest.
+    Names(String),
+    /// This run's tag list does not hold it.
+    Absent,
+    /// Not known: ask.
+    Unknown,
+}
+
+/// A provenance referrer to put beside the push.
+struct Referrer<'a> {
+    artifact: &'a Artifact,
+}
+
+/// What the push learnt and did for the provenance beside it. A failure
+/// of the referrer's part is kept here, not raised: it is the
+/// provenance's, reported after the push as such.
+#[derive(Debug, Default)]
+struct Beside {
+    /// The image manifest was not in the repository before this push (its
+    /// layer or config blob was not): nothing can refer to it yet.
+    fresh: bool,
+    /// The referrer's blobs went up with the image's (or failed to).
+    referrer_blobs: Option<Result<()>>,
+    /// The referrer's manifest was put (a fresh image): its descriptor, and
+    /// whether the registry indexed it itself (`OCI-Subject`).
+    referrer_put: Option<Result<(Descriptor, bool)>>,
+}
+
+async fn ordered_push(
+    s: &Session,
+    image: &Image,
+    tags: &[String],
+    before: &[Before],
+    referrer: Option<Referrer<'_>>,
+) -> Result<(Pushed, Beside)> {
+    use futures_util::future::{join, try_join, try_join_all};
+    let mut beside = Beside::default();
     // 1. What does every tag name now? Refuse before uploading anything.
-    // A tag this session just read as naming this very digest (a re-push)
-    // needs no second request.
-    let current = try_join_all(tags.iter().map(|t| async move {
-        match s.known_digest(t) {
-            Some(d) if d == image.digest => Ok(Some(d)),
-            _ => s.manifest_digest(t).await,
+    // What this run already read (or its tag list proves) is not asked
+    // again; a tag that names another digest is put over, so it needs no
+    // question either, unless it is a timestamp tag (refused at once).
+    let current = try_join_all(tags.iter().zip(before).map(|(t, b)| async move {
+        match b {
+            Before::Names(d) => Ok(Some(d.clone())),
+            Before::Absent => Ok(None),
+            Before::Unknown => s.manifest_digest(t).await,
         }
     }))
     .await?;
@@ -154,55 +212,90 @@ async fn ordered_push(s: &Session, image: &Image, tags: &[String]) -> Result<Pus
         content_present = s.manifest_digest(&image.digest).await?.is_some();
     }
     // 2. Blobs, unless a manifest naming them is already there (a
-    // registry only accepts a manifest whose blobs it holds). Layer and
-    // config go side by side.
+    // registry only accepts a manifest whose blobs it holds). Layer,
+    // config and the referrer's blobs go side by side.
+    let (mut uploaded_blobs, mut uploaded_bytes) = (0, 0);
     if !content_present && (untagged || !to_tag.is_empty()) {
-        let layer = async {
-            if !s.blob_exists(&image.layer_descriptor.digest).await? {
-                s.upload_blob(&image.layer_descriptor, Blob::File(image.layer.file.path()))
-                    .await?;
-            }
-            Ok::<_, Error>(())
+        let layer = s.ensure_blob(&image.layer_descriptor, Blob::File(image.layer.file.path()));
+        let config = s.ensure_blob(&image.config_descriptor, Blob::Memory(&image.config));
+        let referrer_blobs = async {
+            Ok(match &referrer {
+                Some(r) => Some(s.referrer_blobs(r.artifact).await),
+                None => None,
+            })
         };
-        let config = async {
-            if !s.blob_exists(&image.config_descriptor.digest).await? {
-                s.upload_blob(&image.config_descriptor, Blob::Memory(&image.config))
-                    .await?;
+        let ((layer, config), referrer_blobs) =
+            try_join(try_join(layer, config), referrer_blobs).await?;
+        for (up, d) in [
+            (layer, &image.layer_descriptor),
+            (config, &image.config_descriptor),
+        ] {
+            if up {
+                uploaded_blobs += 1;
+                uploaded_bytes += d.size;
             }
-            Ok::<_, Error>(())
-        };
-        try_join(layer, config).await?;
+        }
+        // A manifest naming a blob the registry did not have cannot have
+        // been there.
+        beside.fresh = layer || config;
+        beside.referrer_blobs = referrer_blobs;
     }
-    // 3. The manifest, under each tag that does not name it yet.
+    // The referrer of a fresh image: nothing can list it yet, so it is put
+    // without asking, as soon as its subject is there.
+    let put_it = beside.fresh && matches!(beside.referrer_blobs, Some(Ok(())));
+    let put_referrer = || async {
+        match &referrer {
+            Some(r) if put_it => {
+                let subject = image.manifest_descriptor();
+                Some(s.put_referrer(&subject, r.artifact).await)
+            }
+            _ => None,
+        }
+    };
+    // 3. The manifest, under each tag that does not name it yet; a
+    // timestamp tag is read just before its put and, once a racing put has
+    // had time to land (the referrer goes up meanwhile), read back.
     let mut manifests_put = 0;
     if untagged {
         if !content_present {
             put_manifest(s, image, &image.digest).await?;
             manifests_put += 1;
+            beside.referrer_put = put_referrer().await;
         }
     } else {
-        try_join_all(to_tag.iter().map(|t| async move {
+        let claims = try_join_all(to_tag.iter().map(|t| async move {
             if is_timestamp_tag(t) {
-                put_timestamp_tag(s, image, t).await
+                claim_timestamp_tag(s, image, t).await
             } else {
-                put_manifest(s, image, t).await
+                put_manifest(s, image, t).await.map(|()| None)
             }
         }))
         .await?;
         manifests_put += to_tag.len();
+        let wait = claims.iter().flatten().max().copied();
+        let (_, put) = join(tokio::time::sleep(wait.unwrap_or_default()), put_referrer()).await;
+        beside.referrer_put = put;
+        try_join_all(
+            to_tag
+                .iter()
+                .zip(&claims)
+                .filter(|(_, c)| c.is_some())
+                .map(|(t, _)| confirm_timestamp_tag(s, image, t)),
+        )
+        .await?;
     }
     let reference = match tags.first() {
         Some(t) => format!("{}:{t}@{}", s.t.repo, image.digest),
         None => format!("{}@{}", s.t.repo, image.digest),
     };
-    let (uploaded_blobs, uploaded_bytes) = s.uploaded();
-    Ok(Pushed {
+    let pushed = Pushed {
         reference,
         uploaded_blobs,
         uploaded_bytes,
         pushed: manifests_put > 0 || uploaded_blobs > 0,
         requests: s.t.requests(),
-    })
+    };
+    Ok((pushed, beside))
 }
 
 /// Whether to attach provenance after the push.
@@ -256,29 +349,44 @@ pub struct Published {
 /// Publishes as `plan` says to the registry in `opts`: before tagging, a
 /// prefix another ref publishes under is refused and the anomaly check
 /// runs; a refused sideways branch-tag move before anything is pushed;
-/// the push, the branch tag, then provenance.
+/// the push, the branch tag, then provenance. Each thing is read once per
+/// run ([`Seen`]); the provenance referrer's blobs go up with the image's,
+/// and its index while the branch tag settles.
 pub fn publish(opts: &registry::Options, plan: Plan<'_>) -> Result<Published> {
     let client = Client::open(opts)?;
+    let mut seen = Seen::default();
     let mut warnings = Vec::new();
     let mut anomaly = None;
     // Before tagging: who else publishes under the prefix, and what Flux's
     // numerical policy will make of the new tag. One read serves both.
     if let Some((t, c, checkout)) = plan.stamp {
         let ts = u64::try_from(c.timestamp).unwrap_or(0);
-        match guards::read_prefix(&client, t, ts) {
-            Ok(read) => {
-                if let Some(w) =
-                    guards::check_prefix_owner(&client, &read, &c.id, t, plan.git_ref.as_deref())?
-                {
+        let owner_and_anomaly = match seen.tags(&client) {
+            Ok(_) => {
+                if let Some(w) = guards::check_prefix_owner(
+                    &client,
+                    &mut seen,
+                    &c.id,
+                    ts,
+                    t,
+                    plan.git_ref.as_deref(),
+                )? {
                     warnings.push(w);
                 }
-                match guards::check_anomaly(&read, checkout, &c.id, ts, t, plan.forced.as_ref()) {
-                    Ok(a) => anomaly = a,
-                    Err(e) => warnings.push(format!(
-                        "could not check the existing tags for anomalies: {e}"
-                    )),
-                }
+                guards::check_anomaly(
+                    &client,
+                    &mut seen,
+                    checkout,
+                    &c.id,
+                    ts,
+                    t,
+                    plan.forced.as_ref(),
+                )
             }
+            Err(e) => Err(e),
+        };
+        match owner_and_anomaly {
+            Ok(a) => anomaly = a,
             Err(e) => warnings.push(format!(
                 "could not check the existing tags for anomalies: {e}"
             )),
@@ -290,6 +398,7 @@ pub fn publish(opts: &registry::Options, plan: Plan<'_>) -> Result<Published> {
             name,
             guards::plan_branch(
                 &client,
+                &mut seen,
                 checkout,
                 name,
                 &c.id,
@@ -299,25 +408,68 @@ pub fn publish(opts: &registry::Options, plan: Plan<'_>) -> Result<Published> {
         )),
         _ => None,
     };
-    let p = push_with(&client, plan.image, plan.tags)?;
-    let mut branch = None;
-    if let (Some((name, how)), Some((t, c, checkout))) = (&branch_plan, plan.stamp) {
-        let report =
-            guards::move_branch(&client, checkout, name, how, &plan.image.manifest, &c.id, t)?;
-        warnings.extend(report.warnings.iter().cloned());
-        branch = Some(report);
+    let subject = plan.image.manifest_descriptor();
+    let referrer = match &plan.provenance {
+        Provenance::Attach(facts) => Some(provenance::artifact(
+            &client.repository().to_string(),
+            &subject.digest,
+            facts,
+        )?),
+        _ => None,
+    };
+    let before: Vec<Before> = plan
+        .tags
+        .iter()
+        .map(|t| match seen.known(t) {
+            Some(Some(n)) => Before::Names(n.digest.clone()),
+            Some(None) => Before::Absent,
+            None => Before::Unknown,
+        })
+        .collect();
+    let (p, beside) = client.run(|s| {
+        ordered_push(
+            s,
+            plan.image,
+            plan.tags,
+            &before,
+            referrer.as_ref().map(|artifact| Referrer { artifact }),
+        )
+    })?;
+    let ours = Named::of(&plan.image.manifest);
+    for t in plan.tags {
+        seen.remember(t, Some(ours.clone()));
     }
-    let provenance = match &plan.provenance {
-        Provenance::Attach(facts) => Some(
-            provenance::attach(&client, plan.image, facts)
-                .map_err(|e| provenance::after_push_error(e, &p.reference))?,
+    // The branch tag goes up; while a racing put lands, the provenance.
+    let moving = match (&branch_plan, plan.stamp) {
+        (Some((name, how)), Some((t, c, _))) => Some(guards::put_branch(
+            &client,
+            &mut seen,
+            name,
+            how,
+            &plan.image.manifest,
+            &c.id,
+            t,
+        )?),
+        _ => None,
+    };
+    let provenance = match (&plan.provenance, &referrer) {
+        (Provenance::Attach(facts), Some(art)) => Some(
+            attach_provenance(&client, &seen, &subject, facts, art, beside)
+                .map_err(|e| provenance::after_push_error(e, &p.reference)),
         ),
-        Provenance::Unattested(why) => {
+        (Provenance::Unattested(why), _) => {
             warnings.push(format!("no provenance attached: {why}"));
             None
         }
-        Provenance::Off => None,
+        _ => None,
     };
+    let mut branch = None;
+    if let (Some(moving), Some((_, _, checkout))) = (moving, plan.stamp) {
+        let report = guards::finish_branch(&client, &mut seen, checkout, moving)?;
+        warnings.extend(report.warnings.iter().cloned());
+        branch = Some(report);
+    }
+    let provenance = provenance.transpose()?;
     Ok(Published {
         push: PushReport {
             reference: p.reference,
@@ -329,5 +481,49 @@ pub fn publish(opts: &registry::Options, plan: Plan<'_>) -> Result<Published> {
         anomaly,
         branch,
         warnings,
+    })
+}
+
+/// Attaches the provenance referrer `art` of the image `subject` after the
+/// push, unless one for the same (commit, ref) is there (see
+/// [`provenance::attach`]): a fresh image has none, and its referrer was
+/// put beside the push. Returns the referrer's digest.
+fn attach_provenance(
+    client: &Client,
+    seen: &Seen,
+    subject: &Descriptor,
+    facts: &provenance::Facts,
+    art: &Artifact,
+    beside: Beside,
+) -> Result<String> {
+    if let Some(put) = beside.referrer_put {
+        let (descriptor, indexed) = put?;
+        if !indexed {
+            client.run(|s| s.index_referrer(subject, &descriptor))?;
+        }
+        return Ok(descriptor.digest);
+    }
+    let blobs_there = match beside.referrer_blobs {
+        Some(up) => {
+            up?;
+            true
+        }
+        None => false,
+    };
+    if !beside.fresh {
+        let tag = artifact::referrers_tag(&subject.digest);
+        if let Some(d) = provenance::attached(client, &subject.digest, facts, seen.lists(&tag))? {
+            return Ok(d);
+        }
+    }
+    client.run(|s| async move {
+        if !blobs_there {
+            s.referrer_blobs(art).await?;
+        }
+        let (descriptor, indexed) = s.put_referrer(subject, art).await?;
+        if !indexed {
+            s.index_referrer(subject, &descriptor).await?;
+        }
+        Ok(descriptor.digest)
     })
 }

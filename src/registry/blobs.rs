@@ -2,7 +2,8 @@
 //! uploads. An upload is one session (`POST`, then one `PUT`, or `PATCH`
 //! chunks of at most [`CHUNK_SIZE`] read from disk and a closing `PUT`);
 //! a transient failure anywhere starts the whole session over, at most
-//! [`MAX_ATTEMPTS`] times.
+//! [`MAX_ATTEMPTS`] times. [`Session::ensure_blob`] asks whether the
+//! repository has a blob and opens its upload session in one request.
 
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -38,20 +39,6 @@ pub(crate) enum Blob<'a> {
 }
 
 impl Session {
-    pub(crate) async fn blob_exists(&self, digest: &str) -> Result<bool> {
-        let what = format!("checking blob {digest}");
-        let url = self.t.url(&format!("blobs/{digest}"))?;
-        let resp = self
-            .t
-            .send(&what, true, |s| Ok(s.request(Method::HEAD, url.clone())))
-            .await?;
-        match resp.status() {
-            s if s.is_success() => Ok(true),
-            StatusCode::NOT_FOUND => Ok(false),
-            _ => Err(self.t.fail(&what, resp).await),
-        }
-    }
-
     /// A small blob's bytes, checked against its digest.
     pub(crate) async fn get_blob(&self, digest: &str) -> Result<Vec<u8>> {
         let what = format!("getting blob {digest}");
@@ -77,10 +64,53 @@ impl Session {
     /// Uploads `bytes` as a blob unless the registry has it.
     pub(crate) async fn put_blob(&self, media_type: &str, bytes: &[u8]) -> Result<Descriptor> {
         let desc = Descriptor::of(media_type, bytes);
-        if !self.blob_exists(&desc.digest).await? {
-            self.upload_blob(&desc, Blob::Memory(bytes)).await?;
-        }
+        self.ensure_blob(&desc, Blob::Memory(bytes)).await?;
         Ok(desc)
+    }
+
+    /// Uploads a blob unless the repository holds it, asking both in one
+    /// request: a `POST` that mounts the blob from this very repository.
+    /// A registry that holds it answers 201 and nothing is sent; else it
+    /// answers 202 with the upload session the blob then goes into (what
+    /// the distribution spec has a registry answer when it cannot mount).
+    /// A registry that refuses the mount parameters outright gets a plain
+    /// upload. True when the blob was uploaded (it was not there).
+    pub(crate) async fn ensure_blob(&self, desc: &Descriptor, blob: Blob<'_>) -> Result<bool> {
+        let what = format!("uploading blob {}", desc.digest);
+        let mut url = self.t.url("blobs/uploads/")?;
+        url.query_pairs_mut()
+            .append_pair("mount", &desc.digest)
+            .append_pair("from", &self.t.repo.name);
+        let resp = self
+            .t
+            .send(&what, true, |s| {
+                Ok(s.request(Method::POST, url.clone())
+                    .header(header::CONTENT_LENGTH, 0))
+            })
+            .await?;
+        let opened = match resp.status() {
+            StatusCode::CREATED => {
+                return match resp
+                    .headers()
+                    .get("docker-content-digest")
+                    .and_then(|v| v.to_str().ok())
+                {
+                    Some(d) if d != desc.digest => Err(self.t.registry_err(
+                        &what,
+                        format!("asked for {}, the registry has {d}", desc.digest),
+                    )),
+                    _ => Ok(false),
+                };
+            }
+            StatusCode::ACCEPTED => Some(self.t.location(&what, &resp)?),
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+                return Err(self.t.fail(&what, resp).await);
+            }
+            s if s.is_server_error() => return Err(self.t.fail(&what, resp).await),
+            _ => None,
+        };
+        self.upload_blob(desc, blob, opened).await?;
+        Ok(true)
     }
 
     /// Mounts `digest` from `from` (a repository name on the same
@@ -149,20 +179,24 @@ impl Session {
         self.t.send_once(what, rb, expect).await
     }
 
-    /// Uploads one blob, restarting in a new session after a transient
-    /// failure, at most [`MAX_ATTEMPTS`] times.
-    pub(crate) async fn upload_blob(&self, desc: &Descriptor, blob: Blob<'_>) -> Result<()> {
+    /// Uploads one blob (the first session in `opened` when it is open
+    /// already), restarting in a new session after a transient failure,
+    /// at most [`MAX_ATTEMPTS`] times.
+    async fn upload_blob(
+        &self,
+        desc: &Descriptor,
+        blob: Blob<'_>,
+        mut opened: Option<Url>,
+    ) -> Result<()> {
         let what = format!("uploading blob {}", desc.digest);
         let mut attempt = 0;
         loop {
             attempt += 1;
-            match self.upload_session(&what, desc, &blob).await? {
-                Attempt::Done(()) => {
-                    self.uploaded_blobs.set(self.uploaded_blobs.get() + 1);
-                    self.uploaded_bytes
-                        .set(self.uploaded_bytes.get() + desc.size);
-                    return Ok(());
-                }
+            match self
+                .upload_session(&what, desc, &blob, opened.take())
+                .await?
+            {
+                Attempt::Done(()) => return Ok(()),
                 Attempt::Retry { error, wait } => {
                     if attempt >= MAX_ATTEMPTS {
                         return Err(error);
@@ -173,31 +207,38 @@ impl Session {
         }
     }
 
+    /// One upload session: opened by a `POST` unless `opened` is its
+    /// `Location` already.
     async fn upload_session(
         &self,
         what: &str,
         desc: &Descriptor,
         blob: &Blob<'_>,
+        opened: Option<Url>,
     ) -> Result<Attempt<()>> {
-        let start = self.t.url("blobs/uploads/")?;
-        let mut h = HeaderMap::new();
-        h.insert(header::CONTENT_LENGTH, HeaderValue::from(0));
-        let step = self
-            .upload_step(
-                what,
-                Method::POST,
-                &start,
-                Body::Empty,
-                h,
-                StatusCode::ACCEPTED,
-            )
-            .await?;
-        let resp = match step {
-            Attempt::Done(r) => r,
-            Attempt::Retry { error, wait } => return Ok(Attempt::Retry { error, wait }),
+        let mut loc = match opened {
+            Some(loc) => loc,
+            None => {
+                let start = self.t.url("blobs/uploads/")?;
+                let mut h = HeaderMap::new();
+                h.insert(header::CONTENT_LENGTH, HeaderValue::from(0));
+                let step = self
+                    .upload_step(
+                        what,
+                        Method::POST,
+                        &start,
+                        Body::Empty,
+                        h,
+                        StatusCode::ACCEPTED,
+                    )
+                    .await?;
+                let resp = match step {
+                    Attempt::Done(r) => r,
+                    Attempt::Retry { error, wait } => return Ok(Attempt::Retry { error, wait }),
+                };
+                self.t.location(what, &resp)?
+            }
         };
-        let mut loc = self.t.location(what, &resp)?;
-        drop(resp);
         let octet = HeaderValue::from_static("application/octet-stream");
         // A blob that fits in one request goes in one PUT either way.
         if self.monolithic || desc.size <= CHUNK_SIZE {

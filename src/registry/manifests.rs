@@ -38,11 +38,6 @@ pub struct PutManifest {
 }
 
 impl Session {
-    /// The digest this session last read `tag` to name, if it read it.
-    pub(crate) fn known_digest(&self, tag: &str) -> Option<String> {
-        self.named.borrow().get(tag).cloned()
-    }
-
     /// The digest a tag (or digest) names, or `None` when it does not exist.
     pub(crate) async fn manifest_digest(&self, reference: &str) -> Result<Option<String>> {
         Ok(self.head_manifest(reference).await?.map(|d| d.digest))
@@ -112,11 +107,6 @@ impl Session {
         let header_type = header_str(&resp, header::CONTENT_TYPE.as_str());
         let bytes = self.t.small_body(&what, resp, "manifest").await?;
         let digest = crate::image::sha256_digest(&bytes);
-        if !reference.starts_with("sha256:") {
-            self.named
-                .borrow_mut()
-                .insert(reference.to_string(), digest.clone());
-        }
         if reference.starts_with("sha256:") && digest != reference {
             return Err(self.t.registry_err(
                 &what,

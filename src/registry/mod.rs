@@ -29,8 +29,7 @@ pub mod name;
 pub mod referrers;
 pub mod transport;
 
-use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::cell::Cell;
 use std::fmt;
 use std::path::PathBuf;
 
@@ -90,22 +89,8 @@ fn overrun(repo: &Repository, doing: &str) -> Error {
 pub(crate) struct Session {
     pub(crate) t: Transport,
     monolithic: bool,
-    uploaded_blobs: Cell<usize>,
-    uploaded_bytes: Cell<u64>,
     /// Whether `GET /v2/NAME/referrers/DIGEST` answered 200 (once asked).
     referrers_api: Cell<Option<bool>>,
-    /// The digest each tag named when this session last read its manifest
-    /// (the anomaly check reads them just before a push). Only used to skip
-    /// a push's HEAD of a tag already known to name the very digest being
-    /// pushed; anything else is asked afresh.
-    named: RefCell<HashMap<String, String>>,
-}
-
-impl Session {
-    /// Blobs uploaded by this session, and their bytes.
-    pub(crate) fn uploaded(&self) -> (usize, u64) {
-        (self.uploaded_blobs.get(), self.uploaded_bytes.get())
-    }
 }
 
 /// A blocking client for one repository, with the retries, token renewal
@@ -163,10 +148,7 @@ impl Client {
         let session = Session {
             t,
             monolithic: opts.monolithic,
-            uploaded_blobs: Cell::new(0),
-            uploaded_bytes: Cell::new(0),
             referrers_api: Cell::new(None),
-            named: RefCell::new(HashMap::new()),
         };
         Ok(Client { rt, session, until })
     }
@@ -249,6 +231,41 @@ impl Client {
         artifact_type: Option<&str>,
     ) -> Result<Vec<Descriptor>> {
         self.run(|s| s.referrers(subject_digest, artifact_type))
+    }
+
+    /// The referrers of the manifest `subject_digest` as the referrers API
+    /// lists them (only those of `artifact_type` when given), or `None`
+    /// when the registry has no referrers API (then never asked again by
+    /// this client).
+    pub fn referrers_api(
+        &self,
+        subject_digest: &str,
+        artifact_type: Option<&str>,
+    ) -> Result<Option<Vec<Descriptor>>> {
+        let listed = self.run(|s| s.referrers_api_list(subject_digest, artifact_type))?;
+        Ok(listed.map(|mut list| {
+            if let Some(t) = artifact_type {
+                list.retain(|d| d.artifact_type.as_deref() == Some(t));
+            }
+            list
+        }))
+    }
+
+    /// The referrers of the manifest `subject_digest` that the referrers
+    /// tag `sha256-<hex>` lists (only those of `artifact_type` when given);
+    /// empty when the tag does not exist.
+    pub fn referrers_tag_list(
+        &self,
+        subject_digest: &str,
+        artifact_type: Option<&str>,
+    ) -> Result<Vec<Descriptor>> {
+        let mut list = self
+            .run(|s| s.referrers_tag_index(subject_digest))?
+            .manifests;
+        if let Some(t) = artifact_type {
+            list.retain(|d| d.artifact_type.as_deref() == Some(t));
+        }
+        Ok(list)
     }
 
     /// True when the registry answered the referrers API; `None` before

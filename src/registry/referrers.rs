@@ -42,8 +42,9 @@ impl Session {
     }
 
     /// `GET /v2/NAME/referrers/DIGEST` (all pages), or `None` when the
-    /// registry does not implement it (anything but 200 with an index).
-    async fn referrers_api_list(
+    /// registry does not implement it (anything but 200 with an index);
+    /// asked at most once per session when it does not.
+    pub(crate) async fn referrers_api_list(
         &self,
         subject: &str,
         artifact_type: Option<&str>,
@@ -101,7 +102,7 @@ impl Session {
     }
 
     /// The index under the referrers tag of `subject` (empty when missing).
-    async fn referrers_tag_index(&self, subject: &str) -> Result<Index> {
+    pub(crate) async fn referrers_tag_index(&self, subject: &str) -> Result<Index> {
         let tag = artifact::referrers_tag(subject);
         match self.get_manifest(&tag).await? {
             None => Ok(Index::empty()),
@@ -122,23 +123,58 @@ impl Session {
         subject: &Descriptor,
         art: &Artifact,
     ) -> Result<Attached> {
-        use futures_util::future::try_join_all;
-        let (bytes, descriptor) = artifact::manifest(subject, art)?;
+        self.referrer_blobs(art).await?;
+        let (descriptor, indexed) = self.put_referrer(subject, art).await?;
+        let referrers_tag = match indexed {
+            true => None,
+            false => Some(self.index_referrer(subject, &descriptor).await?),
+        };
+        Ok(Attached {
+            descriptor,
+            referrers_tag,
+        })
+    }
+
+    /// Uploads the blobs of `art` the registry does not have (the empty
+    /// config and each layer), side by side.
+    pub(crate) async fn referrer_blobs(&self, art: &Artifact) -> Result<()> {
+        use futures_util::future::{try_join, try_join_all};
         let empty = artifact::empty_descriptor();
-        self.put_blob(&empty.media_type, artifact::EMPTY_JSON)
-            .await?;
-        try_join_all(art.layers.iter().map(|(mt, b)| self.put_blob(mt, b))).await?;
+        try_join(
+            self.put_blob(&empty.media_type, artifact::EMPTY_JSON),
+            try_join_all(art.layers.iter().map(|(mt, b)| self.put_blob(mt, b))),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Puts the manifest of `art` about `subject` by digest (its blobs are
+    /// there): its descriptor, and whether the registry indexed it itself
+    /// (answered `OCI-Subject`, the referrers API).
+    pub(crate) async fn put_referrer(
+        &self,
+        subject: &Descriptor,
+        art: &Artifact,
+    ) -> Result<(Descriptor, bool)> {
+        let (bytes, descriptor) = artifact::manifest(subject, art)?;
         let put = self
             .put_manifest_bytes(&descriptor.digest, &bytes, MANIFEST_MEDIA_TYPE)
             .await?;
-        if put.subject.as_deref() == Some(subject.digest.as_str()) {
+        let indexed = put.subject.as_deref() == Some(subject.digest.as_str());
+        if indexed {
             self.referrers_api.set(Some(true));
-            return Ok(Attached {
-                descriptor,
-                referrers_tag: None,
-            });
         }
-        // Referrers tag schema (distribution spec v1.1): read, add, write.
+        Ok((descriptor, indexed))
+    }
+
+    /// Adds `descriptor` to the index under the referrers tag of `subject`
+    /// (the referrers tag schema of distribution spec v1.1: read, add
+    /// unless listed, write); returns the tag.
+    pub(crate) async fn index_referrer(
+        &self,
+        subject: &Descriptor,
+        descriptor: &Descriptor,
+    ) -> Result<String> {
         let tag = artifact::referrers_tag(&subject.digest);
         let mut index = self.referrers_tag_index(&subject.digest).await?;
         if !index
@@ -153,9 +189,6 @@ impl Session {
             self.put_manifest_bytes(&tag, &bytes, INDEX_MEDIA_TYPE)
                 .await?;
         }
-        Ok(Attached {
-            descriptor,
-            referrers_tag: Some(tag),
-        })
+        Ok(tag)
     }
 }

@@ -1,0 +1,122 @@
+//! What one publish has read from its repository, so that each thing is
+//! asked once per run and passed down: the tag list (read once, by the
+//! anomaly check, then used by the branch tag, the push and provenance)
+//! and what each tag named when this run read or wrote it. A timestamp
+//! tag never moves, so its image is read at most once per run. A tag the
+//! list does not hold was absent when the list was read: nothing asks
+//! about it again, except the guards that read on purpose (a timestamp tag
+//! just before its put and after it, the branch tag's read-back).
+
+use std::collections::HashMap;
+
+use crate::error::Result;
+use crate::image::ANNOTATION_REVISION;
+use crate::image::artifact::ManifestView;
+use crate::registry::Client;
+
+/// What a tag named when this run read (or wrote) it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Named {
+    /// The manifest digest.
+    pub digest: String,
+    /// The commit the image records (`org.opencontainers.image.revision`,
+    /// lower case), `None` when it records none.
+    pub revision: Option<String>,
+}
+
+impl Named {
+    /// What the manifest `bytes` say.
+    pub fn of(bytes: &[u8]) -> Named {
+        Named {
+            digest: crate::image::sha256_digest(bytes),
+            revision: revision_in(bytes),
+        }
+    }
+}
+
+/// The commit the manifest `bytes` record, lower case.
+pub fn revision_in(bytes: &[u8]) -> Option<String> {
+    let view = ManifestView::parse(bytes).unwrap_or_default();
+    view.annotations
+        .get(ANNOTATION_REVISION)
+        .map(|r| r.to_ascii_lowercase())
+}
+
+/// The per-run cache (see the module docs).
+#[derive(Debug, Default)]
+pub struct Seen {
+    /// The tag list, as it was when first read; `None` until then.
+    tags: Option<Vec<String>>,
+    /// What each tag named when read: `None` when it did not exist.
+    images: HashMap<String, Option<Named>>,
+}
+
+impl Seen {
+    /// The repository's tags, read on the first call only.
+    pub fn tags(&mut self, client: &Client) -> Result<&[String]> {
+        if self.tags.is_none() {
+            self.tags = Some(client.list_tags()?);
+        }
+        Ok(self.tags.as_deref().unwrap_or_default())
+    }
+
+    /// The tag list, if this run has read it.
+    pub fn listed(&self) -> Option<&[String]> {
+        self.tags.as_deref()
+    }
+
+    /// Whether the tag list holds `tag`; `None` when it was not read.
+    pub fn lists(&self, tag: &str) -> Option<bool> {
+        self.tags.as_ref().map(|t| t.iter().any(|x| x == tag))
+    }
+
+    /// What `tag` named when this run last read or wrote it, if it did
+    /// (`Some(None)`: it did not exist, also when the list proved it).
+    pub fn known(&self, tag: &str) -> Option<Option<&Named>> {
+        match self.images.get(tag) {
+            Some(n) => Some(n.as_ref()),
+            None if self.lists(tag) == Some(false) => Some(None),
+            None => None,
+        }
+    }
+
+    /// What `tag` names: what this run already knows (its tag list
+    /// included), else one `GET`.
+    pub fn image(&mut self, client: &Client, tag: &str) -> Result<Option<Named>> {
+        if let Some(known) = self.known(tag) {
+            return Ok(known.cloned());
+        }
+        self.read(client, tag)
+    }
+
+    /// What `tag`, found in a newer tag list, names: what this run read or
+    /// wrote, else one `GET` (a tag missing from the first list may have
+    /// been made since).
+    pub fn listed_image(&mut self, client: &Client, tag: &str) -> Result<Option<Named>> {
+        if let Some(known) = self.images.get(tag) {
+            return Ok(known.clone());
+        }
+        self.read(client, tag)
+    }
+
+    fn read(&mut self, client: &Client, tag: &str) -> Result<Option<Named>> {
+        let named = client.get_manifest(tag)?.map(|m| Named::of(&m.bytes));
+        self.images.insert(tag.to_string(), named.clone());
+        Ok(named)
+    }
+
+    /// Records that `tag` names `named` (this run read or put it).
+    pub fn remember(&mut self, tag: &str, named: Option<Named>) {
+        self.images.insert(tag.to_string(), named);
+    }
+
+    /// The revision of the image with manifest `digest`, if this run has
+    /// read or written a tag naming it.
+    pub fn revision_of_digest(&self, digest: &str) -> Option<Option<String>> {
+        self.images
+            .values()
+            .flatten()
+            .find(|n| n.digest == digest)
+            .map(|n| n.revision.clone())
+    }
+}

@@ -1,0 +1,406 @@
+//! How many requests a push makes, counted per kind from the registry's own
+//! access log: CNCF distribution logs every request it serves, before the
+//! answer is complete, so the log is whole once the push has exited. On a
+//! runner every request to ghcr.io costs 50-150 ms, so these counts, not
+//! CPU, are what a user waits for (`scripts/bench-push.sh --latency` times
+//! them). Each row has a budget per kind (method x resource); a count above
+//! its budget fails, and so does a push that did not do its work (the tags,
+//! the branch tag and the provenance are read back with curl).
+//!
+//! The rows: a 50-file folder in git, pushed as `--tag latest`,
+//! `--timestamp-tag main --branch-tag main`, `--tag latest
+//! --no-provenance`, and the second of these again for the next commit
+//! into a repository that already holds three (what CI does on every
+//! change). Each first push, then a re-push of the same commit.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::git::{ScratchRepo, git_at};
+use common::registry::{Auth, Registry, curl, revision_of, run, tags_of};
+
+/// A request kind: method and resource (`manifests`, `blobs`, `uploads`
+/// for `blobs/uploads/`, `tags`, `referrers`), or `auth` for `GET /v2/`.
+type Kind = (String, &'static str);
+
+/// The requests in `log` (access log lines) about repository `name`, per
+/// kind; a request about anything else panics.
+fn count(log: &str, name: &str) -> BTreeMap<Kind, usize> {
+    let mut out = BTreeMap::new();
+    for line in log.lines() {
+        // `127.0.0.1 - - [date] "GET /v2/NAME/tags/list?n=1000 HTTP/1.1" 200 ...`
+        let Some(request) = line.split('"').nth(1) else {
+            continue;
+        };
+        let mut parts = request.split(' ');
+        let (Some(method), Some(path)) = (parts.next(), parts.next()) else {
+            panic!("not a request: {line}");
+        };
+        let path = path.split('?').next().unwrap_or(path);
+        let resource = if path == "/v2/" {
+            "auth"
+        } else {
+            let rest = path
+                .strip_prefix(&format!("/v2/{name}/"))
+                .unwrap_or_else(|| panic!("a request about another repository: {line}"));
+            match rest.split('/').next() {
+                Some("manifests") => "manifests",
+                Some("blobs") if rest.starts_with("blobs/uploads/") => "uploads",
+                Some("blobs") => "blobs",
+                Some("tags") => "tags",
+                Some("referrers") => "referrers",
+                _ => panic!("an unexpected request: {line}"),
+            }
+        };
+        *out.entry((method.to_string(), resource)).or_default() += 1;
+    }
+    out
+}
+
+/// `(method, resource, at most)`.
+type Budget = &'static [(&'static str, &'static str, usize)];
+
+/// Fails when a kind's count is above its budget (a kind without one has
+/// a budget of 0; authentication, `GET /v2/`, has 1), and when the total
+/// after authentication is above the budgets' sum; returns that total.
+fn within(row: &str, counts: &BTreeMap<Kind, usize>, budget: Budget) -> usize {
+    let table: String = counts
+        .iter()
+        .map(|((m, r), n)| format!("\n  {m} {r}: {n}"))
+        .collect();
+    for ((m, r), n) in counts {
+        let allowed = budget
+            .iter()
+            .find(|(bm, br, _)| bm == m && br == r)
+            .map_or(usize::from(*r == "auth"), |b| b.2);
+        assert!(
+            *n <= allowed,
+            "{row}: {n} x {m} {r}, the budget is {allowed}; all requests:{table}"
+        );
+    }
+    let total: usize = counts
+        .iter()
+        .filter(|((_, r), _)| *r != "auth")
+        .map(|(_, n)| n)
+        .sum();
+    let allowed: usize = budget.iter().map(|b| b.2).sum();
+    assert!(
+        total <= allowed,
+        "{row}: {total} requests after authentication, the budget is {allowed}:{table}"
+    );
+    total
+}
+
+struct Folder {
+    repo: ScratchRepo,
+    time: i64,
+}
+
+impl Folder {
+    /// A repository with `configs/shop`: 50 files, one commit.
+    fn new() -> Folder {
+        let repo = ScratchRepo::new();
+        let shop = repo.dir.join("configs/shop");
+        std::fs::create_dir_all(&shop).expect("mkdir");
+        for i in 1..=50 {
+            let body: String = (1..=40)
+                .map(|j| format!("key_{i}_{j}: value-{i}-{j}\n"))
+                .collect();
+            std::fs::write(shop.join(format!("setting-{i:02}.yaml")), body).expect("write");
+        }
+        let mut f = Folder {
+            repo,
+            time: 1_700_000_000,
+        };
+        f.commit();
+        f
+    }
+
+    /// Commits what the folder holds, 100 s after the last commit.
+    fn commit(&mut self) -> String {
+        self.time += 100;
+        git_at(&self.repo.dir, &["add", "-A"], self.time);
+        git_at(&self.repo.dir, &["commit", "-q", "-m", "change"], self.time);
+        self.repo.git(&["rev-parse", "HEAD"])
+    }
+
+    /// Changes one file and commits it.
+    fn change(&mut self) -> String {
+        let f = self.repo.dir.join("configs/shop/setting-01.yaml");
+        std::fs::write(f, format!("changed: {}\n", self.time)).expect("write");
+        self.commit()
+    }
+
+    fn shop(&self) -> String {
+        self.repo.dir.join("configs/shop").display().to_string()
+    }
+}
+
+/// Pushes `folder` into `name` with `flags`: the `--json` report and the
+/// requests it made, per kind.
+fn push(
+    reg: &Registry,
+    folder: &Folder,
+    name: &str,
+    flags: &[&str],
+) -> (serde_json::Value, BTreeMap<Kind, usize>) {
+    let before = std::fs::read_to_string(&reg.log).expect("access log").len();
+    let repository = format!("{}/{name}", reg.host());
+    let shop = folder.shop();
+    let mut args = vec![
+        "push",
+        "--path",
+        &shop,
+        "--repository",
+        &repository,
+        "--json",
+    ];
+    args.extend(flags);
+    let out = run(&args, &[], None).json();
+    let log = std::fs::read_to_string(&reg.log).expect("access log");
+    (out, count(&log[before..], name))
+}
+
+/// The digest `name:tag` names, read with curl.
+fn digest_of(reg: &Registry, name: &str, tag: &str) -> String {
+    let out = std::process::Command::new(common::require("curl"))
+        .args([
+            "-sI",
+            "-H",
+            "Accept: application/vnd.oci.image.manifest.v1+json",
+        ])
+        .arg(format!("http://{}/v2/{name}/manifests/{tag}", reg.host()))
+        .output()
+        .expect("curl");
+    let head = String::from_utf8_lossy(&out.stdout).to_ascii_lowercase();
+    head.lines()
+        .find_map(|l| l.strip_prefix("docker-content-digest:"))
+        .unwrap_or_else(|| panic!("{name}:{tag} does not exist: {head}"))
+        .trim()
+        .to_string()
+}
+
+/// The provenance referrers the referrers tag of `digest` lists.
+fn provenance_of(reg: &Registry, name: &str, digest: &str) -> Vec<String> {
+    let (code, body) = curl(
+        &format!(
+            "http://{}/v2/{name}/manifests/{}",
+            reg.host(),
+            digest.replace(':', "-")
+        ),
+        Some("application/vnd.oci.image.index.v1+json"),
+    );
+    assert_eq!(code, 200, "no referrers index for {digest}: {body}");
+    let v: serde_json::Value = serde_json::from_str(&body).expect("index JSON");
+    v["manifests"]
+        .as_array()
+        .expect("manifests")
+        .iter()
+        .filter(|d| d["artifactType"] == "application/vnd.in-toto+json")
+        .map(|d| d["digest"].as_str().expect("digest").to_string())
+        .collect()
+}
+
+/// The timestamp tag of `commit` at `time`, as `--timestamp-tag main` makes it.
+fn stamp(time: i64, commit: &str) -> String {
+    format!("main-{time}-{}", &commit[..7])
+}
+
+const STAMPED: &[&str] = &["--timestamp-tag", "main", "--branch-tag", "main"];
+
+/// A first push of new content: the blobs (one `POST` that mounts from
+/// this repository asks whether each is there and opens its upload; one
+/// `PUT` sends it), the manifest under the tag (a `HEAD` of the tag
+/// first), the provenance referrer (its manifest, and its index: read,
+/// then written).
+const PLAIN_FIRST: Budget = &[
+    ("HEAD", "manifests", 1),
+    ("POST", "uploads", 4),
+    ("PUT", "uploads", 4),
+    ("PUT", "manifests", 3),
+    ("GET", "manifests", 1),
+];
+/// A re-push: the tag, and whether the provenance is there (the referrers
+/// API, then the referrers tag).
+const PLAIN_AGAIN: Budget = &[
+    ("HEAD", "manifests", 1),
+    ("GET", "referrers", 1),
+    ("GET", "manifests", 1),
+];
+/// The tag list once; the timestamp tag read just before its put and
+/// back after it; the branch tag put, then read back with the tag list.
+const STAMPED_FIRST: Budget = &[
+    ("GET", "tags", 2),
+    ("HEAD", "manifests", 3),
+    ("POST", "uploads", 4),
+    ("PUT", "uploads", 4),
+    ("PUT", "manifests", 4),
+    ("GET", "manifests", 1),
+];
+/// The tag list, the timestamp tag, the branch tag, the referrers tag.
+const STAMPED_AGAIN: Budget = &[("GET", "tags", 1), ("GET", "manifests", 3)];
+const NOPROV_FIRST: Budget = &[
+    ("HEAD", "manifests", 1),
+    ("POST", "uploads", 2),
+    ("PUT", "uploads", 2),
+    ("PUT", "manifests", 1),
+];
+const NOPROV_AGAIN: Budget = &[("HEAD", "manifests", 1)];
+/// As [`STAMPED_FIRST`], plus the newest earlier tag (the anomaly check)
+/// and the branch tag (the plan) read once each; the empty config of the
+/// provenance is there already (one `POST`).
+const NEXT_FIRST: Budget = &[
+    ("GET", "tags", 2),
+    ("HEAD", "manifests", 3),
+    ("POST", "uploads", 4),
+    ("PUT", "uploads", 3),
+    ("PUT", "manifests", 4),
+    ("GET", "manifests", 3),
+];
+
+#[test]
+fn a_push_makes_no_more_requests_than_it_needs() {
+    let reg = Registry::start(Auth::None);
+    let mut folder = Folder::new();
+    // The repository with history: three commits pushed, one by one.
+    let mut earlier = Vec::new();
+    for _ in 0..3 {
+        let c = folder.change();
+        push(&reg, &folder, "next", STAMPED);
+        earlier.push(stamp(folder.time, &c));
+    }
+    let commit = folder.change();
+    let ts_tag = stamp(folder.time, &commit);
+    let mut totals = Vec::new();
+
+    // --tag latest
+    let (first, n) = push(&reg, &folder, "plain", &["--tag", "latest"]);
+    let digest = first["digest"].as_str().expect("digest").to_string();
+    totals.push(("plain first", within("plain first push", &n, PLAIN_FIRST)));
+    assert_eq!(digest_of(&reg, "plain", "latest"), digest);
+    let prov = first["provenance"]
+        .as_str()
+        .expect("provenance")
+        .to_string();
+    assert_eq!(provenance_of(&reg, "plain", &digest), [prov.as_str()]);
+    let (again, n) = push(&reg, &folder, "plain", &["--tag", "latest"]);
+    totals.push(("plain again", within("plain re-push", &n, PLAIN_AGAIN)));
+    assert_eq!(
+        (&again["pushed"], &again["provenance"]),
+        (&false.into(), &prov.clone().into())
+    );
+
+    // --timestamp-tag main --branch-tag main
+    let (first, n) = push(&reg, &folder, "stamped", STAMPED);
+    totals.push((
+        "stamped first",
+        within("stamped first push", &n, STAMPED_FIRST),
+    ));
+    assert_eq!(
+        first["digest"],
+        digest.as_str(),
+        "the same image as the plain row"
+    );
+    assert_eq!(first["branch_tag"]["outcome"], "created");
+    assert_eq!(digest_of(&reg, "stamped", &ts_tag), digest);
+    assert_eq!(digest_of(&reg, "stamped", "main"), digest);
+    let prov = first["provenance"]
+        .as_str()
+        .expect("provenance")
+        .to_string();
+    assert_eq!(provenance_of(&reg, "stamped", &digest), [prov.as_str()]);
+    let (again, n) = push(&reg, &folder, "stamped", STAMPED);
+    totals.push((
+        "stamped again",
+        within("stamped re-push", &n, STAMPED_AGAIN),
+    ));
+    assert_eq!(
+        (&again["pushed"], &again["provenance"]),
+        (&false.into(), &prov.into())
+    );
+    assert_eq!(again["branch_tag"]["outcome"], "unchanged");
+
+    // --tag latest --no-provenance
+    let (first, n) = push(
+        &reg,
+        &folder,
+        "noprov",
+        &["--tag", "latest", "--no-provenance"],
+    );
+    totals.push((
+        "noprov first",
+        within("no-provenance first push", &n, NOPROV_FIRST),
+    ));
+    assert_eq!(digest_of(&reg, "noprov", "latest"), digest);
+    assert!(
+        first.get("provenance").is_none_or(|p| p.is_null()),
+        "{first}"
+    );
+    assert!(
+        !tags_of(&reg, "noprov")
+            .iter()
+            .any(|t| t.starts_with("sha256-"))
+    );
+    let (again, n) = push(
+        &reg,
+        &folder,
+        "noprov",
+        &["--tag", "latest", "--no-provenance"],
+    );
+    totals.push((
+        "noprov again",
+        within("no-provenance re-push", &n, NOPROV_AGAIN),
+    ));
+    assert_eq!(again["pushed"], false);
+
+    // The next commit into the repository with history.
+    let (first, n) = push(&reg, &folder, "next", STAMPED);
+    totals.push((
+        "next first",
+        within("next commit's first push", &n, NEXT_FIRST),
+    ));
+    assert_eq!(first["anomaly"], serde_json::Value::Null, "{first}");
+    assert_eq!(first["branch_tag"]["outcome"], "moved");
+    assert_eq!(revision_of(&reg, "next", "main"), commit);
+    assert_eq!(digest_of(&reg, "next", &ts_tag), digest);
+    for t in &earlier {
+        assert!(tags_of(&reg, "next").contains(t), "{t} is gone");
+    }
+    let prov = first["provenance"]
+        .as_str()
+        .expect("provenance")
+        .to_string();
+    assert_eq!(provenance_of(&reg, "next", &digest), [prov.as_str()]);
+    let (again, n) = push(&reg, &folder, "next", STAMPED);
+    totals.push((
+        "next again",
+        within("next commit's re-push", &n, STAMPED_AGAIN),
+    ));
+    assert_eq!(
+        (&again["pushed"], &again["provenance"]),
+        (&false.into(), &prov.into())
+    );
+    eprintln!("requests after authentication: {totals:?}");
+}
+
+#[test]
+fn the_counter_counts_what_distribution_logs() {
+    // The oracle itself: two known requests, counted per kind.
+    let reg = Registry::start(Auth::None);
+    let before = std::fs::read_to_string(&reg.log).expect("access log").len();
+    let base = format!("http://{}/v2", reg.host());
+    assert_eq!(curl(&format!("{base}/"), None).0, 200);
+    assert_eq!(curl(&format!("{base}/a/b/tags/list?n=5"), None).0, 404);
+    assert_eq!(curl(&format!("{base}/a/b/manifests/x"), None).0, 404);
+    let log = std::fs::read_to_string(&reg.log).expect("access log");
+    let n = count(&log[before..], "a/b");
+    let want: BTreeMap<Kind, usize> = [
+        (("GET".to_string(), "auth"), 1),
+        (("GET".to_string(), "tags"), 1),
+        (("GET".to_string(), "manifests"), 1),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(n, want);
+}
