@@ -331,13 +331,24 @@ fn same_revision<'a>(list: &'a [Descriptor], commit: &str) -> impl Iterator<Item
     })
 }
 
-/// Every ref whose run published the image `digest`, from its provenance
-/// referrers (one referrers read; a referrer without the ref annotation,
-/// written before it existed, costs a manifest and a blob read). Empty
-/// when the image has no provenance or none records a ref.
-pub fn refs_of(client: &Client, digest: &str) -> Result<Vec<String>> {
+/// The refs that published the image `digest`, from its provenance
+/// referrers. `tag_listed` is what the caller's tag list says of the
+/// referrers tag `sha256-<hex>`: listed, only that index is read (one
+/// request); not listed, only the referrers API is asked (a registry
+/// without it has no referrers for the image then); `None`, both as
+/// [`Client::referrers`] does. A referrer without the ref annotation
+/// (written before it existed) costs a manifest and a blob read. Empty when
+/// the image has no provenance or none records a ref.
+pub fn refs_of(client: &Client, digest: &str, tag_listed: Option<bool>) -> Result<Vec<String>> {
+    let referrers = match tag_listed {
+        Some(true) => client.referrers_tag_list(digest, Some(ARTIFACT_TYPE))?,
+        Some(false) => client
+            .referrers_api(digest, Some(ARTIFACT_TYPE))?
+            .unwrap_or_default(),
+        None => client.referrers(digest, Some(ARTIFACT_TYPE))?,
+    };
     let mut out = Vec::new();
-    for d in client.referrers(digest, Some(ARTIFACT_TYPE))? {
+    for d in referrers {
         if let Some(r) = ref_of(client, &d, digest)?
             && !out.contains(&r)
         {

@@ -248,7 +248,10 @@ const NOPROV_FIRST: Budget = &[
 ];
 const NOPROV_AGAIN: Budget = &[("HEAD", "manifests", 1)];
 /// As [`STAMPED_FIRST`], plus the newest earlier tag (the anomaly check)
-/// and the branch tag (the plan) read once each; the empty config of the
+/// and the branch tag (the plan) read once each, and the referrers index
+/// of the newest earlier tag (it names another commit: which ref published
+/// it, docs/flux.md's one-ref-per-prefix rule; the tag list says the index
+/// is there, so no referrers API probe); the empty config of the
 /// provenance is there already (one `POST`).
 const NEXT_FIRST: Budget = &[
     ("GET", "tags", 2),
@@ -256,7 +259,7 @@ const NEXT_FIRST: Budget = &[
     ("POST", "uploads", 4),
     ("PUT", "uploads", 3),
     ("PUT", "manifests", 4),
-    ("GET", "manifests", 3),
+    ("GET", "manifests", 4),
 ];
 
 #[test]

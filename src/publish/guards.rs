@@ -142,7 +142,8 @@ fn free_prefix(our_ref: &str, taken: &str, tags: &[String]) -> String {
 /// published it: the ImagePolicy for the prefix would follow both refs.
 /// The tags and their images come from `seen` (what the anomaly check
 /// reads anyway); the newest tag's provenance referrers are read only then
-/// (one request; the statement too for a referrer written before the ref
+/// (one request, the referrers tag's index or the referrers API as the tag
+/// list says; the statement too for a referrer written before the ref
 /// annotation existed). Returns a warning when the question cannot be
 /// answered (the referrers cannot be read); nothing when this run's ref is
 /// unknown, the tag has no provenance, or one ref is a pull request's and
@@ -172,7 +173,10 @@ pub fn check_prefix_owner(
     let Some(Some(named)) = seen.known(&newest.stamped.tag).map(|n| n.cloned()) else {
         return Ok(None);
     };
-    let refs = match crate::provenance::refs_of(client, &named.digest) {
+    // The tag list already says whether the referrers tag schema holds
+    // an index for the image: one request either way.
+    let listed = seen.lists(&crate::image::artifact::referrers_tag(&named.digest));
+    let refs = match crate::provenance::refs_of(client, &named.digest, listed) {
         Ok(r) => r,
         Err(e) => {
             return Ok(Some(format!(
