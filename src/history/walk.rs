@@ -28,10 +28,11 @@
 //! has one, replaces reading commit objects, parents followed by position
 //! (git uses it too).
 
+use std::cmp::Ordering;
 use std::collections::{BTreeMap, BinaryHeap, HashSet};
 
 use gix::ObjectId;
-use gix::bstr::BString;
+use gix::bstr::{BString, ByteSlice as _};
 use gix::hashtable::HashMap;
 use gix::objs::Find as _;
 use gix::objs::tree::{EntryKind, EntryMode};
@@ -114,6 +115,74 @@ struct CommitData {
     /// The parents' positions in the commit-graph (empty when the commit
     /// is not in it): reading a parent by position skips a search by id.
     parent_pos: Vec<u32>,
+}
+
+/// Fills `found[i]` with the entry named `names[i]` (sorted bytewise) in
+/// the tree object `data`, the first one if a name repeats. Entries come in
+/// git's tree order (a tree sorts as if its name ended in `/`), so the scan
+/// stops after the place of the last name, as git's own tree walk with a
+/// pathspec does, and only a found entry's mode is decoded: the walk reads
+/// wide trees (hundreds of entries) for one name at every commit.
+fn find_entries(
+    data: &[u8],
+    hash: gix::hash::Kind,
+    names: &[BString],
+    found: &mut [Option<Entry>],
+) -> Result<(), &'static str> {
+    let Some(last) = names.last() else {
+        return Ok(());
+    };
+    let id_len = hash.len_in_bytes();
+    let is_tree = |mode: &[u8]| EntryMode::from_bytes(mode).is_some_and(|m| m.is_tree());
+    let mut rest = data;
+    while !rest.is_empty() {
+        // A mode is a few octal digits: no need for memchr.
+        let space = rest
+            .iter()
+            .position(|&b| b == b' ')
+            .ok_or("an entry has no mode")?;
+        let (mode, tail) = (&rest[..space], &rest[space + 1..]);
+        let nul = tail.find_byte(0).ok_or("an entry's name has no end")?;
+        let name = &tail[..nul];
+        let id = tail
+            .get(nul + 1..nul + 1 + id_len)
+            .ok_or("an entry's id is cut short")?;
+        rest = &tail[nul + 1 + id_len..];
+        // Past the last name's place (one compared as if it ended in `/`
+        // when a prefix of the other)?
+        let order = name.cmp(last.as_slice());
+        let past = match order {
+            Ordering::Equal => false,
+            Ordering::Greater => {
+                !name.starts_with(last)
+                    || gix::objs::tree::name_order(name, is_tree(mode), last, true)
+                        == Ordering::Greater
+            }
+            Ordering::Less => {
+                last.starts_with(name)
+                    && gix::objs::tree::name_order(name, is_tree(mode), last, true)
+                        == Ordering::Greater
+            }
+        };
+        if past {
+            break;
+        }
+        let slot = match order {
+            Ordering::Equal => Some(names.len() - 1),
+            _ if names.len() > 1 => names[..names.len() - 1]
+                .binary_search_by(|n| n.as_slice().cmp(name))
+                .ok(),
+            _ => None,
+        };
+        if let Some(i) = slot
+            && found[i].is_none()
+        {
+            let mode = EntryMode::from_bytes(mode).ok_or("an entry's mode is not octal")?;
+            // `id` is exactly one hash long: the conversion cannot fail.
+            found[i] = Some((mode, ObjectId::from_bytes_or_panic(id)));
+        }
+    }
+    Ok(())
 }
 
 /// A node of the folders' path trie: the child names (sorted) and their
@@ -397,14 +466,8 @@ impl<'a> Walker<'a> {
                     format!("the object is a {}", data.kind),
                 ));
             }
-            for e in gix::objs::TreeRefIter::from_bytes(data.data, data.object_hash) {
-                let e = e.map_err(|e| fail(format!("cannot decode tree {tree}"), e))?;
-                if let Ok(i) =
-                    names.binary_search_by(|name| name.as_slice().cmp(e.filename.as_ref()))
-                {
-                    found[i].get_or_insert((e.mode, e.oid.to_owned()));
-                }
-            }
+            find_entries(data.data, tree.kind(), names, &mut found)
+                .map_err(|e| fail(format!("cannot decode tree {tree}"), e))?;
         }
         let answer = found[slot as usize];
         self.trees[n].insert(tree, found);
