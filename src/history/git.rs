@@ -96,6 +96,14 @@ pub fn tree_reads() -> usize {
     super::walk::tree_reads()
 }
 
+pub use super::walk::ObjectReads;
+
+/// Where history walks on the calling thread have read trees and commits
+/// from (see [`ObjectReads`]): a complete clone's are read from its packs.
+pub fn object_reads() -> ObjectReads {
+    super::walk::object_reads()
+}
+
 /// `cwd.join(path)` with `.` and `..` resolved by name.
 fn lexical_absolute(cwd: &Path, path: &Path) -> PathBuf {
     let mut out = PathBuf::new();

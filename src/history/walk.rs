@@ -27,6 +27,13 @@
 //! most lookups end at the root tree); and the commit-graph, when the clone
 //! has one, replaces reading commit objects, parents followed by position
 //! (git uses it too).
+//!
+//! Without a commit-graph (a fresh clone), the cost is reading objects:
+//! every commit, and the trees on the folders' paths that changed. Both
+//! come straight from the packs ([`super::pack`]): a tree built from its
+//! delta is kept and lent to the next one without a copy, a commit is
+//! inflated only as far as its committer line; and a tree is scanned only
+//! up to the place of the names looked up, the mode decoded only for them.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BinaryHeap, HashSet};
@@ -40,6 +47,7 @@ use gix::objs::tree::{EntryKind, EntryMode};
 use super::CommitInfo;
 use super::bloom::{Filters, Key};
 use super::git::Walk;
+use super::pack::Packs;
 
 thread_local! {
     /// Tree objects the walks on this thread have read (see [`tree_reads`]).
@@ -50,6 +58,46 @@ thread_local! {
 /// misses): what the changed-path filters save, for tests.
 pub(crate) fn tree_reads() -> usize {
     TREE_READS.with(|t| t.get())
+}
+
+/// Where the history walks on a thread read trees and commits from: straight
+/// from a pack ([`super::pack`]) or through the object database.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ObjectReads {
+    /// Trees built straight from a pack.
+    pub packed_trees: usize,
+    /// Trees read through the object database (loose objects, or anything
+    /// the packs could not answer directly).
+    pub odb_trees: usize,
+    /// Commits whose first lines were read straight from a pack.
+    pub packed_commits: usize,
+    /// Commits read whole through the object database.
+    pub odb_commits: usize,
+}
+
+thread_local! {
+    /// Where the walks on this thread read objects from (see [`object_reads`]).
+    static OBJECT_READS: std::cell::Cell<ObjectReads> = const {
+        std::cell::Cell::new(ObjectReads {
+            packed_trees: 0,
+            odb_trees: 0,
+            packed_commits: 0,
+            odb_commits: 0,
+        })
+    };
+}
+
+/// The [`ObjectReads`] of the walks on the calling thread so far.
+pub(crate) fn object_reads() -> ObjectReads {
+    OBJECT_READS.with(|r| r.get())
+}
+
+fn count(f: impl FnOnce(&mut ObjectReads)) {
+    OBJECT_READS.with(|r| {
+        let mut v = r.get();
+        f(&mut v);
+        r.set(v);
+    });
 }
 
 /// A folder's entry in its parent tree: mode and object id.
@@ -115,6 +163,31 @@ struct CommitData {
     /// The parents' positions in the commit-graph (empty when the commit
     /// is not in it): reading a parent by position skips a search by id.
     parent_pos: Vec<u32>,
+}
+
+/// The tree, parents and committer time of a commit object, of which
+/// `data` may be only the start up to the end of the committer line.
+fn commit_fields(
+    data: &[u8],
+    hash: gix::hash::Kind,
+) -> Result<(ObjectId, Vec<ObjectId>, i64), String> {
+    use gix::objs::commit::ref_iter::Token;
+    let mut tree = None;
+    let mut parents = Vec::with_capacity(1);
+    for token in gix::objs::CommitRefIter::from_bytes(data, hash) {
+        match token.map_err(|e| e.to_string())? {
+            Token::Tree { id } => tree = Some(id),
+            Token::Parent { id } => parents.push(id),
+            Token::Author { .. } => {}
+            Token::Committer { signature } => {
+                let tree = tree.ok_or("it names no tree")?;
+                return Ok((tree, parents, signature.seconds()));
+            }
+            _ => break,
+        }
+    }
+    // No committer line (git reads its time as 0).
+    Ok((tree.ok_or("it names no tree")?, parents, 0))
 }
 
 /// Fills `found[i]` with the entry named `names[i]` (sorted bytewise) in
@@ -245,6 +318,8 @@ struct Walker<'a> {
     commits: HashMap<ObjectId, CommitData>,
     record: bool,
     buf: Vec<u8>,
+    /// Trees and commits' first lines straight from the packs.
+    packs: Packs,
 }
 
 impl<'a> Walker<'a> {
@@ -319,6 +394,7 @@ impl<'a> Walker<'a> {
             commits: HashMap::default(),
             record,
             buf: Vec::new(),
+            packs: Packs::open(repo),
         })
     }
 
@@ -363,40 +439,37 @@ impl<'a> Walker<'a> {
             );
             return Ok(true);
         }
-        let Some(data) = self
-            .repo
-            .objects
-            .try_find(&id, &mut self.buf)
-            .map_err(|e| fail(format!("cannot read commit {id}"), e))?
-        else {
-            return Ok(false);
-        };
-        if data.kind != gix::objs::Kind::Commit {
-            return Err(fail(
-                format!("cannot read commit {id}"),
-                format!("the object is a {}", data.kind),
-            ));
-        }
-        let mut tree = None;
-        let mut parents = Vec::new();
-        let mut time = 0;
-        for token in gix::objs::CommitRefIter::from_bytes(data.data, data.object_hash) {
-            match token.map_err(|e| fail(format!("cannot decode commit {id}"), e))? {
-                gix::objs::commit::ref_iter::Token::Tree { id } => tree = Some(id),
-                gix::objs::commit::ref_iter::Token::Parent { id } => parents.push(id),
-                gix::objs::commit::ref_iter::Token::Author { .. } => {}
-                gix::objs::commit::ref_iter::Token::Committer { signature } => {
-                    time = signature.seconds();
-                    break;
-                }
-                _ => break,
+        // The commit's first lines straight from a pack, else the whole
+        // object from the object database (which reports any error).
+        let hash = self.repo.object_hash();
+        let head = self
+            .packs
+            .commit_head(&id)
+            .and_then(|head| commit_fields(head, hash).ok());
+        let (tree, parents, time) = match head {
+            Some(fields) => {
+                count(|r| r.packed_commits += 1);
+                fields
             }
-        }
-        let Some(tree) = tree else {
-            return Err(fail(
-                format!("cannot decode commit {id}"),
-                "it names no tree",
-            ));
+            None => {
+                count(|r| r.odb_commits += 1);
+                let Some(data) = self
+                    .repo
+                    .objects
+                    .try_find(&id, &mut self.buf)
+                    .map_err(|e| fail(format!("cannot read commit {id}"), e))?
+                else {
+                    return Ok(false);
+                };
+                if data.kind != gix::objs::Kind::Commit {
+                    return Err(fail(
+                        format!("cannot read commit {id}"),
+                        format!("the object is a {}", data.kind),
+                    ));
+                }
+                commit_fields(data.data, hash)
+                    .map_err(|e| fail(format!("cannot decode commit {id}"), e))?
+            }
         };
         self.commits.insert(
             id,
@@ -449,24 +522,36 @@ impl<'a> Walker<'a> {
         let mut found: Box<[Option<Entry>]> = vec![None; names.len()].into_boxed_slice();
         if tree != ObjectId::empty_tree(tree.kind()) {
             TREE_READS.with(|t| t.set(t.get() + 1));
-            let Some(data) = self
-                .repo
-                .objects
-                .try_find(&tree, &mut self.buf)
-                .map_err(|e| fail(format!("cannot read tree {tree}"), e))?
-            else {
-                return Err(fail(
-                    format!("cannot read tree {tree}"),
-                    "the object is missing",
-                ));
+            // Built from the packs, else read through the object database.
+            let packed = self.packs.tree(&tree);
+            let data = match &packed {
+                Some(data) => {
+                    count(|r| r.packed_trees += 1);
+                    data.as_slice()
+                }
+                None => {
+                    count(|r| r.odb_trees += 1);
+                    let Some(data) = self
+                        .repo
+                        .objects
+                        .try_find(&tree, &mut self.buf)
+                        .map_err(|e| fail(format!("cannot read tree {tree}"), e))?
+                    else {
+                        return Err(fail(
+                            format!("cannot read tree {tree}"),
+                            "the object is missing",
+                        ));
+                    };
+                    if data.kind != gix::objs::Kind::Tree {
+                        return Err(fail(
+                            format!("cannot read tree {tree}"),
+                            format!("the object is a {}", data.kind),
+                        ));
+                    }
+                    data.data
+                }
             };
-            if data.kind != gix::objs::Kind::Tree {
-                return Err(fail(
-                    format!("cannot read tree {tree}"),
-                    format!("the object is a {}", data.kind),
-                ));
-            }
-            find_entries(data.data, tree.kind(), names, &mut found)
+            find_entries(data, tree.kind(), names, &mut found)
                 .map_err(|e| fail(format!("cannot decode tree {tree}"), e))?;
         }
         let answer = found[slot as usize];
