@@ -37,7 +37,7 @@ const MAX_PACKS: usize = 64;
 
 /// Bytes of built trees kept for later deltas, per generation (two are
 /// kept; git's `core.deltaBaseCacheLimit` default is 96 MiB).
-const CACHE_BYTES: usize = 4 << 20;
+const CACHE_BYTES: usize = 1 << 20;
 
 /// Deltas followed for one object before giving up (git writes chains of
 /// at most 50 by default, 4095 at most).
@@ -46,6 +46,12 @@ const MAX_CHAIN: usize = 10_000;
 /// Objects larger than this are left to the object database (which has
 /// its own allocation checks); trees are far smaller.
 const MAX_OBJECT: u64 = 256 << 20;
+
+/// Room left after an object when inflating it: zlib decodes on its fast
+/// path only while this much output space is left, so without it a small
+/// object (a commit, a tree delta: a few hundred bytes) is decoded symbol by
+/// symbol on the slow path, at several times the cost.
+const SLACK: usize = 260;
 
 /// Trees built from the packs, by (pack, offset): two generations, the
 /// older dropped when the current one holds [`CACHE_BYTES`].
@@ -99,7 +105,7 @@ impl Packs {
         Packs {
             bundles,
             inflate: gix::zlib::Inflate::default(),
-            head: vec![0; HEAD_BYTES],
+            head: vec![0; HEAD_BYTES + SLACK],
             delta: Vec::new(),
             built: Built::default(),
         }
@@ -126,7 +132,8 @@ impl Packs {
         let input = pack.entry_slice(entry.data_offset..pack.pack_end() as u64)?;
         let want = usize::try_from(entry.decompressed_size)
             .ok()?
-            .min(HEAD_BYTES);
+            .min(HEAD_BYTES)
+            + SLACK;
         self.inflate.reset();
         let (_, _, written) = self.inflate.prefix(input, &mut self.head[..want]).ok()?;
         let head = &self.head[..written];
@@ -154,9 +161,8 @@ impl Packs {
             }
             let base = match entry.header {
                 Header::Tree => {
-                    let mut data = vec![0; usize::try_from(entry.decompressed_size).ok()?];
-                    pack.decompress_entry(&entry, &mut self.inflate, &mut data)
-                        .ok()?;
+                    let mut data = Vec::new();
+                    inflate(&mut self.inflate, pack, &entry, &mut data)?;
                     let data = Rc::new(data);
                     self.built.insert((b, at), Rc::clone(&data));
                     break data;
@@ -176,16 +182,35 @@ impl Packs {
         };
         // Up the chain again, each delta applied to the object below it.
         for (at, entry) in chain.iter().rev() {
-            let size = usize::try_from(entry.decompressed_size).ok()?;
-            self.delta.resize(size, 0);
             let pack = &self.bundles[b].pack;
-            pack.decompress_entry(entry, &mut self.inflate, &mut self.delta)
-                .ok()?;
+            inflate(&mut self.inflate, pack, entry, &mut self.delta)?;
             object = Rc::new(apply_delta(&object, &self.delta)?);
             self.built.insert((b, *at), Rc::clone(&object));
         }
         Some(object)
     }
+}
+
+/// Inflates pack entry `entry` (its data, a whole object or a delta) into
+/// `out`, which then holds exactly the size the entry announces; None when
+/// the data does not inflate to that size.
+fn inflate(
+    inflate: &mut gix::zlib::Inflate,
+    pack: &pack::data::File,
+    entry: &pack::data::Entry,
+    out: &mut Vec<u8>,
+) -> Option<()> {
+    let size = usize::try_from(entry.decompressed_size).ok()?;
+    let input = pack.entry_slice(entry.data_offset..pack.pack_end() as u64)?;
+    out.clear();
+    out.resize(size + SLACK, 0);
+    inflate.reset();
+    let (status, _, written) = inflate.prefix(input, out).ok()?;
+    if status != gix::zlib::Status::StreamEnd || written != size {
+        return None;
+    }
+    out.truncate(size);
+    Some(())
 }
 
 fn open_bundles(objects: &Path, hash: gix::hash::Kind) -> Vec<pack::Bundle> {

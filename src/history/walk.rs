@@ -583,18 +583,34 @@ impl<'a> Walker<'a> {
     /// The committer time of `id` exactly as the commit object holds it
     /// (`%ct`; the commit-graph keeps only 34 bits).
     fn commit_info(&mut self, id: ObjectId) -> Result<CommitInfo, Failure> {
-        let data = self
-            .repo
-            .objects
-            .try_find(&id, &mut self.buf)
-            .map_err(|e| fail(format!("cannot read commit {id}"), e))?
-            .ok_or_else(|| fail(format!("cannot read commit {id}"), "the object is missing"))?;
-        let committer = gix::objs::CommitRefIter::from_bytes(data.data, data.object_hash)
-            .committer()
-            .map_err(|e| fail(format!("cannot read the committer of {id}"), e))?;
-        let time = committer
-            .time()
-            .map_err(|e| fail(format!("cannot read the committer of {id}"), e))?;
+        let hash = self.repo.object_hash();
+        // The committer line straight from the pack when it reads, else
+        // the whole commit through the object database.
+        let packed = self.packs.commit_head(&id).and_then(|head| {
+            let committer = gix::objs::CommitRefIter::from_bytes(head, hash)
+                .committer()
+                .ok()?;
+            committer.time().ok()
+        });
+        let time = match packed {
+            Some(time) => time,
+            None => {
+                let data = self
+                    .repo
+                    .objects
+                    .try_find(&id, &mut self.buf)
+                    .map_err(|e| fail(format!("cannot read commit {id}"), e))?
+                    .ok_or_else(|| {
+                        fail(format!("cannot read commit {id}"), "the object is missing")
+                    })?;
+                let committer = gix::objs::CommitRefIter::from_bytes(data.data, data.object_hash)
+                    .committer()
+                    .map_err(|e| fail(format!("cannot read the committer of {id}"), e))?;
+                committer
+                    .time()
+                    .map_err(|e| fail(format!("cannot read the committer of {id}"), e))?
+            }
+        };
         Ok(CommitInfo {
             id: id.to_string(),
             timestamp: time.seconds,
