@@ -177,7 +177,10 @@ impl Entries {
     /// is fully determined (and the sort needs no extra memory).
     pub fn sort(&mut self) {
         let mut records = std::mem::take(&mut self.records);
-        records.sort_unstable_by(|a, b| self.path_of(a).as_bytes().cmp(self.path_of(b).as_bytes()));
+        records.sort_unstable_by(|a, b| {
+            let (a, b) = (self.path_of(a), self.path_of(b));
+            a.as_bytes().cmp(b.as_bytes())
+        });
         self.records = records;
     }
 
