@@ -9,7 +9,14 @@
 # taken (RUNS=n to change). Prints the time ratio (ours / pipeline) and our peak RSS,
 # and the peak RSS for a folder 10x smaller, to show memory stays flat.
 #
-# usage: bash scripts/bench-build.sh [WORK_DIR]   (default: a temp dir, removed at the end)
+# Memory per file: the peak RSS of a build of 1,000 and of 100,000 small
+# files (services/teamNN/appNNN/settings-NNNNNN.yaml, 25 bytes each), the
+# growth per file between them, and the pipeline's peak for the 100,000
+# (the largest of its processes). Target: under 16 MiB at 100,000 files;
+# exits 1 when it is not.
+#
+# usage: bash scripts/bench-build.sh [WORK_DIR]   (default: a temp dir, removed at the end;
+#   SETTINGS_IMAGE_BIN=path measures another build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,8 +30,12 @@ if [ ! -x /usr/bin/time ]; then
   fi
 fi
 
-cargo build --release --locked --quiet
-bin="$PWD/target/release/settings-image"
+if [ -n "${SETTINGS_IMAGE_BIN:-}" ]; then
+  bin="$SETTINGS_IMAGE_BIN"   # a binary built elsewhere (must be a release build to mean anything)
+else
+  cargo build --release --locked --quiet
+  bin="$PWD/target/release/settings-image"
+fi
 
 if [ $# -ge 1 ]; then
   work="$1"
@@ -136,3 +147,28 @@ printf 'ours:      %.3f s (median of %s, warm), layer %s bytes compressed / %s t
 printf 'pipeline:  %.3f s (median of %s, warm)\n' "$t_pipe" "$runs"
 printf 'ratio:     %.2f (ours / pipeline; target <= 1.00)\n' "$ratio"
 printf 'peak RSS:  %s KiB (100 MiB folder), %s KiB (10 MiB folder)\n' "$rss_big" "$rss_small"
+
+# many N DIR: N small files in a deterministic tree.
+many() {
+  python3 - "$@" <<'PY'
+import os, sys
+n, root = int(sys.argv[1]), sys.argv[2]
+for i in range(n):
+    d = os.path.join(root, "services/team%02d/app%03d" % (i % 20, (i // 20) % 50))
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "settings-%06d.yaml" % i), "w") as f:
+        f.write("key: %d\nname: v-%06d\n" % (i * 7919 % 100003, i))
+PY
+}
+[ -d "$work/f1k" ] || many 1000 "$work/f1k"
+[ -d "$work/f100k" ] || many 100000 "$work/f100k"
+rss_1k=$(peak_rss "$work/f1k")
+rss_100k=$(peak_rss "$work/f100k")
+rss_pipe=$(/usr/bin/time -f '%M' -o "$work/rss" bash -c "$(declare -f pipeline); pipeline '$work/f100k'" >/dev/null && cat "$work/rss")
+per_file=$(awk -v a="$rss_1k" -v b="$rss_100k" 'BEGIN { printf "%.0f", (b - a) * 1024 / 99000 }')
+printf 'per file:  %s KiB at 1,000 files, %s KiB at 100,000 (%s bytes per file); pipeline %s KiB at 100,000 (target < 16384 KiB)\n' \
+  "$rss_1k" "$rss_100k" "$per_file" "$rss_pipe"
+if [ "$rss_100k" -ge 16384 ]; then
+  echo "bench-build: peak RSS at 100,000 files is $rss_100k KiB, not under 16 MiB" >&2
+  exit 1
+fi

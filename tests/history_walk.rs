@@ -720,3 +720,252 @@ fn the_walk_trusts_the_filters_as_git_does() {
         })
     );
 }
+
+/// Gives every sixth commit of a fast-import stream an author line before
+/// its committer line, alternately 300 and 700 bytes long: the walk reads a
+/// commit's headers from the first bytes of the object, and a committer
+/// line that ends beyond them must be read from the whole object.
+fn long_authors(stream: &str) -> String {
+    let mut out = String::new();
+    let mut n = 0;
+    for line in stream.split_inclusive('\n') {
+        if let Some(rest) = line.strip_prefix("committer C O Mitter <c@example.com> ") {
+            n += 1;
+            if n % 6 == 0 {
+                let name = "A".repeat(if n % 12 == 0 { 700 } else { 300 });
+                out += &format!("author {name} <a@example.com> {rest}");
+            }
+        }
+        out += line;
+    }
+    out
+}
+
+/// Walks every folder at every branch and at every fourth commit against
+/// git in `dir`; returns where the walks read their objects from.
+fn check_reads(
+    r: &ScratchRepo,
+    dir: &Path,
+    ids: &BTreeMap<u32, String>,
+    marks: &[u32],
+    what: &str,
+) -> settings_image::history::git::ObjectReads {
+    let before = settings_image::history::git::object_reads();
+    for rev in ["main", "side", "third"] {
+        check(r, dir, rev, what);
+    }
+    for m in marks.iter().step_by(4) {
+        check(r, dir, &ids[m], what);
+    }
+    let after = settings_image::history::git::object_reads();
+    settings_image::history::git::ObjectReads {
+        packed_trees: after.packed_trees - before.packed_trees,
+        odb_trees: after.odb_trees - before.odb_trees,
+        packed_commits: after.packed_commits - before.packed_commits,
+        odb_commits: after.odb_commits - before.odb_commits,
+    }
+}
+
+#[test]
+fn a_clone_as_a_server_sends_it_agrees_with_git() {
+    // The server: the history repacked as a server's gc does (trees
+    // deltified against other versions and other paths, offset deltas),
+    // then cloned through upload-pack, as actions/checkout fetches it.
+    let (stream, marks) = history(4242, 160);
+    let server = ScratchRepo::new();
+    let ids = import(&server, &long_authors(&stream));
+    server.git(&["symbolic-ref", "HEAD", "refs/heads/main"]);
+    server.git(&["repack", "-adfq"]);
+    let clone = server.dir.parent().expect("parent").join("clone");
+    server.git_in(
+        &server.dir,
+        &[
+            "clone",
+            "-q",
+            "--no-local",
+            "--no-checkout",
+            ".",
+            clone.to_str().expect("utf-8"),
+        ],
+    );
+    for b in ["side", "third"] {
+        server.git_in(
+            &clone,
+            &["branch", "-q", b, &format!("refs/remotes/origin/{b}")],
+        );
+    }
+    let packs = |dir: &Path| {
+        std::fs::read_dir(dir.join(".git/objects/pack"))
+            .expect("pack dir")
+            .filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "pack"))
+            })
+            .count()
+    };
+    assert_eq!(packs(&clone), 1, "the clone holds one pack");
+    let reads = check_reads(&server, &clone, &ids, &marks, "clone, offset deltas");
+    assert!(
+        reads.packed_trees > 0 && reads.packed_commits > 0,
+        "{reads:?}"
+    );
+    assert_eq!(
+        reads.odb_trees, 0,
+        "every tree built from the pack: {reads:?}"
+    );
+    assert!(
+        reads.odb_commits > 0,
+        "long committer lines read whole: {reads:?}"
+    );
+
+    // The same objects with reference deltas (what old clients asked for).
+    server.git_in(
+        &clone,
+        &["-c", "repack.useDeltaBaseOffset=false", "repack", "-adfq"],
+    );
+    assert_eq!(packs(&clone), 1);
+    let reads = check_reads(&server, &clone, &ids, &marks, "clone, reference deltas");
+    assert!(
+        reads.packed_trees > 0 && reads.packed_commits > 0,
+        "{reads:?}"
+    );
+    assert_eq!(
+        reads.odb_trees, 0,
+        "every tree built from the pack: {reads:?}"
+    );
+
+    // A commit made on top: its commit and trees are loose, the rest packed.
+    let index = clone.join(".git/next-index");
+    let mut add = server.cmd(&clone);
+    add.env("GIT_INDEX_FILE", &index);
+    let status = add
+        .args(["read-tree", "main"])
+        .status()
+        .expect("git read-tree");
+    assert!(status.success());
+    let new_blob = {
+        let mut c = server.cmd(&clone);
+        let mut child = c
+            .args(["hash-object", "-w", "--stdin"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("git hash-object");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(b"new: 1\n")
+            .expect("blob");
+        let out = child.wait_with_output().expect("hash-object");
+        String::from_utf8(out.stdout)
+            .expect("utf-8")
+            .trim()
+            .to_string()
+    };
+    let status = server
+        .cmd(&clone)
+        .env("GIT_INDEX_FILE", &index)
+        .args([
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            &format!("100644,{new_blob},configs/b/sub/new.yaml"),
+        ])
+        .status()
+        .expect("git update-index");
+    assert!(status.success());
+    let out = server
+        .cmd(&clone)
+        .env("GIT_INDEX_FILE", &index)
+        .args(["write-tree"])
+        .output()
+        .expect("git write-tree");
+    let tree = String::from_utf8(out.stdout)
+        .expect("utf-8")
+        .trim()
+        .to_string();
+    let commit = server.git_in(
+        &clone,
+        &["commit-tree", &tree, "-p", "main", "-m", "on top, loose"],
+    );
+    server.git_in(&clone, &["update-ref", "refs/heads/main", &commit]);
+    let reads = check_reads(&server, &clone, &ids, &marks, "loose commit on top");
+    assert!(reads.odb_trees > 0 && reads.odb_commits > 0, "{reads:?}");
+    assert!(
+        reads.packed_trees > 0 && reads.packed_commits > 0,
+        "{reads:?}"
+    );
+}
+
+#[test]
+fn names_sharing_a_prefix_are_found_in_tree_order() {
+    // In git's tree order a folder sorts as if its name ended in `/`:
+    // `a-x` and `a.d` come before the folder `a`, after the file `a`; the
+    // walk stops scanning a tree past a name's place, so it must know both.
+    let steps: [&[&str]; 9] = [
+        &[
+            "M 100644 inline configs/a/x.yaml",
+            "M 100644 inline configs/a-x",
+            "M 100644 inline configs/a.d/f",
+            "M 100644 inline configs/a0",
+            "M 100644 inline configs/b/y",
+        ],
+        &["M 100644 inline configs/a-x"],
+        &["M 100644 inline configs/a/x.yaml"],
+        &["M 100644 inline configs/a.d/f"],
+        &["D configs/a", "M 100644 inline configs/a"],
+        &["M 100644 inline configs/a0"],
+        &["D configs/a", "M 100644 inline configs/a/x.yaml"],
+        &["M 100644 inline configs/b/y"],
+        &["M 100644 inline configs/a.d/f"],
+    ];
+    let mut s = String::new();
+    for (i, ops) in steps.iter().enumerate() {
+        s += &format!(
+            "commit refs/heads/main\nmark :{}\ncommitter C O Mitter <c@example.com> {} +0000\ndata 2\nc\n",
+            i + 1,
+            1_600_000_000 + i
+        );
+        for op in *ops {
+            s += &format!("{op}\n");
+            if op.starts_with('M') {
+                s += &format!("data 3\n{i}{i}\n");
+            }
+        }
+        s += "\n";
+    }
+    let r = ScratchRepo::new();
+    let ids = import(&r, &s);
+    r.git(&["symbolic-ref", "HEAD", "refs/heads/main"]);
+    r.git(&["repack", "-adfq"]);
+    let folders = [
+        "configs/a",
+        "configs/a-x",
+        "configs/a.d",
+        "configs/a0",
+        "configs/b",
+        "configs",
+    ];
+    let repo = GitRepo::discover(&r.dir)
+        .expect("open")
+        .expect("a repository");
+    for id in ids.values() {
+        let together = repo.last_changes(&folders, Some(id)).expect("walk");
+        for (folder, walk) in folders.iter().zip(together) {
+            let alone = repo
+                .last_changes(&[folder], Some(id))
+                .expect("walk")
+                .remove(0);
+            let want = oracle(&r, &r.dir, id, folder);
+            for (how, walk) in [("together", walk), ("alone", alone)] {
+                let got = match walk {
+                    Walk::Found(c) => Some((c.id, c.timestamp)),
+                    Walk::NotInHead => None,
+                    other => panic!("{id} {folder}: unexpected {other:?}"),
+                };
+                assert_eq!(got, want, "{id} {folder} {how}");
+            }
+        }
+    }
+}

@@ -16,8 +16,7 @@ use gix::objs::tree::EntryKind as GitKind;
 use super::CommitInfo;
 use crate::error::{Error, Result};
 use crate::source::{
-    Content, Entry, EntryKind, ObjectStore, Source, check_symlink_chains, check_symlink_target,
-    sort_entries,
+    Content, Entries, EntryKind, ObjectStore, Source, check_symlink_chains, check_symlink_target,
 };
 
 /// The delta-base cache of a history walk (git's `core.deltaBaseCacheLimit`
@@ -94,6 +93,14 @@ pub fn opens() -> usize {
 /// commit-graph's changed-path filters answer reads almost none.
 pub fn tree_reads() -> usize {
     super::walk::tree_reads()
+}
+
+pub use super::walk::ObjectReads;
+
+/// Where history walks on the calling thread have read trees and commits
+/// from (see [`ObjectReads`]): a complete clone's are read from its packs.
+pub fn object_reads() -> ObjectReads {
+    super::walk::object_reads()
 }
 
 /// `cwd.join(path)` with `.` and `..` resolved by name.
@@ -411,9 +418,9 @@ impl Repo {
                 hint: Some("--path must name the folder that holds the settings files".into()),
             });
         }
-        let mut entries = Vec::new();
+        let mut entries = Entries::new();
         self.walk_tree(&repo, tree_id, "", shown, &mut entries)?;
-        sort_entries(&mut entries);
+        entries.sort();
         check_symlink_chains(&entries).map_err(|(link, message)| Error::Source {
             path: shown.join(&link),
             message: format!("{message} (commit {id})"),
@@ -422,7 +429,7 @@ impl Repo {
                 shown.display()
             )),
         })?;
-        if !entries.iter().any(|e| !matches!(e.kind, EntryKind::Dir)) {
+        if entries.iter().all(|e| matches!(e.kind, EntryKind::Dir)) {
             return Err(Error::Source {
                 path: shown.to_path_buf(),
                 message: format!("the settings folder holds no files in commit {id}"),
@@ -447,7 +454,7 @@ impl Repo {
         tree_id: ObjectId,
         rel: &str,
         shown: &Path,
-        out: &mut Vec<Entry>,
+        out: &mut Entries,
     ) -> Result<()> {
         let tree = repo
             .find_tree(tree_id)
@@ -475,24 +482,20 @@ impl Repo {
             let oid = e.oid.to_owned();
             match e.mode.kind() {
                 GitKind::Tree => {
-                    out.push(Entry {
-                        path: path.clone(),
-                        kind: EntryKind::Dir,
-                    });
+                    out.push_dir(&path)?;
                     self.walk_tree(repo, oid, &path, shown, out)?;
                 }
                 kind @ (GitKind::Blob | GitKind::BlobExecutable) => {
                     let header = repo.find_header(oid).map_err(|err| {
                         self.err(&format!("cannot read blob {oid} ({path})"), err)
                     })?;
-                    out.push(Entry {
-                        path,
-                        kind: EntryKind::File {
-                            size: header.size(),
-                            executable: kind == GitKind::BlobExecutable,
-                            content: Content::Object(oid.to_string()),
-                        },
-                    });
+                    let mut hex = [0u8; 64];
+                    out.push_file(
+                        &path,
+                        header.size(),
+                        kind == GitKind::BlobExecutable,
+                        Content::Object(oid.hex_to_buf(&mut hex)),
+                    )?;
                 }
                 GitKind::Link => {
                     let blob = repo.find_blob(oid).map_err(|err| {
@@ -512,10 +515,7 @@ impl Repo {
                             shown.display()
                         )),
                     })?;
-                    out.push(Entry {
-                        path,
-                        kind: EntryKind::Symlink { target },
-                    });
+                    out.push_symlink(&path, &target)?;
                 }
                 GitKind::Commit => {
                     return Err(Error::Source {
@@ -554,7 +554,7 @@ impl Repo {
                         }
                         std::cmp::Ordering::Equal => {}
                     }
-                    let same = match (&x.kind, &y.kind) {
+                    let same = match (x.kind, y.kind) {
                         (EntryKind::Dir, EntryKind::Dir) => true,
                         (EntryKind::Symlink { target: t1 }, EntryKind::Symlink { target: t2 }) => {
                             t1 == t2
@@ -573,13 +573,13 @@ impl Repo {
                         ) => {
                             s1 == s2 && e1 == e2 && {
                                 let mut r = disk
-                                    .open(c1)
+                                    .open(x.path, c1)
                                     .map_err(|e| Error::io(format!("reading {}", x.path), e))?;
                                 let id = gix::objs::compute_stream_hash(
                                     kind,
                                     gix::objs::Kind::Blob,
                                     &mut r,
-                                    *s1,
+                                    s1,
                                     &mut gix::progress::Discard,
                                     &std::sync::atomic::AtomicBool::new(false),
                                 )

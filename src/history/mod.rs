@@ -15,6 +15,7 @@
 mod bloom;
 pub mod git;
 pub mod github;
+mod pack;
 mod walk;
 
 use std::cell::RefCell;

@@ -27,11 +27,19 @@
 //! most lookups end at the root tree); and the commit-graph, when the clone
 //! has one, replaces reading commit objects, parents followed by position
 //! (git uses it too).
+//!
+//! Without a commit-graph (a fresh clone), the cost is reading objects:
+//! every commit, and the trees on the folders' paths that changed. Both
+//! come straight from the packs ([`super::pack`]): a tree built from its
+//! delta is kept and lent to the next one without a copy, a commit is
+//! inflated only as far as its committer line; and a tree is scanned only
+//! up to the place of the names looked up, the mode decoded only for them.
 
+use std::cmp::Ordering;
 use std::collections::{BTreeMap, BinaryHeap, HashSet};
 
 use gix::ObjectId;
-use gix::bstr::BString;
+use gix::bstr::{BString, ByteSlice as _};
 use gix::hashtable::HashMap;
 use gix::objs::Find as _;
 use gix::objs::tree::{EntryKind, EntryMode};
@@ -39,6 +47,7 @@ use gix::objs::tree::{EntryKind, EntryMode};
 use super::CommitInfo;
 use super::bloom::{Filters, Key};
 use super::git::Walk;
+use super::pack::Packs;
 
 thread_local! {
     /// Tree objects the walks on this thread have read (see [`tree_reads`]).
@@ -49,6 +58,46 @@ thread_local! {
 /// misses): what the changed-path filters save, for tests.
 pub(crate) fn tree_reads() -> usize {
     TREE_READS.with(|t| t.get())
+}
+
+/// Where the history walks on a thread read trees and commits from: straight
+/// from a pack ([`super::pack`]) or through the object database.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ObjectReads {
+    /// Trees built straight from a pack.
+    pub packed_trees: usize,
+    /// Trees read through the object database (loose objects, or anything
+    /// the packs could not answer directly).
+    pub odb_trees: usize,
+    /// Commits whose first lines were read straight from a pack.
+    pub packed_commits: usize,
+    /// Commits read whole through the object database.
+    pub odb_commits: usize,
+}
+
+thread_local! {
+    /// Where the walks on this thread read objects from (see [`object_reads`]).
+    static OBJECT_READS: std::cell::Cell<ObjectReads> = const {
+        std::cell::Cell::new(ObjectReads {
+            packed_trees: 0,
+            odb_trees: 0,
+            packed_commits: 0,
+            odb_commits: 0,
+        })
+    };
+}
+
+/// The [`ObjectReads`] of the walks on the calling thread so far.
+pub(crate) fn object_reads() -> ObjectReads {
+    OBJECT_READS.with(|r| r.get())
+}
+
+fn count(f: impl FnOnce(&mut ObjectReads)) {
+    OBJECT_READS.with(|r| {
+        let mut v = r.get();
+        f(&mut v);
+        r.set(v);
+    });
 }
 
 /// A folder's entry in its parent tree: mode and object id.
@@ -116,6 +165,99 @@ struct CommitData {
     parent_pos: Vec<u32>,
 }
 
+/// The tree, parents and committer time of a commit object, of which
+/// `data` may be only the start up to the end of the committer line.
+fn commit_fields(
+    data: &[u8],
+    hash: gix::hash::Kind,
+) -> Result<(ObjectId, Vec<ObjectId>, i64), String> {
+    use gix::objs::commit::ref_iter::Token;
+    let mut tree = None;
+    let mut parents = Vec::with_capacity(1);
+    for token in gix::objs::CommitRefIter::from_bytes(data, hash) {
+        match token.map_err(|e| e.to_string())? {
+            Token::Tree { id } => tree = Some(id),
+            Token::Parent { id } => parents.push(id),
+            Token::Author { .. } => {}
+            Token::Committer { signature } => {
+                let tree = tree.ok_or("it names no tree")?;
+                return Ok((tree, parents, signature.seconds()));
+            }
+            _ => break,
+        }
+    }
+    // No committer line (git reads its time as 0).
+    Ok((tree.ok_or("it names no tree")?, parents, 0))
+}
+
+/// Fills `found[i]` with the entry named `names[i]` (sorted bytewise) in
+/// the tree object `data`, the first one if a name repeats. Entries come in
+/// git's tree order (a tree sorts as if its name ended in `/`), so the scan
+/// stops after the place of the last name, as git's own tree walk with a
+/// pathspec does, and only a found entry's mode is decoded: the walk reads
+/// wide trees (hundreds of entries) for one name at every commit.
+fn find_entries(
+    data: &[u8],
+    hash: gix::hash::Kind,
+    names: &[BString],
+    found: &mut [Option<Entry>],
+) -> Result<(), &'static str> {
+    let Some(last) = names.last() else {
+        return Ok(());
+    };
+    let id_len = hash.len_in_bytes();
+    let is_tree = |mode: &[u8]| EntryMode::from_bytes(mode).is_some_and(|m| m.is_tree());
+    let mut rest = data;
+    while !rest.is_empty() {
+        // A mode is a few octal digits: no need for memchr.
+        let space = rest
+            .iter()
+            .position(|&b| b == b' ')
+            .ok_or("an entry has no mode")?;
+        let (mode, tail) = (&rest[..space], &rest[space + 1..]);
+        let nul = tail.find_byte(0).ok_or("an entry's name has no end")?;
+        let name = &tail[..nul];
+        let id = tail
+            .get(nul + 1..nul + 1 + id_len)
+            .ok_or("an entry's id is cut short")?;
+        rest = &tail[nul + 1 + id_len..];
+        // Past the last name's place (one compared as if it ended in `/`
+        // when a prefix of the other)?
+        let order = name.cmp(last.as_slice());
+        let past = match order {
+            Ordering::Equal => false,
+            Ordering::Greater => {
+                !name.starts_with(last)
+                    || gix::objs::tree::name_order(name, is_tree(mode), last, true)
+                        == Ordering::Greater
+            }
+            Ordering::Less => {
+                last.starts_with(name)
+                    && gix::objs::tree::name_order(name, is_tree(mode), last, true)
+                        == Ordering::Greater
+            }
+        };
+        if past {
+            break;
+        }
+        let slot = match order {
+            Ordering::Equal => Some(names.len() - 1),
+            _ if names.len() > 1 => names[..names.len() - 1]
+                .binary_search_by(|n| n.as_slice().cmp(name))
+                .ok(),
+            _ => None,
+        };
+        if let Some(i) = slot
+            && found[i].is_none()
+        {
+            let mode = EntryMode::from_bytes(mode).ok_or("an entry's mode is not octal")?;
+            // `id` is exactly one hash long: the conversion cannot fail.
+            found[i] = Some((mode, ObjectId::from_bytes_or_panic(id)));
+        }
+    }
+    Ok(())
+}
+
 /// A node of the folders' path trie: the child names (sorted) and their
 /// nodes.
 struct TrieNode {
@@ -176,6 +318,8 @@ struct Walker<'a> {
     commits: HashMap<ObjectId, CommitData>,
     record: bool,
     buf: Vec<u8>,
+    /// Trees and commits' first lines straight from the packs.
+    packs: Packs,
 }
 
 impl<'a> Walker<'a> {
@@ -250,6 +394,7 @@ impl<'a> Walker<'a> {
             commits: HashMap::default(),
             record,
             buf: Vec::new(),
+            packs: Packs::open(repo),
         })
     }
 
@@ -294,40 +439,37 @@ impl<'a> Walker<'a> {
             );
             return Ok(true);
         }
-        let Some(data) = self
-            .repo
-            .objects
-            .try_find(&id, &mut self.buf)
-            .map_err(|e| fail(format!("cannot read commit {id}"), e))?
-        else {
-            return Ok(false);
-        };
-        if data.kind != gix::objs::Kind::Commit {
-            return Err(fail(
-                format!("cannot read commit {id}"),
-                format!("the object is a {}", data.kind),
-            ));
-        }
-        let mut tree = None;
-        let mut parents = Vec::new();
-        let mut time = 0;
-        for token in gix::objs::CommitRefIter::from_bytes(data.data, data.object_hash) {
-            match token.map_err(|e| fail(format!("cannot decode commit {id}"), e))? {
-                gix::objs::commit::ref_iter::Token::Tree { id } => tree = Some(id),
-                gix::objs::commit::ref_iter::Token::Parent { id } => parents.push(id),
-                gix::objs::commit::ref_iter::Token::Author { .. } => {}
-                gix::objs::commit::ref_iter::Token::Committer { signature } => {
-                    time = signature.seconds();
-                    break;
-                }
-                _ => break,
+        // The commit's first lines straight from a pack, else the whole
+        // object from the object database (which reports any error).
+        let hash = self.repo.object_hash();
+        let head = self
+            .packs
+            .commit_head(&id)
+            .and_then(|head| commit_fields(head, hash).ok());
+        let (tree, parents, time) = match head {
+            Some(fields) => {
+                count(|r| r.packed_commits += 1);
+                fields
             }
-        }
-        let Some(tree) = tree else {
-            return Err(fail(
-                format!("cannot decode commit {id}"),
-                "it names no tree",
-            ));
+            None => {
+                count(|r| r.odb_commits += 1);
+                let Some(data) = self
+                    .repo
+                    .objects
+                    .try_find(&id, &mut self.buf)
+                    .map_err(|e| fail(format!("cannot read commit {id}"), e))?
+                else {
+                    return Ok(false);
+                };
+                if data.kind != gix::objs::Kind::Commit {
+                    return Err(fail(
+                        format!("cannot read commit {id}"),
+                        format!("the object is a {}", data.kind),
+                    ));
+                }
+                commit_fields(data.data, hash)
+                    .map_err(|e| fail(format!("cannot decode commit {id}"), e))?
+            }
         };
         self.commits.insert(
             id,
@@ -380,31 +522,37 @@ impl<'a> Walker<'a> {
         let mut found: Box<[Option<Entry>]> = vec![None; names.len()].into_boxed_slice();
         if tree != ObjectId::empty_tree(tree.kind()) {
             TREE_READS.with(|t| t.set(t.get() + 1));
-            let Some(data) = self
-                .repo
-                .objects
-                .try_find(&tree, &mut self.buf)
-                .map_err(|e| fail(format!("cannot read tree {tree}"), e))?
-            else {
-                return Err(fail(
-                    format!("cannot read tree {tree}"),
-                    "the object is missing",
-                ));
-            };
-            if data.kind != gix::objs::Kind::Tree {
-                return Err(fail(
-                    format!("cannot read tree {tree}"),
-                    format!("the object is a {}", data.kind),
-                ));
-            }
-            for e in gix::objs::TreeRefIter::from_bytes(data.data, data.object_hash) {
-                let e = e.map_err(|e| fail(format!("cannot decode tree {tree}"), e))?;
-                if let Ok(i) =
-                    names.binary_search_by(|name| name.as_slice().cmp(e.filename.as_ref()))
-                {
-                    found[i].get_or_insert((e.mode, e.oid.to_owned()));
+            // Built from the packs, else read through the object database.
+            let packed = self.packs.tree(&tree);
+            let data = match &packed {
+                Some(data) => {
+                    count(|r| r.packed_trees += 1);
+                    data.as_slice()
                 }
-            }
+                None => {
+                    count(|r| r.odb_trees += 1);
+                    let Some(data) = self
+                        .repo
+                        .objects
+                        .try_find(&tree, &mut self.buf)
+                        .map_err(|e| fail(format!("cannot read tree {tree}"), e))?
+                    else {
+                        return Err(fail(
+                            format!("cannot read tree {tree}"),
+                            "the object is missing",
+                        ));
+                    };
+                    if data.kind != gix::objs::Kind::Tree {
+                        return Err(fail(
+                            format!("cannot read tree {tree}"),
+                            format!("the object is a {}", data.kind),
+                        ));
+                    }
+                    data.data
+                }
+            };
+            find_entries(data, tree.kind(), names, &mut found)
+                .map_err(|e| fail(format!("cannot decode tree {tree}"), e))?;
         }
         let answer = found[slot as usize];
         self.trees[n].insert(tree, found);
@@ -435,18 +583,34 @@ impl<'a> Walker<'a> {
     /// The committer time of `id` exactly as the commit object holds it
     /// (`%ct`; the commit-graph keeps only 34 bits).
     fn commit_info(&mut self, id: ObjectId) -> Result<CommitInfo, Failure> {
-        let data = self
-            .repo
-            .objects
-            .try_find(&id, &mut self.buf)
-            .map_err(|e| fail(format!("cannot read commit {id}"), e))?
-            .ok_or_else(|| fail(format!("cannot read commit {id}"), "the object is missing"))?;
-        let committer = gix::objs::CommitRefIter::from_bytes(data.data, data.object_hash)
-            .committer()
-            .map_err(|e| fail(format!("cannot read the committer of {id}"), e))?;
-        let time = committer
-            .time()
-            .map_err(|e| fail(format!("cannot read the committer of {id}"), e))?;
+        let hash = self.repo.object_hash();
+        // The committer line straight from the pack when it reads, else
+        // the whole commit through the object database.
+        let packed = self.packs.commit_head(&id).and_then(|head| {
+            let committer = gix::objs::CommitRefIter::from_bytes(head, hash)
+                .committer()
+                .ok()?;
+            committer.time().ok()
+        });
+        let time = match packed {
+            Some(time) => time,
+            None => {
+                let data = self
+                    .repo
+                    .objects
+                    .try_find(&id, &mut self.buf)
+                    .map_err(|e| fail(format!("cannot read commit {id}"), e))?
+                    .ok_or_else(|| {
+                        fail(format!("cannot read commit {id}"), "the object is missing")
+                    })?;
+                let committer = gix::objs::CommitRefIter::from_bytes(data.data, data.object_hash)
+                    .committer()
+                    .map_err(|e| fail(format!("cannot read the committer of {id}"), e))?;
+                committer
+                    .time()
+                    .map_err(|e| fail(format!("cannot read the committer of {id}"), e))?
+            }
+        };
         Ok(CommitInfo {
             id: id.to_string(),
             timestamp: time.seconds,

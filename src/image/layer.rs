@@ -17,7 +17,7 @@ use crate::source::{EntryKind, Source};
 /// modes and contents.
 pub const MTIME: u64 = 0;
 
-const CHUNK: usize = 256 * 1024;
+const CHUNK: usize = 64 * 1024;
 
 /// The layer as written: the compressed bytes live in `file`.
 #[derive(Debug)]
@@ -140,10 +140,12 @@ fn write_tar<W: Write>(source: &Source, out: W) -> Result<(String, u64)> {
         len: 0,
     };
     let mut tar = tar::Builder::new(hashing);
-    for entry in &source.entries {
-        let display = source.root.join(&entry.path);
-        let fail = |e: io::Error| Error::io(format!("packaging {}", display.display()), e);
-        match &entry.kind {
+    for entry in source.entries.iter() {
+        let fail = |e: io::Error| {
+            let display = source.root.join(entry.path);
+            Error::io(format!("packaging {}", display.display()), e)
+        };
+        match entry.kind {
             EntryKind::Dir => {
                 let mut h = header(tar::EntryType::Directory, 0o755, 0);
                 tar.append_data(&mut h, format!("{}/", entry.path), io::empty())
@@ -154,18 +156,18 @@ fn write_tar<W: Write>(source: &Source, out: W) -> Result<(String, u64)> {
                 executable,
                 content,
             } => {
-                let mode = if *executable { 0o755 } else { 0o644 };
-                let mut h = header(tar::EntryType::Regular, mode, *size);
-                let reader = source.open(content).map_err(fail)?;
+                let mode = if executable { 0o755 } else { 0o644 };
+                let mut h = header(tar::EntryType::Regular, mode, size);
+                let reader = source.open(entry.path, content).map_err(fail)?;
                 let exact = Exact {
                     inner: reader,
-                    remaining: *size,
+                    remaining: size,
                 };
-                tar.append_data(&mut h, &entry.path, exact).map_err(fail)?;
+                tar.append_data(&mut h, entry.path, exact).map_err(fail)?;
             }
             EntryKind::Symlink { target } => {
                 let mut h = header(tar::EntryType::Symlink, 0o777, 0);
-                tar.append_link(&mut h, &entry.path, target).map_err(fail)?;
+                tar.append_link(&mut h, entry.path, target).map_err(fail)?;
             }
         }
     }

@@ -4,9 +4,7 @@ use std::fs;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use super::{
-    Content, Entry, EntryKind, Source, check_symlink_chains, check_symlink_target, sort_entries,
-};
+use super::{Content, Entries, EntryKind, Source, check_symlink_chains, check_symlink_target};
 use crate::error::{Error, Result};
 
 /// Reads `root` recursively. `.git` is skipped at every level; symlinks
@@ -26,9 +24,9 @@ pub fn read(root: &Path) -> Result<Source> {
             hint: Some("--path must name the folder that holds the settings files".into()),
         });
     }
-    let mut entries = Vec::new();
+    let mut entries = Entries::new();
     walk(root, root, "", &mut entries)?;
-    sort_entries(&mut entries);
+    entries.sort();
     check_symlink_chains(&entries).map_err(|(link, message)| Error::Source {
         path: root.join(&link),
         message,
@@ -37,7 +35,7 @@ pub fn read(root: &Path) -> Result<Source> {
             root.display()
         )),
     })?;
-    if !entries.iter().any(|e| !matches!(e.kind, EntryKind::Dir)) {
+    if entries.iter().all(|e| matches!(e.kind, EntryKind::Dir)) {
         return Err(Error::Source {
             path: root.to_path_buf(),
             message: "the settings folder holds no files".into(),
@@ -54,7 +52,7 @@ pub fn read(root: &Path) -> Result<Source> {
     })
 }
 
-fn walk(root: &Path, dir: &Path, rel: &str, out: &mut Vec<Entry>) -> Result<()> {
+fn walk(root: &Path, dir: &Path, rel: &str, out: &mut Entries) -> Result<()> {
     let rd = fs::read_dir(dir).map_err(|e| Error::io(format!("reading {}", dir.display()), e))?;
     for item in rd {
         let item = item.map_err(|e| Error::io(format!("reading {}", dir.display()), e))?;
@@ -79,20 +77,16 @@ fn walk(root: &Path, dir: &Path, rel: &str, out: &mut Vec<Entry>) -> Result<()> 
             .map_err(|e| Error::io(format!("reading {}", full.display()), e))?;
         let ft = meta.file_type();
         if ft.is_dir() {
-            out.push(Entry {
-                path: path.clone(),
-                kind: EntryKind::Dir,
-            });
+            out.push_dir(&path)?;
             walk(root, &full, &path, out)?;
         } else if ft.is_file() {
-            out.push(Entry {
-                path,
-                kind: EntryKind::File {
-                    size: meta.len(),
-                    executable: meta.permissions().mode() & 0o111 != 0,
-                    content: Content::Path(full),
-                },
-            });
+            // Read again at root/path when packaged: no path kept per file.
+            out.push_file(
+                &path,
+                meta.len(),
+                meta.permissions().mode() & 0o111 != 0,
+                Content::Disk,
+            )?;
         } else if ft.is_symlink() {
             let target = fs::read_link(&full)
                 .map_err(|e| Error::io(format!("reading link {}", full.display()), e))?;
@@ -114,10 +108,7 @@ fn walk(root: &Path, dir: &Path, rel: &str, out: &mut Vec<Entry>) -> Result<()> 
                     root.display()
                 )),
             })?;
-            out.push(Entry {
-                path,
-                kind: EntryKind::Symlink { target },
-            });
+            out.push_symlink(&path, &target)?;
         } else {
             let what = if ft.is_fifo() {
                 "a fifo"
