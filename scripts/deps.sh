@@ -19,6 +19,7 @@ packages=(
   time           # /usr/bin/time -v for peak RSS in scripts/bench-build.sh
   etcd-server    # etcd for the real kube-apiserver (../shared/kube/start.sh)
   xz-utils       # start.sh unpacks kube-apiserver.xz
+  curl           # tests/controller.rs probes /healthz, /readyz and /metrics
 )
 
 missing=()
@@ -49,6 +50,13 @@ fi
 if ! python3 -c 'import jsonschema' 2>/dev/null; then
   echo "scripts/deps.sh: installing jsonschema for $(command -v python3) with pip" >&2
   python3 -m pip install --quiet jsonschema
+fi
+
+# tests/controller.rs parses the controller's /metrics with Prometheus' own
+# Python client (the OpenMetrics parser), an oracle apart from our encoder.
+if ! python3 -c 'import prometheus_client' 2>/dev/null; then
+  echo "scripts/deps.sh: installing prometheus_client for $(command -v python3) with pip" >&2
+  python3 -m pip install --quiet prometheus_client
 fi
 
 # GitHub's action and workflow parser (@actions/workflow-parser, the schema

@@ -483,7 +483,13 @@ fn config_applies_and_its_service_account_has_least_privilege() {
     let sa = format!("system:serviceaccount:{SYSTEM}:settings-image-controller");
     let can = |verb: &str, what: &str, ns: Option<&str>| -> bool {
         let mut cmd = k.kubectl();
-        cmd.args(["auth", "can-i", verb, what, "--as", &sa]);
+        match what.split_once('/') {
+            Some((resource, sub)) => {
+                cmd.args(["auth", "can-i", verb, resource, "--subresource", sub])
+            }
+            None => cmd.args(["auth", "can-i", verb, what]),
+        };
+        cmd.args(["--as", &sa]);
         match ns {
             Some(ns) => cmd.args(["-n", ns]),
             None => cmd.arg("--all-namespaces"),

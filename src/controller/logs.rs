@@ -48,18 +48,29 @@ struct Logger;
 
 impl log::Log for Logger {
     fn enabled(&self, m: &log::Metadata) -> bool {
-        level_of(m.level()).rank() <= LEVEL.load(Ordering::Relaxed)
+        effective(m).rank() <= LEVEL.load(Ordering::Relaxed)
     }
 
     fn log(&self, r: &log::Record) {
         if self.enabled(r.metadata()) {
             let mut fields = Map::new();
             fields.insert("logger".into(), Value::from(r.target()));
-            write(level_of(r.level()), &r.args().to_string(), fields);
+            write(effective(r.metadata()), &r.args().to_string(), fields);
         }
     }
 
     fn flush(&self) {}
+}
+
+/// A record's level, with kube-runtime's per-object info lines (which
+/// repeat what our own lines say) moved down to debug.
+fn effective(m: &log::Metadata) -> Level {
+    let level = level_of(m.level());
+    if m.target().starts_with("kube") && level == Level::Info {
+        Level::Debug
+    } else {
+        level
+    }
 }
 
 fn level_of(l: log::Level) -> Level {
