@@ -42,12 +42,16 @@ fn invalid(field: &'static str, message: impl Into<String>) -> Invalid {
     }
 }
 
-/// The error text of `e` with its hint, in one line.
+/// The error text of `e` with its hint, in one line, in the resource's
+/// words (the library's hints name the CLI's flags).
 fn said(e: &crate::Error) -> String {
-    match e.hint() {
+    let text = match e.hint() {
         Some(h) => format!("{e} ({h})"),
         None => e.to_string(),
-    }
+    };
+    text.replace("--repository", "spec.repository")
+        .replace("--timestamp-tag", "spec.timestampTag")
+        .replace("--branch-tag", "spec.branchTag")
 }
 
 /// Checks `spec`.
