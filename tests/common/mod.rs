@@ -19,6 +19,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 pub mod git;
+pub mod git_server;
 pub mod github;
 pub mod kube;
 pub mod registry;
