@@ -97,6 +97,10 @@ pub struct Args {
     /// Where the git mirrors are kept (a writable volume).
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
+    /// The mirrors' disk budget: after a fetch, the least recently
+    /// fetched mirrors not in use are removed to stay under it.
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 30)]
+    pub cache_max_bytes: u64,
     /// On SIGTERM, how long running publishes may take to finish before
     /// they are abandoned.
     #[arg(long, value_name = "DURATION", default_value = "30s")]
@@ -364,13 +368,21 @@ async fn serve(args: Args, settings: Settings) -> Result<()> {
         controller: status::MANAGER.to_string(),
         instance: std::env::var("POD_NAME").ok(),
     };
+    let mirrors = crate::history::mirror::Mirrors::new(
+        &settings.cache_dir,
+        crate::history::mirror::Limits {
+            max_bytes: args.cache_max_bytes,
+            ..Default::default()
+        },
+    )?;
     let ctx = Arc::new(reconcile::Ctx::new(
         client.clone(),
         Recorder::new(client.clone(), reporter),
         metrics.clone(),
-        settings.cache_dir.clone(),
+        mirrors,
         crate::front::process_env(),
     ));
+    let interrupt = ctx.interrupt.clone();
     let controller = Controller::for_stream(si_stream, reader)
         .watches_stream(repo_stream, followers)
         .with_config(ControllerConfig::default().concurrency(args.concurrency))
@@ -412,6 +424,7 @@ async fn serve(args: Args, settings: Settings) -> Result<()> {
     match ended {
         Ended::Finished => logs::info("every running publish finished"),
         Ended::Abandoned => {
+            interrupt.store(true, Ordering::Relaxed);
             crate::scratch::remove_live();
             logs::warn(&format!(
                 "abandoned the publishes still running after {} s; an abandoned push wrote no tag, and the next run publishes again",

@@ -17,8 +17,8 @@
 //! went backwards, ...) and a branch tag kept on a newer commit are Warning
 //! Events and part of the Ready message: the cluster only moves forward.
 
-use std::collections::HashMap;
-use std::path::PathBuf;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -35,7 +35,8 @@ use super::publish::{self, Job, Published};
 use super::source;
 use super::status::{self, READY, RECONCILING, STALLED};
 use super::{login, spec};
-use crate::error::Error;
+use crate::error::{Error, GitFailure};
+use crate::history::mirror::{Mirrors, Remote};
 use crate::publish::guards::BranchOutcome;
 use crate::registry;
 
@@ -52,8 +53,11 @@ pub struct Ctx {
     pub recorder: Recorder,
     /// The metrics.
     pub metrics: Arc<Metrics>,
-    /// The mirrors' cache root.
-    pub cache_dir: PathBuf,
+    /// The git mirrors.
+    pub mirrors: Mirrors,
+    /// Set when a shutdown abandons the running publishes: stops their
+    /// downloads.
+    pub interrupt: Arc<AtomicBool>,
     /// The process environment (workload identity variables), read once.
     pub env: crate::front::Env,
     /// Per object: failures in a row, and when its revision was last
@@ -73,14 +77,15 @@ impl Ctx {
         client: Client,
         recorder: Recorder,
         metrics: Arc<Metrics>,
-        cache_dir: PathBuf,
+        mirrors: Mirrors,
         env: crate::front::Env,
     ) -> Ctx {
         Ctx {
             client,
             recorder,
             metrics,
-            cache_dir,
+            mirrors,
+            interrupt: Arc::new(AtomicBool::new(false)),
             env,
             state: Mutex::new(HashMap::new()),
         }
@@ -157,6 +162,11 @@ fn failed(reason: &'static str, message: impl Into<String>) -> Step {
 /// The Ready reason, and whether it stalls, for an error of the pipeline.
 fn classify(e: &Error) -> (&'static str, bool) {
     match e {
+        Error::Git { kind, .. } => match kind {
+            GitFailure::Auth => ("GitAuthenticationFailed", false),
+            GitFailure::NotFound => ("GitRevisionNotFound", false),
+            _ => ("GitOperationFailed", false),
+        },
         Error::Registry { .. } => ("RegistryOperationFailed", false),
         Error::Auth { .. } => ("RegistryAuthenticationFailed", false),
         Error::TagExists { .. } | Error::TagRaced { .. } | Error::ChannelMismatch { .. } => {
@@ -478,6 +488,22 @@ async fn prepare_and_publish(
         .as_ref()
         .and_then(|r| r.branch.clone())
         .filter(|b| !b.is_empty());
+    // The mirror follows a branch: the GitRepository's, else the one the
+    // revision names.
+    let Some(fetch_branch) = branch.clone().or_else(|| {
+        parsed
+            .reference
+            .as_deref()
+            .and_then(|r| r.strip_prefix("refs/heads/"))
+            .map(str::to_string)
+    }) else {
+        return stalled(
+            "UnsupportedSource",
+            format!(
+                "spec.sourceRef: {what} does not follow a branch (spec.ref.branch); the controller publishes from a branch's history"
+            ),
+        );
+    };
     let Some(prefix) = spec.timestamp_tag.clone().or_else(|| branch.clone()) else {
         return stalled(
             "InvalidSpec",
@@ -501,39 +527,49 @@ async fn prepare_and_publish(
         };
     }
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), source_ns);
-    let auth = match &repo.spec.secret_ref {
-        None => None,
+    let remote = match &repo.spec.secret_ref {
+        None => Remote::from_flux(&repo.spec.url, None)
+            .map_err(|e| stalled("InvalidSource", format!("{what}: {}", message_of(&e)))),
         Some(r) => match read_secret(&secrets, &r.name).await {
-            Ok(s) => match source::git_auth(&s, &format!("Secret {source_ns}/{}", r.name)) {
-                Ok(a) => Some(a),
-                Err(m) => return stalled("InvalidSecret", format!("{what} spec.secretRef: {m}")),
-            },
-            Err(step) => return step.within(&format!("{what} spec.secretRef")),
+            Ok(s) => {
+                let data: BTreeMap<String, Vec<u8>> = source::data(&s)
+                    .into_iter()
+                    .map(|(k, v)| (k, v.0))
+                    .collect();
+                Remote::from_flux(&repo.spec.url, Some(&data)).map_err(|e| {
+                    stalled(
+                        "InvalidSecret",
+                        format!(
+                            "{what} spec.secretRef (Secret {source_ns}/{}): {}",
+                            r.name,
+                            message_of(&e)
+                        ),
+                    )
+                })
+            }
+            Err(step) => Err(step.within(&format!("{what} spec.secretRef"))),
         },
+    };
+    let remote = match remote {
+        Ok(r) => r,
+        Err(step) => return step,
     };
     let options = match registry_options(si, ctx, ns).await {
         Ok(o) => o,
         Err(step) => return step,
     };
     let job = Job {
-        url: repo.spec.url.clone(),
-        auth,
-        reference: parsed.reference.clone().or(branch),
+        remote,
+        branch: fetch_branch,
         commit: parsed.commit.clone(),
         path: checked.path,
         prefix,
         branch_tag: spec.branch_tag.clone(),
         provenance: spec.provenance,
         registry: options,
-        cache_dir: ctx.cache_dir.clone(),
         ci: crate::provenance::Ci {
-            git_ref: parsed.reference.as_deref().map(|r| {
-                if r.starts_with("refs/") {
-                    r.to_string()
-                } else {
-                    format!("refs/heads/{r}")
-                }
-            }),
+            // The mirror's `refs/heads/BRANCH`, as a clone names it.
+            git_ref: None,
             builder_id: Some(format!(
                 "https://github.com/configbutler/settings-image/controller@v{}",
                 env!("CARGO_PKG_VERSION")
@@ -547,7 +583,9 @@ async fn prepare_and_publish(
             workflow_ref: None,
         },
     };
-    match tokio::task::spawn_blocking(move || publish::run(&job)).await {
+    let mirrors = ctx.mirrors.clone();
+    let interrupt = ctx.interrupt.clone();
+    match tokio::task::spawn_blocking(move || publish::run(&job, &mirrors, &interrupt)).await {
         Ok(Ok(images)) => Step::Published { revision, images },
         Ok(Err(e)) => {
             let (reason, stalls) = classify(&e);

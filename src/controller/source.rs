@@ -1,8 +1,9 @@
 //! What the controller reads from the cluster besides its own resource:
 //! the GitRepository's revision (`<branch>@sha1:<commit>`, as
-//! source-controller writes `status.artifact.revision`), the git
-//! credentials of its `secretRef` (Flux's keys: `username` + `password`, or
-//! `bearerToken`), and the registry credentials of a
+//! source-controller writes `status.artifact.revision`), the data of a
+//! Secret (the GitRepository's `secretRef` is read by
+//! `history::mirror::Remote::from_flux`, with Flux's keys), and the
+//! registry credentials of a
 //! `kubernetes.io/dockerconfigjson` Secret (key `.dockerconfigjson`, read
 //! with the same `auths` rules as docker's `config.json`; a Secret never
 //! runs a credential helper).
@@ -55,64 +56,14 @@ pub fn parse_revision(revision: &str) -> Option<Revision> {
     })
 }
 
-/// How the controller authenticates to the git server.
-#[derive(Clone, PartialEq, Eq)]
-pub enum GitAuth {
-    /// HTTP Basic.
-    Basic {
-        /// `username`.
-        username: String,
-        /// `password`.
-        password: String,
-    },
-    /// `Authorization: Bearer`.
-    Bearer(String),
-}
-
-impl std::fmt::Debug for GitAuth {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            GitAuth::Basic { username, .. } => write!(f, "Basic({username}, ***)"),
-            GitAuth::Bearer(_) => f.write_str("Bearer(***)"),
-        }
-    }
-}
-
-fn text(data: &BTreeMap<String, ByteString>, key: &str) -> Option<String> {
-    data.get(key)
-        .map(|v| {
-            String::from_utf8_lossy(&v.0)
-                .trim_end_matches(['\n', '\r'])
-                .to_string()
-        })
-        .filter(|v| !v.is_empty())
-}
-
 /// The data of a Secret, `stringData` included (the API server folds it
 /// into `data`, but a Secret read from a file may still carry it).
-fn data(secret: &Secret) -> BTreeMap<String, ByteString> {
+pub fn data(secret: &Secret) -> BTreeMap<String, ByteString> {
     let mut d = secret.data.clone().unwrap_or_default();
     for (k, v) in secret.string_data.clone().unwrap_or_default() {
         d.insert(k, ByteString(v.into_bytes()));
     }
     d
-}
-
-/// The git credentials in a GitRepository's Secret; `Err` says which key
-/// is missing (`what` names the Secret: `Secret NS/NAME`).
-pub fn git_auth(secret: &Secret, what: &str) -> Result<GitAuth, String> {
-    let d = data(secret);
-    if let Some(token) = text(&d, "bearerToken") {
-        return Ok(GitAuth::Bearer(token));
-    }
-    match (text(&d, "username"), text(&d, "password")) {
-        (Some(username), Some(password)) => Ok(GitAuth::Basic { username, password }),
-        (Some(_), None) => Err(format!("{what} has `username` but no `password`")),
-        (None, Some(_)) => Err(format!("{what} has `password` but no `username`")),
-        (None, None) => Err(format!(
-            "{what} has neither `username` and `password` nor `bearerToken`"
-        )),
-    }
 }
 
 /// The registry credentials for `host` in a `kubernetes.io/dockerconfigjson`
@@ -191,28 +142,6 @@ mod tests {
             ),
             ..Secret::default()
         }
-    }
-
-    #[test]
-    fn flux_git_secret_keys() {
-        assert_eq!(
-            git_auth(&secret(&[("username", "u"), ("password", "p\n")]), "s").unwrap(),
-            GitAuth::Basic {
-                username: "u".into(),
-                password: "p".into()
-            }
-        );
-        assert_eq!(
-            git_auth(&secret(&[("bearerToken", "t")]), "s").unwrap(),
-            GitAuth::Bearer("t".into())
-        );
-        let e = git_auth(&secret(&[("username", "u")]), "Secret a/b").unwrap_err();
-        assert!(e.contains("Secret a/b") && e.contains("`password`"), "{e}");
-        assert!(
-            format!("{:?}", GitAuth::Bearer("t0ken".into()))
-                .find("t0ken")
-                .is_none()
-        );
     }
 
     #[test]
