@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 use common::git::{git_at, git_cmd};
 use common::git_server::{GitServer, Options as GitOptions};
 use common::kube::{Kube, kube};
-use common::registry::{Action, Auth, Proxy, Registry, free_port, tags_of};
+use common::registry::{Action, Auth, Proxy, Registry, free_port};
 use common::{TempDir, bin, repo, require, run_ok, stdout_of};
 
 /// The namespace `config/` installs into.
@@ -123,6 +123,7 @@ struct Upstream {
     work: PathBuf,
     home: PathBuf,
     server: GitServer,
+    basic: Option<(String, String)>,
 }
 
 impl Upstream {
@@ -142,12 +143,14 @@ impl Upstream {
                 .arg(&work),
         );
         run_ok(git_cmd(&home, &work).args(["checkout", "-q", "-b", "main"]));
+        let basic = opts.basic.clone();
         let server = GitServer::start(&root.join("srv"), opts);
         Upstream {
             _root: root,
             work,
             home,
             server,
+            basic,
         }
     }
 
@@ -190,11 +193,17 @@ impl Upstream {
     fn digest(&self, commit: &str, path: &str, prefix: &str) -> String {
         let tmp = TempDir::new();
         let clone = tmp.join("clone");
+        let url = match &self.basic {
+            Some((u, p)) => self.url().replacen("://", &format!("://{u}:{p}@"), 1),
+            None => self.url(),
+        };
         run_ok(
             git_cmd(&self.home, tmp.path())
-                .args(["clone", "-q", &self.url()])
+                .args(["clone", "-q", &url])
                 .arg(&clone),
         );
+        // The image's `source` annotation reads origin: as a clone names it.
+        run_ok(git_cmd(&self.home, &clone).args(["remote", "set-url", "origin", &self.url()]));
         let out = run_ok(
             Command::new(bin())
                 .current_dir(&clone)
@@ -300,6 +309,10 @@ struct Controller {
 
 impl Controller {
     fn start(k: &Kube, ns: &str, extra: &[&str]) -> Controller {
+        Controller::start_env(k, ns, extra, &[])
+    }
+
+    fn start_env(k: &Kube, ns: &str, extra: &[&str], env: &[(&str, &str)]) -> Controller {
         let dir = TempDir::new();
         let kubeconfig = service_account_kubeconfig(k, dir.path());
         let tmp = dir.join("tmp");
@@ -316,6 +329,7 @@ impl Controller {
             .arg("--cache-dir")
             .arg(dir.join("cache"))
             .args(extra)
+            .envs(env.iter().copied())
             .env("TMPDIR", &tmp)
             .env_remove("KUBECONFIG")
             .env_remove("KUBERNETES_SERVICE_HOST")
@@ -342,11 +356,22 @@ impl Controller {
         self.child.as_ref().unwrap().id()
     }
 
-    /// Sends SIGTERM and waits for the exit code.
+    /// Sends SIGTERM and waits for the exit code (a process still there
+    /// after two minutes is a failure, not a hang).
     fn terminate(&mut self) -> i32 {
         run_ok(Command::new("kill").args(["-TERM", &self.pid().to_string()]));
-        let status = self.child.take().unwrap().wait().unwrap();
-        status.code().unwrap_or(-1)
+        let mut child = self.child.take().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status.code().unwrap_or(-1);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("still running two minutes after SIGTERM:\n{}", self.logs());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// `GET http://127.0.0.1:PORT/PATH`: (status, body).
@@ -442,8 +467,19 @@ print(json.dumps(out))
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// The tags of `name` in the registry (none when the repository does not
+/// exist yet), from its own API.
 fn tags(reg: &Registry, name: &str) -> Vec<String> {
-    tags_of(reg, name).into_iter().collect()
+    let (code, body) =
+        common::registry::curl(&format!("http://{}/v2/{name}/tags/list", reg.host()), None);
+    match code {
+        404 => Vec::new(),
+        200 => serde_json::from_str::<Value>(&body).unwrap()["tags"]
+            .as_array()
+            .map(|t| t.iter().map(|x| x.as_str().unwrap().to_string()).collect())
+            .unwrap_or_default(),
+        _ => panic!("listing the tags of {name}: {code} {body}"),
+    }
 }
 
 // ------------------------------------------------------------------ install
@@ -1092,17 +1128,21 @@ fn sigterm_mid_push_finishes_or_abandons_cleanly() {
     );
     fetched(k, &ns, "settings", &c1);
 
-    // Holds the first blob upload until `release` is sent.
-    let hold = |proxy: &Proxy| {
+    // Holds the first request whose path holds `what` until `release` is
+    // sent, then forwards it, or drops it when `drop` (a client long gone).
+    let hold = |proxy: &Proxy, what: &'static str, drop: bool| {
         let (started_tx, started_rx) = mpsc::channel::<()>();
         let (release_tx, release_rx) = mpsc::channel::<()>();
         let started_tx = Mutex::new(Some(started_tx));
         let release_rx = Arc::new(Mutex::new(release_rx));
         proxy.set_rule(move |method, path| {
-            if (method == "PUT" || method == "PATCH") && path.contains("/blobs/uploads/") {
+            if (method == "PUT" || method == "PATCH") && path.contains(what) {
                 if let Some(tx) = started_tx.lock().unwrap().take() {
                     let _ = tx.send(());
                     let _ = release_rx.lock().unwrap().recv();
+                    if drop {
+                        return Action::Reset;
+                    }
                 }
             }
             Action::Forward
@@ -1110,9 +1150,19 @@ fn sigterm_mid_push_finishes_or_abandons_cleanly() {
         (started_rx, release_tx)
     };
 
-    // 1. Abandoned: the upload never ends within the 1 s grace.
-    let (started, release) = hold(&proxy);
-    let mut ctl = Controller::start(k, &ns, &["--graceful-shutdown-timeout=1s"]);
+    // 1. Abandoned: a blob upload never ends within the 1 s grace.
+    let (started, release) = hold(&proxy, "/blobs/uploads/", true);
+    // The registry client would wait an hour for the held upload: only
+    // abandoning it lets the process exit.
+    let mut ctl = Controller::start_env(
+        k,
+        &ns,
+        &["--graceful-shutdown-timeout=1s"],
+        &[
+            ("SETTINGS_IMAGE_REQUEST_TIMEOUT", "3600"),
+            ("SETTINGS_IMAGE_PUSH_TIMEOUT", "3600"),
+        ],
+    );
     started
         .recv_timeout(Duration::from_secs(120))
         .unwrap_or_else(|_| panic!("no upload started:\n{}", ctl.logs()));
@@ -1134,15 +1184,17 @@ fn sigterm_mid_push_finishes_or_abandons_cleanly() {
         "{left:?}"
     );
 
-    // 2. Finished: the upload ends after SIGTERM, within the grace.
-    let (started, release) = hold(&proxy);
+    // 2. Finished: the manifest's upload ends after SIGTERM, within the grace.
+    let (started, release) = hold(&proxy, "/manifests/", false);
     let mut ctl = Controller::start(k, &ns, &["--graceful-shutdown-timeout=120s"]);
     started
         .recv_timeout(Duration::from_secs(120))
         .unwrap_or_else(|_| panic!("no upload started:\n{}", ctl.logs()));
     let pid = ctl.pid();
     run_ok(Command::new("kill").args(["-TERM", &pid.to_string()]));
-    // The controller is still running while the push is held.
+    // The controller is still running while the push is held (no time
+    // limit is asserted: this only gives a wrong early exit the chance
+    // to show).
     std::thread::sleep(Duration::from_millis(300));
     assert!(
         ctl.child.as_mut().unwrap().try_wait().unwrap().is_none(),

@@ -184,7 +184,12 @@ pub fn run(args: Args) -> Result<()> {
         .enable_all()
         .build()
         .map_err(|e| Error::io("starting the async runtime", e))?;
-    rt.block_on(serve(args, settings))
+    let result = rt.block_on(serve(args, settings));
+    // A publish abandoned at shutdown still runs on the blocking pool;
+    // dropping the runtime would wait for it. Exit without it.
+    rt.shutdown_background();
+    crate::scratch::remove_live();
+    result
 }
 
 /// The namespace the pod runs in, when in a cluster.
