@@ -16,7 +16,8 @@
 #    all published), then after all 100 published a new revision; and the
 #    peak (VmHWM).
 #
-# Usage: scripts/bench-controller.sh [ROUNDS]   (default 20)
+# Usage: scripts/bench-controller.sh [ROUNDS]   (default 20; SETTINGS_IMAGE_BIN=PATH
+# uses that binary instead of building target/release)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-20}"
@@ -29,8 +30,13 @@ for d in "$kube_dir" ../shared/kube /work/shared/kube; do
   [ -n "$d" ] && [ -f "$d/start.sh" ] && { kube_dir="$d"; break; }
 done
 [ -f "$kube_dir/start.sh" ] || { echo "bench-controller: shared/kube/start.sh not found (set SETTINGS_IMAGE_KUBE_DIR)" >&2; exit 1; }
-cargo build --release --quiet
-bin="$PWD/target/release/settings-image"
+# SETTINGS_IMAGE_BIN: a release binary built elsewhere (else one is built).
+if [ -n "${SETTINGS_IMAGE_BIN:-}" ]; then
+  bin="$SETTINGS_IMAGE_BIN"
+else
+  cargo build --release --quiet
+  bin="$PWD/target/release/settings-image"
+fi
 
 work="$(mktemp -d)"
 pids=()

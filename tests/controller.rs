@@ -408,7 +408,8 @@ impl Controller {
                 v["status"],
                 self.logs()
             );
-            std::thread::sleep(Duration::from_millis(100));
+            // Each poll starts kubectl; four a second is plenty.
+            std::thread::sleep(Duration::from_millis(250));
         }
     }
 }
@@ -872,7 +873,7 @@ fn credentials_come_from_the_secrets_flux_uses() {
     k.apply(&format!(
         "apiVersion: v1\nkind: Secret\nmetadata:\n  name: git-auth\n  namespace: {ns}\nstringData:\n  username: reader\n  password: git-s3cret\n"
     ));
-    let auth = base64(&format!("pusher:reg-s3cret"));
+    let auth = base64("pusher:reg-s3cret");
     let dockerconfig = json!({"auths": {reg.host(): {"auth": auth}}}).to_string();
     k.apply(&format!(
         "apiVersion: v1\nkind: Secret\nmetadata:\n  name: registry\n  namespace: {ns}\ntype: kubernetes.io/dockerconfigjson\nstringData:\n  .dockerconfigjson: '{dockerconfig}'\n"
@@ -1136,13 +1137,14 @@ fn sigterm_mid_push_finishes_or_abandons_cleanly() {
         let started_tx = Mutex::new(Some(started_tx));
         let release_rx = Arc::new(Mutex::new(release_rx));
         proxy.set_rule(move |method, path| {
-            if (method == "PUT" || method == "PATCH") && path.contains(what) {
-                if let Some(tx) = started_tx.lock().unwrap().take() {
-                    let _ = tx.send(());
-                    let _ = release_rx.lock().unwrap().recv();
-                    if drop {
-                        return Action::Reset;
-                    }
+            if (method == "PUT" || method == "PATCH")
+                && path.contains(what)
+                && let Some(tx) = started_tx.lock().unwrap().take()
+            {
+                let _ = tx.send(());
+                let _ = release_rx.lock().unwrap().recv();
+                if drop {
+                    return Action::Reset;
                 }
             }
             Action::Forward
@@ -1219,4 +1221,74 @@ fn sigterm_mid_push_finishes_or_abandons_cleanly() {
             .all(|n| !n.to_string_lossy().starts_with("settings-image-layer-")),
         "{left:?}"
     );
+}
+
+/// `settings-image flux --settings-image FILE`: the Flux objects that follow
+/// what a SettingsImage publishes, accepted by the API server with Flux's
+/// CRDs (server dry run).
+#[test]
+fn flux_prints_the_objects_that_follow_a_settings_image() {
+    let k = cluster();
+    let ns = namespace(k, "follow");
+    let dir = TempDir::new();
+    let file = dir.join("si.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "apiVersion: settings-image.configbutler.io/v1alpha1\nkind: SettingsImage\nmetadata:\n  name: shop\n  namespace: {ns}\n\
+             spec:\n  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: configs/shop\n  repository: ghcr.io/acme/settings-{{name}}\n\
+             \x20 timestampTag: main\n  secretRef:\n    name: ghcr-pull\n"
+        ),
+    )
+    .unwrap();
+    let out = stdout_of(
+        Command::new(bin())
+            .args(["flux", "--no-automation", "--settings-image"])
+            .arg(&file),
+    );
+    let docs: Vec<Value> = out
+        .split("\n---\n")
+        .filter(|d| !d.trim().trim_start_matches("---").trim().is_empty())
+        .map(|d| serde_yaml_ng::from_str(d).unwrap())
+        .collect();
+    let repo = docs
+        .iter()
+        .find(|d| d["kind"] == "ImageRepository")
+        .expect("an ImageRepository");
+    assert_eq!(repo["spec"]["image"], "ghcr.io/acme/settings-shop");
+    assert_eq!(repo["spec"]["secretRef"]["name"], "ghcr-pull");
+    assert_eq!(repo["metadata"]["namespace"], ns.as_str());
+    let policy = docs
+        .iter()
+        .find(|d| d["kind"] == "ImagePolicy")
+        .expect("an ImagePolicy");
+    assert!(
+        policy["spec"]["filterTags"]["pattern"]
+            .as_str()
+            .unwrap()
+            .starts_with("^main-"),
+        "{policy}"
+    );
+    let dry = k.dry_run(&out);
+    assert!(
+        dry.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dry.stderr)
+    );
+    // Without a timestampTag (the controller's default is the branch) the
+    // prefix must be given.
+    std::fs::write(
+        &file,
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .replace("  timestampTag: main\n", ""),
+    )
+    .unwrap();
+    let out = Command::new(bin())
+        .args(["flux", "--settings-image"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--prefix"));
 }

@@ -31,27 +31,10 @@ pub const GROUP: &str = "settings-image.configbutler.io";
     category = "flux",
     derive = "PartialEq",
     doc = "SettingsImage publishes a folder of a Flux GitRepository as an OCI settings image (an image volume) on every new revision.",
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
-    printcolumn(
-        name = "Status",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].message"
-    ),
-    printcolumn(
-        name = "Revision",
-        type_ = "string",
-        json_path = ".status.lastHandledRevision",
-        priority = 1
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Status","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].message"}"#,
+    printcolumn = r#"{"name":"Revision","type":"string","jsonPath":".status.lastHandledRevision","priority":1}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct SettingsImageSpec {
@@ -259,6 +242,42 @@ pub struct Artifact {
     /// `<branch>@sha1:<commit>`.
     #[serde(default)]
     pub revision: String,
+}
+
+/// A SettingsImage manifest as a file holds it (what `settings-image flux
+/// --settings-image` reads).
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    /// `metadata.namespace`, when set.
+    pub namespace: Option<String>,
+    /// The spec.
+    pub spec: SettingsImageSpec,
+}
+
+impl Manifest {
+    /// Parses one SettingsImage from YAML; `Err` says what is wrong.
+    pub fn parse(text: &str) -> Result<Manifest, String> {
+        let v: serde_json::Value = serde_yaml_ng::from_str(text).map_err(|e| e.to_string())?;
+        let kind = v.get("kind").and_then(|k| k.as_str()).unwrap_or_default();
+        let api = v
+            .get("apiVersion")
+            .and_then(|k| k.as_str())
+            .unwrap_or_default();
+        if kind != "SettingsImage" || !api.starts_with(GROUP) {
+            return Err(format!(
+                "holds a {kind:?} of {api:?}, not a SettingsImage of {GROUP}"
+            ));
+        }
+        let spec = serde_json::from_value(v.get("spec").cloned().unwrap_or_default())
+            .map_err(|e| format!("spec: {e}"))?;
+        Ok(Manifest {
+            namespace: v
+                .pointer("/metadata/namespace")
+                .and_then(|n| n.as_str())
+                .map(str::to_string),
+            spec,
+        })
+    }
 }
 
 /// The SettingsImage CRD as YAML, exactly as committed in `config/crd/`.
