@@ -209,6 +209,13 @@ impl Upstream {
     /// Writes `files` (path, content) into the work tree, commits them with
     /// `message` and pushes `main`; returns the new commit's id.
     pub fn commit(&self, files: &[(&str, &str)], message: &str) -> String {
+        self.commit_unpushed(files, message);
+        self.push();
+        self.head()
+    }
+
+    /// [`Upstream::commit`] without the push (many commits, one push).
+    pub fn commit_unpushed(&self, files: &[(&str, &str)], message: &str) {
         for (path, content) in files {
             let p = self.work.join(path);
             std::fs::create_dir_all(p.parent().expect("a parent")).expect("mkdir");
@@ -216,8 +223,6 @@ impl Upstream {
         }
         self.git(&["add", "-A"]);
         self.git(&["commit", "-q", "--allow-empty", "-m", message]);
-        self.push();
-        self.head()
     }
 
     /// Pushes `main` to the served repository (forced: tests rewrite it).

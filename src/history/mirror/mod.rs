@@ -369,17 +369,7 @@ impl Mirrors {
         };
         fetched.pack_bytes = received.pack_bytes;
         fetched.objects = received.objects;
-        let head = received
-            .heads
-            .iter()
-            .find(|(name, _)| *name == branch_ref)
-            .map(|(_, id)| id.clone())
-            .ok_or_else(|| Error::Git {
-                url: remote.url().to_string(),
-                message: format!("the branch {branch} does not exist there"),
-                hint: Some("check the GitRepository's spec.ref.branch".to_string()),
-                kind: GitFailure::NotFound,
-            })?;
+        let head = head_of(&received, remote, branch)?;
         let repo = git::Repo::open_bare(&dir)?;
         if let Some(c) = &commit
             && !repo.has_commit(c)
@@ -464,7 +454,9 @@ impl Mirrors {
             &[spec.to_string()],
             self.limits.timeout,
             interrupt,
-        ) {
+        )
+        .and_then(|r| head_of(&r, remote, branch).map(|_| r))
+        {
             Ok(r) => r,
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&new);
@@ -481,6 +473,22 @@ impl Mirrors {
         }
         Ok(received)
     }
+}
+
+/// The commit the server's `branch` points to, from what a fetch saw.
+fn head_of(received: &fetch::Received, remote: &Remote, branch: &str) -> Result<String> {
+    let full = format!("refs/heads/{branch}");
+    received
+        .heads
+        .iter()
+        .find(|(name, _)| *name == full)
+        .map(|(_, id)| id.clone())
+        .ok_or_else(|| Error::Git {
+            url: remote.url().to_string(),
+            message: format!("the branch {branch} does not exist there"),
+            hint: Some("check the GitRepository's spec.ref.branch".to_string()),
+            kind: GitFailure::NotFound,
+        })
 }
 
 /// `refs/heads/BRANCH`, checked to be a valid reference name.
