@@ -324,6 +324,7 @@ impl Mirrors {
         interrupt: &AtomicBool,
     ) -> Result<Mirror> {
         let branch_ref = branch_ref(branch)?;
+        let branch = &branch_ref["refs/heads/".len()..];
         let commit = commit.map(commit_id).transpose()?;
         let key = store::key(remote.url());
         let dir = self.root.join(&key);
@@ -491,8 +492,10 @@ fn head_of(received: &fetch::Received, remote: &Remote, branch: &str) -> Result<
         })
 }
 
-/// `refs/heads/BRANCH`, checked to be a valid reference name.
+/// `refs/heads/BRANCH` for `BRANCH` or `refs/heads/BRANCH`, checked to be
+/// a valid reference name.
 fn branch_ref(branch: &str) -> Result<String> {
+    let branch = branch.strip_prefix("refs/heads/").unwrap_or(branch);
     let full = format!("refs/heads/{branch}");
     let valid = !branch.is_empty()
         && !branch.starts_with('-')
@@ -514,6 +517,11 @@ fn commit_id(id: &str) -> Result<String> {
     let id = id.trim();
     if id.len() == 40 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
         Ok(id.to_ascii_lowercase())
+    } else if id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Err(Error::input(
+            format!("{id} is a SHA-256 commit id: SHA-256 repositories are not supported"),
+            Some("publish from a SHA-1 repository (git's default)".to_string()),
+        ))
     } else {
         Err(Error::input(
             format!("{id:?} is not a full commit id"),
@@ -706,11 +714,14 @@ mod tests {
     fn branches_and_commits_are_checked() {
         assert_eq!(branch_ref("main").unwrap(), "refs/heads/main");
         assert_eq!(branch_ref("release/1.x").unwrap(), "refs/heads/release/1.x");
+        assert_eq!(branch_ref("refs/heads/main").unwrap(), "refs/heads/main");
         for bad in ["", "-x", "a..b", "a b", "a:b", "x.lock", "a/"] {
             assert!(branch_ref(bad).is_err(), "{bad}");
         }
         let id = "0123456789ABCDEF0123456789abcdef01234567";
         assert_eq!(commit_id(id).unwrap(), id.to_ascii_lowercase());
         assert!(commit_id("0123abc").is_err());
+        let sha256 = commit_id(&"a".repeat(64)).unwrap_err().to_string();
+        assert!(sha256.contains("SHA-256"), "{sha256}");
     }
 }

@@ -213,7 +213,8 @@ pub(super) fn evict(root: &Path, keep: &str, budget: u64) -> (Vec<String>, u64) 
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
             let key = name.split('.').next().unwrap_or_default().to_string();
-            if key.is_empty() || key == keep {
+            let ours = key.len() == 32 && key.bytes().all(|b| b.is_ascii_hexdigit());
+            if !ours || key == keep {
                 continue;
             }
             let path = e.path();
