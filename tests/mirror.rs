@@ -857,3 +857,47 @@ fn a_commit_the_branch_no_longer_leads_to_is_fetched_by_id() {
     .unwrap();
     assert_eq!(report.commit.as_deref(), Some(c2.as_str()));
 }
+
+#[test]
+fn a_mirror_left_damaged_is_repaired() {
+    let up = Upstream::new();
+    long_history(&up, 5);
+    let server = GitServer::start(&up.root, Options::default());
+    let remote = Remote::new(&server.url("settings.git")).unwrap();
+    let cache = TempDir::new();
+    let mirrors = Mirrors::new(cache.path(), Limits::default()).unwrap();
+    let dir = mirrors.dir_of(remote.url());
+    drop(fetch(&mirrors, &remote, None));
+
+    // What a fetch killed midway leaves: a reference lock and a temporary pack.
+    std::fs::write(dir.join("refs/heads/main.lock"), "").unwrap();
+    std::fs::write(dir.join("objects/pack/.tmpKILLED"), "partial").unwrap();
+    let head = up.commit(&[("configs/f1/v.yaml", "after the kill\n")], "more");
+    let m = fetch(&mirrors, &remote, Some(&head));
+    assert!(!m.fetched().cloned, "{:?}", m.fetched());
+    assert_eq!(m.head(), head);
+    assert_eq!(
+        git_dir_cmd(&up, &dir, &["rev-parse", "refs/heads/main"]),
+        head
+    );
+    assert!(!dir.join("refs/heads/main.lock").exists());
+    assert!(!dir.join("objects/pack/.tmpKILLED").exists());
+    drop(m);
+
+    // Its objects gone (a disk problem): cloned afresh.
+    for e in std::fs::read_dir(dir.join("objects/pack"))
+        .unwrap()
+        .flatten()
+    {
+        std::fs::remove_file(e.path()).unwrap();
+    }
+    let head = up.commit(&[("configs/f1/v.yaml", "after the loss\n")], "more");
+    let m = fetch(&mirrors, &remote, Some(&head));
+    assert!(
+        m.fetched().repaired && m.fetched().cloned,
+        "{:?}",
+        m.fetched()
+    );
+    assert_eq!(m.head(), head);
+    git_dir_cmd(&up, &dir, &["fsck", "--strict"]);
+}

@@ -23,6 +23,9 @@
 //!   than `max_packs` and nobody uses it, the next fetch clones it afresh
 //!   into a new directory and swaps it in (one pack again; branches other
 //!   than the one fetched are dropped and fetched again when asked for).
+//!   A mirror a fetch cannot update for a local reason (damaged by a
+//!   crash or a full disk) is cloned afresh the same way; the lock files
+//!   and temporary packs a killed fetch leaves are removed first.
 //! - **Safe under concurrency**: fetches of one URL take turns (an
 //!   exclusive lock per mirror); reading (an open [`Mirror`]) goes on
 //!   beside a fetch (git adds packs and moves refs atomically), and a
@@ -261,6 +264,9 @@ pub struct Fetched {
     pub cloned: bool,
     /// The clone replaced a mirror whose packs had piled up.
     pub consolidated: bool,
+    /// The clone replaced a mirror a fetch could not update for a local
+    /// reason (a damaged repository).
+    pub repaired: bool,
     /// Bytes of pack received (0 when nothing was new).
     pub pack_bytes: u64,
     /// Objects received.
@@ -366,7 +372,42 @@ impl Mirrors {
                     self.limits.max_packs
                 );
             }
-            fetch::fetch(&dir, remote, &[spec], self.limits.timeout, interrupt)?
+            // Under the fetch lock nobody else writes: lock files and
+            // temporary packs here are a killed fetch's.
+            store::clear_stale(&dir);
+            match fetch::fetch(
+                &dir,
+                remote,
+                std::slice::from_ref(&spec),
+                self.limits.timeout,
+                interrupt,
+            ) {
+                Ok(r) => r,
+                // Not the server's doing: a damaged mirror. Clone it afresh
+                // when nobody reads it.
+                Err(Error::Git {
+                    kind: GitFailure::Other,
+                    message,
+                    ..
+                }) if using
+                    .convert(store::Mode::Exclusive, false)
+                    .map_err(|e| io("locking the use", e))? =>
+                {
+                    log::warn!(
+                        "mirror: fetching {} into {} failed ({message}); cloning it afresh",
+                        remote.url(),
+                        dir.display()
+                    );
+                    fetched.cloned = true;
+                    fetched.repaired = true;
+                    let result = self.clone_into(&dir, remote, branch, &spec, interrupt);
+                    using
+                        .convert(store::Mode::Shared, true)
+                        .map_err(|e| io("locking the use", e))?;
+                    result?
+                }
+                Err(e) => return Err(e),
+            }
         };
         fetched.pack_bytes = received.pack_bytes;
         fetched.objects = received.objects;

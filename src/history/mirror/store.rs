@@ -191,6 +191,42 @@ pub(super) fn sweep_leftovers(dir: &Path) {
     }
 }
 
+/// Removes what a fetch killed midway leaves in the mirror at `git_dir`:
+/// reference lock files (which would fail every later update of the
+/// reference) and temporary pack files. Only under the fetch lock.
+pub(super) fn clear_stale(git_dir: &Path) {
+    fn locks(dir: &Path) {
+        let Ok(entries) = fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                locks(&path);
+            } else if e.file_name().to_string_lossy().ends_with(".lock") {
+                let _ = fs::remove_file(&path);
+            }
+        }
+    }
+    locks(&git_dir.join("refs"));
+    for name in [
+        "packed-refs.lock",
+        "HEAD.lock",
+        "config.lock",
+        "shallow.lock",
+    ] {
+        let _ = fs::remove_file(git_dir.join(name));
+    }
+    if let Ok(entries) = fs::read_dir(git_dir.join("objects/pack")) {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with(".tmp") || name.starts_with("tmp_") {
+                let _ = fs::remove_file(e.path());
+            }
+        }
+    }
+}
+
 /// One mirror found under the root.
 struct Found {
     key: String,
