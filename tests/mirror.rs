@@ -729,8 +729,14 @@ fn piled_up_packs_are_consolidated_by_a_fresh_clone() {
     let m = fetch(&mirrors, &remote, None);
     assert!(!m.fetched().consolidated);
     assert_eq!(packs(&dir), 4);
-    drop(m);
+    // Each open Mirror holds the mirror's lock (the failed attempt to
+    // take it alone for the re-clone did not lose it).
     drop(held);
+    let lock = std::fs::File::open(format!("{}.use.lock", dir.display())).unwrap();
+    assert!(lock.try_lock().is_err(), "the open Mirror lost its lock");
+    drop(m);
+    lock.try_lock().expect("no Mirror open, no lock");
+    drop(lock);
     // Unused: replaced by one pack with the same history.
     let head = up.commit(&[("configs/f1/v.yaml", "n: 5\n")], "more");
     let m = fetch(&mirrors, &remote, Some(&head));

@@ -353,16 +353,14 @@ impl Mirrors {
             self.clone_into(&dir, remote, branch, &spec, interrupt)?
         } else if crowded
             && using
-                .convert(store::Mode::Exclusive, false)
+                .try_exclusive()
                 .map_err(|e| io("locking the use", e))?
         {
             // Nobody reads it: replace it with a fresh clone.
             fetched.cloned = true;
             fetched.consolidated = true;
             let result = self.clone_into(&dir, remote, branch, &spec, interrupt);
-            using
-                .convert(store::Mode::Shared, true)
-                .map_err(|e| io("locking the use", e))?;
+            using.to_shared().map_err(|e| io("locking the use", e))?;
             result?
         } else {
             if crowded {
@@ -390,7 +388,7 @@ impl Mirrors {
                     message,
                     ..
                 }) if using
-                    .convert(store::Mode::Exclusive, false)
+                    .try_exclusive()
                     .map_err(|e| io("locking the use", e))? =>
                 {
                     log::warn!(
@@ -401,9 +399,7 @@ impl Mirrors {
                     fetched.cloned = true;
                     fetched.repaired = true;
                     let result = self.clone_into(&dir, remote, branch, &spec, interrupt);
-                    using
-                        .convert(store::Mode::Shared, true)
-                        .map_err(|e| io("locking the use", e))?;
+                    using.to_shared().map_err(|e| io("locking the use", e))?;
                     result?
                 }
                 Err(e) => return Err(e),

@@ -98,10 +98,22 @@ impl Lock {
         }
     }
 
-    /// Turns this lock into `mode` (`flock` converts a held lock), waiting
-    /// when `wait`; `false` when it would have to wait and may not.
-    pub(super) fn convert(&self, mode: Mode, wait: bool) -> io::Result<bool> {
-        flock(&self.file, mode, wait)
+    /// Turns this shared lock into an exclusive one when nobody else holds
+    /// it; `false` (still shared) otherwise. `flock` converts by dropping
+    /// the held lock first, so a failed attempt holds nothing: the shared
+    /// lock is taken again before returning. Only under the fetch lock,
+    /// which keeps anyone from taking the exclusive lock meanwhile.
+    pub(super) fn try_exclusive(&self) -> io::Result<bool> {
+        if flock(&self.file, Mode::Exclusive, false)? {
+            return Ok(true);
+        }
+        flock(&self.file, Mode::Shared, true)?;
+        Ok(false)
+    }
+
+    /// Turns this exclusive lock back into a shared one.
+    pub(super) fn to_shared(&self) -> io::Result<()> {
+        flock(&self.file, Mode::Shared, true).map(|_| ())
     }
 
     /// Deletes the lock file while holding it (the eviction of its mirror).
