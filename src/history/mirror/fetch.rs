@@ -36,8 +36,9 @@ pub(super) struct Received {
     pub objects: u64,
 }
 
-/// Fetches `refspecs` from `remote` into the bare repository at
-/// `git_dir`, no tags. `branch` names what is fetched, for messages.
+/// Fetches `refspecs` (a branch's `+refs/heads/B:refs/heads/B`, or a
+/// commit id) from `remote` into the bare repository at `git_dir`, no
+/// tags. A branch the server does not have gives nothing (no heads).
 pub(super) fn fetch(
     git_dir: &Path,
     remote: &Remote,
