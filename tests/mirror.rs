@@ -240,7 +240,7 @@ fn a_commit_published_from_the_mirror_is_what_push_makes_in_a_clone() {
 /// A history of `n` commits, each changing a 2 KiB file of its own
 /// (incompressible-ish text) under `configs/`.
 fn long_history(up: &Upstream, n: usize) {
-    for i in 0..n {
+    up.history(n, |i| {
         let body: String = (0..64)
             .map(|k| {
                 format!(
@@ -249,12 +249,8 @@ fn long_history(up: &Upstream, n: usize) {
                 )
             })
             .collect();
-        up.commit_unpushed(
-            &[(&format!("configs/f{}/v.yaml", i % 10), &body)],
-            &format!("c{i}"),
-        );
-    }
-    up.push();
+        vec![(format!("configs/f{}/v.yaml", i % 10), body)]
+    });
 }
 
 /// Bytes the server sent for `git-upload-pack` requests (the packs).
@@ -619,13 +615,14 @@ fn the_cache_stays_within_its_byte_budget() {
             up
         })
         .collect();
-    let servers: Vec<GitServer> = ups
-        .iter()
-        .map(|up| GitServer::start(&up.root, Options::default()))
-        .collect();
-    let remotes: Vec<Remote> = servers
-        .iter()
-        .map(|s| Remote::new(&s.url("settings.git")).unwrap())
+    // One server for the three: links to their repositories.
+    let served = TempDir::new();
+    for (i, up) in ups.iter().enumerate() {
+        std::os::unix::fs::symlink(&up.bare, served.join(&format!("r{i}.git"))).unwrap();
+    }
+    let server = GitServer::start(served.path(), Options::default());
+    let remotes: Vec<Remote> = (0..3)
+        .map(|i| Remote::new(&server.url(&format!("r{i}.git"))).unwrap())
         .collect();
     let cache = TempDir::new();
     let roomy = Mirrors::new(cache.path(), Limits::default()).unwrap();
