@@ -904,3 +904,32 @@ fn a_mirror_left_damaged_is_repaired() {
     assert_eq!(m.head(), head);
     git_dir_cmd(&up, &dir, &["fsck", "--strict"]);
 }
+
+#[test]
+fn fetch_and_publish_from_a_tokio_blocking_task() {
+    // How the controller calls it: from `spawn_blocking` on its runtime.
+    let up = Upstream::new();
+    let head = up.commit(&[("configs/shop/app.yaml", "a: 1\n")], "one");
+    let server = GitServer::start(&up.root, Options::default());
+    let registry = Registry::start(Auth::None);
+    let cache = TempDir::new();
+    let mirrors = Mirrors::new(cache.path(), Limits::default()).unwrap();
+    let remote = Remote::new(&server.url("settings.git")).unwrap();
+    let target = registry_target(&registry, "from-tokio");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let report = rt
+        .block_on(async move {
+            tokio::task::spawn_blocking(move || {
+                let stop = AtomicBool::new(false);
+                let m = mirrors.fetch(&remote, "main", Some(&head), &stop)?;
+                settings_image::request::run_mirror(&request("configs/shop", &head, target), &m)
+            })
+            .await
+        })
+        .expect("the blocking task ran")
+        .expect("fetched and published");
+    assert!(report.push.unwrap().pushed);
+}
