@@ -19,7 +19,20 @@ packages=(
   time           # /usr/bin/time -v for peak RSS in scripts/bench-build.sh
   etcd-server    # etcd for the real kube-apiserver (../shared/kube/start.sh)
   xz-utils       # start.sh unpacks kube-apiserver.xz
-  curl           # tests/controller.rs probes /healthz, /readyz and /metrics
+  curl           # raw registry requests in the tests
+  procps         # kill
+  jq             # the README's look-at-the-result block
+  util-linux mount # setsid (the control plane's watchdog), umount
+)
+
+# Every command the tests run, each checked on PATH at the end (after the
+# node and kubectl steps below). tests/newcomer.rs reads this list and fails
+# when a test runs a command that is not in it.
+commands=(
+  git docker-registry htpasswd skopeo umoci podman runc containerd ctr busybox
+  openssl python3 gzip tar xz etcd curl jq kill setsid umount bash sh
+  cp chown id mkfifo touch sha256sum  # coreutils
+  node npm kubectl
 )
 
 missing=()
@@ -89,3 +102,12 @@ for f in actions/action-schema.js workflows/workflow-schema.js; do
   sed -i -E "s#^(import [A-Za-z]+ from \"\.\./[a-z0-9.-]+\.json\")( (with|assert) \{ type: \"json\" \})?;\$#\1 ${kw} { type: \"json\" };#" \
     "$js/node_modules/@actions/workflow-parser/dist/$f"
 done
+
+missing=()
+for c in "${commands[@]}"; do
+  command -v "$c" >/dev/null || missing+=("$c")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "scripts/deps.sh: still missing after the installs: ${missing[*]}" >&2
+  exit 1
+fi

@@ -131,17 +131,7 @@ fn deadlines_from_env(env: &front::Env) -> Result<crate::registry::deadline::Dea
         let Some(v) = env.get(name).filter(|v| !v.trim().is_empty()) else {
             continue;
         };
-        match v.trim().parse::<u64>() {
-            Ok(secs) if secs > 0 => *slot = std::time::Duration::from_secs(secs),
-            _ => {
-                return Err(Error::input(
-                    format!("{name} is {v:?}, not a number of seconds"),
-                    Some(format!(
-                        "set {name} to a whole number of seconds above 0, or unset it"
-                    )),
-                ));
-            }
-        }
+        *slot = crate::registry::deadline::parse_seconds(name, v)?;
     }
     Ok(d)
 }

@@ -70,13 +70,43 @@ pub fn login(username: Option<String>, password: Option<String>) -> Login {
 }
 
 /// Who runs this (the "who" of a promotion): `GITHUB_TRIGGERING_ACTOR`,
-/// else `GITHUB_ACTOR`, else the local user (`USER`, `LOGNAME`), else
-/// `unknown`.
+/// else `GITHUB_ACTOR`, else the local user (`USER`, `LOGNAME`, else the
+/// user database's name for this process's user, as `id -un` prints it),
+/// else `unknown`.
 pub fn actor(env: &Env) -> String {
     ["GITHUB_TRIGGERING_ACTOR", "GITHUB_ACTOR", "USER", "LOGNAME"]
         .iter()
         .find_map(|k| var(env, k))
+        .or_else(user_name)
         .unwrap_or_else(|| "unknown".to_string())
+}
+
+/// The name of the effective user in the user database (`id -un`), when
+/// it has one: cron jobs, containers and `env -i` run without `USER`.
+fn user_name() -> Option<String> {
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    // SAFETY: getpwuid_r writes only into `pwd` and `buf` (whose length is
+    // passed), and sets `result` to `&pwd` or null; `pw_name` then points
+    // into `buf`, which outlives the read below.
+    unsafe {
+        let mut pwd: libc::passwd = std::mem::zeroed();
+        let mut result: *mut libc::passwd = std::ptr::null_mut();
+        let rc = libc::getpwuid_r(
+            libc::geteuid(),
+            &mut pwd,
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut result,
+        );
+        if rc != 0 || result.is_null() || pwd.pw_name.is_null() {
+            return None;
+        }
+        std::ffi::CStr::from_ptr(pwd.pw_name)
+            .to_str()
+            .ok()
+            .map(str::to_string)
+            .filter(|n| !n.is_empty())
+    }
 }
 
 /// The GitHub Actions run URL from `GITHUB_SERVER_URL`,
@@ -206,7 +236,13 @@ mod tests {
         let e = env(&[("GITHUB_ACTOR", "a"), ("USER", "u")]);
         assert_eq!(actor(&e), "a");
         assert_eq!(actor(&env(&[("LOGNAME", "l"), ("USER", " ")])), "l");
-        assert_eq!(actor(&Env::new()), "unknown");
+        // Without any: the user database's name, as `id -un` prints it.
+        let id = std::process::Command::new("id")
+            .arg("-un")
+            .output()
+            .unwrap();
+        let name = String::from_utf8(id.stdout).unwrap();
+        assert_eq!(actor(&Env::new()), name.trim());
     }
 
     #[test]

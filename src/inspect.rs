@@ -206,7 +206,13 @@ pub fn inspect(
         what: format!("reading {what}"),
         message: "no such tag or digest".into(),
         hint: Some(format!(
-            "check the tag with `skopeo list-tags docker://{repository}`"
+            "check the tag with `skopeo list-tags {}docker://{repository}`",
+            // skopeo, like this tool, speaks plain HTTP only when told.
+            if insecure || registry::is_loopback(&client.repository().host) {
+                "--tls-verify=false "
+            } else {
+                ""
+            }
         )),
     })?;
     let view = ManifestView::parse(&m.bytes)?;

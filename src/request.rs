@@ -101,13 +101,19 @@ impl Request {
                     ),
                 ));
             }
-            if self.timestamp_tag.is_none() || !matches!(self.target, Target::Registry(_)) {
+            if !matches!(self.target, Target::Registry(_)) {
                 return Err(Error::input(
-                    "--branch-tag needs --timestamp-tag and a registry (push)",
-                    Some(
-                        "the branch tag is guarded by the commits the timestamp tags record: add --timestamp-tag BRANCH"
-                            .to_string(),
+                    "--branch-tag moves a tag in a registry: it applies to push only",
+                    Some("push to a registry, or drop --branch-tag".to_string()),
+                ));
+            }
+            if self.timestamp_tag.is_none() {
+                return Err(Error::input(
+                    format!(
+                        "--branch-tag {b:?} needs --timestamp-tag: the branch tag moves only to a commit that descends \
+                         from the one the timestamp tags record"
                     ),
+                    Some("add --timestamp-tag BRANCH (e.g. --timestamp-tag main)".to_string()),
                 ));
             }
         }
@@ -274,6 +280,35 @@ pub fn run_prepared(
         }
         _ => None,
     };
+    // A hand-written tag shaped like a timestamp tag claims a commit and a
+    // time: Flux orders by it and `verify` checks it, so it must be this
+    // folder's commit's (a build outside git has none to check it against).
+    for t in req.tags.iter().filter(|t| tag::is_timestamp_tag(t)) {
+        match &prepared.commit {
+            Some(c) if tag::names_commit(t, c.timestamp, &c.id) == Some(true) => {}
+            Some(c) => {
+                let ours = tag::timestamp_tag(
+                    tag::timestamp_prefix(t).unwrap_or("main"),
+                    c.timestamp,
+                    &c.id,
+                )?;
+                return Err(Error::input(
+                    format!(
+                        "--tag {t} is shaped like a timestamp tag (PREFIX-TIME-SHA7), but the folder's last change is \
+                         commit {} committed at {}: the tag would name another commit, and verify rejects such an image",
+                        c.id, c.timestamp
+                    ),
+                    Some(format!(
+                        "let --timestamp-tag PREFIX make the tag from the commit (for this commit: {ours}), or choose a tag \
+                         that is not PREFIX-DIGITS-7HEX"
+                    )),
+                ));
+            }
+            None => warnings.push(format!(
+                "tag {t} is shaped like a timestamp tag, but the folder is not in a git commit: nothing attests the commit it names"
+            )),
+        }
+    }
     // Packaged from disk, a layout inside the folder would go into the next build.
     if req.source == SourceMode::Worktree || prepared.commit.is_none() {
         match &req.target {

@@ -103,6 +103,14 @@ pub fn timestamp_prefix(tag: &str) -> Option<&str> {
     split(tag).map(|(prefix, _, _)| prefix)
 }
 
+/// Whether a tag shaped like a timestamp tag names `commit` (its full id)
+/// committed at `timestamp`, whatever its prefix: `None` for any other tag.
+/// `verify` checks the same two facts of a timestamp tag.
+pub fn names_commit(tag: &str, timestamp: i64, commit: &str) -> Option<bool> {
+    let (_, ts, sha7) = split(tag)?;
+    Some(ts.parse::<i64>().ok() == Some(timestamp) && commit.starts_with(sha7))
+}
+
 /// Parses `tag` when it is a timestamp tag of exactly `prefix` whose time
 /// fits in a `u64`.
 pub fn parse_timestamp_tag(prefix: &str, tag: &str) -> Option<Stamped> {
@@ -194,6 +202,32 @@ mod tests {
         for bad in ["", ".x", "-x", "a/b", "a:b", "ä", &"a".repeat(129)] {
             assert!(validate(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_timestamp_shaped_tag_names_one_commit() {
+        let id = "abcdef0123456789abcdef0123456789abcdef01";
+        assert_eq!(
+            names_commit("main-1700000000-abcdef0", 1_700_000_000, id),
+            Some(true)
+        );
+        assert_eq!(
+            names_commit("prod-x-1700000000-abcdef0", 1_700_000_000, id),
+            Some(true)
+        );
+        assert_eq!(
+            names_commit("main-1700000001-abcdef0", 1_700_000_000, id),
+            Some(false)
+        );
+        assert_eq!(
+            names_commit("main-1700000000-abcdef1", 1_700_000_000, id),
+            Some(false)
+        );
+        assert_eq!(
+            names_commit("main-99999999999999999999-abcdef0", 1_700_000_000, id),
+            Some(false)
+        );
+        assert_eq!(names_commit("latest", 1_700_000_000, id), None);
     }
 
     #[test]

@@ -924,15 +924,8 @@ fn credentials_come_from_the_secrets_flux_uses() {
 }
 
 fn base64(s: &str) -> String {
-    use std::io::Write;
-    let mut child = Command::new("base64")
-        .arg("-w0")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(s.as_bytes()).unwrap();
-    String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap()
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(s)
 }
 
 /// A bad spec stalls with a message naming the field, and pushes nothing.

@@ -212,3 +212,31 @@ fn symlink_escaping_through_another_symlink_in_a_commit() {
         &[&shown(&src.join("esc")), "leaves the folder", "commit"],
     );
 }
+
+#[test]
+fn help_shows_no_value_for_an_unset_variable() {
+    // clap prints `[env: NAME=]` for an unset variable: it reads as if the
+    // variable were set to the empty string.
+    for command in [
+        "build", "push", "inspect", "promote", "tag", "plan", "flux", "verify", "action",
+    ] {
+        let out = std::process::Command::new(common::bin())
+            .args([command, "--help"])
+            .env_clear()
+            .output()
+            .unwrap();
+        let help = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{command} --help: {help}");
+        assert!(!help.contains("=]"), "{command} --help:\n{help}");
+    }
+    // A set variable's value is not shown either (a username, a token).
+    let out = std::process::Command::new(common::bin())
+        .args(["push", "--help"])
+        .env_clear()
+        .env("SETTINGS_IMAGE_USERNAME", "alice-in-help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("[env: SETTINGS_IMAGE_USERNAME]"), "{help}");
+    assert!(!help.contains("alice-in-help"), "{help}");
+}

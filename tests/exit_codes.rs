@@ -146,11 +146,21 @@ fn exit_0_pushed_and_exit_2_bad_input_pushes_nothing() {
     g.commit("a: 1\n", 1_700_000_000);
     std::fs::create_dir_all(g.wt.join("untracked")).unwrap();
     std::fs::write(g.wt.join("untracked/x.yaml"), "x: 1\n").unwrap();
-    for folder in ["untracked", "missing"] {
+    for (folder, says) in [
+        ("untracked", "untracked: is not in the HEAD commit"),
+        (
+            "missing",
+            "missing: does not exist (not on disk, not in the HEAD commit)",
+        ),
+    ] {
         let p = g.wt.join(folder).display().to_string();
         let r = run_env(&push(&p, &repo, &["--timestamp-tag", "main"]), &[]);
-        expect(&r, 2, "is not in the HEAD commit");
+        expect(&r, 2, says);
     }
+    // A typo is not told to commit the folder or package it from disk.
+    let p = g.wt.join("missing").display().to_string();
+    let r = run_env(&push(&p, &repo, &["--timestamp-tag", "main"]), &[]);
+    assert!(!r.stderr.contains("--source worktree"), "{}", r.stderr);
     assert_eq!(skopeo_tags(&repo, None), ["v1"]);
 }
 
@@ -281,4 +291,82 @@ fn exit_6_a_branch_tag_never_moves_sideways() {
     );
     let live = skopeo_inspect(&format!("{repo}:live"), None).unwrap();
     assert_eq!(live["Digest"], first["digest"]);
+}
+
+#[test]
+fn exit_2_a_deadline_too_long_for_the_clock() {
+    // `now + seconds` overflows the clock near u64::MAX: refused before any
+    // request (the registry is never contacted: port 1 is closed), never a panic.
+    let dir = settings(1, "deadline");
+    let d = dir.path().to_str().unwrap();
+    for k in [
+        "SETTINGS_IMAGE_PUSH_TIMEOUT",
+        "SETTINGS_IMAGE_REQUEST_TIMEOUT",
+        "SETTINGS_IMAGE_LOGIN_TIMEOUT",
+    ] {
+        for v in ["18446744073709551615", "9223372036854775807", "604801"] {
+            let r = run_env(
+                &push(
+                    d,
+                    "127.0.0.1:1/shop",
+                    &["--tag", "v1", "--login", "ecr", "--id-token-file", d],
+                ),
+                &[(k, v)],
+            );
+            expect(&r, 2, &format!("{k} is {v:?}, not a number of seconds"));
+            assert!(r.stderr.contains("604800"), "{}", r.stderr);
+        }
+    }
+    // A week is accepted (the push then fails on the closed port, exit 4).
+    let r = run_env(
+        &push(d, "127.0.0.1:1/shop", &["--tag", "v1"]),
+        &[("SETTINGS_IMAGE_PUSH_TIMEOUT", "604800")],
+    );
+    assert_eq!(r.code, 4, "{}", r.stderr);
+}
+
+#[test]
+fn exit_2_a_branch_tag_without_a_timestamp_tag_says_so() {
+    let g = Git::new();
+    g.commit("a: 1\n", 1_700_000_000);
+    let shop = g.shop();
+    // Port 1 is closed: the refusal comes before any request.
+    let r = run_env(
+        &push(
+            &shop,
+            "127.0.0.1:1/shop",
+            &["--tag", "v1", "--branch-tag", "live"],
+        ),
+        &[],
+    );
+    expect(&r, 2, "--branch-tag \"live\" needs --timestamp-tag");
+    assert!(!r.stderr.contains("registry"), "{}", r.stderr);
+    assert!(r.stderr.contains("--timestamp-tag main"), "{}", r.stderr);
+}
+
+#[test]
+fn the_hint_for_a_missing_tag_runs_as_printed() {
+    // The registry is plain HTTP on loopback, as this tool assumes; the
+    // hint's skopeo command must say so too, or it fails on TLS.
+    let reg = Registry::start(Auth::None);
+    let dir = settings(1, "hint");
+    let d = dir.path().to_str().unwrap();
+    let repo = format!("{}/shop", reg.host());
+    expect(&run_env(&push(d, &repo, &["--tag", "v1"]), &[]), 0, "");
+    let r = run_env(&["inspect", &format!("{repo}:v2")], &[]);
+    expect(&r, 4, "no such tag");
+    let hint = r.stderr.split("\nhint: ").nth(1).unwrap_or_default();
+    let command = hint.split('`').nth(1).expect("a command in backticks");
+    assert!(command.starts_with("skopeo "), "{hint}");
+    common::require("skopeo");
+    let out = std::process::Command::new("sh")
+        .args(["-c", command])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "`{command}` failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"v1\""));
 }

@@ -584,3 +584,76 @@ fn the_objects_in_docs_flux_md_are_the_generators_output() {
     let (ok, msg) = validate(&documents(shown));
     assert!(ok, "{msg}");
 }
+
+/// Every `<!-- generated: settings-image ... -->` block of `doc`, as
+/// (arguments, the YAML shown).
+fn generated_blocks(doc: &str) -> Vec<(Vec<String>, String)> {
+    let text = std::fs::read_to_string(common::repo().join(doc)).unwrap();
+    text.split("<!-- generated: settings-image ")
+        .skip(1)
+        .map(|rest| {
+            let (cmd, rest) = rest
+                .split_once(" -->\n```yaml\n")
+                .expect("a yaml block follows");
+            let (shown, _) = rest.split_once("\n```\n").expect("the block ends");
+            (
+                cmd.split_whitespace().map(String::from).collect(),
+                shown.to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_objects_in_docs_monorepo_md_are_the_generators_and_followed() {
+    let blocks = generated_blocks("docs/monorepo.md");
+    assert!(
+        !blocks.is_empty(),
+        "docs/monorepo.md shows generated objects"
+    );
+    for (args, shown) in &blocks {
+        assert_eq!(args[0], "flux");
+        let args: Vec<&str> = args[1..].iter().map(String::as_str).collect();
+        assert_eq!(
+            shown.trim_end(),
+            flux_ok(&args).trim_end(),
+            "regenerate the block in docs/monorepo.md"
+        );
+    }
+    // Every ImagePolicy a YAML block of the page shows is one the
+    // generated automation's policySelector picks (Flux's label selector:
+    // every matchLabels pair among the policy's labels), or it would never
+    // be followed.
+    let automation = documents(&flux_ok(&[
+        "--repository",
+        "ghcr.io/acme/settings",
+        "--prefix",
+        "main",
+    ]))
+    .into_iter()
+    .find(|d| d["kind"] == "ImageUpdateAutomation")
+    .unwrap();
+    let selector = automation["spec"]["policySelector"]["matchLabels"]
+        .as_object()
+        .expect("the automation selects policies by label")
+        .clone();
+    let page = std::fs::read_to_string(common::repo().join("docs/monorepo.md")).unwrap();
+    let mut policies = 0;
+    for block in page.split("```yaml\n").skip(1) {
+        let block = block.split("\n```").next().unwrap();
+        let docs: Vec<Value> = serde_yaml_ng::Deserializer::from_str(block)
+            .filter_map(|de| serde::Deserialize::deserialize(de).ok())
+            .collect();
+        for d in docs.iter().filter(|d| d["kind"] == "ImagePolicy") {
+            policies += 1;
+            for (k, v) in &selector {
+                assert_eq!(
+                    &d["metadata"]["labels"][k], v,
+                    "the policy {} lacks the label {k}: the automation never follows it",
+                    d["metadata"]["name"]
+                );
+            }
+        }
+    }
+    assert!(policies >= 2, "{policies}");
+}

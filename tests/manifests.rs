@@ -144,3 +144,60 @@ fn actionlint_finds_a_reference_to_an_unknown_step() {
         "{log}"
     );
 }
+
+/// The defaults the README and docs/ state for action inputs, as
+/// "`NAME` (default `VALUE`" or "`NAME` input, by default `VALUE`".
+fn documented_defaults() -> Vec<(String, String, String)> {
+    let re =
+        regex::Regex::new(r"`([a-z][a-z-]*)`(?:\s+input,\s+by\s+default|\s+\(default)\s+`([^`]+)`")
+            .unwrap();
+    let mut files = vec![repo().join("README.md")];
+    for e in fs::read_dir(repo().join("docs")).unwrap() {
+        files.push(e.unwrap().path());
+    }
+    let mut out = Vec::new();
+    for f in files {
+        let text = fs::read_to_string(&f).unwrap();
+        for c in re.captures_iter(&text) {
+            out.push((
+                f.file_name().unwrap().to_string_lossy().into_owned(),
+                c[1].to_string(),
+                c[2].to_string(),
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn documented_input_defaults_are_the_manifests() {
+    let manifests: Vec<(String, serde_yaml_ng::Value)> = ["action.yml", "promote/action.yml"]
+        .iter()
+        .map(|m| {
+            let text = fs::read_to_string(repo().join(m)).unwrap();
+            (m.to_string(), serde_yaml_ng::from_str(&text).unwrap())
+        })
+        .collect();
+    let mut checked = 0;
+    for (doc, name, value) in documented_defaults() {
+        for (m, v) in &manifests {
+            let Some(input) = v["inputs"].get(name.as_str()) else {
+                continue;
+            };
+            checked += 1;
+            let default = input.get("default").and_then(|d| d.as_str()).map(|d| {
+                d.trim()
+                    .trim_start_matches("${{")
+                    .trim_end_matches("}}")
+                    .trim()
+                    .to_string()
+            });
+            assert_eq!(
+                default.as_deref(),
+                Some(value.as_str()),
+                "{doc} says the input `{name}` defaults to `{value}`; {m} says {default:?}"
+            );
+        }
+    }
+    assert!(checked >= 4, "{checked} documented defaults found");
+}

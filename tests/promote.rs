@@ -737,3 +737,27 @@ fn the_action_face_has_the_registry_inputs_and_an_explain_dry_run() {
     );
     assert!(!error.contains("--"), "{error}");
 }
+
+#[test]
+fn without_user_the_record_names_the_user_database_name() {
+    // cron, containers and `env -i` run without USER or LOGNAME; the record
+    // still says who, as `id -un` does.
+    let reg = Registry::start(Auth::None);
+    let repo = format!("{}/settings", reg.host());
+    push_candidate(&repo, "main-1700000100-aaaaaaa");
+    let r = promote(&repo, &[], &[("LOGNAME", "")]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let id = Command::new("id").arg("-un").output().expect("id -un");
+    let name = String::from_utf8_lossy(&id.stdout).trim().to_string();
+    assert!(!name.is_empty());
+    let ins = cli(
+        &[
+            "inspect",
+            &format!("{repo}:prod-1700000100-aaaaaaa"),
+            "--json",
+        ],
+        &[],
+    )
+    .json();
+    assert_eq!(ins["promotions"][0]["actor"], name.as_str(), "{ins}");
+}

@@ -9,6 +9,7 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use common::git::ScratchRepo;
@@ -748,4 +749,573 @@ fn scan_verifies_every_workload_kind_and_fails_on_one_bad_reference() {
     let o = cmd.env("INPUT_MODE", "audit").output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stdout).contains("the input `mode`"));
+}
+
+/// The arguments of the first `sh` block of `doc` (one command, lines
+/// joined at `\`), without the program name.
+fn first_command(doc: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(doc)).unwrap();
+    let block = text
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .unwrap_or_else(|| panic!("{doc} has no sh block"));
+    let words: Vec<String> = block
+        .replace("\\\n", " ")
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    assert_eq!(words[0], "settings-image", "{block}");
+    words[1..].to_vec()
+}
+
+#[test]
+fn the_first_push_example_makes_images_that_verify() {
+    let reg = Registry::start(Auth::None);
+    let repo = format!("{}/team/settings", reg.host());
+    let st = Settings::new();
+    let folder = st.folder();
+    let args: Vec<String> = first_command("docs/push.md")
+        .into_iter()
+        .map(|w| match w.as_str() {
+            "settings" => folder.display().to_string(),
+            "ghcr.io/OWNER/settings" => repo.clone(),
+            _ => w,
+        })
+        .collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let pushed = si(&args).json();
+    let tags = pushed["tags"].as_array().unwrap();
+    assert!(!tags.is_empty(), "{pushed}");
+    // Every tag the example writes names what verify proves.
+    for t in tags {
+        let r = verify(&folder, &format!("{repo}:{}", t.as_str().unwrap()));
+        assert_eq!(r.code, 0, "{t}: {}", r.stderr);
+    }
+    // A hand-written timestamp tag of another commit or time is refused
+    // before anything is pushed; the commit's own is taken.
+    let (tag, commit) = (s(&pushed, "timestamp_tag"), s(&pushed, "commit"));
+    let ts = &tag["main-".len()..tag.len() - 8];
+    for wrong in [
+        format!(
+            "main-1700000000-{}",
+            if commit.starts_with("abcdef0") {
+                "1234567"
+            } else {
+                "abcdef0"
+            }
+        ),
+        format!("main-{}-{}", ts.parse::<i64>().unwrap() + 1, &commit[..7]),
+    ] {
+        let r = si(&[
+            "push",
+            "--path",
+            folder.to_str().unwrap(),
+            "--repository",
+            &repo,
+            "--tag",
+            &wrong,
+        ]);
+        assert_eq!(r.code, 2, "{wrong}: {}", r.stderr);
+        assert!(
+            r.stderr
+                .contains(&format!("--tag {wrong} is shaped like a timestamp tag")),
+            "{}",
+            r.stderr
+        );
+        assert!(
+            r.stderr.contains(&tag),
+            "the hint names the right tag: {}",
+            r.stderr
+        );
+        let listed = common::registry::skopeo_tags(&repo, None);
+        assert!(!listed.contains(&wrong), "{listed:?}");
+    }
+    let other = format!("release-{ts}-{}", &commit[..7]);
+    let r = si(&[
+        "push",
+        "--path",
+        folder.to_str().unwrap(),
+        "--repository",
+        &repo,
+        "--tag",
+        &other,
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(verify(&folder, &format!("{repo}:{other}")).code, 0);
+}
+
+/// Pushes, under `tag`, the faithful image of `folder` (built with `meta`)
+/// with `edit` applied to its manifest JSON (`edit` may upload blobs), and
+/// a provenance that claims `commit` for it: a forgery made by hand.
+fn forge_manifest(
+    c: &Client,
+    folder: &Path,
+    meta: &Metadata,
+    tag: &str,
+    commit: &str,
+    edit: impl FnOnce(&Client, &image::Image, &mut Value),
+) -> String {
+    let source = settings_image::source::worktree::read(folder).unwrap();
+    let mut img = image::build(&source, meta).unwrap();
+    settings_image::publish::registry::push_with(c, &img, &[format!("{tag}-faithful")]).unwrap();
+    let mut m: Value = serde_json::from_slice(&img.manifest).unwrap();
+    edit(c, &img, &mut m);
+    let bytes = serde_json::to_vec(&m).unwrap();
+    c.put_manifest(tag, &bytes, image::MANIFEST_MEDIA_TYPE)
+        .unwrap();
+    img.digest = image::sha256_digest(&bytes);
+    img.manifest = bytes;
+    let facts = provenance::Facts {
+        repository: None,
+        git_ref: Some("refs/heads/main".into()),
+        path: "configs/shop".into(),
+        commit: commit.to_string(),
+        committed_at: meta.annotations["org.opencontainers.image.created"].clone(),
+        builder_id: "forger".into(),
+        invocation_id: None,
+        workflow_ref: None,
+        annotations: BTreeMap::new(),
+        labels: BTreeMap::new(),
+    };
+    provenance::attach(c, &img, &facts).unwrap();
+    img.digest
+}
+
+/// A faithful push of a new settings repository, and what forging needs.
+fn pushed(reg: &Registry) -> (Settings, String, Value, Client, Metadata) {
+    let repo = format!("{}/team/settings", reg.host());
+    let st = Settings::new();
+    let a = push(&st.folder(), &repo, &[]);
+    let c = client(&repo);
+    let meta = Metadata {
+        annotations: annotations(&c, &s(&a, "digest")),
+        labels: BTreeMap::new(),
+    };
+    (st, repo, a, c, meta)
+}
+
+#[test]
+fn a_missing_path_is_bad_input_named_before_any_request() {
+    let reg = Registry::start(Auth::None);
+    let (st, repo, a, _, _) = pushed(&reg);
+    let missing = st.repo.dir.join("configs/shpo");
+    // A faithful image, a typo in --path: not "do not deploy".
+    let r = verify(&missing, &s(&a, "reference"));
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains(&format!("{}: does not exist", missing.display())),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("do not deploy"), "{}", r.stderr);
+    // A file is not a folder either.
+    let file = st.folder().join("app.yaml");
+    let r = verify(&file, &s(&a, "reference"));
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("is not a folder"), "{}", r.stderr);
+    // The scan says it once, not once per row.
+    let cluster = common::TempDir::new();
+    std::fs::write(
+        cluster.path().join("pod.yaml"),
+        pod_yaml(&s(&a, "reference")),
+    )
+    .unwrap();
+    let r = si(&[
+        "verify",
+        "--scan",
+        cluster.path().to_str().unwrap(),
+        "--repository",
+        &repo,
+        "--path",
+        missing.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("does not exist"), "{}", r.stderr);
+    assert!(r.stdout.is_empty(), "{}", r.stdout);
+    // A --scan folder that does not exist: named, bad input too.
+    let gone = cluster.path().join("clusters");
+    let (r, _) = scan_json(&gone, &repo, &st.folder(), &[]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains(&format!("{}: does not exist", gone.display())),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn a_layer_that_is_not_gzip_is_a_mismatch() {
+    let reg = Registry::start(Auth::None);
+    let (st, repo, a, c, meta) = pushed(&reg);
+    let commit = s(&a, "commit");
+    forge_manifest(&c, &st.folder(), &meta, "plain", &commit, |c, _, m| {
+        let d = c
+            .put_blob(image::LAYER_MEDIA_TYPE, b"port: 8080\n, not gzip at all")
+            .unwrap();
+        m["layers"][0]["digest"] = d.digest.into();
+        m["layers"][0]["size"] = d.size.into();
+    });
+    let r = verify(&st.folder(), &format!("{repo}:plain"));
+    assert_mismatch(&r, &["is not the gzip-compressed tar", "not gzip", &commit]);
+    // gzip, but not of a tar.
+    let gz = gzip(b"port: 8080\n");
+    forge_manifest(&c, &st.folder(), &meta, "notar", &commit, |c, _, m| {
+        let d = c.put_blob(image::LAYER_MEDIA_TYPE, &gz).unwrap();
+        m["layers"][0]["digest"] = d.digest.into();
+        m["layers"][0]["size"] = d.size.into();
+    });
+    let r = verify(&st.folder(), &format!("{repo}:notar"));
+    assert_mismatch(&r, &["is not the gzip-compressed tar"]);
+}
+
+#[test]
+fn a_config_that_differs_names_each_field() {
+    let reg = Registry::start(Auth::None);
+    let (st, repo, a, c, meta) = pushed(&reg);
+    let commit = s(&a, "commit");
+    forge_manifest(&c, &st.folder(), &meta, "env", &commit, |c, img, m| {
+        let mut config: Value = serde_json::from_slice(&img.config).unwrap();
+        config["config"]["Env"] = serde_json::json!(["MODE=debug"]);
+        config["config"]["Entrypoint"] = serde_json::json!(["/bin/sh", "-c"]);
+        config["history"] = serde_json::json!([{"created_by": "forger"}]);
+        let d = c
+            .put_blob(
+                image::CONFIG_MEDIA_TYPE,
+                &serde_json::to_vec(&config).unwrap(),
+            )
+            .unwrap();
+        m["config"]["digest"] = d.digest.into();
+        m["config"]["size"] = d.size.into();
+    });
+    let r = verify(&st.folder(), &format!("{repo}:env"));
+    assert_mismatch(
+        &r,
+        &[
+            "config differs",
+            "extra field config.Env = [\"MODE=debug\"]",
+            "extra field config.Entrypoint = [\"/bin/sh\",\"-c\"]",
+            "extra field history",
+        ],
+    );
+    assert!(!r.stderr.contains("platform or diff_ids"), "{}", r.stderr);
+}
+
+/// `data` gzip-compressed by the system's gzip (an independent encoder).
+fn gzip(data: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut child = common::tool("gzip")
+        .args(["-c", "-n", "-1"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let data = data.to_vec();
+    let writer = std::thread::spawn(move || stdin.write_all(&data).unwrap());
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    assert!(out.status.success());
+    out.stdout
+}
+
+#[test]
+fn a_small_layer_that_inflates_hugely_is_stopped_at_the_limit() {
+    let reg = Registry::start(Auth::None);
+    let (st, repo, a, c, meta) = pushed(&reg);
+    let commit = s(&a, "commit");
+    // One file of zeros, 16 MiB past the documented limit (docs/flux.md:
+    // the rebuilt tar, a few KiB, plus 64 MiB): about 80 KiB of gzip.
+    let size: u64 = (64 << 20) + (16 << 20);
+    let mut tar = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_ustar();
+    h.set_path("zeros.yaml").unwrap();
+    h.set_size(size);
+    h.set_mode(0o644);
+    h.set_cksum();
+    tar.append(&h, std::io::repeat(0).take(size)).unwrap();
+    let bomb = gzip(&tar.into_inner().unwrap());
+    assert!(bomb.len() < 1 << 20, "{}", bomb.len());
+    forge_manifest(&c, &st.folder(), &meta, "bomb", &commit, |c, _, m| {
+        let d = c.put_blob(image::LAYER_MEDIA_TYPE, &bomb).unwrap();
+        m["layers"][0]["digest"] = d.digest.into();
+        m["layers"][0]["size"] = d.size.into();
+    });
+    let r = verify(&st.folder(), &format!("{repo}:bomb"));
+    assert_mismatch(&r, &["inflates to more than", "plus 64 MiB"]);
+}
+
+/// A Pod that mounts `reference` as an image volume.
+fn pod_yaml(reference: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers:\n    - name: app\n      image: busybox\n  volumes:\n    - name: settings\n      image:\n        reference: {reference}\n"
+    )
+}
+
+/// `verify --scan DIR --repository REPO --path FOLDER --json [extra]`.
+fn scan_json(dir: &Path, repo: &str, folder: &Path, extra: &[&str]) -> (Run, Value) {
+    let mut args = vec![
+        "verify",
+        "--scan",
+        dir.to_str().unwrap(),
+        "--repository",
+        repo,
+        "--path",
+        folder.to_str().unwrap(),
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let r = si(&args);
+    let v = serde_json::from_str(r.stdout.trim()).unwrap_or(Value::Null);
+    (r, v)
+}
+
+/// `(status, file, object)` of each row, sorted.
+fn rows(v: &Value) -> Vec<(String, String, String)> {
+    let mut out: Vec<(String, String, String)> = v["rows"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no rows in {v}"))
+        .iter()
+        .map(|r| {
+            (
+                r["status"].as_str().unwrap().to_string(),
+                r["file"].as_str().unwrap().to_string(),
+                r["object"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn scan_reads_manifests_as_the_cluster_does() {
+    let reg = Registry::start(Auth::None);
+    let (st, repo, a, _, _) = pushed(&reg);
+    let reference = s(&a, "reference");
+    let dir = common::TempDir::new();
+    let d = dir.path();
+    let w = |rel: &str, text: &str| {
+        let p = d.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    // An anchor, an alias and a merge key (`<<:`), as kubectl's YAML
+    // reader resolves them: the merged item's own `name` wins.
+    w(
+        "apps/list.yaml",
+        &"apiVersion: v1
+kind: List
+items:
+  - apiVersion: apps/v1
+    kind: Deployment
+    metadata: {name: anchored}
+    spec:
+      template:
+        spec:
+          containers: [{name: app, image: busybox}]
+          volumes:
+            - &settings
+              name: settings
+              image:
+                reference: REF
+  - apiVersion: apps/v1
+    kind: StatefulSet
+    metadata: {name: aliased}
+    spec:
+      template:
+        spec:
+          containers: [{name: app, image: busybox}]
+          volumes:
+            - *settings
+  - apiVersion: apps/v1
+    kind: DaemonSet
+    metadata: {name: merged}
+    spec:
+      template:
+        spec:
+          containers: [{name: app, image: busybox}]
+          volumes:
+            - <<: *settings
+              name: merged-settings
+"
+        .replace("REF", &reference),
+    );
+    w(
+        "apps/rc.yaml",
+        &format!(
+            "apiVersion: v1\nkind: ReplicationController\nmetadata:\n  name: legacy\nspec:\n  template:\n    spec:\n      containers: [{{name: app, image: busybox}}]\n      volumes:\n        - name: settings\n          image:\n            reference: {reference}\n"
+        ),
+    );
+    let json = serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "from-json"},
+        "spec": {"containers": [{"name": "app", "image": "busybox"}],
+                 "volumes": [{"name": "settings", "image": {"reference": reference}}]}
+    });
+    w(
+        "apps/pod.json",
+        &serde_json::to_string_pretty(&json).unwrap(),
+    );
+    // A symlinked file and a symlinked folder inside the tree are followed.
+    std::fs::create_dir_all(d.join("overlays")).unwrap();
+    std::os::unix::fs::symlink("../apps/rc.yaml", d.join("overlays/rc.yaml")).unwrap();
+    std::os::unix::fs::symlink("apps", d.join("mirror")).unwrap();
+    // A loop back to the root is walked once.
+    std::os::unix::fs::symlink("..", d.join("apps/up")).unwrap();
+    let (r, v) = scan_json(d, &repo, &st.folder(), &[]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let ok = |f: &str, o: &str| ("verified".to_string(), f.to_string(), o.to_string());
+    let mut want = vec![
+        ok("apps/list.yaml", "Deployment/anchored"),
+        ok("apps/list.yaml", "StatefulSet/aliased"),
+        ok("apps/list.yaml", "DaemonSet/merged"),
+        ok("apps/pod.json", "Pod/from-json"),
+        ok("apps/rc.yaml", "ReplicationController/legacy"),
+        ok("overlays/rc.yaml", "ReplicationController/legacy"),
+        ok("mirror/list.yaml", "Deployment/anchored"),
+        ok("mirror/list.yaml", "StatefulSet/aliased"),
+        ok("mirror/list.yaml", "DaemonSet/merged"),
+        ok("mirror/pod.json", "Pod/from-json"),
+        ok("mirror/rc.yaml", "ReplicationController/legacy"),
+    ];
+    want.sort();
+    assert_eq!(rows(&v), want, "{v}");
+    let merged = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["object"] == "DaemonSet/merged")
+        .unwrap();
+    assert_eq!(merged["volume"], "merged-settings");
+    assert_eq!(merged["reference"], reference.as_str());
+
+    // What it cannot read is a row each, and fails the gate (exit 2).
+    let outside = common::TempDir::new();
+    std::fs::write(outside.path().join("pod.yaml"), pod_yaml(&reference)).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("pod.yaml"), d.join("outside.yaml")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), d.join("outside-dir")).unwrap();
+    let mut latin1 = pod_yaml(&reference).into_bytes();
+    latin1.extend_from_slice(b"# caf\xe9\n");
+    std::fs::write(d.join("latin1.yaml"), latin1).unwrap();
+    let big = std::fs::File::create(d.join("big.yaml")).unwrap();
+    big.set_len(17 << 20).unwrap();
+    w(
+        "notyaml.yaml",
+        &format!("{{{{ if .x }}}}\nreference: {reference}\n"),
+    );
+    let (r, v) = scan_json(d, &repo, &st.folder(), &[]);
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    let errors: BTreeMap<String, String> = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["status"] == "error")
+        .map(|r| {
+            (
+                r["file"].as_str().unwrap().to_string(),
+                r["detail"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let says = |f: &str, n: &str| {
+        assert!(
+            errors.get(f).is_some_and(|d| d.contains(n)),
+            "{f}: want {n:?} in {errors:?}"
+        )
+    };
+    says("outside.yaml", "outside the scanned folder");
+    says("outside-dir", "outside the scanned folder");
+    says("latin1.yaml", "is not UTF-8");
+    says("big.yaml", "larger than 16 MiB");
+    says("notyaml.yaml", "is not YAML that can be read");
+    assert_eq!(errors.len(), 5, "{errors:?}");
+    assert_eq!(
+        v["rows"].as_array().unwrap().len(),
+        want.len() + 5,
+        "the readable rows are still verified: {v}"
+    );
+    // The table names them too.
+    let table = si(&[
+        "verify",
+        "--scan",
+        d.to_str().unwrap(),
+        "--repository",
+        &repo,
+        "--path",
+        st.folder().to_str().unwrap(),
+    ]);
+    assert_eq!(table.code, 2);
+    assert!(
+        table
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("error") && l.contains("latin1.yaml")),
+        "{}",
+        table.stdout
+    );
+}
+
+#[test]
+fn a_scan_that_finds_no_reference_fails_unless_allowed() {
+    let reg = Registry::start(Auth::None);
+    let (st, repo, a, _, _) = pushed(&reg);
+    let dir = common::TempDir::new();
+    std::fs::write(dir.path().join("pod.yaml"), pod_yaml(&s(&a, "reference"))).unwrap();
+    // A typo in the repository: nothing matches, and the gate must not pass.
+    let typo = format!("{}/team/setings", reg.host());
+    let (r, _) = scan_json(dir.path(), &typo, &st.folder(), &[]);
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr
+            .contains(&format!("no image-volume reference to {typo}")),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("--allow-empty"), "{}", r.stderr);
+    let (r, v) = scan_json(dir.path(), &typo, &st.folder(), &["--allow-empty"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(v["rows"], serde_json::json!([]));
+    let (r, _) = scan_json(dir.path(), &repo, &st.folder(), &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+
+    // The action face, the pull-request gate: the same, in its words.
+    let ws = common::TempDir::new();
+    std::fs::create_dir_all(ws.path().join("cluster")).unwrap();
+    std::fs::write(
+        ws.path().join("cluster/pod.yaml"),
+        pod_yaml(&s(&a, "reference")),
+    )
+    .unwrap();
+    let url = format!("file://{}", st.repo.dir.display());
+    st.repo
+        .git_in(ws.path(), &["clone", "-q", &url, "settings"]);
+    let files = common::TempDir::new();
+    let mut cmd = std::process::Command::new(common::registry::bin());
+    cmd.arg("action")
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", ws.path())
+        .env("GITHUB_WORKSPACE", ws.path())
+        .env("GITHUB_OUTPUT", files.path().join("output"))
+        .env("GITHUB_STEP_SUMMARY", files.path().join("summary"))
+        .env("INPUT_MODE", "verify")
+        .env("INPUT_PATH", "settings/configs/shop")
+        .env("INPUT_REPOSITORY", &typo)
+        .env("INPUT_SCAN", "cluster");
+    let o = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(2), "{stdout}");
+    assert!(
+        stdout.contains("::error") && stdout.contains("`allow-empty: true`"),
+        "{stdout}"
+    );
+    let o = cmd.env("INPUT_ALLOW-EMPTY", "true").output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
 }

@@ -138,6 +138,8 @@ pub const WORDS: commands::Words = &[
     ("--allow-rewind", "`allow-rewind: true`"),
     ("--force-pushed-from", "the push event's `before`"),
     ("--branch-tag", "`branch-tag`"),
+    ("--allow-empty", "`allow-empty: true`"),
+    ("--scan", "`scan`"),
     ("--repository", "`repository`"),
     (
         "--monolithic",

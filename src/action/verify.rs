@@ -54,6 +54,9 @@ pub struct With {
     /// Plain HTTP to a non-loopback registry.
     #[serde(deserialize_with = "inputs::flag")]
     pub insecure: Option<bool>,
+    /// Pass when `scan` holds no reference to `repository`.
+    #[serde(deserialize_with = "inputs::flag")]
+    pub allow_empty: Option<bool>,
 }
 
 fn scan(env: &Env) -> Result<i32> {
@@ -84,7 +87,12 @@ fn scan(env: &Env) -> Result<i32> {
         docker_config: front::docker_config(env),
         github: front::github_api(env, login.github_token.and_then(Token::new)),
     };
-    let (report, errors) = crate::cluster::scan::scan_and_verify(&dir, &repository, &base)?;
+    let (report, errors) = crate::cluster::scan::scan_and_verify(
+        &dir,
+        &repository,
+        &base,
+        with.allow_empty.unwrap_or(false),
+    )?;
     // Rows name files relative to the scanned folder (or to a scanned file's folder).
     let base = if dir.is_file() {
         dir.parent().map(PathBuf::from).unwrap_or_default()
@@ -99,7 +107,11 @@ fn scan(env: &Env) -> Result<i32> {
             .display()
             .to_string();
         let line = row.found.line.unwrap_or(1);
-        let message = format!("{}: {}", row.found.reference, row.detail);
+        let message = if row.found.reference.is_empty() {
+            row.detail.clone()
+        } else {
+            format!("{}: {}", row.found.reference, row.detail)
+        };
         match row.status {
             "mismatch" | "error" => say(&format!(
                 "::error file={},line={line},title={}::{}",

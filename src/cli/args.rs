@@ -114,7 +114,12 @@ pub struct AccessArgs {
     pub insecure: bool,
     /// Registry username (or SETTINGS_IMAGE_USERNAME); the password comes from
     /// --password-stdin or SETTINGS_IMAGE_PASSWORD.
-    #[arg(long, value_name = "USER", env = "SETTINGS_IMAGE_USERNAME")]
+    #[arg(
+        long,
+        value_name = "USER",
+        env = "SETTINGS_IMAGE_USERNAME",
+        hide_env_values = true
+    )]
     pub username: Option<String>,
     /// Read the password or token from standard input.
     #[arg(long)]
@@ -227,7 +232,12 @@ pub struct PushArgs {
     pub monolithic: bool,
     /// Registry username (or SETTINGS_IMAGE_USERNAME); the password comes from
     /// --password-stdin or SETTINGS_IMAGE_PASSWORD.
-    #[arg(long, value_name = "USER", env = "SETTINGS_IMAGE_USERNAME")]
+    #[arg(
+        long,
+        value_name = "USER",
+        env = "SETTINGS_IMAGE_USERNAME",
+        hide_env_values = true
+    )]
     pub username: Option<String>,
     /// Read the password or token from standard input.
     #[arg(long)]

@@ -210,6 +210,10 @@ pub struct VerifyArgs {
     /// With --scan: the image repository, HOST/NAME.
     #[arg(long, value_name = "HOST/NAME")]
     pub repository: Option<String>,
+    /// With --scan: pass when the folder holds no reference to --repository
+    /// (without it, that is an error: a typo must not pass).
+    #[arg(long, requires = "scan")]
+    pub allow_empty: bool,
     /// Use plain HTTP for a non-loopback registry (loopback hosts always use it).
     #[arg(long)]
     pub insecure: bool,
@@ -270,7 +274,7 @@ pub fn run_verify(args: &VerifyArgs) -> Result<i32> {
             Ok(0)
         }
         (None, Some(dir), Some(repository)) => {
-            let report = scan::scan_and_verify(dir, repository, &base)?;
+            let report = scan::scan_and_verify(dir, repository, &base, args.allow_empty)?;
             let (report, errors) = report;
             if args.json {
                 json(&report)?;

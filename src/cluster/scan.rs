@@ -5,6 +5,13 @@
 //! template of Deployment, StatefulSet, DaemonSet, ReplicaSet and Job, the
 //! job template of CronJob), in multi-document files and `kind: List`, which
 //! is also what `kustomize build` and Flux's rendered output look like.
+//! YAML is read as the cluster's tools read it: anchors, aliases and merge
+//! keys (`<<:`) resolved; `.json` manifests too; a symlink is followed
+//! inside the scanned folder and refused outside it. A file that cannot be
+//! read (not UTF-8, larger than [`MAX_FILE_BYTES`], a link out of the
+//! folder, not YAML yet naming the repository) is a row with status
+//! `error`, never skipped silently: a gate that cannot read a manifest
+//! cannot vouch for it.
 //! Why parse YAML and not grep for the repository: a reference in a comment,
 //! an annotation or a container image is not an image volume, and the row
 //! should name the object that mounts it.
@@ -47,9 +54,15 @@ pub struct Skipped {
 pub struct Findings {
     /// The references, in file order.
     pub found: Vec<Found>,
-    /// Files that could not be parsed.
+    /// Files that are not YAML and do not mention the repository.
     pub skipped: Vec<Skipped>,
+    /// Manifests that could not be read: each becomes an `error` row.
+    pub unreadable: Vec<Skipped>,
 }
+
+/// The largest manifest file the scan reads (16 MiB; the API server stores
+/// an object of at most about 1.5 MiB): a larger one is an `error` row.
+pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Where each workload kind keeps its pod spec.
 const POD_SPECS: &[(&str, &[&str])] = &[
@@ -59,6 +72,7 @@ const POD_SPECS: &[(&str, &[&str])] = &[
     ("DaemonSet", &["spec", "template", "spec"]),
     ("ReplicaSet", &["spec", "template", "spec"]),
     ("Job", &["spec", "template", "spec"]),
+    ("ReplicationController", &["spec", "template", "spec"]),
     ("PodTemplate", &["template", "spec"]),
     (
         "CronJob",
@@ -73,48 +87,59 @@ pub fn in_repository(reference: &str, repository: &str) -> bool {
         .is_some_and(|rest| rest.starts_with(':') || rest.starts_with('@'))
 }
 
-/// Finds every image-volume reference to `repository` in the YAML files
-/// under `dir` (or in `dir` itself when it is a file).
+/// Finds every image-volume reference to `repository` in the YAML and
+/// JSON files under `dir` (or in `dir` itself when it is a file).
 pub fn find(dir: &Path, repository: &str) -> Result<Findings> {
+    if std::fs::metadata(dir).is_err() {
+        return Err(Error::Source {
+            path: dir.to_path_buf(),
+            message: "does not exist".into(),
+            hint: Some(
+                "give --scan the cluster repository's folder (or one manifest) to scan".into(),
+            ),
+        });
+    }
     let mut files = Vec::new();
     let dir = if dir.is_file() {
-        files.push(dir.to_path_buf());
+        files.push((dir.to_path_buf(), None));
         dir.parent().unwrap_or(Path::new(""))
     } else {
-        collect(dir, &mut files)?;
+        let root = std::fs::canonicalize(dir)
+            .map_err(|e| Error::io(format!("reading {}", dir.display()), e))?;
+        collect(dir, &root, &mut vec![root.clone()], &mut files)?;
         dir
     };
     files.sort();
     let mut out = Findings::default();
-    for path in files {
+    for (path, problem) in files {
         let rel = path
             .strip_prefix(dir)
             .unwrap_or(&path)
             .to_string_lossy()
             .into_owned();
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-        let mut docs = Vec::new();
-        let mut broken = None;
-        for de in serde_yaml_ng::Deserializer::from_str(&text) {
-            match serde::Deserialize::deserialize(de) {
-                Ok(v) => docs.push(v),
-                Err(e) => {
-                    broken = Some(e.to_string());
-                    break;
-                }
+        let text = match problem.map_or_else(|| read_text(&path), Err) {
+            Ok(t) => t,
+            Err(reason) => {
+                out.unreadable.push(Skipped { file: rel, reason });
+                continue;
             }
-        }
-        if let Some(reason) = broken {
-            if text.contains(repository) {
-                return Err(Error::source(
-                    &path,
-                    format!("mentions {repository} but is not YAML that can be read: {reason}"),
-                ));
+        };
+        let docs = match parse(&path, &text) {
+            Ok(d) => d,
+            Err(reason) if text.contains(repository) => {
+                out.unreadable.push(Skipped {
+                    file: rel,
+                    reason: format!(
+                        "mentions {repository} but is not YAML that can be read: {reason}"
+                    ),
+                });
+                continue;
             }
-            out.skipped.push(Skipped { file: rel, reason });
-            continue;
-        }
+            Err(reason) => {
+                out.skipped.push(Skipped { file: rel, reason });
+                continue;
+            }
+        };
         let mut here = Vec::new();
         for doc in &docs {
             objects(doc, &mut |obj| {
@@ -138,21 +163,106 @@ pub fn find(dir: &Path, repository: &str) -> Result<Findings> {
     Ok(out)
 }
 
-fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+/// A manifest's text, or why it cannot be read.
+fn read_text(path: &Path) -> std::result::Result<String, String> {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|e| format!("cannot be read: {e}"))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(format!(
+            "is larger than {} MiB, more than any manifest: not read",
+            MAX_FILE_BYTES >> 20
+        ));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "is not UTF-8 text (byte {}), which kubectl and kustomize refuse too",
+            e.utf8_error().valid_up_to()
+        )
+    })
+}
+
+/// The documents of a YAML file (anchors, aliases and merge keys resolved)
+/// or of a `.json` file.
+fn parse(path: &Path, text: &str) -> std::result::Result<Vec<Value>, String> {
+    if path.extension().is_some_and(|e| e == "json") {
+        let v: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        return serde_yaml_ng::to_value(v)
+            .map(|v| vec![v])
+            .map_err(|e| e.to_string());
+    }
+    let mut docs = Vec::new();
+    for de in serde_yaml_ng::Deserializer::from_str(text) {
+        let mut v: Value = serde::Deserialize::deserialize(de).map_err(|e| e.to_string())?;
+        v.apply_merge().map_err(|e| e.to_string())?;
+        docs.push(v);
+    }
+    Ok(docs)
+}
+
+/// Whether the cluster's tools read `path` as a manifest.
+fn is_manifest(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e == "yaml" || e == "yml" || e == "json")
+}
+
+/// The manifests under `dir`, each with the reason it cannot be read (a
+/// symlink out of `root`, a broken one); symlinks inside `root` are
+/// followed, except to a folder being walked (`ancestors`, canonical): a loop.
+fn collect(
+    dir: &Path,
+    root: &Path,
+    ancestors: &mut Vec<PathBuf>,
+    out: &mut Vec<(PathBuf, Option<String>)>,
+) -> Result<()> {
     let rd =
         std::fs::read_dir(dir).map_err(|e| Error::io(format!("reading {}", dir.display()), e))?;
     for entry in rd {
         let entry = entry.map_err(|e| Error::io(format!("reading {}", dir.display()), e))?;
         let path = entry.path();
+        if entry.file_name() == ".git" {
+            continue;
+        }
         let ft = entry
             .file_type()
             .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-        if ft.is_dir() {
-            if entry.file_name() != ".git" {
-                collect(&path, out)?;
+        if ft.is_symlink() {
+            match std::fs::canonicalize(&path) {
+                Err(e) if is_manifest(&path) => {
+                    out.push((path, Some(format!("is a broken symlink: {e}"))));
+                }
+                Err(_) => {}
+                Ok(target) if !target.starts_with(root) => {
+                    if is_manifest(&path) || target.is_dir() {
+                        out.push((
+                            path,
+                            Some(format!(
+                                "is a symlink to {}, outside the scanned folder: not followed",
+                                target.display()
+                            )),
+                        ));
+                    }
+                }
+                Ok(target) if target.is_dir() => {
+                    if !ancestors.contains(&target) {
+                        ancestors.push(target);
+                        collect(&path, root, ancestors, out)?;
+                        ancestors.pop();
+                    }
+                }
+                Ok(target) if target.is_file() && is_manifest(&path) => out.push((path, None)),
+                Ok(_) => {}
             }
-        } else if ft.is_file() && path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
-            out.push(path);
+        } else if ft.is_dir() {
+            let real = std::fs::canonicalize(&path)
+                .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+            ancestors.push(real);
+            collect(&path, root, ancestors, out)?;
+            ancestors.pop();
+        } else if ft.is_file() && is_manifest(&path) {
+            out.push((path, None));
         }
     }
     Ok(())
@@ -364,6 +474,21 @@ pub fn verify_all(
             file_differs: file,
         });
     }
+    for u in findings.unreadable {
+        errors.push(2);
+        rows.push(Row {
+            found: Found {
+                file: u.file,
+                line: None,
+                object: String::new(),
+                volume: String::new(),
+                reference: String::new(),
+            },
+            status: "error",
+            detail: u.reason,
+            file_differs: None,
+        });
+    }
     (
         Report {
             repository: repository.to_string(),
@@ -376,14 +501,30 @@ pub fn verify_all(
 
 /// Finds and verifies every reference to `repository` under `dir`, each
 /// against the settings checkout of `base` (its `reference` is ignored);
-/// both front ends call this.
+/// both front ends call this. Finding no reference at all is bad input
+/// (a typo in the repository must not pass a gate) unless `allow_empty`.
 pub fn scan_and_verify(
     dir: &Path,
     repository: &str,
     base: &super::verify::Request,
+    allow_empty: bool,
 ) -> Result<(Report, Vec<i32>)> {
     crate::registry::parse_repository(repository)?;
+    super::verify::check_path(&base.path)?;
     let findings = find(dir, repository)?;
+    if findings.found.is_empty() && findings.unreadable.is_empty() && !allow_empty {
+        return Err(Error::input(
+            format!(
+                "no image-volume reference to {repository} under {}: nothing was verified",
+                dir.display()
+            ),
+            Some(
+                "check --repository and --scan for a typo (HOST/NAME exactly as the manifests write it, before `:` or `@`); \
+                 --allow-empty passes a folder that has none"
+                    .to_string(),
+            ),
+        ));
+    }
     Ok(verify_all(repository, findings, &mut |reference| {
         super::verify::verify(&super::verify::Request {
             reference: reference.to_string(),

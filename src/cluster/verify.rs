@@ -121,9 +121,27 @@ fn mismatch(reference: &str, reason: impl Into<String>, file: Option<String>) ->
     }
 }
 
+/// Checks that `--path` names a folder, before any registry request: a
+/// typo is bad input (exit 2), not an image that fails to verify.
+pub fn check_path(path: &std::path::Path) -> Result<()> {
+    let message = match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => return Ok(()),
+        Ok(_) => "is not a folder",
+        Err(_) => "does not exist",
+    };
+    Err(Error::Source {
+        path: path.to_path_buf(),
+        message: message.to_string(),
+        hint: Some(
+            "give --path the settings folder in a checkout of the settings repository".into(),
+        ),
+    })
+}
+
 /// Verifies one reference against the checkout holding `req.path`.
 pub fn verify(req: &Request) -> Result<Verified> {
     let r = parse_reference(&req.reference)?;
+    check_path(&req.path)?;
     let client = Client::open_read_only(&registry::Options {
         repository: r.repository.clone(),
         insecure: req.insecure,
@@ -428,12 +446,29 @@ fn explain(
     if pushed_layer.as_deref() != Some(rebuilt.layer.digest.as_str()) {
         let digest = pushed_layer.unwrap_or_default();
         let blob = client.get_blob(&digest)?;
-        let theirs = tar_entries(&blob, &digest)?;
+        let limit = inflate_limit(rebuilt.layer.uncompressed_size);
+        let theirs = match tar_entries(&blob, limit) {
+            Ok(t) => t,
+            // Not what the commit builds, however it fails: a mismatch.
+            Err(why) => {
+                return Ok((
+                    format!(
+                        "the layer {digest} is not the gzip-compressed tar {folder} at commit {revision} builds: {why}"
+                    ),
+                    None,
+                ));
+            }
+        };
         let mut ours_gz = Vec::new();
         std::fs::File::open(rebuilt.layer.file.path())
             .and_then(|mut f| f.read_to_end(&mut ours_gz))
             .map_err(|e| Error::io("reading the rebuilt layer", e))?;
-        let ours = tar_entries(&ours_gz, &rebuilt.layer.digest)?;
+        let ours = tar_entries(&ours_gz, u64::MAX).map_err(|m| Error::Registry {
+            reference: rebuilt.layer.digest.clone(),
+            what: "reading the rebuilt layer".into(),
+            message: m,
+            hint: None,
+        })?;
         return Ok(match first_difference(&theirs, &ours) {
             Some((file, what)) => (
                 format!("the layer differs from {folder} at commit {revision}: {file}: {what}"),
@@ -452,13 +487,17 @@ fn explain(
         .as_ref()
         .filter(|c| c.digest != rebuilt.config_descriptor.digest)
     {
-        let diffs = differences(
-            "label",
-            &labels(&client.get_blob(&config.digest)?),
-            &labels(&rebuilt.config),
-        );
+        let theirs = client.get_blob(&config.digest)?;
+        let mut diffs = differences("label", &labels(&theirs), &labels(&rebuilt.config));
+        match (
+            serde_json::from_slice::<serde_json::Value>(&theirs),
+            serde_json::from_slice::<serde_json::Value>(&rebuilt.config),
+        ) {
+            (Ok(t), Ok(o)) => config_fields("", &t, &o, &mut diffs),
+            _ => diffs.push("the pushed config is not JSON".into()),
+        }
         let what = if diffs.is_empty() {
-            "(platform or diff_ids)".to_string()
+            "(the same fields in other bytes: key order or whitespace)".to_string()
         } else {
             format!("({})", diffs.join("; "))
         };
@@ -508,6 +547,62 @@ fn differences(
     diffs
 }
 
+/// The fields (as dotted paths, `config.Env`, `history`, `rootfs.diff_ids`)
+/// where the pushed config `theirs` differs from the rebuilt `ours`; the
+/// labels are compared apart, key by key.
+fn config_fields(
+    at: &str,
+    theirs: &serde_json::Value,
+    ours: &serde_json::Value,
+    out: &mut Vec<String>,
+) {
+    use serde_json::Value;
+    let short = |v: &Value| {
+        let s = v.to_string();
+        match s.char_indices().nth(80) {
+            Some((i, _)) => format!("{}...", &s[..i]),
+            None => s,
+        }
+    };
+    let path = |k: &str| {
+        if at.is_empty() {
+            k.to_string()
+        } else {
+            format!("{at}.{k}")
+        }
+    };
+    match (theirs, ours) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in a {
+                let p = path(k);
+                match b.get(k) {
+                    _ if p == "config.Labels" => {}
+                    // An object the commit's config lacks: name each field in it.
+                    None if v.is_object() => {
+                        config_fields(&p, v, &Value::Object(Default::default()), out)
+                    }
+                    None => out.push(format!(
+                        "extra field {p} = {}, which the commit does not give",
+                        short(v)
+                    )),
+                    Some(o) => config_fields(&p, v, o, out),
+                }
+            }
+            for k in b.keys().filter(|k| !a.contains_key(*k)) {
+                if path(k) != "config.Labels" {
+                    out.push(format!("field {} is missing", path(k)));
+                }
+            }
+        }
+        (a, b) if a != b => out.push(format!(
+            "field {at} is {}, the commit gives {}",
+            short(a),
+            short(b)
+        )),
+        _ => {}
+    }
+}
+
 /// An image config's `config.Labels` (none when it is not such JSON: the
 /// digest comparison has already failed, this only words it).
 fn labels(config: &[u8]) -> BTreeMap<String, String> {
@@ -526,25 +621,47 @@ struct Entry {
     content: String,
 }
 
-/// The entries of a gzip-compressed tar, by path, in archive order.
-fn tar_entries(gz: &[u8], digest: &str) -> Result<Vec<(String, Entry)>> {
-    let bad = |m: String| Error::Registry {
-        reference: digest.to_string(),
-        what: "reading the layer".into(),
-        message: m,
-        hint: None,
-    };
-    let tar = gunzip(gz).map_err(bad)?;
+/// How many bytes a pushed layer may inflate to while its files are
+/// compared: the rebuilt layer's tar plus [`INFLATE_SLACK`]. A settings
+/// image is kilobytes to megabytes; a small layer that inflates to
+/// gigabytes (a gzip bomb) is a mismatch, stopped there, and it is streamed,
+/// never held: memory stays flat whatever the limit.
+pub fn inflate_limit(rebuilt_tar: u64) -> u64 {
+    rebuilt_tar.saturating_add(INFLATE_SLACK)
+}
+
+/// See [`inflate_limit`]: 64 MiB.
+pub const INFLATE_SLACK: u64 = 64 * 1024 * 1024;
+
+/// The entries of a gzip-compressed tar, by path, in archive order, read
+/// as a stream of at most `limit` uncompressed bytes; the error says why it
+/// is not such a tar.
+fn tar_entries(gz: &[u8], limit: u64) -> std::result::Result<Vec<(String, Entry)>, String> {
+    let mut archive = tar::Archive::new(Gunzip::new(gz, limit)?);
+    let read = read_entries(&mut archive);
+    let over = archive.into_inner().over_limit();
+    match read {
+        _ if over => Err(format!(
+            "it inflates to more than {limit} bytes (the rebuilt layer's tar plus {} MiB), where reading stopped",
+            INFLATE_SLACK >> 20
+        )),
+        r => r,
+    }
+}
+
+fn read_entries(
+    archive: &mut tar::Archive<Gunzip<'_>>,
+) -> std::result::Result<Vec<(String, Entry)>, String> {
     let mut out = Vec::new();
-    let mut archive = tar::Archive::new(tar.as_slice());
     let entries = archive
         .entries()
-        .map_err(|e| bad(format!("not a tar archive: {e}")))?;
+        .map_err(|e| format!("not a tar archive: {e}"))?;
+    let mut buf = vec![0u8; 64 * 1024];
     for e in entries {
-        let mut e = e.map_err(|e| bad(format!("a broken tar entry: {e}")))?;
+        let mut e = e.map_err(|e| format!("a broken tar entry: {e}"))?;
         let path = e
             .path()
-            .map_err(|e| bad(format!("a tar entry without a path: {e}")))?
+            .map_err(|e| format!("a tar entry without a path: {e}"))?
             .to_string_lossy()
             .into_owned();
         let header = e.header();
@@ -555,16 +672,23 @@ fn tar_entries(gz: &[u8], digest: &str) -> Result<Vec<(String, Entry)>> {
             .ok()
             .flatten()
             .map(|l| l.to_string_lossy().into_owned());
-        let mut bytes = Vec::new();
-        e.read_to_end(&mut bytes)
-            .map_err(|e| bad(format!("reading {path}: {e}")))?;
+        let mut hash = sha2::Sha256::default();
+        loop {
+            let n = e
+                .read(&mut buf)
+                .map_err(|e| format!("reading {path}: {e}"))?;
+            if n == 0 {
+                break;
+            }
+            sha2::Digest::update(&mut hash, &buf[..n]);
+        }
         out.push((
             path,
             Entry {
                 kind,
                 mode,
                 link,
-                content: image::sha256_digest(&bytes),
+                content: format!("sha256:{}", hex::encode(sha2::Digest::finalize(hash))),
             },
         ));
     }
@@ -610,31 +734,91 @@ fn first_difference(
         .map(|(x, _)| (x.to_string(), "out of order in the layer".to_string()))
 }
 
-/// Decompresses a gzip member (RFC 1952): the header, then raw deflate.
-fn gunzip(gz: &[u8]) -> std::result::Result<Vec<u8>, String> {
-    if gz.len() < 18 || gz[0] != 0x1f || gz[1] != 0x8b || gz[2] != 8 {
-        return Err("not gzip".into());
+/// The decompressed bytes of one gzip member (RFC 1952: the header, then
+/// raw deflate), as a stream that fails once more than `limit` bytes came
+/// out.
+struct Gunzip<'a> {
+    body: &'a [u8],
+    state: Box<miniz_oxide::inflate::stream::InflateState>,
+    out: u64,
+    limit: u64,
+    done: bool,
+}
+
+impl<'a> Gunzip<'a> {
+    fn new(gz: &'a [u8], limit: u64) -> std::result::Result<Gunzip<'a>, String> {
+        if gz.len() < 18 || gz[0] != 0x1f || gz[1] != 0x8b || gz[2] != 8 {
+            return Err("not gzip".into());
+        }
+        let flags = gz[3];
+        let mut i = 10;
+        let short = || "a truncated gzip header".to_string();
+        if flags & 0x04 != 0 {
+            let n = usize::from(*gz.get(i).ok_or_else(short)?)
+                | usize::from(*gz.get(i + 1).ok_or_else(short)?) << 8;
+            i += 2 + n;
+        }
+        for bit in [0x08, 0x10] {
+            if flags & bit != 0 {
+                let end = gz.get(i..).ok_or_else(short)?.iter().position(|&b| b == 0);
+                i += end.ok_or_else(short)? + 1;
+            }
+        }
+        if flags & 0x02 != 0 {
+            i += 2;
+        }
+        Ok(Gunzip {
+            body: gz.get(i..).ok_or_else(short)?,
+            state: miniz_oxide::inflate::stream::InflateState::new_boxed(
+                miniz_oxide::DataFormat::Raw,
+            ),
+            out: 0,
+            limit,
+            done: false,
+        })
     }
-    let flags = gz[3];
-    let mut i = 10;
-    let short = || "a truncated gzip header".to_string();
-    if flags & 0x04 != 0 {
-        let n = usize::from(*gz.get(i).ok_or_else(short)?)
-            | usize::from(*gz.get(i + 1).ok_or_else(short)?) << 8;
-        i += 2 + n;
+
+    /// Whether reading stopped at the limit.
+    fn over_limit(&self) -> bool {
+        self.out > self.limit
     }
-    for bit in [0x08, 0x10] {
-        if flags & bit != 0 {
-            let end = gz.get(i..).ok_or_else(short)?.iter().position(|&b| b == 0);
-            i += end.ok_or_else(short)? + 1;
+}
+
+impl std::io::Read for Gunzip<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use miniz_oxide::{MZFlush, MZStatus};
+        let broken = |m: String| std::io::Error::new(std::io::ErrorKind::InvalidData, m);
+        if self.done || buf.is_empty() {
+            return Ok(0);
+        }
+        if self.over_limit() {
+            return Err(broken(format!("more than {} bytes", self.limit)));
+        }
+        loop {
+            let r = miniz_oxide::inflate::stream::inflate(
+                &mut self.state,
+                self.body,
+                buf,
+                MZFlush::None,
+            );
+            self.body = self.body.get(r.bytes_consumed..).unwrap_or_default();
+            self.out += r.bytes_written as u64;
+            match r.status {
+                Ok(MZStatus::StreamEnd) => self.done = true,
+                Ok(_) | Err(miniz_oxide::MZError::Buf) => {}
+                Err(e) => return Err(broken(format!("broken deflate data: {e:?}"))),
+            }
+            if self.over_limit() {
+                return Err(broken(format!("more than {} bytes", self.limit)));
+            }
+            if r.bytes_written > 0 || self.done {
+                return Ok(r.bytes_written);
+            }
+            if r.bytes_consumed == 0 {
+                return Err(broken("truncated deflate data".into()));
+            }
         }
     }
-    if flags & 0x02 != 0 {
-        i += 2;
-    }
-    let body = gz.get(i..).ok_or_else(short)?;
-    miniz_oxide::inflate::decompress_to_vec_with_limit(body, 1 << 30)
-        .map_err(|e| format!("broken deflate data: {e:?}"))
 }
 
 #[cfg(test)]
@@ -657,6 +841,41 @@ mod tests {
             Some((1_700_000_000, "abcdef0".into()))
         );
         assert_eq!(parse_timestamp_tag("latest"), None);
+    }
+
+    #[test]
+    fn gunzip_streams_in_any_piece_size_and_stops_at_the_limit() {
+        use std::io::Read as _;
+        let data: Vec<u8> = (0..200_000u32)
+            .flat_map(|i| (i % 251).to_le_bytes())
+            .collect();
+        let mut w = crate::image::gzip::GzipWriter::new(Vec::new()).unwrap();
+        w.write_all(&data).unwrap();
+        let gz = w.finish().unwrap();
+        let read_all = |g: &mut Gunzip<'_>, piece: usize| {
+            let mut out = Vec::new();
+            let mut buf = vec![0u8; piece];
+            loop {
+                match g.read(&mut buf) {
+                    Ok(0) => return Ok(out),
+                    Ok(n) => out.extend_from_slice(&buf[..n]),
+                    Err(e) => return Err(e),
+                }
+            }
+        };
+        for piece in [1, 7, 512, 1 << 20] {
+            let mut g = Gunzip::new(&gz, data.len() as u64).unwrap();
+            assert_eq!(read_all(&mut g, piece).unwrap(), data, "{piece}");
+            assert!(!g.over_limit());
+        }
+        let mut g = Gunzip::new(&gz, data.len() as u64 - 1).unwrap();
+        assert!(read_all(&mut g, 4096).is_err());
+        assert!(g.over_limit());
+        let mut g = Gunzip::new(&gz[..gz.len() / 2], u64::MAX).unwrap();
+        let e = read_all(&mut g, 4096).unwrap_err();
+        assert!(e.to_string().contains("truncated"), "{e}");
+        assert!(!g.over_limit());
+        assert!(Gunzip::new(b"plain text, not gzip at all", u64::MAX).is_err());
     }
 
     #[test]

@@ -413,6 +413,18 @@ fn settle(
             ))
         }
         // An unusable folder (missing or untracked), so bad input: exit 2.
+        // Neither on disk nor in the commit: most likely a typo.
+        git::Walk::NotInHead if std::fs::symlink_metadata(path).is_err() => Err(Error::Source {
+            path: path.to_path_buf(),
+            message: match revision {
+                None => "does not exist (not on disk, not in the HEAD commit)".to_string(),
+                Some(rev) => format!("does not exist (not on disk, not in the commit {rev})"),
+            },
+            hint: Some(
+                "check the folder's name: --path names the settings folder, relative to the current directory"
+                    .to_string(),
+            ),
+        }),
         git::Walk::NotInHead => Err(Error::Source {
             path: path.to_path_buf(),
             message: match revision {

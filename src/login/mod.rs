@@ -245,13 +245,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 pub fn timeout_from(get: impl Fn(&str) -> Option<String>) -> Result<Duration> {
     match get("SETTINGS_IMAGE_LOGIN_TIMEOUT").filter(|v| !v.trim().is_empty()) {
         None => Ok(DEFAULT_TIMEOUT),
-        Some(v) => match v.trim().parse::<u64>() {
-            Ok(s) if s > 0 => Ok(Duration::from_secs(s)),
-            _ => Err(Error::input(
-                format!("SETTINGS_IMAGE_LOGIN_TIMEOUT is {v:?}"),
-                Some("give a whole number of seconds, e.g. 30".into()),
-            )),
-        },
+        Some(v) => crate::registry::deadline::parse_seconds("SETTINGS_IMAGE_LOGIN_TIMEOUT", &v),
     }
 }
 

@@ -30,6 +30,26 @@ pub const DEFAULT_REQUEST: Duration = Duration::from_secs(120);
 pub const DEFAULT_OPERATION: Duration = Duration::from_secs(15 * 60);
 /// The slowest upload rate allowed for in a request's deadline, bytes/s.
 pub const FLOOR_RATE: u64 = 256 * 1024;
+/// The longest deadline a front end accepts, in seconds (a week): longer
+/// than any CI job runs, and far from the clock's limits (a deadline is
+/// `now + seconds`, which overflows for values near `u64::MAX`).
+pub const MAX_SECONDS: u64 = 7 * 24 * 60 * 60;
+
+/// Parses a deadline variable's value: whole seconds, 1 to [`MAX_SECONDS`];
+/// the error says which variable and what it should be (exit 2).
+pub fn parse_seconds(name: &str, value: &str) -> crate::error::Result<Duration> {
+    match value.trim().parse::<u64>() {
+        Ok(secs) if (1..=MAX_SECONDS).contains(&secs) => Ok(Duration::from_secs(secs)),
+        _ => Err(crate::error::Error::input(
+            format!(
+                "{name} is {value:?}, not a number of seconds from 1 to {MAX_SECONDS} (a week)"
+            ),
+            Some(format!(
+                "set {name} to a whole number of seconds from 1 to {MAX_SECONDS}, or unset it"
+            )),
+        )),
+    }
+}
 
 /// The deadlines in force.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,5 +110,26 @@ mod tests {
         );
         assert_eq!(d.for_request(1), DEFAULT_REQUEST + Duration::from_secs(1));
         assert!(d.for_request(u64::MAX) > DEFAULT_OPERATION);
+    }
+
+    #[test]
+    fn deadlines_are_whole_seconds_up_to_a_week() {
+        assert_eq!(parse_seconds("X", " 30 ").unwrap(), Duration::from_secs(30));
+        assert_eq!(
+            parse_seconds("X", "604800").unwrap(),
+            Duration::from_secs(MAX_SECONDS)
+        );
+        for bad in [
+            "0",
+            "604801",
+            "18446744073709551615",
+            "99999999999999999999",
+            "15m",
+            "-1",
+        ] {
+            let e = parse_seconds("X", bad).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{bad}");
+            assert!(e.to_string().starts_with(&format!("X is {bad:?}")), "{e}");
+        }
     }
 }

@@ -209,6 +209,13 @@ impl Upstream {
     /// Writes `files` (path, content) into the work tree, commits them with
     /// `message` and pushes `main`; returns the new commit's id.
     pub fn commit(&self, files: &[(&str, &str)], message: &str) -> String {
+        self.commit_unpushed(files, message);
+        self.push();
+        self.head()
+    }
+
+    /// [`Upstream::commit`] without the push (many commits, one push).
+    pub fn commit_unpushed(&self, files: &[(&str, &str)], message: &str) {
         for (path, content) in files {
             let p = self.work.join(path);
             std::fs::create_dir_all(p.parent().expect("a parent")).expect("mkdir");
@@ -216,8 +223,59 @@ impl Upstream {
         }
         self.git(&["add", "-A"]);
         self.git(&["commit", "-q", "--allow-empty", "-m", message]);
+    }
+
+    /// `n` commits on `main` in one `git fast-import` (far faster than a
+    /// commit at a time), commit `i` writing the files `files(i)` (path,
+    /// content), one second apart; then the work tree follows and `main`
+    /// is pushed.
+    pub fn history(&self, n: usize, files: impl Fn(usize) -> Vec<(String, String)>) {
+        use std::io::Write as _;
+        let has_head = git_cmd(&self.home, &self.work)
+            .args(["rev-parse", "-q", "--verify", "HEAD"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        let mut stream = Vec::new();
+        for i in 0..n {
+            let t = self.clock.get() + 1;
+            self.clock.set(t);
+            let msg = format!("history {i}\n");
+            write!(
+                stream,
+                "commit refs/heads/main\ncommitter C O Mitter <committer@example.com> {t} +0000\ndata {}\n{msg}",
+                msg.len()
+            )
+            .expect("writing to a Vec");
+            if i == 0 && has_head {
+                stream.extend_from_slice(b"from refs/heads/main^0\n");
+            }
+            for (path, content) in files(i) {
+                write!(
+                    stream,
+                    "M 100644 inline {path}\ndata {}\n{content}\n",
+                    content.len()
+                )
+                .expect("writing to a Vec");
+            }
+            stream.push(b'\n');
+        }
+        let mut child = git_cmd(&self.home, &self.work)
+            .args(["fast-import", "--quiet"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .expect("git fast-import");
+        child
+            .stdin
+            .take()
+            .expect("piped stdin")
+            .write_all(&stream)
+            .expect("feeding git fast-import");
+        assert!(
+            child.wait().expect("git fast-import").success(),
+            "git fast-import failed"
+        );
+        self.git(&["reset", "-q", "--hard", "HEAD"]);
         self.push();
-        self.head()
     }
 
     /// Pushes `main` to the served repository (forced: tests rewrite it).

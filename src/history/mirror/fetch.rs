@@ -36,8 +36,9 @@ pub(super) struct Received {
     pub objects: u64,
 }
 
-/// Fetches `refspecs` from `remote` into the bare repository at
-/// `git_dir`, no tags. `branch` names what is fetched, for messages.
+/// Fetches `refspecs` (a branch's `+refs/heads/B:refs/heads/B`, or a
+/// commit id) from `remote` into the bare repository at `git_dir`, no
+/// tags. A branch the server does not have gives nothing (no heads).
 pub(super) fn fetch(
     git_dir: &Path,
     remote: &Remote,
@@ -49,7 +50,7 @@ pub(super) fn fetch(
     // provider is installed already.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let url = remote.url();
-    let fail = |e: gix::Error| describe(remote, &e);
+    let fail = |e: gix::Error| describe(remote, &e, interrupt);
     let opts = gix::open::Options::isolated()
         .with(gix::sec::Trust::Full)
         .config_overrides(["gitoxide.objects.allocLimitIfReducedTrust=0"]);
@@ -75,7 +76,7 @@ pub(super) fn fetch(
                 password: password.clone(),
                 oauth_refresh_token: None,
             })
-            .map_err(|e| describe(remote, &gix::Error::from_error(e)))?;
+            .map_err(|e| describe(remote, &gix::Error::from_error(e), interrupt))?;
     }
     // No helper, no prompt: a 401 fails the fetch.
     con.set_credentials(|_| Ok(None));
@@ -88,6 +89,11 @@ pub(super) fn fetch(
         if let (Some(name), Some(id)) = (m.remote.as_name(), m.remote.as_id()) {
             heads.push((name.to_string(), id.to_string()));
         }
+    }
+    if prepare.ref_map().mappings.is_empty() {
+        // No such branch on the server: nothing to receive (the caller
+        // says which branch is missing).
+        return Ok(Received::default());
     }
     let outcome = prepare
         .receive(gix::progress::Discard, interrupt)
@@ -173,14 +179,15 @@ fn origin_of(url: &str) -> Option<(String, String, u16)> {
 
 /// A `gix` error as an [`Error::Git`] an operator can act on: which kind
 /// of failure, the HTTP status when there is one, and what to check.
-pub(super) fn describe(remote: &Remote, e: &gix::Error) -> Error {
+pub(super) fn describe(remote: &Remote, e: &gix::Error, interrupt: &AtomicBool) -> Error {
     let url = remote.url().to_string();
     let mut status = None;
     let mut auth_required = false;
     let mut connect = false;
     let mut timeout = false;
     let mut certificate = false;
-    let mut interrupted = false;
+    let interrupted = interrupt.load(std::sync::atomic::Ordering::Relaxed);
+    let mut redirect_refused = false;
     for err in e.iter_errors() {
         if let Some(r) = err.downcast_ref::<reqwest::Error>() {
             status = status.or(r.status().map(|s| s.as_u16()));
@@ -203,8 +210,8 @@ pub(super) fn describe(remote: &Remote, e: &gix::Error) -> Error {
         {
             status = status.or(Some(code));
         }
-        if text.contains("nterrupt") {
-            interrupted = true;
+        if text.contains("refusing to follow redirect") {
+            redirect_refused = true;
         }
         if text.contains("certificate") {
             certificate = true;
@@ -219,6 +226,15 @@ pub(super) fn describe(remote: &Remote, e: &gix::Error) -> Error {
             GitFailure::Interrupted,
             "the fetch was interrupted".to_string(),
             None,
+        )
+    } else if redirect_refused {
+        (
+            GitFailure::Other,
+            format!(
+                "the server redirects {url} elsewhere, and a redirect is not followed with a bearer token (the token stays on {})",
+                host_of(&url).unwrap_or_else(|| url.clone())
+            ),
+            Some("set spec.url to the repository's new location".into()),
         )
     } else if auth_required || status == Some(401) {
         let (message, hint) = match remote.credentials() {

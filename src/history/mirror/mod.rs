@@ -23,6 +23,9 @@
 //!   than `max_packs` and nobody uses it, the next fetch clones it afresh
 //!   into a new directory and swaps it in (one pack again; branches other
 //!   than the one fetched are dropped and fetched again when asked for).
+//!   A mirror a fetch cannot update for a local reason (damaged by a
+//!   crash or a full disk) is cloned afresh the same way; the lock files
+//!   and temporary packs a killed fetch leaves are removed first.
 //! - **Safe under concurrency**: fetches of one URL take turns (an
 //!   exclusive lock per mirror); reading (an open [`Mirror`]) goes on
 //!   beside a fetch (git adds packs and moves refs atomically), and a
@@ -261,6 +264,9 @@ pub struct Fetched {
     pub cloned: bool,
     /// The clone replaced a mirror whose packs had piled up.
     pub consolidated: bool,
+    /// The clone replaced a mirror a fetch could not update for a local
+    /// reason (a damaged repository).
+    pub repaired: bool,
     /// Bytes of pack received (0 when nothing was new).
     pub pack_bytes: u64,
     /// Objects received.
@@ -324,6 +330,7 @@ impl Mirrors {
         interrupt: &AtomicBool,
     ) -> Result<Mirror> {
         let branch_ref = branch_ref(branch)?;
+        let branch = &branch_ref["refs/heads/".len()..];
         let commit = commit.map(commit_id).transpose()?;
         let key = store::key(remote.url());
         let dir = self.root.join(&key);
@@ -346,16 +353,14 @@ impl Mirrors {
             self.clone_into(&dir, remote, branch, &spec, interrupt)?
         } else if crowded
             && using
-                .convert(store::Mode::Exclusive, false)
+                .try_exclusive()
                 .map_err(|e| io("locking the use", e))?
         {
             // Nobody reads it: replace it with a fresh clone.
             fetched.cloned = true;
             fetched.consolidated = true;
             let result = self.clone_into(&dir, remote, branch, &spec, interrupt);
-            using
-                .convert(store::Mode::Shared, true)
-                .map_err(|e| io("locking the use", e))?;
+            using.to_shared().map_err(|e| io("locking the use", e))?;
             result?
         } else {
             if crowded {
@@ -365,21 +370,44 @@ impl Mirrors {
                     self.limits.max_packs
                 );
             }
-            fetch::fetch(&dir, remote, &[spec], self.limits.timeout, interrupt)?
+            // Under the fetch lock nobody else writes: lock files and
+            // temporary packs here are a killed fetch's.
+            store::clear_stale(&dir);
+            match fetch::fetch(
+                &dir,
+                remote,
+                std::slice::from_ref(&spec),
+                self.limits.timeout,
+                interrupt,
+            ) {
+                Ok(r) => r,
+                // Not the server's doing: a damaged mirror. Clone it afresh
+                // when nobody reads it.
+                Err(Error::Git {
+                    kind: GitFailure::Other,
+                    message,
+                    ..
+                }) if using
+                    .try_exclusive()
+                    .map_err(|e| io("locking the use", e))? =>
+                {
+                    log::warn!(
+                        "mirror: fetching {} into {} failed ({message}); cloning it afresh",
+                        remote.url(),
+                        dir.display()
+                    );
+                    fetched.cloned = true;
+                    fetched.repaired = true;
+                    let result = self.clone_into(&dir, remote, branch, &spec, interrupt);
+                    using.to_shared().map_err(|e| io("locking the use", e))?;
+                    result?
+                }
+                Err(e) => return Err(e),
+            }
         };
         fetched.pack_bytes = received.pack_bytes;
         fetched.objects = received.objects;
-        let head = received
-            .heads
-            .iter()
-            .find(|(name, _)| *name == branch_ref)
-            .map(|(_, id)| id.clone())
-            .ok_or_else(|| Error::Git {
-                url: remote.url().to_string(),
-                message: format!("the branch {branch} does not exist there"),
-                hint: Some("check the GitRepository's spec.ref.branch".to_string()),
-                kind: GitFailure::NotFound,
-            })?;
+        let head = head_of(&received, remote, branch)?;
         let repo = git::Repo::open_bare(&dir)?;
         if let Some(c) = &commit
             && !repo.has_commit(c)
@@ -464,7 +492,9 @@ impl Mirrors {
             &[spec.to_string()],
             self.limits.timeout,
             interrupt,
-        ) {
+        )
+        .and_then(|r| head_of(&r, remote, branch).map(|_| r))
+        {
             Ok(r) => r,
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&new);
@@ -483,8 +513,26 @@ impl Mirrors {
     }
 }
 
-/// `refs/heads/BRANCH`, checked to be a valid reference name.
+/// The commit the server's `branch` points to, from what a fetch saw.
+fn head_of(received: &fetch::Received, remote: &Remote, branch: &str) -> Result<String> {
+    let full = format!("refs/heads/{branch}");
+    received
+        .heads
+        .iter()
+        .find(|(name, _)| *name == full)
+        .map(|(_, id)| id.clone())
+        .ok_or_else(|| Error::Git {
+            url: remote.url().to_string(),
+            message: format!("the branch {branch} does not exist there"),
+            hint: Some("check the GitRepository's spec.ref.branch".to_string()),
+            kind: GitFailure::NotFound,
+        })
+}
+
+/// `refs/heads/BRANCH` for `BRANCH` or `refs/heads/BRANCH`, checked to be
+/// a valid reference name.
 fn branch_ref(branch: &str) -> Result<String> {
+    let branch = branch.strip_prefix("refs/heads/").unwrap_or(branch);
     let full = format!("refs/heads/{branch}");
     let valid = !branch.is_empty()
         && !branch.starts_with('-')
@@ -506,6 +554,11 @@ fn commit_id(id: &str) -> Result<String> {
     let id = id.trim();
     if id.len() == 40 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
         Ok(id.to_ascii_lowercase())
+    } else if id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Err(Error::input(
+            format!("{id} is a SHA-256 commit id: SHA-256 repositories are not supported"),
+            Some("publish from a SHA-1 repository (git's default)".to_string()),
+        ))
     } else {
         Err(Error::input(
             format!("{id:?} is not a full commit id"),
@@ -698,11 +751,14 @@ mod tests {
     fn branches_and_commits_are_checked() {
         assert_eq!(branch_ref("main").unwrap(), "refs/heads/main");
         assert_eq!(branch_ref("release/1.x").unwrap(), "refs/heads/release/1.x");
+        assert_eq!(branch_ref("refs/heads/main").unwrap(), "refs/heads/main");
         for bad in ["", "-x", "a..b", "a b", "a:b", "x.lock", "a/"] {
             assert!(branch_ref(bad).is_err(), "{bad}");
         }
         let id = "0123456789ABCDEF0123456789abcdef01234567";
         assert_eq!(commit_id(id).unwrap(), id.to_ascii_lowercase());
         assert!(commit_id("0123abc").is_err());
+        let sha256 = commit_id(&"a".repeat(64)).unwrap_err().to_string();
+        assert!(sha256.contains("SHA-256"), "{sha256}");
     }
 }

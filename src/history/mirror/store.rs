@@ -98,10 +98,22 @@ impl Lock {
         }
     }
 
-    /// Turns this lock into `mode` (`flock` converts a held lock), waiting
-    /// when `wait`; `false` when it would have to wait and may not.
-    pub(super) fn convert(&self, mode: Mode, wait: bool) -> io::Result<bool> {
-        flock(&self.file, mode, wait)
+    /// Turns this shared lock into an exclusive one when nobody else holds
+    /// it; `false` (still shared) otherwise. `flock` converts by dropping
+    /// the held lock first, so a failed attempt holds nothing: the shared
+    /// lock is taken again before returning. Only under the fetch lock,
+    /// which keeps anyone from taking the exclusive lock meanwhile.
+    pub(super) fn try_exclusive(&self) -> io::Result<bool> {
+        if flock(&self.file, Mode::Exclusive, false)? {
+            return Ok(true);
+        }
+        flock(&self.file, Mode::Shared, true)?;
+        Ok(false)
+    }
+
+    /// Turns this exclusive lock back into a shared one.
+    pub(super) fn to_shared(&self) -> io::Result<()> {
+        flock(&self.file, Mode::Shared, true).map(|_| ())
     }
 
     /// Deletes the lock file while holding it (the eviction of its mirror).
@@ -191,6 +203,42 @@ pub(super) fn sweep_leftovers(dir: &Path) {
     }
 }
 
+/// Removes what a fetch killed midway leaves in the mirror at `git_dir`:
+/// reference lock files (which would fail every later update of the
+/// reference) and temporary pack files. Only under the fetch lock.
+pub(super) fn clear_stale(git_dir: &Path) {
+    fn locks(dir: &Path) {
+        let Ok(entries) = fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                locks(&path);
+            } else if e.file_name().to_string_lossy().ends_with(".lock") {
+                let _ = fs::remove_file(&path);
+            }
+        }
+    }
+    locks(&git_dir.join("refs"));
+    for name in [
+        "packed-refs.lock",
+        "HEAD.lock",
+        "config.lock",
+        "shallow.lock",
+    ] {
+        let _ = fs::remove_file(git_dir.join(name));
+    }
+    if let Ok(entries) = fs::read_dir(git_dir.join("objects/pack")) {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with(".tmp") || name.starts_with("tmp_") {
+                let _ = fs::remove_file(e.path());
+            }
+        }
+    }
+}
+
 /// One mirror found under the root.
 struct Found {
     key: String,
@@ -213,7 +261,8 @@ pub(super) fn evict(root: &Path, keep: &str, budget: u64) -> (Vec<String>, u64) 
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
             let key = name.split('.').next().unwrap_or_default().to_string();
-            if key.is_empty() || key == keep {
+            let ours = key.len() == 32 && key.bytes().all(|b| b.is_ascii_hexdigit());
+            if !ours || key == keep {
                 continue;
             }
             let path = e.path();
