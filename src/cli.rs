@@ -183,6 +183,7 @@ pub fn run(cli: Cli) -> Result<()> {
             // The table or JSON has said which references failed.
             code => std::process::exit(code),
         },
+        Command::Controller(args) => crate::controller::run(args),
         Command::Action(args) => match crate::action::run(args.mode) {
             0 => Ok(()),
             // The action has reported the error as a workflow command.

@@ -168,6 +168,19 @@ pub enum Error {
         /// What to do about it.
         hint: String,
     },
+    /// A git server refused or failed a fetch into a mirror
+    /// ([`crate::history::mirror`]). Never carries a credential.
+    #[error("git {url}: {message}")]
+    Git {
+        /// The repository URL as given (it holds no credentials).
+        url: String,
+        /// What happened: the HTTP status, the server's answer, the cause.
+        message: String,
+        /// What to do about it.
+        hint: Option<String>,
+        /// The kind of failure, for a caller that reacts to it.
+        kind: GitFailure,
+    },
     /// `verify`: the image is not what the commit holds (or nothing
     /// proves which commit it holds).
     #[error("{reference} is not what its commit holds: {reason}")]
@@ -185,6 +198,24 @@ pub enum Error {
 fn shared_prefix(reference: &str) -> &str {
     let tag = reference.rsplit_once(':').map_or(reference, |(_, t)| t);
     crate::tag::timestamp_prefix(tag).unwrap_or(tag)
+}
+
+/// Why a git fetch failed ([`Error::Git`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GitFailure {
+    /// The server asked for credentials (HTTP 401) or refused them (403).
+    Auth,
+    /// No such repository (HTTP 404), branch or commit on the server.
+    NotFound,
+    /// The server could not be reached or spoke no TLS we trust: DNS,
+    /// connection refused, a certificate problem, a timeout.
+    Unreachable,
+    /// The server failed (HTTP 5xx) or answered something that is not git.
+    Server,
+    /// The fetch was interrupted by the caller.
+    Interrupted,
+    /// Anything else (a local disk problem while writing the pack, ...).
+    Other,
 }
 
 impl Error {
@@ -241,6 +272,7 @@ impl Error {
             | Error::Source { hint, .. }
             | Error::History { hint, .. }
             | Error::GitHub { hint, .. }
+            | Error::Git { hint, .. }
             | Error::Registry { hint, .. } => hint.clone(),
             Error::Auth { hint, .. } => Some(hint.clone()),
             Error::TagExists { .. } => Some(
@@ -301,7 +333,8 @@ impl Error {
             | Error::Json { .. }
             | Error::Layout { .. }
             | Error::History { .. }
-            | Error::GitHub { .. } => 1,
+            | Error::GitHub { .. }
+            | Error::Git { .. } => 1,
         }
     }
 }

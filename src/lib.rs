@@ -9,6 +9,7 @@
 pub mod action;
 pub mod cli;
 pub mod cluster;
+pub mod controller;
 pub mod error;
 pub mod front;
 pub mod history;

@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::history::mirror::Mirror;
 use crate::history::{self, github};
 use crate::registry;
 use crate::report::Report;
@@ -59,6 +60,65 @@ fn has_glob(p: &str) -> bool {
 /// folder selected twice and an empty entry are input errors.
 pub fn select<S: AsRef<str>>(patterns: &[S], what: &str) -> Result<Vec<Folder>> {
     let cwd = std::env::current_dir().map_err(|e| Error::io("reading the current directory", e))?;
+    select_with(
+        patterns,
+        what,
+        |pattern| Ok(expand(pattern)),
+        |path| lexical(&cwd.join(path)),
+        "check the pattern against the checkout (`*` and `?` match within one path component, folders only)",
+    )
+}
+
+/// [`select`] against the tree of `commit` in a mirror (see
+/// [`crate::history::mirror`]) instead of the disk: folders and globs
+/// relative to the repository root, as `--path` takes them in the root of
+/// a clone with `commit` checked out. The root folder's `{name}` is the
+/// directory `git clone URL` makes (the URL's last component without
+/// `.git`).
+pub fn select_in<S: AsRef<str>>(
+    mirror: &Mirror,
+    commit: &str,
+    patterns: &[S],
+    what: &str,
+) -> Result<Vec<Folder>> {
+    let repo = mirror.repo();
+    let clone_dir = mirror
+        .url()
+        .trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .map(|n| n.trim_end_matches(".git").to_string())
+        .unwrap_or_default();
+    let mut folders = select_with(
+        patterns,
+        what,
+        |pattern| expand_in(repo, commit, pattern),
+        |path| {
+            let rel = path.to_string_lossy();
+            let rel = history::mirror::folder_path(&rel).unwrap_or_else(|_| rel.into_owned());
+            Path::new("/").join(&clone_dir).join(rel)
+        },
+        "check the pattern against the commit's tree (`*` and `?` match within one path component, folders only)",
+    )?;
+    for f in &mut folders {
+        let rel = f.path.to_string_lossy().into_owned();
+        f.path = PathBuf::from(history::mirror::folder_path(&rel)?);
+        if f.path.as_os_str().is_empty() {
+            f.path = PathBuf::from(".");
+        }
+    }
+    Ok(folders)
+}
+
+/// Selection with the glob expansion `expand` and the identity `key` of a
+/// path (two patterns naming one key select one folder twice).
+fn select_with<S: AsRef<str>>(
+    patterns: &[S],
+    what: &str,
+    expand: impl Fn(&str) -> Result<Vec<PathBuf>>,
+    key: impl Fn(&Path) -> PathBuf,
+    no_match_hint: &str,
+) -> Result<Vec<Folder>> {
     let mut out: Vec<Folder> = Vec::new();
     let mut seen: BTreeMap<PathBuf, String> = BTreeMap::new();
     for pattern in patterns {
@@ -70,14 +130,11 @@ pub fn select<S: AsRef<str>>(patterns: &[S], what: &str) -> Result<Vec<Folder>> 
             ));
         }
         let matches = if has_glob(pattern) {
-            let m = expand(pattern);
+            let m = expand(pattern)?;
             if m.is_empty() {
                 return Err(Error::input(
                     format!("{what} {pattern:?} matches no folder"),
-                    Some(
-                        "check the pattern against the checkout (`*` and `?` match within one path component, folders only)"
-                            .to_string(),
-                    ),
+                    Some(no_match_hint.to_string()),
                 ));
             }
             m
@@ -85,7 +142,7 @@ pub fn select<S: AsRef<str>>(patterns: &[S], what: &str) -> Result<Vec<Folder>> 
             vec![PathBuf::from(pattern)]
         };
         for path in matches {
-            let key = lexical(&cwd.join(&path));
+            let key = key(&path);
             if let Some(first) = seen.get(&key) {
                 return Err(Error::input(
                     format!(
@@ -190,6 +247,47 @@ fn expand(pattern: &str) -> Vec<PathBuf> {
     }
     current.retain(|p| p.is_dir());
     current
+}
+
+/// The folders a glob matches in the tree of `commit` (the rules of
+/// [`expand`]: hidden names only for a hidden pattern, folders only).
+fn expand_in(repo: &history::git::Repo, commit: &str, pattern: &str) -> Result<Vec<PathBuf>> {
+    let pattern = history::mirror::folder_path(pattern)?;
+    let mut current: Vec<String> = vec![String::new()];
+    for comp in pattern.split('/').filter(|c| !c.is_empty()) {
+        let mut next = Vec::new();
+        for base in &current {
+            let join = |name: &str| {
+                if base.is_empty() {
+                    name.to_string()
+                } else {
+                    format!("{base}/{name}")
+                }
+            };
+            if !has_glob(comp) {
+                next.push(join(comp));
+                continue;
+            }
+            let Some(names) = repo.subfolders(commit, base)? else {
+                continue;
+            };
+            next.extend(
+                names
+                    .iter()
+                    .filter(|n| !n.starts_with('.') || comp.starts_with('.'))
+                    .filter(|n| matches(comp.as_bytes(), n.as_bytes()))
+                    .map(|n| join(n)),
+            );
+        }
+        current = next;
+    }
+    let mut found = Vec::new();
+    for path in current {
+        if repo.subfolders(commit, &path)?.is_some() {
+            found.push(PathBuf::from(path));
+        }
+    }
+    Ok(found)
 }
 
 /// Whether `name` matches `pat` (`*` any run, `?` one character).
@@ -435,6 +533,53 @@ pub fn run(
         base.github.clone(),
         base.source_url.clone(),
     );
+    Ok(run_prepared(&requests, prepared, jobs))
+}
+
+/// [`run`] for folders of a commit in a mirror (see
+/// [`request::run_mirror`] for what `base` means there, and [`select_in`]
+/// for the folders): each folder's image, tag and digest are those
+/// `settings-image push --revision COMMIT` makes for it in a clone of the
+/// mirror's URL. History is walked once for all folders.
+pub fn run_mirror(
+    base: &Request,
+    folders: &[Folder],
+    targets: Vec<Target>,
+    jobs: usize,
+    mirror: &Mirror,
+) -> Result<Outcome> {
+    let base = request::for_mirror(base, mirror)?;
+    let requests: Vec<Request> = folders
+        .iter()
+        .zip(targets)
+        .map(|(f, target)| Request {
+            path: f.path.clone(),
+            target,
+            ..base.clone()
+        })
+        .collect();
+    for r in &requests {
+        r.validate()?;
+    }
+    let mut rels = Vec::new();
+    for f in folders {
+        rels.push(history::mirror::folder_path(&f.path.to_string_lossy())?);
+    }
+    let prepared = history::prepare_in(
+        mirror.repo(),
+        &rels,
+        base.revision.as_deref(),
+        base.source_url.clone(),
+    );
+    Ok(run_prepared(&requests, prepared, jobs))
+}
+
+/// Builds and publishes each prepared folder, at most `jobs` at once.
+fn run_prepared(
+    requests: &[Request],
+    prepared: Vec<Result<history::PreparedIn>>,
+    jobs: usize,
+) -> Outcome {
     let work: Vec<Mutex<Option<Result<history::PreparedIn>>>> =
         prepared.into_iter().map(|p| Mutex::new(Some(p))).collect();
     let results: Vec<Mutex<Option<Result<Report>>>> =
@@ -512,7 +657,7 @@ pub fn run(
             }
         }
     }
-    Ok(outcome)
+    outcome
 }
 
 /// One folder that needs a job: the `strategy.matrix` entry.

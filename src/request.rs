@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use crate::error::{Error, Result};
+use crate::history::mirror::Mirror;
 use crate::history::{self, Checkout, SourceMode, github};
 use crate::image;
 use crate::provenance;
@@ -196,6 +197,67 @@ pub fn run(req: &Request) -> Result<Report> {
         req.source_url.clone(),
     )?;
     run_prepared(req, checkout.as_ref(), prepared)
+}
+
+/// [`run`] for a commit of a mirror (see [`crate::history::mirror`]): the
+/// image, the timestamp tag and the digest `settings-image push --revision
+/// COMMIT --path PATH` makes in the root of a clone of the mirror's URL.
+/// `req.path` names the folder relative to the repository root;
+/// `req.revision` the commit (a full id, which the mirror must hold; `None`
+/// means the branch's head as fetched). The content always comes from the
+/// commit ([`SourceMode::Commit`]; `Worktree` is an input error: a mirror
+/// has no worktree). Unless `req` says otherwise, the `source` annotation
+/// is the URL as a clone's `origin` gives it and the provenance's ref is
+/// `refs/heads/BRANCH`. Blocking, like [`run`].
+pub fn run_mirror(req: &Request, mirror: &Mirror) -> Result<Report> {
+    let req = for_mirror(req, mirror)?;
+    req.validate()?;
+    let checkout = mirror.checkout(&req.path.to_string_lossy())?;
+    let prepared = history::prepare(
+        Some(&checkout),
+        &req.path,
+        SourceMode::Commit,
+        req.timestamp_tag.is_some(),
+        req.revision.as_deref(),
+        req.source_url.clone(),
+    )?;
+    run_prepared(&req, Some(&checkout), prepared)
+}
+
+/// `req` with what a mirror fills in: the revision (the branch's head),
+/// the source URL and the provenance's ref; refused when the source mode
+/// is not the commit or the mirror lacks the commit.
+pub(crate) fn for_mirror(req: &Request, mirror: &Mirror) -> Result<Request> {
+    if req.source != SourceMode::Commit {
+        return Err(Error::input(
+            "a mirror has no worktree: only --source commit can be published from it",
+            Some("publish the commit's folder (SourceMode::Commit)".to_string()),
+        ));
+    }
+    let mut req = req.clone();
+    let revision = req
+        .revision
+        .get_or_insert_with(|| mirror.head().to_string())
+        .to_ascii_lowercase();
+    if !mirror.has_commit(&revision) {
+        return Err(Error::history(
+            &req.path,
+            format!(
+                "the commit {revision} is not in the mirror of {} (branch {})",
+                mirror.url(),
+                mirror.branch()
+            ),
+            Some("fetch it first: Mirrors::fetch with this commit".to_string()),
+        ));
+    }
+    req.revision = Some(revision);
+    if req.source_url.is_none() {
+        req.source_url = mirror.source_url();
+    }
+    if req.ci.git_ref.is_none() {
+        req.ci.git_ref = Some(mirror.git_ref());
+    }
+    Ok(req)
 }
 
 /// [`run`] once the checkout is open and the source read (several folders

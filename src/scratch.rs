@@ -32,6 +32,22 @@ const FRESH: std::time::Duration = std::time::Duration::from_secs(10);
 /// The live temporary files, removed when a signal stops the run.
 static LIVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
+/// What the first signal does instead of exiting, when a long-running
+/// front end (the controller) finishes its work first ([`on_signal`]).
+type Hook = Box<dyn Fn(&'static str) + Send>;
+static HOOK: Mutex<Option<Hook>> = Mutex::new(None);
+
+/// Lets a long-running front end shut down by itself: the first SIGTERM,
+/// SIGINT or SIGHUP calls `hook` with the signal's name and nothing else
+/// (the front end finishes or abandons its work, removes the live files
+/// with [`remove_live`] if it abandons, and exits); a second signal stops
+/// the process as before, removing the live files.
+pub fn on_signal(hook: impl Fn(&'static str) + Send + 'static) {
+    if let Ok(mut h) = HOOK.lock() {
+        *h = Some(Box::new(hook));
+    }
+}
+
 /// Keeps a temporary file registered for removal on a signal; unregisters
 /// it when dropped (the [`NamedTempFile`] itself removes the file).
 #[derive(Debug)]
@@ -100,8 +116,9 @@ pub fn sweep(dir: &Path) -> usize {
     removed
 }
 
-/// Removes every live temporary file (on the way out after a signal).
-fn remove_live() {
+/// Removes every live temporary file (on the way out after a signal, or
+/// when a front end abandons work it cannot finish in time).
+pub fn remove_live() {
     if let Ok(live) = LIVE.lock() {
         for p in live.iter() {
             let _ = std::fs::remove_file(p);
@@ -130,19 +147,27 @@ pub fn handle_signals() {
     let spawned = std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
-            let mut sig: libc::c_int = 0;
-            // SAFETY: `set` is a valid signal set; `sig` is written by sigwait.
-            if unsafe { libc::sigwait(&set, &mut sig) } != 0 {
-                return;
+            loop {
+                let mut sig: libc::c_int = 0;
+                // SAFETY: `set` is a valid signal set; `sig` is written by sigwait.
+                if unsafe { libc::sigwait(&set, &mut sig) } != 0 {
+                    return;
+                }
+                let name = match sig {
+                    libc::SIGTERM => "SIGTERM",
+                    libc::SIGINT => "SIGINT",
+                    _ => "SIGHUP",
+                };
+                // The first signal goes to the front end's hook, once.
+                let hook = HOOK.lock().ok().and_then(|mut h| h.take());
+                if let Some(hook) = hook {
+                    hook(name);
+                    continue;
+                }
+                remove_live();
+                eprintln!("settings-image: stopped by {name}; its temporary files are removed");
+                std::process::exit(128 + sig);
             }
-            remove_live();
-            let name = match sig {
-                libc::SIGTERM => "SIGTERM",
-                libc::SIGINT => "SIGINT",
-                _ => "SIGHUP",
-            };
-            eprintln!("settings-image: stopped by {name}; its temporary files are removed");
-            std::process::exit(128 + sig);
         });
     if spawned.is_err() {
         // No watcher: let the signals act as before rather than be lost.

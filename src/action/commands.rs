@@ -201,6 +201,7 @@ fn error_kind(err: &Error) -> &'static str {
         Error::Layout { .. } => "OCI layout error",
         Error::History { .. } => "git history",
         Error::GitHub { .. } => "GitHub API",
+        Error::Git { .. } => "git server",
         Error::TagExists { .. } => "a timestamp tag already names other content",
         Error::ChannelMismatch { .. } => "a channel tag holds other content than its candidate",
         Error::TagRaced { .. } => "a racing run's content won the timestamp tag",

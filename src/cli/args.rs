@@ -45,6 +45,9 @@ pub enum Command {
     /// the checkout and compare every byte (exit 7 when it is not); with
     /// --scan, every reference in a cluster repository.
     Verify(cluster::VerifyArgs),
+    /// Run the Kubernetes controller: publish a SettingsImage's folder each
+    /// time Flux fetches a new revision of its GitRepository.
+    Controller(crate::controller::Args),
     /// The GitHub action's entry point: reads `INPUT_*` and the event,
     /// writes `$GITHUB_OUTPUT` and `$GITHUB_STEP_SUMMARY`.
     Action(ActionArgs),

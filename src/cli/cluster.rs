@@ -12,15 +12,30 @@ use crate::history::Token;
 use crate::registry::Credentials;
 
 /// Arguments of `flux`.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct FluxArgs {
     /// The image repository, HOST/NAME; with several --path a template
     /// where `{name}` is a folder's last component and `{path}` its slug.
-    #[arg(long, value_name = "HOST/NAME")]
+    #[arg(
+        long,
+        value_name = "HOST/NAME",
+        required_unless_present = "settings_image",
+        default_value = ""
+    )]
     pub repository: String,
     /// The timestamp tag prefix to follow (usually the branch: `main`).
-    #[arg(long, value_name = "PREFIX")]
+    #[arg(
+        long,
+        value_name = "PREFIX",
+        required_unless_present = "settings_image",
+        default_value = ""
+    )]
     pub prefix: String,
+    /// Follow what a SettingsImage manifest (the controller's resource)
+    /// publishes: its repository, timestampTag, path, secretRef, provider
+    /// and namespace, unless given by the flags above.
+    #[arg(long, value_name = "FILE")]
+    pub settings_image: Option<PathBuf>,
     /// A settings folder; may be repeated (one image per folder, mapped
     /// through the --repository template).
     #[arg(long = "path", value_name = "DIR")]
@@ -68,6 +83,14 @@ pub struct FluxArgs {
 
 /// Runs `flux`.
 pub fn run_flux(args: &FluxArgs) -> Result<()> {
+    let filled;
+    let args = match &args.settings_image {
+        Some(file) => {
+            filled = from_settings_image(args, file)?;
+            &filled
+        }
+        None => args,
+    };
     let (mut images, notices) = flux::images(&args.repository, &args.paths)?;
     if let Some(name) = &args.name {
         if images.len() > 1 {
@@ -107,6 +130,66 @@ pub fn run_flux(args: &FluxArgs) -> Result<()> {
         None => print!("{}", flux::to_stream(&docs)),
     }
     Ok(())
+}
+
+/// `args` with what a SettingsImage manifest says filled in where the
+/// flags left it open.
+fn from_settings_image(args: &FluxArgs, file: &std::path::Path) -> Result<FluxArgs> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| Error::io(format!("reading --settings-image {}", file.display()), e))?;
+    let si = crate::controller::crd::Manifest::parse(&text).map_err(|m| {
+        Error::input(
+            format!("--settings-image {}: {m}", file.display()),
+            Some("give a SettingsImage manifest (settings-image.configbutler.io/v1alpha1)".into()),
+        )
+    })?;
+    let mut out = args.clone();
+    if out.repository.is_empty() {
+        out.repository = si.spec.repository.clone();
+    }
+    if out.prefix.is_empty() {
+        out.prefix = si.spec.timestamp_tag.clone().ok_or_else(|| {
+            Error::input(
+                format!(
+                    "--settings-image {}: spec.timestampTag is not set (the controller defaults it to the GitRepository's branch)",
+                    file.display()
+                ),
+                Some("give --prefix BRANCH".into()),
+            )
+        })?;
+    }
+    if out.paths.is_empty()
+        && (out.repository.contains("{name}") || out.repository.contains("{path}"))
+    {
+        if si.spec.path.contains(['*', '?']) {
+            return Err(Error::input(
+                format!(
+                    "--settings-image {}: spec.path {:?} is a glob",
+                    file.display(),
+                    si.spec.path
+                ),
+                Some("give --path for each folder it matches".into()),
+            ));
+        }
+        out.paths = vec![PathBuf::from(&si.spec.path)];
+    }
+    if out.secret_ref.is_none() {
+        out.secret_ref = si.spec.secret_ref.as_ref().map(|r| r.name.clone());
+    }
+    if out.provider.is_none() {
+        out.provider = match si.spec.provider {
+            crate::controller::crd::Provider::Generic => None,
+            crate::controller::crd::Provider::Aws => Some(flux::Provider::Aws),
+            crate::controller::crd::Provider::Azure => Some(flux::Provider::Azure),
+            crate::controller::crd::Provider::Gcp => Some(flux::Provider::Gcp),
+        };
+    }
+    if let Some(ns) = si.namespace
+        && out.namespace == "flux-system"
+    {
+        out.namespace = ns;
+    }
+    Ok(out)
 }
 
 /// Arguments of `verify`.

@@ -189,6 +189,93 @@ impl Repo {
         }))
     }
 
+    /// Opens the bare repository at `git_dir` (a mirror, see
+    /// [`super::mirror`]) for its root folder; [`Repo::folder`] names
+    /// another folder in it. Isolated and fully trusted, as
+    /// [`Repo::discover`]; the root shown in messages is `git_dir`.
+    pub fn open_bare(git_dir: &Path) -> Result<Repo> {
+        let opts = gix::open::Options::isolated()
+            .with(gix::sec::Trust::Full)
+            .config_overrides(["gitoxide.objects.allocLimitIfReducedTrust=0"]);
+        let repo = gix::open_opts(git_dir, opts)
+            .map_err(|e| git_err(git_dir, "cannot open the git repository", e))?;
+        OPENS.with(|o| o.set(o.get() + 1));
+        let shallow = repo
+            .shallow_commits()
+            .map_err(|e| git_err(git_dir, "cannot read the shallow file", e))?
+            .map(|c| c.iter().copied().collect())
+            .unwrap_or_default();
+        Ok(Repo {
+            repo: repo.into_sync(),
+            root: git_dir.to_path_buf(),
+            rel: String::new(),
+            shallow,
+        })
+    }
+
+    /// The same open repository for the folder `rel` (relative to the
+    /// repository root, `/`-separated, `""` for the root), without looking
+    /// at the disk: how a bare repository names its folders.
+    pub fn folder(&self, rel: &str) -> Repo {
+        Repo {
+            repo: self.repo.clone(),
+            root: self.root.clone(),
+            rel: rel.to_string(),
+            shallow: self.shallow.clone(),
+        }
+    }
+
+    /// Whether the repository holds the commit `id` (full hex).
+    pub fn has_commit(&self, id: &str) -> bool {
+        let repo = self.repo.to_thread_local();
+        ObjectId::from_hex(id.as_bytes()).is_ok_and(|oid| repo.find_commit(oid).is_ok())
+    }
+
+    /// The names of the folders (trees) directly inside the folder `dir`
+    /// (`/`-separated, `""` for the root) in `commit`, sorted by name;
+    /// `None` when the commit does not hold `dir` as a folder. What a glob
+    /// expands against when there is no worktree.
+    pub fn subfolders(&self, commit: &str, dir: &str) -> Result<Option<Vec<String>>> {
+        let repo = self.repo.to_thread_local();
+        let id = ObjectId::from_hex(commit.as_bytes())
+            .map_err(|e| self.err(&format!("{commit:?} is not a commit id"), e))?;
+        let c = repo
+            .find_commit(id)
+            .map_err(|e| self.err(&format!("cannot read commit {id}"), e))?;
+        let root = c
+            .tree_id()
+            .map_err(|e| self.err("cannot read a commit's tree", e))?
+            .detach();
+        let tree_id = if dir.is_empty() {
+            root
+        } else {
+            let tree = repo
+                .find_tree(root)
+                .map_err(|e| self.err("cannot read a tree", e))?;
+            match tree
+                .lookup_entry(dir.split('/').map(str::as_bytes))
+                .map_err(|e| self.err("cannot look up a folder in a tree", e))?
+            {
+                Some(e) if e.mode().kind() == GitKind::Tree => e.object_id(),
+                _ => return Ok(None),
+            }
+        };
+        let tree = repo
+            .find_tree(tree_id)
+            .map_err(|e| self.err(&format!("cannot read tree {tree_id}"), e))?;
+        let decoded = tree
+            .decode()
+            .map_err(|e| self.err(&format!("cannot decode tree {tree_id}"), e))?;
+        let mut names: Vec<String> = decoded
+            .entries
+            .iter()
+            .filter(|e| e.mode.kind() == GitKind::Tree)
+            .filter_map(|e| std::str::from_utf8(e.filename).ok().map(str::to_string))
+            .collect();
+        names.sort();
+        Ok(Some(names))
+    }
+
     /// The same open repository for another folder, when `path` lies in
     /// this worktree (its nearest `.git` is this root's); `None` otherwise.
     /// Opening once serves every folder of a run.

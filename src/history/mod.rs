@@ -15,6 +15,7 @@
 mod bloom;
 pub mod git;
 pub mod github;
+pub mod mirror;
 mod pack;
 mod walk;
 
@@ -110,6 +111,16 @@ impl Checkout {
             api,
             ancestry: RefCell::default(),
         }))
+    }
+
+    /// A checkout of `repo` as it is (e.g. a bare mirror's folder, see
+    /// [`git::Repo::folder`]), with `api` for what its history cannot answer.
+    pub fn from_repo(repo: git::Repo, api: Option<github::Api>) -> Checkout {
+        Checkout {
+            repo,
+            api,
+            ancestry: RefCell::default(),
+        }
     }
 
     /// The same open repository for another folder in this worktree (see
@@ -231,6 +242,52 @@ pub fn prepare_many(
             Ok((checkout, prepared))
         })
         .collect()
+}
+
+/// [`prepare_many`] for folders of one repository named by their path in
+/// it (`/`-separated, `""` for the root) rather than on disk: a bare
+/// mirror's. The content is each folder as the commit that last changed it
+/// holds it ([`SourceMode::Commit`]), history walked once for all from
+/// `revision` (else HEAD). One answer per folder, in order, each with its
+/// folder's checkout of `repo`.
+pub fn prepare_in(
+    repo: &git::Repo,
+    folders: &[String],
+    revision: Option<&str>,
+    source_url: Option<String>,
+) -> Vec<Result<PreparedIn>> {
+    let rels: Vec<&str> = folders.iter().map(String::as_str).collect();
+    let walks = match repo.last_changes(&rels, revision) {
+        Ok(w) => w,
+        Err(e) => {
+            return folders
+                .iter()
+                .map(|f| Err(Error::history(shown(f), e.to_string(), e.hint())))
+                .collect();
+        }
+    };
+    folders
+        .iter()
+        .zip(walks)
+        .map(|(folder, walk)| {
+            let checkout = Checkout::from_repo(repo.folder(folder), None);
+            let prepared = prepare_with(
+                Some(&checkout),
+                Some(walk),
+                &shown(folder),
+                SourceMode::Commit,
+                true,
+                revision,
+                source_url.clone(),
+            )?;
+            Ok((Some(checkout), prepared))
+        })
+        .collect()
+}
+
+/// A folder named by its path in the repository, as messages show it.
+fn shown(folder: &str) -> PathBuf {
+    PathBuf::from(if folder.is_empty() { "." } else { folder })
 }
 
 /// Opens each folder's checkout (once per repository: the others are

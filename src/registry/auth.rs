@@ -438,6 +438,23 @@ pub fn from_docker_config(path: Option<&Path>, host: &str) -> Result<Option<Cred
     Ok(None)
 }
 
+/// The credentials the `auths` map of a docker config (e.g. the
+/// `.dockerconfigjson` of a Kubernetes Secret) holds for `host`, without
+/// credential helpers; `Err` says what is wrong with a matching entry.
+pub fn from_auths(config: &Value, host: &str) -> std::result::Result<Option<Credentials>, String> {
+    let Some(auths) = config.get("auths").and_then(Value::as_object) else {
+        return Ok(None);
+    };
+    for (key, entry) in auths {
+        if hosts_match(key, host)
+            && let Some(c) = from_entry(entry)?
+        {
+            return Ok(Some(c));
+        }
+    }
+    Ok(None)
+}
+
 fn from_entry(entry: &Value) -> std::result::Result<Option<Credentials>, String> {
     let s = |k: &str| {
         entry

@@ -21,6 +21,7 @@ use serde_json::Value;
 pub mod flux;
 pub mod forge;
 pub mod git;
+pub mod git_server;
 pub mod github;
 pub mod kube;
 pub mod registry;

@@ -1,0 +1,294 @@
+//! The `SettingsImage` custom resource (`settings-image.configbutler.io/v1alpha1`)
+//! and the part of Flux's `GitRepository` the controller reads.
+//!
+//! The CRD in `config/crd/` is generated from these types ([`crd_yaml`],
+//! printed by `settings-image controller --print-crd`); `tests/controller.rs`
+//! checks the committed file equals it, so the schema the API server
+//! enforces is the one serde reads.
+//!
+//! Why our own `Condition` and not `k8s-openapi`'s: its schema would need
+//! `k8s-openapi`'s `schemars` feature for one struct; this one is the same
+//! shape (metav1.Condition, as Flux's kstatus conditions are).
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The API group of [`SettingsImage`].
+pub const GROUP: &str = "settings-image.configbutler.io";
+
+/// Publishes a folder of a Flux GitRepository as a settings image each time
+/// source-controller fetches a new revision: the same image, timestamp tag
+/// and digest `settings-image push` makes for that commit.
+#[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[kube(
+    group = "settings-image.configbutler.io",
+    version = "v1alpha1",
+    kind = "SettingsImage",
+    namespaced,
+    status = "SettingsImageStatus",
+    shortname = "si",
+    category = "flux",
+    derive = "PartialEq",
+    doc = "SettingsImage publishes a folder of a Flux GitRepository as an OCI settings image (an image volume) on every new revision.",
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Status","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].message"}"#,
+    printcolumn = r#"{"name":"Revision","type":"string","jsonPath":".status.lastHandledRevision","priority":1}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct SettingsImageSpec {
+    /// The Flux GitRepository whose fetched revisions are published.
+    pub source_ref: SourceRef,
+    /// The settings folder in the repository (`configs/shop`), or a glob
+    /// (`configs/*`: one image per folder, as the CLI takes it).
+    #[schemars(length(min = 1))]
+    pub path: String,
+    /// The image repository, `HOST/NAME`; with a glob a template where
+    /// `{name}` is a folder's last component and `{path}` its slug.
+    #[schemars(length(min = 1))]
+    pub repository: String,
+    /// The timestamp tag prefix (`PREFIX-<unix committer time>-<sha7>`);
+    /// default: the GitRepository's `spec.ref.branch`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp_tag: Option<String>,
+    /// A moving tag that follows the newest commit and never moves back
+    /// (e.g. `main`); none when not set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch_tag: Option<String>,
+    /// Attach SLSA provenance to each image as a referrer.
+    #[serde(default = "yes")]
+    pub provenance: bool,
+    /// Plain HTTP to the registry (as Flux's ImageRepository has it).
+    #[serde(default)]
+    pub insecure: bool,
+    /// A `kubernetes.io/dockerconfigjson` Secret in this namespace with
+    /// the registry's credentials.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<LocalObjectReference>,
+    /// The registry login: `generic` (the secretRef, else anonymous), or
+    /// the cloud's workload identity (`aws`, `azure`, `gcp`).
+    #[serde(default)]
+    pub provider: Provider,
+    /// Publish nothing while true.
+    #[serde(default)]
+    pub suspend: bool,
+    /// How often to check the registry holds the current revision's image
+    /// again (Go duration, e.g. `10m`); default `10m`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"))]
+    pub interval: Option<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A reference to the source of a [`SettingsImage`].
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceRef {
+    /// The kind of the source: only `GitRepository`.
+    pub kind: SourceKind,
+    /// Its name.
+    #[schemars(length(min = 1))]
+    pub name: String,
+    /// Its namespace; default: the SettingsImage's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
+/// The kinds of source a SettingsImage can follow.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+pub enum SourceKind {
+    /// Flux's `source.toolkit.fluxcd.io` GitRepository.
+    GitRepository,
+}
+
+/// A Secret in the same namespace.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+pub struct LocalObjectReference {
+    /// The Secret's name.
+    #[schemars(length(min = 1))]
+    pub name: String,
+}
+
+/// How the controller logs in to the registry (Flux's ImageRepository
+/// `provider`).
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Provider {
+    /// `secretRef`, else anonymous.
+    #[default]
+    Generic,
+    /// Amazon ECR through the pod's web identity (IRSA: `AWS_ROLE_ARN`,
+    /// `AWS_WEB_IDENTITY_TOKEN_FILE`).
+    Aws,
+    /// Azure Container Registry through workload identity
+    /// (`AZURE_CLIENT_ID`, `AZURE_TENANT_ID`, `AZURE_FEDERATED_TOKEN_FILE`).
+    Azure,
+    /// Google Artifact Registry through workload identity federation
+    /// (`GOOGLE_APPLICATION_CREDENTIALS`, an `external_account` file).
+    Gcp,
+}
+
+/// What the controller last did.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SettingsImageStatus {
+    /// The generation of the spec the status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready`, `Reconciling` and `Stalled`, in the kstatus convention.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The GitRepository revision (`<branch>@sha1:<commit>`) last published.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_handled_revision: Option<String>,
+    /// One entry per published folder.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<ImageStatus>,
+}
+
+/// One folder's image.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageStatus {
+    /// The folder in the repository.
+    pub path: String,
+    /// `HOST/NAME`.
+    pub repository: String,
+    /// The timestamp tag.
+    pub tag: String,
+    /// The manifest digest (`sha256:...`).
+    pub digest: String,
+    /// The commit that last changed the folder (the tag's commit).
+    pub commit: String,
+    /// False when the registry already held the image under every tag.
+    pub pushed: bool,
+}
+
+/// A condition, as `metav1.Condition`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// `Ready`, `Reconciling` or `Stalled`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// The generation the condition was set for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// When the status last changed (RFC 3339).
+    pub last_transition_time: String,
+    /// A CamelCase reason.
+    pub reason: String,
+    /// What happened, for people.
+    pub message: String,
+}
+
+/// The part of Flux's `GitRepository` (`source.toolkit.fluxcd.io/v1`) the
+/// controller reads; unknown fields are ignored, and it is never written.
+#[derive(CustomResource, Clone, Debug, Deserialize, Serialize)]
+#[kube(
+    group = "source.toolkit.fluxcd.io",
+    version = "v1",
+    kind = "GitRepository",
+    namespaced,
+    status = "GitRepositoryStatus",
+    schema = "disabled"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct GitRepositorySpec {
+    /// The repository URL (`https://` or `http://`).
+    pub url: String,
+    /// The reference source-controller follows.
+    #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
+    pub reference: Option<GitReference>,
+    /// A Secret with `username`+`password` or `bearerToken`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<LocalObjectReference>,
+}
+
+/// `spec.ref` of a GitRepository.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct GitReference {
+    /// The branch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    /// A tag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    /// A full reference name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// A commit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+}
+
+/// `status` of a GitRepository.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct GitRepositoryStatus {
+    /// The last fetched artifact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact: Option<Artifact>,
+}
+
+/// `status.artifact` of a GitRepository.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct Artifact {
+    /// `<branch>@sha1:<commit>`.
+    #[serde(default)]
+    pub revision: String,
+}
+
+/// A SettingsImage manifest as a file holds it (what `settings-image flux
+/// --settings-image` reads).
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    /// `metadata.namespace`, when set.
+    pub namespace: Option<String>,
+    /// The spec.
+    pub spec: SettingsImageSpec,
+}
+
+impl Manifest {
+    /// Parses one SettingsImage from YAML; `Err` says what is wrong.
+    pub fn parse(text: &str) -> Result<Manifest, String> {
+        let v: serde_json::Value = serde_yaml_ng::from_str(text).map_err(|e| e.to_string())?;
+        let kind = v.get("kind").and_then(|k| k.as_str()).unwrap_or_default();
+        let api = v
+            .get("apiVersion")
+            .and_then(|k| k.as_str())
+            .unwrap_or_default();
+        if kind != "SettingsImage" || !api.starts_with(GROUP) {
+            return Err(format!(
+                "holds a {kind:?} of {api:?}, not a SettingsImage of {GROUP}"
+            ));
+        }
+        let spec = serde_json::from_value(v.get("spec").cloned().unwrap_or_default())
+            .map_err(|e| format!("spec: {e}"))?;
+        Ok(Manifest {
+            namespace: v
+                .pointer("/metadata/namespace")
+                .and_then(|n| n.as_str())
+                .map(str::to_string),
+            spec,
+        })
+    }
+}
+
+/// The SettingsImage CRD as YAML, exactly as committed in `config/crd/`.
+pub fn crd_yaml() -> crate::Result<String> {
+    use kube::CustomResourceExt;
+    let crd = SettingsImage::crd();
+    let body = serde_yaml_ng::to_string(&crd).map_err(|e| crate::Error::Input {
+        message: format!("serializing the SettingsImage CRD: {e}"),
+        hint: None,
+    })?;
+    Ok(format!(
+        "# Generated by `settings-image controller --print-crd` from src/controller/crd.rs; do not edit.\n---\n{body}"
+    ))
+}

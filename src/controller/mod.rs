@@ -1,0 +1,463 @@
+//! `settings-image controller`: the Kubernetes face. It watches
+//! `SettingsImage` resources and the Flux `GitRepository`s they follow, and
+//! when source-controller announces a new revision
+//! (`status.artifact.revision`) it publishes exactly that commit through the
+//! same request pipeline as `settings-image push`, from a mirror of the
+//! GitRepository's URL that `crate::history` keeps.
+//!
+//! Like the CLI and the action, this face only reads its world (flags, the
+//! cluster, the pod's environment) and builds requests; `kube` and
+//! `k8s-openapi` stay inside this module.
+//!
+//! - [`crd`]: the resource types (and the CRD they generate);
+//! - `reconcile`: one reconcile and what it writes;
+//! - `status`: kstatus conditions and the status write;
+//! - `leader`: the Lease loop (`--leader-elect`);
+//! - `metrics`: Prometheus metrics and the probes;
+//! - [`logs`]: JSON lines on stderr.
+//!
+//! Why a current-thread runtime: the controller's own work is waiting on
+//! the API server; each publish runs on the blocking pool
+//! (`spawn_blocking`), as the library is blocking and runs its own small
+//! runtimes. SIGTERM (through `crate::scratch`, which owns the signals)
+//! stops new reconciles, lets the running publishes finish within
+//! `--graceful-shutdown-timeout` (or abandons them: a push writes its tags
+//! last, so an abandoned one leaves no tag, and its temporary files are
+//! removed), releases the Lease and exits 0.
+
+pub mod crd;
+mod leader;
+mod login;
+pub mod logs;
+mod metrics;
+mod publish;
+mod reconcile;
+mod source;
+mod spec;
+mod status;
+
+use std::hash::{Hash, Hasher};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use kube::api::Api;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::controller::{Config as ControllerConfig, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use tokio::sync::{oneshot, watch};
+
+use crate::error::{Error, Result};
+use crd::{GitRepository, SettingsImage};
+
+/// Arguments of `controller` (controller-runtime's flag names).
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// A kubeconfig to use outside a cluster (else KUBECONFIG, else the
+    /// in-cluster ServiceAccount, else ~/.kube/config).
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Where /metrics listens: :PORT, HOST:PORT, or 0 for off.
+    #[arg(long, value_name = "ADDR", default_value = ":8080")]
+    pub metrics_bind_address: String,
+    /// Where /healthz and /readyz listen: :PORT, HOST:PORT, or 0 for off.
+    #[arg(long, value_name = "ADDR", default_value = ":8081")]
+    pub health_probe_bind_address: String,
+    /// Publish only while holding a coordination.k8s.io Lease, so one of
+    /// several replicas publishes.
+    #[arg(long)]
+    pub leader_elect: bool,
+    /// The Lease's name.
+    #[arg(long, value_name = "NAME", default_value = "settings-image-controller")]
+    pub leader_election_id: String,
+    /// The Lease's namespace (default: the pod's, else the kubeconfig's).
+    #[arg(long, value_name = "NS")]
+    pub leader_election_namespace: Option<String>,
+    /// How long a Lease holds without renewal.
+    #[arg(long, value_name = "DURATION", default_value = "15s")]
+    pub leader_elect_lease_duration: String,
+    /// How long the leader tries to renew before it gives up leading.
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub leader_elect_renew_deadline: String,
+    /// How often candidates try and the leader renews.
+    #[arg(long, value_name = "DURATION", default_value = "2s")]
+    pub leader_elect_retry_period: String,
+    /// Watch SettingsImages (and GitRepositories) in this namespace only
+    /// (default: all namespaces).
+    #[arg(long, value_name = "NS")]
+    pub namespace: Option<String>,
+    /// How many SettingsImages publish at once.
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
+    pub concurrency: u16,
+    /// Where the git mirrors are kept (a writable volume).
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// The mirrors' disk budget: after a fetch, the least recently
+    /// fetched mirrors not in use are removed to stay under it.
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 30)]
+    pub cache_max_bytes: u64,
+    /// On SIGTERM, how long running publishes may take to finish before
+    /// they are abandoned.
+    #[arg(long, value_name = "DURATION", default_value = "30s")]
+    pub graceful_shutdown_timeout: String,
+    /// The least severe log lines written.
+    #[arg(long, value_enum, default_value = "info")]
+    pub log_level: logs::Level,
+    /// Print the SettingsImage CRD (YAML) and exit.
+    #[arg(long)]
+    pub print_crd: bool,
+}
+
+/// A duration flag.
+fn duration(value: &str, flag: &str) -> Result<Duration> {
+    spec::parse_duration(value).ok_or_else(|| {
+        Error::input(
+            format!("{flag} {value:?} is not a duration"),
+            Some(format!("give {flag} as a Go duration, e.g. 15s or 1m30s")),
+        )
+    })
+}
+
+/// The settings `Args` turn into, checked before anything connects.
+struct Settings {
+    metrics: Option<std::net::SocketAddr>,
+    probes: Option<std::net::SocketAddr>,
+    lease_duration: Duration,
+    renew_deadline: Duration,
+    retry_period: Duration,
+    grace: Duration,
+    cache_dir: PathBuf,
+}
+
+fn settings(args: &Args) -> Result<Settings> {
+    let s = Settings {
+        metrics: metrics::bind_address(&args.metrics_bind_address, "--metrics-bind-address")?,
+        probes: metrics::bind_address(
+            &args.health_probe_bind_address,
+            "--health-probe-bind-address",
+        )?,
+        lease_duration: duration(
+            &args.leader_elect_lease_duration,
+            "--leader-elect-lease-duration",
+        )?,
+        renew_deadline: duration(
+            &args.leader_elect_renew_deadline,
+            "--leader-elect-renew-deadline",
+        )?,
+        retry_period: duration(
+            &args.leader_elect_retry_period,
+            "--leader-elect-retry-period",
+        )?,
+        grace: duration(
+            &args.graceful_shutdown_timeout,
+            "--graceful-shutdown-timeout",
+        )?,
+        cache_dir: args
+            .cache_dir
+            .clone()
+            .unwrap_or_else(|| std::env::temp_dir().join("settings-image-mirrors")),
+    };
+    if s.renew_deadline >= s.lease_duration || s.retry_period >= s.renew_deadline {
+        return Err(Error::input(
+            "leader election needs --leader-elect-retry-period < --leader-elect-renew-deadline < --leader-elect-lease-duration",
+            Some("e.g. 2s, 10s and 15s (the defaults)".to_string()),
+        ));
+    }
+    Ok(s)
+}
+
+/// Runs the controller until SIGTERM (exit 0) or a lost Lease (an error).
+pub fn run(args: Args) -> Result<()> {
+    if args.print_crd {
+        print!("{}", crd::crd_yaml()?);
+        return Ok(());
+    }
+    let settings = settings(&args)?;
+    logs::init(args.log_level);
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io("starting the async runtime", e))?;
+    let result = rt.block_on(serve(args, settings));
+    // A publish abandoned at shutdown still runs on the blocking pool;
+    // dropping the runtime would wait for it. Exit without it.
+    rt.shutdown_background();
+    crate::scratch::remove_live();
+    result
+}
+
+/// The namespace the pod runs in, when in a cluster.
+const POD_NAMESPACE_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+
+fn kube_error(doing: &str, e: impl std::fmt::Display) -> Error {
+    Error::input(
+        format!("{doing}: {e}"),
+        Some(
+            "run the controller in a cluster (its ServiceAccount), or give --kubeconfig PATH (or KUBECONFIG)"
+                .to_string(),
+        ),
+    )
+}
+
+/// controller-runtime's order: `--kubeconfig`, `KUBECONFIG`, the
+/// in-cluster ServiceAccount, `~/.kube/config`.
+async fn client_config(args: &Args) -> Result<kube::Config> {
+    let opts = KubeConfigOptions::default();
+    if let Some(path) = &args.kubeconfig {
+        let kc = Kubeconfig::read_from(path)
+            .map_err(|e| kube_error(&format!("reading --kubeconfig {}", path.display()), e))?;
+        return kube::Config::from_custom_kubeconfig(kc, &opts)
+            .await
+            .map_err(|e| kube_error(&format!("using --kubeconfig {}", path.display()), e));
+    }
+    if std::env::var_os("KUBECONFIG").is_some_and(|v| !v.is_empty()) {
+        return kube::Config::from_kubeconfig(&opts)
+            .await
+            .map_err(|e| kube_error("using KUBECONFIG", e));
+    }
+    match kube::Config::incluster() {
+        Ok(c) => Ok(c),
+        Err(in_cluster) => kube::Config::from_kubeconfig(&opts).await.map_err(|e| {
+            kube_error(
+                "no cluster to talk to",
+                format!("not in a cluster ({in_cluster}), and ~/.kube/config: {e}"),
+            )
+        }),
+    }
+}
+
+/// This replica's name for the Lease: the pod's name and a random suffix.
+fn identity() -> String {
+    let host = std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "settings-image".to_string());
+    format!("{host}_{:016x}", fastrand::u64(..))
+}
+
+/// Which SettingsImage changes start a reconcile: a new generation (the
+/// spec), or Flux's `reconcile.fluxcd.io/requestedAt` annotation; never
+/// our own status writes.
+fn spec_or_request(si: &SettingsImage) -> Option<u64> {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    si.metadata.generation.hash(&mut h);
+    si.annotations()
+        .get("reconcile.fluxcd.io/requestedAt")
+        .hash(&mut h);
+    Some(h.finish())
+}
+
+/// Which GitRepository changes matter: the fetched revision, and the spec
+/// (URL, reference, Secret).
+fn revision_or_spec(repo: &GitRepository) -> Option<u64> {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    repo.metadata.generation.hash(&mut h);
+    repo.status
+        .as_ref()
+        .and_then(|s| s.artifact.as_ref())
+        .map(|a| a.revision.as_str())
+        .hash(&mut h);
+    Some(h.finish())
+}
+
+async fn serve(args: Args, settings: Settings) -> Result<()> {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (graceful_tx, graceful_rx) = oneshot::channel::<()>();
+    let graceful_tx = std::sync::Mutex::new(Some(graceful_tx));
+    crate::scratch::on_signal(move |name| {
+        logs::info(&format!(
+            "{name}: finishing the running publishes, then exiting (a second signal stops at once)"
+        ));
+        if let Some(tx) = graceful_tx.lock().ok().and_then(|mut t| t.take()) {
+            let _ = tx.send(());
+        }
+        let _ = stop_tx.send(true);
+    });
+    let metrics = Arc::new(metrics::Metrics::new());
+    for (addr, what) in [
+        (settings.metrics, metrics::Endpoint::Metrics),
+        (settings.probes, metrics::Endpoint::Probes),
+    ] {
+        if let Some(addr) = addr {
+            let (bound, serving) = metrics::listen(addr, what, metrics.clone()).await?;
+            logs::info(&format!("serving {what:?} on {bound}"));
+            tokio::spawn(serving);
+        }
+    }
+    let config = client_config(&args).await?;
+    let default_ns = config.default_namespace.clone();
+    let client =
+        Client::try_from(config).map_err(|e| kube_error("configuring the API client", e))?;
+    let version = client
+        .apiserver_version()
+        .await
+        .map_err(|e| kube_error("asking the API server for its version", e))?;
+    logs::info(&format!(
+        "connected to Kubernetes {}.{} ({})",
+        version.major, version.minor, version.git_version
+    ));
+    metrics.ready.store(true, Ordering::Relaxed);
+
+    let mut elector = None;
+    if args.leader_elect {
+        let ns = args
+            .leader_election_namespace
+            .clone()
+            .or_else(|| {
+                std::fs::read_to_string(POD_NAMESPACE_FILE)
+                    .ok()
+                    .map(|s| s.trim().to_string())
+            })
+            .unwrap_or(default_ns);
+        let cfg = leader::Config {
+            name: args.leader_election_id.clone(),
+            identity: identity(),
+            lease_duration: settings.lease_duration,
+            renew_deadline: settings.renew_deadline,
+            retry_period: settings.retry_period,
+        };
+        logs::info(&format!(
+            "waiting to lead: Lease {ns}/{} as {}",
+            cfg.name, cfg.identity
+        ));
+        let mut e = leader::Elector::new(Api::namespaced(client.clone(), &ns), cfg);
+        if !e.acquire(&mut stop_rx.clone()).await {
+            logs::info("stopped before leading; exiting");
+            return Ok(());
+        }
+        logs::info(&format!("leading: Lease {ns}/{}", args.leader_election_id));
+        elector = Some(e);
+    }
+    metrics.set_leader(true);
+
+    let (sis, repos): (Api<SettingsImage>, Api<GitRepository>) = match &args.namespace {
+        Some(ns) => (
+            Api::namespaced(client.clone(), ns),
+            Api::namespaced(client.clone(), ns),
+        ),
+        None => (Api::all(client.clone()), Api::all(client.clone())),
+    };
+    let (reader, writer) = reflector::store::<SettingsImage>();
+    let si_stream = watcher(sis, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .touched_objects()
+        .predicate_filter(spec_or_request, Default::default());
+    let repo_stream = watcher(repos, watcher::Config::default())
+        .default_backoff()
+        .touched_objects()
+        .predicate_filter(revision_or_spec, Default::default());
+    let store = reader.clone();
+    let followers = move |repo: GitRepository| {
+        let ns = repo.namespace().unwrap_or_default();
+        let name = repo.name_any();
+        store
+            .state()
+            .into_iter()
+            .filter(|si| {
+                let r = &si.spec.source_ref;
+                let si_ns = si.namespace().unwrap_or_default();
+                r.name == name && r.namespace.as_deref().unwrap_or(&si_ns) == ns
+            })
+            .map(|si| ObjectRef::from_obj(&*si))
+            .collect::<Vec<_>>()
+    };
+    let reporter = Reporter {
+        controller: status::MANAGER.to_string(),
+        instance: std::env::var("POD_NAME").ok(),
+    };
+    let mirrors = crate::history::mirror::Mirrors::new(
+        &settings.cache_dir,
+        crate::history::mirror::Limits {
+            max_bytes: args.cache_max_bytes,
+            ..Default::default()
+        },
+    )?;
+    let ctx = Arc::new(reconcile::Ctx::new(
+        client.clone(),
+        Recorder::new(client.clone(), reporter),
+        metrics.clone(),
+        mirrors,
+        crate::front::process_env(),
+    ));
+    let interrupt = ctx.interrupt.clone();
+    let controller = Controller::for_stream(si_stream, reader)
+        .watches_stream(repo_stream, followers)
+        .with_config(ControllerConfig::default().concurrency(args.concurrency))
+        .graceful_shutdown_on(async move {
+            let _ = graceful_rx.await;
+        })
+        .run(reconcile::reconcile, reconcile::error_policy, ctx)
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                logs::warn(&format!("controller: {e}"));
+            }
+        });
+    logs::info(&format!(
+        "watching SettingsImages in {}",
+        args.namespace
+            .as_deref()
+            .map(|n| format!("namespace {n}"))
+            .unwrap_or_else(|| "all namespaces".into())
+    ));
+
+    let mut stop = stop_rx.clone();
+    let grace = settings.grace;
+    let abandon = async move {
+        let _ = stop.wait_for(|s| *s).await;
+        tokio::time::sleep(grace).await;
+    };
+    let leading = async {
+        match elector.as_mut() {
+            Some(e) => e.hold().await,
+            None => std::future::pending().await,
+        }
+    };
+    let ended = tokio::select! {
+        _ = controller => Ended::Finished,
+        _ = abandon => Ended::Abandoned,
+        _ = leading => Ended::LostLease,
+    };
+    metrics.set_leader(false);
+    match ended {
+        Ended::Finished => logs::info("every running publish finished"),
+        Ended::Abandoned => {
+            interrupt.store(true, Ordering::Relaxed);
+            crate::scratch::remove_live();
+            logs::warn(&format!(
+                "abandoned the publishes still running after {} s; an abandoned push wrote no tag, and the next run publishes again",
+                grace.as_secs()
+            ));
+        }
+        Ended::LostLease => {
+            return Err(Error::input(
+                format!(
+                    "lost the leader election Lease {} (not renewed within the renew deadline); exiting so that one replica publishes",
+                    args.leader_election_id
+                ),
+                Some(
+                    "the API server was unreachable or slow; the pod restarts and campaigns again"
+                        .to_string(),
+                ),
+            ));
+        }
+    }
+    if let Some(e) = elector.as_mut() {
+        e.release().await;
+        logs::info("released the Lease");
+    }
+    Ok(())
+}
+
+enum Ended {
+    Finished,
+    Abandoned,
+    LostLease,
+}

@@ -1,0 +1,100 @@
+//! One publish, as the reconciler hands it to the blocking pool: the
+//! GitRepository's remote (URL and Secret, as `history::mirror` reads
+//! Flux's keys), the commit source-controller fetched, and the
+//! SettingsImage's folder and registry. It fetches the commit into the
+//! mirror `crate::history` keeps of the URL and publishes through the same
+//! pipeline as `settings-image push --revision COMMIT` in a clone
+//! (`crate::many::run_mirror`, one folder or a glob), so the image, tag and
+//! digest are the ones a push from a clone makes.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+
+use crate::error::Result;
+use crate::history::SourceMode;
+use crate::history::mirror::{Mirrors, Remote};
+use crate::registry;
+use crate::report::Report;
+use crate::request::{Forward, Request, Target};
+
+/// Folders of one SettingsImage published at once (a glob's folders).
+const JOBS: usize = 2;
+
+/// Everything one publish needs, owned (it moves to a blocking thread).
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// The GitRepository's URL and credentials.
+    pub remote: Remote,
+    /// The branch source-controller follows.
+    pub branch: String,
+    /// The commit to publish.
+    pub commit: String,
+    /// The folder or glob, repository-relative.
+    pub path: String,
+    /// The timestamp tag prefix.
+    pub prefix: String,
+    /// The branch tag, if any.
+    pub branch_tag: Option<String>,
+    /// Attach provenance.
+    pub provenance: bool,
+    /// The registry (its `repository` may be a `{name}`/`{path}` template).
+    pub registry: registry::Options,
+    /// The provenance's builder facts.
+    pub ci: crate::provenance::Ci,
+}
+
+/// One folder's result.
+#[derive(Debug, Clone)]
+pub struct Published {
+    /// The folder, repository-relative.
+    pub path: String,
+    /// `HOST/NAME`.
+    pub repository: String,
+    /// What the pipeline did.
+    pub report: Report,
+}
+
+/// Fetches the commit into the mirror and publishes the folder(s) from it;
+/// the first folder's error when one fails (the others are published:
+/// a retry of the whole is idempotent). `interrupt` abandons a download.
+/// Blocking: call it from `spawn_blocking`.
+pub fn run(job: &Job, mirrors: &Mirrors, interrupt: &AtomicBool) -> Result<Vec<Published>> {
+    let mirror = mirrors.fetch(&job.remote, &job.branch, Some(&job.commit), interrupt)?;
+    let base = Request {
+        path: PathBuf::new(),
+        tags: Vec::new(),
+        target: Target::Registry(job.registry.clone()),
+        source: SourceMode::Commit,
+        timestamp_tag: Some(job.prefix.clone()),
+        github: None,
+        source_url: None,
+        ci: job.ci.clone(),
+        forward: Forward {
+            branch_tag: job.branch_tag.clone(),
+            allow_rewind: false,
+            forced_before: None,
+        },
+        provenance: job.provenance,
+        revision: Some(job.commit.clone()),
+        extra: Default::default(),
+    };
+    let folders = crate::many::select_in(&mirror, &job.commit, &[&job.path], "spec.path")?;
+    let repositories = crate::many::targets(&job.registry.repository, &folders, "spec.repository")?;
+    let targets = crate::many::registry_targets(&job.registry, repositories.clone());
+    let mut outcome = crate::many::run_mirror(&base, &folders, targets, JOBS, &mirror)?;
+    if !outcome.errors.is_empty() {
+        return Err(outcome.errors.remove(0).1);
+    }
+    Ok(folders
+        .iter()
+        .zip(repositories)
+        .zip(outcome.reports)
+        .filter_map(|((f, repository), report)| {
+            report.map(|report| Published {
+                path: f.path.to_string_lossy().into_owned(),
+                repository,
+                report,
+            })
+        })
+        .collect())
+}

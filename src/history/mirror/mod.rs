@@ -1,0 +1,764 @@
+//! Mirrors of remote git repositories, kept by the binary itself (the
+//! action image is `FROM scratch`: there is no `git`): what the controller
+//! publishes from when Flux's source-controller announces a commit, since
+//! the artifact it serves has no history and a timestamp tag needs it.
+//!
+//! - **What a mirror is**: a bare repository per URL under a cache root the
+//!   caller gives ([`Mirrors::new`]), holding the branches asked for
+//!   (`refs/heads/B`, full history, no tags, no worktree). The first
+//!   [`Mirrors::fetch`] of a URL clones it; later ones fetch what is new
+//!   (one pack of the new objects, negotiated against what the mirror has).
+//! - **Credentials** ([`Credentials`]), as a Flux GitRepository's
+//!   `secretRef` holds them: `username` + `password` (basic auth) or
+//!   `bearerToken`, and `ca.crt` to trust a private CA. They go to the
+//!   URL's scheme, host and port only: a redirect to another host gets
+//!   none (see [`fetch`]). Every fetch authenticates, even when nothing is
+//!   new, so a caller without valid credentials reads nothing from a
+//!   mirror another caller filled.
+//! - **Bounded on disk** ([`Limits`]): after each fetch, while the cache
+//!   root holds more than `max_bytes`, the least-recently-fetched mirror
+//!   not in use is deleted (its next fetch clones again). The mirror just
+//!   fetched always stays, so a single repository larger than the budget
+//!   still works, alone. Each fetch adds a pack; when a mirror holds more
+//!   than `max_packs` and nobody uses it, the next fetch clones it afresh
+//!   into a new directory and swaps it in (one pack again; branches other
+//!   than the one fetched are dropped and fetched again when asked for).
+//!   A mirror a fetch cannot update for a local reason (damaged by a
+//!   crash or a full disk) is cloned afresh the same way; the lock files
+//!   and temporary packs a killed fetch leaves are removed first.
+//! - **Safe under concurrency**: fetches of one URL take turns (an
+//!   exclusive lock per mirror); reading (an open [`Mirror`]) goes on
+//!   beside a fetch (git adds packs and moves refs atomically), and a
+//!   mirror is only replaced or deleted when no reader holds it. The
+//!   locks are `flock`s beside each mirror, across threads and processes,
+//!   released by the kernel when their holder dies. See [`store`].
+//! - **Blocking**: every call blocks on the network or the disk (from
+//!   async code, call it in `spawn_blocking`); [`Mirrors`] and [`Mirror`]
+//!   are `Send + Sync`.
+//!
+//! Publishing a commit from a mirror goes through the same pipeline as
+//! `settings-image push --revision COMMIT` in a clone of the URL:
+//! [`crate::request::run_mirror`] and [`crate::many::run_mirror`].
+
+mod fetch;
+mod store;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use super::{Checkout, git};
+use crate::error::{Error, GitFailure, Result};
+
+/// Credentials for the git server, as a Flux GitRepository's `secretRef`
+/// holds them. `Debug` never shows a secret.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Credentials {
+    /// HTTP basic auth (`username`, `password`).
+    Basic {
+        /// The user name.
+        username: String,
+        /// The password or access token.
+        password: String,
+    },
+    /// `Authorization: Bearer` (`bearerToken`).
+    Bearer(String),
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Credentials::Basic { username, .. } => f
+                .debug_struct("Basic")
+                .field("username", username)
+                .field("password", &"***")
+                .finish(),
+            Credentials::Bearer(_) => f.write_str("Bearer(***)"),
+        }
+    }
+}
+
+/// The repository to mirror: its URL, credentials and CA.
+#[derive(Clone, Debug)]
+pub struct Remote {
+    url: String,
+    credentials: Option<Credentials>,
+    ca: Vec<reqwest::Certificate>,
+}
+
+impl Remote {
+    /// An `https://` or `http://` URL, as a GitRepository's `spec.url`
+    /// (other schemes, and URLs that carry credentials, are refused: the
+    /// credentials belong in the Secret).
+    pub fn new(url: &str) -> Result<Remote> {
+        let url = url.trim();
+        let bad = |why: &str| {
+            Error::input(
+                format!("spec.url {url:?} {why}"),
+                Some(
+                    "give the repository's https:// (or http://) URL, credentials in the secretRef"
+                        .to_string(),
+                ),
+            )
+        };
+        if url
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '"' | '\\'))
+        {
+            return Err(bad("holds spaces, quotes or control characters"));
+        }
+        let parsed = reqwest::Url::parse(url).map_err(|e| bad(&format!("is not a URL ({e})")))?;
+        if !matches!(parsed.scheme(), "https" | "http") {
+            return Err(bad(&format!(
+                "has the scheme {}: only https:// and http:// are fetched (no ssh or git://)",
+                parsed.scheme()
+            )));
+        }
+        if parsed.host_str().is_none_or(str::is_empty) {
+            return Err(bad("names no host"));
+        }
+        if !parsed.username().is_empty() || parsed.password().is_some() {
+            return Err(bad(
+                "carries credentials: put them into the Secret the secretRef names",
+            ));
+        }
+        if parsed.fragment().is_some() {
+            return Err(bad("has a #fragment"));
+        }
+        Ok(Remote {
+            url: url.to_string(),
+            credentials: None,
+            ca: Vec::new(),
+        })
+    }
+
+    /// The remote of a Flux GitRepository: `url` (`spec.url`) and the data
+    /// of the Secret its `spec.secretRef` names, if any. The Secret's keys,
+    /// as Flux reads them: `username` and `password` (basic auth; a
+    /// password without a username is an error), `bearerToken` (not with a
+    /// password), `ca.crt` (PEM, added to the system's roots). Other keys
+    /// are ignored. Errors name the key at fault and never a value.
+    pub fn from_flux(url: &str, secret: Option<&BTreeMap<String, Vec<u8>>>) -> Result<Remote> {
+        let mut remote = Remote::new(url)?;
+        let Some(data) = secret else {
+            return Ok(remote);
+        };
+        let text = |key: &str| -> Result<Option<String>> {
+            match data.get(key) {
+                None => Ok(None),
+                Some(v) => String::from_utf8(v.clone()).map(Some).map_err(|_| {
+                    Error::input(
+                        format!("the secretRef's key `{key}` is not UTF-8 text"),
+                        Some(format!("store the {key} as plain text in the Secret")),
+                    )
+                }),
+            }
+        };
+        let username = text("username")?.filter(|s| !s.is_empty());
+        let password = text("password")?.filter(|s| !s.is_empty());
+        let bearer = text("bearerToken")?.filter(|s| !s.trim().is_empty());
+        remote.credentials = match (username, password, bearer) {
+            (_, Some(_), Some(_)) | (Some(_), _, Some(_)) => {
+                return Err(Error::input(
+                    "the secretRef has both `username`/`password` and `bearerToken`",
+                    Some("keep one way to authenticate in the Secret".to_string()),
+                ));
+            }
+            (None, Some(_), None) => {
+                return Err(Error::input(
+                    "the secretRef has `password` but no `username`",
+                    Some("add the `username` key to the Secret".to_string()),
+                ));
+            }
+            (Some(username), password, None) => Some(Credentials::Basic {
+                username,
+                password: password.unwrap_or_default(),
+            }),
+            (None, None, Some(token)) => Some(Credentials::Bearer(token.trim().to_string())),
+            (None, None, None) => None,
+        };
+        if let Some(pem) = data.get("ca.crt").or_else(|| data.get("caFile")) {
+            remote = remote.with_ca(pem)?;
+        }
+        Ok(remote)
+    }
+
+    /// The same remote with `credentials`.
+    pub fn with_credentials(mut self, credentials: Option<Credentials>) -> Remote {
+        self.credentials = credentials;
+        self
+    }
+
+    /// The same remote trusting the CA certificates in `pem` too.
+    pub fn with_ca(mut self, pem: &[u8]) -> Result<Remote> {
+        let certs = reqwest::Certificate::from_pem_bundle(pem)
+            .ok()
+            .filter(|c| !c.is_empty())
+            .ok_or_else(|| {
+                Error::input(
+                    "the secretRef's `ca.crt` holds no PEM certificate",
+                    Some(
+                        "put the CA certificate (-----BEGIN CERTIFICATE-----) into ca.crt"
+                            .to_string(),
+                    ),
+                )
+            })?;
+        self.ca = certs;
+        Ok(self)
+    }
+
+    /// The URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The credentials, if any.
+    pub fn credentials(&self) -> Option<&Credentials> {
+        self.credentials.as_ref()
+    }
+
+    fn ca_certificates(&self) -> Vec<reqwest::Certificate> {
+        self.ca.clone()
+    }
+}
+
+/// The bounds of a cache root.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Bytes on disk the cache root may hold after a fetch; older mirrors
+    /// not in use are evicted to stay under it (the one just fetched
+    /// always stays).
+    pub max_bytes: u64,
+    /// Packs a mirror may hold before its next fetch, when nobody uses
+    /// it, clones it afresh (one pack).
+    pub max_packs: usize,
+    /// The longest one HTTP request of a fetch may take, the whole pack
+    /// download included.
+    pub timeout: Duration,
+}
+
+impl Default for Limits {
+    /// 1 GiB, 32 packs, 10 minutes.
+    fn default() -> Limits {
+        Limits {
+            max_bytes: 1 << 30,
+            max_packs: 32,
+            timeout: Duration::from_secs(600),
+        }
+    }
+}
+
+/// A cache root of mirrors, one per URL.
+#[derive(Debug, Clone)]
+pub struct Mirrors {
+    root: PathBuf,
+    limits: Limits,
+}
+
+/// What a [`Mirrors::fetch`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Fetched {
+    /// The mirror was cloned: the first fetch of the URL, after an
+    /// eviction, or a consolidation.
+    pub cloned: bool,
+    /// The clone replaced a mirror whose packs had piled up.
+    pub consolidated: bool,
+    /// The clone replaced a mirror a fetch could not update for a local
+    /// reason (a damaged repository).
+    pub repaired: bool,
+    /// Bytes of pack received (0 when nothing was new).
+    pub pack_bytes: u64,
+    /// Objects received.
+    pub objects: u64,
+    /// The commit had to be fetched by its id: the branch no longer
+    /// leads to it (a force-push after source-controller fetched it).
+    pub by_id: bool,
+    /// Mirrors of other URLs evicted to stay within the budget (their
+    /// directory names).
+    pub evicted: Vec<String>,
+    /// Bytes the cache root holds afterwards.
+    pub cache_bytes: u64,
+}
+
+impl Mirrors {
+    /// The mirrors under `root` (created if missing), kept within `limits`.
+    pub fn new(root: impl Into<PathBuf>, limits: Limits) -> Result<Mirrors> {
+        let root = root.into();
+        std::fs::create_dir_all(&root)
+            .map_err(|e| Error::io(format!("creating the mirror cache {}", root.display()), e))?;
+        Ok(Mirrors { root, limits })
+    }
+
+    /// The cache root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The bounds in force.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// The directory of the mirror of `url` (which may not exist yet).
+    pub fn dir_of(&self, url: &str) -> PathBuf {
+        self.root.join(store::key(url.trim()))
+    }
+
+    /// Bytes the cache root holds on disk now.
+    pub fn usage(&self) -> u64 {
+        store::disk_usage(&self.root)
+    }
+
+    /// Brings the mirror of `remote` up to date for `branch` (clones it
+    /// first when there is none) and makes sure it holds `commit` (a full
+    /// commit id, e.g. the one source-controller announced): when the
+    /// branch no longer leads to it, the commit is asked for by id.
+    /// Returns the mirror, held open (see [`Mirror`]). `interrupt` stops
+    /// the download when set (from another thread), leaving the mirror as
+    /// it was. Blocking.
+    ///
+    /// Errors: [`Error::Git`] for the server's refusals and failures
+    /// (authentication, no such repository, branch or commit, unreachable,
+    /// 5xx), [`Error::Input`] for a bad branch name or commit id,
+    /// [`Error::Io`] for the local disk.
+    pub fn fetch(
+        &self,
+        remote: &Remote,
+        branch: &str,
+        commit: Option<&str>,
+        interrupt: &AtomicBool,
+    ) -> Result<Mirror> {
+        let branch_ref = branch_ref(branch)?;
+        let branch = &branch_ref["refs/heads/".len()..];
+        let commit = commit.map(commit_id).transpose()?;
+        let key = store::key(remote.url());
+        let dir = self.root.join(&key);
+        let io = |what: &str, e: std::io::Error| {
+            Error::io(format!("{what} of the mirror {}", dir.display()), e)
+        };
+        let lock_path = |what: &str| self.root.join(format!("{key}.{what}.lock"));
+        let fetching = store::Lock::take(&lock_path("fetch"), store::Mode::Exclusive, true)
+            .map_err(|e| io("locking the fetch", e))?
+            .ok_or_else(|| io("locking the fetch", std::io::ErrorKind::WouldBlock.into()))?;
+        store::sweep_leftovers(&dir);
+        let using = store::Lock::take(&lock_path("use"), store::Mode::Shared, true)
+            .map_err(|e| io("locking the use", e))?
+            .ok_or_else(|| io("locking the use", std::io::ErrorKind::WouldBlock.into()))?;
+        let spec = format!("+{branch_ref}:{branch_ref}");
+        let mut fetched = Fetched::default();
+        let crowded = dir.exists() && store::pack_count(&dir) > self.limits.max_packs;
+        let received = if !dir.exists() {
+            fetched.cloned = true;
+            self.clone_into(&dir, remote, branch, &spec, interrupt)?
+        } else if crowded
+            && using
+                .try_exclusive()
+                .map_err(|e| io("locking the use", e))?
+        {
+            // Nobody reads it: replace it with a fresh clone.
+            fetched.cloned = true;
+            fetched.consolidated = true;
+            let result = self.clone_into(&dir, remote, branch, &spec, interrupt);
+            using.to_shared().map_err(|e| io("locking the use", e))?;
+            result?
+        } else {
+            if crowded {
+                log::info!(
+                    "mirror: {} holds more than {} packs but is in use; it is consolidated on a later fetch",
+                    remote.url(),
+                    self.limits.max_packs
+                );
+            }
+            // Under the fetch lock nobody else writes: lock files and
+            // temporary packs here are a killed fetch's.
+            store::clear_stale(&dir);
+            match fetch::fetch(
+                &dir,
+                remote,
+                std::slice::from_ref(&spec),
+                self.limits.timeout,
+                interrupt,
+            ) {
+                Ok(r) => r,
+                // Not the server's doing: a damaged mirror. Clone it afresh
+                // when nobody reads it.
+                Err(Error::Git {
+                    kind: GitFailure::Other,
+                    message,
+                    ..
+                }) if using
+                    .try_exclusive()
+                    .map_err(|e| io("locking the use", e))? =>
+                {
+                    log::warn!(
+                        "mirror: fetching {} into {} failed ({message}); cloning it afresh",
+                        remote.url(),
+                        dir.display()
+                    );
+                    fetched.cloned = true;
+                    fetched.repaired = true;
+                    let result = self.clone_into(&dir, remote, branch, &spec, interrupt);
+                    using.to_shared().map_err(|e| io("locking the use", e))?;
+                    result?
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        fetched.pack_bytes = received.pack_bytes;
+        fetched.objects = received.objects;
+        let head = head_of(&received, remote, branch)?;
+        let repo = git::Repo::open_bare(&dir)?;
+        if let Some(c) = &commit
+            && !repo.has_commit(c)
+        {
+            fetched.by_id = true;
+            let by_id = fetch::fetch(
+                &dir,
+                remote,
+                std::slice::from_ref(c),
+                self.limits.timeout,
+                interrupt,
+            );
+            match by_id {
+                Ok(r) => {
+                    fetched.pack_bytes += r.pack_bytes;
+                    fetched.objects += r.objects;
+                }
+                Err(
+                    e @ Error::Git {
+                        kind: GitFailure::Auth | GitFailure::Unreachable | GitFailure::Interrupted,
+                        ..
+                    },
+                ) => {
+                    return Err(e);
+                }
+                Err(_) => {}
+            }
+            if !repo.has_commit(c) {
+                return Err(Error::Git {
+                    url: remote.url().to_string(),
+                    message: format!(
+                        "commit {c} is not on the branch {branch} (now at {head}), and the server does not send it by id"
+                    ),
+                    hint: Some(
+                        "the branch was rewritten after source-controller fetched it; the next revision it announces is published"
+                            .to_string(),
+                    ),
+                    kind: GitFailure::NotFound,
+                });
+            }
+        }
+        store::touch(&dir).map_err(|e| io("marking the use", e))?;
+        drop(fetching);
+        let (evicted, cache_bytes) = store::evict(&self.root, &key, self.limits.max_bytes);
+        fetched.evicted = evicted;
+        fetched.cache_bytes = cache_bytes;
+        if cache_bytes > self.limits.max_bytes {
+            log::warn!(
+                "mirror: the cache {} holds {cache_bytes} bytes, more than its budget of {} (mirrors in use, or {} alone is larger)",
+                self.root.display(),
+                self.limits.max_bytes,
+                remote.url()
+            );
+        }
+        Ok(Mirror {
+            repo,
+            url: remote.url().to_string(),
+            branch: branch.to_string(),
+            head,
+            fetched,
+            _using: using,
+        })
+    }
+
+    /// Clones `remote`'s `branch` into a new directory beside `dir` and
+    /// renames it into place (replacing what is there: the caller holds
+    /// the use lock exclusively, or there is nothing).
+    fn clone_into(
+        &self,
+        dir: &Path,
+        remote: &Remote,
+        branch: &str,
+        spec: &str,
+        interrupt: &AtomicBool,
+    ) -> Result<fetch::Received> {
+        let new = store::sibling(dir, "new");
+        let io = |what: &str, e: std::io::Error| Error::io(format!("{what} {}", new.display()), e);
+        store::init_bare(&new, remote.url(), branch).map_err(|e| io("creating the mirror", e))?;
+        let received = match fetch::fetch(
+            &new,
+            remote,
+            &[spec.to_string()],
+            self.limits.timeout,
+            interrupt,
+        )
+        .and_then(|r| head_of(&r, remote, branch).map(|_| r))
+        {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&new);
+                return Err(e);
+            }
+        };
+        if dir.exists() {
+            let old = store::sibling(dir, "old");
+            std::fs::rename(dir, &old).map_err(|e| io("replacing the mirror with", e))?;
+            std::fs::rename(&new, dir).map_err(|e| io("moving into place", e))?;
+            let _ = std::fs::remove_dir_all(&old);
+        } else {
+            std::fs::rename(&new, dir).map_err(|e| io("moving into place", e))?;
+        }
+        Ok(received)
+    }
+}
+
+/// The commit the server's `branch` points to, from what a fetch saw.
+fn head_of(received: &fetch::Received, remote: &Remote, branch: &str) -> Result<String> {
+    let full = format!("refs/heads/{branch}");
+    received
+        .heads
+        .iter()
+        .find(|(name, _)| *name == full)
+        .map(|(_, id)| id.clone())
+        .ok_or_else(|| Error::Git {
+            url: remote.url().to_string(),
+            message: format!("the branch {branch} does not exist there"),
+            hint: Some("check the GitRepository's spec.ref.branch".to_string()),
+            kind: GitFailure::NotFound,
+        })
+}
+
+/// `refs/heads/BRANCH` for `BRANCH` or `refs/heads/BRANCH`, checked to be
+/// a valid reference name.
+fn branch_ref(branch: &str) -> Result<String> {
+    let branch = branch.strip_prefix("refs/heads/").unwrap_or(branch);
+    let full = format!("refs/heads/{branch}");
+    let valid = !branch.is_empty()
+        && !branch.starts_with('-')
+        && gix::refs::FullName::try_from(full.as_str()).is_ok();
+    if !valid {
+        return Err(Error::input(
+            format!("the branch {branch:?} is not a valid branch name"),
+            Some(
+                "name the branch as git does, e.g. main (the GitRepository's spec.ref.branch)"
+                    .to_string(),
+            ),
+        ));
+    }
+    Ok(full)
+}
+
+/// A full commit id, lowercase.
+fn commit_id(id: &str) -> Result<String> {
+    let id = id.trim();
+    if id.len() == 40 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(id.to_ascii_lowercase())
+    } else if id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Err(Error::input(
+            format!("{id} is a SHA-256 commit id: SHA-256 repositories are not supported"),
+            Some("publish from a SHA-1 repository (git's default)".to_string()),
+        ))
+    } else {
+        Err(Error::input(
+            format!("{id:?} is not a full commit id"),
+            Some("give the 40 hex digits of the commit (status.artifact.revision: BRANCH@sha1:COMMIT)".to_string()),
+        ))
+    }
+}
+
+/// A fetched mirror, open for reading: the fetch's outcome and the
+/// repository to publish from. While it lives, the mirror is neither
+/// replaced nor evicted (other fetches of the URL still proceed). Drop it
+/// when done publishing.
+#[derive(Debug)]
+pub struct Mirror {
+    repo: git::Repo,
+    url: String,
+    branch: String,
+    head: String,
+    fetched: Fetched,
+    _using: store::Lock,
+}
+
+impl Mirror {
+    /// The repository URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The branch fetched.
+    pub fn branch(&self) -> &str {
+        &self.branch
+    }
+
+    /// `refs/heads/BRANCH`: the ref a clone of the branch has checked out
+    /// (the provenance's `ref`).
+    pub fn git_ref(&self) -> String {
+        format!("refs/heads/{}", self.branch)
+    }
+
+    /// The commit the branch pointed to on the server at the fetch.
+    pub fn head(&self) -> &str {
+        &self.head
+    }
+
+    /// What the fetch did.
+    pub fn fetched(&self) -> &Fetched {
+        &self.fetched
+    }
+
+    /// The bare repository on disk.
+    pub fn dir(&self) -> &Path {
+        self.repo.root()
+    }
+
+    /// The repository, for its root folder.
+    pub fn repo(&self) -> &git::Repo {
+        &self.repo
+    }
+
+    /// Whether the mirror holds the commit `id`.
+    pub fn has_commit(&self, id: &str) -> bool {
+        self.repo.has_commit(id)
+    }
+
+    /// The URL as the image's `source` annotation names it: what `push`
+    /// in a clone of it reads from the `origin` remote.
+    pub fn source_url(&self) -> Option<String> {
+        super::github::normalize_remote_url(&self.url)
+    }
+
+    /// The checkout of `folder` (see [`folder`]) in this mirror.
+    pub fn checkout(&self, folder: &str) -> Result<Checkout> {
+        Ok(Checkout::from_repo(
+            self.repo.folder(&folder_path(folder)?),
+            None,
+        ))
+    }
+}
+
+/// A folder named relative to the repository root, as `push --path`
+/// takes it in the root of a clone: `/`-separated, `.` or empty for the
+/// root, `./` and trailing `/` allowed. Returned normalized (`""` for the
+/// root). Absolute paths, `..` and `.git` are refused.
+pub fn folder_path(folder: &str) -> Result<String> {
+    let bad = |why: &str| {
+        Error::input(
+            format!("the path {folder:?} {why}"),
+            Some("name the folder relative to the repository root, e.g. configs/shop".to_string()),
+        )
+    };
+    if folder.starts_with('/') {
+        return Err(bad("is absolute"));
+    }
+    let mut parts = Vec::new();
+    for p in folder.split('/') {
+        match p {
+            "" | "." => {}
+            ".." => return Err(bad("leaves the repository (..)")),
+            ".git" => return Err(bad("is inside .git")),
+            p => parts.push(p),
+        }
+    }
+    Ok(parts.join("/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flux_secrets_map_to_credentials() {
+        let data = |pairs: &[(&str, &str)]| -> BTreeMap<String, Vec<u8>> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+                .collect()
+        };
+        let url = "https://git.example.com/team/settings.git";
+        let basic =
+            Remote::from_flux(url, Some(&data(&[("username", "u"), ("password", "p")]))).unwrap();
+        assert_eq!(
+            basic.credentials(),
+            Some(&Credentials::Basic {
+                username: "u".into(),
+                password: "p".into()
+            })
+        );
+        let bearer = Remote::from_flux(url, Some(&data(&[("bearerToken", "t0k\n")]))).unwrap();
+        assert_eq!(
+            bearer.credentials(),
+            Some(&Credentials::Bearer("t0k".into()))
+        );
+        let none = Remote::from_flux(url, Some(&data(&[("known_hosts", "x")]))).unwrap();
+        assert_eq!(none.credentials(), None);
+        for (pairs, key) in [
+            (&[("password", "secret-pw")][..], "`username`"),
+            (
+                &[("username", "u"), ("bearerToken", "secret-tk")][..],
+                "bearerToken",
+            ),
+            (&[("ca.crt", "not a certificate")][..], "ca.crt"),
+        ] {
+            let e = Remote::from_flux(url, Some(&data(pairs)))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(key), "{e}");
+            assert!(!e.contains("secret-"), "{e}");
+        }
+        let shown = format!("{:?}", basic.credentials());
+        assert!(!shown.contains("\"p\""), "{shown}");
+        assert!(!format!("{bearer:?}").contains("t0k"));
+    }
+
+    #[test]
+    fn urls_are_http_without_credentials() {
+        for ok in [
+            "https://h/x.git",
+            "http://127.0.0.1:8080/r.git",
+            " https://h/a/b ",
+        ] {
+            assert!(Remote::new(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "ssh://git@h/x.git",
+            "git@h:x.git",
+            "https://u:secret@h/x.git",
+            "https://token@h/x.git",
+            "https://h/x\".git",
+            "https://h/x y",
+            "file:///srv/x.git",
+            "https://h/x#frag",
+        ] {
+            let e = Remote::new(bad).unwrap_err().to_string();
+            assert!(!e.is_empty());
+        }
+    }
+
+    #[test]
+    fn folders_are_repository_relative() {
+        assert_eq!(folder_path("configs/shop").unwrap(), "configs/shop");
+        assert_eq!(folder_path("./configs/shop/").unwrap(), "configs/shop");
+        assert_eq!(folder_path(".").unwrap(), "");
+        assert_eq!(folder_path("").unwrap(), "");
+        for bad in ["/etc", "configs/../..", "..", ".git/objects", "a/.git"] {
+            assert!(folder_path(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn branches_and_commits_are_checked() {
+        assert_eq!(branch_ref("main").unwrap(), "refs/heads/main");
+        assert_eq!(branch_ref("release/1.x").unwrap(), "refs/heads/release/1.x");
+        assert_eq!(branch_ref("refs/heads/main").unwrap(), "refs/heads/main");
+        for bad in ["", "-x", "a..b", "a b", "a:b", "x.lock", "a/"] {
+            assert!(branch_ref(bad).is_err(), "{bad}");
+        }
+        let id = "0123456789ABCDEF0123456789abcdef01234567";
+        assert_eq!(commit_id(id).unwrap(), id.to_ascii_lowercase());
+        assert!(commit_id("0123abc").is_err());
+        let sha256 = commit_id(&"a".repeat(64)).unwrap_err().to_string();
+        assert!(sha256.contains("SHA-256"), "{sha256}");
+    }
+}

@@ -1,0 +1,1287 @@
+//! `settings-image controller` against real things: the kube-apiserver of
+//! `shared/kube` (one per test binary), Flux's GitRepository CRD, a real
+//! distribution registry, and a real smart-HTTP git server (`git
+//! http-backend`) for the GitRepository's `spec.url`. No source-controller
+//! runs here: the tests write `status.artifact` as it does (`kubectl patch
+//! --subresource=status`, revision `<branch>@sha1:<commit>`). No kubelet
+//! either: the controller runs as a process with `--kubeconfig`, as its own
+//! ServiceAccount (a token of the ServiceAccount `config/` installs), so
+//! every test also proves the RBAC of `config/` is enough.
+//!
+//! The oracles: git (the CLI) for the commit and its tag, `settings-image
+//! build` in a `git clone` of the same URL for the digest, the registry's
+//! own API (curl) for tags, kubectl for status and Events, Python's
+//! `prometheus_client` parser for the metrics.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use common::git::{git_at, git_cmd};
+use common::git_server::{GitServer, Options as GitOptions};
+use common::kube::{Kube, kube};
+use common::registry::{Action, Auth, Proxy, Registry, free_port};
+use common::{TempDir, bin, repo, require, run_ok, stdout_of};
+
+/// The namespace `config/` installs into.
+const SYSTEM: &str = "settings-image-system";
+
+/// The API server with Flux's CRDs, ours, and `config/` applied (once).
+fn cluster() -> &'static Kube {
+    static DONE: OnceLock<()> = OnceLock::new();
+    let k = kube();
+    DONE.get_or_init(|| {
+        k.install_flux_crds();
+        let out = k
+            .kubectl()
+            .args(["apply", "-k"])
+            .arg(repo().join("config"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "kubectl apply -k config/ failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        run_ok(k.kubectl().args([
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/settingsimages.settings-image.configbutler.io",
+        ]));
+    });
+    k
+}
+
+/// A fresh namespace the controller's ServiceAccount may work in: the
+/// ClusterRole of `config/` bound there, as docs/controller.md says.
+fn namespace(k: &Kube, name: &str) -> String {
+    let ns = format!("{name}-{:x}", fastrand_u32());
+    k.namespace(&ns);
+    k.apply(&format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: settings-image-controller\n  namespace: {ns}\n\
+         roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: settings-image-controller\n\
+         subjects:\n- kind: ServiceAccount\n  name: settings-image-controller\n  namespace: {SYSTEM}\n"
+    ));
+    ns
+}
+
+fn fastrand_u32() -> u32 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    nanos ^ (std::process::id() << 16)
+}
+
+/// A kubeconfig for the controller's ServiceAccount (a TokenRequest token).
+fn service_account_kubeconfig(k: &Kube, dir: &Path) -> PathBuf {
+    static TOKEN: OnceLock<String> = OnceLock::new();
+    let token = TOKEN.get_or_init(|| {
+        stdout_of(k.kubectl().args([
+            "create",
+            "token",
+            "settings-image-controller",
+            "-n",
+            SYSTEM,
+            "--duration=2h",
+        ]))
+        .trim()
+        .to_string()
+    });
+    let admin: String = std::fs::read_to_string(&k.kubeconfig).unwrap();
+    let ca = admin
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("certificate-authority-data: "))
+        .expect("the admin kubeconfig's CA");
+    let path = dir.join("sa.kubeconfig");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority-data: {ca}\n\
+             users:\n- name: sa\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: sa\n    namespace: {SYSTEM}\n\
+             current-context: c\n",
+            k.url
+        ),
+    )
+    .unwrap();
+    path
+}
+
+// ------------------------------------------------------------------ git
+
+/// An upstream repository on a smart-HTTP git server, written with git.
+struct Upstream {
+    _root: TempDir,
+    work: PathBuf,
+    home: PathBuf,
+    server: GitServer,
+    basic: Option<(String, String)>,
+}
+
+impl Upstream {
+    fn start(opts: GitOptions) -> Upstream {
+        require("git");
+        let root = TempDir::new();
+        let home = root.join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let bare = root.join("srv/settings.git");
+        std::fs::create_dir_all(&bare).unwrap();
+        run_ok(git_cmd(&home, &bare).args(["init", "--bare", "-q", "-b", "main"]));
+        let work = root.join("work");
+        run_ok(
+            git_cmd(&home, root.path())
+                .args(["clone", "-q"])
+                .arg(&bare)
+                .arg(&work),
+        );
+        run_ok(git_cmd(&home, &work).args(["checkout", "-q", "-b", "main"]));
+        let basic = opts.basic.clone();
+        let server = GitServer::start(&root.join("srv"), opts);
+        Upstream {
+            _root: root,
+            work,
+            home,
+            server,
+            basic,
+        }
+    }
+
+    fn url(&self) -> String {
+        self.server.url("settings.git")
+    }
+
+    /// Commits `files` (path -> content) at `time` and pushes; the commit id.
+    fn commit(&self, files: &[(&str, &str)], time: i64) -> String {
+        for (p, c) in files {
+            let f = self.work.join(p);
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(f, c).unwrap();
+        }
+        run_ok(git_cmd(&self.home, &self.work).args(["add", "-A"]));
+        git_at(
+            &self.work,
+            &["commit", "-q", "-m", &format!("at {time}")],
+            time,
+        );
+        run_ok(git_cmd(&self.home, &self.work).args(["push", "-q", "origin", "main"]));
+        self.git(&["rev-parse", "HEAD"])
+    }
+
+    fn git(&self, args: &[&str]) -> String {
+        stdout_of(git_cmd(&self.home, &self.work).args(args))
+            .trim()
+            .to_string()
+    }
+
+    /// What `git log -1 -- PATH` names from `commit`, as a timestamp tag.
+    fn tag(&self, prefix: &str, commit: &str, path: &str) -> String {
+        let line = self.git(&["log", "-1", "--format=%ct %H", commit, "--", path]);
+        let (ct, id) = line.split_once(' ').unwrap();
+        format!("{prefix}-{ct}-{}", &id[..7])
+    }
+
+    /// The digest `settings-image build` makes for `commit` in a git clone
+    /// of the server's URL.
+    fn digest(&self, commit: &str, path: &str, prefix: &str) -> String {
+        let tmp = TempDir::new();
+        let clone = tmp.join("clone");
+        let url = match &self.basic {
+            Some((u, p)) => self.url().replacen("://", &format!("://{u}:{p}@"), 1),
+            None => self.url(),
+        };
+        run_ok(
+            git_cmd(&self.home, tmp.path())
+                .args(["clone", "-q", &url])
+                .arg(&clone),
+        );
+        // The image's `source` annotation reads origin: as a clone names it.
+        run_ok(git_cmd(&self.home, &clone).args(["remote", "set-url", "origin", &self.url()]));
+        let out = run_ok(
+            Command::new(bin())
+                .current_dir(&clone)
+                .args(["build", "--path", path, "--timestamp-tag", prefix])
+                .args(["--revision", commit, "--json", "--output"])
+                .arg(tmp.join("layout")),
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["digest"].as_str().unwrap().to_string()
+    }
+}
+
+// ------------------------------------------------------------------ cluster objects
+
+fn git_repository(k: &Kube, ns: &str, name: &str, url: &str, secret: Option<&str>) {
+    let secret = secret
+        .map(|s| format!("  secretRef:\n    name: {s}\n"))
+        .unwrap_or_default();
+    k.apply(&format!(
+        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: {name}\n  namespace: {ns}\n\
+         spec:\n  interval: 1m\n  url: {url}\n  ref:\n    branch: main\n{secret}"
+    ));
+}
+
+/// Writes `status.artifact` as source-controller does after a fetch.
+fn fetched(k: &Kube, ns: &str, name: &str, commit: &str) {
+    let status = json!({"status": {"artifact": {
+        "revision": format!("main@sha1:{commit}"),
+        "digest": format!("sha256:{}", "0".repeat(64)),
+        "path": format!("gitrepository/{ns}/{name}/{commit}.tar.gz"),
+        "url": format!("http://source-controller.flux-system.svc.cluster.local./gitrepository/{ns}/{name}/{commit}.tar.gz"),
+        "lastUpdateTime": "2026-01-01T00:00:00Z",
+    }}});
+    run_ok(k.kubectl().args([
+        "patch",
+        "gitrepository",
+        name,
+        "-n",
+        ns,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &status.to_string(),
+    ]));
+}
+
+fn settings_image(k: &Kube, ns: &str, name: &str, spec: &str) {
+    k.apply(&format!(
+        "apiVersion: settings-image.configbutler.io/v1alpha1\nkind: SettingsImage\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n{spec}"
+    ));
+}
+
+fn get(k: &Kube, ns: &str, what: &str) -> Value {
+    let out = stdout_of(k.kubectl().args(["get", what, "-n", ns, "-o", "json"]));
+    serde_json::from_str(&out).unwrap()
+}
+
+/// A condition of a SettingsImage's status: (status, reason, message).
+fn condition(si: &Value, type_: &str) -> Option<(String, String, String)> {
+    si["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+        .map(|c| {
+            (
+                c["status"].as_str().unwrap_or_default().to_string(),
+                c["reason"].as_str().unwrap_or_default().to_string(),
+                c["message"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+}
+
+/// The Events on SettingsImage `name`: (type, reason, note).
+fn events(k: &Kube, ns: &str, name: &str) -> Vec<(String, String, String)> {
+    let v = get(k, ns, "events.events.k8s.io");
+    v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["regarding"]["name"] == name && e["regarding"]["kind"] == "SettingsImage")
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap_or_default().to_string(),
+                e["reason"].as_str().unwrap_or_default().to_string(),
+                e["note"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+// ------------------------------------------------------------------ the controller process
+
+/// `settings-image controller` as a process; killed on drop.
+struct Controller {
+    child: Option<Child>,
+    log: PathBuf,
+    /// Its TMPDIR (the temporary layer files land here).
+    tmp: PathBuf,
+    metrics: u16,
+    probes: u16,
+    _dir: TempDir,
+}
+
+impl Controller {
+    fn start(k: &Kube, ns: &str, extra: &[&str]) -> Controller {
+        Controller::start_env(k, ns, extra, &[])
+    }
+
+    fn start_env(k: &Kube, ns: &str, extra: &[&str], env: &[(&str, &str)]) -> Controller {
+        let dir = TempDir::new();
+        let kubeconfig = service_account_kubeconfig(k, dir.path());
+        let tmp = dir.join("tmp");
+        std::fs::create_dir_all(&tmp).unwrap();
+        let log = dir.join("controller.log");
+        let (metrics, probes) = (free_port(), free_port());
+        let child = Command::new(bin())
+            .arg("controller")
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["--namespace", ns])
+            .arg(format!("--metrics-bind-address=127.0.0.1:{metrics}"))
+            .arg(format!("--health-probe-bind-address=127.0.0.1:{probes}"))
+            .arg("--cache-dir")
+            .arg(dir.join("cache"))
+            .args(extra)
+            .envs(env.iter().copied())
+            .env("TMPDIR", &tmp)
+            .env_remove("KUBECONFIG")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Controller {
+            child: Some(child),
+            log,
+            tmp,
+            metrics,
+            probes,
+            _dir: dir,
+        }
+    }
+
+    fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    /// Sends SIGTERM and waits for the exit code (a process still there
+    /// after two minutes is a failure, not a hang).
+    fn terminate(&mut self) -> i32 {
+        run_ok(Command::new("kill").args(["-TERM", &self.pid().to_string()]));
+        let mut child = self.child.take().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status.code().unwrap_or(-1);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("still running two minutes after SIGTERM:\n{}", self.logs());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// `GET http://127.0.0.1:PORT/PATH`: (status, body).
+    fn http(port: u16, path: &str) -> (u16, String) {
+        let out = Command::new(require("curl"))
+            .args(["-s", "-o", "-", "-w", "\n%{http_code}"])
+            .arg(format!("http://127.0.0.1:{port}{path}"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+        (code.trim().parse().unwrap_or(0), body.to_string())
+    }
+
+    /// Waits until SettingsImage `name` satisfies `pred` (polling its
+    /// status; the deadline only keeps a broken run from hanging).
+    fn wait(
+        &self,
+        k: &Kube,
+        ns: &str,
+        name: &str,
+        what: &str,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(180);
+        loop {
+            let v = get(k, ns, &format!("settingsimage/{name}"));
+            if pred(&v) {
+                return v;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "SettingsImage {ns}/{name} never got to: {what}\nstatus: {:#}\ncontroller log:\n{}",
+                v["status"],
+                self.logs()
+            );
+            // Each poll starts kubectl; four a second is plenty.
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn is_ready_for(revision: &str) -> impl Fn(&Value) -> bool + '_ {
+    move |v| {
+        v["status"]["lastHandledRevision"] == revision
+            && condition(v, "Ready").is_some_and(|c| c.0 == "True")
+    }
+}
+
+/// The metric samples of the text `/metrics` serves, parsed by Python's
+/// `prometheus_client` (OpenMetrics parser): name{labels} -> value.
+fn scrape(port: u16) -> BTreeMap<String, f64> {
+    let (code, body) = Controller::http(port, "/metrics");
+    assert_eq!(code, 200, "{body}");
+    let script = r#"
+import sys, json
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+out = {}
+for fam in text_string_to_metric_families(sys.stdin.read()):
+    for s in fam.samples:
+        labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
+        out[s.name + ("{" + labels + "}" if labels else "")] = s.value
+print(json.dumps(out))
+"#;
+    let mut child = Command::new(require("python3"))
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(body.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "prometheus_client could not parse /metrics (run scripts/deps.sh):\n{}\n{body}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The tags of `name` in the registry (none when the repository does not
+/// exist yet), from its own API.
+fn tags(reg: &Registry, name: &str) -> Vec<String> {
+    let (code, body) =
+        common::registry::curl(&format!("http://{}/v2/{name}/tags/list", reg.host()), None);
+    match code {
+        404 => Vec::new(),
+        200 => serde_json::from_str::<Value>(&body).unwrap()["tags"]
+            .as_array()
+            .map(|t| t.iter().map(|x| x.as_str().unwrap().to_string()).collect())
+            .unwrap_or_default(),
+        _ => panic!("listing the tags of {name}: {code} {body}"),
+    }
+}
+
+// ------------------------------------------------------------------ install
+
+#[test]
+fn the_committed_crd_is_what_the_types_generate() {
+    let out = run_ok(Command::new(bin()).args(["controller", "--print-crd"]));
+    let committed = std::fs::read_to_string(
+        repo().join("config/crd/settings-image.configbutler.io_settingsimages.yaml"),
+    )
+    .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        committed,
+        "config/crd/ is stale: run `cargo run -- controller --print-crd > config/crd/settings-image.configbutler.io_settingsimages.yaml`"
+    );
+}
+
+#[test]
+fn config_applies_and_its_service_account_has_least_privilege() {
+    let k = cluster();
+    // The base as a server dry run: schema, RBAC escalation checks, admission.
+    let out = k
+        .kubectl()
+        .args(["apply", "--dry-run=server", "-k"])
+        .arg(repo().join("config"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl apply --dry-run=server -k config/ failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let other = namespace(k, "rbac");
+    let unbound = format!("unbound-{:x}", fastrand_u32());
+    k.namespace(&unbound);
+    let sa = format!("system:serviceaccount:{SYSTEM}:settings-image-controller");
+    let can = |verb: &str, what: &str, ns: Option<&str>| -> bool {
+        let mut cmd = k.kubectl();
+        match what.split_once('/') {
+            Some((resource, sub)) => {
+                cmd.args(["auth", "can-i", verb, resource, "--subresource", sub])
+            }
+            None => cmd.args(["auth", "can-i", verb, what]),
+        };
+        cmd.args(["--as", &sa]);
+        match ns {
+            Some(ns) => cmd.args(["-n", ns]),
+            None => cmd.arg("--all-namespaces"),
+        };
+        let out = cmd.output().unwrap();
+        String::from_utf8_lossy(&out.stdout).trim() == "yes"
+    };
+    for ns in [SYSTEM, other.as_str()] {
+        for (verb, what) in [
+            ("list", "settingsimages.settings-image.configbutler.io"),
+            ("watch", "settingsimages.settings-image.configbutler.io"),
+            (
+                "patch",
+                "settingsimages.settings-image.configbutler.io/status",
+            ),
+            ("watch", "gitrepositories.source.toolkit.fluxcd.io"),
+            ("get", "secrets"),
+            ("create", "events.events.k8s.io"),
+        ] {
+            assert!(
+                can(verb, what, Some(ns)),
+                "the controller cannot {verb} {what} in {ns}"
+            );
+        }
+    }
+    for (verb, what) in [
+        ("get", "leases.coordination.k8s.io"),
+        ("update", "leases.coordination.k8s.io"),
+        ("create", "leases.coordination.k8s.io"),
+    ] {
+        assert!(
+            can(verb, what, Some(SYSTEM)),
+            "the controller cannot {verb} {what}"
+        );
+    }
+    // Least privilege: nothing outside the watched namespaces, no listing
+    // of Secrets, no writes to the spec or to GitRepositories.
+    assert!(
+        !can("get", "secrets", Some(&unbound)),
+        "reads Secrets in a namespace it does not watch"
+    );
+    assert!(!can("get", "secrets", Some("kube-system")));
+    assert!(!can("get", "secrets", None));
+    assert!(!can("list", "secrets", Some(SYSTEM)));
+    assert!(!can(
+        "list",
+        "settingsimages.settings-image.configbutler.io",
+        Some(&unbound)
+    ));
+    assert!(!can(
+        "update",
+        "settingsimages.settings-image.configbutler.io",
+        Some(SYSTEM)
+    ));
+    assert!(!can(
+        "patch",
+        "gitrepositories.source.toolkit.fluxcd.io",
+        Some(SYSTEM)
+    ));
+    assert!(!can("update", "leases.coordination.k8s.io", Some(&other)));
+    // The Deployment as the API server stores it: non-root, read-only
+    // root filesystem, limits, probes, the action image run as `controller`.
+    let d = get(k, SYSTEM, "deployment/settings-image-controller");
+    let pod = &d["spec"]["template"]["spec"];
+    let c = &pod["containers"][0];
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
+    assert_eq!(c["args"][0], "controller");
+    assert!(c["resources"]["limits"]["memory"].is_string());
+    assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
+}
+
+// ------------------------------------------------------------------ publishing
+
+/// First publish, a new commit, the same revision again, an older one.
+#[test]
+fn publishes_each_fetched_revision_and_only_moves_forward() {
+    let k = cluster();
+    let ns = namespace(k, "publish");
+    let reg = Registry::start(Auth::None);
+    let proxy = Proxy::start(reg.port);
+    let up = Upstream::start(GitOptions::default());
+    let c1 = up.commit(
+        &[
+            ("configs/shop/app.yaml", "color: blue\n"),
+            ("README", "x\n"),
+        ],
+        1_700_000_000,
+    );
+    git_repository(k, &ns, "settings", &up.url(), None);
+    let repository = format!("{}/shop", proxy.host());
+    settings_image(
+        k,
+        &ns,
+        "shop",
+        &format!(
+            "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: configs/shop\n  repository: {repository}\n  branchTag: main\n"
+        ),
+    );
+    let ctl = Controller::start(k, &ns, &[]);
+    // No artifact yet: waiting, nothing pushed.
+    let v = ctl.wait(k, &ns, "shop", "Ready=False ArtifactNotReady", |v| {
+        condition(v, "Ready").is_some_and(|c| c.1 == "ArtifactNotReady")
+    });
+    assert_eq!(condition(&v, "Reconciling").unwrap().0, "True");
+    assert!(tags(&reg, "shop").is_empty());
+
+    // 1. The first revision.
+    fetched(k, &ns, "settings", &c1);
+    let rev1 = format!("main@sha1:{c1}");
+    let v = ctl.wait(k, &ns, "shop", "published rev 1", is_ready_for(&rev1));
+    let tag1 = up.tag("main", &c1, "configs/shop");
+    let img = &v["status"]["images"][0];
+    assert_eq!(img["tag"], tag1.as_str());
+    assert_eq!(img["commit"], c1.as_str());
+    assert_eq!(img["path"], "configs/shop");
+    assert_eq!(img["repository"], repository.as_str());
+    assert_eq!(img["pushed"], true);
+    assert_eq!(
+        img["digest"],
+        up.digest(&c1, "configs/shop", "main").as_str()
+    );
+    assert_eq!(
+        v["status"]["observedGeneration"],
+        v["metadata"]["generation"]
+    );
+    assert!(condition(&v, "Reconciling").is_none() && condition(&v, "Stalled").is_none());
+    let t = tags(&reg, "shop");
+    assert!(
+        t.contains(&tag1) && t.contains(&"main".to_string()),
+        "{t:?}"
+    );
+
+    // 2. A commit that changes the folder, and one that does not.
+    let c2 = up.commit(
+        &[("configs/shop/app.yaml", "color: green\n")],
+        1_700_000_100,
+    );
+    let c3 = up.commit(&[("README", "y\n")], 1_700_000_200);
+    fetched(k, &ns, "settings", &c3);
+    let rev3 = format!("main@sha1:{c3}");
+    let v = ctl.wait(k, &ns, "shop", "published rev 3", is_ready_for(&rev3));
+    let tag2 = up.tag("main", &c3, "configs/shop");
+    assert_eq!(
+        tag2,
+        up.tag("main", &c2, "configs/shop"),
+        "git names c2 as the folder's last change"
+    );
+    assert_eq!(v["status"]["images"][0]["tag"], tag2.as_str());
+    assert_eq!(v["status"]["images"][0]["commit"], c2.as_str());
+    assert_eq!(
+        v["status"]["images"][0]["digest"],
+        up.digest(&c3, "configs/shop", "main").as_str()
+    );
+    assert!(tags(&reg, "shop").contains(&tag2));
+
+    // 3. The same revision again (source-controller re-fetches and writes
+    // a new lastUpdateTime): not one request to the registry.
+    proxy.take();
+    let before = scrape(ctl.metrics);
+    let status = json!({"status": {"artifact": {"lastUpdateTime": "2026-01-02T00:00:00Z"}}});
+    run_ok(k.kubectl().args([
+        "patch",
+        "gitrepository",
+        "settings",
+        "-n",
+        &ns,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &status.to_string(),
+    ]));
+    // Wait for the controller to have seen the change: the GitRepository's
+    // resourceVersion moved and a later, unrelated trigger (an annotation
+    // Flux uses to ask for a reconcile) is handled before we count.
+    run_ok(k.kubectl().args([
+        "annotate",
+        "--overwrite",
+        "settingsimage",
+        "shop",
+        "-n",
+        &ns,
+        "reconcile.fluxcd.io/requestedAt=1",
+    ]));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while scrape(ctl.metrics)
+        .get("settings_image_reconciles_total{result=\"unchanged\"}")
+        .copied()
+        .unwrap_or(0.0)
+        <= before
+            .get("settings_image_reconciles_total{result=\"unchanged\"}")
+            .copied()
+            .unwrap_or(0.0)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no unchanged reconcile:\n{}",
+            ctl.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        proxy.take().len(),
+        0,
+        "the same revision sent requests to the registry"
+    );
+
+    // 4. An older revision (a rolled-back GitRepository): its tag exists,
+    // the branch tag stays on the newer commit, and a Warning says so.
+    fetched(k, &ns, "settings", &c1);
+    let v = ctl.wait(
+        k,
+        &ns,
+        "shop",
+        "handled the older rev 1",
+        is_ready_for(&rev1),
+    );
+    let ready = condition(&v, "Ready").unwrap();
+    assert!(ready.2.contains("warning"), "{ready:?}");
+    assert_eq!(v["status"]["images"][0]["tag"], tag1.as_str());
+    assert_eq!(v["status"]["images"][0]["pushed"], false);
+    let main_commit = common::registry::revision_of(&reg, "shop", "main");
+    assert_eq!(main_commit, c2, "the branch tag moved back");
+    let ev = events(k, &ns, "shop");
+    assert!(
+        ev.iter()
+            .any(|e| e.0 == "Warning" && e.1 == "BranchTagKept"),
+        "{ev:?}"
+    );
+    assert!(
+        ev.iter()
+            .any(|e| e.0 == "Warning" && e.1 == "OlderRevision"),
+        "{ev:?}"
+    );
+    assert!(
+        ev.iter().any(|e| e.0 == "Normal" && e.1 == "Published"),
+        "{ev:?}"
+    );
+
+    // The metrics, parsed by Prometheus' own client library.
+    let m = scrape(ctl.metrics);
+    assert_eq!(m.get("settings_image_publishes_total"), Some(&2.0), "{m:?}");
+    assert!(m["settings_image_uploaded_bytes_total"] > 0.0, "{m:?}");
+    assert!(
+        m["settings_image_reconciles_total{result=\"published\"}"] >= 3.0,
+        "{m:?}"
+    );
+    assert!(
+        m["settings_image_reconcile_duration_seconds_count"] >= 4.0,
+        "{m:?}"
+    );
+    assert_eq!(m.get("settings_image_leader"), Some(&1.0));
+    assert_eq!(Controller::http(ctl.probes, "/healthz").0, 200);
+    assert_eq!(Controller::http(ctl.probes, "/readyz").0, 200);
+    // JSON logs: every line is one object with ts, level and msg.
+    for line in ctl.logs().lines() {
+        let v: Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON: {line}: {e}"));
+        assert!(
+            v["ts"].is_string() && v["level"].is_string() && v["msg"].is_string(),
+            "{line}"
+        );
+    }
+}
+
+/// A registry that fails, then works again: Ready=False with the reason,
+/// retried with backoff, then Ready=True; nothing half-pushed.
+#[test]
+fn a_registry_outage_is_retried_until_it_publishes() {
+    let k = cluster();
+    let ns = namespace(k, "outage");
+    let reg = Registry::start(Auth::None);
+    let proxy = Proxy::start(reg.port);
+    proxy.set_rule(|_, _| Action::Respond(503, vec![]));
+    let up = Upstream::start(GitOptions::default());
+    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
+    git_repository(k, &ns, "settings", &up.url(), None);
+    settings_image(
+        k,
+        &ns,
+        "app",
+        &format!(
+            "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: app\n  repository: {}/app\n  provenance: false\n",
+            proxy.host()
+        ),
+    );
+    fetched(k, &ns, "settings", &c1);
+    let ctl = Controller::start(k, &ns, &[]);
+    let v = ctl.wait(k, &ns, "app", "Ready=False RegistryOperationFailed", |v| {
+        condition(v, "Ready").is_some_and(|c| c.0 == "False" && c.1 == "RegistryOperationFailed")
+    });
+    assert_eq!(
+        condition(&v, "Reconciling").unwrap().1,
+        "ProgressingWithRetry"
+    );
+    assert!(condition(&v, "Stalled").is_none());
+    assert!(tags(&reg, "app").is_empty());
+    assert!(
+        events(k, &ns, "app")
+            .iter()
+            .any(|e| e.0 == "Warning" && e.1 == "RegistryOperationFailed")
+    );
+    proxy.set_rule(|_, _| Action::Forward);
+    let v = ctl.wait(
+        k,
+        &ns,
+        "app",
+        "Ready after the outage",
+        is_ready_for(&format!("main@sha1:{c1}")),
+    );
+    assert_eq!(
+        v["status"]["images"][0]["tag"],
+        up.tag("main", &c1, "app").as_str()
+    );
+    let m = scrape(ctl.metrics);
+    assert!(
+        m["settings_image_failures_total{reason=\"RegistryOperationFailed\"}"] >= 1.0,
+        "{m:?}"
+    );
+}
+
+/// A GitRepository behind basic auth, a registry behind basic auth with a
+/// `kubernetes.io/dockerconfigjson` Secret, and a glob of folders.
+#[test]
+fn credentials_come_from_the_secrets_flux_uses() {
+    let k = cluster();
+    let ns = namespace(k, "creds");
+    let reg = Registry::start(Auth::Basic {
+        user: "pusher".into(),
+        password: "reg-s3cret".into(),
+    });
+    let up = Upstream::start(GitOptions {
+        basic: Some(("reader".into(), "git-s3cret".into())),
+        ..GitOptions::default()
+    });
+    let c1 = up.commit(
+        &[
+            ("configs/shop/a.yaml", "a: 1\n"),
+            ("configs/cart/b.yaml", "b: 2\n"),
+        ],
+        1_700_000_000,
+    );
+    k.apply(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: git-auth\n  namespace: {ns}\nstringData:\n  username: reader\n  password: git-s3cret\n"
+    ));
+    let auth = base64("pusher:reg-s3cret");
+    let dockerconfig = json!({"auths": {reg.host(): {"auth": auth}}}).to_string();
+    k.apply(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: registry\n  namespace: {ns}\ntype: kubernetes.io/dockerconfigjson\nstringData:\n  .dockerconfigjson: '{dockerconfig}'\n"
+    ));
+    git_repository(k, &ns, "settings", &up.url(), Some("git-auth"));
+    settings_image(
+        k,
+        &ns,
+        "all",
+        &format!(
+            "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: configs/*\n  repository: {}/settings-{{name}}\n  secretRef:\n    name: registry\n",
+            reg.host()
+        ),
+    );
+    fetched(k, &ns, "settings", &c1);
+    let ctl = Controller::start(k, &ns, &[]);
+    let v = ctl.wait(
+        k,
+        &ns,
+        "all",
+        "published both folders",
+        is_ready_for(&format!("main@sha1:{c1}")),
+    );
+    let images = v["status"]["images"].as_array().unwrap();
+    let paths: Vec<&str> = images.iter().map(|i| i["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, ["configs/cart", "configs/shop"]);
+    for (name, img) in [("cart", &images[0]), ("shop", &images[1])] {
+        assert_eq!(
+            img["repository"],
+            format!("{}/settings-{name}", reg.host()).as_str()
+        );
+        assert_eq!(
+            img["digest"],
+            up.digest(&c1, &format!("configs/{name}"), "main").as_str()
+        );
+    }
+    // The git server saw the credentials; nothing printed them.
+    assert!(up.server.hits().iter().any(|h| {
+        h.authorization
+            .as_deref()
+            .is_some_and(|a| a.starts_with("Basic "))
+    }));
+    let logs = ctl.logs();
+    for secret in ["git-s3cret", "reg-s3cret", &auth] {
+        assert!(!logs.contains(secret), "a secret in the log:\n{logs}");
+        assert!(!v["status"].to_string().contains(secret));
+    }
+}
+
+fn base64(s: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(s)
+}
+
+/// A bad spec stalls with a message naming the field, and pushes nothing.
+#[test]
+fn a_bad_spec_stalls_naming_the_field() {
+    let k = cluster();
+    let ns = namespace(k, "stall");
+    let reg = Registry::start(Auth::None);
+    let up = Upstream::start(GitOptions::default());
+    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
+    git_repository(k, &ns, "settings", &up.url(), None);
+    fetched(k, &ns, "settings", &c1);
+    let source = "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: app\n";
+    settings_image(
+        k,
+        &ns,
+        "no-source",
+        &format!(
+            "  sourceRef:\n    kind: GitRepository\n    name: missing\n  path: app\n  repository: {}/a\n",
+            reg.host()
+        ),
+    );
+    settings_image(
+        k,
+        &ns,
+        "bad-repo",
+        &format!("{source}  repository: {}/Upper/Case\n", reg.host()),
+    );
+    settings_image(
+        k,
+        &ns,
+        "no-key",
+        &format!(
+            "{source}  repository: {}/b\n  secretRef:\n    name: wrong\n",
+            reg.host()
+        ),
+    );
+    k.apply(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: wrong\n  namespace: {ns}\nstringData:\n  username: u\n"
+    ));
+    let ctl = Controller::start(k, &ns, &[]);
+    for (name, field, words) in [
+        ("no-source", "spec.sourceRef", "missing"),
+        ("bad-repo", "spec.repository", "Upper/Case"),
+        ("no-key", "spec.secretRef", ".dockerconfigjson"),
+    ] {
+        let v = ctl.wait(k, &ns, name, "Stalled", |v| {
+            condition(v, "Stalled").is_some_and(|c| c.0 == "True")
+        });
+        let (_, _, message) = condition(&v, "Stalled").unwrap();
+        assert!(
+            message.starts_with(field) && message.contains(words),
+            "{name}: {message}"
+        );
+        let ready = condition(&v, "Ready").unwrap();
+        assert_eq!(
+            (ready.0.as_str(), ready.2.as_str()),
+            ("False", message.as_str())
+        );
+        assert!(condition(&v, "Reconciling").is_none());
+        assert!(
+            events(k, &ns, name)
+                .iter()
+                .any(|e| e.0 == "Warning" && e.2 == message)
+        );
+    }
+    let (code, body) = common::registry::curl(&format!("http://{}/v2/_catalog", reg.host()), None);
+    assert_eq!(code, 200);
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["repositories"],
+        json!([]),
+        "a stalled spec pushed"
+    );
+    // Fixing the spec publishes.
+    settings_image(
+        k,
+        &ns,
+        "bad-repo",
+        &format!("{source}  repository: {}/lower\n", reg.host()),
+    );
+    ctl.wait(
+        k,
+        &ns,
+        "bad-repo",
+        "published after the fix",
+        is_ready_for(&format!("main@sha1:{c1}")),
+    );
+}
+
+// ------------------------------------------------------------------ operations
+
+/// Two replicas with --leader-elect: one publishes; when it stops, the
+/// other takes the Lease and publishes the next revision.
+#[test]
+fn two_replicas_one_publishes_and_the_other_takes_over() {
+    let k = cluster();
+    let ns = namespace(k, "leader");
+    let reg = Registry::start(Auth::None);
+    let up = Upstream::start(GitOptions::default());
+    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
+    git_repository(k, &ns, "settings", &up.url(), None);
+    settings_image(
+        k,
+        &ns,
+        "app",
+        &format!(
+            "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: app\n  repository: {}/app\n",
+            reg.host()
+        ),
+    );
+    let lease = format!("lease-{ns}");
+    let args = [
+        "--leader-elect",
+        "--leader-election-namespace",
+        SYSTEM,
+        "--leader-election-id",
+        &lease,
+    ];
+    let mut a = Controller::start(k, &ns, &args);
+    let holder = || -> String {
+        get(k, SYSTEM, &format!("lease/{lease}"))["spec"]["holderIdentity"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while scrape(a.metrics).get("settings_image_leader") != Some(&1.0) {
+        assert!(Instant::now() < deadline, "A never led:\n{}", a.logs());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let b = Controller::start(k, &ns, &args);
+    fetched(k, &ns, "settings", &c1);
+    a.wait(
+        k,
+        &ns,
+        "app",
+        "published by A",
+        is_ready_for(&format!("main@sha1:{c1}")),
+    );
+    assert_eq!(
+        scrape(b.metrics).get("settings_image_leader"),
+        Some(&0.0),
+        "B leads too"
+    );
+    assert_eq!(
+        scrape(b.metrics).get("settings_image_publishes_total"),
+        Some(&0.0)
+    );
+    assert_eq!(
+        scrape(a.metrics).get("settings_image_publishes_total"),
+        Some(&1.0)
+    );
+    let first = holder();
+    assert!(!first.is_empty());
+    // A stops (SIGTERM: it releases the Lease); B takes over.
+    assert_eq!(a.terminate(), 0, "A's exit:\n{}", a.logs());
+    let c2 = up.commit(&[("app/a.yaml", "a: 2\n")], 1_700_000_100);
+    fetched(k, &ns, "settings", &c2);
+    b.wait(
+        k,
+        &ns,
+        "app",
+        "published by B",
+        is_ready_for(&format!("main@sha1:{c2}")),
+    );
+    assert_eq!(
+        scrape(b.metrics).get("settings_image_publishes_total"),
+        Some(&1.0)
+    );
+    assert_ne!(holder(), first);
+    assert!(tags(&reg, "app").contains(&up.tag("main", &c2, "app")));
+}
+
+/// SIGTERM while a push is uploading: the controller lets it finish (or,
+/// past --graceful-shutdown-timeout, abandons it without a tag) and exits
+/// 0 without leaving temporary files.
+#[test]
+fn sigterm_mid_push_finishes_or_abandons_cleanly() {
+    let k = cluster();
+    let ns = namespace(k, "sigterm");
+    let reg = Registry::start(Auth::None);
+    let proxy = Proxy::start(reg.port);
+    let up = Upstream::start(GitOptions::default());
+    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
+    git_repository(k, &ns, "settings", &up.url(), None);
+    settings_image(
+        k,
+        &ns,
+        "app",
+        &format!(
+            "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: app\n  repository: {}/app\n  provenance: false\n",
+            proxy.host()
+        ),
+    );
+    fetched(k, &ns, "settings", &c1);
+
+    // Holds the first request whose path holds `what` until `release` is
+    // sent, then forwards it, or drops it when `drop` (a client long gone).
+    let hold = |proxy: &Proxy, what: &'static str, drop: bool| {
+        let (started_tx, started_rx) = mpsc::channel::<()>();
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let started_tx = Mutex::new(Some(started_tx));
+        let release_rx = Arc::new(Mutex::new(release_rx));
+        proxy.set_rule(move |method, path| {
+            if (method == "PUT" || method == "PATCH")
+                && path.contains(what)
+                && let Some(tx) = started_tx.lock().unwrap().take()
+            {
+                let _ = tx.send(());
+                let _ = release_rx.lock().unwrap().recv();
+                if drop {
+                    return Action::Reset;
+                }
+            }
+            Action::Forward
+        });
+        (started_rx, release_tx)
+    };
+
+    // 1. Abandoned: a blob upload never ends within the 1 s grace.
+    let (started, release) = hold(&proxy, "/blobs/uploads/", true);
+    // The registry client would wait an hour for the held upload: only
+    // abandoning it lets the process exit.
+    let mut ctl = Controller::start_env(
+        k,
+        &ns,
+        &["--graceful-shutdown-timeout=1s"],
+        &[
+            ("SETTINGS_IMAGE_REQUEST_TIMEOUT", "3600"),
+            ("SETTINGS_IMAGE_PUSH_TIMEOUT", "3600"),
+        ],
+    );
+    started
+        .recv_timeout(Duration::from_secs(120))
+        .unwrap_or_else(|_| panic!("no upload started:\n{}", ctl.logs()));
+    assert_eq!(ctl.terminate(), 0, "{}", ctl.logs());
+    assert!(ctl.logs().contains("abandoned"), "{}", ctl.logs());
+    let _ = release.send(());
+    assert!(
+        tags(&reg, "app").is_empty(),
+        "an abandoned push wrote a tag"
+    );
+    let left: Vec<_> = std::fs::read_dir(&ctl.tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(
+        left.iter()
+            .all(|n| !n.to_string_lossy().starts_with("settings-image-layer-")),
+        "{left:?}"
+    );
+
+    // 2. Finished: the manifest's upload ends after SIGTERM, within the grace.
+    let (started, release) = hold(&proxy, "/manifests/", false);
+    let mut ctl = Controller::start(k, &ns, &["--graceful-shutdown-timeout=120s"]);
+    started
+        .recv_timeout(Duration::from_secs(120))
+        .unwrap_or_else(|_| panic!("no upload started:\n{}", ctl.logs()));
+    let pid = ctl.pid();
+    run_ok(Command::new("kill").args(["-TERM", &pid.to_string()]));
+    // The controller is still running while the push is held (no time
+    // limit is asserted: this only gives a wrong early exit the chance
+    // to show).
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        ctl.child.as_mut().unwrap().try_wait().unwrap().is_none(),
+        "exited mid-push:\n{}",
+        ctl.logs()
+    );
+    release.send(()).unwrap();
+    let status = ctl.child.take().unwrap().wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{}", ctl.logs());
+    assert!(
+        tags(&reg, "app").contains(&up.tag("main", &c1, "app")),
+        "{}",
+        ctl.logs()
+    );
+    let left: Vec<_> = std::fs::read_dir(&ctl.tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(
+        left.iter()
+            .all(|n| !n.to_string_lossy().starts_with("settings-image-layer-")),
+        "{left:?}"
+    );
+}
+
+/// `settings-image flux --settings-image FILE`: the Flux objects that follow
+/// what a SettingsImage publishes, accepted by the API server with Flux's
+/// CRDs (server dry run).
+#[test]
+fn flux_prints_the_objects_that_follow_a_settings_image() {
+    let k = cluster();
+    let ns = namespace(k, "follow");
+    let dir = TempDir::new();
+    let file = dir.join("si.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "apiVersion: settings-image.configbutler.io/v1alpha1\nkind: SettingsImage\nmetadata:\n  name: shop\n  namespace: {ns}\n\
+             spec:\n  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: configs/shop\n  repository: ghcr.io/acme/settings-{{name}}\n\
+             \x20 timestampTag: main\n  secretRef:\n    name: ghcr-pull\n"
+        ),
+    )
+    .unwrap();
+    let out = stdout_of(
+        Command::new(bin())
+            .args(["flux", "--no-automation", "--settings-image"])
+            .arg(&file),
+    );
+    let docs: Vec<Value> = out
+        .split("\n---\n")
+        .filter(|d| !d.trim().trim_start_matches("---").trim().is_empty())
+        .map(|d| serde_yaml_ng::from_str(d).unwrap())
+        .collect();
+    let repo = docs
+        .iter()
+        .find(|d| d["kind"] == "ImageRepository")
+        .expect("an ImageRepository");
+    assert_eq!(repo["spec"]["image"], "ghcr.io/acme/settings-shop");
+    assert_eq!(repo["spec"]["secretRef"]["name"], "ghcr-pull");
+    assert_eq!(repo["metadata"]["namespace"], ns.as_str());
+    let policy = docs
+        .iter()
+        .find(|d| d["kind"] == "ImagePolicy")
+        .expect("an ImagePolicy");
+    assert!(
+        policy["spec"]["filterTags"]["pattern"]
+            .as_str()
+            .unwrap()
+            .starts_with("^main-"),
+        "{policy}"
+    );
+    let dry = k.dry_run(&out);
+    assert!(
+        dry.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dry.stderr)
+    );
+    // Without a timestampTag (the controller's default is the branch) the
+    // prefix must be given.
+    std::fs::write(
+        &file,
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .replace("  timestampTag: main\n", ""),
+    )
+    .unwrap();
+    let out = Command::new(bin())
+        .args(["flux", "--settings-image"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--prefix"));
+}
