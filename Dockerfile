@@ -1,18 +1,17 @@
-# The action's image: one static binary in an empty image.
-# Build stage: Alpine's Rust links against musl, so the binary is static and
-# resolves DNS without glibc's NSS libraries.
-FROM rust:1-alpine AS build
-RUN apk add --no-cache musl-dev ca-certificates
-WORKDIR /src
-COPY Cargo.toml Cargo.lock ./
-COPY src ./src
-RUN cargo build --release --locked \
- && strip target/release/settings-image \
- && /src/target/release/settings-image --version
-
+# The action's image: one static binary and a CA bundle in an empty image.
+# Nothing is compiled here: `bash scripts/action-image.sh [RUST_TARGET...]`
+# first builds the binary (the gnu target with crt-static, release profile,
+# stripped) into target/action-image/<arch>/ next to the CA bundle, and the
+# repository root is the build context (.dockerignore keeps only that
+# folder). So `docker build .`, BuildKit for several platforms, and
+# `buildah bud` all build it offline. A static glibc resolves names without
+# NSS modules: glibc (2.34 on) has its files and dns sources built in, so
+# /etc/hosts and /etc/resolv.conf, which the runtime provides, are enough.
 FROM scratch
-COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
-COPY --from=build /src/target/release/settings-image /settings-image
+# Set by BuildKit and buildah for the platform being built (amd64, arm64).
+ARG TARGETARCH
+COPY target/action-image/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
+COPY target/action-image/${TARGETARCH}/settings-image /settings-image
 # Root on purpose: the runner's file-command files and the workspace belong to
 # uid 1001, and a container action has to write the former.
 USER 0:0

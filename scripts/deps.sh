@@ -10,10 +10,10 @@ packages=(
   apache2-utils  # htpasswd for the basic-auth registry
   skopeo umoci   # independent OCI readers
   podman runc containerd uidmap # runtimes that pull and mount our images
-  buildah        # a peer in the push benchmark
+  buildah        # builds the Dockerfile in tests/action.rs; a peer in the push benchmark
   busybox-static # a tiny binary to run inside test containers
   openssl        # signs the test token server's JWTs
-  ca-certificates # the CA bundle the container contract test puts in the action image
+  ca-certificates # the CA bundle the Dockerfile copies (scripts/action-image.sh stages it)
   gzip tar coreutils python3
   python3-jsonschema # draft-04 validator for the OCI schema tests
   time           # /usr/bin/time -v for peak RSS in scripts/bench-build.sh
@@ -55,6 +55,18 @@ fi
 # (1.20) is too old for server-side dry runs of CRDs with CEL rules.
 if ! command -v kubectl >/dev/null; then
   echo "scripts/deps.sh: kubectl is missing: install a kubectl between 1.27 and 1.33 (the package \`kubectl\` from Kubernetes' or Google Cloud's apt repository)" >&2
+  exit 1
+fi
+
+# The test command's runner and linter: cargo-nextest runs the suite
+# (every machine of this project carries it; elsewhere `cargo install
+# cargo-nextest --locked`), clippy-driver lints while the tests compile.
+if ! cargo nextest --version >/dev/null 2>&1; then
+  echo "scripts/deps.sh: cargo-nextest is missing: install it (cargo install cargo-nextest --locked)" >&2
+  exit 1
+fi
+if ! clippy-driver --version >/dev/null 2>&1; then
+  echo "scripts/deps.sh: clippy-driver is missing: rustup component add clippy" >&2
   exit 1
 fi
 

@@ -4,8 +4,9 @@
 //! repository owned by the runner's uid 1001 (the action runs as root),
 //! empty `$GITHUB_OUTPUT` and `$GITHUB_STEP_SUMMARY` files, real webhook
 //! payloads, and a real registry (docker-registry) on loopback. The outputs
-//! file is parsed with the runner's rules. The last test runs a static
-//! binary in a scratch image under podman with the runner's mounts.
+//! file is parsed with the runner's rules. One test builds the shipped
+//! image from the Dockerfile with buildah and runs it under podman in the
+//! runner's `docker run` shape.
 //!
 //! The pull_request payload is the real push payload of
 //! `tests/fixtures/github/push` with the fields the action reads from a
@@ -18,7 +19,6 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -189,45 +189,6 @@ impl Step {
     }
 }
 
-/// Parses a file command file with the runner's rules: `name=value`, or
-/// `name<<DELIMITER`, value lines, `DELIMITER`. Every name must appear once.
-fn parse_outputs(text: &str) -> BTreeMap<String, String> {
-    let lines: Vec<&str> = text.split('\n').collect();
-    let mut out = BTreeMap::new();
-    let mut i = 0;
-    while i < lines.len() {
-        let line = lines[i];
-        i += 1;
-        if line.is_empty() {
-            continue;
-        }
-        let eq = line.find('=');
-        let heredoc = line.find("<<");
-        let (name, value) = match (eq, heredoc) {
-            (Some(e), h) if h.is_none_or(|h| e < h) => (&line[..e], line[e + 1..].to_string()),
-            (_, Some(h)) => {
-                let (name, delim) = (&line[..h], &line[h + 2..]);
-                assert!(!delim.is_empty(), "empty heredoc delimiter: {line}");
-                let start = i;
-                while i < lines.len() && lines[i] != delim {
-                    i += 1;
-                }
-                assert!(i < lines.len(), "heredoc {delim} is not closed:\n{text}");
-                let value = lines[start..i].join("\n");
-                i += 1;
-                (name, value)
-            }
-            _ => panic!("the runner rejects the line {line:?} in:\n{text}"),
-        };
-        assert!(!name.is_empty(), "an output without a name in:\n{text}");
-        assert!(
-            out.insert(name.to_string(), value).is_none(),
-            "output {name} written twice:\n{text}"
-        );
-    }
-    out
-}
-
 /// A simulated runner: a workspace, the file command files, the event.
 struct Runner {
     tmp: TempDir,
@@ -310,7 +271,7 @@ impl Runner {
             code,
             stdout: String::from_utf8_lossy(stdout).into_owned(),
             stderr: String::from_utf8_lossy(stderr).into_owned(),
-            outputs: parse_outputs(&output_file),
+            outputs: common::github::parse_outputs(&output_file),
             output_file,
             summary: fs::read_to_string(summary).expect("reading GITHUB_STEP_SUMMARY"),
         }
@@ -983,75 +944,81 @@ fn tmp_path(ws: &Path, name: &str) -> PathBuf {
     ws.parent().expect("the workspace has a parent").join(name)
 }
 
-/// Builds the static binary the container contract test runs: the gnu
-/// target with crt-static (the only target installed here; the Dockerfile
-/// builds the musl one), in its own target directory.
-fn static_binary() -> PathBuf {
-    let target_dir = common::repo().join("target/static");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    common::run_ok(
-        Command::new(cargo)
-            .args([
-                "build",
-                "--release",
-                "--locked",
-                "--target",
-                "x86_64-unknown-linux-gnu",
-            ])
-            .env("RUSTFLAGS", "-C target-feature=+crt-static")
-            .env_remove("CARGO_ENCODED_RUSTFLAGS")
-            .env("CARGO_TARGET_DIR", &target_dir)
-            .current_dir(common::repo()),
-    );
-    target_dir.join("x86_64-unknown-linux-gnu/release/settings-image")
+/// The repository root as the Dockerfile's build context, once the static
+/// binary it copies is there: the test command builds it before the tests
+/// (`bash scripts/action-image.sh`), never a test. A binary older than a
+/// source it is built from would be a stale image: refused.
+fn action_image_context() -> PathBuf {
+    let root = common::repo();
+    let binary = root.join("target/action-image/amd64/settings-image");
+    let built = fs::metadata(&binary)
+        .and_then(|m| m.modified())
+        .unwrap_or_else(|e| {
+            panic!(
+                "{}: {e}: build the action image's binary with `bash scripts/action-image.sh` \
+                 (scripts/test.sh does, before the tests)",
+                binary.display()
+            )
+        });
+    let mut sources = vec![root.join("Cargo.toml"), root.join("Cargo.lock")];
+    let mut dirs = vec![root.join("src")];
+    while let Some(d) = dirs.pop() {
+        for e in fs::read_dir(&d).expect("reading src") {
+            let p = e.expect("a dir entry").path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else {
+                sources.push(p);
+            }
+        }
+    }
+    for src in sources {
+        let changed = fs::metadata(&src).and_then(|m| m.modified()).expect("stat");
+        assert!(
+            changed <= built,
+            "{} changed after {} was built: run `bash scripts/action-image.sh` again",
+            src.display(),
+            binary.display()
+        );
+    }
+    root
 }
 
 #[test]
-fn the_static_binary_runs_as_a_container_action_under_podman() {
-    let binary = static_binary();
+fn the_shipped_image_runs_as_a_container_action_under_podman() {
+    let root = action_image_context();
     let reg = Registry::start(Auth::None);
     let tmp = TempDir::new();
 
-    // Dogfood: the action's image is a settings image of a folder that
-    // holds what the Dockerfile's scratch image holds (the binary and the
-    // CA bundle), pushed like action.yml's `docker://` image.
-    let image_dir = tmp.join("image");
-    fs::create_dir_all(image_dir.join("etc/ssl/certs")).expect("creating the image folder");
-    // The CA bundle, as the Dockerfile copies it (oci-client needs one even
-    // for plain HTTP).
-    fs::copy(
-        "/etc/ssl/certs/ca-certificates.crt",
-        image_dir.join("etc/ssl/certs/ca-certificates.crt"),
-    )
-    .expect("copying the CA bundle (Debian package ca-certificates)");
-    fs::copy(&binary, image_dir.join("settings-image")).expect("copying the binary");
-    fs::set_permissions(
-        image_dir.join("settings-image"),
-        fs::Permissions::from_mode(0o755),
-    )
-    .expect("chmod");
-    let image = format!("{}/configbutler/settings-image", reg.host());
-    let pushed = common::registry::run(
-        &[
-            "push",
-            "--source",
-            "worktree",
-            "--path",
-            image_dir.to_str().expect("utf-8"),
-            "--repository",
-            &image,
-            "--tag",
-            "v0",
-            "--json",
-        ],
-        &[],
-        None,
-    )
-    .json();
+    // The Dockerfile, built offline with buildah as docker builds it on
+    // GitHub (the repository as context, .dockerignore leaving only the
+    // staged binary and CA bundle), pushed like action.yml's `docker://`
+    // image.
+    let builder = Podman::new(&tmp.join("b"));
+    let image = format!("{}/configbutler/settings-image:v0", reg.host());
+    common::run_ok(
+        builder
+            .buildah()
+            .args(["bud", "--layers=false", "--format", "oci", "-f"])
+            .arg(root.join("Dockerfile"))
+            .args(["-t", &image])
+            .arg(&root),
+    );
+    let unpacked: u64 = common::stdout_of(builder.cmd().args([
+        "image",
+        "inspect",
+        "--format",
+        "{{.Size}}",
+        &image,
+    ]))
+    .trim()
+    .parse()
+    .expect("the image size");
+    common::run_ok(builder.cmd().args(["push", "--tls-verify=false", &image]));
     let raw = common::stdout_of(
         common::tool("skopeo")
             .args(["inspect", "--raw", "--tls-verify=false"])
-            .arg(format!("docker://{image}:v0")),
+            .arg(format!("docker://{image}")),
     );
     let manifest: serde_json::Value = serde_json::from_str(&raw).expect("manifest JSON");
     let blobs: u64 = manifest["layers"]
@@ -1061,93 +1028,127 @@ fn the_static_binary_runs_as_a_container_action_under_podman() {
         .chain([&manifest["config"]])
         .map(|d| d["size"].as_u64().expect("size"))
         .sum();
-    let size = blobs + raw.len() as u64;
-    let binary_size = fs::metadata(&binary).expect("stat").len();
+    let pulled = blobs + raw.len() as u64;
     println!(
-        "action image {image}:v0: {size} bytes to pull ({:.2} MiB); binary {binary_size} bytes ({:.2} MiB)",
-        size as f64 / 1048576.0,
-        binary_size as f64 / 1048576.0
+        "action image {image}: {unpacked} bytes unpacked ({:.2} MiB), {pulled} bytes to pull ({:.2} MiB)",
+        unpacked as f64 / 1048576.0,
+        pulled as f64 / 1048576.0
     );
+    // The image is the binary and the CA bundle, nothing else (the
+    // .dockerignore, the two COPYs). The shipped binary is the release
+    // build, which keeps the image under 10 MiB to pull (ci.yml's image job
+    // checks it where docker runs); the test command stages the test
+    // profile's, which is larger.
+    let staged = root.join("target/action-image");
+    let content = fs::metadata(staged.join("amd64/settings-image"))
+        .expect("stat")
+        .len()
+        + fs::metadata(staged.join("ca-certificates.crt"))
+            .expect("stat")
+            .len();
     assert!(
-        size < 10 * 1024 * 1024,
-        "the action image is {size} bytes, over 10 MiB"
+        (content..content + 64 * 1024).contains(&unpacked),
+        "the image holds {unpacked} bytes for {content} bytes of binary and CA bundle"
     );
-    assert_eq!(pushed["pushed"], true);
+    let profile = fs::read_to_string(staged.join("profile")).expect("the staged profile");
+    if profile.trim() == "release" {
+        assert!(
+            pulled < 10 * 1024 * 1024,
+            "the action image is {pulled} bytes to pull, over 10 MiB"
+        );
+    }
 
-    // The runner's layout: workspace, file commands, event, home.
+    // The runner's layout: workspace, file commands, workflow (event), home.
     let ws = workspace(tmp.path());
-    let file_commands = tmp.join("_runner_file_commands");
-    let home = tmp.join("_github_home");
-    fs::create_dir_all(&file_commands).expect("mkdir");
-    fs::create_dir_all(&home).expect("mkdir");
+    let temp = tmp.join("_temp");
+    let (file_commands, workflow, home) = (
+        temp.join("_runner_file_commands"),
+        temp.join("_github_workflow"),
+        temp.join("_github_home"),
+    );
+    for d in [&file_commands, &workflow, &home] {
+        fs::create_dir_all(d).expect("mkdir");
+    }
     fs::write(file_commands.join("set_output_5f1c"), "").expect("GITHUB_OUTPUT");
     fs::write(file_commands.join("step_summary_5f1c"), "").expect("GITHUB_STEP_SUMMARY");
-    chown_runner(&file_commands);
-    chown_runner(&home);
-    let event = fixture("push/branch-push-1-commit.octokit-webhooks-js.json");
+    fs::copy(
+        fixture("push/branch-push-1-commit.octokit-webhooks-js.json"),
+        workflow.join("event.json"),
+    )
+    .expect("the event");
+    chown_runner(&temp);
     let runner = Runner::new(TempDir::new(), ws.clone());
-    let target = format!("{}/acme/from-container", reg.host());
-    let podman = Podman::new(tmp.path());
+    // The registry by a host name that only the container's /etc/hosts
+    // knows: the static binary resolves it without glibc's NSS modules.
+    let target = format!("registry.test:{}/acme/from-container", reg.port);
+    let podman = Podman::new(&tmp.join("r"));
     podman.insecure_registry(&reg.host());
-    // One step in the container, as the runner starts it.
-    let step = |with: &[(&str, &str)]| {
-        let env: Vec<(String, String)> = runner
-            .github_env(
-                1,
-                "/github/file_commands/set_output_5f1c",
-                "/github/file_commands/step_summary_5f1c",
-                "/github/workspace",
-                "/github/workflow/event.json",
-            )
-            .into_iter()
-            .chain([("HOME".to_string(), "/github/home".to_string())])
-            .chain(runner_inputs(with, ""))
-            .collect();
-        let mut cmd = podman.cmd();
-        cmd.args([
-            "run",
-            "--rm",
-            "--network",
-            "host",
-            "--workdir",
+    let env: Vec<(String, String)> = runner
+        .github_env(
+            1,
+            "/github/file_commands/set_output_5f1c",
+            "/github/file_commands/step_summary_5f1c",
             "/github/workspace",
-        ])
-        .arg("-v")
-        .arg(format!("{}:/github/workspace", ws.display()))
-        .arg("-v")
-        .arg(format!("{}:/github/file_commands", file_commands.display()))
-        .arg("-v")
-        .arg(format!("{}:/github/home", home.display()))
-        .arg("-v")
-        .arg(format!("{}:/github/workflow/event.json", event.display()));
-        // As the runner does: `-e NAME`, the value from the client's environment.
-        for (k, v) in &env {
-            cmd.arg("-e").arg(k).env(k, v);
-        }
-        cmd.args(["--entrypoint", "/settings-image"])
-            .arg(format!("{image}:v0"))
-            .arg("action");
-        let out = cmd.output().expect("running podman");
-        (
-            out.status,
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
+            "/github/workflow/event.json",
         )
-    };
-
-    let (status, stdout, stderr) = step(&with_base(&target, &[("token", "")]));
+        .into_iter()
+        .filter(|(k, _)| k != "CI" && k != "GITHUB_ACTIONS")
+        .chain([("HOME".to_string(), "/github/home".to_string())])
+        .chain(runner_inputs(
+            &with_base(&target, &[("token", ""), ("insecure", "true")]),
+            "",
+        ))
+        .collect();
+    // The runner's `docker run` (actions/runner DockerCommandManager):
+    // name, label, workdir, --rm, `-e NAME` for each variable (the value
+    // from the client's environment), GITHUB_ACTIONS and CI, the network,
+    // the four mounts, the image, no arguments. Here the network is the
+    // host's (a bridge would need private-range addresses) with
+    // `--add-host` for the registry's name; there is no docker.sock to mount.
+    let mut cmd = podman.cmd();
+    cmd.args([
+        "run",
+        "--name",
+        "settings_image_5f1c",
+        "--label",
+        "f1c5e2",
+        "--workdir",
+        "/github/workspace",
+        "--rm",
+    ]);
+    for (k, v) in &env {
+        cmd.arg("-e").arg(k).env(k, v);
+    }
+    cmd.args(["-e", "GITHUB_ACTIONS=true", "-e", "CI=true"])
+        .args(["--network", "host", "--add-host", "registry.test:127.0.0.1"]);
+    for (from, to) in [
+        (&home, "/github/home"),
+        (&workflow, "/github/workflow"),
+        (&file_commands, "/github/file_commands"),
+        (&ws, "/github/workspace"),
+    ] {
+        cmd.arg("-v").arg(format!("{}:{to}", from.display()));
+    }
+    cmd.arg(&image);
+    let out = cmd.output().expect("running podman");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
     assert!(
-        status.success(),
-        "the container action failed ({status}):\nstdout:\n{stdout}\nstderr:\n{stderr}"
+        out.status.success(),
+        "the container action failed ({}):\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
     );
     let output_file =
         fs::read_to_string(file_commands.join("set_output_5f1c")).expect("reading the outputs");
-    let outputs = parse_outputs(&output_file);
+    let outputs = common::github::parse_outputs(&output_file);
     let (ct, id) = last_change(&ws, None);
     let tag = format!("main-{ct}-{}", &id[..7]);
     assert_eq!(outputs["tag"], tag, "{stdout}");
     assert_eq!(outputs["pushed"], "true");
-    let i = skopeo_inspect(&format!("{target}:{tag}"), None).expect("pushed from the container");
+    let direct = format!("{}/acme/from-container:{tag}", reg.host());
+    let i = skopeo_inspect(&direct, None).expect("pushed from the container");
     assert_eq!(i["Digest"], outputs["digest"].as_str());
     assert_eq!(
         outputs["reference"],

@@ -268,54 +268,87 @@ fn the_validator_rejects_what_flux_would_reject() {
 
 #[test]
 fn bad_flux_options_are_input_errors_and_print_nothing() {
-    for args in [
-        vec!["--repository", "ghcr.io/acme/s", "--prefix", "/"],
-        vec![
-            "--repository",
-            "ghcr.io/acme/s",
-            "--prefix",
-            "main",
-            "--interval",
-            "soon",
-        ],
-        vec![
-            "--repository",
-            "ghcr.io/acme/s",
-            "--prefix",
-            "main",
-            "--namespace",
-            "Bad_NS",
-        ],
-        vec![
-            "--repository",
-            "ghcr.io/acme/s",
-            "--prefix",
-            "main",
-            "--path",
-            "a",
-            "--path",
-            "b",
-        ],
-        vec![
-            "--repository",
-            "ghcr.io/acme/s-{name}",
-            "--prefix",
-            "main",
-            "--path",
-            "x/shop",
-            "--path",
-            "y/shop",
-        ],
-        vec!["--repository", "ghcr.io/acme/s-{name}", "--prefix", "main"],
-        vec!["--repository", "ghcr.io/Acme/S", "--prefix", "main"],
-    ] {
+    // Each bad input, and what its error line must name: the value given
+    // and, where the message points at it, the flag.
+    let cases: [(Vec<&str>, &[&str]); 7] = [
+        (
+            vec!["--repository", "ghcr.io/acme/s", "--prefix", "/"],
+            &["error: the tag prefix \"/\""],
+        ),
+        (
+            vec![
+                "--repository",
+                "ghcr.io/acme/s",
+                "--prefix",
+                "main",
+                "--interval",
+                "soon",
+            ],
+            &["error: interval \"soon\""],
+        ),
+        (
+            vec![
+                "--repository",
+                "ghcr.io/acme/s",
+                "--prefix",
+                "main",
+                "--namespace",
+                "Bad_NS",
+            ],
+            &["error: namespace \"Bad_NS\""],
+        ),
+        (
+            vec![
+                "--repository",
+                "ghcr.io/acme/s",
+                "--prefix",
+                "main",
+                "--path",
+                "a",
+                "--path",
+                "b",
+            ],
+            &[
+                "error: 2 folders but one repository \"ghcr.io/acme/s\"",
+                "--repository",
+            ],
+        ),
+        (
+            vec![
+                "--repository",
+                "ghcr.io/acme/s-{name}",
+                "--prefix",
+                "main",
+                "--path",
+                "x/shop",
+                "--path",
+                "y/shop",
+            ],
+            &["error: x/shop and y/shop both map to ghcr.io/acme/s-shop"],
+        ),
+        (
+            vec!["--repository", "ghcr.io/acme/s-{name}", "--prefix", "main"],
+            &[
+                "error: --repository \"ghcr.io/acme/s-{name}\" is a template",
+                "--path",
+            ],
+        ),
+        (
+            vec!["--repository", "ghcr.io/Acme/S", "--prefix", "main"],
+            &[
+                "error: invalid repository \"ghcr.io/Acme/S\"",
+                "--repository ghcr.io/acme/s",
+            ],
+        ),
+    ];
+    for (args, names) in cases {
         let out = flux(&args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert!(out.stdout.is_empty(), "{args:?} printed objects");
-        assert!(
-            String::from_utf8_lossy(&out.stderr).contains("error:"),
-            "{args:?}"
-        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        for n in names {
+            assert!(stderr.contains(n), "{args:?}: wanted {n:?} in:\n{stderr}");
+        }
     }
 }
 

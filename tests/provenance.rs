@@ -13,6 +13,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 
+use common::forge;
 use common::registry::*;
 use serde_json::Value;
 
@@ -1055,24 +1056,26 @@ fn inspect_flags_a_statement_about_another_image() {
     )
     .json();
     let digest = out["digest"].as_str().unwrap();
-    // A provenance referrer on this image whose statement names another.
-    let facts = settings_image::provenance::Facts {
-        repository: None,
+    // A provenance referrer on this image whose statement names another,
+    // written by hand and attached by another tool.
+    let other = format!("sha256:{}", "1".repeat(64));
+    let statement = forge::statement(&forge::Claims {
+        subject_name: &repo,
+        subject_digest: &other,
+        commit: &commit,
+        path: "conf",
         git_ref: None,
-        path: "conf".into(),
-        commit: commit.clone(),
-        committed_at: "2024-01-02T03:04:05Z".into(),
-        builder_id: "elsewhere".into(),
-        invocation_id: None,
-        workflow_ref: None,
+        builder: "elsewhere",
         annotations: Default::default(),
         labels: Default::default(),
-    };
-    let other = format!("sha256:{}", "1".repeat(64));
-    let art = settings_image::provenance::artifact(&repo, &other, &facts).unwrap();
-    let c = client(&repo);
-    let subject = c.head_manifest(digest).unwrap().unwrap();
-    c.attach_referrer(&subject, &art).unwrap();
+    });
+    forge::attach(
+        &reg.host(),
+        "forged",
+        digest,
+        &statement,
+        &forge::referrer_annotations(&commit, "2024-01-02T03:04:05Z", None),
+    );
     let i = run(&["inspect", &format!("{repo}:v1"), "--json"], &[], None).json();
     assert_eq!(i["provenance"]["subject_matches"], false);
     let human = run(&["inspect", &format!("{repo}:v1")], &[], None);
@@ -1084,11 +1087,13 @@ fn inspect_flags_a_statement_about_another_image() {
         .as_str()
         .expect("provenance")
         .to_string();
-    assert_eq!(c.referrers(digest, None).unwrap().len(), 2);
+    let listed =
+        || provenance_descriptors(&fallback_index(&reg.host(), "forged", digest).unwrap().1);
+    assert_eq!(listed().len(), 2);
     // Its re-run adds none: (commit, ref) is what re-runs compare.
     let rerun = push(&git.conf(), &repo, "v1", &clean_env(&[]), &[]).json();
     assert_eq!(rerun["provenance"], own.as_str());
-    assert_eq!(c.referrers(digest, None).unwrap().len(), 2);
+    assert_eq!(listed().len(), 2);
 }
 
 #[test]
@@ -1192,30 +1197,29 @@ fn every_ref_that_publishes_a_digest_records_its_own_provenance() {
     )
     .json();
     let digest2 = out["digest"].as_str().unwrap().to_string();
-    let facts = settings_image::provenance::Facts {
-        repository: None,
-        git_ref: Some("refs/heads/main".into()),
-        path: "conf".into(),
-        commit: out["commit"].as_str().unwrap().to_string(),
-        committed_at: "2024-01-02T03:04:05Z".into(),
-        builder_id: "settings-image/0.0.1".into(),
-        invocation_id: None,
-        workflow_ref: None,
+    let commit2 = out["commit"].as_str().unwrap();
+    let statement = forge::statement(&forge::Claims {
+        subject_name: &repo2,
+        subject_digest: &digest2,
+        commit: commit2,
+        path: "conf",
+        git_ref: Some("refs/heads/main"),
+        builder: "settings-image/0.0.1",
         annotations: Default::default(),
         labels: Default::default(),
-    };
-    let mut art = settings_image::provenance::artifact(&repo2, &digest2, &facts).unwrap();
-    assert!(
-        art.annotations
-            .remove("dev.settings-image.provenance.ref")
-            .is_some()
+    });
+    // No ref annotation on the referrer: only the statement names it.
+    let legacy = forge::attach(
+        &host,
+        "acme/legacy",
+        &digest2,
+        &statement,
+        &forge::referrer_annotations(commit2, "2024-01-02T03:04:05Z", None),
     );
-    let c = client(&repo2);
-    let subject = c.head_manifest(&digest2).unwrap().unwrap();
-    let legacy = c.attach_referrer(&subject, &art).unwrap().descriptor.digest;
     let again = push(&git2.conf(), &repo2, "v1", &clean_env(&[]), &[]).json();
     assert_eq!(again["provenance"], legacy.as_str());
-    assert_eq!(c.referrers(&digest2, None).unwrap().len(), 1);
+    let (_, index) = fallback_index(&host, "acme/legacy", &digest2).unwrap();
+    assert_eq!(provenance_descriptors(&index).len(), 1, "{index}");
 }
 
 #[test]
@@ -1236,23 +1240,32 @@ fn a_statement_that_does_not_attest_the_callers_additions_is_not_reused() {
     let out = push(&git.conf(), &repo, "v1", &env, &first).json();
     let digest = out["digest"].as_str().unwrap().to_string();
     // A statement for the same commit and ref that does not record the
-    // additions, as a settings-image before they were recorded wrote it.
-    let facts = settings_image::provenance::Facts {
-        repository: Some("https://github.com/acme/settings".into()),
-        git_ref: Some("refs/heads/main".into()),
-        path: "conf".into(),
-        commit: commit.clone(),
-        committed_at: "2024-01-02T03:04:05Z".into(),
-        builder_id: "settings-image/0.0.1".into(),
-        invocation_id: None,
-        workflow_ref: None,
+    // additions, as a settings-image before they were recorded wrote it
+    // (by hand here, attached by another tool).
+    let statement = forge::statement(&forge::Claims {
+        subject_name: &repo,
+        subject_digest: &digest,
+        commit: &commit,
+        path: "conf",
+        git_ref: Some("refs/heads/main"),
+        builder: "settings-image/0.0.1",
         annotations: Default::default(),
         labels: Default::default(),
+    });
+    let old = forge::attach(
+        &reg.host(),
+        "acme/added",
+        &digest,
+        &statement,
+        &forge::referrer_annotations(&commit, "2024-01-02T03:04:05Z", Some("refs/heads/main")),
+    );
+    let referrers = || {
+        provenance_descriptors(
+            &fallback_index(&reg.host(), "acme/added", &digest)
+                .unwrap()
+                .1,
+        )
     };
-    let art = settings_image::provenance::artifact(&repo, &digest, &facts).unwrap();
-    let c = client(&repo);
-    let subject = c.head_manifest(&digest).unwrap().unwrap();
-    let old = c.attach_referrer(&subject, &art).unwrap().descriptor.digest;
     let verify = || {
         run(
             &["verify", &format!("{repo}@{digest}"), "--path", &git.conf()],
@@ -1271,7 +1284,7 @@ fn a_statement_that_does_not_attest_the_callers_additions_is_not_reused() {
     let again = push(&git.conf(), &repo, "v1", &env, &additions).json();
     let new = again["provenance"].as_str().unwrap().to_string();
     assert_ne!(new, old);
-    assert_eq!(c.referrers(&digest, None).unwrap().len(), 2);
+    assert_eq!(referrers().len(), 2);
     let i = run(&["inspect", &format!("{repo}:v1"), "--json"], &[], None).json();
     let listed: Vec<&Value> = i["referrers"]
         .as_array()
@@ -1289,5 +1302,5 @@ fn a_statement_that_does_not_attest_the_callers_additions_is_not_reused() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     let third = push(&git.conf(), &repo, "v1", &env, &additions).json();
     assert_eq!(third["provenance"], new.as_str());
-    assert_eq!(c.referrers(&digest, None).unwrap().len(), 2);
+    assert_eq!(referrers().len(), 2);
 }

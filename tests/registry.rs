@@ -569,35 +569,46 @@ fn bearer_token_flow_like_ghcr() {
 fn bad_repositories_are_refused_before_any_network() {
     let dir = settings(1, "bad");
     let d = dir.path().to_str().unwrap();
+    // The registry host is a listener that counts connections (relaying
+    // to a port nothing listens on).
+    let counter = ConnCounter::start(free_port());
+    let host = format!("127.0.0.1:{}", counter.port);
     let upper = run(
-        &push_args(d, "ghcr.io/Acme/Settings", &["latest"]),
+        &push_args(d, &format!("{host}/Acme/Settings"), &["latest"]),
         &[],
         None,
     );
     assert_eq!(upper.code, 2, "{}", upper.stderr);
     assert!(
-        upper.stderr.contains("ghcr.io/acme/settings"),
+        upper.stderr.contains(&format!("{host}/acme/settings")),
         "{}",
         upper.stderr
     );
-    for bad in ["settings", "ghcr.io/a/b:latest", "ghcr.io/a//b", "ghcr.io/"] {
-        let r = run(&push_args(d, bad, &["latest"]), &[], None);
+    for bad in [
+        "settings".to_string(),
+        format!("{host}/a/b:latest"),
+        format!("{host}/a//b"),
+        format!("{host}/"),
+    ] {
+        let r = run(&push_args(d, &bad, &["latest"]), &[], None);
         assert_eq!(r.code, 2, "{bad}: {}", r.stderr);
         assert!(r.stderr.contains("hint:"), "{bad}: {}", r.stderr);
     }
-    let r = run(&push_args(d, "127.0.0.1:1/x", &["bad tag"]), &[], None);
+    let repo = format!("{host}/x");
+    let r = run(&push_args(d, &repo, &["bad tag"]), &[], None);
     assert_eq!(r.code, 2, "{}", r.stderr);
     // Username without password.
     let r = run(
-        &[
-            &push_args(d, "127.0.0.1:1/x", &["t"])[..],
-            &["--username", "u"],
-        ]
-        .concat(),
+        &[&push_args(d, &repo, &["t"])[..], &["--username", "u"]].concat(),
         &[],
         None,
     );
     assert_eq!(r.code, 2, "{}", r.stderr);
+    assert_eq!(counter.connections(), 0, "a refused input connected");
+    // The control: a good input does connect (and fails there).
+    let r = run(&push_args(d, &repo, &["t"]), &[], None);
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(counter.connections() > 0, "the counter counts");
 }
 
 #[test]
@@ -610,7 +621,8 @@ fn unreachable_registry_fails_clearly() {
         &[],
         None,
     );
-    assert_ne!(r.code, 0);
+    // docs/push.md: 4, the registry failed (after retries).
+    assert_eq!(r.code, 4, "{}", r.stderr);
     assert!(
         r.stderr.contains(&format!("127.0.0.1:{port}")),
         "{}",

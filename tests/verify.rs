@@ -2,9 +2,11 @@
 //! a faithful push passes, in every reference form; a re-pointed tag, a
 //! manifest with an extra annotation, a changed file in the layer and a
 //! missing provenance each fail with exit 7 and a reason; a shallow checkout
-//! gets the same error as `push`. The forged images are written with the
-//! project's own registry client and builder, the way an attacker with push
-//! access (or a buggy tool) would write them.
+//! gets the same error as `push`. The forged images and their provenance
+//! are written by another tool (tests/common/forge.py: Python's tar, gzip
+//! and HTTP client; statements by hand), the way an attacker with push
+//! access (or a buggy tool) would write them, so `verify` meets layers and
+//! manifests it did not write.
 
 mod common;
 
@@ -12,12 +14,10 @@ use std::collections::BTreeMap;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
+use common::forge::{self, Edit};
 use common::git::ScratchRepo;
-use common::registry::{Auth, Registry, Run, run};
+use common::registry::{Auth, Registry, Run, curl, run};
 use serde_json::Value;
-use settings_image::image::{self, Metadata};
-use settings_image::provenance;
-use settings_image::registry::{Client, Options};
 
 /// A settings repository with `configs/shop`, commits at fixed times.
 struct Settings {
@@ -133,59 +133,83 @@ fn s(v: &Value, k: &str) -> String {
         .to_string()
 }
 
-fn client(repository: &str) -> Client {
-    Client::open(&Options {
-        repository: repository.to_string(),
-        insecure: false,
-        monolithic: false,
-        credentials: None,
-        docker_config: None,
-        login: None,
-    })
-    .unwrap()
+/// The manifest `reference` (a tag or digest) of `team/settings`-like
+/// `name` names, read with curl.
+fn manifest_of(reg: &Registry, name: &str, reference: &str) -> Value {
+    let (code, body) = curl(
+        &format!("http://{}/v2/{name}/manifests/{reference}", reg.host()),
+        Some("application/vnd.oci.image.manifest.v1+json"),
+    );
+    assert_eq!(code, 200, "{name}:{reference}: {body}");
+    serde_json::from_str(&body).unwrap()
 }
 
-/// The pushed image's manifest annotations.
-fn annotations(c: &Client, digest: &str) -> BTreeMap<String, String> {
-    let m = c.get_manifest(digest).unwrap().unwrap();
-    let v: Value = serde_json::from_slice(&m.bytes).unwrap();
-    serde_json::from_value(v["annotations"].clone()).unwrap()
+/// The manifest annotations of `name@digest`, read with curl.
+fn annotations(reg: &Registry, name: &str, digest: &str) -> BTreeMap<String, String> {
+    serde_json::from_value(manifest_of(reg, name, digest)["annotations"].clone()).unwrap()
 }
 
-/// Builds `dir` with `meta`, pushes it under `tag` and attaches a
-/// provenance that claims `commit` and `configs/shop`: a forgery that
-/// carries every claim a faithful image carries.
-fn forge(c: &Client, dir: &Path, meta: &Metadata, tag: &str, commit: &str) -> String {
-    forge_attesting(c, dir, meta, tag, commit, &Metadata::default())
+/// The config labels of `name@digest`, read with curl.
+fn labels(reg: &Registry, name: &str, digest: &str) -> BTreeMap<String, String> {
+    let config = manifest_of(reg, name, digest)["config"]["digest"].clone();
+    let (code, body) = curl(
+        &format!(
+            "http://{}/v2/{name}/blobs/{}",
+            reg.host(),
+            config.as_str().unwrap()
+        ),
+        None,
+    );
+    assert_eq!(code, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    serde_json::from_value(v["config"]["Labels"].clone()).unwrap_or_default()
 }
 
-/// [`forge`] with a provenance that also attests `added` as the caller's
-/// annotations and labels.
-fn forge_attesting(
-    c: &Client,
-    dir: &Path,
-    meta: &Metadata,
-    tag: &str,
+/// The caller's additions a forged provenance attests: annotations, labels.
+type Added = (BTreeMap<String, String>, BTreeMap<String, String>);
+
+/// Copies `from` (name and tag or digest) to `to` (name and tag) with
+/// `edits`, by Python (tests/common/forge.py), and attaches a statement
+/// written by hand that claims `commit`, `configs/shop` and
+/// `refs/heads/main`, with `added` as the caller's annotations and labels:
+/// a forgery that carries every claim a faithful image carries. Returns the
+/// copy's digest.
+fn forge_image(
+    reg: &Registry,
+    from: (&str, &str),
+    to: (&str, &str),
+    edits: &[Edit],
     commit: &str,
-    added: &Metadata,
+    added: &Added,
 ) -> String {
-    let source = settings_image::source::worktree::read(dir).unwrap();
-    let img = image::build(&source, meta).unwrap();
-    settings_image::publish::registry::push_with(c, &img, &[tag.to_string()]).unwrap();
-    let facts = provenance::Facts {
-        repository: None,
-        git_ref: Some("refs/heads/main".into()),
-        path: "configs/shop".into(),
-        commit: commit.to_string(),
-        committed_at: meta.annotations["org.opencontainers.image.created"].clone(),
-        builder_id: "forger".into(),
-        invocation_id: None,
-        workflow_ref: None,
-        annotations: added.annotations.clone(),
-        labels: added.labels.clone(),
-    };
-    provenance::attach(c, &img, &facts).unwrap();
-    img.digest
+    let host = reg.host();
+    let digest = forge::image(&host, from, to, edits);
+    let created = annotations(reg, to.0, &digest)["org.opencontainers.image.created"].clone();
+    let statement = forge::statement(&forge::Claims {
+        subject_name: &format!("{host}/{}", to.0),
+        subject_digest: &digest,
+        commit,
+        path: "configs/shop",
+        git_ref: Some("refs/heads/main"),
+        builder: "forger",
+        annotations: added.0.clone(),
+        labels: added.1.clone(),
+    });
+    forge::attach(
+        &host,
+        to.0,
+        &digest,
+        &statement,
+        &forge::referrer_annotations(commit, &created, Some("refs/heads/main")),
+    );
+    digest
+}
+
+/// Points `tag` of `name` at `digest`, as anyone with push access can (a
+/// copy of the manifest's bytes by forge.py, no provenance added).
+fn re_point(reg: &Registry, name: &str, digest: &str, tag: &str) {
+    let copied = forge::image(&reg.host(), (name, digest), (name, tag), &[]);
+    assert_eq!(copied, digest, "an unedited copy keeps its bytes");
 }
 
 #[test]
@@ -229,9 +253,7 @@ fn a_re_pointed_tag_fails() {
     let b = push(&st.folder(), &repo, &[]);
     let (tag_a, digest_a) = (s(&a, "timestamp_tag"), s(&a, "digest"));
     // The registry lets anyone with push access move a tag.
-    let c = client(&repo);
-    let m = c.get_manifest(&s(&b, "digest")).unwrap().unwrap();
-    c.put_manifest(&tag_a, &m.bytes, &m.media_type).unwrap();
+    re_point(&reg, "team/settings", &s(&b, "digest"), &tag_a);
     let r = verify(&st.folder(), &format!("{repo}:{tag_a}"));
     assert_mismatch(
         &r,
@@ -256,15 +278,15 @@ fn a_manifest_with_an_extra_annotation_fails() {
     let repo = format!("{}/team/settings", reg.host());
     let st = Settings::new();
     let a = push(&st.folder(), &repo, &[]);
-    let c = client(&repo);
-    let mut meta = Metadata {
-        annotations: annotations(&c, &s(&a, "digest")),
-        labels: BTreeMap::new(),
-    };
-    meta.annotations
-        .insert("org.example.approved".into(), "yes".into());
     let commit = s(&a, "commit");
-    let forged = forge(&c, &st.folder(), &meta, "annotated", &commit);
+    let forged = forge_image(
+        &reg,
+        ("team/settings", &s(&a, "digest")),
+        ("team/settings", "annotated"),
+        &[Edit::Annotation("org.example.approved", "yes")],
+        &commit,
+        &Added::default(),
+    );
     assert_ne!(forged, s(&a, "digest"));
     let r = verify(&st.folder(), &format!("{repo}:annotated"));
     assert_mismatch(
@@ -272,15 +294,6 @@ fn a_manifest_with_an_extra_annotation_fails() {
         &["extra annotation org.example.approved", "manifest differs"],
     );
     assert!(r.stderr.contains("hint:"), "{}", r.stderr);
-}
-
-/// The pushed image's config labels.
-fn labels(c: &Client, digest: &str) -> BTreeMap<String, String> {
-    let m = c.get_manifest(digest).unwrap().unwrap();
-    let v: Value = serde_json::from_slice(&m.bytes).unwrap();
-    let config = c.get_blob(v["config"]["digest"].as_str().unwrap()).unwrap();
-    let v: Value = serde_json::from_slice(&config).unwrap();
-    serde_json::from_value(v["config"]["Labels"].clone()).unwrap_or_default()
 }
 
 #[test]
@@ -324,8 +337,7 @@ fn annotations_and_labels_from_the_cli_are_attested_and_verify() {
     ];
     args.extend_from_slice(&flags);
     assert_eq!(si(&args).json()["digest"], digest.as_str());
-    let c = client(&repo);
-    let pushed = annotations(&c, &digest);
+    let pushed = annotations(&reg, "team/settings", &digest);
     assert_eq!(
         pushed["org.opencontainers.image.description"],
         "Shop settings"
@@ -335,7 +347,7 @@ fn annotations_and_labels_from_the_cli_are_attested_and_verify() {
         pushed["org.opencontainers.image.created"],
         "2023-11-14T22:13:20Z"
     );
-    let pushed_labels = labels(&c, &digest);
+    let pushed_labels = labels(&reg, "team/settings", &digest);
     assert_eq!(pushed_labels["team"], "a=b");
     assert!(!pushed_labels.contains_key("org.opencontainers.image.source"));
     // The provenance lists exactly what the caller added.
@@ -357,17 +369,18 @@ fn annotations_and_labels_from_the_cli_are_attested_and_verify() {
     assert_eq!(v["commit"], commit.as_str());
     // A label added by hand, with the provenance's claims (attested
     // additions included) forged onto the new image: the label is named.
-    let added = Metadata {
-        annotations: serde_json::from_value(i["provenance"]["annotations"].clone()).unwrap(),
-        labels: serde_json::from_value(i["provenance"]["labels"].clone()).unwrap(),
-    };
-    let mut meta = Metadata {
-        annotations: pushed.clone(),
-        labels: pushed_labels.clone(),
-    };
-    meta.labels
-        .insert("org.example.approved".into(), "yes".into());
-    forge_attesting(&c, &st.folder(), &meta, "labelled", &commit, &added);
+    let added: Added = (
+        serde_json::from_value(i["provenance"]["annotations"].clone()).unwrap(),
+        serde_json::from_value(i["provenance"]["labels"].clone()).unwrap(),
+    );
+    forge_image(
+        &reg,
+        ("team/settings", &digest),
+        ("team/settings", "labelled"),
+        &[Edit::Label("org.example.approved", "yes")],
+        &commit,
+        &added,
+    );
     let r = verify(&st.folder(), &format!("{repo}:labelled"));
     assert_mismatch(
         &r,
@@ -378,22 +391,31 @@ fn annotations_and_labels_from_the_cli_are_attested_and_verify() {
     // faithful statement, the faithful one is what verifies.
     let mut claimed = added.clone();
     claimed
-        .annotations
+        .0
         .insert("org.opencontainers.image.version".into(), "v9".into());
-    let meta = Metadata {
-        annotations: pushed,
-        labels: pushed_labels,
-    };
     let repo2 = format!("{}/team/other", reg.host());
-    let c2 = client(&repo2);
-    let same = forge_attesting(&c2, &st.folder(), &meta, "overclaimed", &commit, &claimed);
+    let same = forge_image(
+        &reg,
+        ("team/settings", &digest),
+        ("team/other", "overclaimed"),
+        &[],
+        &commit,
+        &claimed,
+    );
     assert_eq!(same, digest);
     let r = verify(&st.folder(), &format!("{repo2}:overclaimed"));
     assert_mismatch(
         &r,
         &["annotation org.opencontainers.image.version is missing"],
     );
-    forge_attesting(&c, &st.folder(), &meta, "overclaimed", &commit, &claimed);
+    forge_image(
+        &reg,
+        ("team/settings", &digest),
+        ("team/settings", "overclaimed"),
+        &[],
+        &commit,
+        &claimed,
+    );
     verify_json(&st.folder(), &format!("{repo}:overclaimed"));
 }
 
@@ -403,23 +425,28 @@ fn a_changed_file_in_the_layer_fails_and_is_named() {
     let repo = format!("{}/team/settings", reg.host());
     let st = Settings::new();
     let a = push(&st.folder(), &repo, &[]);
-    let c = client(&repo);
-    let meta = Metadata {
-        annotations: annotations(&c, &s(&a, "digest")),
-        labels: BTreeMap::new(),
-    };
-    // The same claims (revision, created, provenance), other bytes.
-    let copy = common::TempDir::new();
-    common::copy_tree(&st.folder(), copy.path());
-    std::fs::write(copy.path().join("features/flags.yaml"), "beta: true\n").unwrap();
-    let commit = s(&a, "commit");
-    forge(&c, copy.path(), &meta, "changed", &commit);
+    // The same claims (revision, created, provenance), other bytes: the
+    // layer re-written by Python's tarfile and gzip.
+    let (commit, digest) = (s(&a, "commit"), s(&a, "digest"));
+    forge_image(
+        &reg,
+        ("team/settings", &digest),
+        ("team/settings", "changed"),
+        &[Edit::File("features/flags.yaml", "beta: true\n")],
+        &commit,
+        &Added::default(),
+    );
     let r = verify(&st.folder(), &format!("{repo}:changed"));
     assert_mismatch(&r, &["features/flags.yaml: different content", &commit]);
     // A file the commit does not hold.
-    std::fs::write(copy.path().join("features/flags.yaml"), "beta: false\n").unwrap();
-    std::fs::write(copy.path().join("backdoor.yaml"), "x: 1\n").unwrap();
-    forge(&c, copy.path(), &meta, "added", &commit);
+    forge_image(
+        &reg,
+        ("team/settings", &digest),
+        ("team/settings", "added"),
+        &[Edit::File("backdoor.yaml", "x: 1\n")],
+        &commit,
+        &Added::default(),
+    );
     let r = verify(&st.folder(), &format!("{repo}:added"));
     assert_mismatch(&r, &["backdoor.yaml: in the image, not in the commit"]);
     // With the files named in --json of a scan too.
@@ -665,10 +692,8 @@ fn scan_verifies_every_workload_kind_and_fails_on_one_bad_reference() {
     );
     assert_eq!(v["skipped"][0]["file"], "charts/web/templates/deploy.yaml");
     // Now tag A's timestamp tag is re-pointed, and one Pod uses it.
-    let c = client(&repo);
-    let m = c.get_manifest(&s(&b, "digest")).unwrap().unwrap();
     let tag_a = s(&a, "timestamp_tag");
-    c.put_manifest(&tag_a, &m.bytes, &m.media_type).unwrap();
+    re_point(&reg, "team/settings", &s(&b, "digest"), &tag_a);
     let bad = format!("{repo}:{tag_a}");
     cluster(dir.path(), &repo, &s(&a, "reference"), &good_b, &bad);
     let r = scan(false);

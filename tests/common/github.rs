@@ -135,3 +135,42 @@ pub fn compare_api(
     });
     (url, asked)
 }
+
+/// Parses a file command file with the runner's rules: `name=value`, or
+/// `name<<DELIMITER`, value lines, `DELIMITER`. Every name must appear once.
+pub fn parse_outputs(text: &str) -> std::collections::BTreeMap<String, String> {
+    let lines: Vec<&str> = text.split('\n').collect();
+    let mut out = std::collections::BTreeMap::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        i += 1;
+        if line.is_empty() {
+            continue;
+        }
+        let eq = line.find('=');
+        let heredoc = line.find("<<");
+        let (name, value) = match (eq, heredoc) {
+            (Some(e), h) if h.is_none_or(|h| e < h) => (&line[..e], line[e + 1..].to_string()),
+            (_, Some(h)) => {
+                let (name, delim) = (&line[..h], &line[h + 2..]);
+                assert!(!delim.is_empty(), "empty heredoc delimiter: {line}");
+                let start = i;
+                while i < lines.len() && lines[i] != delim {
+                    i += 1;
+                }
+                assert!(i < lines.len(), "heredoc {delim} is not closed:\n{text}");
+                let value = lines[start..i].join("\n");
+                i += 1;
+                (name, value)
+            }
+            _ => panic!("the runner rejects the line {line:?} in:\n{text}"),
+        };
+        assert!(!name.is_empty(), "an output without a name in:\n{text}");
+        assert!(
+            out.insert(name.to_string(), value).is_none(),
+            "output {name} written twice:\n{text}"
+        );
+    }
+    out
+}

@@ -1,6 +1,7 @@
 //! A real Kubernetes API server for the tests: etcd (Debian's `etcd-server`)
 //! and kube-apiserver v1.32 started by `shared/kube/start.sh`, once per test
-//! binary, on free loopback ports, and stopped when the test binary exits.
+//! binary (once per run under cargo-nextest), on free loopback ports, and
+//! stopped when the test binary (or nextest) exits.
 //!
 //! The workplace keeps the control plane beside the repository
 //! (`../shared/kube`); `SETTINGS_IMAGE_KUBE_DIR` names another copy. A
@@ -45,25 +46,69 @@ pub fn kube_dir() -> PathBuf {
         })
 }
 
-/// The API server of this test binary, started on first use.
+/// The API server of this test binary, started on first use. Under
+/// cargo-nextest (scripts/test.sh), which runs each test in a process of its
+/// own, the processes of one run share one server instead: the first starts
+/// it, the others find it by the run's `NEXTEST_RUN_ID`, and it stops when
+/// nextest exits.
 pub fn kube() -> &'static Kube {
     static KUBE: OnceLock<Kube> = OnceLock::new();
-    KUBE.get_or_init(start)
+    KUBE.get_or_init(|| match std::env::var("NEXTEST_RUN_ID") {
+        Ok(run) if !run.is_empty() => shared(&run),
+        _ => {
+            let state = std::env::temp_dir().join(format!(
+                "kube-env.si-{}-{}",
+                std::process::id(),
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.subsec_nanos())
+                    .unwrap_or(0)
+            ));
+            start(state, std::process::id())
+        }
+    })
 }
 
-fn start() -> Kube {
+/// The server of nextest run `run`: started by the first test process that
+/// asks (under a file lock), found by the others.
+fn shared(run: &str) -> Kube {
+    let dir = std::env::temp_dir().join(format!("kube-env.si-nextest-{run}"));
+    fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
+    let lock = fs::File::create(dir.join("lock")).expect("creating the lock file");
+    lock.lock().expect("locking the shared API server");
+    let saved = dir.join("kube.env");
+    if let Ok(text) = fs::read_to_string(&saved) {
+        let mut lines = text.lines().map(String::from);
+        let mut next = || lines.next().expect("kube.env holds three lines");
+        return Kube {
+            kubeconfig: PathBuf::from(next()),
+            url: next(),
+            state: PathBuf::from(next()),
+        };
+    }
+    // nextest spawns every test process itself: the server lives as long
+    // as it does.
+    let kube = start(dir.join("state"), std::os::unix::process::parent_id());
+    fs::write(
+        &saved,
+        format!(
+            "{}\n{}\n{}\n",
+            kube.kubeconfig.display(),
+            kube.url,
+            kube.state.display()
+        ),
+    )
+    .expect("writing kube.env");
+    kube
+}
+
+/// Starts a server with its state in `state`, stopped once process `owner`
+/// is gone.
+fn start(state: PathBuf, owner: u32) -> Kube {
     require("etcd");
     require("kubectl");
     require("openssl");
     let dir = kube_dir();
-    let state = std::env::temp_dir().join(format!(
-        "kube-env.si-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0)
-    ));
     let out = Command::new("bash")
         .arg(dir.join("start.sh"))
         .env("KUBE_STATE_DIR", &state)
@@ -90,10 +135,10 @@ fn start() -> Kube {
         state: PathBuf::from(value("KUBE_STATE_DIR")),
     };
     // The harness has no hook after the last test: a watchdog outside the
-    // process group stops the control plane once this process is gone.
+    // process group stops the control plane once its owner is gone.
     let watchdog = format!(
         "while kill -0 {pid} 2>/dev/null; do sleep 1; done; bash '{stop}' '{state}' >/dev/null 2>&1",
-        pid = std::process::id(),
+        pid = owner,
         stop = dir.join("stop.sh").display(),
         state = kube.state.display(),
     );

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
+pub mod forge;
 pub mod git;
 pub mod git_server;
 pub mod github;
@@ -312,6 +313,23 @@ impl Podman {
             .arg("--runroot")
             .arg(self.dir.join("run"))
             .args(["--storage-driver", "vfs", "--cgroup-manager", "cgroupfs"]);
+        cmd
+    }
+
+    /// `buildah` with the same configuration and storage (what it builds,
+    /// `podman` runs and pushes).
+    pub fn buildah(&self) -> Command {
+        let mut cmd = tool("buildah");
+        cmd.env("CONTAINERS_CONF", self.dir.join("containers.conf"))
+            .env(
+                "CONTAINERS_REGISTRIES_CONF",
+                self.dir.join("registries.conf"),
+            )
+            .arg("--root")
+            .arg(self.dir.join("root"))
+            .arg("--runroot")
+            .arg(self.dir.join("run"))
+            .args(["--storage-driver", "vfs"]);
         cmd
     }
 

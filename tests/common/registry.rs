@@ -972,3 +972,26 @@ pub fn revision_of(reg: &Registry, name: &str, tag: &str) -> String {
         .expect("revision annotation")
         .to_string()
 }
+
+/// The digest `tag` of repository `name` names (`Docker-Content-Digest` of
+/// a `HEAD` with curl), `None` when the registry has no such tag.
+pub fn digest_of(reg: &Registry, name: &str, tag: &str) -> Option<String> {
+    let out = Command::new(require("curl"))
+        .args([
+            "-sI",
+            "-H",
+            "Accept: application/vnd.oci.image.manifest.v1+json",
+            &format!("http://{}/v2/{name}/manifests/{tag}", reg.host()),
+        ])
+        .output()
+        .expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    if !text.starts_with("HTTP/1.1 200") {
+        return None;
+    }
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.eq_ignore_ascii_case("docker-content-digest")
+            .then(|| v.trim().to_string())
+    })
+}
