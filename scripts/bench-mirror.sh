@@ -19,7 +19,7 @@
 #      mirror into an OCI layout, nothing new to fetch.
 #
 # usage: bash scripts/bench-mirror.sh [WORK_DIR]   (default: a temp dir, removed at the end)
-#        COMMITS=N RUNS=N PROFILE=release|debug in the environment
+#        COMMITS=N RUNS=N PROFILE=release|debug MIRROR_FETCH=BINARY in the environment
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo_root=$PWD
@@ -36,13 +36,17 @@ fi
 server_pid=
 
 PROFILE=${PROFILE:-release}   # debug: a quick check of the script itself
-echo "building the example ($PROFILE)..." >&2
-if [ "$PROFILE" = release ]; then
-  cargo build --release --locked --example mirror_fetch -q
+if [ -n "${MIRROR_FETCH:-}" ]; then
+  mirror_fetch=$MIRROR_FETCH   # an example binary built elsewhere
 else
-  cargo build --locked --example mirror_fetch -q
+  echo "building the example ($PROFILE)..." >&2
+  if [ "$PROFILE" = release ]; then
+    cargo build --release --locked --example mirror_fetch -q
+  else
+    cargo build --locked --example mirror_fetch -q
+  fi
+  mirror_fetch=$repo_root/target/$PROFILE/examples/mirror_fetch
 fi
-mirror_fetch=$repo_root/target/$PROFILE/examples/mirror_fetch
 
 export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null HOME=$work
 export GIT_AUTHOR_NAME=bench GIT_AUTHOR_EMAIL=bench@example.com

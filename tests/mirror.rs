@@ -48,15 +48,14 @@ fn registry_target(reg: &Registry, name: &str) -> Target {
     })
 }
 
-/// `git clone URL` (the git CLI, with `extra` configuration such as an
-/// auth header) into a new directory; returns it.
-fn git_clone(up: &Upstream, url: &str, extra: &[&str], into: &Path) -> PathBuf {
+/// `git clone URL` (the git CLI) into a new directory; returns it.
+fn git_clone(up: &Upstream, url: &str, into: &Path) -> PathBuf {
     let dir = into.join("clone");
-    let mut cmd = git_cmd(up.home(), into);
-    for e in extra {
-        cmd.args(["-c", e]);
-    }
-    run_ok(cmd.args(["clone", "-q", url]).arg(&dir));
+    run_ok(
+        git_cmd(up.home(), into)
+            .args(["clone", "-q", url])
+            .arg(&dir),
+    );
     dir
 }
 
@@ -90,9 +89,16 @@ fn fetch(mirrors: &Mirrors, remote: &Remote, commit: Option<&str>) -> Mirror {
         .unwrap_or_else(|e| panic!("fetch failed: {e} (hint: {:?})", e.hint()))
 }
 
-/// Three commits: `configs/shop` and `configs/cart` made, then only
-/// `configs/cart` changed, then `configs/shop` changed. Returns their ids.
+/// Three commits: `configs/shop` (with a subfolder, an executable file
+/// and a symlink) and `configs/cart` made, then only `configs/cart`
+/// changed, then `configs/shop` changed. Returns their ids.
 fn three_commits(up: &Upstream) -> [String; 3] {
+    use std::os::unix::fs::PermissionsExt as _;
+    let shop = up.work.join("configs/shop");
+    std::fs::create_dir_all(&shop).unwrap();
+    std::fs::write(shop.join("hook.sh"), "#!/bin/sh\necho reload\n").unwrap();
+    std::fs::set_permissions(shop.join("hook.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink("app.yaml", shop.join("current.yaml")).unwrap();
     let c1 = up.commit(
         &[
             ("configs/shop/app.yaml", "replicas: 1\n"),
@@ -101,6 +107,18 @@ fn three_commits(up: &Upstream) -> [String; 3] {
             ("README.md", "settings\n"),
         ],
         "one",
+    );
+    assert_eq!(
+        up.git(&[
+            "ls-files",
+            "-s",
+            "configs/shop/hook.sh",
+            "configs/shop/current.yaml"
+        ])
+        .lines()
+        .map(|l| &l[..6])
+        .collect::<Vec<_>>(),
+        ["120000", "100755"]
     );
     let c2 = up.commit(&[("configs/cart/app.yaml", "currency: USD\n")], "two");
     let c3 = up.commit(&[("configs/shop/app.yaml", "replicas: 3\n")], "three");
@@ -128,7 +146,7 @@ fn a_commit_published_from_the_mirror_is_what_push_makes_in_a_clone() {
 
     let registry = Registry::start(Auth::None);
     let work = TempDir::new();
-    let clone = git_clone(&up, &url, &[], work.path());
+    let clone = git_clone(&up, &url, work.path());
     // An older commit (the tag names c1, the last change reachable from
     // c2) and the newest one.
     for (commit, changed) in [(&c2, &c1), (&c3, &c3)] {
