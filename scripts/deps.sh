@@ -32,7 +32,7 @@ commands=(
   git docker-registry htpasswd skopeo umoci podman runc containerd ctr busybox
   openssl python3 gzip tar xz etcd curl jq kill setsid umount bash sh
   cp chown id mkfifo touch sha256sum  # coreutils
-  node npm kubectl
+  node npm kubectl buildah
 )
 
 missing=()

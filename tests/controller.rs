@@ -338,14 +338,29 @@ impl Controller {
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
-        Controller {
+        let mut ctl = Controller {
             child: Some(child),
             log,
             tmp,
             metrics,
             probes,
             _dir: dir,
+        };
+        // Started means serving: every test reads /metrics or the probes,
+        // and a scrape before the listener is bound sees no answer at all.
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while Controller::http(ctl.metrics, "/metrics").0 != 200 {
+            if let Some(status) = ctl.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("the controller exited ({status}):\n{}", ctl.logs());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no /metrics after two minutes:\n{}",
+                ctl.logs()
+            );
+            std::thread::sleep(Duration::from_millis(50));
         }
+        ctl
     }
 
     fn logs(&self) -> String {

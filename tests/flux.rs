@@ -325,7 +325,10 @@ fn bad_flux_options_are_input_errors_and_print_nothing() {
                 "--path",
                 "y/shop",
             ],
-            &["error: x/shop and y/shop both map to ghcr.io/acme/s-shop"],
+            &[
+                "error: --repository \"ghcr.io/acme/s-{name}\" maps the folders x/shop and y/shop to the same ghcr.io/acme/s-shop",
+                "hint: put {name}",
+            ],
         ),
         (
             vec!["--repository", "ghcr.io/acme/s-{name}", "--prefix", "main"],
