@@ -13,14 +13,17 @@
 #    seconds before the first step runs (queue, VM, checkout).
 # 2. Memory: the controller's resident set (VmRSS) idle with one
 #    SettingsImage, then with 100 SettingsImages (each its own repository,
-#    all published), then after all 100 published a new revision; and the
-#    peak (VmHWM).
+#    all published), then after each of REVISIONS new revisions (default 5)
+#    that all of them publish; and the peak (VmHWM).
 #
 # Usage: scripts/bench-controller.sh [ROUNDS]   (default 20; SETTINGS_IMAGE_BIN=PATH
 # uses that binary instead of building target/release)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-20}"
+# REVISIONS: how many new revisions all 101 SettingsImages publish, one
+# after another, for the memory figures (default 5).
+revisions="${REVISIONS:-5}"
 
 for t in docker-registry git python3 kubectl etcd curl; do
   command -v "$t" >/dev/null || { echo "bench-controller: $t is missing: run scripts/deps.sh" >&2; exit 1; }
@@ -214,15 +217,19 @@ until [ "$(ready_count "$rev")" -ge 101 ]; do sleep 0.5; done
 t1=$(date +%s.%N)
 with100="$(rss)"
 
-# A new revision: all 101 publish it.
-cd "$work/up"; echo "last: 1" >> configs/shop/setting-02.yaml; git commit -qam last; git push -q origin main; cd - >/dev/null
-new="$(git -C "$work/up" rev-parse HEAD)"
-kubectl patch gitrepository settings -n bench --subresource=status --type=merge \
-  -p "{\"status\":{\"artifact\":{\"revision\":\"main@sha1:$new\",\"lastUpdateTime\":\"2026-01-01T00:00:00Z\"}}}" >/dev/null
-t2=$(date +%s.%N)
-until [ "$(ready_count "main@sha1:$new")" -ge 101 ]; do sleep 0.5; done
-t3=$(date +%s.%N)
-sleep 1
-after="$(rss)"
-echo "memory (VmRSS): idle with 1 SettingsImage $((idle / 1024)) MiB; with 101 published $((with100 / 1024)) MiB; after all 101 published a new revision $((after / 1024)) MiB; peak (VmHWM) $(( $(hwm) / 1024 )) MiB"
-awk -v a="$t0" -v b="$t1" -v c="$t2" -v d="$t3" 'BEGIN { printf "100 new SettingsImages published in %.1f s; a new revision for all 101 in %.1f s (--concurrency 4)\n", b - a, d - c }'
+# New revisions, one after another: all 101 publish each. The resident set
+# after each one shows whether memory stays flat as publishes go on.
+afters=()
+for r in $(seq 1 "$revisions"); do
+  cd "$work/up"; echo "last: $r" >> configs/shop/setting-02.yaml; git commit -qam "last $r"; git push -q origin main; cd - >/dev/null
+  new="$(git -C "$work/up" rev-parse HEAD)"
+  kubectl patch gitrepository settings -n bench --subresource=status --type=merge \
+    -p "{\"status\":{\"artifact\":{\"revision\":\"main@sha1:$new\",\"lastUpdateTime\":\"2026-01-01T00:00:0${r: -1}Z\"}}}" >/dev/null
+  t2=$(date +%s.%N)
+  until [ "$(ready_count "main@sha1:$new")" -ge 101 ]; do sleep 0.5; done
+  t3=$(date +%s.%N)
+  sleep 1
+  afters+=("$(( $(rss) / 1024 ))")
+done
+echo "memory (VmRSS): idle with 1 SettingsImage $((idle / 1024)) MiB; with 101 published $((with100 / 1024)) MiB; after each of $revisions new revisions all 101 published: ${afters[*]} MiB; peak (VmHWM) $(( $(hwm) / 1024 )) MiB"
+awk -v a="$t0" -v b="$t1" -v c="$t2" -v d="$t3" 'BEGIN { printf "100 new SettingsImages published in %.1f s; the last new revision for all 101 in %.1f s (--concurrency 4)\n", b - a, d - c }'

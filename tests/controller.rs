@@ -1300,3 +1300,103 @@ fn flux_prints_the_objects_that_follow_a_settings_image() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--prefix"));
 }
+
+/// A git server that cannot be reached is a retried `GitOperationFailed`
+/// (nothing pushed) until the GitRepository names one that answers;
+/// `suspend: true` then publishes nothing for a new revision, though the
+/// reconcile runs (counted as `suspended`), and resuming publishes it.
+#[test]
+fn a_git_outage_is_retried_and_a_suspended_image_waits() {
+    let k = cluster();
+    let ns = namespace(k, "gitdown");
+    let reg = Registry::start(Auth::None);
+    let up = Upstream::start(GitOptions::default());
+    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
+    // Nothing listens on this port: the mirror's clone cannot connect.
+    let dead = format!("http://127.0.0.1:{}/settings.git", free_port());
+    git_repository(k, &ns, "settings", &dead, None);
+    let spec = format!(
+        "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: app\n  repository: {}/app\n  provenance: false\n",
+        reg.host()
+    );
+    settings_image(k, &ns, "app", &spec);
+    fetched(k, &ns, "settings", &c1);
+    let ctl = Controller::start(k, &ns, &[]);
+    let v = ctl.wait(k, &ns, "app", "Ready=False GitOperationFailed", |v| {
+        condition(v, "Ready").is_some_and(|c| c.0 == "False" && c.1 == "GitOperationFailed")
+    });
+    let ready = condition(&v, "Ready").unwrap();
+    assert!(ready.2.contains("127.0.0.1"), "{ready:?}");
+    assert_eq!(
+        condition(&v, "Reconciling").unwrap().1,
+        "ProgressingWithRetry"
+    );
+    assert!(condition(&v, "Stalled").is_none(), "{:#}", v["status"]);
+    assert!(tags(&reg, "app").is_empty());
+    assert!(
+        events(k, &ns, "app")
+            .iter()
+            .any(|e| e.0 == "Warning" && e.1 == "GitOperationFailed"),
+        "{:?}",
+        events(k, &ns, "app")
+    );
+    // The GitRepository now names the server that answers.
+    git_repository(k, &ns, "settings", &up.url(), None);
+    fetched(k, &ns, "settings", &c1);
+    ctl.wait(
+        k,
+        &ns,
+        "app",
+        "Ready once git answers",
+        is_ready_for(&format!("main@sha1:{c1}")),
+    );
+    assert_eq!(tags(&reg, "app"), [up.tag("main", &c1, "app")]);
+
+    let suspended = |ctl: &Controller| {
+        scrape(ctl.metrics)
+            .get("settings_image_reconciles_total{result=\"suspended\"}")
+            .copied()
+            .unwrap_or(0.0)
+    };
+    let wait_suspended = |ctl: &Controller, at_least: f64| {
+        let deadline = Instant::now() + Duration::from_secs(180);
+        while suspended(ctl) < at_least {
+            assert!(
+                Instant::now() < deadline,
+                "no suspended reconcile:\n{}",
+                ctl.logs()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    settings_image(k, &ns, "app", &format!("{spec}  suspend: true\n"));
+    wait_suspended(&ctl, 1.0);
+    let before = suspended(&ctl);
+    let c2 = up.commit(&[("app/a.yaml", "a: 2\n")], 1_700_000_100);
+    fetched(k, &ns, "settings", &c2);
+    // The new revision's reconcile ran and chose to publish nothing.
+    wait_suspended(&ctl, before + 1.0);
+    assert_eq!(tags(&reg, "app"), [up.tag("main", &c1, "app")]);
+    let v = get(k, &ns, "settingsimage/app");
+    assert_eq!(
+        v["status"]["lastHandledRevision"],
+        format!("main@sha1:{c1}")
+    );
+    settings_image(k, &ns, "app", &spec);
+    let v = ctl.wait(
+        k,
+        &ns,
+        "app",
+        "Ready for the revision fetched while suspended",
+        is_ready_for(&format!("main@sha1:{c2}")),
+    );
+    assert_eq!(
+        v["status"]["images"][0]["tag"],
+        up.tag("main", &c2, "app").as_str()
+    );
+    let mut got = tags(&reg, "app");
+    got.sort();
+    let mut want = vec![up.tag("main", &c1, "app"), up.tag("main", &c2, "app")];
+    want.sort();
+    assert_eq!(got, want);
+}

@@ -39,16 +39,36 @@ fn section(section: &str) -> (String, String) {
 #[test]
 fn the_quick_start_puts_the_binary_on_path_and_says_what_the_tests_cost() {
     let (block, prose) = section("Quick start");
-    let lines: Vec<&str> = block.lines().collect();
-    let install = lines
+    // The commands in order: a line may chain several with `&&`.
+    let commands: Vec<&str> = block
+        .lines()
+        .flat_map(|l| l.split(" && "))
+        .map(str::trim)
+        .collect();
+    let install = commands
         .iter()
-        .position(|l| l.starts_with("cargo install --path . "))
+        .position(|c| c.starts_with("cargo install --path . "))
         .unwrap_or_else(|| panic!("the quick start does not install the binary:\n{block}"));
-    let first_use = lines
+    let first_use = commands
         .iter()
-        .position(|l| l.starts_with("settings-image "))
+        .position(|c| c.starts_with("settings-image "))
         .expect("the quick start runs settings-image");
     assert!(install < first_use, "{block}");
+    // The first two lines a newcomer copies: the main job on the bundled
+    // example into an OCI layout (no registry), then the test command.
+    let lines: Vec<&str> = block.lines().collect();
+    assert!(
+        lines[0]
+            .split(" && ")
+            .any(|c| c.starts_with("settings-image build --path examples/")
+                && c.contains(" --output ")),
+        "the first line does not build the example into a layout:\n{block}"
+    );
+    assert_eq!(
+        lines.get(1).copied(),
+        Some("bash scripts/test.sh"),
+        "{block}"
+    );
     // What `cargo install --path .` installs: the package's binaries, as
     // cargo itself lists them.
     let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
@@ -135,6 +155,7 @@ fn the_readme_builds_and_looks_at_the_result_twice() {
     let (quick, _) = section("Quick start");
     let build: String = quick
         .lines()
+        .flat_map(|l| l.split(" && "))
         .filter(|l| l.starts_with("settings-image "))
         .map(|l| format!("{l}\n"))
         .collect();
