@@ -33,6 +33,7 @@ commands=(
   openssl python3 gzip tar xz etcd curl jq kill setsid umount bash sh
   cp chown id mkfifo touch sha256sum  # coreutils
   node npm kubectl buildah
+  time           # GNU time: a peak resident set in tests/verify.rs
 )
 
 missing=()

@@ -953,61 +953,127 @@ fn a_presigned_upload_url_is_printed_without_its_query_in_debug_lines_and_json()
     }
 }
 
+/// A registry that redirects every request but `GET /v2/` (and its own
+/// token realm) to another host, with Basic or Bearer credentials, for a
+/// pull (`inspect`) and a push: the other host gets no credentials and no
+/// Referer, whichever credential the registry took.
 #[test]
 fn a_registry_redirect_to_another_host_carries_no_credentials_nor_referer() {
     use common::registry::respond;
     let (user, password) = ("reader", "Pa55-read-only-but-secret");
-    let other = common::registry::Stub::start_on("127.0.0.2", |_, out| {
-        respond(
-            out,
-            "404 Not Found",
-            &[],
-            r#"{"errors":[{"code":"MANIFEST_UNKNOWN","message":"not here"}]}"#,
-        )
-    });
-    let target = format!("http://{}/cdn/manifest", other.host());
-    let reg = common::registry::Stub::start(move |head, out| {
-        if head.header("authorization").is_none() {
-            return respond(
+    let bearer = "stub-bearer-for-127.0.0.1-only";
+    for (token_auth, face) in [
+        (false, "inspect"),
+        (true, "inspect"),
+        (false, "push"),
+        (true, "push"),
+    ] {
+        let case = format!("{} {face}", if token_auth { "Bearer" } else { "Basic" });
+        let other = common::registry::Stub::start_on("127.0.0.2", |_, out| {
+            respond(
                 out,
-                "401 Unauthorized",
-                &[("WWW-Authenticate", "Basic realm=\"stub\"")],
-                "{}",
+                "404 Not Found",
+                &[],
+                r#"{"errors":[{"code":"MANIFEST_UNKNOWN","message":"not here"}]}"#,
+            )
+        });
+        let target = format!("http://{}/cdn/object", other.host());
+        let want_bearer = format!("Bearer {bearer}");
+        let token = serde_json::json!({ "token": bearer }).to_string();
+        let realm: std::sync::Arc<std::sync::Mutex<String>> = Default::default();
+        let realm_at = realm.clone();
+        let reg = common::registry::Stub::start(move |head, out| {
+            let auth = head.header("authorization");
+            if head.path.starts_with("/token") {
+                return match auth {
+                    Some(a) if a.starts_with("Basic ") => respond(out, "200 OK", &[], &token),
+                    _ => respond(out, "401 Unauthorized", &[], "{}"),
+                };
+            }
+            let authorized = match auth {
+                Some(a) if token_auth => a == want_bearer,
+                Some(a) => a.starts_with("Basic "),
+                None => false,
+            };
+            if !authorized {
+                let challenge = if token_auth {
+                    format!(
+                        "Bearer realm=\"{}\",service=\"stub\"",
+                        realm_at.lock().unwrap()
+                    )
+                } else {
+                    "Basic realm=\"stub\"".to_string()
+                };
+                return respond(
+                    out,
+                    "401 Unauthorized",
+                    &[("WWW-Authenticate", &challenge)],
+                    "{}",
+                );
+            }
+            match head.path.as_str() {
+                "/v2/" => respond(out, "200 OK", &[], "{}"),
+                _ => respond(out, "307 Temporary Redirect", &[("Location", &target)], ""),
+            }
+        });
+        *realm.lock().unwrap() = format!("http://{}/token", reg.host());
+        let dir = settings(1, "redirected");
+        let repo = format!("{}/shop", reg.host());
+        let r = if face == "inspect" {
+            run(
+                &["inspect", &format!("{repo}:v1")],
+                &[
+                    ("SETTINGS_IMAGE_USERNAME", user),
+                    ("SETTINGS_IMAGE_PASSWORD", password),
+                ],
+                None,
+            )
+        } else {
+            run(
+                &push_args(dir.path().to_str().unwrap(), &repo, &["v1"])
+                    .into_iter()
+                    .chain(["--username", user, "--password-stdin"])
+                    .collect::<Vec<_>>(),
+                &[],
+                Some(password),
+            )
+        };
+        assert_ne!(r.code, 0, "{case}: {}", r.stderr);
+        let followed = seen_auth(&other);
+        assert!(
+            !followed.is_empty(),
+            "{case}: the redirect was not followed: {}",
+            r.stderr
+        );
+        for (m, p, a) in followed {
+            assert!(
+                a.is_none(),
+                "{case}: {m} {p} at the other host carried {a:?}"
             );
         }
-        match head.path.as_str() {
-            "/v2/" => respond(out, "200 OK", &[], "{}"),
-            _ => respond(out, "307 Temporary Redirect", &[("Location", &target)], ""),
+        // Nor does it learn where it was sent from.
+        for (m, p, h) in other.seen.lock().unwrap().iter() {
+            assert!(
+                !h.iter().any(|(k, _)| k.eq_ignore_ascii_case("referer")),
+                "{case}: {m} {p} at the other host carried a Referer: {h:?}"
+            );
         }
-    });
-    let r = run(
-        &["inspect", &format!("{}/shop:v1", reg.host())],
-        &[
-            ("SETTINGS_IMAGE_USERNAME", user),
-            ("SETTINGS_IMAGE_PASSWORD", password),
-        ],
-        None,
-    );
-    assert_ne!(r.code, 0, "{}", r.stderr);
-    let followed = seen_auth(&other);
-    assert!(
-        !followed.is_empty(),
-        "the redirect was not followed: {}",
-        r.stderr
-    );
-    for (m, p, a) in followed {
-        assert!(a.is_none(), "{m} {p} at the other host carried {a:?}");
-    }
-    // Nor does it learn where it was sent from.
-    for (m, p, h) in other.seen.lock().unwrap().iter() {
+        let at_registry = seen_auth(&reg);
         assert!(
-            !h.iter().any(|(k, _)| k.eq_ignore_ascii_case("referer")),
-            "{m} {p} at the other host carried a Referer: {h:?}"
+            at_registry.iter().any(|(_, p, a)| p != "/v2/"
+                && !p.starts_with("/token")
+                && a.as_deref().is_some_and(|a| if token_auth {
+                    a == format!("Bearer {bearer}")
+                } else {
+                    a.starts_with("Basic ")
+                })),
+            "{case}: the registry never got the credentials, so nothing could leak: {at_registry:?}"
         );
+        for text in [&r.stdout, &r.stderr] {
+            assert!(
+                !text.contains(password) && !text.contains(bearer),
+                "{case}: {text}"
+            );
+        }
     }
-    assert!(
-        seen_auth(&reg).iter().any(|(_, _, a)| a.is_some()),
-        "the registry never got the credentials"
-    );
-    assert!(!r.stderr.contains(password), "{}", r.stderr);
 }
