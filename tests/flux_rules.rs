@@ -107,6 +107,23 @@ impl World {
         self.repo.git(&["rev-parse", "HEAD"])
     }
 
+    /// Commits a change to `s` at committer time `t` whose sha7 satisfies
+    /// `wanted` (trying other contents until it does); HEAD must have a
+    /// commit already.
+    fn commit_where(&self, label: &str, t: i64, wanted: &dyn Fn(&str) -> bool) -> String {
+        (0..400)
+            .find_map(|i| {
+                let c = self.commit(&format!("v: {label} {i}\n"), t);
+                if wanted(&c[..7]) {
+                    Some(c)
+                } else {
+                    self.repo.git(&["reset", "-q", "--hard", "HEAD~1"]);
+                    None
+                }
+            })
+            .expect("a commit of the wanted sha7 order")
+    }
+
     /// The tags the registry lists (none before the first push).
     fn tags(&self) -> BTreeSet<String> {
         let url = format!("http://{}/v2/{NAME}/tags/list", self.reg.host());
@@ -532,6 +549,63 @@ fn what_the_project_says_flux_serves_is_what_flux_serves() {
         w.served("prod"),
         Some(format!("prod-{}-{}", t + 600, &m6[..7]))
     );
+}
+
+/// An older commit's first run after a same-second descendant was tagged
+/// (jobs finishing out of order), and a force-push back to such an older
+/// commit: the older commit's tag sorts first, so Flux moves to it, and
+/// the push says so, naming the tag the oracle picks, not the
+/// descendant's.
+#[test]
+fn an_older_commit_pushed_after_its_same_second_descendant_is_what_flux_serves() {
+    let mut w = World::new();
+    let main = "refs/heads/main";
+    let t = 1_700_000_000;
+    w.commit("v: 0\n", t);
+    // Older sorts first: a (t+100), then its child b (t+100) with b7 > a7.
+    let a = w.commit_where("a", t + 100, &|_| true);
+    let b = w.commit_where("b", t + 100, &|s| s > &a[..7]);
+    w.push(main, "main", &[]).ok();
+    w.repo.git(&["checkout", "-q", &a]);
+    let r = w.push(main, "main", &[]);
+    let a_tag = format!("main-{}-{}", t + 100, &a[..7]);
+    assert_eq!(r.ok()["anomaly"]["kind"], "rerun-of-older", "{}", r.stderr);
+    assert_eq!(w.served("main").as_deref(), Some(a_tag.as_str()));
+    assert_eq!(
+        said_served(&r.stderr),
+        std::slice::from_ref(&a_tag),
+        "{}",
+        r.stderr
+    );
+    check_said(&w, &r, "main");
+    let message = r.json()["anomaly"]["message"].as_str().unwrap().to_string();
+    assert!(message.contains("older"), "{message}");
+    assert!(message.contains("later second"), "{message}");
+    assert_eq!(w.candidate("main", "prod"), w.served("main"));
+
+    // The rewind: c (t+200), its child d (t+200) with d7 > c7, only d
+    // pushed, then a force-push back to c.
+    w.repo.git(&["checkout", "-q", "-B", "main", &b]);
+    let c = w.commit_where("c", t + 200, &|_| true);
+    let d = w.commit_where("d", t + 200, &|s| s > &c[..7]);
+    w.push(main, "main", &["--branch-tag", "main"]).ok();
+    w.repo.git(&["reset", "-q", "--hard", &c]);
+    let r = w.push(
+        main,
+        "main",
+        &["--branch-tag", "main", "--force-pushed-from", &d],
+    );
+    let c_tag = format!("main-{}-{}", t + 200, &c[..7]);
+    assert_eq!(r.ok()["anomaly"]["kind"], "rewound-history", "{}", r.stderr);
+    assert_eq!(w.served("main").as_deref(), Some(c_tag.as_str()));
+    assert_eq!(
+        said_served(&r.stderr),
+        std::slice::from_ref(&c_tag),
+        "{}",
+        r.stderr
+    );
+    check_said(&w, &r, "main");
+    assert_eq!(w.candidate("main", "prod"), w.served("main"));
 }
 
 /// `tag` and `plan` print the same warning when the prefix is not one of
