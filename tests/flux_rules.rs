@@ -608,18 +608,26 @@ fn an_older_commit_pushed_after_its_same_second_descendant_is_what_flux_serves()
     assert_eq!(w.candidate("main", "prod"), w.served("main"));
 }
 
-/// `tag` and `plan` print the same warning when the prefix is not one of
-/// its own (other names give the same tag prefix), with a prefix that is;
-/// a prefix used as it is gets none.
+/// `tag` and `plan` print the same warning when sanitising changes the
+/// prefix (other names give the same tag prefix), with a prefix that is
+/// one of its own; a note when the name is written as it is but names
+/// that sanitising changes are written the same (`feat-x`), naming names
+/// whose tags the prefix's ImagePolicy serves (the oracle); nothing for a
+/// name no changed name reaches but by a leading character (`main`).
 #[test]
 fn tag_and_plan_warn_when_other_names_share_the_prefix() {
     let w = World::new();
     w.commit("a\n", 1_700_000_100);
     let repository = w.repository();
-    for (prefix, shared_as, own) in [
-        ("feat/x", Some("feat-x"), "feat_2fx"),
-        (".hidden", Some("hidden"), "_2ehidden"),
-        ("main", None, "main"),
+    let named = regex::Regex::new(r#""([^"]+)""#).expect("regex");
+    // (prefix, "warning" or "note", what it is written as, the prefix to
+    // use instead)
+    for (prefix, label, written, own) in [
+        ("feat/x", Some("warning"), "feat-x", Some("feat_2fx")),
+        (".hidden", Some("warning"), "hidden", Some("_2ehidden")),
+        ("feat-x", Some("note"), "feat-x", None),
+        ("release-1.x", Some("note"), "release-1.x", None),
+        ("main", None, "main", None),
     ] {
         let tag = run(
             &w.repo.dir,
@@ -641,21 +649,43 @@ fn tag_and_plan_warn_when_other_names_share_the_prefix() {
         );
         for r in [&tag, &plan] {
             assert_eq!(r.code, 0, "{}", r.stderr);
-            let warning = r.stderr.lines().find(|l| l.starts_with("warning: "));
-            match shared_as {
-                Some(s) => {
-                    let warning = warning.unwrap_or_else(|| panic!("{prefix}: {}", r.stderr));
-                    assert!(warning.contains(&format!("written \"{s}\"")), "{warning}");
-                    assert!(warning.contains(own), "{warning}");
+            let said = r
+                .stderr
+                .lines()
+                .find(|l| l.starts_with("warning: ") || l.starts_with("note: "));
+            let Some(label) = label else {
+                assert!(said.is_none(), "{prefix}: {}", r.stderr);
+                continue;
+            };
+            let said = said.unwrap_or_else(|| panic!("{prefix}: {}", r.stderr));
+            assert!(said.starts_with(&format!("{label}: ")), "{said}");
+            match own {
+                Some(own) => {
+                    assert!(said.contains(&format!("written \"{written}\"")), "{said}");
+                    assert!(said.contains(own), "{said}");
                 }
-                None => assert!(warning.is_none(), "{prefix}: {}", r.stderr),
+                None => {
+                    assert!(said.contains("is written as it is"), "{said}");
+                    // Each name the note gives is one whose tag the
+                    // prefix's ImagePolicy serves.
+                    let others: Vec<String> = named
+                        .captures_iter(said)
+                        .map(|c| c[1].to_string())
+                        .filter(|n| n != prefix)
+                        .collect();
+                    assert!(others.len() >= 2, "{said}");
+                    for o in &others {
+                        let theirs = w.tag_for(o);
+                        assert_eq!(
+                            common::flux::served(prefix, std::slice::from_ref(&theirs)),
+                            Some(theirs.clone()),
+                            "{o}: {said}"
+                        );
+                    }
+                }
             }
         }
-        assert!(
-            tag.stdout
-                .trim()
-                .starts_with(&format!("{}-", shared_as.unwrap_or(own)))
-        );
+        assert!(tag.stdout.trim().starts_with(&format!("{written}-")));
     }
 }
 
