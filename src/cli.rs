@@ -371,7 +371,7 @@ fn run_inspect(env: &front::Env, args: &InspectArgs) -> Result<()> {
 fn run_tag(env: &front::Env, args: &TagArgs) -> Result<()> {
     crate::tag::sanitize_prefix(&args.prefix)?;
     if let Some(note) = crate::tag::shared_prefix_note(&args.prefix) {
-        eprintln!("warning: {note}");
+        eprintln!("{}: {}", note.label(), note.text);
     }
     let api = front::github_api(env, args.github.token());
     let path = args.path.first().cloned().unwrap_or_default();

@@ -5,8 +5,10 @@
 //! which folders have no image for their last commit yet (a GitHub
 //! `strategy.matrix`).
 //!
-//! Both front ends use it the same way: [`select`] then [`targets`] (all
-//! input errors, before anything is pushed), then [`run`] or [`plan`].
+//! Every front end (the CLI, the action, the controller) uses it the same
+//! way: [`select`] (or [`select_in`]) then [`repositories`] ([`targets`]
+//! for layout directories; all input errors, before anything is pushed),
+//! then [`run`] (or [`run_mirror`]) or [`plan`].
 //! Re-run safety holds per folder because each folder's push is the
 //! single-folder push: an unchanged folder rebuilds byte-identically and
 //! pushes nothing.
@@ -319,9 +321,10 @@ pub fn fill(template: &str, folder: &Folder) -> String {
         .replace("{path}", &folder.slug)
 }
 
-/// Each folder's repository (or layout directory) from `template`; two
-/// folders mapping to one is an input error naming both. `what` names the
-/// input (`--repository`, `repository`, `--output`).
+/// Each folder's layout directory from `template` (`build --output`), the
+/// template filled as it is; two folders mapping to one is an input error
+/// naming both. `what` names the input. Repositories are named by
+/// [`repositories`] instead, which lower-cases them as registries need.
 pub fn targets(template: &str, folders: &[Folder], what: &str) -> Result<Vec<String>> {
     let mut seen: BTreeMap<String, &Path> = BTreeMap::new();
     let mut out = Vec::new();

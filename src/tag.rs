@@ -196,19 +196,78 @@ pub fn unique_prefix(name: &str) -> Option<String> {
     Some(out)
 }
 
-/// When `given` is not a prefix of its own: the note `tag`, `plan` and
-/// `push` print. A prefix is shared when [`sanitize_prefix`] changes the
-/// name (`feat/x`, `feat+x` and `feat-x` are all `feat-x`; `.hidden` and
-/// `hidden`) or [`timestamp_tag`] cuts it (longer than
-/// [`MAX_PREFIX_LEN`]): other branches can then publish under the same
-/// prefix, and one ImagePolicy would follow them all. `None` when `given`
-/// is used as it is.
-pub fn shared_prefix_note(given: &str) -> Option<String> {
+/// What `tag` and `plan` say about a prefix other names can share
+/// ([`shared_prefix_note`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrefixNote {
+    /// Sanitising changed or cut the name itself (a warning, with a prefix
+    /// to use instead); `false`: the name is written as it is, and the
+    /// note only says which other names are written the same.
+    pub changed: bool,
+    /// The text.
+    pub text: String,
+}
+
+impl PrefixNote {
+    /// `warning` or `note`, as the CLI labels the line.
+    pub fn label(&self) -> &'static str {
+        if self.changed { "warning" } else { "note" }
+    }
+}
+
+/// What `tag` and `plan` print about `given` as a tag prefix (`push` does
+/// not print it: its owner check refuses a second ref instead, see
+/// `publish::guards`). Names share a prefix when [`timestamp_tag`] writes
+/// them the same: [`sanitize_prefix`] makes every character a tag cannot
+/// hold `-` and drops leading `.` and `-` (`feat/x`, `feat+x` and `feat-x`
+/// are all `feat-x`; `.hidden` and `hidden`), and only the first
+/// [`MAX_PREFIX_LEN`] characters are kept. Then one ImagePolicy follows
+/// every branch publishing under the prefix.
+///
+/// - When sanitising changes or cuts `given`: a warning
+///   ([`PrefixNote::changed`]) with a prefix only this name gives
+///   ([`unique_prefix`]).
+/// - When `given` is written as it is but other names are written the
+///   same because it has a `-` (`feat-x` is also `feat/x`'s and
+///   `feat+x`'s prefix) or is exactly [`MAX_PREFIX_LEN`] long (longer
+///   names starting with it are cut to it): a note naming them.
+/// - `None` otherwise. Every name is also what the same name behind a
+///   character that is dropped gives (`+main` and `.main` are written
+///   `main`); those are not noted, or every prefix would be.
+pub fn shared_prefix_note(given: &str) -> Option<PrefixNote> {
     let prefix = sanitize_prefix(given).ok()?;
     let changed = prefix != given;
     let cut = prefix.len() > MAX_PREFIX_LEN;
     if !changed && !cut {
-        return None;
+        let dash = given.contains('-');
+        let at_limit = given.len() == MAX_PREFIX_LEN;
+        if !dash && !at_limit {
+            return None;
+        }
+        let mut how = Vec::new();
+        if dash {
+            how.push(format!(
+                "names with another character where it has '-' ({:?}, {:?}: every character a tag cannot hold \
+                 becomes '-')",
+                given.replace('-', "/"),
+                given.replace('-', "+")
+            ));
+        }
+        if at_limit {
+            how.push(format!(
+                "longer names that start with these {MAX_PREFIX_LEN} characters (only the first \
+                 {MAX_PREFIX_LEN} are kept)"
+            ));
+        }
+        return Some(PrefixNote {
+            changed: false,
+            text: format!(
+                "the prefix {given:?} is written as it is, but {} are written {given:?} too: one ImagePolicy \
+                 would follow every branch publishing under it. push refuses a ref whose prefix's newest tag \
+                 another ref published, naming a prefix of its own",
+                how.join(" and ")
+            ),
+        });
     }
     let written = &prefix[..prefix.len().min(MAX_PREFIX_LEN)];
     let why = match (changed, cut) {
@@ -221,12 +280,15 @@ pub fn shared_prefix_note(given: &str) -> Option<String> {
         }
         _ => format!("only the first {MAX_PREFIX_LEN} characters are kept"),
     };
-    Some(format!(
-        "the prefix {given:?} is written {written:?} in tags ({why}), so other names can share it: one ImagePolicy \
-         would follow every branch publishing under it, and push refuses once the prefix's newest tag comes from \
-         another ref. A prefix only this name gives: {}",
-        unique_prefix(given).unwrap_or_default()
-    ))
+    Some(PrefixNote {
+        changed: true,
+        text: format!(
+            "the prefix {given:?} is written {written:?} in tags ({why}), so other names can share it: one \
+             ImagePolicy would follow every branch publishing under it, and push refuses once the prefix's newest \
+             tag comes from another ref. A prefix only this name gives: {}",
+            unique_prefix(given).unwrap_or_default()
+        ),
+    })
 }
 
 /// The timestamp tag `<prefix>-<timestamp>-<sha7>` for a commit: the prefix
@@ -397,7 +459,10 @@ mod tests {
             let u = unique_prefix(n).unwrap();
             assert_eq!(sanitize_prefix(&u).unwrap(), u, "{n}: {u} is used as it is");
             assert!(u.len() <= MAX_PREFIX_LEN);
-            assert!(shared_prefix_note(&u).is_none(), "{n}: {u}");
+            assert!(
+                shared_prefix_note(&u).is_none_or(|n| !n.changed),
+                "{n}: {u} is written as it is"
+            );
             if let Some(other) = seen.insert(u.clone(), n) {
                 panic!("{n} and {other} both give {u}");
             }
@@ -419,14 +484,44 @@ mod tests {
     #[test]
     fn shared_prefixes_are_noted() {
         assert!(shared_prefix_note("main").is_none());
-        assert!(shared_prefix_note("release-1.2").is_none());
+        assert!(shared_prefix_note("Release_1.2").is_none());
         let n = shared_prefix_note("feat+x").unwrap();
-        assert!(n.contains("\"feat-x\"") && n.contains("feat_2bx"), "{n}");
-        assert!(shared_prefix_note(".hidden").is_some());
+        assert!(n.changed && n.label() == "warning");
+        assert!(
+            n.text.contains("\"feat-x\"") && n.text.contains("feat_2bx"),
+            "{}",
+            n.text
+        );
+        assert!(shared_prefix_note(".hidden").unwrap().changed);
         let long = "l".repeat(120);
         let n = shared_prefix_note(&long).unwrap();
-        assert!(n.contains("first 109 characters"), "{n}");
-        assert!(shared_prefix_note(&"l".repeat(109)).is_none());
+        assert!(
+            n.changed && n.text.contains("first 109 characters"),
+            "{}",
+            n.text
+        );
+        // Written as it is, but other names are written the same: a note
+        // that names them (and each of them sanitises to it).
+        for (given, others) in [
+            ("feat-x", vec!["feat/x", "feat+x"]),
+            ("release-1.2", vec!["release/1.2", "release+1.2"]),
+        ] {
+            let n = shared_prefix_note(given).unwrap();
+            assert!(!n.changed && n.label() == "note", "{given}");
+            assert!(n.text.contains("is written as it is"), "{}", n.text);
+            for o in others {
+                assert!(n.text.contains(&format!("{o:?}")), "{o}: {}", n.text);
+                assert_eq!(sanitize_prefix(o).unwrap(), given);
+            }
+        }
+        let at_limit = "l".repeat(109);
+        let n = shared_prefix_note(&at_limit).unwrap();
+        assert!(!n.changed && n.text.contains("longer names"), "{}", n.text);
+        let id = "0123456789abcdef0123456789abcdef01234567";
+        assert_eq!(
+            timestamp_tag(&"l".repeat(115), 1_700_000_000, id).unwrap(),
+            timestamp_tag(&at_limit, 1_700_000_000, id).unwrap()
+        );
     }
 
     #[test]

@@ -1400,3 +1400,102 @@ fn a_git_outage_is_retried_and_a_suspended_image_waits() {
     want.sort();
     assert_eq!(got, want);
 }
+
+/// A folder with capitals under a `{name}` template: the controller writes
+/// to the repository `flux --settings-image` generates for the same
+/// SettingsImage (the one mapping, lower-cased), says so in the Ready
+/// message and a Normal Event as `push` does in its notice, and Flux
+/// (the oracle over the registry's tags) serves the tag the status names.
+#[test]
+fn a_folder_with_capitals_goes_where_flux_looks() {
+    let k = cluster();
+    let ns = namespace(k, "capitals");
+    let reg = Registry::start(Auth::None);
+    let up = Upstream::start(GitOptions::default());
+    let c1 = up.commit(&[("configs/Cart/a.yaml", "a: 1\n")], 1_700_000_000);
+    git_repository(k, &ns, "settings", &up.url(), None);
+    let spec = format!(
+        "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: configs/Cart\n  repository: {}/settings-{{name}}\n  timestampTag: main\n",
+        reg.host()
+    );
+    settings_image(k, &ns, "cart", &spec);
+    fetched(k, &ns, "settings", &c1);
+    let ctl = Controller::start(k, &ns, &[]);
+    let v = ctl.wait(
+        k,
+        &ns,
+        "cart",
+        "published",
+        is_ready_for(&format!("main@sha1:{c1}")),
+    );
+    // What `flux --settings-image` generates for the same object, in a
+    // checkout of the same commit.
+    let dir = TempDir::new();
+    let file = dir.join("si.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "apiVersion: settings-image.configbutler.io/v1alpha1\nkind: SettingsImage\nmetadata:\n  name: cart\n  namespace: {ns}\nspec:\n{spec}"
+        ),
+    )
+    .unwrap();
+    let flux = Command::new(bin())
+        .current_dir(&up.work)
+        .args(["flux", "--no-automation", "--settings-image"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        flux.status.success(),
+        "{}",
+        String::from_utf8_lossy(&flux.stderr)
+    );
+    let flux_notice = String::from_utf8_lossy(&flux.stderr).into_owned();
+    let generated: Vec<Value> = String::from_utf8_lossy(&flux.stdout)
+        .split("\n---\n")
+        .filter(|d| !d.trim().trim_start_matches("---").trim().is_empty())
+        .map(|d| serde_yaml_ng::from_str(d).unwrap())
+        .collect();
+    let watched = generated
+        .iter()
+        .find(|d| d["kind"] == "ImageRepository")
+        .expect("an ImageRepository")["spec"]["image"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let img = &v["status"]["images"][0];
+    assert_eq!(img["repository"], watched.as_str());
+    assert_eq!(watched, format!("{}/settings-cart", reg.host()));
+    let listed: Vec<String> = tags(&reg, "settings-cart");
+    assert_eq!(
+        common::flux::served("main", &listed).as_deref(),
+        img["tag"].as_str(),
+        "{listed:?}"
+    );
+    // The notice, as `flux` (and `push`) print it.
+    let ready = condition(&v, "Ready").unwrap();
+    assert!(
+        ready
+            .2
+            .contains("notice RepositoryLowerCased: the folder configs/Cart has capitals"),
+        "{ready:?}"
+    );
+    assert!(
+        flux_notice.contains("the folder configs/Cart has capitals"),
+        "{flux_notice}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let evs = events(k, &ns, "cart");
+        if evs.iter().any(|(t, r, n)| {
+            t == "Normal" && r == "RepositoryLowerCased" && n.contains("settings-cart")
+        }) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no RepositoryLowerCased Event: {evs:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

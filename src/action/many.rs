@@ -127,10 +127,12 @@ pub fn publish(env: &Env) -> Result<()> {
             ));
         };
         if let Some(note) = crate::tag::shared_prefix_note(prefix) {
-            say(&commands::warning(
-                "settings-image: shared tag prefix",
-                &note,
-            ));
+            let title = "settings-image: shared tag prefix";
+            say(&if note.changed {
+                commands::warning(title, &note.text)
+            } else {
+                commands::notice(title, &note.text)
+            });
         }
         let plan = many::plan(
             &folders,

@@ -18,7 +18,7 @@ use crate::history::{SourceMode, Token};
 use crate::image::Metadata;
 use crate::publish::guards::{BranchOutcome, BranchReport};
 use crate::registry::{self, Credentials};
-use crate::release::ordering::{AnomalyKind, BranchMove};
+use crate::release::ordering::{Anomaly, AnomalyKind, BranchMove};
 use crate::report::Report;
 use crate::request::{self, Request, Target};
 
@@ -444,14 +444,7 @@ fn publish(env: &Env) -> Result<()> {
         say(&commands::warning("settings-image", w));
     }
     if let Some(a) = &report.anomaly {
-        let title = format!("settings-image: {}", a.kind.as_str());
-        // A re-run of an older job is expected and harmless: a notice. The
-        // others (a rewind, a same-second or backwards timestamp) are
-        // ordering problems Flux will act on: warnings.
-        say(&match a.kind {
-            AnomalyKind::RerunOfOlder => commands::notice(&title, &a.message),
-            _ => commands::warning(&title, &a.message),
-        });
+        say(&anomaly_annotation(a, report.timestamp_tag.as_deref()));
     }
     if let Some(b) = &report.branch_tag {
         let text = branch_text(b, rewound(&report));
@@ -580,6 +573,20 @@ fn outputs(report: &Report, published: &Published) -> String {
 }
 
 /// Whether the run reported a force-push back to an ancestor.
+/// The annotation of an anomaly of the push of `tag`. A re-run of an older
+/// job is expected and harmless: a notice, unless its tag shares the newest
+/// tag's second and sorts first, so that Flux moves to the older commit.
+/// The others (a rewind, a same-second or backwards timestamp) are ordering
+/// problems Flux will act on: warnings.
+fn anomaly_annotation(a: &Anomaly, tag: Option<&str>) -> String {
+    let title = format!("settings-image: {}", a.kind.as_str());
+    let moves_back = tag.is_some_and(|t| a.serves(t));
+    match a.kind {
+        AnomalyKind::RerunOfOlder if !moves_back => commands::notice(&title, &a.message),
+        _ => commands::warning(&title, &a.message),
+    }
+}
+
 fn rewound(report: &Report) -> bool {
     report
         .anomaly

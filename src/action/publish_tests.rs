@@ -242,3 +242,18 @@ fn an_error_line_carries_the_hint_escaped() {
         "::error title=settings-image%3A invalid input::bad: x%0Ahint: do y"
     );
 }
+
+#[test]
+fn a_rerun_is_a_notice_unless_flux_moves_to_the_older_commit() {
+    let anomaly = |served: &str| Anomaly {
+        kind: AnomalyKind::RerunOfOlder,
+        message: "m".into(),
+        served: served.into(),
+        other_tag: "main-200-3000000".into(),
+    };
+    let tag = Some("main-200-2000000");
+    let kept = anomaly_annotation(&anomaly("main-200-3000000"), tag);
+    assert!(kept.starts_with("::notice "), "{kept}");
+    let moved = anomaly_annotation(&anomaly("main-200-2000000"), tag);
+    assert!(moved.starts_with("::warning "), "{moved}");
+}

@@ -77,7 +77,7 @@ pub(super) fn run_build_many(env: &front::Env, args: BuildArgs) -> Result<()> {
 pub(super) fn run_tag_many(env: &front::Env, args: &TagArgs) -> Result<()> {
     crate::tag::sanitize_prefix(&args.prefix)?;
     if let Some(note) = crate::tag::shared_prefix_note(&args.prefix) {
-        eprintln!("warning: {note}");
+        eprintln!("{}: {}", note.label(), note.text);
     }
     let folders = crate::many::select(&as_strings(&args.path), "--path")?;
     let paths: Vec<PathBuf> = folders.iter().map(|f| f.path.clone()).collect();
@@ -149,7 +149,7 @@ pub(super) fn run_plan(env: &front::Env, args: &PlanArgs) -> Result<()> {
         login: None,
     };
     if let Some(note) = crate::tag::shared_prefix_note(&args.timestamp_tag) {
-        eprintln!("warning: {note}");
+        eprintln!("{}: {}", note.label(), note.text);
     }
     let api = front::github_api(env, args.github.token());
     let plan = crate::many::plan(

@@ -54,11 +54,21 @@ pub struct Published {
     pub report: Report,
 }
 
+/// What one publish did.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// Each folder's result.
+    pub images: Vec<Published>,
+    /// The notices of the folder->repository mapping (a folder name with
+    /// capitals, lower-cased), as `push` prints them.
+    pub notices: Vec<String>,
+}
+
 /// Fetches the commit into the mirror and publishes the folder(s) from it;
 /// the first folder's error when one fails (the others are published:
 /// a retry of the whole is idempotent). `interrupt` abandons a download.
 /// Blocking: call it from `spawn_blocking`.
-pub fn run(job: &Job, mirrors: &Mirrors, interrupt: &AtomicBool) -> Result<Vec<Published>> {
+pub fn run(job: &Job, mirrors: &Mirrors, interrupt: &AtomicBool) -> Result<Outcome> {
     let mirror = mirrors.fetch(&job.remote, &job.branch, Some(&job.commit), interrupt)?;
     let base = Request {
         path: PathBuf::new(),
@@ -79,13 +89,13 @@ pub fn run(job: &Job, mirrors: &Mirrors, interrupt: &AtomicBool) -> Result<Vec<P
         extra: Default::default(),
     };
     let folders = crate::many::select_in(&mirror, &job.commit, &[&job.path], "spec.path")?;
-    let repositories = crate::many::targets(&job.registry.repository, &folders, "spec.repository")?;
+    let (repositories, notices) = repositories(&job.registry.repository, &folders)?;
     let targets = crate::many::registry_targets(&job.registry, repositories.clone());
     let mut outcome = crate::many::run_mirror(&base, &folders, targets, JOBS, &mirror)?;
     if !outcome.errors.is_empty() {
         return Err(outcome.errors.remove(0).1);
     }
-    Ok(folders
+    let images = folders
         .iter()
         .zip(repositories)
         .zip(outcome.reports)
@@ -96,5 +106,63 @@ pub fn run(job: &Job, mirrors: &Mirrors, interrupt: &AtomicBool) -> Result<Vec<P
                 report,
             })
         })
-        .collect())
+        .collect();
+    Ok(Outcome { images, notices })
+}
+
+/// Each folder's repository from `spec.repository` (a `{name}`/`{path}`
+/// template for a glob) and the lower-casing notices: the one mapping
+/// ([`crate::many::repositories`]) that `push`, `plan`, the action and
+/// `flux --settings-image` use, so the controller writes where Flux looks.
+pub fn repositories(
+    template: &str,
+    folders: &[crate::many::Folder],
+) -> Result<(Vec<String>, Vec<String>)> {
+    crate::many::repositories(template, folders, "spec.repository")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::many::Folder;
+
+    fn folder(path: &str) -> Folder {
+        let name = path.rsplit('/').next().unwrap_or(path).to_string();
+        Folder {
+            path: PathBuf::from(path),
+            slug: path.to_lowercase().replace(['/', '_'], "-"),
+            name,
+        }
+    }
+
+    /// The controller names the repositories push, plan, the action and
+    /// `flux` name (`many::repository_for`), for every template and
+    /// folder name, with the same lower-casing notice.
+    #[test]
+    fn the_controller_maps_folders_as_push_and_flux_do() {
+        let folders = [folder("configs/Cart"), folder("configs/shop_eu")];
+        for template in [
+            "reg.example/acme/settings-{name}",
+            "reg.example/acme/{path}",
+        ] {
+            let (repos, notices) = repositories(template, &folders).unwrap();
+            let (want, want_notices) =
+                crate::many::repositories(template, &folders, "spec.repository").unwrap();
+            assert_eq!(repos, want, "{template}");
+            assert_eq!(notices, want_notices, "{template}");
+        }
+        let (repos, notices) = repositories("reg.example/acme/settings-{name}", &folders).unwrap();
+        assert_eq!(
+            repos,
+            [
+                "reg.example/acme/settings-cart",
+                "reg.example/acme/settings-shop_eu"
+            ]
+        );
+        assert_eq!(notices.len(), 1, "{notices:?}");
+        assert!(
+            notices[0].contains("configs/Cart") && notices[0].contains("settings-cart"),
+            "{notices:?}"
+        );
+    }
 }

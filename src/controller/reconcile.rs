@@ -15,7 +15,10 @@
 //!
 //! An anomaly of the push (a re-run of an older commit, a timestamp that
 //! went backwards, ...) and a branch tag kept on a newer commit are Warning
-//! Events and part of the Ready message: the cluster only moves forward.
+//! Events and part of the Ready message: the cluster only moves forward. A
+//! folder name lower-cased for its repository (the one mapping of
+//! `many::repositories`) is a Normal Event and a notice in the Ready
+//! message, the text `push` prints.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::AtomicBool;
@@ -116,10 +119,12 @@ pub struct StatusError {
     source: kube::Error,
 }
 
-/// A note for Events and the Ready message.
+/// A note for Events and the Ready message: a Warning Event, or a Normal
+/// one for a notice.
 struct Note {
     reason: &'static str,
     message: String,
+    warning: bool,
 }
 
 /// How an attempt ended.
@@ -127,6 +132,7 @@ enum Step {
     Published {
         revision: String,
         images: Vec<Published>,
+        notices: Vec<String>,
     },
     Unchanged {
         wait: Duration,
@@ -219,12 +225,16 @@ pub async fn reconcile(si: Arc<SettingsImage>, ctx: Arc<Ctx>) -> Result<Action, 
                 .reconciled("unchanged", started.elapsed().as_secs_f64());
             return Ok(Action::requeue(wait));
         }
-        Step::Published { revision, images } => {
+        Step::Published {
+            revision,
+            images,
+            notices,
+        } => {
             ctx.remember(&key, |m| {
                 m.failures = 0;
                 m.checked = Some(Instant::now());
             });
-            let notes = notes(&images);
+            let notes = notes(&images, &notices);
             for img in &images {
                 if let Some(push) = &img.report.push {
                     ctx.metrics.published(push.pushed, push.uploaded_bytes);
@@ -251,7 +261,8 @@ pub async fn reconcile(si: Arc<SettingsImage>, ctx: Arc<Ctx>) -> Result<Action, 
                 ),
             };
             for n in &notes {
-                message.push_str(&format!("; warning {}: {}", n.reason, n.message));
+                let what = if n.warning { "warning" } else { "notice" };
+                message.push_str(&format!("; {what} {}: {}", n.reason, n.message));
             }
             st.images = images.iter().map(image_status).collect();
             st.last_handled_revision = Some(revision.clone());
@@ -278,7 +289,12 @@ pub async fn reconcile(si: Arc<SettingsImage>, ctx: Arc<Ctx>) -> Result<Action, 
                 .await;
             }
             for n in notes {
-                event(&ctx, &si, EventType::Warning, n.reason, n.message).await;
+                let type_ = if n.warning {
+                    EventType::Warning
+                } else {
+                    EventType::Normal
+                };
+                event(&ctx, &si, type_, n.reason, n.message).await;
             }
             logs::object(
                 Level::Info,
@@ -588,7 +604,11 @@ async fn prepare_and_publish(
     let mirrors = ctx.mirrors.clone();
     let interrupt = ctx.interrupt.clone();
     match tokio::task::spawn_blocking(move || publish::run(&job, &mirrors, &interrupt)).await {
-        Ok(Ok(images)) => Step::Published { revision, images },
+        Ok(Ok(outcome)) => Step::Published {
+            revision,
+            images: outcome.images,
+            notices: outcome.notices,
+        },
         Ok(Err(e)) => {
             let (reason, stalls) = classify(&e);
             let message = format!("revision {revision}: {}", message_of(&e));
@@ -697,15 +717,25 @@ fn image_status(p: &Published) -> ImageStatus {
     }
 }
 
-/// The anomalies and kept branch tags of a publish, one note each.
-fn notes(images: &[Published]) -> Vec<Note> {
-    let mut out = Vec::new();
+/// The mapping's notices (a folder name lower-cased, as `push` and `flux`
+/// print it), then the anomalies, kept branch tags and warnings of a
+/// publish, one note each.
+fn notes(images: &[Published], notices: &[String]) -> Vec<Note> {
+    let mut out: Vec<Note> = notices
+        .iter()
+        .map(|n| Note {
+            reason: "RepositoryLowerCased",
+            message: n.clone(),
+            warning: false,
+        })
+        .collect();
     for p in images {
         let r = &p.report;
         if let Some(a) = &r.anomaly {
             out.push(Note {
                 reason: anomaly_reason(a.kind),
                 message: format!("{}: {}", p.repository, a.message),
+                warning: true,
             });
         }
         if let Some(b) = &r.branch_tag
@@ -720,12 +750,14 @@ fn notes(images: &[Published]) -> Vec<Note> {
                     b.commit.as_deref().unwrap_or("?"),
                     r.commit.as_deref().unwrap_or("?")
                 ),
+                warning: true,
             });
         }
         for w in &r.warnings {
             out.push(Note {
                 reason: "PublishWarning",
                 message: format!("{}: {w}", p.repository),
+                warning: true,
             });
         }
     }
@@ -778,6 +810,15 @@ mod tests {
         assert_eq!(backoff(2), Duration::from_secs(2));
         assert_eq!(backoff(4), Duration::from_secs(8));
         assert_eq!(backoff(40), MAX_BACKOFF);
+    }
+
+    #[test]
+    fn a_lower_cased_folder_is_a_notice_not_a_warning() {
+        let n = notes(&[], &["the folder configs/Cart has capitals".to_string()]);
+        assert_eq!(n.len(), 1);
+        assert_eq!(n[0].reason, "RepositoryLowerCased");
+        assert!(!n[0].warning);
+        assert!(n[0].message.contains("configs/Cart"));
     }
 
     #[test]

@@ -41,10 +41,13 @@ pub enum AnomalyKind {
     SameTimestamp,
     /// The new timestamp is lower than that of a tagged ancestor.
     BackwardsTimestamp,
-    /// The new commit is an ancestor of the newest tagged one.
+    /// The new commit is an ancestor of the newest tagged one. Flux keeps
+    /// serving that one, unless both have the same second and the new tag
+    /// sorts first: then Flux moves to the older commit.
     RerunOfOlder,
     /// A force-push rewound the branch to an ancestor of the newest tagged
-    /// commit, which the branch no longer has: Flux keeps serving it.
+    /// commit, which the branch no longer has: Flux keeps serving it, unless
+    /// both have the same second and the new tag sorts first.
     RewoundHistory,
 }
 
@@ -68,9 +71,20 @@ pub struct Anomaly {
     pub kind: AnomalyKind,
     /// What it means and what to do about it.
     pub message: String,
+    /// The tag Flux serves after this push (the pick of its numerical
+    /// policy over the prefix's tags and this one): the tag the message
+    /// names as served.
+    pub served: String,
     /// The other tag involved.
     #[serde(skip)]
     pub other_tag: String,
+}
+
+impl Anomaly {
+    /// Whether Flux serves `new_tag` (this push's) after the push.
+    pub fn serves(&self, new_tag: &str) -> bool {
+        self.served == new_tag
+    }
 }
 
 /// A push that rewrote the branch: GitHub's push event with `forced: true`.
@@ -145,6 +159,11 @@ pub fn relevant<'a>(
 /// descends from this one; a rewind when a force-push dropped it),
 /// backwards timestamp (below a tagged ancestor, else below the prefix's
 /// highest tag, which Flux keeps serving either way), same timestamp.
+/// Every message names the tag Flux serves after this push (Flux's pick
+/// over `existing` and `new_tag`, [`channel::flux_cmp`]): for a re-run or
+/// a rewind that is the newest tag, or this commit's when it has the same
+/// second and sorts first, and then the message says Flux moves to the
+/// older commit.
 pub fn check(
     commit: &str,
     ts: u64,
@@ -153,6 +172,7 @@ pub fn check(
     forced: Option<&ForcedPush>,
     mut is_ancestor: impl FnMut(&str, &str) -> Result<bool>,
 ) -> Result<Option<Anomaly>> {
+    let sha7 = commit.get(..7).unwrap_or(commit);
     let others: Vec<&Tagged> = existing
         .iter()
         .filter(|t| t.stamped.tag != new_tag && t.revision.as_deref() != Some(commit))
@@ -168,37 +188,81 @@ pub fn check(
         && rev != commit
         && is_ancestor(commit, rev)?
     {
+        // Flux's pick after this push: the new tag when it has the newest
+        // tag's second and sorts first.
+        let moves_to_new = n.stamped.ts == ts && sha7 < n.stamped.sha7.as_str();
         if let Some(f) = forced
             && f.dropped(rev, &mut is_ancestor)
         {
+            let rewound = format!(
+                "a force-push rewound the branch from {} to {}, an ancestor of {rev}, which the branch no longer \
+                 has",
+                short(&f.before),
+                short(commit),
+            );
+            let message = if moves_to_new {
+                format!(
+                    "{rewound}. {new_tag} has the same timestamp ({ts}) as {}, the dropped commit's tag, and sorts \
+                     before it ({TIE_RULE_LOWER}), so after this push Flux serves {new_tag}, this commit: Flux moves \
+                     back to the older commit, the content the rewound branch has, and `promote` picks it too. \
+                     Nothing more is needed for Flux: the dropped commit's tag sorts after this one, and the next \
+                     commit in a later second is served as usual",
+                    n.stamped.tag
+                )
+            } else {
+                format!(
+                    "{rewound}: Flux keeps serving {} (the dropped commit's content), because {}. To serve this \
+                     commit's content, a new commit must carry it with a current timestamp: push the dropped \
+                     commits back and then a commit that reverts them, or commit one more change to the folder on \
+                     the rewound branch (an empty commit does not count; edit a comment in a settings file). Into \
+                     a gated channel, `promote --force --reason ...` then releases it at once; promoting before \
+                     that would copy {} into the channel",
+                    n.stamped.tag,
+                    why_kept(&n.stamped, ts, new_tag),
+                    n.stamped.tag
+                )
+            };
             return Ok(Some(Anomaly {
                 kind: AnomalyKind::RewoundHistory,
-                message: format!(
-                    "a force-push rewound the branch from {} to {}, an ancestor of {rev}, which the branch no \
-                     longer has: Flux keeps serving {} (the dropped commit's content), because its timestamp is \
-                     higher than {new_tag}'s. To serve this commit's content, a new commit must carry it with a \
-                     current timestamp: push the dropped commits back and then a commit that reverts them, or \
-                     commit one more change to the folder on the rewound branch (an empty commit does not count; \
-                     edit a comment in a settings file). Into a gated channel, `promote --force --reason ...` then \
-                     releases it at once; promoting before that would copy {} into the channel",
-                    short(&f.before),
-                    short(commit),
-                    n.stamped.tag,
-                    n.stamped.tag
-                ),
+                message,
+                served: if moves_to_new {
+                    new_tag.to_string()
+                } else {
+                    n.stamped.tag.clone()
+                },
                 other_tag: n.stamped.tag.clone(),
             }));
         }
-        return Ok(Some(Anomaly {
-            kind: AnomalyKind::RerunOfOlder,
-            message: format!(
-                "commit {} is an ancestor of {rev}, already published as {}: this is a re-run of an older job \
-                 (or its first run after a newer commit was published); {new_tag} names the same content as before \
-                 and Flux keeps serving {}",
+        let message = if moves_to_new {
+            format!(
+                "commit {} is an ancestor of {rev}, already published as {} in the same second ({ts}): this is the \
+                 first run (or a re-run) of an older job after its descendant was published. {TIE_RULE}, and \
+                 {new_tag} sorts before {}, so after this push Flux serves {new_tag}: Flux moves to the older \
+                 commit's content and stops serving {}'s newer one (`promote` picks it too). {SETTLE}",
                 short(commit),
                 n.stamped.tag,
+                n.stamped.tag,
                 n.stamped.tag
-            ),
+            )
+        } else {
+            format!(
+                "commit {} is an ancestor of {rev}, already published as {}: this is a re-run of an older job \
+                 (or its first run after a newer commit was published); {new_tag} names this older commit's \
+                 content and Flux keeps serving {} ({})",
+                short(commit),
+                n.stamped.tag,
+                n.stamped.tag,
+                why_kept(&n.stamped, ts, new_tag)
+            )
+        };
+        return Ok(Some(Anomaly {
+            kind: AnomalyKind::RerunOfOlder,
+            message,
+            served: if moves_to_new {
+                new_tag.to_string()
+            } else {
+                n.stamped.tag.clone()
+            },
             other_tag: n.stamped.tag.clone(),
         }));
     }
@@ -211,6 +275,8 @@ pub fn check(
         }
         asked += 1;
         if is_ancestor(rev, commit)? {
+            // The newest tag is at least as high: Flux keeps it.
+            let kept = newest.map_or(&t.stamped.tag, |n| &n.stamped.tag);
             return Ok(Some(Anomaly {
                 kind: AnomalyKind::BackwardsTimestamp,
                 message: format!(
@@ -223,8 +289,9 @@ pub fn check(
                     short(commit),
                     t.stamped.tag,
                     t.stamped.ts,
-                    newest.map_or(t.stamped.tag.as_str(), |n| n.stamped.tag.as_str()),
+                    kept,
                 ),
+                served: kept.clone(),
                 other_tag: t.stamped.tag.clone(),
             }));
         }
@@ -258,12 +325,12 @@ pub fn check(
                 n.revision.as_deref().map_or("(none recorded)", short),
                 n.stamped.tag
             ),
+            served: n.stamped.tag.clone(),
             other_tag: n.stamped.tag.clone(),
         }));
     }
     // (a) The same second, another commit: Flux serves the alphabetically
     // smallest of the tags with that time (every other tag is lower here).
-    let sha7 = commit.get(..7).unwrap_or(commit);
     let same: Vec<&&Tagged> = others
         .iter()
         .filter(|t| t.stamped.ts == ts && t.stamped.sha7 != sha7)
@@ -271,19 +338,31 @@ pub fn check(
     let Some(smallest) = same.iter().min_by(|a, b| a.stamped.tag.cmp(&b.stamped.tag)) else {
         return Ok(None);
     };
-    let settle = "It settles with the next commit that changes the folder in a later second (an empty commit \
-                  does not count; edit a comment in a settings file)";
-    let rule = "on equal timestamps Flux serves the alphabetically smallest tag";
     if new_tag < smallest.stamped.tag.as_str() {
         let names: Vec<&str> = same.iter().map(|t| t.stamped.tag.as_str()).collect();
+        // A same-second descendant (not the newest tag, or (c) would have
+        // answered): Flux moves from it to this older commit.
+        let mut older = String::new();
+        for t in same.iter().take(MAX_ANCESTRY_CHECKS) {
+            if let Some(rev) = &t.revision
+                && is_ancestor(commit, rev).unwrap_or(false)
+            {
+                older = format!(
+                    " This commit is the older one ({} descends from it): Flux moves to the older content.",
+                    t.stamped.tag
+                );
+                break;
+            }
+        }
         return Ok(Some(Anomaly {
             kind: AnomalyKind::SameTimestamp,
             message: format!(
-                "{} {} the same timestamp ({ts}) as {new_tag} but another commit: {rule}, so Flux serves {new_tag}, \
-                 this commit, whatever order the registry lists them in. {settle}",
+                "{} {} the same timestamp ({ts}) as {new_tag} but another commit: {TIE_RULE_LOWER}, so Flux serves \
+                 {new_tag}, this commit, whatever order the registry lists them in.{older} {SETTLE}",
                 names.join(", "),
                 if names.len() == 1 { "has" } else { "have" },
             ),
+            served: new_tag.to_string(),
             other_tag: smallest.stamped.tag.clone(),
         }));
     }
@@ -301,12 +380,30 @@ pub fn check(
     Ok(Some(Anomaly {
         kind: AnomalyKind::SameTimestamp,
         message: format!(
-            "{} has the same timestamp ({ts}) as {new_tag} but another commit: {rule}, so Flux serves {}, not \
-             this commit, whose {sha7} sorts after {}.{newer} {settle}",
+            "{} has the same timestamp ({ts}) as {new_tag} but another commit: {TIE_RULE_LOWER}, so Flux serves {}, not \
+             this commit, whose {sha7} sorts after {}.{newer} {SETTLE}",
             served.tag, served.tag, served.sha7,
         ),
+        served: served.tag.clone(),
         other_tag: served.tag.clone(),
     }))
+}
+
+/// Flux's tie rule, as the messages state it.
+const TIE_RULE: &str = "On equal timestamps Flux serves the alphabetically smallest tag";
+const TIE_RULE_LOWER: &str = "on equal timestamps Flux serves the alphabetically smallest tag";
+/// What settles a same-second pick.
+const SETTLE: &str = "It settles with the next commit that changes the folder in a later second (an empty \
+                      commit does not count; edit a comment in a settings file)";
+
+/// Why Flux keeps serving `kept` over a new tag `new_tag` at `ts` (kept
+/// is Flux's pick over both).
+fn why_kept(kept: &Stamped, ts: u64, new_tag: &str) -> String {
+    if kept.ts > ts {
+        format!("its timestamp is higher than {new_tag}'s")
+    } else {
+        format!("it has the same timestamp ({ts}) and sorts before {new_tag}: {TIE_RULE_LOWER}")
+    }
 }
 
 fn short(id: &str) -> &str {
@@ -469,21 +566,15 @@ mod tests {
     #[test]
     fn anomalies() {
         let existing = [tagged(100, 1), tagged(200, 2)];
-        let a = check(&id(1), 100, "main-100-1000000", &existing, None, linear)
-            .unwrap()
-            .unwrap();
+        let a = checked(&id(1), 100, "main-100-1000000", &existing, None, linear);
         assert_eq!(a.kind, AnomalyKind::RerunOfOlder);
         assert_eq!(a.other_tag, "main-200-2000000");
-        let a = check(&id(3), 150, "main-150-3000000", &existing, None, linear)
-            .unwrap()
-            .unwrap();
+        let a = checked(&id(3), 150, "main-150-3000000", &existing, None, linear);
         assert_eq!(a.kind, AnomalyKind::BackwardsTimestamp);
         assert!(a.message.contains("--committer-date-is-author-date"));
         // Same second, 3 descends from 2, and "3000000" sorts after
         // "2000000": Flux keeps serving 2's tag, and the text says so.
-        let a = check(&id(3), 200, "main-200-3000000", &existing, None, linear)
-            .unwrap()
-            .unwrap();
+        let a = checked(&id(3), 200, "main-200-3000000", &existing, None, linear);
         assert_eq!(a.kind, AnomalyKind::SameTimestamp);
         assert_eq!(a.other_tag, "main-200-2000000");
         assert!(
@@ -497,11 +588,9 @@ mod tests {
         // The other way round (commits on two lines): this commit's tag
         // sorts first, Flux serves it.
         let existing = [tagged(200, 3)];
-        let a = check(&id(2), 200, "main-200-2000000", &existing, None, |_, _| {
+        let a = checked(&id(2), 200, "main-200-2000000", &existing, None, |_, _| {
             Ok(false)
-        })
-        .unwrap()
-        .unwrap();
+        });
         assert_eq!(a.kind, AnomalyKind::SameTimestamp);
         assert!(
             a.message
@@ -509,6 +598,124 @@ mod tests {
             "{}",
             a.message
         );
+    }
+
+    /// Flux's pick after a push of `new_tag` over `existing`: the model
+    /// in `channel::highest`, which `tests/common/flux.rs` checks against
+    /// Flux's code end to end.
+    fn served_after(new_tag: &str, existing: &[Tagged]) -> String {
+        let mut tags: Vec<String> = existing.iter().map(|t| t.stamped.tag.clone()).collect();
+        tags.push(new_tag.to_string());
+        channel::highest("main", &tags).unwrap().tag
+    }
+
+    /// [`check`]'s anomaly, checked: `served` is Flux's pick after the
+    /// push, and every tag the message says Flux serves is that one.
+    fn checked(
+        commit: &str,
+        ts: u64,
+        new_tag: &str,
+        existing: &[Tagged],
+        forced: Option<&ForcedPush>,
+        is_ancestor: impl FnMut(&str, &str) -> Result<bool>,
+    ) -> Anomaly {
+        let a = check(commit, ts, new_tag, existing, forced, is_ancestor)
+            .unwrap()
+            .unwrap();
+        assert_eq!(a.served, served_after(new_tag, existing), "{}", a.message);
+        let said =
+            regex::Regex::new(r"(?:Flux serves|keeps serving) (main-[0-9]+-[0-9a-f]{7})").unwrap();
+        let named: Vec<&str> = said
+            .captures_iter(&a.message)
+            .map(|c| c.get(1).unwrap().as_str())
+            .collect();
+        assert!(!named.is_empty(), "{}", a.message);
+        assert!(named.iter().all(|t| *t == a.served), "{}", a.message);
+        a
+    }
+
+    #[test]
+    fn an_older_commit_after_its_same_second_descendant_is_served() {
+        // 3 descends from 2, both at t=200; 3 was tagged first. 2's tag
+        // sorts first: Flux moves to it, the older content.
+        let existing = [tagged(100, 1), tagged(200, 3)];
+        let new_tag = "main-200-2000000";
+        let a = checked(&id(2), 200, new_tag, &existing, None, linear);
+        assert_eq!(a.kind, AnomalyKind::RerunOfOlder);
+        assert_eq!(served_after(new_tag, &existing), new_tag);
+        assert!(
+            a.message.contains(&format!("Flux serves {new_tag}")),
+            "{}",
+            a.message
+        );
+        assert!(!a.message.contains("keeps serving"), "{}", a.message);
+        assert!(
+            a.message.contains("moves to the older commit"),
+            "{}",
+            a.message
+        );
+        assert!(a.message.contains("later second"), "{}", a.message);
+        // The other order (the older 5 sorts after its child 4, both at
+        // t=200): Flux keeps serving 4's tag.
+        let five_four = |a: &str, d: &str| Ok(a == d || (a.starts_with('5') && d.starts_with('4')));
+        let existing = [tagged(200, 4)];
+        let a = checked(&id(5), 200, "main-200-5000000", &existing, None, five_four);
+        assert_eq!(a.kind, AnomalyKind::RerunOfOlder);
+        assert_eq!(
+            served_after("main-200-5000000", &existing),
+            "main-200-4000000"
+        );
+        assert!(
+            a.message.contains("Flux keeps serving main-200-4000000"),
+            "{}",
+            a.message
+        );
+        assert!(a.message.contains("sorts before"), "{}", a.message);
+        // A force-push back to 2 after 3 (same second) was tagged: Flux
+        // moves to 2's tag, which is what the rewind means.
+        let existing = [tagged(200, 3)];
+        let forced = ForcedPush { before: id(3) };
+        let a = checked(&id(2), 200, new_tag, &existing, Some(&forced), forked);
+        assert_eq!(a.kind, AnomalyKind::RewoundHistory);
+        assert!(
+            a.message.contains(&format!("Flux serves {new_tag}")),
+            "{}",
+            a.message
+        );
+        assert!(!a.message.contains("keeps serving"), "{}", a.message);
+        // Same second, 3's tag sorting first: Flux keeps it, because it
+        // sorts first, not because its time is higher.
+        let existing = [tagged(300, 3)];
+        let forced = ForcedPush { before: id(3) };
+        let a = checked(
+            &id(4),
+            300,
+            "main-300-4000000",
+            &existing,
+            Some(&forced),
+            |a, d| Ok(a == d || (a.starts_with('4') && d.starts_with('3'))),
+        );
+        assert_eq!(a.kind, AnomalyKind::RewoundHistory);
+        assert!(
+            a.message.contains("Flux keeps serving main-300-3000000"),
+            "{}",
+            a.message
+        );
+        assert!(!a.message.contains("higher"), "{}", a.message);
+        // The plain same-second case with a same-second descendant tagged
+        // that does not sort first: this commit's tag sorts first and is
+        // served, and the text says it is the older content.
+        let existing = [tagged(200, 6), tagged(200, 8)];
+        let a = checked(&id(2), 200, "main-200-2000000", &existing, None, |a, d| {
+            Ok(a == d || (a.starts_with('2') && d.starts_with('8')))
+        });
+        assert_eq!(a.kind, AnomalyKind::SameTimestamp);
+        assert!(
+            a.message.contains("Flux serves main-200-2000000"),
+            "{}",
+            a.message
+        );
+        assert!(a.message.contains("the older one"), "{}", a.message);
     }
 
     /// History 1 -> 2 -> 3 (dropped by a force-push back to 2 or to the
@@ -532,9 +739,7 @@ mod tests {
         let forced = ForcedPush { before: id(3) };
         // Commit 2 (t=200) pushed again, after the tags in `existing`.
         let again = |existing: &[Tagged], forced: Option<&ForcedPush>| {
-            check(&id(2), 200, "main-200-2000000", existing, forced, forked)
-                .unwrap()
-                .unwrap()
+            checked(&id(2), 200, "main-200-2000000", existing, forced, forked)
         };
         let a = again(&existing, Some(&forced));
         assert_eq!(a.kind, AnomalyKind::RewoundHistory);
@@ -564,16 +769,14 @@ mod tests {
             }
         };
         let existing = [tagged(100, 1), tagged(200, 2)];
-        let a = check(
+        let a = checked(
             &id(1),
             100,
             "main-100-1000000",
             &existing,
             Some(&forced),
             unknown_before,
-        )
-        .unwrap()
-        .unwrap();
+        );
         assert_eq!(a.kind, AnomalyKind::RewoundHistory);
     }
 
@@ -583,9 +786,7 @@ mod tests {
         let existing = [tagged(200, 2), tagged(300, 3)];
         let forced = ForcedPush { before: id(3) };
         for f in [Some(&forced), None] {
-            let a = check(&id(5), 250, "main-250-5000000", &existing, f, forked)
-                .unwrap()
-                .unwrap();
+            let a = checked(&id(5), 250, "main-250-5000000", &existing, f, forked);
             assert_eq!(a.kind, AnomalyKind::BackwardsTimestamp);
             assert_eq!(a.other_tag, "main-300-3000000");
             assert!(
