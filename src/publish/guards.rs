@@ -53,6 +53,44 @@ fn tagged(client: &Client, seen: &mut Seen, stamped: Vec<Stamped>) -> Result<Vec
     Ok(out)
 }
 
+/// Reads side by side what the run then reads one by one, the ones its
+/// tag list holds (see [`Seen::read_all`]): the images of the timestamp
+/// tags [`check_anomaly`] and [`check_prefix_owner`] look at, of the branch
+/// tag [`plan_branch`] looks at, and the referrers index of the image with
+/// digest `provenance_of`, which the provenance looks at unless the push
+/// turns out to create the image. Nothing when the tag list was not read.
+pub fn read_ahead(
+    client: &Client,
+    seen: &mut Seen,
+    new_tag: &str,
+    ts: u64,
+    branch_tag: Option<&str>,
+    provenance_of: Option<&str>,
+) {
+    let Some(tags) = seen.listed() else {
+        return;
+    };
+    let mut want: Vec<String> = ordering::relevant(prefix_of(new_tag), ts, tags)
+        .into_iter()
+        .take(MAX_READ)
+        .map(|s| s.tag)
+        .collect();
+    if let Some(b) = branch_tag
+        && seen.lists(b) == Some(true)
+        && !want.iter().any(|t| t == b)
+    {
+        want.push(b.to_string());
+    }
+    if let Some(d) = provenance_of {
+        let tag = crate::image::artifact::referrers_tag(d);
+        if seen.lists(&tag) == Some(true) {
+            want.push(tag);
+        }
+    }
+    want.retain(|t| seen.known(t).is_none());
+    seen.read_all(client, &want);
+}
+
 /// The prefix of a timestamp tag `PREFIX-<ts>-<sha7>` (the tag itself
 /// for any other tag).
 pub fn prefix_of(timestamp_tag: &str) -> &str {
