@@ -273,7 +273,7 @@ fn strings(v: &serde_json::Value, ptr: &str) -> BTreeMap<String, String> {
 /// every ref but the first from `inspect`.
 pub fn attach(client: &Client, image: &Image, facts: &Facts) -> Result<String> {
     let subject = image.manifest_descriptor();
-    if let Some(d) = attached(client, &subject.digest, facts, None)? {
+    if let Some(d) = attached(client, &subject.digest, facts, None, None)? {
         return Ok(d);
     }
     let name = client.repository().to_string();
@@ -287,13 +287,15 @@ pub fn attach(client: &Client, image: &Image, facts: &Facts) -> Result<String> {
 /// `tag_listed` is what the caller's tag list says of the referrers tag
 /// `sha256-<hex>` (`None`: not listed). The referrers API is asked first,
 /// as the distribution spec has clients do, and the tag when the registry
-/// has no API; a tag the list holds is read first instead, and a tag it
-/// does not hold is not read.
+/// has no API; a tag the list holds is read first instead (`read`: the
+/// descriptors of its index, when the caller read it already), and a tag
+/// it does not hold is not read.
 pub fn attached(
     client: &Client,
     subject_digest: &str,
     facts: &Facts,
     tag_listed: Option<bool>,
+    read: Option<&[Descriptor]>,
 ) -> Result<Option<String>> {
     let found = |list: &[Descriptor]| -> Result<Option<String>> {
         for d in same_revision(list, &facts.commit) {
@@ -306,7 +308,14 @@ pub fn attached(
         Ok(None)
     };
     if tag_listed == Some(true) {
-        let listed = client.referrers_tag_list(subject_digest, Some(ARTIFACT_TYPE))?;
+        let listed = match read {
+            Some(list) => list
+                .iter()
+                .filter(|d| d.artifact_type.as_deref() == Some(ARTIFACT_TYPE))
+                .cloned()
+                .collect(),
+            None => client.referrers_tag_list(subject_digest, Some(ARTIFACT_TYPE))?,
+        };
         if let Some(d) = found(&listed)? {
             return Ok(Some(d));
         }

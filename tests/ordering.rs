@@ -624,6 +624,70 @@ fn racing_runs_in_separate_checkouts_converge_through_the_compare_api() {
     }
 }
 
+/// The branch tag's read-back, deterministically: while the older
+/// commit's branch-tag put is held at a proxy, the newer commit's run
+/// does all of its push (timestamp tag, branch tag, read-back); the older
+/// put then lands over it, and the older run's read-back finds the newer
+/// timestamp tag in its tag list, asks what the branch tag names, and
+/// moves it on. (A read-back whose list holds no tag of another commit
+/// does not ask: tests/requests.rs counts that.)
+#[test]
+fn an_older_branch_tag_put_landing_last_is_moved_on_by_its_read_back() {
+    use common::registry::{Action, Proxy};
+    use std::sync::{Arc, Mutex};
+    let reg = Registry::start(Auth::None);
+    let proxy = Proxy::start(reg.port);
+    let g = Git::new();
+    let c1 = g.change("v: 1\n", 1_700_000_100, 1_700_000_100);
+    let c2 = g.change("v: 2\n", 1_700_000_200, 1_700_000_200);
+    let older = g.worktree("older", &c1);
+    let newer: Arc<Mutex<Option<Push>>> = Arc::default();
+    let (held, newer_dir, direct) = (newer.clone(), g.dir.clone(), repo_of(&reg));
+    proxy.set_rule(move |method, path| {
+        let mut held = held.lock().expect("lock");
+        if method == "PUT" && path == "/v2/settings/manifests/main" && held.is_none() {
+            *held = Some(push(&newer_dir, &direct, &[]));
+        }
+        Action::Forward
+    });
+    let p = push(&older, &format!("{}/settings", proxy.host()), &[]);
+    let newer = newer
+        .lock()
+        .expect("lock")
+        .take()
+        .expect("the newer run ran");
+    assert_eq!(newer.ok()["branch_tag"]["outcome"], "created");
+    assert_eq!(newer.ok()["branch_tag"]["commit"], c2.as_str());
+    let branch = &p.ok()["branch_tag"];
+    assert_eq!(branch["outcome"], "created", "{branch}");
+    assert_eq!(
+        branch["repaired_to"],
+        tag_of(1_700_000_200, &c2).as_str(),
+        "{branch}"
+    );
+    assert_eq!(branch["commit"], c2.as_str(), "{branch}");
+    assert_eq!(revision(&reg, "main"), c2);
+    // After its put of the branch tag: the tag list, then the branch tag,
+    // then the repair.
+    let after: Vec<String> = proxy
+        .take()
+        .iter()
+        .skip_while(|r| !(r.method == "PUT" && r.path.ends_with("/manifests/main")))
+        .filter(|r| r.path.contains("/tags/list") || r.path.ends_with("/manifests/main"))
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert_eq!(
+        after,
+        [
+            "PUT /v2/settings/manifests/main",
+            "GET /v2/settings/tags/list?n=1000",
+            "HEAD /v2/settings/manifests/main",
+            "PUT /v2/settings/manifests/main",
+        ],
+        "{after:?}"
+    );
+}
+
 fn tags(reg: &Registry) -> BTreeSet<String> {
     common::registry::tags_of(reg, "settings")
 }

@@ -53,6 +53,44 @@ fn tagged(client: &Client, seen: &mut Seen, stamped: Vec<Stamped>) -> Result<Vec
     Ok(out)
 }
 
+/// Reads side by side what the run then reads one by one, the ones its
+/// tag list holds (see [`Seen::read_all`]): the images of the timestamp
+/// tags [`check_anomaly`] and [`check_prefix_owner`] look at, of the branch
+/// tag [`plan_branch`] looks at, and the referrers index of the image with
+/// digest `provenance_of`, which the provenance looks at unless the push
+/// turns out to create the image. Nothing when the tag list was not read.
+pub fn read_ahead(
+    client: &Client,
+    seen: &mut Seen,
+    new_tag: &str,
+    ts: u64,
+    branch_tag: Option<&str>,
+    provenance_of: Option<&str>,
+) {
+    let Some(tags) = seen.listed() else {
+        return;
+    };
+    let mut want: Vec<String> = ordering::relevant(prefix_of(new_tag), ts, tags)
+        .into_iter()
+        .take(MAX_READ)
+        .map(|s| s.tag)
+        .collect();
+    if let Some(b) = branch_tag
+        && seen.lists(b) == Some(true)
+        && !want.iter().any(|t| t == b)
+    {
+        want.push(b.to_string());
+    }
+    if let Some(d) = provenance_of {
+        let tag = crate::image::artifact::referrers_tag(d);
+        if seen.lists(&tag) == Some(true) {
+            want.push(tag);
+        }
+    }
+    want.retain(|t| seen.known(t).is_none());
+    seen.read_all(client, &want);
+}
+
 /// The prefix of a timestamp tag `PREFIX-<ts>-<sha7>` (the tag itself
 /// for any other tag).
 pub fn prefix_of(timestamp_tag: &str) -> &str {
@@ -235,7 +273,8 @@ pub struct BranchReport {
     pub name: String,
     /// What happened.
     pub outcome: BranchOutcome,
-    /// The commit the tag's image records after this run.
+    /// The commit the tag's image records after this run (as far as it
+    /// read: what it put, unless its read-back had to ask).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub commit: Option<String>,
     /// The timestamp tag whose image the branch tag was moved on to after
@@ -315,8 +354,9 @@ pub struct Moving {
 
 /// Moves branch tag `name` to `manifest` (the image manifest just pushed for
 /// `commit`, whose timestamp tag is `timestamp_tag`) as `plan` allows, then
-/// reads the tag back with the timestamp tags and, when a racing run left
-/// it behind the newest descendant, moves it on to that one.
+/// reads the timestamp tags back (and the tag, when a repair could follow)
+/// and, when a racing run left it behind the newest descendant, moves it
+/// on to that one.
 #[allow(clippy::too_many_arguments)]
 pub fn move_branch(
     client: &Client,
@@ -396,10 +436,11 @@ pub fn put_branch(
 }
 
 /// The second half of [`move_branch`]: after our put (once a racing run's
-/// put still in the registry's hands has had time to land), reads the tag
-/// and the timestamp tags back and repairs a racing run's backwards move.
-/// Without a put of ours there is nothing to read back or repair (a
-/// racing run reads back its own put).
+/// put still in the registry's hands has had time to land), lists the tags
+/// again and, when the list holds a timestamp tag of another commit that a
+/// repair could follow, reads what the branch tag names and repairs a
+/// racing run's backwards move. Without a put of ours there is nothing to
+/// read back or repair (a racing run reads back its own put).
 pub fn finish_branch(
     client: &Client,
     seen: &mut Seen,
@@ -443,12 +484,34 @@ pub fn finish_branch(
     let Some((ended, settle)) = put else {
         return Ok(report);
     };
-    // Let a racing put land, then read back: a racing run may have moved
-    // the tag after us, or tagged a newer commit.
+    // Let a racing put land, then read back: a racing run may have tagged
+    // a newer commit, or moved the tag after us.
     std::thread::sleep(settle.saturating_sub(ended.elapsed()));
-    let (head, tags) = client.run(|s| async {
-        futures_util::future::try_join(s.head_manifest(&name), s.list_tags()).await
-    })?;
+    let tags = client.list_tags()?;
+    // The tags a repair may follow: the ones at least as new as ours (the
+    // anomaly check read those) and the ones a racing run made since the
+    // list was read. An older tag that was already there is not a racing
+    // run's, and Flux never picks it over ours.
+    let mut stamped: Vec<Stamped> = tags
+        .iter()
+        .filter_map(|t| crate::release::channel::parse(prefix, t))
+        .filter(|s| s.ts >= ours || before.as_ref().is_none_or(|b| !b.contains(&s.tag)))
+        .collect();
+    stamped.sort_by(|a, b| b.ts.cmp(&a.ts).then_with(|| b.tag.cmp(&a.tag)));
+    let tagged = tagged(client, seen, stamped)?;
+    // A repair moves the tag on to a tagged descendant, never to our own
+    // commit: without a tag of another commit there is none, whatever the
+    // tag names now, so it is not asked. (A racing run that put the tag
+    // after us reads its own put back, and sees our newer tag then; a
+    // rewind on purpose is not undone either way.) The report keeps the
+    // commit this run put.
+    if !tagged
+        .iter()
+        .any(|t| t.revision.as_ref().is_some_and(|r| r != &commit))
+    {
+        return Ok(report);
+    }
+    let head = client.head_manifest(&name)?;
     let now = match head.map(|d| d.digest) {
         None => None,
         Some(d) if d == digest => Some(commit.clone()),
@@ -461,17 +524,6 @@ pub fn finish_branch(
         Some(rev) if rev != &commit && lenient(&commit, rev)? => rev.clone(),
         _ => commit.clone(),
     };
-    // The tags a repair may follow: the ones at least as new as ours (the
-    // anomaly check read those) and the ones a racing run made since the
-    // list was read. An older tag that was already there is not a racing
-    // run's, and Flux never picks it over ours.
-    let mut stamped: Vec<Stamped> = tags
-        .iter()
-        .filter_map(|t| crate::release::channel::parse(prefix, t))
-        .filter(|s| s.ts >= ours || before.as_ref().is_none_or(|b| !b.contains(&s.tag)))
-        .collect();
-    stamped.sort_by(|a, b| b.ts.cmp(&a.ts).then_with(|| b.tag.cmp(&a.tag)));
-    let tagged = tagged(client, seen, stamped)?;
     if let Some(tip) = ordering::repair_target(&base, &tagged, &lenient)?
         && tip.revision != now
         && let Some(m) = client.get_manifest(&tip.stamped.tag)?

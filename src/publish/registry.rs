@@ -363,6 +363,9 @@ pub fn publish(opts: &registry::Options, plan: Plan<'_>) -> Result<Published> {
         let ts = u64::try_from(c.timestamp).unwrap_or(0);
         let owner_and_anomaly = match seen.tags(&client) {
             Ok(_) => {
+                let ours = matches!(plan.provenance, Provenance::Attach(_))
+                    .then_some(plan.image.digest.as_str());
+                guards::read_ahead(&client, &mut seen, t, ts, plan.branch_tag, ours);
                 if let Some(w) = guards::check_prefix_owner(
                     &client,
                     &mut seen,
@@ -512,7 +515,8 @@ fn attach_provenance(
     };
     if !beside.fresh {
         let tag = artifact::referrers_tag(&subject.digest);
-        if let Some(d) = provenance::attached(client, &subject.digest, facts, seen.lists(&tag))? {
+        let (listed, read) = (seen.lists(&tag), seen.referrers_index(&tag));
+        if let Some(d) = provenance::attached(client, &subject.digest, facts, listed, read)? {
             return Ok(d);
         }
     }

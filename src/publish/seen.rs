@@ -10,9 +10,12 @@
 use std::collections::HashMap;
 
 use crate::error::Result;
-use crate::image::ANNOTATION_REVISION;
-use crate::image::artifact::ManifestView;
+use crate::image::artifact::{Index, ManifestView};
+use crate::image::{ANNOTATION_REVISION, Descriptor};
 use crate::registry::Client;
+
+/// The most manifests [`Seen::read_all`] asks for at once.
+const READ_AT_ONCE: usize = 8;
 
 /// What a tag named when this run read (or wrote) it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +52,9 @@ pub struct Seen {
     tags: Option<Vec<String>>,
     /// What each tag named when read: `None` when it did not exist.
     images: HashMap<String, Option<Named>>,
+    /// The descriptors the index under a referrers tag (`sha256-<hex>`)
+    /// listed, for those [`Seen::read_all`] read.
+    indexes: HashMap<String, Vec<Descriptor>>,
 }
 
 impl Seen {
@@ -97,6 +103,42 @@ impl Seen {
             return Ok(known.clone());
         }
         self.read(client, tag)
+    }
+
+    /// Reads the images of `tags` side by side (at most
+    /// [`READ_AT_ONCE`] at a time), for the reads one by one that follow
+    /// ([`Seen::image`], [`Seen::listed_image`], and for a referrers tag
+    /// [`Seen::referrers_index`]). Best effort: a tag whose read fails is
+    /// left unread, to be read (and fail) where it is needed.
+    pub fn read_all(&mut self, client: &Client, tags: &[String]) {
+        use futures_util::stream::{self, StreamExt};
+        if tags.len() < 2 {
+            return;
+        }
+        let read = client.run(|s| async move {
+            Ok(stream::iter(tags)
+                .map(|t| async move { (t, s.get_manifest(t).await) })
+                .buffer_unordered(READ_AT_ONCE)
+                .collect::<Vec<_>>()
+                .await)
+        });
+        for (tag, got) in read.unwrap_or_default() {
+            let Ok(m) = got else { continue };
+            if let Some(m) = &m
+                && tag.starts_with("sha256-")
+                && let Ok(index) = Index::parse(&m.bytes)
+            {
+                self.indexes.insert(tag.clone(), index.manifests);
+            }
+            let named = m.map(|m| Named::of(&m.bytes));
+            self.images.insert(tag.clone(), named);
+        }
+    }
+
+    /// What the index under the referrers tag `tag` listed when
+    /// [`Seen::read_all`] read it, if it did.
+    pub fn referrers_index(&self, tag: &str) -> Option<&[Descriptor]> {
+        self.indexes.get(tag).map(Vec::as_slice)
     }
 
     fn read(&mut self, client: &Client, tag: &str) -> Result<Option<Named>> {
