@@ -280,6 +280,54 @@ fn transient_faults_are_retried() {
     assert_eq!(inspect["Digest"], out["digest"]);
 }
 
+/// distribution's answer to a manifest whose blob link it read while
+/// another run's mount rewrote it (its filesystem driver writes link files
+/// in place), or an object store that reads after write late: the blobs
+/// are there, so the put is asked again after a moment, twice at most; a
+/// registry that keeps saying so fails the push (exit 4, no tag).
+#[test]
+fn a_manifest_whose_blobs_the_registry_has_not_settled_is_put_again() {
+    let unknown = r#"{"errors":[{"code":"MANIFEST_BLOB_UNKNOWN","message":"blob unknown to registry","detail":"sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"}]}"#;
+    for refusals in [1, 2, 3] {
+        let reg = Registry::start(Auth::None);
+        let proxy = Proxy::start(reg.port);
+        let dir = settings(2, "settle");
+        let d = dir.path().to_str().unwrap();
+        let repo = format!("{}/settle", proxy.host());
+        let mut puts = 0;
+        proxy.set_rule(move |method, path| {
+            if method == "PUT" && path.contains("/manifests/") {
+                puts += 1;
+                if puts <= refusals {
+                    return Action::RespondBody(400, unknown.to_string());
+                }
+            }
+            Action::Forward
+        });
+        let out = run(&push_args(d, &repo, &["latest"]), &[], None);
+        let manifest_puts = proxy
+            .take()
+            .iter()
+            .filter(|r| r.method == "PUT" && r.path.contains("/manifests/"))
+            .count();
+        let stored = skopeo_inspect(&format!("{}/settle:latest", reg.host()), None);
+        if refusals < 3 {
+            assert_eq!(out.code, 0, "{refusals} refusals: {}", out.stderr);
+            assert_eq!(manifest_puts, refusals + 1);
+            assert_eq!(stored.unwrap()["Digest"], out.json()["digest"]);
+        } else {
+            assert_eq!(out.code, 4, "{}", out.stderr);
+            assert!(
+                out.stderr.contains("MANIFEST_BLOB_UNKNOWN"),
+                "{}",
+                out.stderr
+            );
+            assert_eq!(manifest_puts, 3, "asked twice again, not more");
+            assert!(stored.is_none());
+        }
+    }
+}
+
 #[test]
 fn permanent_failure_writes_no_tag() {
     let reg = Registry::start(Auth::None);

@@ -7,7 +7,7 @@ use reqwest::{Method, Response, StatusCode};
 
 use super::Session;
 use super::transport::{header_str, next_link};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::image::{Descriptor, MANIFEST_MEDIA_TYPE};
 
 /// Manifest media types we accept when asking what a tag names.
@@ -140,17 +140,35 @@ impl Session {
         let what = format!("putting manifest {}:{reference}", self.t.repo);
         let url = self.t.url(&format!("manifests/{reference}"))?;
         let digest = crate::image::sha256_digest(bytes);
-        let resp = self
-            .t
-            .send(&what, true, |s| {
-                Ok(s.request(Method::PUT, url.clone())
-                    .header(header::CONTENT_TYPE, media_type)
-                    .body(bytes.to_vec()))
-            })
-            .await?;
-        if resp.status() != StatusCode::CREATED {
-            return Err(self.t.fail(&what, resp).await);
-        }
+        let mut waits = BLOB_SETTLE.iter();
+        let resp = loop {
+            let resp = self
+                .t
+                .send(&what, true, |s| {
+                    Ok(s.request(Method::PUT, url.clone())
+                        .header(header::CONTENT_TYPE, media_type)
+                        .body(bytes.to_vec()))
+                })
+                .await?;
+            if resp.status() == StatusCode::CREATED {
+                break resp;
+            }
+            let bad_request = resp.status() == StatusCode::BAD_REQUEST;
+            let err = self.t.fail(&what, resp).await;
+            // A manifest is only put after every blob it names is in the
+            // registry; one it then calls unknown or unreadable is a
+            // registry catching up (distribution's filesystem driver
+            // rewrites a blob's link file in place when another run mounts
+            // the same blob; object stores read after write late). Asked
+            // again after a moment, it answers.
+            match waits.next() {
+                Some(wait) if bad_request && blob_not_settled(&err) => {
+                    log::debug!("{what}: {err}; asking again in {} ms", wait.as_millis());
+                    tokio::time::sleep(*wait).await;
+                }
+                _ => return Err(err),
+            }
+        };
         if let Some(d) = header_str(&resp, "docker-content-digest")
             && d != digest
         {
@@ -206,5 +224,24 @@ impl Session {
         Err(self
             .t
             .registry_err(&what, "the tag list never ended (more than 10000 pages)"))
+    }
+}
+
+/// How long to wait before putting a manifest again whose blobs the
+/// registry did not see yet (see `Session::put_manifest_bytes`).
+const BLOB_SETTLE: [std::time::Duration; 2] = [
+    std::time::Duration::from_millis(100),
+    std::time::Duration::from_millis(500),
+];
+
+/// Whether `err`, a refused manifest put, says a blob it names is unknown
+/// or its link unreadable (distribution's `MANIFEST_BLOB_UNKNOWN`, and
+/// `DIGEST_INVALID` for a link file read while it is rewritten).
+fn blob_not_settled(err: &Error) -> bool {
+    match err {
+        Error::Registry { message, .. } => {
+            message.contains("MANIFEST_BLOB_UNKNOWN") || message.contains("DIGEST_INVALID")
+        }
+        _ => false,
     }
 }

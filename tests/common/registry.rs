@@ -538,6 +538,9 @@ pub enum Action {
     Forward,
     /// Answer it with this status and headers, without the registry.
     Respond(u16, Vec<(String, String)>),
+    /// Answer it with this status and this JSON error body, without the
+    /// registry.
+    RespondBody(u16, String),
     /// Read part of the body, then drop the connection (a reset).
     Reset,
 }
@@ -618,12 +621,20 @@ fn proxy_conn(
                 let _ = cwriter.shutdown(std::net::Shutdown::Both);
                 return Ok(());
             }
-            Action::Respond(status, headers) => {
+            Action::Respond(..) | Action::RespondBody(..) => {
+                let (status, headers, body) = match action {
+                    Action::RespondBody(status, body) => (status, Vec::new(), body),
+                    Action::Respond(status, headers) => (
+                        status,
+                        headers,
+                        format!(
+                            "{{\"errors\":[{{\"code\":\"INJECTED\",\"message\":\"injected {status} by the test proxy\"}}]}}"
+                        ),
+                    ),
+                    _ => unreachable!(),
+                };
                 let (_, len) = read_body(&mut creader, &head, false)?;
                 record(len, status);
-                let body = format!(
-                    "{{\"errors\":[{{\"code\":\"INJECTED\",\"message\":\"injected {status} by the test proxy\"}}]}}"
-                );
                 let mut resp = format!(
                     "HTTP/1.1 {status} Injected\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
                     body.len()
