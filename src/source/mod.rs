@@ -57,16 +57,27 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug {
     fn open(&self, id: &str) -> std::io::Result<Box<dyn Read + '_>>;
 }
 
-/// One entry as stored: its bytes in [`Entries::text`] are the path, then
-/// the symlink target or the object id (`extra` bytes).
+/// One entry as stored, in 16 bytes: its bytes in [`Entries::text`] are
+/// the path, then the symlink target or the object id (`extra` bytes).
 #[derive(Debug, Clone, Copy)]
 struct Record {
     /// Start of the path in the text.
     start: u32,
-    path: u32,
-    extra: u32,
+    /// The low 32 bits of a file's size.
+    size_low: u32,
+    /// The path's length (a path is at most 4096 bytes on Linux).
+    path: u16,
+    /// The symlink target's (at most 4095 bytes) or object id's length.
+    extra: u16,
+    /// Bits 32 to 47 of a file's size: files up to 256 TiB.
+    size_high: u16,
     kind: RecordKind,
-    size: u64,
+}
+
+impl Record {
+    fn size(&self) -> u64 {
+        u64::from(self.size_high) << 32 | u64::from(self.size_low)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,17 +113,32 @@ impl Entries {
             )
         };
         let start = u32::try_from(self.text.len()).map_err(|_| too_many())?;
-        let path_len = u32::try_from(path.len()).map_err(|_| too_many())?;
-        let extra_len = u32::try_from(extra.len()).map_err(|_| too_many())?;
+        let long = |what: &str, len: usize| {
+            Error::input(
+                format!("{what} is {len} bytes long, more than 65535: {path:?}"),
+                Some("package a folder with shorter paths".to_string()),
+            )
+        };
+        let path_len = u16::try_from(path.len()).map_err(|_| long("a path", path.len()))?;
+        let extra_len =
+            u16::try_from(extra.len()).map_err(|_| long("a symlink target", extra.len()))?;
         u32::try_from(self.text.len() + path.len() + extra.len()).map_err(|_| too_many())?;
+        let size_high = u16::try_from(size >> 32).map_err(|_| {
+            Error::input(
+                format!("{path} is {size} bytes, more than 256 TiB"),
+                Some("a settings image holds small files".to_string()),
+            )
+        })?;
         self.text.push_str(path);
         self.text.push_str(extra);
         self.records.push(Record {
             start,
+            // The low half; the high half is size_high.
+            size_low: (size & 0xffff_ffff) as u32,
             path: path_len,
             extra: extra_len,
+            size_high,
             kind,
-            size,
         });
         Ok(())
     }
@@ -159,7 +185,7 @@ impl Entries {
         let kind = match r.kind {
             RecordKind::Dir => EntryKind::Dir,
             RecordKind::File | RecordKind::Executable => EntryKind::File {
-                size: r.size,
+                size: r.size(),
                 executable: r.kind == RecordKind::Executable,
                 content: if extra.is_empty() {
                     Content::Disk
@@ -356,6 +382,37 @@ fn resolve_link(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_record_is_16_bytes_and_keeps_sizes_up_to_256_tib() {
+        assert_eq!(std::mem::size_of::<Record>(), 16);
+        let mut e = Entries::new();
+        let sizes = [
+            0,
+            1,
+            u64::from(u32::MAX),
+            1 << 32,
+            5 << 32 | 7,
+            (1 << 48) - 1,
+        ];
+        for (i, size) in sizes.iter().enumerate() {
+            e.push_file(&format!("f{i}"), *size, i % 2 == 0, Content::Object("ab"))
+                .unwrap();
+        }
+        let got: Vec<u64> = e
+            .iter()
+            .map(|x| match x.kind {
+                EntryKind::File { size, .. } => size,
+                _ => panic!("{x:?}"),
+            })
+            .collect();
+        assert_eq!(got, sizes);
+        assert!(e.push_file("big", 1 << 48, false, Content::Disk).is_err());
+        assert!(e.push_dir(&"d".repeat(65_536)).is_err());
+        e.push_dir(&"d".repeat(65_535)).unwrap();
+        assert!(e.push_symlink("l", &"x".repeat(65_536)).is_err());
+        assert_eq!(e.len(), sizes.len() + 1);
+    }
 
     #[test]
     fn symlink_targets() {
