@@ -89,8 +89,8 @@ enum RecordKind {
 }
 
 /// The entries of a folder, stored compactly so that memory per file stays
-/// small (a folder of 100,000 files is listed in about 7 MB): one text
-/// holding every path (and symlink target or object id), one 24-byte record
+/// small (a folder of 100,000 files is listed in about 6 MB): one text
+/// holding every path (and symlink target or object id), one 16-byte record
 /// per entry, no allocation per entry. [`Entries::sort`] puts them in path
 /// byte order.
 #[derive(Debug, Clone, Default)]
