@@ -1036,9 +1036,11 @@ fn the_shipped_image_runs_as_a_container_action_under_podman() {
     );
     // The image is the binary and the CA bundle, nothing else (the
     // .dockerignore, the two COPYs). The shipped binary is the release
-    // build, which keeps the image under 10 MiB to pull (ci.yml's image job
-    // checks it where docker runs); the test command stages the test
-    // profile's, which is larger.
+    // build (Cargo.toml's [profile.release]); issue 23 bounds its image at
+    // 10 MiB unpacked, checked here when the release binary is staged
+    // (`bash scripts/action-image.sh`) and by ci.yml's image job. It is not
+    // met yet (15.9 MB unpacked), so both fail until the binary shrinks.
+    // The test command stages the test profile's, several times larger.
     let staged = root.join("target/action-image");
     let content = fs::metadata(staged.join("amd64/settings-image"))
         .expect("stat")
@@ -1053,8 +1055,8 @@ fn the_shipped_image_runs_as_a_container_action_under_podman() {
     let profile = fs::read_to_string(staged.join("profile")).expect("the staged profile");
     if profile.trim() == "release" {
         assert!(
-            pulled < 10 * 1024 * 1024,
-            "the action image is {pulled} bytes to pull, over 10 MiB"
+            unpacked < 10 * 1024 * 1024,
+            "the action image is {unpacked} bytes unpacked, over 10 MiB"
         );
     }
 
