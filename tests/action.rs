@@ -32,32 +32,22 @@ const DIR: &str = "configs/shop";
 /// 2024-01-02T03:04:05Z
 const T0: i64 = 1_704_164_645;
 
-/// Runs git in `dir` as root on a repository owned by uid 1001, with a
-/// fixed committer time when `time` is given.
+/// Runs git in `dir` as root on a repository owned by uid 1001
+/// ([`common::git::git_cmd`] with a home beside `dir`, and
+/// `safe.directory=*`), with a fixed author and committer time when `time`
+/// is given.
 fn git(dir: &Path, args: &[&str], time: Option<i64>) -> String {
-    let mut cmd = Command::new(common::require("git"));
-    // safe.directory from the environment reaches the git processes a
-    // clone starts (upload-pack), where `-c` does not.
-    cmd.env("GIT_CONFIG_COUNT", "1")
-        .env("GIT_CONFIG_KEY_0", "safe.directory")
-        .env("GIT_CONFIG_VALUE_0", "*");
-    cmd.args([
-        "-c",
-        "user.name=Test",
-        "-c",
-        "user.email=test@example.com",
-        "-c",
-        "commit.gpgsign=false",
-    ])
-    .args(args)
-    .current_dir(dir)
-    .env_remove("GIT_DIR");
-    if let Some(t) = time {
-        let d = format!("@{t} +0000");
-        cmd.env("GIT_AUTHOR_DATE", &d).env("GIT_COMMITTER_DATE", &d);
-    }
-    common::stdout_of(&mut cmd).trim().to_string()
+    let mut cmd = common::git::git_cmd(&common::git::home_beside(dir), dir);
+    common::git::run(cmd.envs(ANY_OWNER), args, time)
 }
+
+/// `safe.directory=*` from the environment: it reaches the git processes a
+/// clone starts (upload-pack), where `-c` does not.
+const ANY_OWNER: [(&str, &str); 3] = [
+    ("GIT_CONFIG_COUNT", "1"),
+    ("GIT_CONFIG_KEY_0", "safe.directory"),
+    ("GIT_CONFIG_VALUE_0", "*"),
+];
 
 /// Gives the tree to the runner's user, as actions/checkout leaves it.
 fn chown_runner(path: &Path) {
@@ -1738,9 +1728,7 @@ fn cli(dir: &Path, args: &[&str]) -> (i32, String, String) {
         .args(args)
         .current_dir(dir)
         .env("DOCKER_CONFIG", empty.path())
-        .env("GIT_CONFIG_COUNT", "1")
-        .env("GIT_CONFIG_KEY_0", "safe.directory")
-        .env("GIT_CONFIG_VALUE_0", "*")
+        .envs(ANY_OWNER)
         .env_remove("GITHUB_TOKEN")
         .env_remove("GITHUB_REPOSITORY")
         .env_remove("SETTINGS_IMAGE_USERNAME")
