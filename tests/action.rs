@@ -32,32 +32,22 @@ const DIR: &str = "configs/shop";
 /// 2024-01-02T03:04:05Z
 const T0: i64 = 1_704_164_645;
 
-/// Runs git in `dir` as root on a repository owned by uid 1001, with a
-/// fixed committer time when `time` is given.
+/// Runs git in `dir` as root on a repository owned by uid 1001
+/// ([`common::git::git_cmd`] with a home beside `dir`, and
+/// `safe.directory=*`), with a fixed author and committer time when `time`
+/// is given.
 fn git(dir: &Path, args: &[&str], time: Option<i64>) -> String {
-    let mut cmd = Command::new(common::require("git"));
-    // safe.directory from the environment reaches the git processes a
-    // clone starts (upload-pack), where `-c` does not.
-    cmd.env("GIT_CONFIG_COUNT", "1")
-        .env("GIT_CONFIG_KEY_0", "safe.directory")
-        .env("GIT_CONFIG_VALUE_0", "*");
-    cmd.args([
-        "-c",
-        "user.name=Test",
-        "-c",
-        "user.email=test@example.com",
-        "-c",
-        "commit.gpgsign=false",
-    ])
-    .args(args)
-    .current_dir(dir)
-    .env_remove("GIT_DIR");
-    if let Some(t) = time {
-        let d = format!("@{t} +0000");
-        cmd.env("GIT_AUTHOR_DATE", &d).env("GIT_COMMITTER_DATE", &d);
-    }
-    common::stdout_of(&mut cmd).trim().to_string()
+    let mut cmd = common::git::git_cmd(&common::git::home_beside(dir), dir);
+    common::git::run(cmd.envs(ANY_OWNER), args, time)
 }
+
+/// `safe.directory=*` from the environment: it reaches the git processes a
+/// clone starts (upload-pack), where `-c` does not.
+const ANY_OWNER: [(&str, &str); 3] = [
+    ("GIT_CONFIG_COUNT", "1"),
+    ("GIT_CONFIG_KEY_0", "safe.directory"),
+    ("GIT_CONFIG_VALUE_0", "*"),
+];
 
 /// Gives the tree to the runner's user, as actions/checkout leaves it.
 fn chown_runner(path: &Path) {
@@ -1036,9 +1026,11 @@ fn the_shipped_image_runs_as_a_container_action_under_podman() {
     );
     // The image is the binary and the CA bundle, nothing else (the
     // .dockerignore, the two COPYs). The shipped binary is the release
-    // build, which keeps the image under 10 MiB to pull (ci.yml's image job
-    // checks it where docker runs); the test command stages the test
-    // profile's, which is larger.
+    // build (Cargo.toml's [profile.release]); issue 23 bounds its image at
+    // 10 MiB unpacked, checked here when the release binary is staged
+    // (`bash scripts/action-image.sh`) and by ci.yml's image job. It is not
+    // met yet (15.9 MB unpacked), so both fail until the binary shrinks.
+    // The test command stages the test profile's, several times larger.
     let staged = root.join("target/action-image");
     let content = fs::metadata(staged.join("amd64/settings-image"))
         .expect("stat")
@@ -1053,8 +1045,8 @@ fn the_shipped_image_runs_as_a_container_action_under_podman() {
     let profile = fs::read_to_string(staged.join("profile")).expect("the staged profile");
     if profile.trim() == "release" {
         assert!(
-            pulled < 10 * 1024 * 1024,
-            "the action image is {pulled} bytes to pull, over 10 MiB"
+            unpacked < 10 * 1024 * 1024,
+            "the action image is {unpacked} bytes unpacked, over 10 MiB"
         );
     }
 
@@ -1736,9 +1728,7 @@ fn cli(dir: &Path, args: &[&str]) -> (i32, String, String) {
         .args(args)
         .current_dir(dir)
         .env("DOCKER_CONFIG", empty.path())
-        .env("GIT_CONFIG_COUNT", "1")
-        .env("GIT_CONFIG_KEY_0", "safe.directory")
-        .env("GIT_CONFIG_VALUE_0", "*")
+        .envs(ANY_OWNER)
         .env_remove("GITHUB_TOKEN")
         .env_remove("GITHUB_REPOSITORY")
         .env_remove("SETTINGS_IMAGE_USERNAME")

@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 use common::git::{git_at, git_cmd};
 use common::git_server::{GitServer, Options as GitOptions};
 use common::kube::{Kube, kube};
-use common::registry::{Action, Auth, Proxy, Registry, free_port};
+use common::registry::{Action, Auth, Proxy, Registry, free_port, tags_of};
 use common::{TempDir, bin, repo, require, run_ok, stdout_of};
 
 /// The namespace `config/` installs into.
@@ -483,21 +483,6 @@ print(json.dumps(out))
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-/// The tags of `name` in the registry (none when the repository does not
-/// exist yet), from its own API.
-fn tags(reg: &Registry, name: &str) -> Vec<String> {
-    let (code, body) =
-        common::registry::curl(&format!("http://{}/v2/{name}/tags/list", reg.host()), None);
-    match code {
-        404 => Vec::new(),
-        200 => serde_json::from_str::<Value>(&body).unwrap()["tags"]
-            .as_array()
-            .map(|t| t.iter().map(|x| x.as_str().unwrap().to_string()).collect())
-            .unwrap_or_default(),
-        _ => panic!("listing the tags of {name}: {code} {body}"),
-    }
-}
-
 // ------------------------------------------------------------------ install
 
 #[test]
@@ -648,7 +633,7 @@ fn publishes_each_fetched_revision_and_only_moves_forward() {
         condition(v, "Ready").is_some_and(|c| c.1 == "ArtifactNotReady")
     });
     assert_eq!(condition(&v, "Reconciling").unwrap().0, "True");
-    assert!(tags(&reg, "shop").is_empty());
+    assert!(tags_of(&reg, "shop").is_empty());
 
     // 1. The first revision.
     fetched(k, &ns, "settings", &c1);
@@ -670,11 +655,8 @@ fn publishes_each_fetched_revision_and_only_moves_forward() {
         v["metadata"]["generation"]
     );
     assert!(condition(&v, "Reconciling").is_none() && condition(&v, "Stalled").is_none());
-    let t = tags(&reg, "shop");
-    assert!(
-        t.contains(&tag1) && t.contains(&"main".to_string()),
-        "{t:?}"
-    );
+    let t = tags_of(&reg, "shop");
+    assert!(t.contains(&tag1) && t.contains("main"), "{t:?}");
 
     // 2. A commit that changes the folder, and one that does not.
     let c2 = up.commit(
@@ -697,7 +679,7 @@ fn publishes_each_fetched_revision_and_only_moves_forward() {
         v["status"]["images"][0]["digest"],
         up.digest(&c3, "configs/shop", "main").as_str()
     );
-    assert!(tags(&reg, "shop").contains(&tag2));
+    assert!(tags_of(&reg, "shop").contains(&tag2));
 
     // 3. The same revision again (source-controller re-fetches and writes
     // a new lastUpdateTime): not one request to the registry.
@@ -839,7 +821,7 @@ fn a_registry_outage_is_retried_until_it_publishes() {
         "ProgressingWithRetry"
     );
     assert!(condition(&v, "Stalled").is_none());
-    assert!(tags(&reg, "app").is_empty());
+    assert!(tags_of(&reg, "app").is_empty());
     assert!(
         events(k, &ns, "app")
             .iter()
@@ -1111,7 +1093,7 @@ fn two_replicas_one_publishes_and_the_other_takes_over() {
         Some(&1.0)
     );
     assert_ne!(holder(), first);
-    assert!(tags(&reg, "app").contains(&up.tag("main", &c2, "app")));
+    assert!(tags_of(&reg, "app").contains(&up.tag("main", &c2, "app")));
 }
 
 /// SIGTERM while a push is uploading: the controller lets it finish (or,
@@ -1180,7 +1162,7 @@ fn sigterm_mid_push_finishes_or_abandons_cleanly() {
     assert!(ctl.logs().contains("abandoned"), "{}", ctl.logs());
     let _ = release.send(());
     assert!(
-        tags(&reg, "app").is_empty(),
+        tags_of(&reg, "app").is_empty(),
         "an abandoned push wrote a tag"
     );
     let left: Vec<_> = std::fs::read_dir(&ctl.tmp)
@@ -1215,7 +1197,7 @@ fn sigterm_mid_push_finishes_or_abandons_cleanly() {
     let status = ctl.child.take().unwrap().wait().unwrap();
     assert_eq!(status.code(), Some(0), "{}", ctl.logs());
     assert!(
-        tags(&reg, "app").contains(&up.tag("main", &c1, "app")),
+        tags_of(&reg, "app").contains(&up.tag("main", &c1, "app")),
         "{}",
         ctl.logs()
     );

@@ -34,18 +34,7 @@ struct Origin {
 }
 
 fn git_in(home: &Path, cwd: &Path, args: &[&str], time: Option<i64>) -> String {
-    let mut c = common::git::git_cmd(home, cwd);
-    if let Some(t) = time {
-        let d = format!("@{t} +0000");
-        c.env("GIT_AUTHOR_DATE", &d).env("GIT_COMMITTER_DATE", &d);
-    }
-    let out = c.args(args).output().expect("git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
+    common::git::run(&mut common::git::git_cmd(home, cwd), args, time)
 }
 
 impl Origin {

@@ -21,24 +21,40 @@ pub fn git_cmd(home: &Path, cwd: &Path) -> Command {
     c
 }
 
-/// Runs `git` in `dir` with both author and committer time at the unix
-/// second `time`, a home beside `dir`, and the fixed identity of
-/// [`git_cmd`]; panics with git's stderr on failure.
-pub fn git_at(dir: &Path, args: &[&str], time: i64) {
-    let home = dir.join("../home");
-    std::fs::create_dir_all(&home).expect("git home");
-    let d = format!("@{time} +0000");
-    let out = git_cmd(&home, dir)
+/// Runs `cmd` (a [`git_cmd`], perhaps with more environment) with `args`,
+/// and author and committer time at the unix second `time` when given;
+/// panics with git's output on failure; returns stdout, trimmed.
+pub fn run(cmd: &mut Command, args: &[&str], time: Option<i64>) -> String {
+    if let Some(t) = time {
+        let d = format!("@{t} +0000");
+        cmd.env("GIT_AUTHOR_DATE", &d).env("GIT_COMMITTER_DATE", &d);
+    }
+    let out = cmd
         .args(args)
-        .env("GIT_AUTHOR_DATE", &d)
-        .env("GIT_COMMITTER_DATE", &d)
         .output()
         .expect("git must be installed (scripts/deps.sh installs it)");
     assert!(
         out.status.success(),
-        "git {args:?}: {}",
+        "git {args:?} failed ({}):\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Runs `git` in `dir` with both author and committer time at the unix
+/// second `time`, a home beside `dir`, and the fixed identity of
+/// [`git_cmd`]; panics with git's output on failure.
+pub fn git_at(dir: &Path, args: &[&str], time: i64) {
+    run(&mut git_cmd(&home_beside(dir), dir), args, Some(time));
+}
+
+/// `DIR/../home`, created: the home of [`git_at`] for a repository in `dir`.
+pub fn home_beside(dir: &Path) -> PathBuf {
+    let home = dir.join("../home");
+    std::fs::create_dir_all(&home).expect("git home");
+    home
 }
 
 /// A new repository (branch `main`) in a temporary directory, with its own
@@ -75,19 +91,7 @@ impl ScratchRepo {
 
     /// Runs git in `cwd`; panics with its output on failure; returns stdout, trimmed.
     pub fn git_in(&self, cwd: &Path, args: &[&str]) -> String {
-        let out = self
-            .cmd(cwd)
-            .args(args)
-            .output()
-            .expect("git must be installed (scripts/deps.sh installs it)");
-        assert!(
-            out.status.success(),
-            "git {args:?} failed ({}):\nstdout: {}\nstderr: {}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
+        run(&mut self.cmd(cwd), args, None)
     }
 
     /// Runs git in the work tree.

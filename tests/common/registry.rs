@@ -973,10 +973,14 @@ pub fn curl(url: &str, accept: Option<&str>) -> (u16, String) {
     (code.trim().parse().expect("status"), body.to_string())
 }
 
-/// The tags of repository `name`, read with curl.
+/// The tags of repository `name`, read with curl (none when the
+/// repository does not exist yet: the registry's 404).
 pub fn tags_of(reg: &Registry, name: &str) -> std::collections::BTreeSet<String> {
     let (code, body) = curl(&format!("http://{}/v2/{name}/tags/list", reg.host()), None);
-    assert_eq!(code, 200, "{body}");
+    if code == 404 {
+        return Default::default();
+    }
+    assert_eq!(code, 200, "listing the tags of {name}: {body}");
     let v: serde_json::Value = serde_json::from_str(&body).expect("tags JSON");
     v["tags"]
         .as_array()
