@@ -39,9 +39,11 @@ fn cluster() -> &'static Kube {
     let k = kube();
     DONE.get_or_init(|| {
         k.install_flux_crds();
+        // Server-side: each test is a process of its own, and several may
+        // install at once; a client-side apply races (AlreadyExists).
         let out = k
             .kubectl()
-            .args(["apply", "-k"])
+            .args(["apply", "--server-side", "--force-conflicts", "-k"])
             .arg(repo().join("config"))
             .output()
             .unwrap();
