@@ -191,6 +191,11 @@ pub fn check(
         // Flux's pick after this push: the new tag when it has the newest
         // tag's second and sorts first.
         let moves_to_new = n.stamped.ts == ts && sha7 < n.stamped.sha7.as_str();
+        let served = if moves_to_new {
+            new_tag.to_string()
+        } else {
+            n.stamped.tag.clone()
+        };
         if let Some(f) = forced
             && f.dropped(rev, &mut is_ancestor)
         {
@@ -225,11 +230,7 @@ pub fn check(
             return Ok(Some(Anomaly {
                 kind: AnomalyKind::RewoundHistory,
                 message,
-                served: if moves_to_new {
-                    new_tag.to_string()
-                } else {
-                    n.stamped.tag.clone()
-                },
+                served,
                 other_tag: n.stamped.tag.clone(),
             }));
         }
@@ -258,11 +259,7 @@ pub fn check(
         return Ok(Some(Anomaly {
             kind: AnomalyKind::RerunOfOlder,
             message,
-            served: if moves_to_new {
-                new_tag.to_string()
-            } else {
-                n.stamped.tag.clone()
-            },
+            served,
             other_tag: n.stamped.tag.clone(),
         }));
     }
