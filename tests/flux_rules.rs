@@ -25,6 +25,8 @@
 
 mod common;
 
+use common::rng::Rng;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -184,6 +186,25 @@ impl World {
             .filter(|(t, _)| re.is_match(t))
             .map(|(_, r)| r.clone())
             .collect()
+    }
+
+    /// `promote --from FROM --to TO --json`, which must succeed.
+    fn promote(&self, from: &str, to: &str) {
+        run(
+            &self.repo.dir,
+            &[
+                "promote",
+                "--repository",
+                &self.repository(),
+                "--from",
+                from,
+                "--to",
+                to,
+                "--json",
+            ],
+            None,
+        )
+        .ok();
     }
 
     /// `promote --explain --json`: the candidate it would promote.
@@ -491,21 +512,7 @@ fn what_the_project_says_flux_serves_is_what_flux_serves() {
         "the three tags of that second, and the pick: {tie}"
     );
     // A real promote: the channel then serves the same commit.
-    let p = run(
-        &w.repo.dir,
-        &[
-            "promote",
-            "--repository",
-            &w.repository(),
-            "--from",
-            "main",
-            "--to",
-            "prod",
-            "--json",
-        ],
-        None,
-    );
-    p.ok();
+    w.promote("main", "prod");
     assert_eq!(
         w.served("prod"),
         Some(format!("prod-{}-{}", t + 100, &m3[..7]))
@@ -536,21 +543,7 @@ fn what_the_project_says_flux_serves_is_what_flux_serves() {
         Some(format!("main-{}-{}", t + 600, &m6[..7]))
     );
     assert_eq!(common::registry::revision_of(&w.reg, NAME, "main"), m6);
-    let p = run(
-        &w.repo.dir,
-        &[
-            "promote",
-            "--repository",
-            &w.repository(),
-            "--from",
-            "main",
-            "--to",
-            "prod",
-            "--json",
-        ],
-        None,
-    );
-    p.ok();
+    w.promote("main", "prod");
     assert_eq!(
         w.served("prod"),
         Some(format!("prod-{}-{}", t + 600, &m6[..7]))
@@ -790,31 +783,6 @@ fn the_owner_check_reads_only_what_can_tell_something() {
 }
 
 // ------------------------------------------------------------------ generated histories
-
-/// A small deterministic generator (xorshift64*), so a failing sequence
-/// can be replayed from its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    /// In `lo..hi`.
-    fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next() % (hi - lo)
-    }
-
-    fn shuffle<T>(&mut self, v: &mut [T]) {
-        for i in (1..v.len()).rev() {
-            let j = self.range(0, i as u64 + 1) as usize;
-            v.swap(i, j);
-        }
-    }
-}
 
 /// One ref of a generated history: its own git branch, the prefix it
 /// publishes under once its first push went through, the commits it
@@ -1196,21 +1164,7 @@ fn generated_histories_keep_flux_rules() {
         // `main` is promoted into `prod` after each of its pushes: the
         // channel then serves the commit Flux serves on main.
         if i == 0 && step != Step::Intruder {
-            let p = run(
-                &w.repo.dir,
-                &[
-                    "promote",
-                    "--repository",
-                    &w.repository(),
-                    "--from",
-                    "main",
-                    "--to",
-                    "prod",
-                    "--json",
-                ],
-                None,
-            );
-            p.ok();
+            w.promote("main", "prod");
             let main = w.served("main").unwrap();
             assert_eq!(
                 w.served("prod").map(|t| t.replacen("prod-", "main-", 1)),

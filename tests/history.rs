@@ -13,6 +13,8 @@ use serde_json::Value;
 
 mod common;
 
+use common::rng::Rng;
+
 use common::git::{ScratchRepo as Repo, git_cmd};
 use common::github;
 
@@ -1335,22 +1337,6 @@ fn repository_owned_by_another_uid() {
 }
 
 // ---------------------------------------------------------------- random
-
-/// A small deterministic generator (xorshift64*), so failures reproduce.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 /// Random histories with three branches, criss-cross merges resolved by
 /// either side, repeated contents (so both sides can make the same change)

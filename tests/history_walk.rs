@@ -19,6 +19,8 @@ use settings_image::history::git::{Repo as GitRepo, Walk};
 
 mod common;
 
+use common::rng::Rng;
+
 use common::git::ScratchRepo;
 
 /// The folders every check asks about, in one walk. `""` is the root
@@ -57,21 +59,6 @@ const FILES: [&str; 12] = [
 
 /// The id of the empty tree.
 const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 /// A branch's tree: path -> (mode, blob mark).
 type Tree = BTreeMap<String, (&'static str, u32)>;

@@ -25,6 +25,7 @@ pub mod git_server;
 pub mod github;
 pub mod kube;
 pub mod registry;
+pub mod rng;
 
 /// The binary under test.
 pub fn bin() -> &'static str {
