@@ -881,6 +881,73 @@ fn github_api_errors_are_clear_and_never_show_the_token() {
     assert!(!String::from_utf8_lossy(&out.stdout).contains(token));
 }
 
+#[test]
+fn github_api_redirects_are_followed_only_within_the_api_host() {
+    let body = std::fs::read_to_string(fixtures().join("commit-items.json")).expect("fixture");
+    let want_sha = serde_json::from_str::<Value>(&body).expect("fixture JSON")[0]["sha"]
+        .as_str()
+        .expect("sha")
+        .to_string();
+    let token = "ghs_redirectedNever";
+    // GitHub answers 301 for a renamed repository: within the API host, the
+    // request is asked again there, with the token.
+    let (base, seen) = github::stub_on("127.0.0.1", move |req| {
+        if req.target().starts_with("/repos/o/old/") {
+            let to = req
+                .target()
+                .replacen("/repos/o/old/", "/repositories/42/", 1);
+            (301, vec![("Location".into(), to)], String::new())
+        } else {
+            (200, Vec::new(), body.clone())
+        }
+    });
+    let (_r, clone) = origin_and_clone(1, false);
+    let env = [
+        ("GITHUB_API_URL", base.as_str()),
+        ("GITHUB_REPOSITORY", "o/old"),
+        ("GITHUB_TOKEN", token),
+    ];
+    let v = tag_json(&clone, "s", &env);
+    assert_eq!(v["commit"], want_sha.as_str());
+    let seen = seen.lock().expect("lock").clone();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert!(
+        seen[1].target().starts_with("/repositories/42/commits?"),
+        "{seen:?}"
+    );
+    assert_eq!(
+        seen[1].header("authorization"),
+        Some(format!("Bearer {token}").as_str())
+    );
+
+    // To another host: not followed, so the token stays with the API.
+    let (other, other_seen) = github::stub_on("127.0.0.2", |_| (200, Vec::new(), "[]".to_string()));
+    let (base, seen) = github::stub_on("127.0.0.1", move |req| {
+        (
+            307,
+            vec![("Location".into(), format!("{other}{}", req.target()))],
+            String::new(),
+        )
+    });
+    let out = run(
+        &clone,
+        &["tag", "--path", "s", "--prefix", "main"],
+        &[
+            ("GITHUB_API_URL", base.as_str()),
+            ("GITHUB_REPOSITORY", "o/r"),
+            ("GITHUB_TOKEN", token),
+        ],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("307"), "{err}");
+    assert!(err.contains("a redirect to 127.0.0.2, not followed"), "{err}");
+    assert!(!err.contains(token), "{err}");
+    assert_eq!(seen.lock().expect("lock").len(), 1);
+    let reached = other_seen.lock().expect("lock").clone();
+    assert!(reached.is_empty(), "the other host was asked: {reached:?}");
+}
+
 // ---------------------------------------------------------------- builds
 
 fn layer_blob(layout: &Path, digest: &str) -> PathBuf {

@@ -1,6 +1,6 @@
 //! The GitHub side of history: the REST API fallback for shallow clones
 //! (`GET /repos/{owner}/{repo}/commits?path=..&sha=..&per_page=1` through
-//! `octocrab`), and the repository's https URL for the `source` annotation.
+//! reqwest), and the repository's https URL for the `source` annotation.
 //! The token goes into the Authorization header and nowhere else: errors
 //! are built from status codes and GitHub's messages, and any text that
 //! could echo the token is scrubbed.
@@ -68,12 +68,17 @@ impl Api {
         }
     }
 
-    /// Runs `f` with a client on a fresh single-threaded runtime.
-    fn call<T>(
+    /// GETs `segments` (joined under `/repos/{owner}/{repo}`) with `query`
+    /// on a fresh single-threaded runtime: the JSON body of a 2xx answer,
+    /// else GitHub's status and message as an error. A redirect is
+    /// followed only within the API's own origin (GitHub answers 301 for a
+    /// renamed repository), so the token never goes to another host.
+    fn get(
         &self,
         what: &str,
-        f: impl AsyncFnOnce(octocrab::Octocrab) -> Result<T>,
-    ) -> Result<T> {
+        segments: &[&str],
+        query: &[(&str, &str)],
+    ) -> Result<serde_json::Value> {
         if self
             .token
             .expose()
@@ -86,21 +91,84 @@ impl Api {
                 hint: Some("pass the token exactly as GitHub issued it".into()),
             });
         }
+        let mut url = reqwest::Url::parse(self.base_url.trim_end_matches('/'))
+            .ok()
+            .filter(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some())
+            .ok_or_else(|| {
+                self.error(
+                    what,
+                    &format!("bad GITHUB_API_URL {:?}: not an http(s) URL", self.base_url),
+                )
+            })?;
+        if let Ok(mut path) = url.path_segments_mut() {
+            path.pop_if_empty()
+                .extend(["repos", self.owner.as_str(), self.repo.as_str()])
+                .extend(segments);
+        }
+        if !query.is_empty() {
+            url.query_pairs_mut().extend_pairs(query);
+        }
+        let same_origin = reqwest::redirect::Policy::custom(|attempt| {
+            let first = attempt.previous().first().map(|u| u.origin());
+            if attempt.previous().len() > 5 {
+                attempt.error("more than 5 redirects")
+            } else if first == Some(attempt.url().origin()) {
+                attempt.follow()
+            } else {
+                attempt.stop()
+            }
+        });
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::builder()
+            .redirect(same_origin)
+            .referer(false)
+            .connect_timeout(Duration::from_secs(30))
+            .read_timeout(Duration::from_secs(60))
+            .user_agent(concat!("settings-image/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| self.error(what, &crate::error::error_chain(&e)))?;
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| Error::io("starting the HTTP runtime", e))?;
-        rt.block_on(async {
-            let client = octocrab::Octocrab::builder()
-                .base_uri(self.base_url.as_str())
-                .map_err(|e| self.error(what, &format!("bad GITHUB_API_URL: {}", describe(&e))))?
-                .personal_token(self.token.expose().to_string())
-                .set_connect_timeout(Some(Duration::from_secs(30)))
-                .set_read_timeout(Some(Duration::from_secs(60)))
-                .build()
-                .map_err(|e| self.error(what, &describe(&e)))?;
-            f(client).await
-        })
+        let (status, location, body) = rt
+            .block_on(async {
+                let resp = client
+                    .get(url)
+                    .bearer_auth(self.token.expose())
+                    .header("Accept", "application/vnd.github+json")
+                    .header("X-GitHub-Api-Version", "2022-11-28")
+                    .send()
+                    .await?;
+                let status = resp.status();
+                let location = resp
+                    .headers()
+                    .get(reqwest::header::LOCATION)
+                    .and_then(|l| resp.url().join(l.to_str().ok()?).ok());
+                Ok::<_, reqwest::Error>((status, location, resp.bytes().await?))
+            })
+            .map_err(|e| self.error(what, &crate::error::error_chain(&e)))?;
+        if status.is_redirection()
+            && let Some(to) = location
+        {
+            let to = to.host_str().unwrap_or_default().to_string();
+            return Err(self.error(
+                what,
+                &format!(
+                    "HTTP {status}: a redirect to {to}, not followed, so the token did not go there; GITHUB_API_URL must name the API itself"
+                ),
+            ));
+        }
+        if !status.is_success() {
+            // GitHub's error body: {"message": ..., "documentation_url": ...}.
+            let message = serde_json::from_slice::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|v| v.get("message")?.as_str().map(str::to_string))
+                .unwrap_or_else(|| String::from_utf8_lossy(&body).chars().take(300).collect());
+            return Err(self.error(what, &format!("HTTP {status}: {}", message.trim())));
+        }
+        serde_json::from_slice(&body)
+            .map_err(|e| self.error(what, &format!("the answer is not JSON: {e}")))
     }
 
     /// Asks GitHub for the last commit reachable from `sha` that changed
@@ -111,32 +179,37 @@ impl Api {
             "list commits of {}/{} for path {:?} from {sha}",
             self.owner, self.repo, path
         );
-        let page = self.call(&what, async |client| {
-            let repos = client.repos(&self.owner, &self.repo);
-            let mut req = repos.list_commits().sha(sha).per_page(1u8);
-            if !path.is_empty() {
-                req = req.path(path);
-            }
-            req.send()
-                .await
-                .map_err(|e| self.error(&what, &describe(&e)))
-        })?;
-        let Some(item) = page.items.into_iter().next() else {
+        let mut query = vec![("sha", sha), ("per_page", "1")];
+        if !path.is_empty() {
+            query.push(("path", path));
+        }
+        let page = self.get(&what, &["commits"], &query)?;
+        let Some(item) = page.as_array().and_then(|items| items.first()) else {
             return Err(self.error(&what, "no commit changed the folder"));
         };
-        let Some(date) = item.commit.committer.and_then(|c| c.date) else {
+        let sha = item.get("sha").and_then(|s| s.as_str()).unwrap_or_default();
+        let id = sha.to_ascii_lowercase();
+        if id.len() != 40 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(self.error(&what, &format!("{sha:?} is not a commit id")));
+        }
+        let Some(date) = item
+            .pointer("/commit/committer/date")
+            .and_then(|d| d.as_str())
+        else {
             return Err(self.error(
                 &what,
-                &format!("commit {} came without a committer date", item.sha),
+                &format!("commit {sha} came without a committer date"),
             ));
         };
-        let id = item.sha.to_ascii_lowercase();
-        if id.len() != 40 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(self.error(&what, &format!("{:?} is not a commit id", item.sha)));
-        }
+        let timestamp = date.parse::<jiff::Timestamp>().map_err(|e| {
+            self.error(
+                &what,
+                &format!("commit {sha} has a committer date GitHub does not write ({date:?}: {e})"),
+            )
+        })?;
         Ok(CommitInfo {
             id,
-            timestamp: date.timestamp(),
+            timestamp: timestamp.as_second(),
         })
     }
 
@@ -152,16 +225,8 @@ impl Api {
                 ));
             }
         }
-        let route = format!(
-            "/repos/{}/{}/compare/{base}...{head}",
-            self.owner, self.repo
-        );
-        let v: serde_json::Value = self.call(&what, async |client| {
-            client
-                .get(&route, None::<&()>)
-                .await
-                .map_err(|e| self.error(&what, &describe(&e)))
-        })?;
+        let range = format!("{base}...{head}");
+        let v = self.get(&what, &["compare", range.as_str()], &[])?;
         match v.get("status").and_then(|s| s.as_str()) {
             Some("ahead") => Ok(Comparison::Ahead),
             Some("identical") => Ok(Comparison::Identical),
@@ -190,15 +255,6 @@ impl Comparison {
     pub fn base_is_ancestor(self) -> bool {
         matches!(self, Comparison::Ahead | Comparison::Identical)
     }
-}
-
-/// An octocrab error as one line: GitHub's status and message, or the
-/// transport error with its causes.
-fn describe(e: &octocrab::Error) -> String {
-    if let octocrab::Error::GitHub { source, .. } = e {
-        return format!("HTTP {}: {}", source.status_code, source.message);
-    }
-    crate::error::error_chain(e)
 }
 
 /// The repository's https URL from a server URL (`https://github.com`)

@@ -39,7 +39,18 @@ pub type Log = Arc<Mutex<Vec<Seen>>>;
 /// Starts the stub; `answer` gives each request's status and JSON body.
 /// Returns the base URL (`http://127.0.0.1:PORT`) and the request log.
 pub fn stub(answer: impl Fn(&Seen) -> (u16, String) + Send + 'static) -> (String, Log) {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
+    stub_on("127.0.0.1", move |seen| {
+        let (status, body) = answer(seen);
+        (status, Vec::new(), body)
+    })
+}
+
+/// [`stub`] on `ip`, with extra headers in each answer (`Location`).
+pub fn stub_on(
+    ip: &str,
+    answer: impl Fn(&Seen) -> (u16, Vec<(String, String)>, String) + Send + 'static,
+) -> (String, Log) {
+    let listener = TcpListener::bind((ip, 0)).expect("bind the stub");
     let addr = listener.local_addr().expect("addr");
     let seen: Log = Arc::default();
     let log = Arc::clone(&seen);
@@ -70,15 +81,18 @@ pub fn stub(answer: impl Fn(&Seen) -> (u16, String) + Send + 'static) -> (String
                 request_line: request_line.trim_end().to_string(),
                 headers,
             };
-            let (status, body) = answer(&request);
+            let (status, extra, body) = answer(&request);
             log.lock().expect("lock").push(request);
             let reason = match status {
                 200 => "OK",
+                301 => "Moved Permanently",
+                307 => "Temporary Redirect",
                 404 => "Not Found",
                 _ => "Error",
             };
+            let extra: String = extra.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
             let resp = format!(
-                "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                "HTTP/1.1 {status} {reason}\r\n{extra}Content-Type: application/json; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                 body.len()
             );
             let _ = stream.write_all(resp.as_bytes());
