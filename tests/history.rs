@@ -941,7 +941,10 @@ fn github_api_redirects_are_followed_only_within_the_api_host() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("307"), "{err}");
-    assert!(err.contains("a redirect to 127.0.0.2, not followed"), "{err}");
+    assert!(
+        err.contains("a redirect to 127.0.0.2, not followed"),
+        "{err}"
+    );
     assert!(!err.contains(token), "{err}");
     assert_eq!(seen.lock().expect("lock").len(), 1);
     let reached = other_seen.lock().expect("lock").clone();
