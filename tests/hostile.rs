@@ -1185,3 +1185,138 @@ fn a_registry_redirect_to_another_host_carries_no_credentials_nor_referer() {
         }
     }
 }
+
+/// A tag list whose `Link` names another host for the next page, with
+/// Basic or Bearer credentials: the next page is read there without them
+/// and without a Referer, and the registry's own pages carried them.
+#[test]
+fn a_tag_list_link_to_another_host_carries_no_credentials() {
+    use common::registry::respond;
+    let (user, password) = ("reader", "Pa55-link-but-secret");
+    let bearer = "stub-bearer-for-the-registry-only";
+    for token_auth in [false, true] {
+        let case = if token_auth { "Bearer" } else { "Basic" };
+        let other = common::registry::Stub::start_on("127.0.0.2", |head, out| {
+            if head.path.starts_with("/v2/shop/tags/list") {
+                respond(
+                    out,
+                    "200 OK",
+                    &[],
+                    r#"{"name":"shop","tags":["main-1700000000-abcdef0"]}"#,
+                )
+            } else {
+                respond(out, "404 Not Found", &[], "{}")
+            }
+        });
+        let next = format!(
+            "<http://{}/v2/shop/tags/list?last=a&n=1000>; rel=\"next\"",
+            other.host()
+        );
+        let want_bearer = format!("Bearer {bearer}");
+        let token = serde_json::json!({ "token": bearer }).to_string();
+        let realm: std::sync::Arc<std::sync::Mutex<String>> = Default::default();
+        let realm_at = realm.clone();
+        let reg = common::registry::Stub::start(move |head, out| {
+            let auth = head.header("authorization");
+            if head.path.starts_with("/token") {
+                return match auth {
+                    Some(a) if a.starts_with("Basic ") => respond(out, "200 OK", &[], &token),
+                    _ => respond(out, "401 Unauthorized", &[], "{}"),
+                };
+            }
+            let authorized = match auth {
+                Some(a) if token_auth => a == want_bearer,
+                Some(a) => a.starts_with("Basic "),
+                None => false,
+            };
+            if !authorized {
+                let challenge = if token_auth {
+                    format!(
+                        "Bearer realm=\"{}\",service=\"stub\"",
+                        realm_at.lock().unwrap()
+                    )
+                } else {
+                    "Basic realm=\"stub\"".to_string()
+                };
+                return respond(
+                    out,
+                    "401 Unauthorized",
+                    &[("WWW-Authenticate", &challenge)],
+                    "{}",
+                );
+            }
+            if head.path == "/v2/" {
+                respond(out, "200 OK", &[], "{}")
+            } else if head.path.starts_with("/v2/shop/tags/list") {
+                respond(
+                    out,
+                    "200 OK",
+                    &[("Link", &next)],
+                    r#"{"name":"shop","tags":["a"]}"#,
+                )
+            } else {
+                respond(
+                    out,
+                    "403 Forbidden",
+                    &[],
+                    r#"{"errors":[{"code":"DENIED","message":"no"}]}"#,
+                )
+            }
+        });
+        *realm.lock().unwrap() = format!("http://{}/token", reg.host());
+        let repo = format!("{}/shop", reg.host());
+        let r = run(
+            &[
+                "promote",
+                "--repository",
+                &repo,
+                "--from",
+                "main",
+                "--to",
+                "prod",
+                "--explain",
+            ],
+            &[
+                ("SETTINGS_IMAGE_USERNAME", user),
+                ("SETTINGS_IMAGE_PASSWORD", password),
+            ],
+            None,
+        );
+        let followed = seen_auth(&other);
+        assert!(
+            followed
+                .iter()
+                .any(|(m, p, _)| m == "GET" && p.starts_with("/v2/shop/tags/list")),
+            "{case}: the next page was not read: {followed:?}\n{}",
+            r.stderr
+        );
+        for (m, p, a) in &followed {
+            assert!(
+                a.is_none(),
+                "{case}: {m} {p} at the other host carried {a:?}"
+            );
+        }
+        for (m, p, h) in other.seen.lock().unwrap().iter() {
+            assert!(
+                !h.iter().any(|(k, _)| k.eq_ignore_ascii_case("referer")),
+                "{case}: {m} {p} at the other host carried a Referer: {h:?}"
+            );
+        }
+        let at_registry = seen_auth(&reg);
+        assert!(
+            at_registry
+                .iter()
+                .any(|(_, p, a)| p.starts_with("/v2/shop/tags/list")
+                    && a.as_deref().is_some_and(|a| if token_auth {
+                        a == format!("Bearer {bearer}")
+                    } else {
+                        a.starts_with("Basic ")
+                    })),
+            "{case}: the registry's page never carried the credentials: {at_registry:?}"
+        );
+        for text in [&r.stdout, &r.stderr] {
+            assert!(!text.contains(password), "{case}: the password was printed");
+            assert!(!text.contains(bearer), "{case}: the token was printed");
+        }
+    }
+}
