@@ -757,6 +757,9 @@ enum Bucket {
     Refuses,
     /// Closes the connection without an answer.
     Hangs,
+    /// Answers 401 with a Bearer challenge naming its own realm, as if
+    /// asking for the registry's credentials.
+    Challenges,
 }
 
 /// Another host, `127.0.0.2`: a token realm (`GET /token` gives
@@ -784,6 +787,18 @@ fn elsewhere(user: &str, password: &str, bearer: &str, bucket: Bucket) -> common
         }
         match bucket {
             Bucket::Hangs => false,
+            Bucket::Challenges => {
+                let challenge = format!(
+                    "Bearer realm=\"http://{}/token\",service=\"bucket\"",
+                    head.header("host").unwrap_or("127.0.0.2")
+                );
+                respond(
+                    out,
+                    "401 Unauthorized",
+                    &[("WWW-Authenticate", &challenge)],
+                    r#"{"errors":[{"code":"UNAUTHORIZED"}]}"#,
+                )
+            }
             Bucket::Refuses => {
                 use std::io::Write as _;
                 let xml = format!(
@@ -945,6 +960,62 @@ fn an_upload_location_on_another_host_gets_no_credentials_and_its_refusal_names_
         assert!(!r.stderr.contains("authentication failed"), "{}", r.stderr);
         for text in [&r.stdout, &r.stderr] {
             assert_no_presigned_query(text);
+            assert!(!text.contains(password) && !text.contains(bearer), "{text}");
+        }
+    }
+}
+
+/// The host an upload went to answers 401 with a token realm of its own:
+/// that is not the registry asking for a renewal, so no credential is
+/// sent anywhere for it and the push stops naming that host.
+#[test]
+fn a_401_from_another_host_renews_nothing_and_sends_no_credentials() {
+    let (user, password) = ("deployer", "Pa55-for-the-registry-only");
+    let bearer = "stub-bearer-token-for-127.0.0.1-only";
+    for token_auth in [false, true] {
+        let case = if token_auth { "Bearer" } else { "Basic" };
+        let other = elsewhere(user, password, bearer, Bucket::Challenges);
+        let upload = format!("http://{}/bucket/uploads/4f2a", other.host());
+        let realm = token_auth.then(|| format!("http://{}/token", other.host()));
+        let reg = registry_handing_uploads_to(upload, realm, bearer);
+        let dir = settings(1, "challenged");
+        let repo = format!("{}/shop", reg.host());
+        let r = run(
+            &push_args(dir.path().to_str().unwrap(), &repo, &["v1"])
+                .into_iter()
+                .chain(["--username", user, "--password-stdin"])
+                .collect::<Vec<_>>(),
+            &[],
+            Some(password),
+        );
+        assert_eq!(r.code, 4, "{case}: {}", r.stderr);
+        assert!(
+            r.stderr.contains(&format!(
+                "{}, where {} sent this request, answered HTTP 401",
+                other.host(),
+                reg.host()
+            )),
+            "{case}: {}",
+            r.stderr
+        );
+        let at_other = seen_auth(&other);
+        assert!(
+            at_other.iter().any(|(m, _, _)| m == "PUT"),
+            "{case}: the upload never reached the other host: {at_other:?}"
+        );
+        for (m, p, a) in at_other.iter().filter(|(_, p, _)| !p.starts_with("/token")) {
+            assert!(
+                a.is_none(),
+                "{case}: {m} {p} at the other host carried {a:?}"
+            );
+        }
+        // Only the registry's own realm was asked, once, when it named it.
+        let tokens = at_other
+            .iter()
+            .filter(|(_, p, _)| p.starts_with("/token"))
+            .count();
+        assert_eq!(tokens, usize::from(token_auth), "{case}: {at_other:?}");
+        for text in [&r.stdout, &r.stderr] {
             assert!(!text.contains(password) && !text.contains(bearer), "{text}");
         }
     }
