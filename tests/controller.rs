@@ -298,6 +298,15 @@ fn events(k: &Kube, ns: &str, name: &str) -> Vec<(String, String, String)> {
 
 // ------------------------------------------------------------------ the controller process
 
+/// Where a started controller finds its cluster.
+#[derive(Clone, Copy)]
+enum ConfigFrom {
+    /// `--kubeconfig PATH`.
+    Flag,
+    /// `KUBECONFIG=PATH`, no flag.
+    Env,
+}
+
 /// `settings-image controller` as a process; killed on drop.
 struct Controller {
     child: Option<Child>,
@@ -315,16 +324,29 @@ impl Controller {
     }
 
     fn start_env(k: &Kube, ns: &str, extra: &[&str], env: &[(&str, &str)]) -> Controller {
+        Controller::start_from(k, ns, extra, env, ConfigFrom::Flag)
+    }
+
+    fn start_from(
+        k: &Kube,
+        ns: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        from: ConfigFrom,
+    ) -> Controller {
         let dir = TempDir::new();
         let kubeconfig = service_account_kubeconfig(k, dir.path());
         let tmp = dir.join("tmp");
         std::fs::create_dir_all(&tmp).unwrap();
         let log = dir.join("controller.log");
         let (metrics, probes) = (free_port(), free_port());
-        let child = Command::new(bin())
-            .arg("controller")
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
+        let mut cmd = Command::new(bin());
+        cmd.arg("controller").env_remove("KUBECONFIG");
+        match from {
+            ConfigFrom::Flag => cmd.arg("--kubeconfig").arg(&kubeconfig),
+            ConfigFrom::Env => cmd.env("KUBECONFIG", &kubeconfig),
+        };
+        let child = cmd
             .args(["--namespace", ns])
             .arg(format!("--metrics-bind-address=127.0.0.1:{metrics}"))
             .arg(format!("--health-probe-bind-address=127.0.0.1:{probes}"))
@@ -333,7 +355,6 @@ impl Controller {
             .args(extra)
             .envs(env.iter().copied())
             .env("TMPDIR", &tmp)
-            .env_remove("KUBECONFIG")
             .env_remove("KUBERNETES_SERVICE_HOST")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -1011,6 +1032,77 @@ fn a_bad_spec_stalls_naming_the_field() {
         "bad-repo",
         "published after the fix",
         is_ready_for(&format!("main@sha1:{c1}")),
+    );
+}
+
+/// Without `--kubeconfig`, `KUBECONFIG` names the cluster (the path a
+/// laptop run takes); with neither, outside a pod and without
+/// ~/.kube/config, it exits saying where it looked.
+#[test]
+fn the_cluster_comes_from_kubeconfig_and_without_one_the_error_says_where_it_looked() {
+    let k = cluster();
+    let ns = namespace(k, "kubeconfig-env");
+    let reg = Registry::start(Auth::None);
+    let up = Upstream::start(GitOptions::default());
+    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
+    git_repository(k, &ns, "settings", &up.url(), None);
+    fetched(k, &ns, "settings", &c1);
+    settings_image(
+        k,
+        &ns,
+        "app",
+        &format!(
+            "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: app\n  repository: {}/app\n",
+            reg.host()
+        ),
+    );
+    let ctl = Controller::start_from(k, &ns, &[], &[], ConfigFrom::Env);
+    ctl.wait(
+        k,
+        &ns,
+        "app",
+        "published with KUBECONFIG",
+        is_ready_for(&format!("main@sha1:{c1}")),
+    );
+    assert!(
+        ctl.logs().contains("connected to Kubernetes"),
+        "{}",
+        ctl.logs()
+    );
+    drop(ctl);
+
+    let home = TempDir::new();
+    let missing = home.path().join("no-such-kubeconfig");
+    let fails = |kubeconfig: Option<&Path>| {
+        let mut cmd = Command::new(bin());
+        cmd.args(["controller", "--namespace", &ns])
+            .arg(format!("--metrics-bind-address=127.0.0.1:{}", free_port()))
+            .arg(format!(
+                "--health-probe-bind-address=127.0.0.1:{}",
+                free_port()
+            ))
+            .env("HOME", home.path())
+            .env_remove("KUBECONFIG")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env_remove("KUBERNETES_SERVICE_PORT")
+            .stdin(Stdio::null());
+        if let Some(path) = kubeconfig {
+            cmd.env("KUBECONFIG", path);
+        }
+        let out = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!out.status.success(), "{err}");
+        err
+    };
+    // A KUBECONFIG that names nothing is that error, not a search elsewhere.
+    let err = fails(Some(&missing));
+    assert!(err.contains("using KUBECONFIG"), "{err}");
+    let err = fails(None);
+    assert!(
+        err.contains("no cluster to talk to")
+            && err.contains("not in a cluster")
+            && err.contains("~/.kube/config"),
+        "{err}"
     );
 }
 
