@@ -414,6 +414,28 @@ fn a_push_publishes_every_output_and_a_rerun_pushes_nothing() {
         "{}",
         step.summary
     );
+    // The summary's Flux objects are what the API server (with Flux's
+    // CRDs) accepts, as a user would paste them.
+    let yaml = step
+        .summary
+        .split_once("```yaml\n")
+        .and_then(|(_, rest)| rest.split_once("```\n</details>"))
+        .map(|(yaml, _)| yaml)
+        .unwrap_or_else(|| panic!("no Flux objects in the summary:\n{}", step.summary));
+    let kube = common::kube::kube();
+    kube.install_flux_crds();
+    for de in serde_yaml_ng::Deserializer::from_str(yaml) {
+        let doc: serde_json::Value = serde::Deserialize::deserialize(de).expect("summary YAML");
+        if let Some(ns) = doc["metadata"]["namespace"].as_str() {
+            kube.namespace(ns);
+        }
+    }
+    let applied = kube.dry_run(yaml);
+    assert!(
+        applied.status.success(),
+        "kubectl apply --dry-run=server refused the summary's objects:\n{}\n{yaml}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
 
     // A re-run of the same job: same tag and digest, nothing pushed.
     let again = runner.run(&with, 2);
