@@ -14,6 +14,7 @@
 //! `prometheus_client` parser for the metrics.
 
 mod common;
+mod support_login;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -867,6 +868,104 @@ fn a_registry_outage_is_retried_until_it_publishes() {
         m["settings_image_failures_total{reason=\"RegistryOperationFailed\"}"] >= 1.0,
         "{m:?}"
     );
+}
+
+/// `provider: aws` as EKS runs the pod: IRSA's environment and projected
+/// token file, STS `AssumeRoleWithWebIdentity` and ECR's
+/// `GetAuthorizationToken` (the loopback stub, shaped from their documented
+/// requests and answers, in front of a real registry that takes only what
+/// ECR hands out). No Secret is read.
+#[test]
+fn provider_aws_logs_in_with_the_pods_web_identity() {
+    use support_login::{Stub, allow, providers};
+    let k = cluster();
+    let ns = namespace(k, "aws");
+    let reg = Registry::start(Auth::Basic {
+        user: "nobody".into(),
+        password: "nothing-to-see-here".into(),
+    });
+    let p = providers();
+    let password = p["aws"]["passwords"][0].as_str().unwrap().to_string();
+    allow(&reg, "AWS", &password);
+    let stub = Stub::start(&reg, p.clone(), json!({}));
+    let up = Upstream::start(GitOptions::default());
+    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
+    git_repository(k, &ns, "settings", &up.url(), None);
+    fetched(k, &ns, "settings", &c1);
+    settings_image(
+        k,
+        &ns,
+        "app",
+        &format!(
+            "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: app\n  repository: {}/acme/shop\n  provider: aws\n",
+            stub.host()
+        ),
+    );
+    let token_dir = TempDir::new();
+    let token_file = token_dir.join("token");
+    let web_identity = stub.mint("sts.amazonaws.com", 3600);
+    std::fs::write(&token_file, &web_identity).unwrap();
+    let (sts, ecr) = (stub.url("/sts/"), stub.url("/ecr/"));
+    let ctl = Controller::start_env(
+        k,
+        &ns,
+        &[],
+        &[
+            ("AWS_ROLE_ARN", p["aws"]["role_arn"].as_str().unwrap()),
+            ("AWS_REGION", "eu-west-1"),
+            ("AWS_WEB_IDENTITY_TOKEN_FILE", token_file.to_str().unwrap()),
+            ("AWS_ENDPOINT_URL_STS", &sts),
+            ("AWS_ENDPOINT_URL_ECR", &ecr),
+        ],
+    );
+    let v = ctl.wait(
+        k,
+        &ns,
+        "app",
+        "published through the ECR login",
+        is_ready_for(&format!("main@sha1:{c1}")),
+    );
+    let image = &v["status"]["images"][0];
+    assert_eq!(
+        image["digest"],
+        up.digest(&c1, "app", "main").as_str(),
+        "{v:#}"
+    );
+    // The registry itself holds it, under ECR's credentials.
+    let tag = image["tag"].as_str().unwrap();
+    let found = common::registry::skopeo_inspect(
+        &format!("{}/acme/shop:{tag}", reg.host()),
+        Some(&format!("AWS:{password}")),
+    )
+    .unwrap_or_else(|| panic!("skopeo finds no acme/shop:{tag}"));
+    assert_eq!(found["Digest"], image["digest"]);
+    // STS verified the pod's token (signature, audience, subject); ECR's
+    // call was SigV4-signed with what STS handed out.
+    for (route, want) in [
+        (
+            "/sts/",
+            vec!["action", "jwks", "aud=sts.amazonaws.com", "sub"],
+        ),
+        ("/ecr/", vec!["target", "sigv4"]),
+    ] {
+        let entries = stub.route(route);
+        let last = entries
+            .last()
+            .unwrap_or_else(|| panic!("the stub saw no {route} request:\n{}", ctl.logs()));
+        assert_eq!(last["ok"], true, "{route} refused: {last}");
+        assert_eq!(last["checks"], json!(want), "{route}");
+    }
+    let logs = ctl.logs();
+    let status = v["status"].to_string();
+    for secret in [
+        web_identity.as_str(),
+        password.as_str(),
+        p["aws"]["secret_key"].as_str().unwrap(),
+        p["aws"]["session_token"].as_str().unwrap(),
+    ] {
+        assert!(!logs.contains(secret), "a secret in the log:\n{logs}");
+        assert!(!status.contains(secret), "a secret in the status: {status}");
+    }
 }
 
 /// A GitRepository behind basic auth, a registry behind basic auth with a
