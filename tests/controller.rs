@@ -870,23 +870,44 @@ fn a_registry_outage_is_retried_until_it_publishes() {
     );
 }
 
-/// `provider: aws` as EKS runs the pod: IRSA's environment and projected
-/// token file, STS `AssumeRoleWithWebIdentity` and ECR's
-/// `GetAuthorizationToken` (the loopback stub, shaped from their documented
-/// requests and answers, in front of a real registry that takes only what
-/// ECR hands out). No Secret is read.
-#[test]
-fn provider_aws_logs_in_with_the_pods_web_identity() {
+/// One cloud's workload identity as its webhook sets up the pod.
+struct Cloud {
+    /// `spec.provider`.
+    provider: &'static str,
+    /// The registry user the exchange ends in, and its password.
+    user: String,
+    password: String,
+    /// The audience the projected token is minted for.
+    audience: String,
+    /// The controller's environment; `{token}` is the projected token's
+    /// path, `{stub}` the stub's base URL, `{dir}` a scratch folder.
+    env: Vec<(&'static str, String)>,
+    /// Files written into `{dir}` first (name, content with the same
+    /// placeholders).
+    files: Vec<(&'static str, String)>,
+    /// Stub routes and the checks each must have run.
+    checks: Vec<(&'static str, Vec<String>)>,
+    /// Secrets the exchange hands out on the way.
+    secrets: Vec<String>,
+}
+
+/// `spec.provider` as the cloud runs the pod: its webhook's environment
+/// and projected token file, the cloud's exchanges at the loopback login
+/// stub (shaped from their documented requests and answers, verifying the
+/// token's signature, audience and subject), in front of a real registry
+/// that takes only what the exchange hands out. No Secret is read; skopeo
+/// reads the tag back with the exchange's credentials.
+fn publishes_with_workload_identity(cloud: impl FnOnce(&Value) -> Cloud) {
     use support_login::{Stub, allow, providers};
     let k = cluster();
-    let ns = namespace(k, "aws");
+    let p = providers();
+    let cloud = cloud(&p);
+    let ns = namespace(k, cloud.provider);
     let reg = Registry::start(Auth::Basic {
         user: "nobody".into(),
         password: "nothing-to-see-here".into(),
     });
-    let p = providers();
-    let password = p["aws"]["passwords"][0].as_str().unwrap().to_string();
-    allow(&reg, "AWS", &password);
+    allow(&reg, &cloud.user, &cloud.password);
     let stub = Stub::start(&reg, p.clone(), json!({}));
     let up = Upstream::start(GitOptions::default());
     let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
@@ -897,32 +918,31 @@ fn provider_aws_logs_in_with_the_pods_web_identity() {
         &ns,
         "app",
         &format!(
-            "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: app\n  repository: {}/acme/shop\n  provider: aws\n",
-            stub.host()
+            "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: app\n  repository: {}/acme/shop\n  provider: {}\n",
+            stub.host(),
+            cloud.provider
         ),
     );
-    let token_dir = TempDir::new();
-    let token_file = token_dir.join("token");
-    let web_identity = stub.mint("sts.amazonaws.com", 3600);
-    std::fs::write(&token_file, &web_identity).unwrap();
-    let (sts, ecr) = (stub.url("/sts/"), stub.url("/ecr/"));
-    let ctl = Controller::start_env(
-        k,
-        &ns,
-        &[],
-        &[
-            ("AWS_ROLE_ARN", p["aws"]["role_arn"].as_str().unwrap()),
-            ("AWS_REGION", "eu-west-1"),
-            ("AWS_WEB_IDENTITY_TOKEN_FILE", token_file.to_str().unwrap()),
-            ("AWS_ENDPOINT_URL_STS", &sts),
-            ("AWS_ENDPOINT_URL_ECR", &ecr),
-        ],
-    );
+    let dir = TempDir::new();
+    let token_file = dir.join("token");
+    let projected = stub.mint(&cloud.audience, 3600);
+    std::fs::write(&token_file, &projected).unwrap();
+    let fill = |v: &str| {
+        v.replace("{token}", token_file.to_str().unwrap())
+            .replace("{stub}", &stub.url(""))
+            .replace("{dir}", dir.path().to_str().unwrap())
+    };
+    for (name, content) in &cloud.files {
+        std::fs::write(dir.join(name), fill(content)).unwrap();
+    }
+    let env: Vec<(&str, String)> = cloud.env.iter().map(|(k, v)| (*k, fill(v))).collect();
+    let env_refs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let ctl = Controller::start_env(k, &ns, &[], &env_refs);
     let v = ctl.wait(
         k,
         &ns,
         "app",
-        "published through the ECR login",
+        &format!("published through the {} login", cloud.provider),
         is_ready_for(&format!("main@sha1:{c1}")),
     );
     let image = &v["status"]["images"][0];
@@ -931,23 +951,14 @@ fn provider_aws_logs_in_with_the_pods_web_identity() {
         up.digest(&c1, "app", "main").as_str(),
         "{v:#}"
     );
-    // The registry itself holds it, under ECR's credentials.
     let tag = image["tag"].as_str().unwrap();
     let found = common::registry::skopeo_inspect(
         &format!("{}/acme/shop:{tag}", reg.host()),
-        Some(&format!("AWS:{password}")),
+        Some(&format!("{}:{}", cloud.user, cloud.password)),
     )
     .unwrap_or_else(|| panic!("skopeo finds no acme/shop:{tag}"));
     assert_eq!(found["Digest"], image["digest"]);
-    // STS verified the pod's token (signature, audience, subject); ECR's
-    // call was SigV4-signed with what STS handed out.
-    for (route, want) in [
-        (
-            "/sts/",
-            vec!["action", "jwks", "aud=sts.amazonaws.com", "sub"],
-        ),
-        ("/ecr/", vec!["target", "sigv4"]),
-    ] {
+    for (route, want) in &cloud.checks {
         let entries = stub.route(route);
         let last = entries
             .last()
@@ -957,15 +968,145 @@ fn provider_aws_logs_in_with_the_pods_web_identity() {
     }
     let logs = ctl.logs();
     let status = v["status"].to_string();
-    for secret in [
-        web_identity.as_str(),
-        password.as_str(),
-        p["aws"]["secret_key"].as_str().unwrap(),
-        p["aws"]["session_token"].as_str().unwrap(),
-    ] {
+    for secret in cloud
+        .secrets
+        .iter()
+        .map(String::as_str)
+        .chain([projected.as_str(), cloud.password.as_str()])
+    {
         assert!(!logs.contains(secret), "a secret in the log:\n{logs}");
         assert!(!status.contains(secret), "a secret in the status: {status}");
     }
+}
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+/// EKS IRSA: STS `AssumeRoleWithWebIdentity`, then a SigV4-signed ECR
+/// `GetAuthorizationToken`.
+#[test]
+fn provider_aws_logs_in_with_the_pods_web_identity() {
+    publishes_with_workload_identity(|p| Cloud {
+        provider: "aws",
+        user: "AWS".into(),
+        password: p["aws"]["passwords"][0].as_str().unwrap().into(),
+        audience: "sts.amazonaws.com".into(),
+        env: vec![
+            (
+                "AWS_ROLE_ARN",
+                p["aws"]["role_arn"].as_str().unwrap().into(),
+            ),
+            ("AWS_REGION", "eu-west-1".into()),
+            ("AWS_WEB_IDENTITY_TOKEN_FILE", "{token}".into()),
+            ("AWS_ENDPOINT_URL_STS", "{stub}/sts/".into()),
+            ("AWS_ENDPOINT_URL_ECR", "{stub}/ecr/".into()),
+        ],
+        files: Vec::new(),
+        checks: vec![
+            (
+                "/sts/",
+                strings(&["action", "jwks", "aud=sts.amazonaws.com", "sub"]),
+            ),
+            ("/ecr/", strings(&["target", "sigv4"])),
+        ],
+        secrets: vec![
+            p["aws"]["secret_key"].as_str().unwrap().into(),
+            p["aws"]["session_token"].as_str().unwrap().into(),
+        ],
+    });
+}
+
+/// AKS workload identity: Entra's client-assertion grant, then ACR's
+/// `/oauth2/exchange`.
+#[test]
+fn provider_azure_logs_in_with_the_pods_federated_token() {
+    publishes_with_workload_identity(|p| Cloud {
+        provider: "azure",
+        user: "00000000-0000-0000-0000-000000000000".into(),
+        password: p["azure"]["refresh_token"].as_str().unwrap().into(),
+        audience: "api://AzureADTokenExchange".into(),
+        env: vec![
+            (
+                "AZURE_CLIENT_ID",
+                p["azure"]["client"].as_str().unwrap().into(),
+            ),
+            (
+                "AZURE_TENANT_ID",
+                p["azure"]["tenant"].as_str().unwrap().into(),
+            ),
+            ("AZURE_FEDERATED_TOKEN_FILE", "{token}".into()),
+            ("AZURE_AUTHORITY_HOST", "{stub}/azure/".into()),
+        ],
+        files: Vec::new(),
+        checks: vec![
+            (
+                "/azure/",
+                strings(&["grant", "jwks", "aud=api://AzureADTokenExchange", "sub"]),
+            ),
+            ("/oauth2/exchange", strings(&["exchange"])),
+        ],
+        secrets: vec![p["azure"]["aad_token"].as_str().unwrap().into()],
+    });
+}
+
+/// Workload identity federation: the `external_account` credential
+/// configuration `gcloud` writes, Google STS, then the service account's
+/// `generateAccessToken`.
+#[test]
+fn provider_gcp_logs_in_with_an_external_account_configuration() {
+    publishes_with_workload_identity(|p| {
+        let provider = p["gcp"]["provider"].as_str().unwrap();
+        let account = p["gcp"]["service_account"].as_str().unwrap();
+        let config = json!({
+            "universe_domain": "googleapis.com",
+            "type": "external_account",
+            "audience": format!("//iam.googleapis.com/{provider}"),
+            "subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
+            "token_url": "https://sts.googleapis.com/v1/token",
+            "service_account_impersonation_url": format!(
+                "https://iamcredentials.googleapis.com/v1/projects/-/serviceAccounts/{account}:generateAccessToken"
+            ),
+            "credential_source": {"file": "{token}", "format": {"type": "text"}},
+        });
+        Cloud {
+            provider: "gcp",
+            user: "oauth2accesstoken".into(),
+            password: p["gcp"]["token"].as_str().unwrap().into(),
+            audience: format!("https://iam.googleapis.com/{provider}"),
+            env: vec![
+                (
+                    "GOOGLE_APPLICATION_CREDENTIALS",
+                    "{dir}/credentials.json".into(),
+                ),
+                (
+                    "CLOUDSDK_API_ENDPOINT_OVERRIDES_STS",
+                    "{stub}/gcp-sts/".into(),
+                ),
+                (
+                    "CLOUDSDK_API_ENDPOINT_OVERRIDES_IAMCREDENTIALS",
+                    "{stub}/gcp-iam/".into(),
+                ),
+            ],
+            files: vec![("credentials.json", config.to_string())],
+            checks: vec![
+                (
+                    "/gcp-sts/v1/token",
+                    vec![
+                        "grant".into(),
+                        "jwks".into(),
+                        format!("aud=https://iam.googleapis.com/{provider}"),
+                        "sub".into(),
+                    ],
+                ),
+                (
+                    "/gcp-iam/v1/projects/-/serviceAccounts/",
+                    strings(&["impersonation"]),
+                ),
+            ],
+            secrets: vec![p["gcp"]["federated"].as_str().unwrap().into()],
+        }
+    });
 }
 
 /// A GitRepository behind basic auth, a registry behind basic auth with a
