@@ -20,6 +20,7 @@ pub mod many;
 pub mod promote;
 pub mod provenance;
 pub mod publish;
+pub mod redirects;
 pub mod registry;
 pub mod release;
 pub mod report;

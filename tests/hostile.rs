@@ -1132,6 +1132,67 @@ fn a_presigned_upload_url_is_printed_without_its_query_in_debug_lines_and_json()
     }
 }
 
+/// A registry on 127.0.0.1 that wants Basic credentials, or with
+/// `token_auth` the Bearer `bearer` from its own realm (`GET /token` with
+/// Basic credentials), challenging every request without them; `serve`
+/// answers the ones that carry them.
+fn registry_behind_auth(
+    token_auth: bool,
+    bearer: &str,
+    serve: impl Fn(&common::registry::Head, &mut std::net::TcpStream) -> bool + Send + Sync + 'static,
+) -> common::registry::Stub {
+    use common::registry::respond;
+    let want_bearer = format!("Bearer {bearer}");
+    let token = serde_json::json!({ "token": bearer }).to_string();
+    let realm: std::sync::Arc<std::sync::Mutex<String>> = Default::default();
+    let realm_at = realm.clone();
+    let reg = common::registry::Stub::start(move |head, out| {
+        let auth = head.header("authorization");
+        if head.path.starts_with("/token") {
+            return match auth {
+                Some(a) if a.starts_with("Basic ") => respond(out, "200 OK", &[], &token),
+                _ => respond(out, "401 Unauthorized", &[], "{}"),
+            };
+        }
+        let authorized = match auth {
+            Some(a) if token_auth => a == want_bearer,
+            Some(a) => a.starts_with("Basic "),
+            None => false,
+        };
+        if authorized {
+            return serve(head, out);
+        }
+        let challenge = if token_auth {
+            format!(
+                "Bearer realm=\"{}\",service=\"stub\"",
+                realm_at.lock().unwrap()
+            )
+        } else {
+            "Basic realm=\"stub\"".to_string()
+        };
+        respond(
+            out,
+            "401 Unauthorized",
+            &[("WWW-Authenticate", &challenge)],
+            "{}",
+        )
+    });
+    *realm.lock().unwrap() = format!("http://{}/token", reg.host());
+    reg
+}
+
+/// Every request `other` got carried no `Authorization` and no `Referer`.
+fn assert_bare(case: &str, other: &common::registry::Stub) {
+    for (m, p, h) in other.seen.lock().unwrap().iter() {
+        for name in ["authorization", "referer"] {
+            assert!(
+                !h.iter().any(|(k, _)| k.eq_ignore_ascii_case(name)),
+                "{case}: {m} {p} at the other host carried {name}: {h:?}"
+            );
+        }
+    }
+}
+
 /// A registry that redirects every request but `GET /v2/` (and its own
 /// token realm) to another host, with Basic or Bearer credentials, for a
 /// pull (`inspect`) and a push: the other host gets no credentials and no
@@ -1157,45 +1218,12 @@ fn a_registry_redirect_to_another_host_carries_no_credentials_nor_referer() {
             )
         });
         let target = format!("http://{}/cdn/object", other.host());
-        let want_bearer = format!("Bearer {bearer}");
-        let token = serde_json::json!({ "token": bearer }).to_string();
-        let realm: std::sync::Arc<std::sync::Mutex<String>> = Default::default();
-        let realm_at = realm.clone();
-        let reg = common::registry::Stub::start(move |head, out| {
-            let auth = head.header("authorization");
-            if head.path.starts_with("/token") {
-                return match auth {
-                    Some(a) if a.starts_with("Basic ") => respond(out, "200 OK", &[], &token),
-                    _ => respond(out, "401 Unauthorized", &[], "{}"),
-                };
-            }
-            let authorized = match auth {
-                Some(a) if token_auth => a == want_bearer,
-                Some(a) => a.starts_with("Basic "),
-                None => false,
-            };
-            if !authorized {
-                let challenge = if token_auth {
-                    format!(
-                        "Bearer realm=\"{}\",service=\"stub\"",
-                        realm_at.lock().unwrap()
-                    )
-                } else {
-                    "Basic realm=\"stub\"".to_string()
-                };
-                return respond(
-                    out,
-                    "401 Unauthorized",
-                    &[("WWW-Authenticate", &challenge)],
-                    "{}",
-                );
-            }
+        let reg = registry_behind_auth(token_auth, bearer, move |head, out| {
             match head.path.as_str() {
                 "/v2/" => respond(out, "200 OK", &[], "{}"),
                 _ => respond(out, "307 Temporary Redirect", &[("Location", &target)], ""),
             }
         });
-        *realm.lock().unwrap() = format!("http://{}/token", reg.host());
         let dir = settings(1, "redirected");
         let repo = format!("{}/shop", reg.host());
         let r = if face == "inspect" {
@@ -1224,19 +1252,8 @@ fn a_registry_redirect_to_another_host_carries_no_credentials_nor_referer() {
             "{case}: the redirect was not followed: {}",
             r.stderr
         );
-        for (m, p, a) in followed {
-            assert!(
-                a.is_none(),
-                "{case}: {m} {p} at the other host carried {a:?}"
-            );
-        }
-        // Nor does it learn where it was sent from.
-        for (m, p, h) in other.seen.lock().unwrap().iter() {
-            assert!(
-                !h.iter().any(|(k, _)| k.eq_ignore_ascii_case("referer")),
-                "{case}: {m} {p} at the other host carried a Referer: {h:?}"
-            );
-        }
+        // No credentials, nor where it was sent from.
+        assert_bare(&case, &other);
         let at_registry = seen_auth(&reg);
         assert!(
             at_registry.iter().any(|(_, p, a)| p != "/v2/"
@@ -1283,39 +1300,7 @@ fn a_tag_list_link_to_another_host_carries_no_credentials() {
             "<http://{}/v2/shop/tags/list?last=a&n=1000>; rel=\"next\"",
             other.host()
         );
-        let want_bearer = format!("Bearer {bearer}");
-        let token = serde_json::json!({ "token": bearer }).to_string();
-        let realm: std::sync::Arc<std::sync::Mutex<String>> = Default::default();
-        let realm_at = realm.clone();
-        let reg = common::registry::Stub::start(move |head, out| {
-            let auth = head.header("authorization");
-            if head.path.starts_with("/token") {
-                return match auth {
-                    Some(a) if a.starts_with("Basic ") => respond(out, "200 OK", &[], &token),
-                    _ => respond(out, "401 Unauthorized", &[], "{}"),
-                };
-            }
-            let authorized = match auth {
-                Some(a) if token_auth => a == want_bearer,
-                Some(a) => a.starts_with("Basic "),
-                None => false,
-            };
-            if !authorized {
-                let challenge = if token_auth {
-                    format!(
-                        "Bearer realm=\"{}\",service=\"stub\"",
-                        realm_at.lock().unwrap()
-                    )
-                } else {
-                    "Basic realm=\"stub\"".to_string()
-                };
-                return respond(
-                    out,
-                    "401 Unauthorized",
-                    &[("WWW-Authenticate", &challenge)],
-                    "{}",
-                );
-            }
+        let reg = registry_behind_auth(token_auth, bearer, move |head, out| {
             if head.path == "/v2/" {
                 respond(out, "200 OK", &[], "{}")
             } else if head.path.starts_with("/v2/shop/tags/list") {
@@ -1334,7 +1319,6 @@ fn a_tag_list_link_to_another_host_carries_no_credentials() {
                 )
             }
         });
-        *realm.lock().unwrap() = format!("http://{}/token", reg.host());
         let repo = format!("{}/shop", reg.host());
         let r = run(
             &[
@@ -1361,18 +1345,7 @@ fn a_tag_list_link_to_another_host_carries_no_credentials() {
             "{case}: the next page was not read: {followed:?}\n{}",
             r.stderr
         );
-        for (m, p, a) in &followed {
-            assert!(
-                a.is_none(),
-                "{case}: {m} {p} at the other host carried {a:?}"
-            );
-        }
-        for (m, p, h) in other.seen.lock().unwrap().iter() {
-            assert!(
-                !h.iter().any(|(k, _)| k.eq_ignore_ascii_case("referer")),
-                "{case}: {m} {p} at the other host carried a Referer: {h:?}"
-            );
-        }
+        assert_bare(case, &other);
         let at_registry = seen_auth(&reg);
         assert!(
             at_registry

@@ -108,19 +108,9 @@ impl Api {
         if !query.is_empty() {
             url.query_pairs_mut().extend_pairs(query);
         }
-        let same_origin = reqwest::redirect::Policy::custom(|attempt| {
-            let first = attempt.previous().first().map(|u| u.origin());
-            if attempt.previous().len() > 5 {
-                attempt.error("more than 5 redirects")
-            } else if first == Some(attempt.url().origin()) {
-                attempt.follow()
-            } else {
-                attempt.stop()
-            }
-        });
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder()
-            .redirect(same_origin)
+            .redirect(crate::redirects::within_origin(5))
             .referer(false)
             .connect_timeout(Duration::from_secs(30))
             .read_timeout(Duration::from_secs(60))

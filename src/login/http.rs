@@ -12,7 +12,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use reqwest::{RequestBuilder, StatusCode, redirect};
+use reqwest::{RequestBuilder, StatusCode};
 
 use super::{Login, Provider, SecretSink};
 use crate::error::{Error, Result};
@@ -42,20 +42,10 @@ pub struct Answer {
 impl Ctx {
     /// A client for `login` (deadline [`Login::timeout`] per request).
     pub fn new(login: &Login) -> Result<Ctx> {
-        // Redirects within one origin are followed (at most 10); to another
-        // origin, the 3xx answer comes back to `send`, which refuses it.
-        let same_origin = redirect::Policy::custom(|attempt| {
-            let first = attempt.previous().first().map(|u| u.origin());
-            if attempt.previous().len() > 10 {
-                attempt.error("more than 10 redirects")
-            } else if first == Some(attempt.url().origin()) {
-                attempt.follow()
-            } else {
-                attempt.stop()
-            }
-        });
+        // To another origin, the 3xx answer comes back to `send`, which
+        // refuses it.
         let http = reqwest::Client::builder()
-            .redirect(same_origin)
+            .redirect(crate::redirects::within_origin(10))
             .referer(false)
             .connect_timeout(login.timeout.min(Duration::from_secs(15)))
             .timeout(login.timeout)
