@@ -60,11 +60,12 @@ if ! command -v kubectl >/dev/null; then
 fi
 
 # The test command's runner and linter: cargo-nextest runs the suite
-# (every machine of this project carries it; elsewhere `cargo install
-# cargo-nextest --locked`), clippy-driver lints while the tests compile.
+# (installed from crates.io when a machine lacks it: a few minutes, once),
+# clippy-driver lints while the tests compile.
 if ! cargo nextest --version >/dev/null 2>&1; then
-  echo "scripts/deps.sh: cargo-nextest is missing: install it (cargo install cargo-nextest --locked)" >&2
-  exit 1
+  echo "scripts/deps.sh: installing cargo-nextest (cargo install cargo-nextest --locked)" >&2
+  cargo install cargo-nextest --locked --quiet
+  cargo nextest --version >/dev/null
 fi
 if ! clippy-driver --version >/dev/null 2>&1; then
   echo "scripts/deps.sh: clippy-driver is missing: rustup component add clippy" >&2
