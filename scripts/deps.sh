@@ -22,7 +22,8 @@ packages=(
   curl           # raw registry requests in the tests
   procps         # kill
   jq             # the README's look-at-the-result block
-  util-linux mount # setsid (the control plane's watchdog), umount
+  util-linux mount # setsid (the control plane's watchdog), umount, flock
+  iproute2       # ip: the routable address the TLS registry listens on (tests/flux_observed.rs)
 )
 
 # Every command the tests run, each checked on PATH at the end (after the
@@ -34,6 +35,7 @@ commands=(
   cp chown id mkfifo touch sha256sum  # coreutils
   node npm kubectl buildah
   time           # GNU time: a peak resident set in tests/verify.rs
+  go flock ip date # scripts/flux.sh builds and runs Flux's controllers (tests/flux_observed.rs)
 )
 
 missing=()
@@ -56,6 +58,18 @@ fi
 # (1.20) is too old for server-side dry runs of CRDs with CEL rules.
 if ! command -v kubectl >/dev/null; then
   echo "scripts/deps.sh: kubectl is missing: install a kubectl between 1.27 and 1.33 (the package \`kubectl\` from Kubernetes' or Google Cloud's apt repository)" >&2
+  exit 1
+fi
+
+# Flux's controllers (scripts/flux.sh, tests/flux_observed.rs) are built from
+# their Go modules: Go 1.26 or later (go.mod of tests/go/flux says 1.26.0;
+# Debian's golang package is too old), and the Go module proxy.
+if ! command -v go >/dev/null; then
+  echo "scripts/deps.sh: go is missing: install Go 1.26 or later (https://go.dev/dl/), which builds Flux's controllers for the tests" >&2
+  exit 1
+fi
+if ! go version | grep -Eq 'go1\.(2[6-9]|[3-9][0-9])'; then
+  echo "scripts/deps.sh: $(go version) is too old: Flux's controllers need Go 1.26 or later" >&2
   exit 1
 fi
 

@@ -5,6 +5,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
 cargo fmt --check
+# Flux's controllers for tests/flux_observed.rs, built once into a cache
+# keyed by tests/go/flux/go.sum (about 5 minutes the first time, nothing
+# after): beside the Rust build, which it mostly waits on the network with.
+flux_log=$(mktemp)
+bash scripts/flux.sh build >"$flux_log" 2>&1 &
+flux_build=$!
 # Clippy's lints with -D warnings, as `cargo clippy --all-targets --locked
 # -- -D warnings` gives them, run while the workspace's crates compile for
 # the tests: `cargo clippy` is `cargo check` with clippy-driver as the
@@ -15,6 +21,13 @@ export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 # What the Dockerfile copies: the test profile's binary, linked statically
 # (tests/action.rs builds the image from it and runs it under podman).
 bash scripts/action-image.sh --test-profile
+cargo nextest run --all-targets --locked --no-run
+if ! wait "$flux_build"; then
+  cat "$flux_log" >&2
+  echo "scripts/test.sh: building Flux's controllers failed (scripts/flux.sh build)" >&2
+  exit 1
+fi
+rm -f "$flux_log"
 # Every test of every target, each in its own process, binaries in
 # parallel (.config/nextest.toml).
 cargo nextest run --all-targets --locked

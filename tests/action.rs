@@ -86,43 +86,14 @@ fn fixture(rel: &str) -> PathBuf {
     p
 }
 
-/// The environment variable the runner sets for an input.
-fn input_key(name: &str) -> String {
-    format!("INPUT_{}", name.replace(' ', "_").to_uppercase())
-}
-
-/// The `INPUT_*` variables the runner sets for a step: every input
-/// action.yml declares, from `with` or else its default (with
-/// `github.token` and `github.actor` filled in), else empty.
+/// The `INPUT_*` variables the runner sets for a step of action.yml.
 fn runner_inputs(with: &[(&str, &str)], github_token: &str) -> Vec<(String, String)> {
-    let text = fs::read_to_string(common::repo().join("action.yml")).expect("reading action.yml");
-    let action: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).expect("action.yml is YAML");
-    let declared = action["inputs"]
-        .as_mapping()
-        .expect("action.yml declares inputs");
-    for (name, _) in with {
-        assert!(
-            declared.contains_key(*name),
-            "the test sets input {name}, which action.yml does not declare"
-        );
-    }
-    declared
-        .iter()
-        .map(|(name, spec)| {
-            let name = name.as_str().expect("input names are strings");
-            let value = match with.iter().find(|(n, _)| *n == name) {
-                Some((_, v)) => v.to_string(),
-                None => match &spec["default"] {
-                    serde_yaml_ng::Value::String(d) => d
-                        .replace("${{ github.token }}", github_token)
-                        .replace("${{ github.actor }}", ACTOR),
-                    serde_yaml_ng::Value::Null => String::new(),
-                    other => panic!("default of {name} is not a string: {other:?}"),
-                },
-            };
-            (input_key(name), value)
-        })
-        .collect()
+    common::github::runner_inputs(
+        &common::repo().join("action.yml"),
+        with,
+        github_token,
+        ACTOR,
+    )
 }
 
 /// One step run and what it left behind.

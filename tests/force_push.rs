@@ -186,29 +186,12 @@ impl Step {
 /// The `INPUT_*` variables the runner sets: `with`, else action.yml's
 /// default (`github.token` and `github.actor` filled in), else empty.
 fn runner_inputs(with: &[(&str, &str)]) -> Vec<(String, String)> {
-    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("action.yml"))
-        .expect("action.yml");
-    let action: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).expect("YAML");
-    let declared = action["inputs"].as_mapping().expect("inputs");
-    for (n, _) in with {
-        assert!(declared.contains_key(*n), "action.yml has no input {n}");
-    }
-    declared
-        .iter()
-        .map(|(name, spec)| {
-            let name = name.as_str().expect("name");
-            let value = match with.iter().find(|(n, _)| *n == name) {
-                Some((_, v)) => v.to_string(),
-                None => match &spec["default"] {
-                    serde_yaml_ng::Value::String(d) => d
-                        .replace("${{ github.token }}", TOKEN)
-                        .replace("${{ github.actor }}", "octocat"),
-                    _ => String::new(),
-                },
-            };
-            (format!("INPUT_{}", name.to_uppercase()), value)
-        })
-        .collect()
+    common::github::runner_inputs(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("action.yml"),
+        with,
+        TOKEN,
+        "octocat",
+    )
 }
 
 /// Runs `settings-image action` in checkout `ws` for the push event at

@@ -53,6 +53,10 @@ pub struct FluxArgs {
     /// A kubernetes.io/dockerconfigjson secret for a private registry.
     #[arg(long, value_name = "SECRET")]
     pub secret_ref: Option<String>,
+    /// A secret whose `ca.crt` is the CA of a registry with a private
+    /// certificate (the ImageRepository's certSecretRef).
+    #[arg(long, value_name = "SECRET")]
+    pub cert_secret_ref: Option<String>,
     /// The login provider (default: aws, azure or gcp from the registry
     /// host, else none).
     #[arg(long, value_enum)]
@@ -107,6 +111,7 @@ pub fn run_flux(args: &FluxArgs) -> Result<()> {
         namespace: args.namespace.clone(),
         interval: args.interval.clone(),
         secret: args.secret_ref.clone(),
+        cert_secret: args.cert_secret_ref.clone(),
         provider: args.provider,
         automation: (!args.no_automation).then(|| flux::Automation {
             name: args.automation_name.clone(),

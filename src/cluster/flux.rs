@@ -113,6 +113,9 @@ pub struct Options {
     pub interval: String,
     /// A `kubernetes.io/dockerconfigjson` secret for the registry.
     pub secret: Option<String>,
+    /// A secret whose `ca.crt` is the CA that signed the registry's TLS
+    /// certificate (`ImageRepository.spec.certSecretRef`).
+    pub cert_secret: Option<String>,
     /// The login provider; `None` infers it from the registry host.
     pub provider: Option<Provider>,
     /// The automation; `None` leaves it out (the job summary of one push).
@@ -132,6 +135,7 @@ impl Options {
             namespace: "flux-system".into(),
             interval: "5m".into(),
             secret: None,
+            cert_secret: None,
             provider: None,
             automation: Some(Automation::default()),
         }
@@ -272,6 +276,8 @@ struct RepositorySpec {
     provider: Option<Provider>,
     #[serde(skip_serializing_if = "Option::is_none")]
     secret_ref: Option<NameRef>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cert_secret_ref: Option<NameRef>,
 }
 
 #[derive(Serialize)]
@@ -492,6 +498,9 @@ pub fn generate(opts: &Options) -> Result<Vec<Document>> {
     if let Some(secret) = &opts.secret {
         check_name("--secret-ref", secret)?;
     }
+    if let Some(secret) = &opts.cert_secret {
+        check_name("--cert-secret-ref", secret)?;
+    }
     let pattern = filter_pattern(&opts.prefix)?;
     let interval = check_interval(&opts.interval)?;
     let mut docs = Vec::new();
@@ -514,6 +523,10 @@ pub fn generate(opts: &Options) -> Result<Vec<Document>> {
                 interval: interval.clone(),
                 provider,
                 secret_ref: opts.secret.as_ref().map(|s| NameRef { name: s.clone() }),
+                cert_secret_ref: opts
+                    .cert_secret
+                    .as_ref()
+                    .map(|s| NameRef { name: s.clone() }),
             },
         };
         let policy = Object {

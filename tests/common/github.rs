@@ -188,3 +188,50 @@ pub fn parse_outputs(text: &str) -> std::collections::BTreeMap<String, String> {
     }
     out
 }
+
+/// The `INPUT_*` variables the runner sets for a step of the action whose
+/// `action.yml` is `action_yml`: every input it declares, from `with` or
+/// else its default (`github.token` and `github.actor` filled in with
+/// `token` and `actor`), else empty. Names keep their hyphens
+/// (`INPUT_TIMESTAMP-TAG`), as the runner writes them. An input in `with`
+/// that the action does not declare fails the test.
+pub fn runner_inputs(
+    action_yml: &Path,
+    with: &[(&str, &str)],
+    token: &str,
+    actor: &str,
+) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(action_yml)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", action_yml.display()));
+    let action: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).expect("action.yml is YAML");
+    let declared = action["inputs"]
+        .as_mapping()
+        .expect("action.yml declares inputs");
+    for (name, _) in with {
+        assert!(
+            declared.contains_key(*name),
+            "the test sets input {name}, which {} does not declare",
+            action_yml.display()
+        );
+    }
+    declared
+        .iter()
+        .map(|(name, spec)| {
+            let name = name.as_str().expect("input names are strings");
+            let value = match with.iter().find(|(n, _)| *n == name) {
+                Some((_, v)) => v.to_string(),
+                None => match &spec["default"] {
+                    serde_yaml_ng::Value::String(d) => d
+                        .replace("${{ github.token }}", token)
+                        .replace("${{ github.actor }}", actor),
+                    serde_yaml_ng::Value::Null => String::new(),
+                    other => panic!("default of {name} is not a string: {other:?}"),
+                },
+            };
+            (
+                format!("INPUT_{}", name.replace(' ', "_").to_uppercase()),
+                value,
+            )
+        })
+        .collect()
+}

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 pub mod flux;
+pub mod flux_cluster;
 pub mod forge;
 pub mod git;
 pub mod git_server;

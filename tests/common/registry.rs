@@ -25,10 +25,10 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-fn wait_port(port: u16, what: &str, child: &mut Child) {
+fn wait_listening(addr: &str, port: u16, what: &str, child: &mut Child) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while Instant::now() < deadline {
-        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+        if TcpStream::connect((addr, port)).is_ok() {
             return;
         }
         if let Ok(Some(status)) = child.try_wait() {
@@ -36,7 +36,7 @@ fn wait_port(port: u16, what: &str, child: &mut Child) {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    panic!("{what} did not listen on 127.0.0.1:{port} within 20s");
+    panic!("{what} did not listen on {addr}:{port} within 20s");
 }
 
 /// How the registry authenticates.
@@ -58,14 +58,101 @@ pub struct Registry {
     pub dir: super::TempDir,
     pub port: u16,
     pub log: PathBuf,
+    /// The address it listens on (`127.0.0.1` unless served over TLS).
+    pub bind: String,
+    /// Over TLS: the CA (PEM) that signed its certificate.
+    pub ca: Option<PathBuf>,
+}
+
+/// This machine's first IPv4 address of global scope (`ip -4 addr`): an
+/// address that is neither loopback nor, usually, private, where clients
+/// (ours and go-containerregistry's) speak TLS as they do to a public
+/// registry.
+pub fn routable_ipv4() -> String {
+    let out = Command::new(require("ip"))
+        .args(["-4", "-o", "addr", "show", "scope", "global"])
+        .output()
+        .expect("running ip");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split_whitespace()
+        .skip_while(|w| *w != "inet")
+        .nth(1)
+        .and_then(|a| a.split('/').next())
+        .map(str::to_string)
+        .unwrap_or_else(|| {
+            panic!(
+                "this machine has no IPv4 address of global scope (`ip -4 addr` printed {text:?}); \
+                 the TLS registry needs one (e.g. `ip addr add 192.0.2.10/32 dev lo` as root)"
+            )
+        })
+}
+
+/// A CA and a certificate it signed for `ip` (and 127.0.0.1), made by
+/// `openssl` in `dir`: `(ca.crt, server.crt, server.key)`.
+pub fn ca_signed(dir: &Path, ip: &str) -> (PathBuf, PathBuf, PathBuf) {
+    require("openssl");
+    let sh = format!(
+        "set -e; cd '{}'
+         openssl ecparam -name prime256v1 -genkey -noout -out ca.key
+         openssl req -x509 -new -key ca.key -sha256 -days 2 -subj '/CN=settings-image test CA' -out ca.crt
+         openssl ecparam -name prime256v1 -genkey -noout -out server.key
+         openssl req -new -key server.key -subj '/CN={ip}' -out server.csr
+         printf 'subjectAltName=IP:{ip},IP:127.0.0.1\\nextendedKeyUsage=serverAuth\\nkeyUsage=critical,digitalSignature\\n' > server.ext
+         openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -sha256 -extfile server.ext -out server.crt",
+        dir.display()
+    );
+    let out = Command::new("bash")
+        .args(["-c", &sh])
+        .output()
+        .expect("bash");
+    assert!(
+        out.status.success(),
+        "making the test CA failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        dir.join("ca.crt"),
+        dir.join("server.crt"),
+        dir.join("server.key"),
+    )
 }
 
 impl Registry {
     /// Starts a registry with `auth` on a free loopback port.
     pub fn start(auth: Auth) -> Registry {
+        Registry::start_with(auth, None)
+    }
+
+    /// Starts a registry with `auth` over TLS on this machine's routable
+    /// address ([`routable_ipv4`]), its certificate signed by a CA of its
+    /// own ([`Registry::ca`]): a registry as Flux meets it in production.
+    pub fn start_tls(auth: Auth) -> Registry {
+        Registry::start_with(auth, Some(routable_ipv4()))
+    }
+
+    fn start_with(auth: Auth, tls_ip: Option<String>) -> Registry {
         let bin = require("docker-registry");
         let dir = super::TempDir::new();
-        let port = free_port();
+        let port = match &tls_ip {
+            Some(ip) => TcpListener::bind((ip.as_str(), 0))
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port(),
+            None => free_port(),
+        };
+        let (bind, ca, tls_yaml) = match &tls_ip {
+            Some(ip) => {
+                let (ca, cert, key) = ca_signed(dir.path(), ip);
+                let yaml = format!(
+                    "  tls:\n    certificate: {}\n    key: {}\n",
+                    cert.display(),
+                    key.display()
+                );
+                (ip.clone(), Some(ca), yaml)
+            }
+            None => ("127.0.0.1".to_string(), None, String::new()),
+        };
         let auth_yaml = match &auth {
             Auth::None => String::new(),
             Auth::Basic { user, password } => {
@@ -86,7 +173,7 @@ impl Registry {
             Auth::TokenAt(ts, realm) => ts.auth_yaml(realm),
         };
         let config = format!(
-            "version: 0.1\nlog:\n  level: info\n  accesslog:\n    disabled: false\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n{auth_yaml}",
+            "version: 0.1\nlog:\n  level: info\n  accesslog:\n    disabled: false\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: {bind}:{port}\n{tls_yaml}{auth_yaml}",
             dir.path().join("data").display()
         );
         let cfg = dir.path().join("config.yml");
@@ -99,18 +186,36 @@ impl Registry {
             .stderr(std::fs::File::create(dir.path().join("registry.err")).unwrap())
             .spawn()
             .unwrap();
-        wait_port(port, "docker-registry", &mut child);
+        wait_listening(&bind, port, "docker-registry", &mut child);
         Registry {
             child,
             dir,
             port,
             log,
+            bind,
+            ca,
         }
     }
 
-    /// `127.0.0.1:PORT`.
+    /// `ADDRESS:PORT` (`127.0.0.1:PORT` unless over TLS).
     pub fn host(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        format!("{}:{}", self.bind, self.port)
+    }
+
+    /// `http://HOST` or, over TLS, `https://HOST`.
+    pub fn base(&self) -> String {
+        let scheme = if self.ca.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.host())
+    }
+
+    /// `curl` trusting this registry's CA (when it has one).
+    pub fn curl(&self) -> Command {
+        let mut c = Command::new(require("curl"));
+        if let Some(ca) = &self.ca {
+            // HTTP/1.1 as over plain HTTP: the same status lines.
+            c.arg("--http1.1").arg("--cacert").arg(ca);
+        }
+        c
     }
 }
 
@@ -962,7 +1067,11 @@ pub fn echoing_registry() -> Stub {
 
 /// GET over plain HTTP with curl: status and body.
 pub fn curl(url: &str, accept: Option<&str>) -> (u16, String) {
-    let mut c = Command::new(require("curl"));
+    curl_with(Command::new(require("curl")), url, accept)
+}
+
+/// [`curl`] with a command prepared elsewhere ([`Registry::curl`]).
+fn curl_with(mut c: Command, url: &str, accept: Option<&str>) -> (u16, String) {
     c.args(["-s", "-w", "\n%{http_code}"]);
     if let Some(a) = accept {
         c.args(["-H", &format!("Accept: {a}")]);
@@ -976,7 +1085,11 @@ pub fn curl(url: &str, accept: Option<&str>) -> (u16, String) {
 /// The tags of repository `name`, read with curl (none when the
 /// repository does not exist yet: the registry's 404).
 pub fn tags_of(reg: &Registry, name: &str) -> std::collections::BTreeSet<String> {
-    let (code, body) = curl(&format!("http://{}/v2/{name}/tags/list", reg.host()), None);
+    let (code, body) = curl_with(
+        reg.curl(),
+        &format!("{}/v2/{name}/tags/list", reg.base()),
+        None,
+    );
     if code == 404 {
         return Default::default();
     }
@@ -994,8 +1107,9 @@ pub fn tags_of(reg: &Registry, name: &str) -> std::collections::BTreeSet<String>
 
 /// The revision annotation of the image `name:tag`, read with curl.
 pub fn revision_of(reg: &Registry, name: &str, tag: &str) -> String {
-    let (code, body) = curl(
-        &format!("http://{}/v2/{name}/manifests/{tag}", reg.host()),
+    let (code, body) = curl_with(
+        reg.curl(),
+        &format!("{}/v2/{name}/manifests/{tag}", reg.base()),
         Some("application/vnd.oci.image.manifest.v1+json"),
     );
     assert_eq!(code, 200, "{tag}: {body}");
@@ -1009,12 +1123,13 @@ pub fn revision_of(reg: &Registry, name: &str, tag: &str) -> String {
 /// The digest `tag` of repository `name` names (`Docker-Content-Digest` of
 /// a `HEAD` with curl), `None` when the registry has no such tag.
 pub fn digest_of(reg: &Registry, name: &str, tag: &str) -> Option<String> {
-    let out = Command::new(require("curl"))
+    let out = reg
+        .curl()
         .args([
             "-sI",
             "-H",
             "Accept: application/vnd.oci.image.manifest.v1+json",
-            &format!("http://{}/v2/{name}/manifests/{tag}", reg.host()),
+            &format!("{}/v2/{name}/manifests/{tag}", reg.base()),
         ])
         .output()
         .expect("curl");

@@ -1,0 +1,220 @@
+#!/usr/bin/env bash
+# Flux's own controllers against a real kube-apiserver, as processes on
+# loopback (no kubelet here): what the end-to-end tests (tests/flux_observed.rs)
+# and scripts/bench-flux.sh run the project against.
+#
+#   scripts/flux.sh build        build the controllers once (cached), print the cache folder
+#   scripts/flux.sh up DIR       start kube-apiserver + etcd, install the controllers' CRDs,
+#                                start the controllers; print shell-sourceable variables
+#   scripts/flux.sh down DIR     stop what `up DIR` started, by PID
+#
+# The controllers, pinned by tests/go/flux/go.mod and go.sum (one Flux release
+# train, client-go 0.36 and controller-runtime 0.24):
+#   source-controller v1.9.1, image-reflector-controller v1.2.0,
+#   image-automation-controller v1.2.3, kustomize-controller v1.9.4
+# built with `go build` from their published modules into
+#   ${SETTINGS_IMAGE_CACHE:-${XDG_CACHE_HOME:-~/.cache}/settings-image}/go/flux-<key>/
+# where <key> is the sha256 of go.mod, go.sum and `go version`: a change of
+# either builds again, nothing else does. The first build downloads the
+# modules (about 200 MB) and compiles Kubernetes' client libraries: about
+# 5 minutes on 2 cores; after that `up` starts in seconds.
+#
+# `up` needs: go (1.26), etcd, kubectl, openssl, curl, and the control plane
+# of ../shared/kube (SETTINGS_IMAGE_KUBE_DIR names another copy). Each
+# controller runs with KUBECONFIG (these builds have no --kubeconfig flag:
+# controller-runtime reads the variable), leader election off,
+# --watch-all-namespaces, metrics and health on free loopback ports, and
+# its storage under DIR. `up` waits until each answers /readyz; one that
+# does not prints its log's tail, everything started is stopped, exit 1.
+#
+# Printed by `up` (and kept in DIR/flux.env):
+#   FLUX_DIR KUBECONFIG KUBE_STATE_DIR APISERVER_URL
+#   SOURCE_CONTROLLER_PID SOURCE_CONTROLLER_LOG SOURCE_CONTROLLER_STORAGE (host:port of its artifacts)
+#   IMAGE_REFLECTOR_CONTROLLER_PID ..._LOG, IMAGE_AUTOMATION_CONTROLLER_PID ..._LOG,
+#   KUSTOMIZE_CONTROLLER_PID ..._LOG, READY_SECONDS
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/.." && pwd)"
+MODULE="$REPO/tests/go/flux"
+CONTROLLERS=(source-controller image-reflector-controller image-automation-controller kustomize-controller)
+
+die() { echo "scripts/flux.sh: $*" >&2; exit 1; }
+
+cache_dir() {
+  command -v go >/dev/null || die "go is missing: install Go 1.26 (the controllers are built from tests/go/flux/go.mod)"
+  local key
+  key=$( { cat "$MODULE/go.mod" "$MODULE/go.sum"; go version; } | sha256sum | cut -c1-16)
+  echo "${SETTINGS_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/settings-image}/go/flux-$key"
+}
+
+# Builds the controllers and copies their CRDs into the cache, once per key.
+# Concurrent callers wait on one lock; the folder appears whole (rename).
+build() {
+  local out lock tmp c mod dir
+  out=$(cache_dir)
+  if [ -f "$out/done" ]; then echo "$out"; return; fi
+  mkdir -p "$(dirname "$out")"
+  lock="$out.lock"
+  exec 9>"$lock"
+  flock 9
+  if [ ! -f "$out/done" ]; then
+    echo "scripts/flux.sh: building Flux's controllers into $out (once; about 5 minutes on 2 cores)" >&2
+    tmp="$out.tmp.$$"
+    rm -rf "$tmp"
+    mkdir -p "$tmp/bin" "$tmp/crd"
+    local t0=$SECONDS
+    (cd "$MODULE" && GOFLAGS=-mod=readonly GOTOOLCHAIN=local \
+      go build -trimpath -ldflags='-s -w' -o "$tmp/bin/" tool) \
+      || { rm -rf "$tmp"; die "go build of tests/go/flux failed (above)"; }
+    for c in "${CONTROLLERS[@]}"; do
+      [ -x "$tmp/bin/$c" ] || { rm -rf "$tmp"; die "the build made no $c"; }
+      mod="github.com/fluxcd/$c"
+      dir=$(cd "$MODULE" && GOFLAGS=-mod=readonly go list -m -f '{{.Dir}} {{.Version}}' "$mod")
+      echo "$c ${dir##* }" >> "$tmp/versions"
+      cp "${dir% *}"/config/crd/bases/*.yaml "$tmp/crd/"
+    done
+    chmod -R u+w "$tmp/crd"
+    echo "$((SECONDS - t0))" > "$tmp/build-seconds"
+    touch "$tmp/done"
+    rm -rf "$out"
+    mv "$tmp" "$out"
+    echo "scripts/flux.sh: built in $(cat "$out/build-seconds") s" >&2
+  fi
+  exec 9>&-
+  echo "$out"
+}
+
+kube_dir() {
+  local d
+  for d in "${SETTINGS_IMAGE_KUBE_DIR:-}" "$REPO/../shared/kube" /work/shared/kube; do
+    [ -n "$d" ] && [ -f "$d/start.sh" ] && { (cd "$d" && pwd); return; }
+  done
+  die "the Kubernetes control plane (start.sh) is not in ../shared/kube: set SETTINGS_IMAGE_KUBE_DIR"
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# The environment variable prefix of a controller: source-controller -> SOURCE_CONTROLLER.
+var_of() { echo "$1" | tr 'a-z-' 'A-Z_'; }
+
+down() {
+  local dir=$1 c pid i
+  [ -d "$dir" ] || die "usage: scripts/flux.sh down DIR (no folder $dir)"
+  for c in "${CONTROLLERS[@]}"; do
+    [ -f "$dir/$c.pid" ] || continue
+    pid=$(cat "$dir/$c.pid")
+    if kill -0 "$pid" 2>/dev/null; then
+      kill -TERM "$pid" 2>/dev/null || true
+      for i in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
+    fi
+    rm -f "$dir/$c.pid"
+  done
+  if [ -d "$dir/kube" ]; then
+    KUBE_KEEP_STATE=1 bash "$(kube_dir)/stop.sh" "$dir/kube" >/dev/null || true
+  fi
+}
+
+up() {
+  local dir=$1 cache kube c v port health pid t0 ready deadline
+  command -v kubectl >/dev/null || die "kubectl is missing"
+  command -v curl >/dev/null || die "curl is missing"
+  mkdir -p "$dir"
+  dir="$(cd "$dir" && pwd)"
+  t0=$(date +%s.%N)
+  cache=$(build)
+  kube=$(kube_dir)
+
+  # The API server: its state (certificates, logs, kubeconfig) under DIR.
+  local env
+  env=$(KUBE_STATE_DIR="$dir/kube" KUBECONFIG_OUT="$dir/kubeconfig" bash "$kube/start.sh") \
+    || die "the kube-apiserver did not start (logs in $dir/kube)"
+  local APISERVER_URL
+  APISERVER_URL=$(sed -n 's/^APISERVER_URL=//p' <<<"$env")
+  export KUBECONFIG="$dir/kubeconfig"
+  trap 'down "$dir" >/dev/null 2>&1' ERR
+
+  # The controllers' own CRDs, as `flux install` applies them.
+  kubectl apply --server-side --force-conflicts -f "$cache/crd/" >/dev/null \
+    || die "installing the controllers' CRDs failed"
+  kubectl wait --for=condition=Established --timeout=60s -f "$cache/crd/" >/dev/null \
+    || die "the controllers' CRDs were not established"
+  kubectl create namespace flux-system >/dev/null 2>&1 || true
+
+  : > "$dir/flux.env"
+  {
+    echo "FLUX_DIR=$dir"
+    echo "KUBECONFIG=$dir/kubeconfig"
+    echo "KUBE_STATE_DIR=$dir/kube"
+    echo "APISERVER_URL=$APISERVER_URL"
+  } >> "$dir/flux.env"
+  local -A HEALTH=()
+  for c in "${CONTROLLERS[@]}"; do
+    v=$(var_of "$c")
+    health=$(free_port)
+    HEALTH[$c]=$health
+    local args=(
+      --metrics-addr="127.0.0.1:$(free_port)"
+      --health-addr="127.0.0.1:$health"
+      --enable-leader-election=false
+      --watch-all-namespaces=true
+      --log-encoding=json
+      --log-level=debug
+    )
+    case $c in
+      source-controller)
+        port=$(free_port)
+        mkdir -p "$dir/source-storage"
+        args+=(--storage-path="$dir/source-storage" --storage-addr="127.0.0.1:$port"
+               --storage-adv-addr="127.0.0.1:$port")
+        echo "SOURCE_CONTROLLER_STORAGE=127.0.0.1:$port" >> "$dir/flux.env"
+        ;;
+      image-reflector-controller)
+        mkdir -p "$dir/reflector-storage"
+        # Badger's value log is memory mapped; 256 MiB each is the default.
+        args+=(--storage-path="$dir/reflector-storage" --storage-value-log-file-size=16777216)
+        ;;
+    esac
+    # setsid: its own session, so the caller's signals and terminal leave it
+    # alone; `down` stops it by PID. TMPDIR: git checkouts and builds under DIR.
+    mkdir -p "$dir/tmp-$c"
+    KUBECONFIG="$dir/kubeconfig" RUNTIME_NAMESPACE=flux-system TMPDIR="$dir/tmp-$c" \
+      setsid "$cache/bin/$c" "${args[@]}" >"$dir/$c.log" 2>&1 </dev/null &
+    pid=$!
+    echo "$pid" > "$dir/$c.pid"
+    echo "${v}_PID=$pid" >> "$dir/flux.env"
+    echo "${v}_LOG=$dir/$c.log" >> "$dir/flux.env"
+  done
+
+  deadline=$(( $(date +%s) + ${FLUX_READY_TIMEOUT:-120} ))
+  for c in "${CONTROLLERS[@]}"; do
+    ready=0
+    pid=$(cat "$dir/$c.pid")
+    while [ "$(date +%s)" -lt "$deadline" ]; do
+      if ! kill -0 "$pid" 2>/dev/null; then break; fi
+      if curl -fsS --max-time 2 "http://127.0.0.1:${HEALTH[$c]}/readyz" >/dev/null 2>&1; then
+        ready=1; break
+      fi
+      sleep 0.2
+    done
+    if [ "$ready" != 1 ]; then
+      echo "scripts/flux.sh: $c did not become ready ($(kill -0 "$pid" 2>/dev/null && echo "no /readyz within ${FLUX_READY_TIMEOUT:-120} s" || echo exited)); the end of $dir/$c.log:" >&2
+      tail -n 30 "$dir/$c.log" >&2 || true
+      down "$dir" >/dev/null 2>&1
+      exit 1
+    fi
+  done
+  trap - ERR
+  echo "READY_SECONDS=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.2f", b-a}')" >> "$dir/flux.env"
+  cat "$dir/flux.env"
+}
+
+case "${1:-}" in
+  build) build ;;
+  up) [ -n "${2:-}" ] || die "usage: scripts/flux.sh up DIR"; up "$2" ;;
+  down) [ -n "${2:-}" ] || die "usage: scripts/flux.sh down DIR"; down "$2" ;;
+  *) echo "usage: scripts/flux.sh build | up DIR | down DIR" >&2; exit 2 ;;
+esac

@@ -1,0 +1,287 @@
+//! Flux's own controllers (source-controller, image-reflector-controller,
+//! image-automation-controller, kustomize-controller) running against a
+//! real kube-apiserver, started by `scripts/flux.sh up` once per test
+//! binary (once per run under cargo-nextest, shared by its processes as
+//! `kube.rs` shares its server) and stopped by `scripts/flux.sh down` when
+//! the run ends. The test asks Flux, through the objects' status and the
+//! commits Flux pushes, what Flux did; nothing here decides it.
+//!
+//! Reconciles are requested the way `flux reconcile` requests them: the
+//! `reconcile.fluxcd.io/requestedAt` annotation, then a wait until the
+//! object's `status.lastHandledReconcileAt` names that request.
+
+use std::fs;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::{repo, require};
+
+/// The running controllers and their API server.
+pub struct FluxCluster {
+    /// The folder `flux.sh up` was given (state, storage, logs).
+    pub dir: PathBuf,
+    /// The admin kubeconfig of the API server.
+    pub kubeconfig: PathBuf,
+    /// `flux.sh up`'s variables (`SOURCE_CONTROLLER_LOG`, ...).
+    vars: Vec<(String, String)>,
+}
+
+/// The four controllers, as `flux.sh` names them.
+pub const CONTROLLERS: [&str; 4] = [
+    "source-controller",
+    "image-reflector-controller",
+    "image-automation-controller",
+    "kustomize-controller",
+];
+
+/// The controllers of this test run, started on first use.
+pub fn flux_cluster() -> &'static FluxCluster {
+    static FLUX: OnceLock<FluxCluster> = OnceLock::new();
+    FLUX.get_or_init(|| {
+        let (dir, owner) = match std::env::var("NEXTEST_RUN_ID") {
+            Ok(run) if !run.is_empty() => (
+                std::env::temp_dir().join(format!("flux-env.si-nextest-{run}")),
+                std::os::unix::process::parent_id(),
+            ),
+            _ => (
+                std::env::temp_dir().join(format!("flux-env.si-{}", std::process::id())),
+                std::process::id(),
+            ),
+        };
+        fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
+        let lock = fs::File::create(dir.join("lock")).expect("creating the lock file");
+        lock.lock().expect("locking the shared Flux controllers");
+        let saved = dir.join("up.env");
+        let text = match fs::read_to_string(&saved) {
+            Ok(t) => t,
+            Err(_) => {
+                let t = up(&dir.join("state"), owner);
+                fs::write(&saved, &t).expect("writing up.env");
+                t
+            }
+        };
+        let vars: Vec<(String, String)> = text
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let value = |k: &str| {
+            vars.iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_else(|| panic!("scripts/flux.sh up printed no {k}:\n{text}"))
+        };
+        FluxCluster {
+            dir: PathBuf::from(value("FLUX_DIR")),
+            kubeconfig: PathBuf::from(value("KUBECONFIG")),
+            vars,
+        }
+    })
+}
+
+/// `scripts/flux.sh up STATE`, with a watchdog that runs `down` once
+/// process `owner` is gone; what `up` printed.
+fn up(state: &std::path::Path, owner: u32) -> String {
+    for tool in [
+        "go", "etcd", "kubectl", "openssl", "curl", "setsid", "flock",
+    ] {
+        require(tool);
+    }
+    let script = repo().join("scripts/flux.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .arg("up")
+        .arg(state)
+        .stdin(Stdio::null())
+        .output()
+        .expect("running scripts/flux.sh up");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "scripts/flux.sh up failed ({}):\n{text}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let watchdog = format!(
+        "while kill -0 {owner} 2>/dev/null; do sleep 1; done; bash '{}' down '{}' >/dev/null 2>&1",
+        script.display(),
+        state.display()
+    );
+    let started = Command::new("setsid")
+        .args(["-f", "bash", "-c", &watchdog])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("starting the Flux controllers' watchdog");
+    assert!(started.success(), "setsid -f failed: {started}");
+    text
+}
+
+impl FluxCluster {
+    /// A variable `flux.sh up` printed.
+    pub fn var(&self, name: &str) -> &str {
+        self.vars
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+            .unwrap_or_else(|| panic!("scripts/flux.sh up printed no {name}"))
+    }
+
+    /// `kubectl` against the API server the controllers use, as the admin.
+    pub fn kubectl(&self) -> Command {
+        let mut cmd = Command::new(require("kubectl"));
+        cmd.env("KUBECONFIG", &self.kubeconfig)
+            .env_remove("KUBERNETES_SERVICE_HOST");
+        cmd
+    }
+
+    /// `kubectl ARGS`; panics with kubectl's words unless it succeeds;
+    /// its stdout.
+    pub fn kubectl_ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl().args(args).output().expect("running kubectl");
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `kubectl apply -f -` of `yaml`.
+    pub fn apply(&self, yaml: &str) {
+        use std::io::Write;
+        let mut child = self
+            .kubectl()
+            .args(["apply", "-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting kubectl");
+        child
+            .stdin
+            .take()
+            .expect("kubectl's stdin")
+            .write_all(yaml.as_bytes())
+            .expect("writing to kubectl");
+        let out = child.wait_with_output().expect("waiting for kubectl");
+        assert!(
+            out.status.success(),
+            "kubectl apply failed:\n{}\n{yaml}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// A new namespace `PREFIX-N` (namespaces never finish deleting here).
+    pub fn namespace(&self, prefix: &str) -> String {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let ns = format!(
+            "{prefix}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        self.kubectl_ok(&["create", "namespace", &ns]);
+        ns
+    }
+
+    /// The object `what` (`kind/name`) in `ns`, as JSON.
+    pub fn get(&self, ns: &str, what: &str) -> Value {
+        let out = self.kubectl_ok(&["get", what, "-n", ns, "-o", "json"]);
+        serde_json::from_str(&out).expect("kubectl's JSON")
+    }
+
+    /// Asks Flux to reconcile `what` now (`flux reconcile`'s annotation)
+    /// and waits until its status says it handled that request; the object
+    /// then.
+    pub fn reconcile(&self, ns: &str, what: &str) -> Value {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let token = format!(
+            "{}-{}-{}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("a clock after 1970")
+                .as_nanos(),
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        self.kubectl_ok(&[
+            "annotate",
+            "--overwrite",
+            what,
+            "-n",
+            ns,
+            &format!("reconcile.fluxcd.io/requestedAt={token}"),
+        ]);
+        self.wait(
+            ns,
+            what,
+            &format!("handled the reconcile request {token}"),
+            |v| v["status"]["lastHandledReconcileAt"] == token.as_str(),
+        )
+    }
+
+    /// Polls `what` in `ns` until `pred` holds (the deadline only keeps a
+    /// broken run from hanging: it fails, showing the object and the end
+    /// of each controller's log).
+    pub fn wait(&self, ns: &str, what: &str, desc: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(240);
+        loop {
+            let out = self
+                .kubectl()
+                .args(["get", what, "-n", ns, "-o", "json"])
+                .output()
+                .expect("running kubectl");
+            let v: Value = if out.status.success() {
+                serde_json::from_slice(&out.stdout).expect("kubectl's JSON")
+            } else {
+                Value::Null
+            };
+            if pred(&v) {
+                return v;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{ns}/{what} never {desc}:\n{:#}\n{}",
+                v["status"],
+                self.log_tails(ns)
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Each controller's log lines that name `ns`, the last 15 of each.
+    pub fn log_tails(&self, ns: &str) -> String {
+        let mut s = String::new();
+        for c in CONTROLLERS {
+            let text = fs::read_to_string(self.dir.join(format!("{c}.log"))).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().filter(|l| l.contains(ns)).collect();
+            s.push_str(&format!("--- {c} ({} lines about {ns}):\n", lines.len()));
+            for l in &lines[lines.len().saturating_sub(15)..] {
+                s.push_str(l);
+                s.push('\n');
+            }
+        }
+        s
+    }
+}
+
+/// The condition `type_` of an object's status: (status, reason, message).
+pub fn condition(v: &Value, type_: &str) -> Option<(String, String, String)> {
+    v["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+        .map(|c| {
+            (
+                c["status"].as_str().unwrap_or_default().to_string(),
+                c["reason"].as_str().unwrap_or_default().to_string(),
+                c["message"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+}

@@ -1,0 +1,1130 @@
+//! Observed with Flux: every promise the README and docs make about what
+//! Flux does, checked against Flux's own controllers (source-controller
+//! v1.9.1, image-reflector-controller v1.2.0, image-automation-controller
+//! v1.2.3, kustomize-controller v1.9.4, built and started by
+//! `scripts/flux.sh`) on a real kube-apiserver. What each test asserts is
+//! what Flux wrote: the ImagePolicy's `status.latestRef`, the commits
+//! image-automation-controller pushed to the cluster repository (served by
+//! `git http-backend`, push enabled), and the Deployment kustomize-controller
+//! applied to the API server. The expected tags come from git (`git log`),
+//! the expected digests from what `push` reported and the registry answers.
+//!
+//! The registry is distribution 2.8 over TLS with a CA of its own, on this
+//! machine's routable address: Flux reads it through the ImageRepository's
+//! `certSecretRef`, `settings-image push` through `SSL_CERT_FILE`, as in
+//! production (docs/flux.md, "Observed with Flux").
+//!
+//! Reconciles are requested with `reconcile.fluxcd.io/requestedAt` and
+//! awaited on `status.lastHandledReconcileAt`; intervals are long (10m), so
+//! nothing happens between the test's requests but what watches trigger.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+use common::flux_cluster::{FluxCluster, condition, flux_cluster};
+use common::git::git_cmd;
+use common::git_server::{GitServer, Options as GitOptions};
+use common::registry::{Auth, Registry, digest_of, tags_of};
+use common::{TempDir, bin, repo, run_ok, stdout_of};
+
+/// The settings folder.
+const DIR: &str = "configs/shop";
+/// The image repository's name on the registry (and the generated objects' name).
+const NAME: &str = "settings-shop";
+/// 2025-11-30T00:00:00Z: the first commit's committer time.
+const T0: i64 = 1_764_460_800;
+
+/// A git repository served by the world's `git http-backend`, with a work
+/// tree that commits at given committer times and pushes to it.
+struct Repo {
+    /// The bare repository the server serves.
+    bare: PathBuf,
+    /// The work tree (a clone of `bare`, branch `main`).
+    work: PathBuf,
+    home: PathBuf,
+}
+
+impl Repo {
+    fn new(tmp: &Path, name: &str) -> Repo {
+        let home = tmp.join("home");
+        std::fs::create_dir_all(&home).expect("home");
+        let bare = tmp.join("srv").join(format!("{name}.git"));
+        std::fs::create_dir_all(&bare).expect("bare");
+        run_ok(git_cmd(&home, &bare).args(["init", "-q", "--bare", "-b", "main"]));
+        // git http-backend takes pushes only where the repository allows it.
+        run_ok(git_cmd(&home, &bare).args(["config", "http.receivepack", "true"]));
+        let work = tmp.join(name);
+        run_ok(
+            git_cmd(&home, tmp)
+                .args(["clone", "-q"])
+                .arg(&bare)
+                .arg(&work),
+        );
+        run_ok(git_cmd(&home, &work).args(["checkout", "-q", "-B", "main"]));
+        Repo { bare, work, home }
+    }
+
+    fn git(&self, args: &[&str]) -> String {
+        stdout_of(git_cmd(&self.home, &self.work).args(args))
+            .trim()
+            .to_string()
+    }
+
+    /// Writes `files`, commits them at committer time `time` and pushes
+    /// `main` (forced: tests rewind it); the commit id.
+    fn commit(&self, files: &[(&str, &str)], time: i64) -> String {
+        self.commit_unpushed(files, time);
+        self.push();
+        self.git(&["rev-parse", "HEAD"])
+    }
+
+    fn commit_unpushed(&self, files: &[(&str, &str)], time: i64) {
+        for (p, c) in files {
+            let f = self.work.join(p);
+            std::fs::create_dir_all(f.parent().expect("a parent")).expect("mkdir");
+            std::fs::write(f, c).expect("writing a file");
+        }
+        self.git(&["add", "-A"]);
+        let d = format!("@{time} +0000");
+        run_ok(
+            git_cmd(&self.home, &self.work)
+                .args(["commit", "-q", "-m", &format!("at {time}")])
+                .env("GIT_AUTHOR_DATE", &d)
+                .env("GIT_COMMITTER_DATE", &d),
+        );
+    }
+
+    /// A commit changing `file` at `time` whose short id satisfies `want`
+    /// (contents vary until it does), pushed; its id.
+    fn commit_where(&self, file: &str, time: i64, want: &dyn Fn(&str) -> bool) -> String {
+        for salt in 0.. {
+            self.commit_unpushed(&[(file, &format!("salt: {salt}\n"))], time);
+            let id = self.git(&["rev-parse", "HEAD"]);
+            if want(&id[..7]) {
+                self.push();
+                return id;
+            }
+            self.git(&["reset", "-q", "--hard", "HEAD~1"]);
+        }
+        unreachable!()
+    }
+
+    fn push(&self) {
+        self.git(&["push", "-q", "-f", "origin", "main"]);
+    }
+
+    /// What the served repository's `main` names now.
+    fn served_head(&self) -> String {
+        stdout_of(git_cmd(&self.home, &self.bare).args(["rev-parse", "main"]))
+            .trim()
+            .to_string()
+    }
+
+    /// `git log -1 --format=%ct %H REV -- DIR` as a timestamp tag: the
+    /// oracle for the tag of the folder at `rev`.
+    fn tag_at(&self, prefix: &str, rev: &str) -> String {
+        let line = self.git(&["log", "-1", "--format=%ct %H", rev, "--", DIR]);
+        let (ct, id) = line.split_once(' ').expect("ct id");
+        format!("{prefix}-{ct}-{}", &id[..7])
+    }
+}
+
+/// What image-automation-controller committed to the cluster repository.
+#[derive(Debug)]
+struct FluxCommit {
+    author: String,
+    message: String,
+    /// The Deployment's image-volume reference line, as committed.
+    line: String,
+}
+
+/// One test's world: its own namespace, a TLS registry, a git server with
+/// the settings and cluster repositories, and the Flux objects.
+struct World {
+    flux: &'static FluxCluster,
+    ns: String,
+    registry: Registry,
+    git: GitServer,
+    settings: Repo,
+    cluster: Repo,
+    /// `HOST/settings-shop`.
+    repository: String,
+    /// The `{"$imagepolicy": ...}` marker the generator printed.
+    marker: String,
+    /// The cluster repository's head after the last rollout the test saw.
+    seen: std::cell::RefCell<String>,
+    tmp: TempDir,
+}
+
+impl World {
+    /// The world, with the cluster repository's Deployment, its
+    /// GitRepository and Kustomization, and the objects `settings-image
+    /// flux --prefix PREFIX` generates (`extra` flags added), applied as
+    /// generated.
+    fn new(name: &str, prefix: &str) -> World {
+        let flux = flux_cluster();
+        let tmp = TempDir::new();
+        let ns = flux.namespace(name);
+        let registry = Registry::start_tls(Auth::None);
+        let repository = format!("{}/{NAME}", registry.host());
+        let settings = Repo::new(tmp.path(), "settings");
+        let cluster = Repo::new(tmp.path(), "cluster");
+        let git = GitServer::start(&tmp.join("srv"), GitOptions::default());
+        let ca = std::fs::read_to_string(registry.ca.as_ref().expect("a TLS registry"))
+            .expect("reading the CA");
+        flux.kubectl_ok(&[
+            "create",
+            "secret",
+            "generic",
+            "registry-ca",
+            "-n",
+            &ns,
+            &format!("--from-literal=ca.crt={ca}"),
+        ]);
+        let mut w = World {
+            flux,
+            ns,
+            registry,
+            git,
+            settings,
+            cluster,
+            repository,
+            marker: String::new(),
+            seen: Default::default(),
+            tmp,
+        };
+        let objects = w.generate(&["--prefix", prefix]);
+        w.marker = marker_of(&objects);
+        w.cluster.commit(
+            &[(
+                "clusters/prod/shop.yaml",
+                &deployment(&format!("{}:{prefix}-0-0000000", w.repository), &w.marker),
+            )],
+            T0,
+        );
+        *w.seen.borrow_mut() = w.cluster.served_head();
+        w.flux.apply(&format!(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: cluster\n  namespace: {ns}\n\
+             spec:\n  interval: 10m\n  url: {url}\n  ref:\n    branch: main\n---\n\
+             apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: apps\n  namespace: {ns}\n\
+             spec:\n  interval: 10m\n  sourceRef:\n    kind: GitRepository\n    name: cluster\n  path: ./clusters/prod\n  prune: false\n  targetNamespace: {ns}\n",
+            ns = w.ns,
+            url = w.git.url("cluster.git"),
+        ));
+        w.flux.apply(&objects);
+        w
+    }
+
+    /// `settings-image flux` for this world's repository, namespace and
+    /// cluster repository, with `extra`; its output.
+    fn generate(&self, extra: &[&str]) -> String {
+        let out = Command::new(bin())
+            .arg("flux")
+            .args(["--repository", &self.repository, "--namespace", &self.ns])
+            .args(["--interval", "10m", "--git-source", "cluster"])
+            .args([
+                "--git-path",
+                "./clusters/prod",
+                "--cert-secret-ref",
+                "registry-ca",
+            ])
+            .args(extra)
+            .output()
+            .expect("running settings-image flux");
+        assert!(
+            out.status.success(),
+            "settings-image flux failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("UTF-8")
+    }
+
+    /// The environment a user gives `settings-image` for this registry:
+    /// its CA as the trusted roots.
+    fn trust(&self) -> [(&'static str, PathBuf); 1] {
+        [(
+            "SSL_CERT_FILE",
+            self.registry.ca.clone().expect("a TLS registry"),
+        )]
+    }
+
+    /// `settings-image ARGS` in `dir`, trusting the registry's CA.
+    fn run_in(&self, dir: &Path, args: &[&str]) -> Output {
+        Command::new(bin())
+            .current_dir(dir)
+            .args(args)
+            .envs(self.trust())
+            .output()
+            .expect("running settings-image")
+    }
+
+    /// `settings-image push` of the settings folder from `dir` (`extra`
+    /// added); its `--json` report.
+    fn push_in(&self, dir: &Path, extra: &[&str]) -> Value {
+        let mut args = vec![
+            "push",
+            "--path",
+            DIR,
+            "--repository",
+            &self.repository,
+            "--timestamp-tag",
+            "main",
+            "--json",
+        ];
+        args.extend(extra);
+        let out = self.run_in(dir, &args);
+        assert!(
+            out.status.success(),
+            "push failed ({}):\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("push --json")
+    }
+
+    fn push(&self, extra: &[&str]) -> Value {
+        self.push_in(&self.settings.work, extra)
+    }
+
+    /// What the ImagePolicy `name` serves once Flux has listed the
+    /// registry's tags as they are now: (tag, digest) of `status.latestRef`.
+    fn served_by(&self, name: &str) -> (String, String) {
+        let tags = tags_of(&self.registry, NAME);
+        let repo = self
+            .flux
+            .reconcile(&self.ns, &format!("imagerepository/{name}"));
+        assert_eq!(
+            repo["status"]["lastScanResult"]["tagCount"].as_u64(),
+            Some(tags.len() as u64),
+            "the scan Flux made after the push does not count the registry's tags {tags:?}: {:#}",
+            repo["status"]
+        );
+        let policy = self
+            .flux
+            .reconcile(&self.ns, &format!("imagepolicy/{name}"));
+        let latest = &policy["status"]["latestRef"];
+        assert_eq!(
+            latest["name"], self.repository,
+            "latestRef: {:#}",
+            policy["status"]
+        );
+        (
+            latest["tag"].as_str().expect("latestRef.tag").to_string(),
+            latest["digest"]
+                .as_str()
+                .expect("latestRef.digest (digestReflectionPolicy IfNotPresent)")
+                .to_string(),
+        )
+    }
+
+    fn served(&self) -> (String, String) {
+        self.served_by(NAME)
+    }
+
+    /// Runs the ImageUpdateAutomation now; what it committed since the
+    /// last rollout the test saw (one commit at most), `None` when nothing.
+    fn flux_commit(&self) -> Option<FluxCommit> {
+        let auto = self
+            .flux
+            .reconcile(&self.ns, "imageupdateautomation/settings");
+        let head = self.cluster.served_head();
+        let before = self.seen.replace(head.clone());
+        if head == before {
+            return None;
+        }
+        let git =
+            |args: &[&str]| stdout_of(git_cmd(&self.cluster.home, &self.cluster.bare).args(args));
+        assert_eq!(
+            git(&["rev-list", "--count", &format!("{before}..{head}")]).trim(),
+            "1",
+            "one commit per change of the served tag"
+        );
+        let show = |fmt: &str| git(&["log", "-1", &format!("--format={fmt}"), "main"]);
+        let file = git(&["show", "main:clusters/prod/shop.yaml"]);
+        let line = file
+            .lines()
+            .find(|l| l.contains("reference:"))
+            .expect("the reference line")
+            .trim()
+            .to_string();
+        assert_eq!(
+            auto["status"]["lastPushCommit"], head,
+            "the automation's status names another commit than the repository's head"
+        );
+        Some(FluxCommit {
+            author: show("%an <%ae>").trim().to_string(),
+            message: show("%B").trim().to_string(),
+            line,
+        })
+    }
+
+    /// Has source-controller fetch the cluster repository's head and
+    /// kustomize-controller apply it; the image-volume reference of the
+    /// Deployment in the API server then.
+    fn applied(&self) -> String {
+        let head = self.cluster.served_head();
+        let revision = format!("main@sha1:{head}");
+        let source = self.flux.reconcile(&self.ns, "gitrepository/cluster");
+        assert_eq!(
+            source["status"]["artifact"]["revision"], revision,
+            "source-controller did not fetch the head"
+        );
+        let ks = self.flux.reconcile(&self.ns, "kustomization/apps");
+        assert_eq!(
+            ks["status"]["lastAppliedRevision"], revision,
+            "kustomize-controller did not apply the head: {:#}",
+            ks["status"]
+        );
+        let d = self.flux.get(&self.ns, "deployment/shop");
+        d["spec"]["template"]["spec"]["volumes"][0]["image"]["reference"]
+            .as_str()
+            .expect("the Deployment's image volume")
+            .to_string()
+    }
+
+    /// The reference line Flux writes for `tag` and `digest`.
+    fn line_for(&self, tag: &str, digest: &str) -> String {
+        format!(
+            "reference: {}:{tag}@{digest} # {}",
+            self.repository, self.marker
+        )
+    }
+
+    /// Asserts the whole chain for (tag, digest): Flux serves it, commits
+    /// it behind the marker, and the applied Deployment carries it.
+    fn assert_rolled_out(&self, tag: &str, digest: &str) -> FluxCommit {
+        assert_eq!(self.served(), (tag.to_string(), digest.to_string()));
+        let commit = self.flux_commit().expect("Flux commits the new reference");
+        assert_eq!(
+            commit.author,
+            "fluxcdbot <fluxcdbot@users.noreply.github.com>"
+        );
+        assert_eq!(commit.line, self.line_for(tag, digest), "{commit:?}");
+        assert!(
+            commit
+                .message
+                .ends_with(&format!("-> {}:{tag}@{digest}", self.repository)),
+            "the generated message template: {commit:?}"
+        );
+        assert_eq!(
+            self.applied(),
+            format!("{}:{tag}@{digest}", self.repository)
+        );
+        commit
+    }
+
+    /// Asserts that Flux, asked again, serves (tag, digest) and commits nothing.
+    fn assert_unmoved(&self, tag: &str, digest: &str) {
+        assert_eq!(self.served(), (tag.to_string(), digest.to_string()));
+        assert!(
+            self.flux_commit().is_none(),
+            "Flux committed although the served tag did not change"
+        );
+    }
+
+    /// A clone of the settings repository checked out at `rev` on branch
+    /// `main` (the job of an older commit: its checkout).
+    fn checkout(&self, rev: &str) -> PathBuf {
+        let dir = self.tmp.join(&format!("checkout-{}", &rev[..7]));
+        if dir.exists() {
+            // A re-run checks out again: the repository as it is now.
+            run_ok(git_cmd(&self.settings.home, &dir).args(["fetch", "-q", "-f", "origin"]));
+        } else {
+            run_ok(
+                git_cmd(&self.settings.home, self.tmp.path())
+                    .args(["clone", "-q"])
+                    .arg(&self.settings.bare)
+                    .arg(&dir),
+            );
+        }
+        run_ok(git_cmd(&self.settings.home, &dir).args(["checkout", "-q", "-B", "main", rev]));
+        dir
+    }
+}
+
+/// The `{"$imagepolicy": "NS:NAME"}` marker of the generator's header.
+fn marker_of(objects: &str) -> String {
+    let line = objects
+        .lines()
+        .find(|l| l.contains("{\"$imagepolicy\""))
+        .expect("the generator prints the marker");
+    let at = line.find("{\"$imagepolicy\"").expect("marker");
+    line[at..].trim().to_string()
+}
+
+/// docs/flux.md's Deployment, its image volume at `reference` behind `marker`.
+fn deployment(reference: &str, marker: &str) -> String {
+    format!(
+        "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: shop
+spec:
+  selector:
+    matchLabels:
+      app: shop
+  template:
+    metadata:
+      labels:
+        app: shop
+    spec:
+      volumes:
+        - name: settings
+          image:
+            reference: {reference} # {marker}
+            pullPolicy: IfNotPresent
+      containers:
+        - name: shop
+          image: registry.example.com/shop:1.4.2
+          volumeMounts:
+            - name: settings
+              mountPath: /etc/settings
+              readOnly: true
+"
+    )
+}
+
+fn text(v: &Value, pointer: &str) -> String {
+    v.pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("no {pointer} in {v:#}"))
+        .to_string()
+}
+
+/// The tag a push says Flux serves after it: the anomaly's `served`, or
+/// with no anomaly its own timestamp tag (the highest number).
+fn said_served(report: &Value) -> String {
+    match report["anomaly"]["served"].as_str() {
+        Some(t) => t.to_string(),
+        None => text(report, "/timestamp_tag"),
+    }
+}
+
+/// README and docs/flux.md §1-2: a commit to the settings folder, `push`,
+/// the objects `settings-image flux` generates: Flux serves the tag push
+/// reported, commits `name:tag@sha256:<push's digest>` behind the marker of
+/// the Deployment's image volume, and kustomize-controller applies it. Then
+/// the same for the action face, run as the runner runs it.
+#[test]
+fn the_designs_flow_ends_in_the_deployment_flux_applied() {
+    let w = World::new("flow", "main");
+    let c1 = w
+        .settings
+        .commit(&[("configs/shop/app.yaml", "replicas: 2\n")], T0 + 10);
+    // A later commit elsewhere: the tag names the folder's last change.
+    w.settings.commit(&[("README.md", "unrelated\n")], T0 + 20);
+    let report = w.push(&[]);
+    let tag = text(&report, "/timestamp_tag");
+    assert_eq!(tag, format!("main-{}-{}", T0 + 10, &c1[..7]));
+    assert_eq!(tag, w.settings.tag_at("main", "HEAD"));
+    let digest = text(&report, "/digest");
+    assert_eq!(
+        digest_of(&w.registry, NAME, &tag).as_deref(),
+        Some(digest.as_str())
+    );
+    let commit = w.assert_rolled_out(&tag, &digest);
+    assert_eq!(
+        commit.message,
+        format!(
+            "{}:main-0-0000000 -> {}:{tag}@{digest}",
+            w.repository, w.repository
+        )
+    );
+
+    // The action face: the next commit, published by `settings-image
+    // action` with the runner's environment and inputs.
+    let c2 = w
+        .settings
+        .commit(&[("configs/shop/app.yaml", "replicas: 3\n")], T0 + 30);
+    let ws = w.checkout(&c2);
+    let outputs = action_publish(&w, &ws, &c2);
+    let tag2 = outputs["tag"].clone();
+    assert_eq!(tag2, w.settings.tag_at("main", &c2));
+    let digest2 = outputs["digest"].clone();
+    assert_eq!(
+        outputs["reference"],
+        format!("{}:{tag2}@{digest2}", w.repository),
+        "the action's reference output is what Flux writes"
+    );
+    w.assert_rolled_out(&tag2, &digest2);
+    assert_eq!(w.applied(), outputs["reference"]);
+}
+
+/// Runs `settings-image action` (publish) as the runner runs the
+/// container's entrypoint: only the runner's environment, inputs from
+/// action.yml's defaults and `with`, a push event, the workspace as the
+/// working directory; plus `SSL_CERT_FILE` as a workflow's `env:` gives it.
+/// The outputs as the runner parses them.
+fn action_publish(w: &World, ws: &Path, sha: &str) -> std::collections::BTreeMap<String, String> {
+    let files = TempDir::new();
+    let output = files.join("set_output");
+    let summary = files.join("step_summary");
+    std::fs::write(&output, "").expect("GITHUB_OUTPUT");
+    std::fs::write(&summary, "").expect("GITHUB_STEP_SUMMARY");
+    let event =
+        repo().join("tests/fixtures/github/push/branch-push-1-commit.octokit-webhooks-js.json");
+    let with = [
+        ("path", DIR),
+        ("repository", w.repository.as_str()),
+        ("timestamp-tag", "main"),
+    ];
+    let out = Command::new(bin())
+        .arg("action")
+        .env_clear()
+        .env("HOME", files.path())
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .envs([
+            ("CI", "true"),
+            ("GITHUB_ACTIONS", "true"),
+            ("GITHUB_ACTOR", "octocat"),
+            ("GITHUB_API_URL", "http://127.0.0.1:9"),
+            ("GITHUB_EVENT_NAME", "push"),
+            ("GITHUB_REF", "refs/heads/main"),
+            ("GITHUB_REF_NAME", "main"),
+            ("GITHUB_REPOSITORY", "acme/settings"),
+            ("GITHUB_RUN_ATTEMPT", "1"),
+            ("GITHUB_RUN_ID", "4242"),
+            ("GITHUB_SERVER_URL", "https://github.com"),
+            ("GITHUB_SHA", sha),
+        ])
+        .env("GITHUB_EVENT_PATH", &event)
+        .env("GITHUB_OUTPUT", &output)
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .env("GITHUB_WORKSPACE", ws)
+        .envs(common::github::runner_inputs(
+            &repo().join("action.yml"),
+            &with,
+            "ghs_unused0000000000000000000000000000",
+            "octocat",
+        ))
+        .envs(w.trust())
+        .current_dir(ws)
+        .output()
+        .expect("running settings-image action");
+    assert!(
+        out.status.success(),
+        "the action failed ({}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    common::github::parse_outputs(&std::fs::read_to_string(&output).expect("GITHUB_OUTPUT"))
+}
+
+/// docs/flux.md §8 and "Observed with Flux": Flux reads the registry over
+/// TLS through the CA in `certSecretRef` (the generator's
+/// `--cert-secret-ref`); without it the scan fails on the certificate,
+/// not quietly over plain HTTP. `push` trusts the CA through
+/// `SSL_CERT_FILE` and fails without it, naming the certificate.
+#[test]
+fn flux_and_push_reach_a_tls_registry_only_through_its_ca() {
+    let w = World::new("tls", "main");
+    w.settings
+        .commit(&[("configs/shop/app.yaml", "a: 1\n")], T0 + 10);
+    let untrusted = Command::new(bin())
+        .current_dir(&w.settings.work)
+        .args(["push", "--path", DIR, "--repository", &w.repository])
+        .args(["--timestamp-tag", "main"])
+        .env("SSL_CERT_FILE", "/dev/null")
+        .env("SSL_CERT_DIR", "/nonexistent")
+        .output()
+        .expect("running push");
+    let err = String::from_utf8_lossy(&untrusted.stderr);
+    assert_eq!(untrusted.status.code(), Some(4), "{err}");
+    assert!(
+        err.contains("certificate") || err.contains("CA"),
+        "the error names the certificate: {err}"
+    );
+    assert!(tags_of(&w.registry, NAME).is_empty(), "nothing was pushed");
+
+    let report = w.push(&[]);
+    let tag = text(&report, "/timestamp_tag");
+    let digest = text(&report, "/digest");
+    assert_eq!(w.served(), (tag, digest));
+
+    // The same ImageRepository without certSecretRef.
+    let objects = w.generate(&["--prefix", "main", "--name", "no-ca", "--no-automation"]);
+    let objects = objects.replace("  certSecretRef:\n    name: registry-ca\n", "");
+    assert!(!objects.contains("certSecretRef"), "{objects}");
+    w.flux.apply(&objects);
+    let repo = w
+        .flux
+        .wait(&w.ns, "imagerepository/no-ca", "failed its scan", |v| {
+            condition(v, "Ready").is_some_and(|c| c.0 == "False" && !c.2.contains("processing"))
+        });
+    let (_, reason, message) = condition(&repo, "Ready").expect("Ready");
+    assert!(
+        message.contains("x509") && message.contains("certificate"),
+        "{reason}: {message}"
+    );
+    assert!(
+        repo["status"]["lastScanResult"].is_null(),
+        "{:#}",
+        repo["status"]
+    );
+}
+
+/// README ("the cluster only moves forward") and docs/flux.md §3:
+/// re-running the job of an older commit re-pushes the same digest, and
+/// an older commit's first push after a newer one adds a lower tag; in
+/// both Flux keeps serving the newest tag and commits nothing.
+#[test]
+fn rerunning_an_older_job_moves_nothing() {
+    let w = World::new("forward", "main");
+    let c0 = w
+        .settings
+        .commit(&[("configs/shop/app.yaml", "v: 0\n")], T0 + 10);
+    let c1 = w
+        .settings
+        .commit(&[("configs/shop/app.yaml", "v: 1\n")], T0 + 20);
+    let first = w.push_in(&w.checkout(&c1), &[]);
+    let (tag1, digest1) = (text(&first, "/timestamp_tag"), text(&first, "/digest"));
+    w.assert_rolled_out(&tag1, &digest1);
+    let c2 = w
+        .settings
+        .commit(&[("configs/shop/app.yaml", "v: 2\n")], T0 + 30);
+    let second = w.push(&[]);
+    let (tag2, digest2) = (text(&second, "/timestamp_tag"), text(&second, "/digest"));
+    assert_eq!(tag2, w.settings.tag_at("main", &c2));
+    w.assert_rolled_out(&tag2, &digest2);
+    let head = w.cluster.served_head();
+
+    // The job of c1 again: the same tag and digest, nothing pushed.
+    let rerun = w.push_in(&w.checkout(&c1), &[]);
+    assert_eq!(text(&rerun, "/timestamp_tag"), tag1);
+    assert_eq!(text(&rerun, "/digest"), digest1);
+    assert_eq!(rerun["pushed"], false, "{rerun:#}");
+    assert_eq!(rerun["anomaly"]["kind"], "rerun-of-older", "{rerun:#}");
+    assert_eq!(said_served(&rerun), tag2);
+    w.assert_unmoved(&tag2, &digest2);
+
+    // c0's job, queued behind the others, runs for the first time.
+    let late = w.push_in(&w.checkout(&c0), &[]);
+    let tag0 = text(&late, "/timestamp_tag");
+    assert_eq!(tag0, w.settings.tag_at("main", &c0));
+    assert_eq!(late["pushed"], true, "{late:#}");
+    assert_eq!(said_served(&late), tag2, "{late:#}");
+    w.assert_unmoved(&tag2, &digest2);
+    assert_eq!(
+        w.cluster.served_head(),
+        head,
+        "no commit in the cluster repository"
+    );
+    assert_eq!(w.applied(), format!("{}:{tag2}@{digest2}", w.repository));
+}
+
+/// docs/flux.md §4-6: for each anomaly a push reports (same-second
+/// commits, an older commit tagged after its same-second descendant, a
+/// backwards committer date, a rewind and its documented fix), the tag the
+/// push says Flux serves is the ImagePolicy's `latestRef`, every time, with
+/// the digest the registry holds under it.
+#[test]
+fn each_anomaly_names_the_tag_flux_serves() {
+    let w = World::new("anomaly", "main");
+    let check = |report: &Value, kind: Option<&str>| {
+        assert_eq!(report["anomaly"]["kind"].as_str(), kind, "{report:#}");
+        let said = said_served(report);
+        let (tag, digest) = w.served();
+        assert_eq!(tag, said, "push said Flux serves {said}: {report:#}");
+        assert_eq!(digest_of(&w.registry, NAME, &tag), Some(digest));
+        tag
+    };
+    let t = T0 + 1000;
+    // Same second, the newer commit's tag sorting after the older's: Flux
+    // keeps the older (the smallest tag).
+    let a = w.settings.commit_where("configs/shop/a.yaml", t, &|_| true);
+    check(&w.push(&[]), None);
+    let b = w
+        .settings
+        .commit_where("configs/shop/b.yaml", t, &|s| s > &a[..7]);
+    let r = w.push(&[]);
+    assert_eq!(
+        check(&r, Some("same-timestamp")),
+        format!("main-{t}-{}", &a[..7])
+    );
+    let _ = b;
+
+    // An older commit pushed after its same-second descendant, sorting
+    // first: Flux moves to it.
+    let t2 = t + 100;
+    let c = w
+        .settings
+        .commit_where("configs/shop/c.yaml", t2, &|_| true);
+    let d = w
+        .settings
+        .commit_where("configs/shop/d.yaml", t2, &|s| s > &c[..7]);
+    check(&w.push(&[]), None);
+    let r = w.push_in(&w.checkout(&c), &[]);
+    assert_eq!(
+        check(&r, Some("rerun-of-older")),
+        format!("main-{t2}-{}", &c[..7])
+    );
+
+    // A backwards committer date on d's child: Flux keeps the higher tag.
+    run_ok(git_cmd(&w.settings.home, &w.settings.work).args(["checkout", "-q", "-B", "main", &d]));
+    w.settings
+        .commit(&[("configs/shop/e.yaml", "e: 1\n")], t2 - 500);
+    let r = w.push(&[]);
+    let kept = check(&r, Some("backwards-timestamp"));
+    assert!(kept.starts_with(&format!("main-{t2}-")), "{kept}");
+
+    // A rewind: f, then g; a force-push back to f (dropping g): Flux keeps
+    // g's tag. The fix, one more commit changing the folder: Flux moves.
+    let f = w
+        .settings
+        .commit(&[("configs/shop/app.yaml", "f: 1\n")], t2 + 100);
+    let g = w
+        .settings
+        .commit(&[("configs/shop/app.yaml", "g: 1\n")], t2 + 200);
+    check(&w.push(&[]), None);
+    run_ok(git_cmd(&w.settings.home, &w.settings.work).args(["reset", "-q", "--hard", &f]));
+    w.settings.push();
+    let r = w.push(&["--force-pushed-from", &g]);
+    assert_eq!(
+        check(&r, Some("rewound-history")),
+        format!("main-{}-{}", t2 + 200, &g[..7])
+    );
+    w.settings.commit(
+        &[("configs/shop/app.yaml", "f: 1 # released again\n")],
+        t2 + 300,
+    );
+    let r = w.push(&[]);
+    assert_eq!(check(&r, None), w.settings.tag_at("main", "HEAD"));
+}
+
+/// docs/release-management.md: an ImagePolicy on the channel `promote`
+/// fills moves only when promote moves the channel: inside a release
+/// window promote makes Flux commit the new reference, outside it nothing
+/// changes, and `--force --reason` releases at once, with its record.
+#[test]
+fn a_channel_moves_only_when_promote_moves_it() {
+    let w = World::new("channel", "prod");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs() as i64;
+    let policy = |start: i64, end: i64| {
+        let at = |t: i64| {
+            stdout_of(Command::new("date").args([
+                "-u",
+                "-d",
+                &format!("@{t}"),
+                "+%Y-%m-%dT%H:%M:%SZ",
+            ]))
+            .trim()
+            .to_string()
+        };
+        let file = w.tmp.join(&format!("policy-{start}.yaml"));
+        std::fs::write(
+            &file,
+            format!(
+                "windows:\n  - kind: allow\n    description: the test's window\n    start: \"{}\"\n    end: \"{}\"\n",
+                at(start),
+                at(end)
+            ),
+        )
+        .expect("policy file");
+        file
+    };
+    let open = policy(now - 3600, now + 3600);
+    let shut = policy(now + 86_400, now + 2 * 86_400);
+    let promote = |policy: &Path, extra: &[&str]| -> Value {
+        let mut args = vec![
+            "promote",
+            "--repository",
+            &w.repository,
+            "--from",
+            "main",
+            "--to",
+            "prod",
+            "--json",
+            "--policy",
+        ];
+        let p = policy.to_str().expect("utf-8");
+        args.push(p);
+        args.extend(extra);
+        let out = w.run_in(w.tmp.path(), &args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "promote {extra:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("promote --json")
+    };
+
+    let c1 = w
+        .settings
+        .commit(&[("configs/shop/app.yaml", "v: 1\n")], T0 + 10);
+    let p1 = w.push(&[]);
+    let r = promote(&open, &[]);
+    assert_eq!(r["decision"], "promote", "{r:#}");
+    let prod1 = format!("prod-{}-{}", T0 + 10, &c1[..7]);
+    assert_eq!(
+        digest_of(&w.registry, NAME, &prod1).as_deref(),
+        Some(text(&p1, "/digest").as_str())
+    );
+    w.assert_rolled_out(&prod1, &text(&p1, "/digest"));
+
+    // A newer candidate outside the window: the channel, Flux and the
+    // cluster stay.
+    let c2 = w
+        .settings
+        .commit(&[("configs/shop/app.yaml", "v: 2\n")], T0 + 20);
+    let p2 = w.push(&[]);
+    let r = promote(&shut, &[]);
+    assert_eq!(r["decision"], "wait", "{r:#}");
+    let prod2 = format!("prod-{}-{}", T0 + 20, &c2[..7]);
+    assert!(!tags_of(&w.registry, NAME).contains(&prod2));
+    w.assert_unmoved(&prod1, &text(&p1, "/digest"));
+
+    // Break-glass: released now, and the record says why.
+    let r = promote(&shut, &["--force", "--reason", "incident 42"]);
+    assert_eq!(r["decision"], "promote", "{r:#}");
+    w.assert_rolled_out(&prod2, &text(&p2, "/digest"));
+    let out = w.run_in(
+        w.tmp.path(),
+        &["inspect", &format!("{}:{prod2}", w.repository), "--json"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let inspected: Value = serde_json::from_slice(&out.stdout).expect("inspect --json");
+    let records = inspected["promotions"].as_array().expect("promotions");
+    assert!(
+        records.iter().any(|p| p["tag"] == prod2.as_str()
+            && p["forced"] == true
+            && p["reason"] == "incident 42"),
+        "{inspected:#}"
+    );
+}
+
+/// docs/controller.md: a real source-controller fetches the settings
+/// repository from `git http-backend` and announces the commit; `settings-image
+/// controller` publishes it (nothing in the test writes a status); the
+/// objects `flux --settings-image` generates from the SettingsImage follow
+/// it, and the chain ends in Flux's commit and the applied Deployment.
+#[test]
+fn the_controller_publishes_what_source_controller_fetched() {
+    let w = World::new("controller", "main");
+    let crd = repo().join("config/crd/settings-image.configbutler.io_settingsimages.yaml");
+    w.flux.kubectl_ok(&[
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "-f",
+        crd.to_str().expect("utf-8"),
+    ]);
+    w.flux.kubectl_ok(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/settingsimages.settings-image.configbutler.io",
+    ]);
+    let c1 = w
+        .settings
+        .commit(&[("configs/shop/app.yaml", "replicas: 2\n")], T0 + 10);
+    w.settings.commit(&[("README.md", "unrelated\n")], T0 + 20);
+    w.flux.apply(&format!(
+        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: settings\n  namespace: {ns}\n\
+         spec:\n  interval: 10m\n  url: {url}\n  ref:\n    branch: main\n",
+        ns = w.ns,
+        url = w.git.url("settings.git"),
+    ));
+    let manifest = format!(
+        "apiVersion: settings-image.configbutler.io/v1alpha1\nkind: SettingsImage\nmetadata:\n  name: shop\n  namespace: {ns}\n\
+         spec:\n  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: {DIR}\n  repository: {repository}\n  timestampTag: main\n",
+        ns = w.ns,
+        repository = w.repository,
+    );
+    let manifest_file = w.tmp.join("shop.yaml");
+    std::fs::write(&manifest_file, &manifest).expect("writing the manifest");
+    w.flux.apply(&manifest);
+
+    let controller = Controller::start(&w);
+    let source = w
+        .flux
+        .wait(&w.ns, "gitrepository/settings", "fetched the head", |v| {
+            v["status"]["artifact"]["revision"].as_str().is_some()
+        });
+    let head = w.settings.served_head();
+    assert_eq!(
+        source["status"]["artifact"]["revision"],
+        format!("main@sha1:{head}"),
+        "source-controller's announcement"
+    );
+    let si = w.flux.wait(
+        &w.ns,
+        "settingsimage/shop",
+        "published the fetched revision",
+        |v| {
+            v["status"]["lastHandledRevision"] == format!("main@sha1:{head}")
+                && condition(v, "Ready").is_some_and(|c| c.0 == "True")
+        },
+    );
+    let image = &si["status"]["images"][0];
+    let tag = text(image, "/tag");
+    assert_eq!(tag, format!("main-{}-{}", T0 + 10, &c1[..7]));
+    let digest = text(image, "/digest");
+    assert_eq!(digest_of(&w.registry, NAME, &tag), Some(digest.clone()));
+
+    // The objects generated from the SettingsImage itself (no --prefix:
+    // it comes from spec.timestampTag), applied as generated, replacing
+    // the world's.
+    let out = Command::new(bin())
+        .args(["flux", "--settings-image"])
+        .arg(&manifest_file)
+        .args(["--interval", "10m", "--git-source", "cluster"])
+        .args([
+            "--git-path",
+            "./clusters/prod",
+            "--cert-secret-ref",
+            "registry-ca",
+        ])
+        .output()
+        .expect("settings-image flux");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let objects = String::from_utf8(out.stdout).expect("UTF-8");
+    assert_eq!(marker_of(&objects), w.marker);
+    w.flux.apply(&objects);
+    w.assert_rolled_out(&tag, &digest);
+
+    // The next commit: fetched, published, rolled out; no status from the test.
+    let c2 = w
+        .settings
+        .commit(&[("configs/shop/app.yaml", "replicas: 3\n")], T0 + 30);
+    w.flux.reconcile(&w.ns, "gitrepository/settings");
+    let si = w.flux.wait(
+        &w.ns,
+        "settingsimage/shop",
+        "published the next revision",
+        |v| {
+            v["status"]["lastHandledRevision"] == format!("main@sha1:{c2}")
+                && condition(v, "Ready").is_some_and(|c| c.0 == "True")
+        },
+    );
+    let tag2 = text(&si["status"]["images"][0], "/tag");
+    assert_eq!(tag2, w.settings.tag_at("main", &c2));
+    let digest2 = text(&si["status"]["images"][0], "/digest");
+    w.assert_rolled_out(&tag2, &digest2);
+    drop(controller);
+}
+
+/// `settings-image controller` as a process against the Flux cluster's API
+/// server (its admin kubeconfig), trusting the registry's CA; killed on drop.
+struct Controller {
+    child: std::process::Child,
+    _dir: TempDir,
+}
+
+impl Controller {
+    fn start(w: &World) -> Controller {
+        let dir = TempDir::new();
+        let child = Command::new(bin())
+            .arg("controller")
+            .arg("--kubeconfig")
+            .arg(&w.flux.kubeconfig)
+            .args(["--namespace", &w.ns])
+            .arg(format!(
+                "--metrics-bind-address=127.0.0.1:{}",
+                common::registry::free_port()
+            ))
+            .arg(format!(
+                "--health-probe-bind-address=127.0.0.1:{}",
+                common::registry::free_port()
+            ))
+            .arg("--cache-dir")
+            .arg(dir.join("cache"))
+            .envs(w.trust())
+            .env("TMPDIR", dir.path())
+            .env_remove("KUBECONFIG")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(dir.join("controller.log")).expect("log"))
+            .spawn()
+            .expect("starting settings-image controller");
+        Controller { child, _dir: dir }
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// docs/flux.md §7: `verify --scan` of the cluster repository after Flux's
+/// commits passes; after a digest is edited by hand to another image's,
+/// it fails with exit 7 naming the reference.
+#[test]
+fn verify_scan_passes_fluxs_commits_and_fails_a_hand_edit() {
+    let w = World::new("gate", "main");
+    w.settings
+        .commit(&[("configs/shop/app.yaml", "v: 1\n")], T0 + 10);
+    let other = w.push(&[]);
+    w.settings
+        .commit(&[("configs/shop/app.yaml", "v: 2\n")], T0 + 20);
+    let report = w.push(&[]);
+    let (tag, digest) = (text(&report, "/timestamp_tag"), text(&report, "/digest"));
+    w.assert_rolled_out(&tag, &digest);
+
+    let clone = w.tmp.join("cluster-clone");
+    run_ok(
+        git_cmd(&w.cluster.home, w.tmp.path())
+            .args(["clone", "-q", &w.git.url("cluster.git")])
+            .arg(&clone),
+    );
+    let scan = |dir: &Path| {
+        w.run_in(
+            &w.settings.work,
+            &[
+                "verify",
+                "--scan",
+                dir.to_str().expect("utf-8"),
+                "--repository",
+                &w.repository,
+                "--path",
+                DIR,
+                "--json",
+            ],
+        )
+    };
+    let ok = scan(&clone.join("clusters"));
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let rows: Value = serde_json::from_slice(&ok.stdout).expect("verify --json");
+    assert!(
+        rows.to_string().contains(&format!("{tag}@{digest}")),
+        "the scan verified Flux's reference: {rows:#}"
+    );
+
+    let file = clone.join("clusters/prod/shop.yaml");
+    let edited = std::fs::read_to_string(&file)
+        .expect("shop.yaml")
+        .replace(&digest, &text(&other, "/digest"));
+    std::fs::write(&file, edited).expect("editing by hand");
+    let bad = scan(&clone.join("clusters"));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(
+        bad.status.code(),
+        Some(7),
+        "{err}\n{}",
+        String::from_utf8_lossy(&bad.stdout)
+    );
+}
