@@ -24,7 +24,8 @@
 # controller runs with KUBECONFIG (these builds have no --kubeconfig flag:
 # controller-runtime reads the variable), leader election off,
 # --watch-all-namespaces, metrics and health on free loopback ports, and
-# its storage under DIR. `up` waits until each answers /readyz; one that
+# its storage under DIR; SOURCE_CONTROLLER_ARGS (IMAGE_REFLECTOR_CONTROLLER_ARGS,
+# ...) adds flags to one. `up` waits until each answers /readyz; one that
 # does not prints its log's tail, everything started is stopped, exit 1.
 #
 # Printed by `up` (and kept in DIR/flux.env):
@@ -178,6 +179,10 @@ up() {
         args+=(--storage-path="$dir/reflector-storage" --storage-value-log-file-size=16777216)
         ;;
     esac
+    # SOURCE_CONTROLLER_ARGS etc.: more flags for one controller.
+    local more="${v}_ARGS" extra=()
+    read -ra extra <<< "${!more:-}"
+    args+=("${extra[@]}")
     # setsid: its own session, so the caller's signals and terminal leave it
     # alone; `down` stops it by PID. TMPDIR: git checkouts and builds under DIR.
     mkdir -p "$dir/tmp-$c"

@@ -1128,3 +1128,49 @@ fn verify_scan_passes_fluxs_commits_and_fails_a_hand_edit() {
         String::from_utf8_lossy(&bad.stdout)
     );
 }
+
+/// `scripts/flux.sh up`: a controller that does not start fails `up` with
+/// its name and its log's tail, and nothing it started keeps running.
+#[test]
+fn flux_sh_up_fails_loudly_and_leaves_nothing_running() {
+    let tmp = TempDir::new();
+    let dir = tmp.join("flux");
+    let out = Command::new("bash")
+        .arg(repo().join("scripts/flux.sh"))
+        .arg("up")
+        .arg(&dir)
+        .env("IMAGE_AUTOMATION_CONTROLLER_ARGS", "--no-such-flag")
+        .output()
+        .expect("running scripts/flux.sh up");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("image-automation-controller did not become ready (exited)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("unknown flag: --no-such-flag"),
+        "the log's tail: {err}"
+    );
+    // Every process it started, by the PIDs it wrote: gone.
+    let env = std::fs::read_to_string(dir.join("flux.env")).expect("flux.env");
+    let kube = std::fs::read_to_string(dir.join("kube/env")).expect("kube/env");
+    let pids: Vec<&str> = env
+        .lines()
+        .chain(kube.lines())
+        .filter(|l| l.split('=').next().is_some_and(|k| k.ends_with("_PID")))
+        .filter_map(|l| l.split('=').nth(1))
+        .collect();
+    assert_eq!(
+        pids.len(),
+        6,
+        "4 controllers, etcd and the API server: {env}{kube}"
+    );
+    for pid in pids {
+        let alive = Command::new("kill")
+            .args(["-0", pid])
+            .status()
+            .expect("kill -0");
+        assert!(!alive.success(), "process {pid} still runs:\n{env}{kube}");
+    }
+}
