@@ -527,6 +527,16 @@ fn the_designs_flow_ends_in_the_deployment_flux_applied() {
         Some(digest.as_str())
     );
     let commit = w.assert_rolled_out(&tag, &digest);
+    // The provenance referrer's tag (the referrers tag schema on
+    // distribution 2.8) is among the tags Flux lists, first as text.
+    let scanned = w.flux.get(&w.ns, &format!("imagerepository/{NAME}"));
+    let referrers_tag = digest.replacen(':', "-", 1);
+    assert_eq!(
+        scanned["status"]["lastScanResult"]["latestTags"][0],
+        referrers_tag.as_str(),
+        "{:#}",
+        scanned["status"]
+    );
     assert_eq!(
         commit.message,
         format!(
