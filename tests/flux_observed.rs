@@ -136,6 +136,8 @@ impl Repo {
 /// What image-automation-controller committed to the cluster repository.
 #[derive(Debug)]
 struct FluxCommit {
+    /// How many commits Flux made since the last rollout the test saw.
+    commits: usize,
     author: String,
     message: String,
     /// The Deployment's image-volume reference line, as committed.
@@ -222,9 +224,14 @@ impl World {
     /// `settings-image flux` for this world's repository, namespace and
     /// cluster repository, with `extra`; its output.
     fn generate(&self, extra: &[&str]) -> String {
+        self.generate_for(&self.repository, extra)
+    }
+
+    /// [`World::generate`] for the repository (or template) `repository`.
+    fn generate_for(&self, repository: &str, extra: &[&str]) -> String {
         let out = Command::new(bin())
             .arg("flux")
-            .args(["--repository", &self.repository, "--namespace", &self.ns])
+            .args(["--repository", repository, "--namespace", &self.ns])
             .args(["--interval", "10m", "--git-source", "cluster"])
             .args([
                 "--git-path",
@@ -265,6 +272,11 @@ impl World {
     /// `settings-image push` of the settings folder from `dir` (`extra`
     /// added); its `--json` report.
     fn push_in(&self, dir: &Path, extra: &[&str]) -> Value {
+        self.push_prefix(dir, "main", extra)
+    }
+
+    /// [`World::push_in`] with the timestamp tag prefix `prefix`.
+    fn push_prefix(&self, dir: &Path, prefix: &str, extra: &[&str]) -> Value {
         let mut args = vec![
             "push",
             "--path",
@@ -272,7 +284,7 @@ impl World {
             "--repository",
             &self.repository,
             "--timestamp-tag",
-            "main",
+            prefix,
             "--json",
         ];
         args.extend(extra);
@@ -293,7 +305,7 @@ impl World {
     /// What the ImagePolicy `name` serves once Flux has listed the
     /// registry's tags as they are now: (tag, digest) of `status.latestRef`.
     fn served_by(&self, name: &str) -> (String, String) {
-        let tags = tags_of(&self.registry, NAME);
+        let tags = tags_of(&self.registry, name);
         let repo = self
             .flux
             .reconcile(&self.ns, &format!("imagerepository/{name}"));
@@ -308,7 +320,8 @@ impl World {
             .reconcile(&self.ns, &format!("imagepolicy/{name}"));
         let latest = &policy["status"]["latestRef"];
         assert_eq!(
-            latest["name"], self.repository,
+            latest["name"],
+            format!("{}/{name}", self.registry.host()),
             "latestRef: {:#}",
             policy["status"]
         );
@@ -338,28 +351,35 @@ impl World {
         }
         let git =
             |args: &[&str]| stdout_of(git_cmd(&self.cluster.home, &self.cluster.bare).args(args));
-        assert_eq!(
-            git(&["rev-list", "--count", &format!("{before}..{head}")]).trim(),
-            "1",
-            "one commit per change of the served tag"
-        );
-        let show = |fmt: &str| git(&["log", "-1", &format!("--format={fmt}"), "main"]);
-        let file = git(&["show", "main:clusters/prod/shop.yaml"]);
-        let line = file
-            .lines()
-            .find(|l| l.contains("reference:"))
-            .expect("the reference line")
+        let commits = git(&["rev-list", "--count", &format!("{before}..{head}")])
             .trim()
-            .to_string();
+            .parse()
+            .expect("a count");
+        let show = |fmt: &str| git(&["log", "-1", &format!("--format={fmt}"), "main"]);
+        let line = self.committed_line("clusters/prod/shop.yaml");
         assert_eq!(
             auto["status"]["lastPushCommit"], head,
             "the automation's status names another commit than the repository's head"
         );
         Some(FluxCommit {
+            commits,
             author: show("%an <%ae>").trim().to_string(),
             message: show("%B").trim().to_string(),
             line,
         })
+    }
+
+    /// The image-volume reference line of `file` in the cluster
+    /// repository's `main`, as committed.
+    fn committed_line(&self, file: &str) -> String {
+        let text = stdout_of(
+            git_cmd(&self.cluster.home, &self.cluster.bare).args(["show", &format!("main:{file}")]),
+        );
+        text.lines()
+            .find(|l| l.contains("reference:"))
+            .unwrap_or_else(|| panic!("no reference line in {file}:\n{text}"))
+            .trim()
+            .to_string()
     }
 
     /// Has source-controller fetch the cluster repository's head and
@@ -379,7 +399,12 @@ impl World {
             "kustomize-controller did not apply the head: {:#}",
             ks["status"]
         );
-        let d = self.flux.get(&self.ns, "deployment/shop");
+        self.deployed("shop")
+    }
+
+    /// The image-volume reference of Deployment `name` in the API server.
+    fn deployed(&self, name: &str) -> String {
+        let d = self.flux.get(&self.ns, &format!("deployment/{name}"));
         d["spec"]["template"]["spec"]["volumes"][0]["image"]["reference"]
             .as_str()
             .expect("the Deployment's image volume")
@@ -399,6 +424,10 @@ impl World {
     fn assert_rolled_out(&self, tag: &str, digest: &str) -> FluxCommit {
         assert_eq!(self.served(), (tag.to_string(), digest.to_string()));
         let commit = self.flux_commit().expect("Flux commits the new reference");
+        assert_eq!(
+            commit.commits, 1,
+            "one commit per move of the policy: {commit:?}"
+        );
         assert_eq!(
             commit.author,
             "fluxcdbot <fluxcdbot@users.noreply.github.com>"
@@ -1183,4 +1212,200 @@ fn flux_sh_up_fails_loudly_and_leaves_nothing_running() {
             .expect("kill -0");
         assert!(!alive.success(), "process {pid} still runs:\n{env}{kube}");
     }
+}
+
+/// docs/flux.md §3: with `digestReflectionPolicy: IfNotPresent` Flux reads
+/// a tag's digest once: a tag moved in the registry afterwards (what
+/// settings-image refuses to do, exit 3) is invisible to Flux, which keeps
+/// the digest it read, and commits nothing.
+#[test]
+fn flux_reads_a_tags_digest_once() {
+    let w = World::new("digest", "main");
+    w.settings
+        .commit(&[("configs/shop/app.yaml", "v: 1\n")], T0 + 10);
+    let first = w.push(&[]);
+    let (tag, digest) = (text(&first, "/timestamp_tag"), text(&first, "/digest"));
+    w.assert_rolled_out(&tag, &digest);
+
+    // Another image of the same repository, under a tag no policy follows.
+    w.settings
+        .commit(&[("configs/shop/app.yaml", "v: 2\n")], T0 + 20);
+    let other = w.push_prefix(&w.settings.work, "other", &[]);
+    let other_tag = text(&other, "/timestamp_tag");
+    assert!(other_tag.starts_with("other-"), "{other:#}");
+    // Moved by hand: the manifest of that image PUT under the served tag.
+    let manifest = format!("{}/v2/{NAME}/manifests", w.registry.base());
+    let accept = "Accept: application/vnd.oci.image.manifest.v1+json";
+    let body =
+        run_ok(
+            w.registry
+                .curl()
+                .args(["-fsS", "-H", accept, &format!("{manifest}/{other_tag}")]),
+        )
+        .stdout;
+    let put = w.tmp.join("manifest.json");
+    std::fs::write(&put, &body).expect("manifest");
+    run_ok(w.registry.curl().args([
+        "-fsS",
+        "-X",
+        "PUT",
+        "-H",
+        "Content-Type: application/vnd.oci.image.manifest.v1+json",
+        "--data-binary",
+        &format!("@{}", put.display()),
+        &format!("{manifest}/{tag}"),
+    ]));
+    assert_eq!(
+        digest_of(&w.registry, NAME, &tag),
+        Some(text(&other, "/digest")),
+        "the registry now names the other image under {tag}"
+    );
+    w.assert_unmoved(&tag, &digest);
+    assert_eq!(w.applied(), format!("{}:{tag}@{digest}", w.repository));
+}
+
+/// README and docs/monorepo.md: several folders, one image each (`--path`
+/// per folder, `{name}` in the repository template): one ImagePolicy per
+/// image from the generator, one automation for all; a commit that
+/// changes one folder moves only that image's line.
+#[test]
+fn several_folders_each_follow_their_own_policy() {
+    let w = World::new("many", "main");
+    let template = format!("{}/settings-{{name}}", w.registry.host());
+    let objects = w.generate_for(
+        &template,
+        &[
+            "--prefix",
+            "main",
+            "--path",
+            "configs/shop",
+            "--path",
+            "configs/cart",
+        ],
+    );
+    let cart_marker = objects
+        .lines()
+        .filter_map(|l| {
+            l.find("{\"$imagepolicy\"")
+                .map(|at| l[at..].trim().to_string())
+        })
+        .find(|m| m.contains(":settings-cart\""))
+        .expect("the generator prints the cart image's marker");
+    w.cluster.commit(
+        &[(
+            "clusters/prod/cart.yaml",
+            &deployment(
+                &format!("{}/settings-cart:main-0-0000000", w.registry.host()),
+                &cart_marker,
+            )
+            .replace("name: shop", "name: cart")
+            .replace("app: shop", "app: cart"),
+        )],
+        T0 + 1,
+    );
+    *w.seen.borrow_mut() = w.cluster.served_head();
+    w.flux.apply(&objects);
+
+    w.settings.commit(
+        &[
+            ("configs/shop/app.yaml", "shop: 1\n"),
+            ("configs/cart/app.yaml", "cart: 1\n"),
+        ],
+        T0 + 10,
+    );
+    let push = |extra: &[&str]| -> Vec<Value> {
+        let mut args = vec![
+            "push",
+            "--path",
+            "configs/*",
+            "--repository",
+            &template,
+            "--timestamp-tag",
+            "main",
+            "--json",
+        ];
+        args.extend(extra);
+        let out = w.run_in(&w.settings.work, &args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Vec<Value>>(&out.stdout).expect("one entry per folder")
+    };
+    let entry = |all: &[Value], path: &str| -> (String, String, bool) {
+        let e = all
+            .iter()
+            .find(|e| e["path"] == path)
+            .unwrap_or_else(|| panic!("no {path} in {all:?}"));
+        (text(e, "/tag"), text(e, "/digest"), e["pushed"] == true)
+    };
+    let first = push(&[]);
+    let (shop_tag, shop_digest, _) = entry(&first, "configs/shop");
+    let (cart_tag, cart_digest, _) = entry(&first, "configs/cart");
+    assert_eq!(shop_tag, w.settings.tag_at("main", "HEAD"));
+    assert_eq!(
+        w.served_by("settings-shop"),
+        (shop_tag.clone(), shop_digest.clone())
+    );
+    assert_eq!(
+        w.served_by("settings-cart"),
+        (cart_tag.clone(), cart_digest.clone())
+    );
+    // The automation runs as each policy moves: one commit, or one per image.
+    let commit = w.flux_commit().expect("Flux commits both images");
+    assert!((1..=2).contains(&commit.commits), "{commit:?}");
+    assert_eq!(commit.line, w.line_for(&shop_tag, &shop_digest));
+    let cart_ref =
+        |tag: &str, digest: &str| format!("{}/settings-cart:{tag}@{digest}", w.registry.host());
+    assert_eq!(
+        w.committed_line("clusters/prod/cart.yaml"),
+        format!(
+            "reference: {} # {cart_marker}",
+            cart_ref(&cart_tag, &cart_digest)
+        )
+    );
+    assert_eq!(
+        w.applied(),
+        format!("{}:{shop_tag}@{shop_digest}", w.repository)
+    );
+    assert_eq!(w.deployed("cart"), cart_ref(&cart_tag, &cart_digest));
+
+    // Only cart changes: only cart's line moves.
+    let c2 = w
+        .settings
+        .commit(&[("configs/cart/app.yaml", "cart: 2\n")], T0 + 20);
+    let second = push(&[]);
+    let (shop_again, _, shop_pushed) = entry(&second, "configs/shop");
+    let (cart_tag2, cart_digest2, cart_pushed) = entry(&second, "configs/cart");
+    assert_eq!(
+        (shop_again.as_str(), shop_pushed),
+        (shop_tag.as_str(), false)
+    );
+    assert!(cart_pushed);
+    assert_eq!(cart_tag2, format!("main-{}-{}", T0 + 20, &c2[..7]));
+    assert_eq!(
+        w.served_by("settings-shop"),
+        (shop_tag.clone(), shop_digest.clone())
+    );
+    assert_eq!(
+        w.served_by("settings-cart"),
+        (cart_tag2.clone(), cart_digest2.clone())
+    );
+    let commit = w.flux_commit().expect("a commit for cart");
+    assert_eq!(commit.commits, 1, "{commit:?}");
+    assert_eq!(
+        commit.line,
+        w.line_for(&shop_tag, &shop_digest),
+        "shop's line stays"
+    );
+    assert_eq!(
+        w.committed_line("clusters/prod/cart.yaml"),
+        format!(
+            "reference: {} # {cart_marker}",
+            cart_ref(&cart_tag2, &cart_digest2)
+        )
+    );
+    w.applied();
+    assert_eq!(w.deployed("cart"), cart_ref(&cart_tag2, &cart_digest2));
 }
