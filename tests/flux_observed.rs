@@ -23,6 +23,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use base64::Engine as _;
 use serde_json::Value;
 
 use common::flux_cluster::{FluxCluster, condition, flux_cluster};
@@ -546,7 +547,9 @@ fn the_designs_flow_ends_in_the_deployment_flux_applied() {
         .commit(&[("configs/shop/app.yaml", "replicas: 2\n")], T0 + 10);
     // A later commit elsewhere: the tag names the folder's last change.
     w.settings.commit(&[("README.md", "unrelated\n")], T0 + 20);
-    let report = w.push(&[]);
+    // With the moving tag `main` too, which Flux never follows.
+    let report = w.push(&["--branch-tag", "main"]);
+    assert!(tags_of(&w.registry, NAME).contains("main"));
     let tag = text(&report, "/timestamp_tag");
     assert_eq!(tag, format!("main-{}-{}", T0 + 10, &c1[..7]));
     assert_eq!(tag, w.settings.tag_at("main", "HEAD"));
@@ -970,11 +973,30 @@ fn the_controller_publishes_what_source_controller_fetched() {
         .settings
         .commit(&[("configs/shop/app.yaml", "replicas: 2\n")], T0 + 10);
     w.settings.commit(&[("README.md", "unrelated\n")], T0 + 20);
+    // The settings repository behind basic auth: one Secret, in Flux's
+    // keys, read by source-controller and by the controller alike.
+    let private = GitServer::start(
+        &w.tmp.join("srv"),
+        GitOptions {
+            basic: Some(("flux".into(), "s3cret-g1t".into())),
+            ..Default::default()
+        },
+    );
+    w.flux.kubectl_ok(&[
+        "create",
+        "secret",
+        "generic",
+        "git-auth",
+        "-n",
+        &w.ns,
+        "--from-literal=username=flux",
+        "--from-literal=password=s3cret-g1t",
+    ]);
     w.flux.apply(&format!(
         "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: settings\n  namespace: {ns}\n\
-         spec:\n  interval: 10m\n  url: {url}\n  ref:\n    branch: main\n",
+         spec:\n  interval: 10m\n  url: {url}\n  ref:\n    branch: main\n  secretRef:\n    name: git-auth\n",
         ns = w.ns,
-        url = w.git.url("settings.git"),
+        url = private.url("settings.git"),
     ));
     let manifest = format!(
         "apiVersion: settings-image.configbutler.io/v1alpha1\nkind: SettingsImage\nmetadata:\n  name: shop\n  namespace: {ns}\n\
@@ -1056,6 +1078,16 @@ fn the_controller_publishes_what_source_controller_fetched() {
     assert_eq!(tag2, w.settings.tag_at("main", &c2));
     let digest2 = text(&si["status"]["images"][0], "/digest");
     w.assert_rolled_out(&tag2, &digest2);
+    // Both fetched through the Secret: every answered request carried it.
+    let hits = private.hits();
+    let basic = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode("flux:s3cret-g1t")
+    );
+    assert!(hits.iter().any(|h| h.status == 200), "{hits:?}");
+    for h in hits.iter().filter(|h| h.status == 200) {
+        assert_eq!(h.authorization.as_deref(), Some(basic.as_str()), "{h:?}");
+    }
     drop(controller);
 }
 
@@ -1408,4 +1440,41 @@ fn several_folders_each_follow_their_own_policy() {
     );
     w.applied();
     assert_eq!(w.deployed("cart"), cart_ref(&cart_tag2, &cart_digest2));
+}
+
+/// docs/flux.md §6: after a backwards committer date Flux keeps the higher
+/// tag; deleting that image from the registry is a fix: at its next scan
+/// Flux serves the lower tag.
+#[test]
+fn deleting_the_kept_image_lets_flux_move_on() {
+    let w = World::new("delete", "main");
+    w.settings
+        .commit(&[("configs/shop/app.yaml", "v: 1\n")], T0 + 100);
+    let kept = w.push(&[]);
+    let (high, high_digest) = (text(&kept, "/timestamp_tag"), text(&kept, "/digest"));
+    w.assert_rolled_out(&high, &high_digest);
+    // Its child, committed by a clock 50 s behind.
+    w.settings
+        .commit(&[("configs/shop/app.yaml", "v: 2\n")], T0 + 50);
+    let behind = w.push(&[]);
+    assert_eq!(
+        behind["anomaly"]["kind"], "backwards-timestamp",
+        "{behind:#}"
+    );
+    assert_eq!(said_served(&behind), high);
+    w.assert_unmoved(&high, &high_digest);
+
+    let deleted = run_ok(w.registry.curl().args([
+        "-sS",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        "-X",
+        "DELETE",
+        &format!("{}/v2/{NAME}/manifests/{high_digest}", w.registry.base()),
+    ]));
+    assert_eq!(String::from_utf8_lossy(&deleted.stdout), "202");
+    assert!(!tags_of(&w.registry, NAME).contains(&high));
+    w.assert_rolled_out(&text(&behind, "/timestamp_tag"), &text(&behind, "/digest"));
 }
