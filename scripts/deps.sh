@@ -53,6 +53,36 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# git 2.45 or later: tests/history_walk.rs has git write the version-2
+# changed-path Bloom filters of a commit-graph (commitGraph.changedPathsVersion,
+# new in git 2.45) that the history walk reads. Debian bookworm's git is
+# 2.39: then Debian trixie's git 2.47.3 is built from its source
+# (deb.debian.org, checked against the sha256 of the file Debian lists) and
+# installed into /usr/local, once per machine (a few minutes on 2 cores).
+git_version_ok() {
+  git version | awk '{split($3, v, "."); exit !(v[1] > 2 || (v[1] == 2 && v[2] >= 45))}'
+}
+if ! git_version_ok; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "scripts/deps.sh: $(git version) is older than 2.45 and not root: install git 2.45 or later" >&2
+    exit 1
+  fi
+  echo "scripts/deps.sh: $(git version) is older than 2.45: building git 2.47.3 from Debian's source into /usr/local" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -qq gcc make libc6-dev zlib1g-dev libcurl4-openssl-dev libexpat1-dev >/dev/null \
+    || { apt-get update -qq && apt-get install -y -qq gcc make libc6-dev zlib1g-dev libcurl4-openssl-dev libexpat1-dev >/dev/null; }
+  git_src=$(mktemp -d)
+  curl -fsSL -o "$git_src/git.tar.xz" http://deb.debian.org/debian/pool/main/g/git/git_2.47.3.orig.tar.xz
+  echo "9c2eb1250781b3e5bfef098572d07fdf132d67e6c065e4307332ade9819a1501  $git_src/git.tar.xz" | sha256sum -c --quiet
+  tar -xJf "$git_src/git.tar.xz" -C "$git_src"
+  make -C "$git_src/git-2.47.3" -j"$(nproc)" prefix=/usr/local \
+    NO_PERL=1 NO_PYTHON=1 NO_TCLTK=1 NO_GETTEXT=1 all install >"$git_src/build.log" 2>&1 \
+    || { tail -30 "$git_src/build.log" >&2; echo "scripts/deps.sh: building git failed" >&2; exit 1; }
+  rm -rf "$git_src"
+  hash -r
+  git_version_ok || { echo "scripts/deps.sh: $(command -v git) is still $(git version)" >&2; exit 1; }
+fi
+
 # kubectl talks to the test API server (tests/common/kube.rs); the machines
 # carry one that matches the server (1.27-1.33). Debian's kubernetes-client
 # (1.20) is too old for server-side dry runs of CRDs with CEL rules.
