@@ -20,7 +20,9 @@
 # cluster without a Receiver, add up to the ImageRepository's interval.
 # Times are taken by polling every 20 ms (the registry's tag list, the API
 # server with curl, the cluster repository's ref): each figure carries up to
-# 20 ms of polling. Medians (min-max) over ROUNDS.
+# 20 ms of polling; the request itself (`kubectl annotate`, 50-200 ms) is in
+# Flux's part. Round 0 warms up (first scans, the mirror's clone) and is not
+# counted. Medians (min-max) over ROUNDS.
 #
 # Usage: scripts/bench-flux.sh [ROUNDS]   (default 5; SETTINGS_IMAGE_BIN=PATH
 # uses that binary instead of building target/release)
@@ -50,6 +52,7 @@ now() { date +%s.%N; }
 ms() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%d", (b-a)*1000}'; }
 
 # --- Flux
+flux_cache=$(bash scripts/flux.sh build)
 eval "$(bash scripts/flux.sh up "$work/flux")"
 export KUBECONFIG
 certs="$KUBE_STATE_DIR/certs"
@@ -95,8 +98,8 @@ for _ in $(seq 100); do curl -fsS --cacert "$work/ca.crt" "https://$reg/v2/" >/d
 kubectl -n "$ns" create secret generic registry-ca --from-file=ca.crt="$work/ca.crt" >/dev/null
 
 # --- git: the settings and cluster repositories behind git http-backend
-export HOME="$work/home" GIT_CONFIG_NOSYSTEM=1
-mkdir -p "$HOME" "$work/srv"
+export GIT_CONFIG_GLOBAL="$work/gitconfig" GIT_CONFIG_NOSYSTEM=1
+mkdir -p "$work/srv"
 git config --global user.name bench; git config --global user.email bench@example.com
 for r in settings cluster; do
   git init -q --bare -b main "$work/srv/$r.git"
@@ -229,7 +232,7 @@ done
 stat() {  # median (min-max) of the arguments, in ms
   printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END{m=(NR%2)?a[(NR+1)/2]:int((a[NR/2]+a[NR/2+1])/2); printf "%d ms (%d-%d)", m, a[1], a[NR]}'
 }
-echo "bench-flux: $rounds rounds, $(nproc) cores; Flux: $(cut -d' ' -f2 "$(bash scripts/flux.sh build 2>/dev/null)/versions" | paste -sd' ')"
+echo "bench-flux: $rounds rounds, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); Flux: $(paste -sd' ' "$flux_cache/versions")"
 printf '%-58s %s\n' "push: commit -> image in the registry (settings-image push)" "$(stat "${push_ours[@]}")"
 printf '%-58s %s\n' "push: image -> Flux's commit (scan, policy, automation)" "$(stat "${push_flux[@]}")"
 printf '%-58s %s\n' "push: commit -> Flux's commit" "$(stat "${push_total[@]}")"
