@@ -12,9 +12,19 @@ use serde_json::Value;
 
 /// The golden digests of `examples/shop`, built from a plain copy.
 ///
-/// These guard the format against silent change. Update them ONLY together
-/// with a format version bump in docs/format.md, in the same commit, saying
-/// which rule changed and why. Any other reason for a new value is a bug.
+/// These guard the format against drift, nothing more: the values were
+/// made by this tool, so they cannot show that its image is right. What
+/// proves the image of `examples/shop` correct are the independent readers
+/// in tests/readers.rs (`skopeo_reads_the_layout_and_agrees_on_the_digest`:
+/// skopeo's manifest hashes to the reported digest and names the reported
+/// layer; `podman_mounts_the_image_into_a_runc_container` and
+/// `containerd_imports_unpacks_and_mounts_the_image`: runtimes mount a
+/// copy of it, with one file or link added, as exactly the source's files)
+/// and the OCI JSON schemas in tests/schema.rs.
+///
+/// Update them ONLY together with a format version bump in docs/format.md,
+/// in the same commit, saying which rule changed and why. Any other reason
+/// for a new value is a bug.
 /// History: format 2 (deflate with 64 probes instead of 128) changed the layer.
 const SHOP_MANIFEST: &str =
     "sha256:5333a3d67d8e3e66cc391db59bfc5e83121dc5d6991e08801a3a7a25a9e53b94";
