@@ -23,6 +23,7 @@ packages=(
   procps         # kill
   jq             # the README's look-at-the-result block
   util-linux mount # setsid (the control plane's watchdog), umount
+  strace         # counts a run's opens of the repository from outside (tests/checkout.rs)
 )
 
 # Every command the tests run, each checked on PATH at the end (after the
@@ -34,6 +35,7 @@ commands=(
   cp chown id mkfifo touch sha256sum  # coreutils
   node npm kubectl buildah
   time           # GNU time: a peak resident set in tests/verify.rs
+  strace
 )
 
 missing=()
