@@ -32,7 +32,7 @@ packages=(
 commands=(
   git docker-registry htpasswd skopeo umoci podman runc containerd ctr busybox
   openssl python3 gzip tar xz etcd curl jq kill setsid umount bash sh
-  cp chown id mkfifo touch sha256sum  # coreutils
+  cp chown id mkfifo touch sha256sum du  # coreutils
   node npm kubectl buildah
   time           # GNU time: a peak resident set in tests/verify.rs
   strace
