@@ -316,7 +316,17 @@ fn a_failed_build_leaves_an_existing_layout_untouched() {
 
     symlink("/etc/passwd", src.join("passwd")).unwrap();
     let out = common::build_raw(&src, &layout, &["v2"]);
-    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.starts_with(&format!(
+            "error: {}: symlink points to the absolute path \"/etc/passwd\"; only relative links \
+             inside the folder are kept\n",
+            src.join("passwd").display()
+        )),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty(), "{out:?}");
     assert_eq!(fs::read(layout.join("index.json")).unwrap(), index);
     assert_eq!(blob_names(&layout), blobs);
 }
@@ -328,7 +338,16 @@ fn a_failed_build_into_a_new_directory_leaves_no_directory() {
     symlink("../../outside", src.join("features/escape")).unwrap();
     for output in ["new", "parent/child/layout"] {
         let out = common::build_raw(&src, &tmp.join(output), &["dev"]);
-        assert_eq!(out.status.code(), Some(2));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{output}: {stderr}");
+        assert!(
+            stderr.starts_with(&format!(
+                "error: {}: symlink target \"../../outside\" leaves the folder; only links inside \
+                 the folder are kept\n",
+                src.join("features/escape").display()
+            )),
+            "{output}: {stderr}"
+        );
         let first = output.split('/').next().unwrap();
         assert!(
             !tmp.join(first).exists(),
