@@ -24,6 +24,7 @@ packages=(
   jq             # the README's look-at-the-result block
   util-linux mount # setsid (the control plane's watchdog), umount, flock
   iproute2       # ip: the routable address the TLS registry listens on (tests/flux_observed.rs)
+  strace         # counts a run's opens of the repository from outside (tests/checkout.rs)
 )
 
 # Every command the tests run, each checked on PATH at the end (after the
@@ -32,10 +33,11 @@ packages=(
 commands=(
   git docker-registry htpasswd skopeo umoci podman runc containerd ctr busybox
   openssl python3 gzip tar xz etcd curl jq kill setsid umount bash sh
-  cp chown id mkfifo touch sha256sum  # coreutils
+  cp chown id mkfifo touch sha256sum du  # coreutils
   node npm kubectl buildah
   time           # GNU time: a peak resident set in tests/verify.rs
   go flock ip date # scripts/flux.sh builds and runs Flux's controllers (tests/flux_observed.rs)
+  strace
 )
 
 missing=()

@@ -344,13 +344,25 @@ mod tests {
             parse_reference(&format!("ghcr.io/a/b@{d}")).unwrap(),
             ("ghcr.io/a/b".into(), d)
         );
-        for bad in [
-            "ghcr.io/a/b",
-            "localhost:5000/a",
-            "ghcr.io/a/b@sha256:12",
-            "b:v1",
+        for (bad, reason) in [
+            ("ghcr.io/a/b", "\"ghcr.io/a/b\" names no tag or digest"),
+            (
+                "localhost:5000/a",
+                "\"localhost:5000/a\" names no tag or digest",
+            ),
+            (
+                "ghcr.io/a/b@sha256:12",
+                "invalid digest \"sha256:12\" in \"ghcr.io/a/b@sha256:12\"",
+            ),
+            (
+                "b:v1",
+                "invalid repository \"b\": no registry host (expected HOST/NAME)",
+            ),
+            ("ghcr.io/a/b:-x", "invalid tag \"-x\""),
         ] {
-            assert!(parse_reference(bad).is_err(), "{bad}");
+            let err = parse_reference(bad).unwrap_err();
+            assert_eq!(err.to_string(), reason, "{bad}");
+            assert_eq!(err.exit_code(), 2, "{bad}");
         }
         let err = parse_reference("alice:S3cretPW@ghcr.io/a/b:v1").unwrap_err();
         assert!(err.to_string().contains("credentials"), "{err}");

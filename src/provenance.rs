@@ -452,45 +452,135 @@ mod tests {
         }
     }
 
+    /// The statement is the in-toto Statement v1 / SLSA provenance v1
+    /// document written out here by hand, and a document in that shape
+    /// reads back as its fields.
     #[test]
-    fn statement_round_trips() {
-        let digest = format!("sha256:{}", "ab".repeat(32));
+    fn statement_is_the_slsa_document() {
+        let hex = "ab".repeat(32);
+        let digest = format!("sha256:{hex}");
         let bytes = statement("ghcr.io/acme/settings", &digest, &facts()).unwrap();
         let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-        assert_eq!(v["_type"], STATEMENT_TYPE);
-        assert_eq!(v["predicateType"], PREDICATE_TYPE);
-        assert_eq!(v["subject"][0]["name"], "ghcr.io/acme/settings");
-        assert_eq!(v["subject"][0]["digest"]["sha256"], "ab".repeat(32));
-        let dep = &v["predicate"]["buildDefinition"]["resolvedDependencies"][0];
         assert_eq!(
-            dep["uri"],
-            "git+https://github.com/acme/settings@refs/heads/main"
+            v,
+            serde_json::json!({
+                "_type": "https://in-toto.io/Statement/v1",
+                "subject": [{"name": "ghcr.io/acme/settings", "digest": {"sha256": hex}}],
+                "predicateType": "https://slsa.dev/provenance/v1",
+                "predicate": {
+                    "buildDefinition": {
+                        "buildType": "https://github.com/ConfigButler/settings-image/push/v1",
+                        "externalParameters": {
+                            "repository": "https://github.com/acme/settings",
+                            "ref": "refs/heads/main",
+                            "path": "configs/shop",
+                            "workflow": {"ref": "acme/settings/.github/workflows/push.yml@refs/heads/main"},
+                        },
+                        "internalParameters": {},
+                        "resolvedDependencies": [{
+                            "uri": "git+https://github.com/acme/settings@refs/heads/main",
+                            "digest": {"gitCommit": "0123456789abcdef0123456789abcdef01234567"},
+                        }],
+                    },
+                    "runDetails": {
+                        "builder": {"id": "https://github.com/acme/settings-image@v1"},
+                        "metadata": {
+                            "invocationId": "https://github.com/acme/settings/actions/runs/42/attempts/2",
+                        },
+                    },
+                },
+            })
         );
-        let s = read_statement(&bytes, &digest).unwrap();
-        assert_eq!(s.commit.as_deref(), Some(facts().commit.as_str()));
-        assert_eq!(s.path.as_deref(), Some("configs/shop"));
-        assert_eq!(s.run, facts().invocation_id);
-        assert_eq!(s.workflow, facts().workflow_ref);
-        assert!(s.subject_matches);
-        assert!(!read_statement(&bytes, "sha256:00").unwrap().subject_matches);
+        // Without a ref, a repository or a run: those keys are left out.
+        let bare = Facts {
+            repository: None,
+            git_ref: None,
+            invocation_id: None,
+            workflow_ref: None,
+            ..facts()
+        };
+        let v: serde_json::Value =
+            serde_json::from_slice(&statement("h/r", &digest, &bare).unwrap()).unwrap();
+        assert_eq!(
+            v["predicate"]["buildDefinition"]["externalParameters"],
+            serde_json::json!({"path": "configs/shop"})
+        );
+        assert_eq!(
+            v["predicate"]["buildDefinition"]["resolvedDependencies"][0]["uri"],
+            "git+unknown"
+        );
+        assert_eq!(
+            v["predicate"]["runDetails"]["metadata"],
+            serde_json::json!({})
+        );
+
+        let doc = br#"{"_type":"https://in-toto.io/Statement/v1",
+            "subject":[{"name":"h/r","digest":{"sha256":"cdcd"}}],
+            "predicateType":"https://slsa.dev/provenance/v1",
+            "predicate":{"buildDefinition":{"buildType":"x",
+                "externalParameters":{"repository":"https://git.example/r","ref":"refs/tags/v1",
+                    "path":"app","workflow":{"ref":"o/r/.github/workflows/w.yml@refs/tags/v1"},
+                    "annotations":{"a":"1","n":2},"labels":{"team":"x"}},
+                "resolvedDependencies":[{"uri":"git+https://git.example/r@refs/tags/v1",
+                    "digest":{"gitCommit":"fedcba9876543210fedcba9876543210fedcba98"}}]},
+            "runDetails":{"builder":{"id":"settings-image/9"},
+                "metadata":{"invocationId":"https://ci.example/runs/7"}}}}"#;
+        assert_eq!(
+            read_statement(doc, "sha256:cdcd").unwrap(),
+            Summary {
+                commit: Some("fedcba9876543210fedcba9876543210fedcba98".into()),
+                git_ref: Some("refs/tags/v1".into()),
+                repository: Some("https://git.example/r".into()),
+                path: Some("app".into()),
+                builder: Some("settings-image/9".into()),
+                run: Some("https://ci.example/runs/7".into()),
+                workflow: Some("o/r/.github/workflows/w.yml@refs/tags/v1".into()),
+                annotations: BTreeMap::from([("a".into(), "1".into())]),
+                labels: BTreeMap::from([("team".into(), "x".into())]),
+                subject_matches: true,
+            }
+        );
+        assert!(!read_statement(doc, "sha256:00").unwrap().subject_matches);
+
         let art = artifact("ghcr.io/acme/settings", &digest, &facts()).unwrap();
-        assert_eq!(art.annotations[ANNOTATION_CREATED], "2023-11-14T22:13:20Z");
-        assert_eq!(art.annotations[ANNOTATION_REF], "refs/heads/main");
+        assert_eq!(art.artifact_type, "application/vnd.in-toto+json");
+        assert_eq!(
+            art.layers,
+            [("application/vnd.in-toto+json".to_string(), bytes)]
+        );
+        assert_eq!(
+            art.annotations,
+            BTreeMap::from([
+                (
+                    "org.opencontainers.image.revision".to_string(),
+                    "0123456789abcdef0123456789abcdef01234567".to_string()
+                ),
+                (
+                    "org.opencontainers.image.created".to_string(),
+                    "2023-11-14T22:13:20Z".to_string()
+                ),
+                (
+                    "dev.settings-image.provenance.ref".to_string(),
+                    "refs/heads/main".to_string()
+                ),
+            ])
+        );
         let detached = Facts {
             git_ref: None,
             ..facts()
         };
         let art = artifact("ghcr.io/acme/settings", &digest, &detached).unwrap();
-        assert!(!art.annotations.contains_key(ANNOTATION_REF));
+        assert!(
+            !art.annotations
+                .contains_key("dev.settings-image.provenance.ref")
+        );
     }
 
     #[test]
     fn the_callers_annotations_and_labels_are_external_parameters() {
         let digest = format!("sha256:{}", "ab".repeat(32));
         let plain = statement("ghcr.io/acme/settings", &digest, &facts()).unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&plain).unwrap();
-        let external = &v["predicate"]["buildDefinition"]["externalParameters"];
-        assert!(external.get("annotations").is_none() && external.get("labels").is_none());
+        let plain: serde_json::Value = serde_json::from_slice(&plain).unwrap();
         let added = Facts {
             annotations: BTreeMap::from([("org.opencontainers.image.title".into(), "shop".into())]),
             labels: BTreeMap::from([("team".into(), "a=b".into())]),
@@ -498,13 +588,17 @@ mod tests {
         };
         let bytes = statement("ghcr.io/acme/settings", &digest, &added).unwrap();
         let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-        let external = &v["predicate"]["buildDefinition"]["externalParameters"];
-        assert_eq!(
-            external["annotations"]["org.opencontainers.image.title"],
-            "shop"
+        // The plain statement with exactly these two objects added.
+        let mut want = plain.clone();
+        let external = want["predicate"]["buildDefinition"]["externalParameters"]
+            .as_object_mut()
+            .unwrap();
+        assert!(!external.contains_key("annotations") && !external.contains_key("labels"));
+        external.insert(
+            "annotations".into(),
+            serde_json::json!({"org.opencontainers.image.title": "shop"}),
         );
-        assert_eq!(external["labels"]["team"], "a=b");
-        let s = read_statement(&bytes, &digest).unwrap();
-        assert_eq!((s.annotations, s.labels), (added.annotations, added.labels));
+        external.insert("labels".into(), serde_json::json!({"team": "a=b"}));
+        assert_eq!(v, want);
     }
 }

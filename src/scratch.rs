@@ -26,7 +26,7 @@ use crate::error::{Error, Result};
 pub const LAYER_PREFIX: &str = "settings-image-layer-";
 
 /// Younger files are never swept: between its creation and its lock, a
-/// live run's file holds no lock yet.
+/// live run's file holds no lock yet ([`sweep`]'s `fresh`).
 const FRESH: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The live temporary files, removed when a signal stops the run.
@@ -68,7 +68,7 @@ impl Drop for Registered {
 /// stale ones earlier runs left behind.
 pub fn layer_file() -> Result<(NamedTempFile, Registered)> {
     let dir = std::env::temp_dir();
-    sweep(&dir);
+    sweep(&dir, FRESH);
     let file = tempfile::Builder::new()
         .prefix(LAYER_PREFIX)
         .tempfile_in(&dir)
@@ -85,9 +85,10 @@ pub fn layer_file() -> Result<(NamedTempFile, Registered)> {
 }
 
 /// Removes the `settings-image-layer-*` files in `dir` whose lock nobody
-/// holds (and that are not brand new): their run was killed. Best effort;
-/// returns how many went.
-pub fn sweep(dir: &Path) -> usize {
+/// holds and that were last modified at least `fresh` ago (a younger one
+/// may belong to a run that has not taken its lock yet): their run was
+/// killed. Best effort; returns how many went.
+pub fn sweep(dir: &Path, fresh: std::time::Duration) -> usize {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
     };
@@ -103,7 +104,7 @@ pub fn sweep(dir: &Path) -> usize {
         let young = entry
             .metadata()
             .and_then(|m| m.modified())
-            .is_ok_and(|t| t.elapsed().is_ok_and(|age| age < FRESH));
+            .is_ok_and(|t| t.elapsed().is_ok_and(|age| age < fresh));
         if young {
             continue;
         }
@@ -184,6 +185,7 @@ mod tests {
 
     #[test]
     fn sweep_takes_only_unlocked_files_of_ours() {
+        const DAY: std::time::Duration = std::time::Duration::from_secs(86_400);
         let dir = tempfile::tempdir().unwrap();
         let stale = dir.path().join(format!("{LAYER_PREFIX}stale"));
         std::fs::write(&stale, b"left by a killed run").unwrap();
@@ -194,23 +196,38 @@ mod tests {
         let other = dir.path().join("someone-elses.tmp");
         std::fs::write(&other, b"not ours").unwrap();
         let fresh = dir.path().join(format!("{LAYER_PREFIX}fresh"));
-        std::fs::write(&fresh, b"just made, lock not yet taken").unwrap();
-        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
-        for p in [&stale, &live, &other] {
+        std::fs::write(&fresh, b"younger than the threshold, lock not yet taken").unwrap();
+        // Ages a day apart around a two-day threshold: the outcome does not
+        // depend on how long the test takes.
+        let now = std::time::SystemTime::now();
+        for (p, age) in [
+            (&stale, 3 * DAY),
+            (&live, 3 * DAY),
+            (&other, 3 * DAY),
+            (&fresh, DAY),
+        ] {
             File::options()
                 .write(true)
                 .open(p)
                 .unwrap()
-                .set_modified(old)
+                .set_modified(now - age)
                 .unwrap();
         }
-        assert_eq!(sweep(dir.path()), 1);
+        assert_eq!(sweep(dir.path(), 2 * DAY), 1);
         assert!(!stale.exists());
         assert!(live.exists(), "a locked file belongs to a live run");
         assert!(other.exists());
-        assert!(fresh.exists(), "a brand-new file may not hold its lock yet");
+        assert!(
+            fresh.exists(),
+            "a file younger than the threshold may not hold its lock yet"
+        );
+        // Under a threshold below its age, the unlocked one goes too.
+        assert_eq!(sweep(dir.path(), DAY / 2), 1);
+        assert!(!fresh.exists());
+        assert!(live.exists(), "a locked file belongs to a live run");
         drop(held);
-        assert_eq!(sweep(dir.path()), 1);
+        assert_eq!(sweep(dir.path(), 2 * DAY), 1);
         assert!(!live.exists());
+        assert!(other.exists());
     }
 }

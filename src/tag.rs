@@ -337,7 +337,15 @@ mod tests {
             assert!(validate(good).is_ok(), "{good}");
         }
         for bad in ["", ".x", "-x", "a/b", "a:b", "ä", &"a".repeat(129)] {
-            assert!(validate(bad).is_err(), "{bad}");
+            let e = validate(bad).unwrap_err();
+            assert_eq!(e.to_string(), format!("invalid tag {bad:?}"));
+            assert_eq!(e.exit_code(), 2, "{bad}");
+            assert_eq!(
+                e.hint().as_deref(),
+                Some(
+                    "a tag is 1 to 128 characters of [A-Za-z0-9_.-] and does not start with '.' or '-'"
+                )
+            );
         }
     }
 
@@ -524,25 +532,53 @@ mod tests {
         );
     }
 
+    /// Flux's ImagePolicy filter for timestamp tags, as its documentation
+    /// writes it (`tests/common/flux.rs` runs the same pattern through
+    /// Flux's own pick): the tag's time is the `ts` group.
+    fn flux_ts(prefix: &str, tag: &str) -> Option<String> {
+        let re = regex::Regex::new(&format!(
+            "^{}-(?P<ts>[0-9]+)-[0-9a-f]{{7}}$",
+            regex::escape(prefix)
+        ))
+        .unwrap();
+        re.captures(tag).map(|c| c["ts"].to_string())
+    }
+
     #[test]
     fn timestamp_tags_fit_and_match_flux() {
         let id = "0123456789abcdef0123456789abcdef01234567";
         let t = timestamp_tag("feature/x", 1700000000, id).unwrap();
         assert_eq!(t, "feature-x-1700000000-0123456");
-        assert!(is_timestamp_tag(&t));
+        assert_eq!(flux_ts("feature-x", &t).as_deref(), Some("1700000000"));
         let long = "b".repeat(300);
         let t = timestamp_tag(&long, 1700000000, id).unwrap();
         assert_eq!(t.len(), MAX_TAG_LEN);
-        assert!(t.ends_with("-1700000000-0123456"));
-        assert!(t.starts_with("bbbb"));
+        // The prefix cut to what fits: 128 - len("-1700000000-0123456") = 109.
+        assert_eq!(t, format!("{}-1700000000-0123456", "b".repeat(109)));
+        assert_eq!(flux_ts(&"b".repeat(109), &t).as_deref(), Some("1700000000"));
         assert!(validate(&t).is_ok());
-        // Flux's filter: the prefix followed by exactly the suffix.
-        let prefix = &t[..t.len() - "-1700000000-0123456".len()];
-        assert!(prefix.bytes().all(|b| b == b'b'));
-        assert_eq!(timestamp_tag("main", 0, id).unwrap(), "main-0-0123456");
-        assert!(timestamp_tag("main", 1, "ABCDEF0123").is_err());
-        assert!(timestamp_tag("main", 1, "abc").is_err());
-        assert!(timestamp_tag("main", -1, id).is_err());
-        assert!(timestamp_tag("/", 1, id).is_err());
+        let t = timestamp_tag("main", 0, id).unwrap();
+        assert_eq!(t, "main-0-0123456");
+        assert_eq!(flux_ts("main", &t).as_deref(), Some("0"));
+        for (prefix, time, commit, says) in [
+            ("main", 1, "ABCDEF0123", "\"ABCDEF0123\" is not a commit id"),
+            ("main", 1, "abc", "\"abc\" is not a commit id"),
+            (
+                "main",
+                -1,
+                id,
+                "commit 0123456789abcdef0123456789abcdef01234567 has a committer time before 1970 (-1)",
+            ),
+        ] {
+            let e = timestamp_tag(prefix, time, commit).unwrap_err();
+            assert_eq!(e.to_string(), says);
+            assert_eq!(e.exit_code(), 2);
+        }
+        let e = timestamp_tag("/", 1, id).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert_eq!(
+            e.to_string(),
+            "the tag prefix \"/\" has no usable characters"
+        );
     }
 }

@@ -920,6 +920,31 @@ fn a_pull_request_packages_its_head_commit_not_the_merge_commit() {
     );
     assert_eq!(common::field(&report, "/timestamp_tag"), step.out("tag"));
     assert_eq!(common::field(&report, "/digest"), step.out("digest"));
+    // And apart from both builds: the pushed image as skopeo and umoci read
+    // it holds the head commit's folder as `git archive` gives it.
+    let tar = clone_dir.join("head.tar");
+    git(
+        &clone,
+        &[
+            "archive",
+            "--format=tar",
+            "-o",
+            tar.to_str().expect("utf-8"),
+            &head,
+            DIR,
+        ],
+        None,
+    );
+    let want = common::archived_files(&tar, DIR);
+    assert_eq!(
+        want.get("app.yaml"),
+        Some(&common::Node::File(0o644, b"replicas: 3\n".to_vec()))
+    );
+    assert!(!want.contains_key("extra.yaml"), "{want:?}");
+    assert_eq!(
+        common::pulled_files(&format!("{repository}:{}", step.out("tag")), None),
+        want
+    );
 }
 
 /// A path next to the workspace (not inside it, so the repository stays clean).

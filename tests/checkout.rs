@@ -1,21 +1,21 @@
 //! One checkout per run: a push with a timestamp tag, a guarded branch tag
 //! and provenance walks history, orders commits for the anomaly check and
 //! the branch tag, and collects the provenance facts, all from one open of
-//! the repository. Driven through the library (the same `Request` the CLI
-//! builds for `push --timestamp-tag main --branch-tag main`) against a real
-//! `docker-registry`, with git as the oracle for the commits.
+//! the repository. `settings-image push --timestamp-tag main --branch-tag
+//! main` runs against a real `docker-registry` under `strace`, which counts
+//! the opens of the repository's `.git/config` from outside the process
+//! (opening a repository reads its config; nothing after that does); git is
+//! the oracle for the commits.
 
 mod common;
 
 use std::path::Path;
+use std::process::Command;
 
 use common::git::ScratchRepo;
 use common::registry::{Auth, Registry};
-use settings_image::history::{SourceMode, git};
-use settings_image::provenance::Ci;
-use settings_image::publish::guards::BranchOutcome;
-use settings_image::registry::Options;
-use settings_image::request::{self, Forward, Request, Target};
+use common::{TempDir, bin, require};
+use serde_json::Value;
 
 fn commit(repo: &ScratchRepo, file: &str, content: &str, time: u64) -> String {
     let path = repo.dir.join("configs").join(file);
@@ -34,32 +34,35 @@ fn commit(repo: &ScratchRepo, file: &str, content: &str, time: u64) -> String {
     repo.git(&["rev-parse", "HEAD"])
 }
 
-fn push_request(folder: &Path, repository: &str) -> Request {
-    Request {
-        path: folder.to_path_buf(),
-        tags: Vec::new(),
-        target: Target::Registry(Options {
-            repository: repository.to_string(),
-            insecure: false,
-            monolithic: false,
-            credentials: None,
-            docker_config: None,
-            login: None,
-        }),
-        source: SourceMode::Commit,
-        timestamp_tag: Some("main".into()),
-        github: None,
-        source_url: None,
-        ci: Ci::default(),
-        forward: Forward {
-            branch_tag: Some("main".into()),
-            allow_rewind: false,
-            forced_before: None,
-        },
-        provenance: true,
-        revision: None,
-        extra: Default::default(),
-    }
+/// `settings-image push --path configs --timestamp-tag main --branch-tag
+/// main --json` in `dir`, every process of it traced by strace: the report,
+/// and how many times any of them opened `dir/.git/config`.
+fn traced_push(dir: &Path, repository: &str) -> (Value, usize) {
+    let tmp = TempDir::new();
+    let trace = tmp.join("trace");
+    let out = Command::new(require("strace"))
+        .args(["-f", "-qq", "-e", "trace=open,openat,openat2", "-o"])
+        .arg(&trace)
+        .arg(bin())
+        .current_dir(dir)
+        .env("DOCKER_CONFIG", tmp.path())
+        .args(["push", "--path", "configs", "--repository", repository])
+        .args(["--timestamp-tag", "main", "--branch-tag", "main", "--json"])
+        .output()
+        .expect("running strace");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let config = format!("\"{}\"", dir.join(".git/config").display());
+    let trace = std::fs::read_to_string(&trace).expect("reading the trace");
+    let opens = trace
+        .lines()
+        .filter(|l| l.contains(&config) && !l.contains("= -1 "))
+        .count();
+    let report = serde_json::from_slice(&out.stdout).expect("push --json prints JSON");
+    (report, opens)
 }
 
 #[test]
@@ -68,41 +71,29 @@ fn a_push_with_timestamp_and_branch_tags_opens_the_repository_once() {
     let repository = format!("{}/one-checkout", reg.host());
     let repo = ScratchRepo::new();
     let first = commit(&repo, "app.yaml", "a: 1\n", 1_700_000_000);
-    let folder = repo.dir.join("configs");
-    let req = push_request(&folder, &repository);
 
-    let before = git::opens();
-    let report = request::run(&req).expect("first push");
+    let (report, opens) = traced_push(&repo.dir, &repository);
     assert_eq!(
-        git::opens() - before,
-        1,
+        opens, 1,
         "the first push must open the repository exactly once"
     );
-    assert_eq!(report.commit.as_deref(), Some(first.as_str()));
-    let branch = report.branch_tag.expect("branch tag report");
-    assert_eq!(branch.outcome, BranchOutcome::Created);
+    assert_eq!(report["commit"], first.as_str());
+    assert_eq!(report["branch_tag"]["outcome"], "created", "{report}");
     assert!(
-        report
-            .push
-            .as_ref()
-            .and_then(|p| p.provenance.as_ref())
-            .is_some(),
-        "provenance must be attached (its facts come from the same checkout)"
+        report["provenance"].is_string(),
+        "provenance must be attached (its facts come from the same checkout): {report}"
     );
 
     // A second commit: the anomaly check and the branch tag now ask
     // whether the tagged commit is an ancestor of the new one.
     let second = commit(&repo, "app.yaml", "a: 2\n", 1_700_000_100);
-    let before = git::opens();
-    let report = request::run(&req).expect("second push");
+    let (report, opens) = traced_push(&repo.dir, &repository);
     assert_eq!(
-        git::opens() - before,
-        1,
+        opens, 1,
         "the second push (ancestry questions included) must open the repository exactly once"
     );
-    assert_eq!(report.commit.as_deref(), Some(second.as_str()));
-    assert_eq!(report.anomaly, None);
-    let branch = report.branch_tag.expect("branch tag report");
-    assert_eq!(branch.outcome, BranchOutcome::Moved);
-    assert_eq!(branch.commit.as_deref(), Some(second.as_str()));
+    assert_eq!(report["commit"], second.as_str());
+    assert!(report.get("anomaly").is_none(), "{report}");
+    assert_eq!(report["branch_tag"]["outcome"], "moved", "{report}");
+    assert_eq!(report["branch_tag"]["commit"], second.as_str());
 }

@@ -8,10 +8,12 @@
 //! ServiceAccount (a token of the ServiceAccount `config/` installs), so
 //! every test also proves the RBAC of `config/` is enough.
 //!
-//! The oracles: git (the CLI) for the commit and its tag, `settings-image
-//! build` in a `git clone` of the same URL for the digest, the registry's
-//! own API (curl) for tags, kubectl for status and Events, Python's
-//! `prometheus_client` parser for the metrics.
+//! The oracles: git (the CLI) for the commit and its tag, `git archive`
+//! against the pushed image as skopeo and umoci read it for the content,
+//! `settings-image build` in a `git clone` of the same URL for the digest
+//! (the controller and the CLI agree), the registry's own API (curl) for
+//! tags, kubectl for status and Events, Python's `prometheus_client` parser
+//! for the metrics.
 
 mod common;
 mod support_login;
@@ -29,7 +31,7 @@ use common::git::{git_at, git_cmd};
 use common::git_server::{GitServer, Options as GitOptions};
 use common::kube::{Kube, kube};
 use common::registry::{Action, Auth, Proxy, Registry, free_port, tags_of};
-use common::{TempDir, bin, repo, require, run_ok, stdout_of};
+use common::{Node, TempDir, bin, pulled_files, repo, require, run_ok, stdout_of};
 
 /// The namespace `config/` installs into.
 const SYSTEM: &str = "settings-image-system";
@@ -189,6 +191,20 @@ impl Upstream {
         let line = self.git(&["log", "-1", "--format=%ct %H", commit, "--", path]);
         let (ct, id) = line.split_once(' ').unwrap();
         format!("{prefix}-{ct}-{}", &id[..7])
+    }
+
+    /// The files of `path` at `commit` as `git archive` gives them,
+    /// normalized as an image shows them (`common::archived_files`).
+    fn files(&self, commit: &str, path: &str) -> BTreeMap<String, Node> {
+        let tmp = TempDir::new();
+        let tar = tmp.join("archive.tar");
+        run_ok(
+            git_cmd(&self.home, &self.work)
+                .args(["archive", "--format=tar", "-o"])
+                .arg(&tar)
+                .args([commit, path]),
+        );
+        common::archived_files(&tar, path)
     }
 
     /// The digest `settings-image build` makes for `commit` in a git clone
@@ -675,6 +691,10 @@ fn publishes_each_fetched_revision_and_only_moves_forward() {
         up.digest(&c1, "configs/shop", "main").as_str()
     );
     assert_eq!(
+        pulled_files(&format!("{}/shop:{tag1}", reg.host()), None),
+        up.files(&c1, "configs/shop")
+    );
+    assert_eq!(
         v["status"]["observedGeneration"],
         v["metadata"]["generation"]
     );
@@ -702,6 +722,10 @@ fn publishes_each_fetched_revision_and_only_moves_forward() {
     assert_eq!(
         v["status"]["images"][0]["digest"],
         up.digest(&c3, "configs/shop", "main").as_str()
+    );
+    assert_eq!(
+        pulled_files(&format!("{}/shop:{tag2}", reg.host()), None),
+        up.files(&c3, "configs/shop")
     );
     assert!(tags_of(&reg, "shop").contains(&tag2));
 
@@ -958,6 +982,13 @@ fn publishes_with_workload_identity(cloud: impl FnOnce(&Value) -> Cloud) {
     )
     .unwrap_or_else(|| panic!("skopeo finds no acme/shop:{tag}"));
     assert_eq!(found["Digest"], image["digest"]);
+    assert_eq!(
+        pulled_files(
+            &format!("{}/acme/shop:{tag}", reg.host()),
+            Some(&format!("{}:{}", cloud.user, cloud.password)),
+        ),
+        up.files(&c1, "app")
+    );
     for (route, want) in &cloud.checks {
         let entries = stub.route(route);
         let last = entries
@@ -1168,6 +1199,17 @@ fn credentials_come_from_the_secrets_flux_uses() {
         assert_eq!(
             img["digest"],
             up.digest(&c1, &format!("configs/{name}"), "main").as_str()
+        );
+        assert_eq!(
+            pulled_files(
+                &format!(
+                    "{}/settings-{name}:{}",
+                    reg.host(),
+                    img["tag"].as_str().unwrap()
+                ),
+                Some("pusher:reg-s3cret"),
+            ),
+            up.files(&c1, &format!("configs/{name}"))
         );
     }
     // The git server saw the credentials; nothing printed them.
@@ -1510,7 +1552,13 @@ fn sigterm_mid_push_finishes_or_abandons_cleanly() {
         "{left:?}"
     );
 
-    // 2. Finished: the manifest's upload ends after SIGTERM, within the grace.
+    // 2. Finished: the manifest's upload ends after SIGTERM, within the
+    // grace. The proxy holds the manifest's PUT, SIGTERM comes, and the PUT
+    // goes on to the registry only once the controller has taken the
+    // signal (its log says so) or has exited: the proxy records whether
+    // the controller was still connected when the registry's answer went
+    // back to it, which a controller that exits at SIGTERM is not.
+    proxy.take();
     let (started, release) = hold(&proxy, "/manifests/", false);
     let mut ctl = Controller::start(k, &ns, &["--graceful-shutdown-timeout=120s"]);
     started
@@ -1518,18 +1566,44 @@ fn sigterm_mid_push_finishes_or_abandons_cleanly() {
         .unwrap_or_else(|_| panic!("no upload started:\n{}", ctl.logs()));
     let pid = ctl.pid();
     run_ok(Command::new("kill").args(["-TERM", &pid.to_string()]));
-    // The controller is still running while the push is held (no time
-    // limit is asserted: this only gives a wrong early exit the chance
-    // to show).
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(
-        ctl.child.as_mut().unwrap().try_wait().unwrap().is_none(),
-        "exited mid-push:\n{}",
-        ctl.logs()
-    );
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !ctl
+        .logs()
+        .contains("SIGTERM: finishing the running publishes")
+        && ctl.child.as_mut().unwrap().try_wait().unwrap().is_none()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "SIGTERM neither taken nor fatal after two minutes:\n{}",
+            ctl.logs()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     release.send(()).unwrap();
     let status = ctl.child.take().unwrap().wait().unwrap();
     assert_eq!(status.code(), Some(0), "{}", ctl.logs());
+    let put = proxy
+        .take()
+        .into_iter()
+        .find(|s| s.method == "PUT" && s.path.contains("/manifests/"))
+        .unwrap_or_else(|| {
+            panic!(
+                "the held manifest PUT never reached the registry (its connection was gone when \
+                 released):\n{}",
+                ctl.logs()
+            )
+        });
+    assert_eq!(put.status, 201, "{put:?}");
+    assert!(
+        put.client_open,
+        "the controller was gone when the registry's answer to its manifest came back:\n{}",
+        ctl.logs()
+    );
+    assert!(
+        ctl.logs().contains("every running publish finished"),
+        "{}",
+        ctl.logs()
+    );
     assert!(
         tags_of(&reg, "app").contains(&up.tag("main", &c1, "app")),
         "{}",

@@ -321,12 +321,24 @@ fn exit_2_a_deadline_too_long_for_the_clock() {
             assert!(r.stderr.contains("604800"), "{}", r.stderr);
         }
     }
-    // A week is accepted (the push then fails on the closed port, exit 4).
+    // A week is accepted (the push then fails on the closed port, exit 4,
+    // naming the repository and the host to check).
     let r = run_env(
         &push(d, "127.0.0.1:1/shop", &["--tag", "v1"]),
         &[("SETTINGS_IMAGE_PUSH_TIMEOUT", "604800")],
     );
-    assert_eq!(r.code, 4, "{}", r.stderr);
+    expect(
+        &r,
+        4,
+        "error: registry 127.0.0.1:1/shop: contacting the registry failed: ",
+    );
+    assert!(
+        r.stderr
+            .contains("hint: check that 127.0.0.1:1 is reachable"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("604800"), "{}", r.stderr);
 }
 
 #[test]

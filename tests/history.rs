@@ -616,23 +616,39 @@ fn origin_and_clone(depth: u32, head_changes_s: bool) -> (Repo, PathBuf) {
 
 #[test]
 fn shallow_clone_without_api_fails_clearly() {
-    let (_r, clone) = origin_and_clone(1, false);
+    let (r, clone) = origin_and_clone(1, false);
+    // Every refusal: exit 1 (a history failure), nothing on stdout, and
+    // the error names the folder and the boundary commit and says what to
+    // do; never an answer from the boundary commit.
+    let boundary = r.git_in(&clone, &["rev-parse", "HEAD"]);
+    let refused = |out: &Output, what: &str| {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{what}: {err}");
+        assert!(out.stdout.is_empty(), "{what}: printed {:?}", out.stdout);
+        assert!(
+            err.starts_with(&format!(
+                "error: s: this is a shallow clone and its history ends at commit {boundary} before \
+                 showing which commit last changed the folder\n"
+            )),
+            "{what}: {err}"
+        );
+        assert!(
+            err.contains(
+                "hint: check out the full history (actions/checkout with `fetch-depth: 0`), or set \
+                 GITHUB_REPOSITORY and a token (GITHUB_TOKEN) so the GitHub API can answer"
+            ),
+            "{what}: {err}"
+        );
+    };
     let out = run(&clone, &["tag", "--path", "s", "--prefix", "main"], &[]);
-    assert!(
-        !out.status.success(),
-        "must not answer with the boundary commit"
-    );
-    assert!(out.stdout.is_empty(), "no tag printed");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("shallow"), "{err}");
-    assert!(err.contains("fetch-depth: 0"), "{err}");
+    refused(&out, "tag");
     // A token alone (no GITHUB_REPOSITORY) is not enough either.
     let out = run(
         &clone,
         &["tag", "--path", "s", "--prefix", "main"],
         &[("GITHUB_TOKEN", "t0ken-abc")],
     );
-    assert!(!out.status.success());
+    refused(&out, "a token without GITHUB_REPOSITORY");
     assert!(!String::from_utf8_lossy(&out.stderr).contains("t0ken-abc"));
     // Nor a repository without a token.
     let out = run(
@@ -640,7 +656,7 @@ fn shallow_clone_without_api_fails_clearly() {
         &["tag", "--path", "s", "--prefix", "main"],
         &[("GITHUB_REPOSITORY", "o/r")],
     );
-    assert!(!out.status.success());
+    refused(&out, "GITHUB_REPOSITORY without a token");
     // --source worktree still builds (from disk, without commit
     // annotations), saying why.
     let wt_layout = clone.parent().expect("parent").join("layout-wt");
@@ -677,7 +693,7 @@ fn shallow_clone_without_api_fails_clearly() {
         ],
         &[],
     );
-    assert!(!out.status.success());
+    refused(&out, "--source worktree --timestamp-tag");
     // Building from the commit needs the commit too.
     let layout = clone.parent().expect("parent").join("layout-shallow");
     let out = run(
@@ -691,8 +707,12 @@ fn shallow_clone_without_api_fails_clearly() {
         ],
         &[],
     );
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("fetch-depth: 0"));
+    refused(&out, "build");
+    assert!(
+        !layout.exists(),
+        "a refused build left {}",
+        layout.display()
+    );
 }
 
 #[test]

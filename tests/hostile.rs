@@ -1245,7 +1245,23 @@ fn a_registry_redirect_to_another_host_carries_no_credentials_nor_referer() {
                 Some(password),
             )
         };
-        assert_ne!(r.code, 0, "{case}: {}", r.stderr);
+        // The other host's 404 is the run's answer: exit 4, naming the
+        // repository, and for the push both hosts.
+        assert_eq!(r.code, 4, "{case}: {}", r.stderr);
+        let says = if face == "inspect" {
+            format!("error: registry {repo}: reading v1 failed: no such tag or digest\n")
+        } else {
+            format!(
+                "failed: {}, where {} sent this request, answered HTTP 404 Not Found",
+                other.host(),
+                reg.host()
+            )
+        };
+        assert!(
+            r.stderr.contains(&says) && r.stderr.starts_with(&format!("error: registry {repo}: ")),
+            "{case}: {}",
+            r.stderr
+        );
         let followed = seen_auth(&other);
         assert!(
             !followed.is_empty(),
@@ -1336,6 +1352,17 @@ fn a_tag_list_link_to_another_host_carries_no_credentials() {
                 ("SETTINGS_IMAGE_PASSWORD", password),
             ],
             None,
+        );
+        // The next page's tag is the candidate: the run goes on to read its
+        // manifest (which the stub refuses, exit 5 naming it).
+        assert_eq!(r.code, 5, "{case}: {}", r.stderr);
+        assert!(
+            r.stderr.starts_with(&format!(
+                "error: authentication failed for {}: getting manifest {repo}:main-1700000000-abcdef0 ",
+                reg.host()
+            )),
+            "{case}: {}",
+            r.stderr
         );
         let followed = seen_auth(&other);
         assert!(

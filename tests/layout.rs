@@ -12,9 +12,19 @@ use serde_json::Value;
 
 /// The golden digests of `examples/shop`, built from a plain copy.
 ///
-/// These guard the format against silent change. Update them ONLY together
-/// with a format version bump in docs/format.md, in the same commit, saying
-/// which rule changed and why. Any other reason for a new value is a bug.
+/// These guard the format against drift, nothing more: the values were
+/// made by this tool, so they cannot show that its image is right. What
+/// proves the image of `examples/shop` correct are the independent readers
+/// in tests/readers.rs (`skopeo_reads_the_layout_and_agrees_on_the_digest`:
+/// skopeo's manifest hashes to the reported digest and names the reported
+/// layer; `podman_mounts_the_image_into_a_runc_container` and
+/// `containerd_imports_unpacks_and_mounts_the_image`: runtimes mount a
+/// copy of it, with one file or link added, as exactly the source's files)
+/// and the OCI JSON schemas in tests/schema.rs.
+///
+/// Update them ONLY together with a format version bump in docs/format.md,
+/// in the same commit, saying which rule changed and why. Any other reason
+/// for a new value is a bug.
 /// History: format 2 (deflate with 64 probes instead of 128) changed the layer.
 const SHOP_MANIFEST: &str =
     "sha256:5333a3d67d8e3e66cc391db59bfc5e83121dc5d6991e08801a3a7a25a9e53b94";
@@ -306,7 +316,17 @@ fn a_failed_build_leaves_an_existing_layout_untouched() {
 
     symlink("/etc/passwd", src.join("passwd")).unwrap();
     let out = common::build_raw(&src, &layout, &["v2"]);
-    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.starts_with(&format!(
+            "error: {}: symlink points to the absolute path \"/etc/passwd\"; only relative links \
+             inside the folder are kept\n",
+            src.join("passwd").display()
+        )),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty(), "{out:?}");
     assert_eq!(fs::read(layout.join("index.json")).unwrap(), index);
     assert_eq!(blob_names(&layout), blobs);
 }
@@ -318,7 +338,16 @@ fn a_failed_build_into_a_new_directory_leaves_no_directory() {
     symlink("../../outside", src.join("features/escape")).unwrap();
     for output in ["new", "parent/child/layout"] {
         let out = common::build_raw(&src, &tmp.join(output), &["dev"]);
-        assert_eq!(out.status.code(), Some(2));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{output}: {stderr}");
+        assert!(
+            stderr.starts_with(&format!(
+                "error: {}: symlink target \"../../outside\" leaves the folder; only links inside \
+                 the folder are kept\n",
+                src.join("features/escape").display()
+            )),
+            "{output}: {stderr}"
+        );
         let first = output.split('/').next().unwrap();
         assert!(
             !tmp.join(first).exists(),

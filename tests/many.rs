@@ -295,7 +295,16 @@ fn a_failing_folder_does_not_hide_the_others() {
             "--json",
         ],
     );
-    assert_ne!(out.code, 0, "a failed folder fails the run");
+    // The failed folder's input error is the run's: exit 2, naming it.
+    assert_eq!(out.code, 2, "a failed folder fails the run: {}", out.stderr);
+    assert!(
+        out.stderr.contains(
+            "error: configs/draft: is not in the HEAD commit (untracked, ignored or deleted)\n\
+             hint: commit the folder first, or use --source worktree"
+        ),
+        "{}",
+        out.stderr
+    );
     let images = by_path(&out.json());
     assert_eq!(images.len(), 4, "every folder reported");
     let draft = &images["configs/draft"];

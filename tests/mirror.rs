@@ -183,6 +183,27 @@ fn a_commit_published_from_the_mirror_is_what_push_makes_in_a_clone() {
         assert!(tag.ends_with(&changed[..7]), "{tag}");
         assert_eq!(reg::revision_of(&registry, "mirror", &tag), *changed);
         assert!(ours.push.as_ref().unwrap().pushed);
+        // The content, apart from both builds: the pushed image as skopeo
+        // and umoci read it is the folder `git archive` gives at the commit
+        // (the executable hook, the symlink and the subfolder included).
+        let tar = work.join(&format!("{commit}.tar"));
+        run_ok(
+            git_cmd(up.home(), &up.work)
+                .args(["archive", "--format=tar", "-o"])
+                .arg(&tar)
+                .args([commit.as_str(), "configs/shop"]),
+        );
+        let want = common::archived_files(&tar, "configs/shop");
+        assert_eq!(
+            want["hook.sh"],
+            common::Node::File(0o755, b"#!/bin/sh\necho reload\n".to_vec())
+        );
+        assert_eq!(want["current.yaml"], common::Node::Link("app.yaml".into()));
+        assert_eq!(
+            common::pulled_files(&format!("{}/mirror:{tag}", registry.host()), None),
+            want,
+            "content at {commit}"
+        );
         // Into the clone's repository: nothing new, not even the
         // provenance (the clone's push attached the same statement).
         let again = settings_image::request::run_mirror(
@@ -616,6 +637,17 @@ fn missing_repository_branch_commit_and_server() {
     assert!(text.contains("cannot reach 127.0.0.1:"), "{text}");
 }
 
+/// Bytes `dir` takes on disk, as coreutils' `du -s --block-size=1` counts
+/// them from outside the process (allocated blocks: what `max_bytes`
+/// bounds, "bytes on disk").
+fn du(dir: &Path) -> u64 {
+    let out = common::stdout_of(common::tool("du").args(["-s", "--block-size=1"]).arg(dir));
+    out.split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("du printed {out:?}"))
+}
+
 fn packs(dir: &Path) -> usize {
     std::fs::read_dir(dir.join("objects/pack"))
         .unwrap()
@@ -645,7 +677,7 @@ fn the_cache_stays_within_its_byte_budget() {
     let cache = TempDir::new();
     let roomy = Mirrors::new(cache.path(), Limits::default()).unwrap();
     drop(fetch(&roomy, &remotes[0], None));
-    let one = roomy.usage();
+    let one = du(cache.path());
     assert!(one > 0);
     // Room for two and a half mirrors.
     let budget = one * 5 / 2;
@@ -665,8 +697,13 @@ fn the_cache_stays_within_its_byte_budget() {
     let fc = fetch(&mirrors, &remotes[2], None);
     assert_eq!(fc.fetched().evicted.len(), 1, "{:?}", fc.fetched());
     assert!(!a.exists() && b.exists() && c.exists());
-    assert!(fc.fetched().cache_bytes <= budget);
-    assert!(mirrors.usage() <= budget, "{} > {budget}", mirrors.usage());
+    let used = du(cache.path());
+    assert!(used <= budget, "du: {used} > {budget}");
+    assert_eq!(
+        fc.fetched().cache_bytes,
+        used,
+        "the report says what du says"
+    );
     drop(fc);
 
     // a comes back (cloned again); b is older than c but in use: c goes.
@@ -696,7 +733,7 @@ fn the_cache_stays_within_its_byte_budget() {
     .unwrap();
     let only = fetch(&tiny, &remotes[2], None);
     assert!(c.exists() && !a.exists() && !b.exists());
-    assert_eq!(only.fetched().cache_bytes, tiny.usage());
+    assert_eq!(only.fetched().cache_bytes, du(cache.path()));
     // Nothing but that mirror and its two lock files.
     let mut names: Vec<String> = std::fs::read_dir(cache.path())
         .unwrap()
@@ -934,6 +971,7 @@ fn fetch_and_publish_from_a_tokio_blocking_task() {
     let mirrors = Mirrors::new(cache.path(), Limits::default()).unwrap();
     let remote = Remote::new(&server.url("settings.git")).unwrap();
     let target = registry_target(&registry, "from-tokio");
+    let commit = head.clone();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -942,12 +980,34 @@ fn fetch_and_publish_from_a_tokio_blocking_task() {
         .block_on(async move {
             tokio::task::spawn_blocking(move || {
                 let stop = AtomicBool::new(false);
-                let m = mirrors.fetch(&remote, "main", Some(&head), &stop)?;
-                settings_image::request::run_mirror(&request("configs/shop", &head, target), &m)
+                let m = mirrors.fetch(&remote, "main", Some(&commit), &stop)?;
+                settings_image::request::run_mirror(&request("configs/shop", &commit, target), &m)
             })
             .await
         })
         .expect("the blocking task ran")
         .expect("fetched and published");
-    assert!(report.push.unwrap().pushed);
+    assert!(report.push.as_ref().unwrap().pushed);
+    // Read back from the registry: the timestamp tag git names for the
+    // commit, holding the reported digest, the commit and the folder.
+    let ct = git_dir_cmd(&up, &up.bare, &["log", "-1", "--format=%ct", &head]);
+    let tag = format!("main-{ct}-{}", &head[..7]);
+    assert_eq!(report.timestamp_tag.as_deref(), Some(tag.as_str()));
+    assert_eq!(
+        reg::digest_of(&registry, "from-tokio", &tag).as_deref(),
+        Some(report.digest.as_str())
+    );
+    assert_eq!(reg::revision_of(&registry, "from-tokio", &tag), head);
+    let work = TempDir::new();
+    let tar = work.join("archive.tar");
+    run_ok(
+        git_cmd(up.home(), &up.work)
+            .args(["archive", "--format=tar", "-o"])
+            .arg(&tar)
+            .args([head.as_str(), "configs/shop"]),
+    );
+    assert_eq!(
+        common::pulled_files(&format!("{}/from-tokio:{tag}", registry.host()), None),
+        common::archived_files(&tar, "configs/shop")
+    );
 }

@@ -484,8 +484,58 @@ fn a_target_repository_gets_the_blobs_by_mount() {
     let repo = format!("{}/settings", reg.host());
     let cand = push_candidate(&repo, "main-1700000100-aaaaaaa");
     let target = format!("{}/settings-prod", reg.host());
+    let logged = std::fs::read_to_string(&reg.log)
+        .expect("reading the registry log")
+        .len();
     let out = promote(&repo, &["--target-repository", &target], &[]).json();
     assert_eq!(out["promoted"], true);
+    // What the registry saw (its access log, not the run's own counters):
+    // each of the image's two blobs mounted from settings into
+    // settings-prod (a 201 to `POST ...?mount=`), and not one of them
+    // uploaded there (no upload session finished with its digest).
+    let log = std::fs::read_to_string(&reg.log).expect("reading the registry log");
+    let requests: Vec<(String, String, u16)> = log[logged..]
+        .lines()
+        .filter_map(|l| {
+            let (_, rest) = l.split_once(" \"")?;
+            let (request, rest) = rest.split_once('"')?;
+            let mut r = request.split(' ');
+            let method = r.next()?.to_string();
+            // The query as sent: `:` percent-encoded.
+            let path = r.next()?.replace("%3A", ":");
+            let status = rest.split_whitespace().next()?.parse().ok()?;
+            Some((method, path, status))
+        })
+        .collect();
+    let (code, manifest) = curl(
+        &format!(
+            "http://{}/v2/settings/manifests/main-1700000100-aaaaaaa",
+            reg.host()
+        ),
+        Some("application/vnd.oci.image.manifest.v1+json"),
+    );
+    assert_eq!(code, 200, "{manifest}");
+    let manifest: Value = serde_json::from_str(&manifest).expect("manifest JSON");
+    let blobs: Vec<String> = std::iter::once(&manifest["config"])
+        .chain(manifest["layers"].as_array().expect("layers"))
+        .map(|d| d["digest"].as_str().expect("digest").to_string())
+        .collect();
+    assert_eq!(blobs.len(), 2, "{manifest}");
+    let uploads = "/v2/settings-prod/blobs/uploads/";
+    for blob in &blobs {
+        let mounted = requests.iter().any(|(m, p, status)| {
+            m == "POST"
+                && p.starts_with(uploads)
+                && p.contains(&format!("mount={blob}"))
+                && p.contains("from=settings")
+                && *status == 201
+        });
+        assert!(mounted, "{blob} was not mounted:\n{}", &log[logged..]);
+        let uploaded = requests.iter().any(|(m, p, _)| {
+            m == "PUT" && p.starts_with(uploads) && p.contains(&format!("digest={blob}"))
+        });
+        assert!(!uploaded, "{blob} was uploaded:\n{}", &log[logged..]);
+    }
     assert_eq!(out["mounted_blobs"], 2);
     assert_eq!(out["uploaded_blobs"], 0);
     assert_eq!(

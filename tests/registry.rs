@@ -632,19 +632,37 @@ fn bad_repositories_are_refused_before_any_network() {
         "{}",
         upper.stderr
     );
-    for bad in [
-        "settings".to_string(),
-        format!("{host}/a/b:latest"),
-        format!("{host}/a//b"),
-        format!("{host}/"),
+    // Each refusal: exit 2, the error names the input and says why, a hint.
+    for (bad, why) in [
+        (
+            "settings".to_string(),
+            "no registry host (expected HOST/NAME)",
+        ),
+        (
+            format!("{host}/a/b:latest"),
+            "give the tag with --tag, not in --repository",
+        ),
+        (format!("{host}/a//b"), "bad name \"a//b\""),
+        (format!("{host}/"), "bad name \"\""),
     ] {
         let r = run(&push_args(d, &bad, &["latest"]), &[], None);
         assert_eq!(r.code, 2, "{bad}: {}", r.stderr);
-        assert!(r.stderr.contains("hint:"), "{bad}: {}", r.stderr);
+        assert!(
+            r.stderr
+                .starts_with(&format!("error: invalid repository {bad:?}: {why}\nhint: ")),
+            "{bad}: {}",
+            r.stderr
+        );
+        assert!(r.stdout.is_empty(), "{bad}: {}", r.stdout);
     }
     let repo = format!("{host}/x");
     let r = run(&push_args(d, &repo, &["bad tag"]), &[], None);
     assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.starts_with("error: invalid tag \"bad tag\"\n"),
+        "{}",
+        r.stderr
+    );
     // Username without password.
     let r = run(
         &[&push_args(d, &repo, &["t"])[..], &["--username", "u"]].concat(),
@@ -652,6 +670,14 @@ fn bad_repositories_are_refused_before_any_network() {
         None,
     );
     assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.starts_with(
+            "error: a registry username needs a password and a password needs a username\n\
+             hint: give --username USER with --password-stdin"
+        ),
+        "{}",
+        r.stderr
+    );
     assert_eq!(counter.connections(), 0, "a refused input connected");
     // The control: a good input does connect (and fails there).
     let r = run(&push_args(d, &repo, &["t"]), &[], None);

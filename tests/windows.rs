@@ -293,7 +293,22 @@ fn durations() {
         parse_duration("45s").unwrap(),
         SignedDuration::from_secs(45)
     );
-    for bad in ["", "h", "10", "1x", "-1h", "0s"] {
-        assert!(parse_duration(bad).is_err(), "{bad:?}");
+    for (bad, reason) in [
+        ("", "duration \"\": write it as e.g. 8h, 90m or 1h30m"),
+        ("h", "duration \"h\": a number must come before 'h'"),
+        ("10", "duration \"10\": write it as e.g. 8h, 90m or 1h30m"),
+        (
+            "1h30",
+            "duration \"1h30\": write it as e.g. 8h, 90m or 1h30m",
+        ),
+        ("1x", "duration \"1x\": unknown unit 'x' (use d, h, m, s)"),
+        ("-1h", "duration \"-1h\": unknown unit '-' (use d, h, m, s)"),
+        ("0s", "duration \"0s\" must be longer than zero"),
+        (
+            "200000000000000d",
+            "duration \"200000000000000d\" is too long",
+        ),
+    ] {
+        assert_eq!(parse_duration(bad), Err(reason.to_string()), "{bad:?}");
     }
 }

@@ -64,69 +64,87 @@ fn metadata_action_lines_become_annotations_and_labels() {
 
 #[test]
 fn hints_name_inputs_not_flags() {
-    for err in [
-        Error::Rewind {
-            tag: "r:main".into(),
-            current: "a".into(),
-            new: "b".into(),
-        },
-        Error::TagExists {
-            tag: "t".into(),
-            existing: "sha256:a".into(),
-            new: "sha256:b".into(),
-        },
-        Error::PrefixShared {
-            tag: "ghcr.io/a/b:feat-x-1-abcdef0".into(),
-            theirs: "refs/heads/feat-x".into(),
-            ours: "refs/heads/feat+x".into(),
-            suggestion: "feat_2bx".into(),
-        },
-        crate::registry::parse_repository("ghcr.io/Acme/Shop").unwrap_err(),
-        crate::registry::parse_repository("ghcr.io/acme/shop:v1").unwrap_err(),
-        request::Request {
-            path: "x".into(),
-            tags: vec![],
-            target: Target::Registry(registry::Options {
-                repository: "ghcr.io/a/b".into(),
-                insecure: false,
-                monolithic: false,
-                credentials: None,
-                docker_config: None,
-                login: None,
-            }),
-            source: SourceMode::Commit,
-            timestamp_tag: None,
-            github: None,
-            source_url: None,
-            ci: Default::default(),
-            forward: request::Forward {
-                branch_tag: Some("main".into()),
-                allow_rewind: true,
-                ..request::Forward::default()
+    // Each error, and the inputs (in the action's words) its line must name.
+    for (err, inputs) in [
+        (
+            Error::Rewind {
+                tag: "r:main".into(),
+                current: "a".into(),
+                new: "b".into(),
             },
-            provenance: true,
-            revision: None,
-            extra: Metadata::default(),
-        }
-        .validate()
-        .unwrap_err(),
+            &["`allow-rewind: true`", "the push event's `before` a"][..],
+        ),
+        (
+            Error::TagExists {
+                tag: "t".into(),
+                existing: "sha256:a".into(),
+                new: "sha256:b".into(),
+            },
+            &["`source: commit`"][..],
+        ),
+        (
+            Error::PrefixShared {
+                tag: "ghcr.io/a/b:feat-x-1-abcdef0".into(),
+                theirs: "refs/heads/feat-x".into(),
+                ours: "refs/heads/feat+x".into(),
+                suggestion: "feat_2bx".into(),
+            },
+            &["`timestamp-tag` feat_2bx"][..],
+        ),
+        (
+            crate::registry::parse_repository("ghcr.io/Acme/Shop").unwrap_err(),
+            &["`repository` ghcr.io/acme/shop"][..],
+        ),
+        (
+            crate::registry::parse_repository("ghcr.io/acme/shop:v1").unwrap_err(),
+            &[
+                "with `tags`, not in `repository`",
+                "`repository` is HOST/NAME",
+            ][..],
+        ),
+        (
+            request::Request {
+                path: "x".into(),
+                tags: vec![],
+                target: Target::Registry(registry::Options {
+                    repository: "ghcr.io/a/b".into(),
+                    insecure: false,
+                    monolithic: false,
+                    credentials: None,
+                    docker_config: None,
+                    login: None,
+                }),
+                source: SourceMode::Commit,
+                timestamp_tag: None,
+                github: None,
+                source_url: None,
+                ci: Default::default(),
+                forward: request::Forward {
+                    branch_tag: Some("main".into()),
+                    allow_rewind: true,
+                    ..request::Forward::default()
+                },
+                provenance: true,
+                revision: None,
+                extra: Metadata::default(),
+            }
+            .validate()
+            .unwrap_err(),
+            &[
+                "`branch-tag` \"main\" needs `timestamp-tag`",
+                "add `timestamp-tag` BRANCH",
+            ][..],
+        ),
     ] {
         let line = commands::error_line(WHO, &err, WORDS);
         assert!(
             !line.contains("--"),
             "a CLI flag in the action's error: {line}"
         );
+        for input in inputs {
+            assert!(line.contains(input), "{input} is not named: {line}");
+        }
     }
-    let line = commands::error_line(
-        WHO,
-        &Error::Rewind {
-            tag: "r:main".into(),
-            current: "a".into(),
-            new: "b".into(),
-        },
-        WORDS,
-    );
-    assert!(line.contains("`allow-rewind: true`"), "{line}");
 }
 
 #[test]

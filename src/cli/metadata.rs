@@ -54,7 +54,13 @@ mod tests {
             ("org.opencontainers.image.title".into(), " a=b ".into())
         );
         assert_eq!(key_value("k=").unwrap(), ("k".into(), String::new()));
-        assert!(key_value("no-equals").is_err());
-        assert!(key_value(" =v").is_err());
+        assert_eq!(
+            key_value("no-equals"),
+            Err("\"no-equals\" is not KEY=VALUE".to_string())
+        );
+        assert_eq!(
+            key_value(" =v"),
+            Err("\" =v\" has an empty key; give KEY=VALUE".to_string())
+        );
     }
 }

@@ -743,18 +743,49 @@ mod tests {
         let auto = |f: &dyn Fn(&mut Automation)| {
             with(&|o: &mut Options| f(o.automation.as_mut().unwrap()))
         };
-        for bad in [
-            auto(&|a| a.path = "./x\nkind: Secret".into()),
-            auto(&|a| a.path = "/etc".into()),
-            auto(&|a| a.path = "../other".into()),
-            auto(&|a| a.path = "./x\u{2028}y".into()),
-            auto(&|a| a.branch = "main\nx: y".into()),
-            auto(&|a| a.branch = "a..b".into()),
-            auto(&|a| a.push_branch = Some("x y".into())),
-            with(&|o| o.secret = Some("a\nb".into())),
-            with(&|o| o.prefix = "main\n#".into()),
+        // Each refusal names the flag and the value, and says why.
+        for (bad, says) in [
+            (
+                auto(&|a| a.path = "./x\nkind: Secret".into()),
+                r#"--git-path "./x\nkind: Secret" holds the character '\n'"#,
+            ),
+            (
+                auto(&|a| a.path = "/etc".into()),
+                r#"--git-path "/etc" is not a folder of the cluster repository: it is absolute"#,
+            ),
+            (
+                auto(&|a| a.path = "../other".into()),
+                "--git-path \"../other\" is not a folder of the cluster repository: it leaves the \
+                 repository with '..'",
+            ),
+            (
+                auto(&|a| a.path = "./x\u{2028}y".into()),
+                r#"--git-path "./x\u{2028}y" holds the character '\u{2028}'"#,
+            ),
+            (
+                auto(&|a| a.branch = "main\nx: y".into()),
+                r#"--git-branch "main\nx: y" holds the character '\n'"#,
+            ),
+            (
+                auto(&|a| a.branch = "a..b".into()),
+                r#"--git-branch "a..b" is not a branch name: a branch name cannot hold '..', '//' or '@{', or be '@'"#,
+            ),
+            (
+                auto(&|a| a.push_branch = Some("x y".into())),
+                r#"--git-push-branch "x y" is not a branch name: a branch name cannot hold ' '"#,
+            ),
+            (
+                with(&|o| o.secret = Some("a\nb".into())),
+                r#"--secret-ref "a\nb" is not a Kubernetes object name"#,
+            ),
+            (
+                with(&|o| o.prefix = "main\n#".into()),
+                r#"--prefix "main\n#" holds the character '\n'"#,
+            ),
         ] {
-            assert_eq!(bad.unwrap_err().exit_code(), 2);
+            let e = bad.unwrap_err();
+            assert_eq!(e.to_string(), says);
+            assert_eq!(e.exit_code(), 2, "{says}");
         }
         assert!(auto(&|a| a.path = "./clusters/#prod: x".into()).is_ok());
         assert!(auto(&|a| a.branch = "release/1.x".into()).is_ok());

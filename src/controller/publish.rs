@@ -126,31 +126,28 @@ mod tests {
     use super::*;
     use crate::many::Folder;
 
-    fn folder(path: &str) -> Folder {
+    /// A folder as `many::select_in` gives it, its `{path}` slug written
+    /// out (lower case, `/` as `-`, underscores kept).
+    fn folder(path: &str, slug: &str) -> Folder {
         let name = path.rsplit('/').next().unwrap_or(path).to_string();
         Folder {
             path: PathBuf::from(path),
-            slug: path.to_lowercase().replace(['/', '_'], "-"),
+            slug: slug.to_string(),
             name,
         }
     }
 
     /// The controller names the repositories push, plan, the action and
-    /// `flux` name (`many::repository_for`), for every template and
-    /// folder name, with the same lower-casing notice.
+    /// `flux` name for every template and folder name: `{name}` is the
+    /// folder's last component lower-cased (with a notice when it had
+    /// capitals), `{path}` its path as a slug; two folders on one
+    /// repository are refused, naming `spec.repository`.
     #[test]
     fn the_controller_maps_folders_as_push_and_flux_do() {
-        let folders = [folder("configs/Cart"), folder("configs/shop_eu")];
-        for template in [
-            "reg.example/acme/settings-{name}",
-            "reg.example/acme/{path}",
-        ] {
-            let (repos, notices) = repositories(template, &folders).unwrap();
-            let (want, want_notices) =
-                crate::many::repositories(template, &folders, "spec.repository").unwrap();
-            assert_eq!(repos, want, "{template}");
-            assert_eq!(notices, want_notices, "{template}");
-        }
+        let folders = [
+            folder("configs/Cart", "configs-cart"),
+            folder("configs/shop_eu", "configs-shop_eu"),
+        ];
         let (repos, notices) = repositories("reg.example/acme/settings-{name}", &folders).unwrap();
         assert_eq!(
             repos,
@@ -159,10 +156,32 @@ mod tests {
                 "reg.example/acme/settings-shop_eu"
             ]
         );
-        assert_eq!(notices.len(), 1, "{notices:?}");
-        assert!(
-            notices[0].contains("configs/Cart") && notices[0].contains("settings-cart"),
-            "{notices:?}"
+        assert_eq!(
+            notices,
+            [
+                "the folder configs/Cart has capitals in its name; registries take lower-case names \
+                 only, so its image goes to reg.example/acme/settings-cart"
+            ]
+        );
+        let (repos, notices) = repositories("reg.example/acme/{path}", &folders).unwrap();
+        assert_eq!(
+            repos,
+            [
+                "reg.example/acme/configs-cart",
+                "reg.example/acme/configs-shop_eu"
+            ]
+        );
+        assert_eq!(notices, Vec::<String>::new());
+        let err = repositories(
+            "reg.example/acme/settings",
+            &[folder("a/shop", "a-shop"), folder("b/shop", "b-shop")],
+        )
+        .unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert_eq!(
+            err.to_string(),
+            "spec.repository \"reg.example/acme/settings\" maps the folders a/shop and b/shop to \
+             the same reg.example/acme/settings"
         );
     }
 }

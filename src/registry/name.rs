@@ -199,17 +199,32 @@ mod tests {
         assert_eq!(r.host, "ghcr.io");
         assert_eq!(r.name, "acme/settings");
         assert!(parse_repository("localhost:5000/a/b-c__d.e").is_ok());
-        for bad in [
-            "settings",
-            "acme/settings",
-            "ghcr.io/",
-            "ghcr.io/a//b",
-            "ghcr.io/a/b:tag",
-            "ghcr.io/a/b@sha256:00",
-            "ghcr.io/-a",
-            "ghcr.io/a_-b",
+        for (bad, reason) in [
+            ("settings", "no registry host (expected HOST/NAME)"),
+            (
+                "acme/settings",
+                "\"acme\" is not a registry host (expected HOST/NAME, e.g. ghcr.io/OWNER/NAME)",
+            ),
+            ("ghcr.io/", "bad name \"\""),
+            ("ghcr.io/a//b", "bad name \"a//b\""),
+            (
+                "ghcr.io/a/b:tag",
+                "give the tag with --tag, not in --repository",
+            ),
+            (
+                "ghcr.io/a/b@sha256:00",
+                "give the tag with --tag, not in --repository",
+            ),
+            ("ghcr.io/-a", "bad name \"-a\""),
+            ("ghcr.io/a_-b", "bad name \"a_-b\""),
         ] {
-            assert!(parse_repository(bad).is_err(), "{bad}");
+            let err = parse_repository(bad).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!("invalid repository {bad:?}: {reason}")
+            );
+            assert_eq!(err.exit_code(), 2, "{bad}");
+            assert_eq!(err.hint(), repo_hint(), "{bad}");
         }
         for (bad, says) in [
             (" ghcr.io/a/b", "starts with whitespace"),

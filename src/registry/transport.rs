@@ -69,11 +69,15 @@ pub(crate) fn backoff(attempt: u32) -> Duration {
 }
 
 fn retry_after(resp: &Response) -> Option<Duration> {
-    parse_retry_after(resp.headers().get(header::RETRY_AFTER)?.to_str().ok()?)
+    parse_retry_after(
+        resp.headers().get(header::RETRY_AFTER)?.to_str().ok()?,
+        jiff::Timestamp::now(),
+    )
 }
 
-/// `Retry-After` as delay-seconds or an HTTP-date, capped at [`BACKOFF_MAX`].
-fn parse_retry_after(v: &str) -> Option<Duration> {
+/// `Retry-After` as delay-seconds or an HTTP-date (the wait from `now`),
+/// capped at [`BACKOFF_MAX`].
+fn parse_retry_after(v: &str, now: jiff::Timestamp) -> Option<Duration> {
     let v = v.trim();
     let secs = match v.parse::<u64>() {
         Ok(s) => s,
@@ -81,7 +85,7 @@ fn parse_retry_after(v: &str) -> Option<Duration> {
             let at = jiff::fmt::rfc2822::DateTimeParser::new()
                 .parse_timestamp(v)
                 .ok()?;
-            u64::try_from(at.as_second() - jiff::Timestamp::now().as_second()).unwrap_or(0)
+            u64::try_from(at.as_second() - now.as_second()).unwrap_or(0)
         }
     };
     Some(Duration::from_secs(secs).min(BACKOFF_MAX))
@@ -811,29 +815,46 @@ mod tests {
 
     #[test]
     fn retry_after_forms() {
-        assert_eq!(parse_retry_after("3"), Some(Duration::from_secs(3)));
-        assert_eq!(parse_retry_after("100000"), Some(BACKOFF_MAX));
+        // RFC 9110's example date, and "now" five seconds before it.
+        let now: jiff::Timestamp = "1994-11-06T08:49:32Z".parse().unwrap();
+        let date = "Sun, 06 Nov 1994 08:49:37 GMT";
+        assert_eq!(parse_retry_after("3", now), Some(Duration::from_secs(3)));
+        assert_eq!(parse_retry_after(" 0 ", now), Some(Duration::ZERO));
         assert_eq!(
-            parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT"),
-            Some(Duration::ZERO)
+            parse_retry_after("100000", now),
+            Some(Duration::from_secs(30))
         );
-        let soon = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(5);
-        let http_date = jiff::fmt::rfc2822::DateTimePrinter::new()
-            .timestamp_to_rfc9110_string(&soon)
-            .unwrap();
-        let d = parse_retry_after(&http_date).unwrap();
-        assert!(
-            d >= Duration::from_secs(3) && d <= Duration::from_secs(5),
-            "{d:?}"
+        assert_eq!(parse_retry_after(date, now), Some(Duration::from_secs(5)));
+        // A day before it: capped; a second after it: no wait.
+        let day_before: jiff::Timestamp = "1994-11-05T08:49:37Z".parse().unwrap();
+        assert_eq!(
+            parse_retry_after(date, day_before),
+            Some(Duration::from_secs(30))
         );
-        assert_eq!(parse_retry_after("soon"), None);
+        let after: jiff::Timestamp = "1994-11-06T08:49:38Z".parse().unwrap();
+        assert_eq!(parse_retry_after(date, after), Some(Duration::ZERO));
+        assert_eq!(parse_retry_after("soon", now), None);
+        assert_eq!(parse_retry_after("-5", now), None);
     }
 
+    /// Attempt n waits 50% to 100% of 200 ms * 2^(n-1), at most 30 s.
     #[test]
-    fn backoff_is_bounded() {
+    fn backoff_doubles_within_its_jitter_and_is_capped() {
+        let nominal_ms = |a: u32| (200u64 << (a - 1).min(16)).min(30_000);
+        assert_eq!(
+            [1, 2, 3, 4, 8, 9, 40].map(nominal_ms),
+            [200, 400, 800, 1_600, 25_600, 30_000, 30_000]
+        );
         for a in 1..40 {
-            assert!(backoff(a) <= BACKOFF_MAX);
+            let n = nominal_ms(a);
+            for _ in 0..20 {
+                let d = backoff(a).as_millis() as u64;
+                assert!(
+                    n / 2 <= d && d <= n,
+                    "attempt {a}: {d} ms, not in {}..={n}",
+                    n / 2
+                );
+            }
         }
-        assert!(backoff(1) <= BACKOFF_BASE);
     }
 }

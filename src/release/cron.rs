@@ -211,22 +211,35 @@ mod tests {
 
     #[test]
     fn rejects_bad_expressions() {
-        for bad in [
-            "",
-            "* * * *",
-            "* * * * * *",
-            "60 * * * *",
-            "* 24 * * *",
-            "* * 0 * *",
-            "* * * 13 *",
-            "* * * * 8",
-            "*/0 * * * *",
-            "5-1 * * * *",
-            "a * * * *",
-            "1,,2 * * * *",
-            "@daily",
+        let fields = |text: &str, n: usize| {
+            format!(
+                "{text:?} has {n} fields; a schedule has 5: minute hour day-of-month month day-of-week"
+            )
+        };
+        for (bad, reason) in [
+            ("", fields("", 0)),
+            ("* * * *", fields("* * * *", 4)),
+            ("* * * * * *", fields("* * * * * *", 6)),
+            ("@daily", fields("@daily", 1)),
+            ("60 * * * *", "minute field: 60 is outside 0-59".into()),
+            ("* 24 * * *", "hour field: 24 is outside 0-23".into()),
+            ("* * 0 * *", "day-of-month field: 0 is outside 1-31".into()),
+            ("* * * 13 *", "month field: 13 is outside 1-12".into()),
+            ("* * * * 8", "day-of-week field: 8 is outside 0-7".into()),
+            ("*/0 * * * *", "minute field: step 0".into()),
+            (
+                "*/x * * * *",
+                "minute field: step \"x\" is not a number".into(),
+            ),
+            (
+                "5-1 * * * *",
+                "minute field: range \"5-1\" runs backwards".into(),
+            ),
+            ("a * * * *", "minute field: \"a\" is not a number".into()),
+            ("* * * foo *", "month field: \"foo\" is not a number".into()),
+            ("1,,2 * * * *", "minute field: \"\" is not a number".into()),
         ] {
-            assert!(Cron::parse(bad).is_err(), "{bad:?} should be rejected");
+            assert_eq!(Cron::parse(bad), Err(reason), "{bad:?}");
         }
     }
 }

@@ -419,11 +419,32 @@ mod tests {
         assert!(check_symlink_target("a.yaml", "b.yaml").is_ok());
         assert!(check_symlink_target("dir/a.yaml", "../b.yaml").is_ok());
         assert!(check_symlink_target("dir/a", "..").is_ok());
-        assert!(check_symlink_target("a.yaml", "../b.yaml").is_err());
-        assert!(check_symlink_target("dir/a", "../../x").is_err());
-        assert!(check_symlink_target("dir/a", "x/../../../y").is_err());
-        assert!(check_symlink_target("a", "/etc/passwd").is_err());
-        assert!(check_symlink_target("a", "").is_err());
+        let leaves = |t: &str| {
+            Err(format!(
+                "symlink target {t:?} leaves the folder; only links inside the folder are kept"
+            ))
+        };
+        assert_eq!(
+            check_symlink_target("a.yaml", "../b.yaml"),
+            leaves("../b.yaml")
+        );
+        assert_eq!(check_symlink_target("dir/a", "../../x"), leaves("../../x"));
+        assert_eq!(
+            check_symlink_target("dir/a", "x/../../../y"),
+            leaves("x/../../../y")
+        );
+        assert_eq!(
+            check_symlink_target("a", "/etc/passwd"),
+            Err(
+                "symlink points to the absolute path \"/etc/passwd\"; only relative links inside \
+                 the folder are kept"
+                    .to_string()
+            )
+        );
+        assert_eq!(
+            check_symlink_target("a", ""),
+            Err("symlink has an empty target".to_string())
+        );
     }
 
     fn links(pairs: &[(&str, &str)]) -> Entries {

@@ -263,6 +263,61 @@ pub fn umoci_unpack(layout: &Path, tag: &str, bundle: &Path) -> PathBuf {
     bundle.join("rootfs")
 }
 
+/// A tree as an image of it must show it: the same names, contents and
+/// symlinks, files 0644 (0755 when any execute bit was set), directories
+/// 0755 (the format's normalization, docs/format.md).
+pub fn normalized(tree: BTreeMap<String, Node>) -> BTreeMap<String, Node> {
+    tree.into_iter()
+        .map(|(path, node)| {
+            let node = match node {
+                Node::Dir(_) => Node::Dir(0o755),
+                Node::File(mode, content) => {
+                    Node::File(if mode & 0o111 != 0 { 0o755 } else { 0o644 }, content)
+                }
+                link => link,
+            };
+            (path, node)
+        })
+        .collect()
+}
+
+/// What the tar `archive` (the output of `git archive COMMIT PATH`) holds
+/// under `path`, extracted by GNU tar and normalized as an image of the
+/// folder shows it ([`normalized`]): the oracle for an image built from
+/// git, apart from the tool's own tree reading.
+pub fn archived_files(archive: &Path, path: &str) -> BTreeMap<String, Node> {
+    let dir = TempDir::new();
+    run_ok(
+        tool("tar")
+            .arg("-xf")
+            .arg(archive)
+            .arg("-C")
+            .arg(dir.path()),
+    );
+    let folder = dir.path().join(path);
+    assert!(folder.is_dir(), "the archive holds no folder {path}");
+    normalized(snapshot(&folder))
+}
+
+/// The files of the image `reference` (`HOST/NAME:TAG` on a plain-HTTP
+/// registry; `creds` as `USER:PASSWORD`) as skopeo copies it into an OCI
+/// layout and umoci unpacks it: what a reader of the pushed image sees.
+pub fn pulled_files(reference: &str, creds: Option<&str>) -> BTreeMap<String, Node> {
+    let dir = TempDir::new();
+    let layout = dir.join("layout");
+    let mut copy = tool("skopeo");
+    copy.args(["copy", "--quiet", "--src-tls-verify=false"]);
+    match creds {
+        Some(c) => copy.args(["--src-creds", c]),
+        None => copy.arg("--src-no-creds"),
+    };
+    run_ok(
+        copy.arg(format!("docker://{reference}"))
+            .arg(format!("oci:{}:pulled", layout.display())),
+    );
+    snapshot(&umoci_unpack(&layout, "pulled", &dir.join("bundle")))
+}
+
 /// A private podman: its own storage (vfs), run root, containers.conf and
 /// registries.conf inside a temporary directory, runc as the runtime, no
 /// network. [`Podman::cmd`] returns a command with all of that applied.

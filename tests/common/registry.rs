@@ -635,6 +635,23 @@ pub struct Seen {
     pub status: u16,
     /// When the request arrived.
     pub at: Instant,
+    /// Whether the client's connection was still open when the answer
+    /// was sent back (a client that died or gave up has closed it).
+    pub client_open: bool,
+}
+
+/// Whether the peer of `stream` still has its end open: nothing read, a
+/// closed one reads as end of file (or a reset) at once.
+fn peer_open(stream: &TcpStream) -> bool {
+    if stream.set_nonblocking(true).is_err() {
+        return false;
+    }
+    let mut byte = [0u8; 1];
+    let open = match stream.peek(&mut byte) {
+        Ok(n) => n > 0,
+        Err(e) => e.kind() == std::io::ErrorKind::WouldBlock,
+    };
+    stream.set_nonblocking(false).is_ok() && open
 }
 
 /// What the proxy does with a request.
@@ -708,13 +725,14 @@ fn proxy_conn(
     while let Some(head) = read_head(&mut creader) {
         let at = Instant::now();
         let action = (rule.lock().unwrap())(&head.method, &head.path);
-        let record = |len: usize, status: u16| {
+        let record = |len: usize, status: u16, client_open: bool| {
             seen.lock().unwrap().push(Seen {
                 method: head.method.clone(),
                 path: head.path.clone(),
                 body_len: len,
                 status,
                 at,
+                client_open,
             })
         };
         match action {
@@ -722,7 +740,7 @@ fn proxy_conn(
                 let half = head.content_length().unwrap_or(0) / 2;
                 let mut part = vec![0u8; half];
                 let _ = creader.read_exact(&mut part);
-                record(head.content_length().unwrap_or(0), 0);
+                record(head.content_length().unwrap_or(0), 0, false);
                 let _ = cwriter.shutdown(std::net::Shutdown::Both);
                 return Ok(());
             }
@@ -739,7 +757,7 @@ fn proxy_conn(
                     _ => unreachable!(),
                 };
                 let (_, len) = read_body(&mut creader, &head, false)?;
-                record(len, status);
+                record(len, status, peer_open(&cwriter));
                 let mut resp = format!(
                     "HTTP/1.1 {status} Injected\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
                     body.len()
@@ -769,7 +787,7 @@ fn proxy_conn(
                     || resp.status == 304
                     || resp.status < 200;
                 let (rbody, _) = read_body(ureader, &resp, no_body)?;
-                record(len, resp.status);
+                record(len, resp.status, peer_open(&cwriter));
                 cwriter.write_all(&resp.raw)?;
                 cwriter.write_all(&rbody)?;
                 if resp

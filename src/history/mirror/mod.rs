@@ -95,7 +95,7 @@ impl Remote {
         let url = url.trim();
         let bad = |why: &str| {
             Error::input(
-                format!("spec.url {url:?} {why}"),
+                format!("spec.url {:?} {why}", without_userinfo(url)),
                 Some(
                     "give the repository's https:// (or http://) URL, credentials in the secretRef"
                         .to_string(),
@@ -549,6 +549,19 @@ fn branch_ref(branch: &str) -> Result<String> {
     Ok(full)
 }
 
+/// `url` as errors show it: a `user:password@` in front of the host left
+/// out, so that no credential written into the URL is repeated.
+fn without_userinfo(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..end].rfind('@') {
+        Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
+        None => url.to_string(),
+    }
+}
+
 /// A full commit id, lowercase.
 fn commit_id(id: &str) -> Result<String> {
     let id = id.trim();
@@ -721,18 +734,60 @@ mod tests {
         ] {
             assert!(Remote::new(ok).is_ok(), "{ok}");
         }
-        for bad in [
-            "ssh://git@h/x.git",
-            "git@h:x.git",
-            "https://u:secret@h/x.git",
-            "https://token@h/x.git",
-            "https://h/x\".git",
-            "https://h/x y",
-            "file:///srv/x.git",
-            "https://h/x#frag",
+        // Each refusal names the URL (without any credentials in it) and why.
+        for (bad, says) in [
+            (
+                "ssh://git@h/x.git",
+                "spec.url \"ssh://h/x.git\" has the scheme ssh: only https:// and http:// are \
+                 fetched (no ssh or git://)",
+            ),
+            (
+                "git@h:x.git",
+                "spec.url \"git@h:x.git\" is not a URL (relative URL without a base)",
+            ),
+            (
+                "https://u:pa55w0rd@h/x.git",
+                "spec.url \"https://h/x.git\" carries credentials: put them into the Secret the \
+                 secretRef names",
+            ),
+            (
+                "https://tok3n@h/x.git",
+                "spec.url \"https://h/x.git\" carries credentials: put them into the Secret the \
+                 secretRef names",
+            ),
+            (
+                "https://u:pa55w0rd@h/x y",
+                "spec.url \"https://h/x y\" holds spaces, quotes or control characters",
+            ),
+            (
+                "https://h/x\".git",
+                "spec.url \"https://h/x\\\".git\" holds spaces, quotes or control characters",
+            ),
+            (
+                "https://h/x y",
+                "spec.url \"https://h/x y\" holds spaces, quotes or control characters",
+            ),
+            (
+                "file:///srv/x.git",
+                "spec.url \"file:///srv/x.git\" has the scheme file: only https:// and http:// \
+                 are fetched (no ssh or git://)",
+            ),
+            (
+                "https://h/x#frag",
+                "spec.url \"https://h/x#frag\" has a #fragment",
+            ),
         ] {
-            let e = Remote::new(bad).unwrap_err().to_string();
-            assert!(!e.is_empty());
+            let e = Remote::new(bad).unwrap_err();
+            assert_eq!(e.to_string(), says, "{bad}");
+            assert_eq!(e.exit_code(), 2, "{bad}");
+            let hint = e.hint().unwrap_or_default();
+            assert_eq!(
+                hint,
+                "give the repository's https:// (or http://) URL, credentials in the secretRef"
+            );
+            for secret in ["pa55w0rd", "tok3n"] {
+                assert!(!e.to_string().contains(secret), "{bad}: {e}");
+            }
         }
     }
 
@@ -742,8 +797,16 @@ mod tests {
         assert_eq!(folder_path("./configs/shop/").unwrap(), "configs/shop");
         assert_eq!(folder_path(".").unwrap(), "");
         assert_eq!(folder_path("").unwrap(), "");
-        for bad in ["/etc", "configs/../..", "..", ".git/objects", "a/.git"] {
-            assert!(folder_path(bad).is_err(), "{bad}");
+        for (bad, why) in [
+            ("/etc", "is absolute"),
+            ("configs/../..", "leaves the repository (..)"),
+            ("..", "leaves the repository (..)"),
+            (".git/objects", "is inside .git"),
+            ("a/.git", "is inside .git"),
+        ] {
+            let e = folder_path(bad).unwrap_err();
+            assert_eq!(e.to_string(), format!("the path {bad:?} {why}"));
+            assert_eq!(e.exit_code(), 2, "{bad}");
         }
     }
 
@@ -752,12 +815,30 @@ mod tests {
         assert_eq!(branch_ref("main").unwrap(), "refs/heads/main");
         assert_eq!(branch_ref("release/1.x").unwrap(), "refs/heads/release/1.x");
         assert_eq!(branch_ref("refs/heads/main").unwrap(), "refs/heads/main");
-        for bad in ["", "-x", "a..b", "a b", "a:b", "x.lock", "a/"] {
-            assert!(branch_ref(bad).is_err(), "{bad}");
+        for bad in [
+            "",
+            "-x",
+            "a..b",
+            "a b",
+            "a:b",
+            "x.lock",
+            "a/",
+            "refs/heads/a b",
+        ] {
+            let e = branch_ref(bad).unwrap_err();
+            let shown = bad.strip_prefix("refs/heads/").unwrap_or(bad);
+            assert_eq!(
+                e.to_string(),
+                format!("the branch {shown:?} is not a valid branch name")
+            );
+            assert_eq!(e.exit_code(), 2, "{bad}");
         }
         let id = "0123456789ABCDEF0123456789abcdef01234567";
         assert_eq!(commit_id(id).unwrap(), id.to_ascii_lowercase());
-        assert!(commit_id("0123abc").is_err());
+        assert_eq!(
+            commit_id("0123abc").unwrap_err().to_string(),
+            "\"0123abc\" is not a full commit id"
+        );
         let sha256 = commit_id(&"a".repeat(64)).unwrap_err().to_string();
         assert!(sha256.contains("SHA-256"), "{sha256}");
     }
