@@ -964,6 +964,7 @@ fn no_generator_option_can_inject_yaml() {
         ("--name", None),
         ("--interval", None),
         ("--secret-ref", None),
+        ("--cert-secret-ref", None),
         ("--automation-name", None),
         ("--git-source", None),
         ("--repository", None),
@@ -1003,7 +1004,7 @@ fn no_generator_option_can_inject_yaml() {
             assert_eq!(docs, want, "{flag} {value:?}:\n{yaml}");
         }
     }
-    // What is data and what is refused for the nine: Kubernetes names
+    // What is data and what is refused for the ten: Kubernetes names
     // take only the YAML-looking words, the prefix and a folder's name are
     // turned into a tag or repository grammar, and the interval and the
     // repository refuse all of them.
@@ -1013,6 +1014,7 @@ fn no_generator_option_can_inject_yaml() {
         "--namespace",
         "--name",
         "--secret-ref",
+        "--cert-secret-ref",
         "--automation-name",
         "--git-source",
     ] {
@@ -1096,12 +1098,14 @@ fn fill(docs: &mut [Value], flag: &str, value: &str) {
         }
         "--automation-name" => set(2, "/metadata/name", value.into()),
         "--git-source" => set(2, "/spec/sourceRef/name", value.into()),
-        "--secret-ref" => {
+        "--secret-ref" | "--cert-secret-ref" => {
+            let key = if flag == "--secret-ref" {
+                "secretRef"
+            } else {
+                "certSecretRef"
+            };
             let spec = docs[0]["spec"].as_object_mut().expect("spec");
-            assert!(
-                spec.insert("secretRef".into(), json!({ "name": value }))
-                    .is_none()
-            );
+            assert!(spec.insert(key.into(), json!({ "name": value })).is_none());
         }
         "--prefix" => {
             let (_, p) = PREFIXES
