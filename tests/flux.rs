@@ -1244,3 +1244,63 @@ fn every_documented_workload_with_an_image_volume_passes_the_api_server() {
     }
     assert!(checked.len() >= 3, "{checked:?}");
 }
+
+/// kubectl reads manifests with YAML 1.1 rules (go-yaml), where `yes`,
+/// `on`, `n` or `1e3` written plainly are a boolean or a number and the
+/// object does not decode ("cannot unmarshal bool into ... namespace").
+/// Names that look like those are valid Kubernetes names: kubectl itself
+/// (a client-side dry run against the test API server, which maps Flux's
+/// kinds) must read each field back as the string given.
+#[test]
+fn kubectl_reads_yaml_looking_names_as_the_names_given() {
+    let kube = common::kube::kube();
+    kube.install_flux_crds();
+    for value in [
+        "yes", "on", "off", "y", "n", "no", "null", "1e3", "0755", "0x1f", "12",
+    ] {
+        let yaml = flux_ok(&[
+            "--repository",
+            "ghcr.io/acme/settings-shop",
+            "--prefix",
+            "main",
+            "--namespace",
+            value,
+            "--name",
+            value,
+            "--secret-ref",
+            value,
+            "--git-source",
+            value,
+        ]);
+        let out = kube.kubectl_in(
+            &[
+                "create",
+                "--dry-run=client",
+                "--validate=false",
+                "-o",
+                "json",
+                "-f",
+                "-",
+            ],
+            &yaml,
+        );
+        assert!(
+            out.status.success(),
+            "kubectl could not read the objects for {value:?}: {}\n{yaml}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // One JSON object per document, one after the other.
+        let items: Vec<Value> = serde_json::Deserializer::from_slice(&out.stdout)
+            .into_iter::<Value>()
+            .collect::<Result<_, _>>()
+            .expect("kubectl's JSON");
+        assert_eq!(items.len(), 3, "{items:#?}");
+        for item in &items {
+            assert_eq!(item["metadata"]["namespace"], value, "{item:#}");
+        }
+        assert_eq!(items[0]["metadata"]["name"], value);
+        assert_eq!(items[0]["spec"]["secretRef"]["name"], value);
+        assert_eq!(items[1]["spec"]["imageRepositoryRef"]["name"], value);
+        assert_eq!(items[2]["spec"]["sourceRef"]["name"], value);
+    }
+}
