@@ -687,3 +687,71 @@ fn without_user_the_record_names_the_user_database_name() {
     .json();
     assert_eq!(ins["promotions"][0]["actor"], name.as_str(), "{ins}");
 }
+
+#[test]
+fn a_tag_whose_number_does_not_fit_64_bits_is_a_tag_flux_follows() {
+    // A channel tag pushed by hand with a number above u64::MAX: Flux
+    // (ParseFloat) serves it on the channel, so promote must see it as the
+    // channel's current tag, and refuse as for any channel tag promote did
+    // not write, not promote beside it as if the channel were empty.
+    let reg = Registry::start(Auth::None);
+    let repo = format!("{}/settings", reg.host());
+    let cand = push_candidate(&repo, "main-1700000200-bbbbbbb");
+    let huge = "prod-99999999999999999999-ccccccc";
+    let hand = push_candidate(&repo, huge);
+    let hand_digest = hand["digest"].as_str().expect("digest").to_string();
+    let all = tags(&reg, "settings");
+    assert_eq!(flux_prod(&all).as_deref(), Some(huge));
+    for extra in [
+        &[][..],
+        &["--explain"][..],
+        &["--force", "--reason", "x"][..],
+    ] {
+        let out = promote(&repo, extra, &[]);
+        assert_eq!(out.code, 3, "{extra:?}: {}{}", out.stdout, out.stderr);
+        assert!(
+            out.stderr.contains(&format!("{repo}:{huge}")),
+            "{}",
+            out.stderr
+        );
+        assert!(out.stderr.contains(&hand_digest), "{}", out.stderr);
+        assert!(
+            out.stderr
+                .contains("main-99999999999999999999-ccccccc does not exist"),
+            "{}",
+            out.stderr
+        );
+        assert!(!out.stdout.contains("\"promoted\":true"), "{}", out.stdout);
+    }
+    assert_eq!(tags(&reg, "settings"), all, "nothing written");
+    assert_ne!(cand["digest"], hand["digest"]);
+
+    // A candidate above u64 (pushed by hand too) is what Flux serves on
+    // the prefix: promote picks it and writes the channel tag with its
+    // number as written, which Flux then serves on the channel.
+    let reg = Registry::start(Auth::None);
+    let repo = format!("{}/settings", reg.host());
+    push_candidate(&repo, "main-1700000200-bbbbbbb");
+    let big = push_candidate(&repo, "main-18446744073709551616-ddddddd");
+    let before = tags(&reg, "settings");
+    assert_eq!(
+        common::flux::served("main", &before).as_deref(),
+        Some("main-18446744073709551616-ddddddd")
+    );
+    let out = promote(&repo, &[], &[]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let out = out.json();
+    assert_eq!(out["candidate"], "main-18446744073709551616-ddddddd");
+    assert_eq!(out["tag"], "prod-18446744073709551616-ddddddd");
+    assert_eq!(out["digest"], big["digest"]);
+    let after = tags(&reg, "settings");
+    assert_eq!(
+        flux_prod(&after).as_deref(),
+        Some("prod-18446744073709551616-ddddddd")
+    );
+    // And again: up to date (the channel holds it), nothing written.
+    let again = promote(&repo, &[], &[]).json();
+    assert_eq!(again["decision"], "up-to-date");
+    assert_eq!(again["current"], "prod-18446744073709551616-ddddddd");
+    assert_eq!(tags(&reg, "settings"), after);
+}
