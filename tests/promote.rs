@@ -755,3 +755,100 @@ fn a_tag_whose_number_does_not_fit_64_bits_is_a_tag_flux_follows() {
     assert_eq!(again["current"], "prod-18446744073709551616-ddddddd");
     assert_eq!(tags(&reg, "settings"), after);
 }
+
+/// The text of the first ```LANG block after the heading `## HEADING` of
+/// docs/release-management.md.
+fn release_doc_block(heading: &str, lang: &str) -> String {
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/release-management.md"),
+    )
+    .expect("docs/release-management.md");
+    let section = doc
+        .split(&format!("\n## {heading}\n"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no section {heading:?}"));
+    section
+        .split(&format!("```{lang}\n"))
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .unwrap_or_else(|| panic!("{heading:?} has no {lang} block"))
+        .to_string()
+}
+
+#[test]
+fn the_release_management_doc_runs_as_printed() {
+    // Its command, pasted into a shell beside its policy file, against a
+    // registry holding a candidate (the doc's repository pointed at it).
+    let reg = Registry::start(Auth::None);
+    let repo = format!("{}/acme/settings-shop", reg.host());
+    push_candidate(&repo, "main-1700000100-aaaaaaa");
+    let dir = common::TempDir::new();
+    std::fs::write(
+        dir.path().join("release-policy.yaml"),
+        release_doc_block("The policy file", "yaml"),
+    )
+    .expect("policy");
+    let command =
+        release_doc_block("The command", "sh").replace("ghcr.io/acme/settings-shop", &repo);
+    assert!(command.starts_with("settings-image promote "), "{command}");
+    let bin_dir = std::path::Path::new(bin()).parent().expect("bin dir");
+    let out = Command::new(common::require("bash"))
+        .args(["-euo", "pipefail", "-c", &command])
+        .current_dir(dir.path())
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                bin_dir.display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        )
+        .env("DOCKER_CONFIG", dir.path())
+        .output()
+        .expect("bash");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{command}\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("main-1700000100-aaaaaaa"), "{stdout}");
+    assert_eq!(
+        tags(&reg, "acme/settings-shop"),
+        ["main-1700000100-aaaaaaa"]
+    );
+
+    // Its production ImagePolicy carries every label the automation that
+    // `flux` generates selects its policies on.
+    let flux = cli(
+        &[
+            "flux",
+            "--repository",
+            "ghcr.io/acme/settings-shop",
+            "--prefix",
+            "prod",
+        ],
+        &[],
+    );
+    assert_eq!(flux.code, 0, "{}", flux.stderr);
+    let selector = flux
+        .stdout
+        .split("\n---\n")
+        .map(|d| serde_yaml_ng::from_str::<serde_yaml_ng::Value>(d).expect("generated YAML"))
+        .find(|d| d["kind"] == "ImageUpdateAutomation")
+        .expect("an automation")["spec"]["policySelector"]["matchLabels"]
+        .clone();
+    let policy: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&release_doc_block("The production cluster", "yaml"))
+            .expect("the doc's ImagePolicy");
+    assert_eq!(policy["kind"], "ImagePolicy");
+    let labels = selector.as_mapping().expect("matchLabels");
+    assert!(!labels.is_empty());
+    for (k, v) in labels {
+        assert_eq!(
+            &policy["metadata"]["labels"][k], v,
+            "the doc's ImagePolicy lacks {k:?}: {policy:?}"
+        );
+    }
+}
