@@ -13,7 +13,10 @@
 # Usage: scripts/bench-windows.sh [BINARY...]
 #   (default: target/release/settings-image; compare two builds by passing
 #   both). A run longer than LIMIT seconds (default 600) is stopped and
-#   reported as such.
+#   reported as such. POLICIES picks some of: office-hours every-minute-1h
+#   every-minute-8h every-minute-1d every-minute-30d every-minute-366d
+#   never-366d (default: all; the shorter every-minute ones show how the
+#   cost grew with the duration before).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bins=("$@")
@@ -27,7 +30,7 @@ done
 work="$(mktemp -d)"
 reg_pid=""
 cleanup() {
-  [ -n "$reg_pid" ] && kill "$reg_pid" 2>/dev/null && wait "$reg_pid" 2>/dev/null
+  if [ -n "$reg_pid" ]; then kill "$reg_pid" 2>/dev/null; wait "$reg_pid" 2>/dev/null || true; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -52,19 +55,22 @@ done
 repo="127.0.0.1:$port/team/settings"
 mkdir -p "$work/shop" && echo "port: 8080" > "$work/shop/app.yaml"
 "${bins[0]}" push --path "$work/shop" --repository "$repo" --tag main-1700000000-abcdef0 \
-  --no-provenance > /dev/null
+  --no-provenance > /dev/null 2> "$work/push.err"
 
 policy() { # NAME SCHEDULE DURATION
   printf 'windows:\n  - kind: allow\n    description: %s\n    schedule: "%s"\n    duration: %s\n    timeZone: Europe/Amsterdam\n' \
     "$1" "$2" "$3" > "$work/$1.yaml"
 }
 policy office-hours "0 9 * * 1-5" 8h
+policy every-minute-1h "* * * * *" 1h
+policy every-minute-8h "* * * * *" 8h
+policy every-minute-1d "* * * * *" 1d
 policy every-minute-30d "* * * * *" 30d
 policy every-minute-366d "* * * * *" 366d
 policy never-366d "0 0 30 2 *" 366d
 
 printf '%-20s %-44s %9s %9s  %s\n' POLICY BINARY WALL_S CPU_S DECISION
-for p in office-hours every-minute-30d every-minute-366d never-366d; do
+for p in ${POLICIES:-office-hours every-minute-1h every-minute-8h every-minute-1d every-minute-30d every-minute-366d never-366d}; do
   want=""
   for bin in "${bins[@]}"; do
     walls=() cpus=() answer="" stopped=""
