@@ -70,10 +70,85 @@ pub fn validate_writable(tag: &str) -> Result<()> {
 pub struct Stamped {
     /// The whole tag.
     pub tag: String,
-    /// The committer time.
-    pub ts: u64,
+    /// The committer time, however many digits it has.
+    pub ts: TagNumber,
     /// The 7 hex characters of the commit.
     pub sha7: String,
+}
+
+/// The number of a timestamp tag, kept as written and ordered as Flux's
+/// numerical policy orders it: image-reflector-controller parses it with
+/// `strconv.ParseFloat(v, 64)`, so a number of any size is a number to Flux
+/// (`main-99999999999999999999-abcdef0` is above every committer time), and
+/// two numbers that round to the same float (above 2^53) are equal to it.
+/// Of those, this order puts the larger exact number first (Flux's pick
+/// among them is Go's map order, which is random), then the text.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TagNumber(String);
+
+impl TagNumber {
+    /// The value Flux compares: the digits as a 64-bit float, rounded to
+    /// nearest as Go's `ParseFloat` does (an OCI tag holds at most 128
+    /// characters, far from the float's limit).
+    pub fn flux_value(&self) -> f64 {
+        self.0.parse().unwrap_or(f64::INFINITY)
+    }
+
+    /// The number when it fits a `u64` (every committer time does).
+    pub fn as_u64(&self) -> Option<u64> {
+        self.0.parse().ok()
+    }
+
+    /// The digits without leading zeros (`0` for zero).
+    fn significant(&self) -> &str {
+        let s = self.0.trim_start_matches('0');
+        if s.is_empty() { "0" } else { s }
+    }
+
+    /// Flux's order, then the exact number's.
+    fn numeric_cmp(&self, other: &TagNumber) -> std::cmp::Ordering {
+        let (a, b) = (self.significant(), other.significant());
+        self.flux_value()
+            .total_cmp(&other.flux_value())
+            .then_with(|| a.len().cmp(&b.len()))
+            .then_with(|| a.cmp(b))
+    }
+}
+
+impl From<u64> for TagNumber {
+    fn from(n: u64) -> TagNumber {
+        TagNumber(n.to_string())
+    }
+}
+
+impl std::fmt::Display for TagNumber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Ord for TagNumber {
+    fn cmp(&self, other: &TagNumber) -> std::cmp::Ordering {
+        self.numeric_cmp(other).then_with(|| self.0.cmp(&other.0))
+    }
+}
+
+impl PartialOrd for TagNumber {
+    fn partial_cmp(&self, other: &TagNumber) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq<u64> for TagNumber {
+    fn eq(&self, other: &u64) -> bool {
+        self.numeric_cmp(&TagNumber::from(*other)).is_eq()
+    }
+}
+
+impl PartialOrd<u64> for TagNumber {
+    fn partial_cmp(&self, other: &u64) -> Option<std::cmp::Ordering> {
+        Some(self.numeric_cmp(&TagNumber::from(*other)))
+    }
 }
 
 /// The one grammar of timestamp tags, as Flux's filter
@@ -111,8 +186,8 @@ pub fn names_commit(tag: &str, timestamp: i64, commit: &str) -> Option<bool> {
     Some(ts.parse::<i64>().ok() == Some(timestamp) && commit.starts_with(sha7))
 }
 
-/// Parses `tag` when it is a timestamp tag of exactly `prefix` whose time
-/// fits in a `u64`.
+/// Parses `tag` when it is a timestamp tag of exactly `prefix`, whatever
+/// the size of its number: every tag Flux's filter matches.
 pub fn parse_timestamp_tag(prefix: &str, tag: &str) -> Option<Stamped> {
     let (p, ts, sha7) = split(tag)?;
     if p != prefix {
@@ -120,7 +195,7 @@ pub fn parse_timestamp_tag(prefix: &str, tag: &str) -> Option<Stamped> {
     }
     Some(Stamped {
         tag: tag.to_string(),
-        ts: ts.parse().ok()?,
+        ts: TagNumber(ts.to_string()),
         sha7: sha7.to_string(),
     })
 }
@@ -410,12 +485,34 @@ mod tests {
         assert_eq!(timestamp_prefix("feature-x-1-0123456"), Some("feature-x"));
         assert_eq!(timestamp_prefix("main"), None);
         let s = parse_timestamp_tag("feature-x", "feature-x-17-0123456").unwrap();
-        assert_eq!((s.ts, s.sha7.as_str()), (17, "0123456"));
+        assert_eq!((s.ts.as_u64(), s.sha7.as_str()), (Some(17), "0123456"));
         assert!(parse_timestamp_tag("x", "feature-x-17-0123456").is_none());
-        // Too large for a number: still never moved, but not ordered.
+        // Too large for a u64: still a number to Flux, above every
+        // committer time, and never moved.
         let huge = format!("main-{}-abcdef0", "9".repeat(30));
         assert!(is_timestamp_tag(&huge));
-        assert!(parse_timestamp_tag("main", &huge).is_none());
+        let h = parse_timestamp_tag("main", &huge).unwrap();
+        assert!(h.ts > u64::MAX && h.ts.as_u64().is_none());
+        assert_eq!(h.ts.to_string(), "9".repeat(30));
+        assert!(
+            h.ts > parse_timestamp_tag("main", "main-1700000000-abcdef0")
+                .unwrap()
+                .ts
+        );
+        // Flux's float: 2^53 + 1 rounds to 2^53, equal to Flux; the exact
+        // number orders them here. Leading zeros keep the number's value.
+        let n = |s: &str| {
+            parse_timestamp_tag("m", &format!("m-{s}-abcdef0"))
+                .unwrap()
+                .ts
+        };
+        assert_eq!(
+            n("9007199254740993").flux_value(),
+            n("9007199254740992").flux_value()
+        );
+        assert!(n("9007199254740993") > n("9007199254740992"));
+        assert!(n("017") == 17 && n("017") != n("17"));
+        assert!(n("18446744073709551616") > u64::MAX);
     }
 
     #[test]

@@ -240,3 +240,72 @@ fn help_shows_no_value_for_an_unset_variable() {
     assert!(help.contains("[env: SETTINGS_IMAGE_USERNAME]"), "{help}");
     assert!(!help.contains("alice-in-help"), "{help}");
 }
+
+#[test]
+fn the_reading_commands_help_says_how_to_log_in_and_it_does() {
+    use base64::Engine as _;
+    use common::registry::{Auth, Registry, run, settings};
+    for command in ["inspect", "verify"] {
+        let out = std::process::Command::new(common::bin())
+            .args([command, "--help"])
+            .env_clear()
+            .output()
+            .unwrap();
+        let help = String::from_utf8_lossy(&out.stdout);
+        for says in [
+            "SETTINGS_IMAGE_USERNAME and SETTINGS_IMAGE_PASSWORD",
+            "$DOCKER_CONFIG/config.json, else ~/.docker/config.json",
+        ] {
+            assert!(
+                help.contains(says),
+                "{command} --help lacks {says:?}:\n{help}"
+            );
+        }
+    }
+    // What it says works: a registry that takes one login, an image on it,
+    // read by inspect with each way the help names, and not without one.
+    let reg = Registry::start(Auth::Basic {
+        user: "reader".into(),
+        password: "s3cret-in-help-test".into(),
+    });
+    let env = [
+        ("SETTINGS_IMAGE_USERNAME", "reader"),
+        ("SETTINGS_IMAGE_PASSWORD", "s3cret-in-help-test"),
+    ];
+    let dir = settings(1, "help");
+    let repo = format!("{}/shop", reg.host());
+    let pushed = run(
+        &[
+            "push",
+            "--path",
+            dir.path().to_str().unwrap(),
+            "--repository",
+            &repo,
+            "--tag",
+            "v1",
+        ],
+        &env,
+        None,
+    );
+    assert_eq!(pushed.code, 0, "{}", pushed.stderr);
+    let image = format!("{repo}:v1");
+    assert_eq!(run(&["inspect", &image], &[], None).code, 5);
+    let r = run(&["inspect", &image], &env, None);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let docker = TempDir::new();
+    let auth = base64::engine::general_purpose::STANDARD.encode("reader:s3cret-in-help-test");
+    std::fs::write(
+        docker.join("config.json"),
+        format!(
+            "{{\"auths\": {{\"{}\": {{\"auth\": \"{auth}\"}}}}}}",
+            reg.host()
+        ),
+    )
+    .unwrap();
+    let r = run(
+        &["inspect", &image],
+        &[("DOCKER_CONFIG", docker.path().to_str().unwrap())],
+        None,
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+}

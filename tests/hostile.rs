@@ -1391,3 +1391,54 @@ fn a_tag_list_link_to_another_host_carries_no_credentials() {
         }
     }
 }
+
+#[test]
+fn a_registry_that_accepts_connections_and_never_answers_meets_the_deadlines() {
+    // Listening, so the kernel accepts every connection, and never read
+    // nor answered.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let dir = settings(1, "silent");
+    let repo = format!("127.0.0.1:{}/shop", silent.local_addr().unwrap().port());
+    let args = push_args(dir.path().to_str().unwrap(), &repo, &["v1"]);
+    // The whole-operation deadline ends the push, whatever each try waits.
+    let r = run(&args, &[("SETTINGS_IMAGE_PUSH_TIMEOUT", "3")], None);
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(
+        r.stderr.contains(
+            "did not finish within 3 s (the whole-operation deadline) while contacting the registry (authentication)"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("127.0.0.1"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("SETTINGS_IMAGE_PUSH_TIMEOUT"),
+        "{}",
+        r.stderr
+    );
+    // Each try ends at the per-request deadline, six tries, then the host
+    // is named with both limits.
+    let r = run(
+        &args,
+        &[
+            ("SETTINGS_IMAGE_REQUEST_TIMEOUT", "1"),
+            ("SETTINGS_IMAGE_PUSH_TIMEOUT", "600"),
+        ],
+        None,
+    );
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("no complete answer in time (the per-request deadline is 1 s)"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains("did not answer in time: a request gets 1 s in all")
+            && r.stderr
+                .contains("60 s without a byte; it was tried up to 6 times"),
+        "{}",
+        r.stderr
+    );
+}

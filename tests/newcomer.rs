@@ -227,3 +227,51 @@ fn deps_sh_names_every_command_the_tests_run() {
         );
     }
 }
+
+#[test]
+fn the_flux_commands_write_their_files_in_a_fresh_cluster_checkout() {
+    // Pasted into an empty checkout (no clusters/prod yet), as printed:
+    // the README's and docs/flux.md's (its first sh block after "## 2.").
+    let (readme_block, _) = section("With Flux");
+    let flux_doc = std::fs::read_to_string(repo().join("docs/flux.md")).unwrap();
+    let flux_block = flux_doc
+        .split("\n## 2. The cluster repository\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```sh\n").nth(1))
+        .and_then(|b| b.split("```").next())
+        .expect("docs/flux.md's section 2 has an sh block")
+        .to_string();
+    for (block, prose) in [(readme_block, readme()), (flux_block, flux_doc.clone())] {
+        let tmp = common::TempDir::new();
+        let out = bash(tmp.path(), &block);
+        assert!(
+            out.status.success(),
+            "{block}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // The files it printed, each named in the doc, hold the three objects.
+        let mut kinds = BTreeSet::new();
+        for path in String::from_utf8_lossy(&out.stdout).lines() {
+            let file = path
+                .strip_prefix("clusters/prod/")
+                .unwrap_or_else(|| panic!("{path}"));
+            assert!(
+                prose.contains(&format!("`{file}`")) || prose.contains(&format!("`{path}`")),
+                "the doc does not name {path}"
+            );
+            let text = std::fs::read_to_string(tmp.path().join(path)).unwrap();
+            kinds.extend(
+                text.lines()
+                    .filter_map(|l| l.strip_prefix("kind: "))
+                    .map(str::to_string),
+            );
+        }
+        assert_eq!(
+            kinds,
+            BTreeSet::from(
+                ["ImagePolicy", "ImageRepository", "ImageUpdateAutomation"].map(String::from)
+            ),
+            "{block}"
+        );
+    }
+}

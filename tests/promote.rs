@@ -737,3 +737,168 @@ fn without_user_the_record_names_the_user_database_name() {
     .json();
     assert_eq!(ins["promotions"][0]["actor"], name.as_str(), "{ins}");
 }
+
+#[test]
+fn a_tag_whose_number_does_not_fit_64_bits_is_a_tag_flux_follows() {
+    // A channel tag pushed by hand with a number above u64::MAX: Flux
+    // (ParseFloat) serves it on the channel, so promote must see it as the
+    // channel's current tag, and refuse as for any channel tag promote did
+    // not write, not promote beside it as if the channel were empty.
+    let reg = Registry::start(Auth::None);
+    let repo = format!("{}/settings", reg.host());
+    let cand = push_candidate(&repo, "main-1700000200-bbbbbbb");
+    let huge = "prod-99999999999999999999-ccccccc";
+    let hand = push_candidate(&repo, huge);
+    let hand_digest = hand["digest"].as_str().expect("digest").to_string();
+    let all = tags(&reg, "settings");
+    assert_eq!(flux_prod(&all).as_deref(), Some(huge));
+    for extra in [
+        &[][..],
+        &["--explain"][..],
+        &["--force", "--reason", "x"][..],
+    ] {
+        let out = promote(&repo, extra, &[]);
+        assert_eq!(out.code, 3, "{extra:?}: {}{}", out.stdout, out.stderr);
+        assert!(
+            out.stderr.contains(&format!("{repo}:{huge}")),
+            "{}",
+            out.stderr
+        );
+        assert!(out.stderr.contains(&hand_digest), "{}", out.stderr);
+        assert!(
+            out.stderr
+                .contains("main-99999999999999999999-ccccccc does not exist"),
+            "{}",
+            out.stderr
+        );
+        assert!(!out.stdout.contains("\"promoted\":true"), "{}", out.stdout);
+    }
+    assert_eq!(tags(&reg, "settings"), all, "nothing written");
+    assert_ne!(cand["digest"], hand["digest"]);
+
+    // A candidate above u64 (pushed by hand too) is what Flux serves on
+    // the prefix: promote picks it and writes the channel tag with its
+    // number as written, which Flux then serves on the channel.
+    let reg = Registry::start(Auth::None);
+    let repo = format!("{}/settings", reg.host());
+    push_candidate(&repo, "main-1700000200-bbbbbbb");
+    let big = push_candidate(&repo, "main-18446744073709551616-ddddddd");
+    let before = tags(&reg, "settings");
+    assert_eq!(
+        common::flux::served("main", &before).as_deref(),
+        Some("main-18446744073709551616-ddddddd")
+    );
+    let out = promote(&repo, &[], &[]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let out = out.json();
+    assert_eq!(out["candidate"], "main-18446744073709551616-ddddddd");
+    assert_eq!(out["tag"], "prod-18446744073709551616-ddddddd");
+    assert_eq!(out["digest"], big["digest"]);
+    let after = tags(&reg, "settings");
+    assert_eq!(
+        flux_prod(&after).as_deref(),
+        Some("prod-18446744073709551616-ddddddd")
+    );
+    // And again: up to date (the channel holds it), nothing written.
+    let again = promote(&repo, &[], &[]).json();
+    assert_eq!(again["decision"], "up-to-date");
+    assert_eq!(again["current"], "prod-18446744073709551616-ddddddd");
+    assert_eq!(tags(&reg, "settings"), after);
+}
+
+/// The text of the first ```LANG block after the heading `## HEADING` of
+/// docs/release-management.md.
+fn release_doc_block(heading: &str, lang: &str) -> String {
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/release-management.md"),
+    )
+    .expect("docs/release-management.md");
+    let section = doc
+        .split(&format!("\n## {heading}\n"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no section {heading:?}"));
+    section
+        .split(&format!("```{lang}\n"))
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .unwrap_or_else(|| panic!("{heading:?} has no {lang} block"))
+        .to_string()
+}
+
+#[test]
+fn the_release_management_doc_runs_as_printed() {
+    // Its command, pasted into a shell beside its policy file, against a
+    // registry holding a candidate (the doc's repository pointed at it).
+    let reg = Registry::start(Auth::None);
+    let repo = format!("{}/acme/settings-shop", reg.host());
+    push_candidate(&repo, "main-1700000100-aaaaaaa");
+    let dir = common::TempDir::new();
+    std::fs::write(
+        dir.path().join("release-policy.yaml"),
+        release_doc_block("The policy file", "yaml"),
+    )
+    .expect("policy");
+    let command =
+        release_doc_block("The command", "sh").replace("ghcr.io/acme/settings-shop", &repo);
+    assert!(command.starts_with("settings-image promote "), "{command}");
+    let bin_dir = std::path::Path::new(bin()).parent().expect("bin dir");
+    let out = Command::new(common::require("bash"))
+        .args(["-euo", "pipefail", "-c", &command])
+        .current_dir(dir.path())
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                bin_dir.display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        )
+        .env("DOCKER_CONFIG", dir.path())
+        .output()
+        .expect("bash");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{command}\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("main-1700000100-aaaaaaa"), "{stdout}");
+    assert_eq!(
+        tags(&reg, "acme/settings-shop"),
+        ["main-1700000100-aaaaaaa"]
+    );
+
+    // Its production ImagePolicy carries every label the automation that
+    // `flux` generates selects its policies on.
+    let flux = cli(
+        &[
+            "flux",
+            "--repository",
+            "ghcr.io/acme/settings-shop",
+            "--prefix",
+            "prod",
+        ],
+        &[],
+    );
+    assert_eq!(flux.code, 0, "{}", flux.stderr);
+    let selector = flux
+        .stdout
+        .split("\n---\n")
+        .map(|d| serde_yaml_ng::from_str::<serde_yaml_ng::Value>(d).expect("generated YAML"))
+        .find(|d| d["kind"] == "ImageUpdateAutomation")
+        .expect("an automation")["spec"]["policySelector"]["matchLabels"]
+        .clone();
+    let policy: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&release_doc_block("The production cluster", "yaml"))
+            .expect("the doc's ImagePolicy");
+    assert_eq!(policy["kind"], "ImagePolicy");
+    let labels = selector.as_mapping().expect("matchLabels");
+    assert!(!labels.is_empty());
+    for (k, v) in labels {
+        assert_eq!(
+            &policy["metadata"]["labels"][k], v,
+            "the doc's ImagePolicy lacks {k:?}: {policy:?}"
+        );
+    }
+}

@@ -558,7 +558,9 @@ fn cluster(dir: &Path, repo: &str, a: &str, b: &str, bad: &str) {
         std::fs::write(p, text).unwrap();
     };
     let pod = |volumes: &str| {
-        format!("containers:\n  - name: app\n    image: {repo}:not-a-volume\nvolumes:\n{volumes}")
+        format!(
+            "containers:\n  - name: app\n    image: {repo}-app:not-a-volume\nvolumes:\n{volumes}"
+        )
     };
     let indent = |t: &str, n: usize| {
         t.lines()
@@ -1359,4 +1361,230 @@ fn a_scan_that_finds_no_reference_fails_unless_allowed() {
         "{}",
         String::from_utf8_lossy(&o.stdout)
     );
+}
+
+#[test]
+fn scan_fails_closed_on_what_the_cluster_may_apply_unverified() {
+    let reg = Registry::start(Auth::None);
+    let (st, repo, a) = pushed(&reg);
+    let reference = s(&a, "reference");
+    let host = reg.host();
+    let tail = reference.strip_prefix(host.as_str()).unwrap().to_string();
+    // An image of the repository that is no commit's folder: pushed from a
+    // plain folder, without provenance.
+    let plain = common::TempDir::new();
+    std::fs::write(plain.path().join("app.yaml"), "port: 1\n").unwrap();
+    let r = si(&[
+        "push",
+        "--path",
+        plain.path().to_str().unwrap(),
+        "--repository",
+        &repo,
+        "--tag",
+        "hand-1",
+        "--no-provenance",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let pod_spec = |reference: &str, indent: usize| {
+        format!(
+            "containers: [{{name: app, image: busybox}}]\nvolumes:\n  - name: settings\n    image:\n      reference: {reference}\n"
+        )
+        .lines()
+        .map(|l| format!("{}{l}\n", " ".repeat(indent)))
+        .collect::<String>()
+    };
+    let deployment = |name: &str, reference: &str| {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\nspec:\n  template:\n    spec:\n{}",
+            pod_spec(reference, 6)
+        )
+    };
+    // What every case holds: a faithful base, its kustomization, and
+    // Flux's objects (the ImageRepository names the repository it scans,
+    // the Kustomization substitutes the registry's host): one verified row.
+    let base: Vec<(&str, String)> = vec![
+        ("apps/base/deployment.yaml", deployment("shop", &reference)),
+        (
+            "apps/base/kustomization.yaml",
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [deployment.yaml]\n".into(),
+        ),
+        (
+            "flux/image-repository.yaml",
+            format!(
+                "apiVersion: image.toolkit.fluxcd.io/v1beta2\nkind: ImageRepository\nmetadata:\n  name: settings\n  namespace: flux-system\nspec:\n  image: {repo}\n  interval: 5m\n"
+            ),
+        ),
+        (
+            "flux/apps.yaml",
+            format!(
+                "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: apps\n  namespace: flux-system\nspec:\n  path: ./apps/prod\n  postBuild:\n    substitute:\n      REGISTRY: \"{host}\"\n"
+            ),
+        ),
+    ];
+    let case = |extra: &[(&str, String)]| {
+        let dir = common::TempDir::new();
+        for (rel, text) in base.iter().chain(extra) {
+            let p = dir.path().join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+        let (r, v) = scan_json(dir.path(), &repo, &st.folder(), &[]);
+        (r, v)
+    };
+    let (r, v) = case(&[]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(
+        rows(&v),
+        [(
+            "verified".to_string(),
+            "apps/base/deployment.yaml".to_string(),
+            "Deployment/shop".to_string()
+        )]
+    );
+    let overlay = |body: &str| {
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [../base]\n{body}"
+        )
+    };
+    // (case, files, (file, status, what the detail says) of each row it must add, exit code)
+    type Want<'a> = (&'a str, &'a str, String);
+    type Case<'a> = (&'a str, Vec<(&'a str, String)>, Vec<Want<'a>>, i32);
+    let cases: Vec<Case> = vec![
+        (
+            "an overlay's patch file replaces the reference",
+            vec![
+                ("apps/prod/kustomization.yaml", overlay("patches:\n  - path: settings.yaml\n")),
+                ("apps/prod/settings.yaml", deployment("shop", "evil.example/settings:1")),
+            ],
+            vec![(
+                "apps/prod/settings.yaml",
+                "error",
+                "a kustomize patch sets image volume \"settings\"".into(),
+            )],
+            2,
+        ),
+        (
+            "an inline JSON 6902 patch replaces the reference",
+            vec![(
+                "apps/prod/kustomization.yaml",
+                overlay(
+                    "patches:\n  - target: {kind: Deployment, name: shop}\n    patch: |-\n      - op: replace\n        path: /spec/template/spec/volumes/0/image/reference\n        value: evil.example/settings:1\n",
+                ),
+            )],
+            vec![(
+                "apps/prod/kustomization.yaml",
+                "error",
+                "a kustomize patch sets image volume \"JSON 6902 /spec/template/spec/volumes/0/image/reference\" (0.value) to evil.example/settings:1".into(),
+            )],
+            2,
+        ),
+        (
+            "an images transformer configured to reach image volumes",
+            vec![
+                (
+                    "apps/prod/kustomization.yaml",
+                    overlay(&format!(
+                        "configurations: [image-volumes.yaml]\nimages:\n  - name: {repo}\n    newName: evil.example/settings\n"
+                    )),
+                ),
+                (
+                    "apps/prod/image-volumes.yaml",
+                    "images:\n  - path: spec/template/spec/volumes/image/reference\n    kind: Deployment\n".into(),
+                ),
+            ],
+            vec![
+                (
+                    "apps/prod/kustomization.yaml",
+                    "error",
+                    format!("a kustomize image entry (images.0) selects {repo}'s references"),
+                ),
+                (
+                    "apps/prod/image-volumes.yaml",
+                    "error",
+                    "names image-volume fields (spec/template/spec/volumes/image/reference)".into(),
+                ),
+            ],
+            2,
+        ),
+        (
+            "an images entry whose name is a pattern",
+            vec![(
+                "apps/prod/kustomization.yaml",
+                overlay("images:\n  - name: \".*/settings\"\n    newName: evil.example/settings\n"),
+            )],
+            vec![(
+                "apps/prod/kustomization.yaml",
+                "error",
+                "has the name \".*/settings\", which kustomize reads as a regular expression".into(),
+            )],
+            2,
+        ),
+        (
+            "an Argo Rollout mounts another image of the repository",
+            vec![(
+                "apps/rollout.yaml",
+                format!(
+                    "apiVersion: argoproj.io/v1alpha1\nkind: Rollout\nmetadata:\n  name: canary\nspec:\n  strategy: {{canary: {{}}}}\n  template:\n    spec:\n{}",
+                    pod_spec(&format!("{repo}:hand-1"), 6)
+                ),
+            )],
+            vec![("apps/rollout.yaml", "mismatch", "names no commit".into())],
+            7,
+        ),
+        (
+            "a host that Flux's postBuild substitutes",
+            vec![(
+                "apps/substituted.yaml",
+                deployment("substituted", &format!("${{REGISTRY}}{tail}")),
+            )],
+            vec![(
+                "apps/substituted.yaml",
+                "error",
+                "holds a substitution variable".into(),
+            )],
+            2,
+        ),
+        (
+            "a container image of the repository",
+            vec![(
+                "apps/sidecar.yaml",
+                format!(
+                    "apiVersion: v1\nkind: Pod\nmetadata:\n  name: sidecar\nspec:\n  containers:\n    - name: app\n      image: {repo}:hand-1\n"
+                ),
+            )],
+            vec![(
+                "apps/sidecar.yaml",
+                "error",
+                format!("mentions {repo} at spec.containers.0.image"),
+            )],
+            2,
+        ),
+    ];
+    for (what, files, wants, code) in cases {
+        let (r, v) = case(&files);
+        assert_eq!(r.code, code, "{what}: {}\n{}", r.stdout, r.stderr);
+        let got = v["rows"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{what}: {v}"));
+        for (file, status, says) in &wants {
+            assert!(
+                got.iter().any(|row| row["file"] == *file
+                    && row["status"] == *status
+                    && row["detail"].as_str().unwrap().contains(says.as_str())
+                    && row["line"].as_u64().is_some()),
+                "{what}: no {status} row for {file} saying {says:?}: {v:#}"
+            );
+        }
+        assert_eq!(
+            got.iter().filter(|row| row["status"] != "verified").count(),
+            wants.len(),
+            "{what}: {v:#}"
+        );
+        assert!(
+            got.iter().any(
+                |row| row["file"] == "apps/base/deployment.yaml" && row["status"] == "verified"
+            ),
+            "{what}: {v:#}"
+        );
+    }
 }

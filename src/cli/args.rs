@@ -33,6 +33,7 @@ pub enum Command {
     Plan(PlanArgs),
     /// Show an image's digest, annotations and provenance (which commit,
     /// ref, builder and run) from its referrers.
+    #[command(after_help = READ_CREDENTIALS)]
     Inspect(InspectArgs),
     /// Promote the newest PREFIX tag into a forward-only channel, as the
     /// release policy's windows allow (same digest; no blob uploaded within
@@ -44,6 +45,7 @@ pub enum Command {
     /// Prove that an image is exactly its commit's folder: rebuild it from
     /// the checkout and compare every byte (exit 7 when it is not); with
     /// --scan, every reference in a cluster repository.
+    #[command(after_help = READ_CREDENTIALS)]
     Verify(cluster::VerifyArgs),
     /// Run the Kubernetes controller: publish a SettingsImage's folder each
     /// time Flux fetches a new revision of its GitRepository.
@@ -52,6 +54,14 @@ pub enum Command {
     /// writes `$GITHUB_OUTPUT` and `$GITHUB_STEP_SUMMARY`.
     Action(ActionArgs),
 }
+
+/// How the reading commands (`inspect`, `verify`) log in, for their help.
+const READ_CREDENTIALS: &str = "\
+Registry credentials (a public image needs none), the first found:
+  SETTINGS_IMAGE_USERNAME and SETTINGS_IMAGE_PASSWORD  both set, in the environment
+  docker's config.json  $DOCKER_CONFIG/config.json, else ~/.docker/config.json
+                        (auths, credHelpers, credsStore: `docker login` writes it)
+  else anonymous. docs/registries.md has each registry's.";
 
 /// Arguments of `action`.
 #[derive(Debug, Args)]

@@ -3,5 +3,6 @@
 //! ([`verify`], over every reference a cluster repository holds: [`scan`]).
 
 pub mod flux;
+pub mod mentions;
 pub mod scan;
 pub mod verify;

@@ -1,10 +1,14 @@
 //! `settings-image verify --scan DIR`: every image-volume reference to one
-//! repository in a cluster repository's YAML, each verified.
+//! repository in a cluster repository's YAML, each verified, and every
+//! other way the cluster may come to mount an image of it, each an error.
 //!
-//! The pod spec is found where each workload kind keeps it (Pod, the
-//! template of Deployment, StatefulSet, DaemonSet, ReplicaSet and Job, the
-//! job template of CronJob), in multi-document files and `kind: List`, which
-//! is also what `kustomize build` and Flux's rendered output look like.
+//! An image-volume reference is a `volumes` item's `image.reference` in
+//! any object: a Pod, the template of a Deployment, StatefulSet, DaemonSet,
+//! ReplicaSet, Job or CronJob, and any custom resource with a pod template
+//! (an Argo Rollout's, a Knative Service's), in multi-document files and
+//! `kind: List`, which is also what `kustomize build` and Flux's rendered
+//! output look like, and in kustomize patches (files a kustomization names,
+//! inline patches, JSON 6902 operations).
 //! YAML is read as the cluster's tools read it: anchors, aliases and merge
 //! keys (`<<:`) resolved; `.json` manifests too; a symlink is followed
 //! inside the scanned folder and refused outside it. A file that cannot be
@@ -12,9 +16,14 @@
 //! folder, not YAML yet naming the repository) is a row with status
 //! `error`, never skipped silently: a gate that cannot read a manifest
 //! cannot vouch for it.
-//! Why parse YAML and not grep for the repository: a reference in a comment,
-//! an annotation or a container image is not an image volume, and the row
-//! should name the object that mounts it.
+//! The files are read as written, not rendered: the cluster applies what
+//! kustomize renders and Flux substitutes, which may differ. So the scan
+//! fails closed ([`super::mentions`]): any other mention of the repository,
+//! a reference with a substitution variable that may become one of it, a
+//! kustomize image entry, patch or field spec that may rewrite one, and a
+//! kustomization's remote or outside resource are `error` rows.
+//! Why parse YAML and not grep for the repository: the row should name the
+//! object that mounts the image, and a comment is not applied.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -58,27 +67,26 @@ pub struct Findings {
     pub skipped: Vec<Skipped>,
     /// Manifests that could not be read: each becomes an `error` row.
     pub unreadable: Vec<Skipped>,
+    /// Mentions of the repository, and ways to change an image-volume
+    /// reference, that the scan cannot verify: each becomes an `error` row.
+    pub unverified: Vec<Unverified>,
+}
+
+/// What the cluster may apply that the scan did not verify: a mention of
+/// the repository outside an image-volume reference, a reference Flux
+/// substitutes, a kustomize patch, image entry or field spec that can
+/// rewrite a reference.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Unverified {
+    /// Where (`reference` holds the text in question).
+    pub found: Found,
+    /// Why it is not verified, and what to do.
+    pub reason: String,
 }
 
 /// The largest manifest file the scan reads (16 MiB; the API server stores
 /// an object of at most about 1.5 MiB): a larger one is an `error` row.
 pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
-
-/// Where each workload kind keeps its pod spec.
-const POD_SPECS: &[(&str, &[&str])] = &[
-    ("Pod", &["spec"]),
-    ("Deployment", &["spec", "template", "spec"]),
-    ("StatefulSet", &["spec", "template", "spec"]),
-    ("DaemonSet", &["spec", "template", "spec"]),
-    ("ReplicaSet", &["spec", "template", "spec"]),
-    ("Job", &["spec", "template", "spec"]),
-    ("ReplicationController", &["spec", "template", "spec"]),
-    ("PodTemplate", &["template", "spec"]),
-    (
-        "CronJob",
-        &["spec", "jobTemplate", "spec", "template", "spec"],
-    ),
-];
 
 /// True when `reference` names an image in `repository` (`R:tag`, `R@sha256:...`).
 pub fn in_repository(reference: &str, repository: &str) -> bool {
@@ -111,6 +119,9 @@ pub fn find(dir: &Path, repository: &str) -> Result<Findings> {
     };
     files.sort();
     let mut out = Findings::default();
+    // First every file read, so that a kustomization's patches are known
+    // before the files they name are walked.
+    let mut read: Vec<(String, String, Vec<Value>)> = Vec::new();
     for (path, problem) in files {
         let rel = path
             .strip_prefix(dir)
@@ -124,8 +135,8 @@ pub fn find(dir: &Path, repository: &str) -> Result<Findings> {
                 continue;
             }
         };
-        let docs = match parse(&path, &text) {
-            Ok(d) => d,
+        match parse(&path, &text) {
+            Ok(docs) => read.push((rel, text, docs)),
             Err(reason) if text.contains(repository) => {
                 out.unreadable.push(Skipped {
                     file: rel,
@@ -133,34 +144,198 @@ pub fn find(dir: &Path, repository: &str) -> Result<Findings> {
                         "mentions {repository} but is not YAML that can be read: {reason}"
                     ),
                 });
-                continue;
             }
-            Err(reason) => {
-                out.skipped.push(Skipped { file: rel, reason });
-                continue;
-            }
-        };
-        let mut here = Vec::new();
-        for doc in &docs {
-            objects(doc, &mut |obj| {
-                pod_volumes(obj, repository, &rel, &mut here)
-            });
+            Err(reason) => out.skipped.push(Skipped { file: rel, reason }),
         }
-        // Lines: the n-th occurrence of a reference is on the n-th line holding it.
+    }
+    let names: std::collections::BTreeSet<&str> =
+        read.iter().map(|(rel, _, _)| rel.as_str()).collect();
+    let mut patches = std::collections::BTreeSet::new();
+    for (rel, text, docs) in &read {
+        for doc in docs.iter().filter(|d| is_kustomization(rel, d)) {
+            kustomization(
+                rel,
+                doc,
+                repository,
+                &names,
+                &mut patches,
+                &mut |reason, what| {
+                    out.unverified.push(Unverified {
+                        found: Found {
+                            file: rel.clone(),
+                            line: line_of(text, what, 0),
+                            object: super::mentions::label(doc),
+                            volume: String::new(),
+                            reference: what.to_string(),
+                        },
+                        reason,
+                    })
+                },
+            );
+        }
+    }
+    for (rel, text, docs) in &read {
+        let mut here = Vec::new();
+        let mut unverified = Vec::new();
+        let mut walk = super::mentions::Walk {
+            repository,
+            file: rel,
+            found: &mut here,
+            unverified: &mut unverified,
+        };
+        for doc in docs {
+            walk.document(doc, patches.contains(rel.as_str()));
+        }
+        // Lines: the n-th occurrence of a text is on the n-th line holding it.
         let mut seen: BTreeMap<String, usize> = BTreeMap::new();
-        for f in &mut here {
+        for f in here
+            .iter_mut()
+            .chain(unverified.iter_mut().map(|u| &mut u.found))
+        {
             let n = seen.entry(f.reference.clone()).or_default();
-            f.line = text
-                .lines()
-                .enumerate()
-                .filter(|(_, l)| l.contains(&f.reference))
-                .nth(*n)
-                .map(|(i, _)| i + 1);
+            f.line = line_of(text, &f.reference, *n);
             *n += 1;
         }
         out.found.extend(here);
+        out.unverified.extend(unverified);
     }
     Ok(out)
+}
+
+/// The 1-based line of the `n`-th line holding `what` (its first line,
+/// when it spans several).
+fn line_of(text: &str, what: &str, n: usize) -> Option<usize> {
+    let first = what
+        .lines()
+        .find(|l| !l.trim().is_empty())?
+        .trim()
+        .trim_end_matches(" ...");
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains(first))
+        .nth(n)
+        .or_else(|| text.lines().enumerate().find(|(_, l)| l.contains(first)))
+        .map(|(i, _)| i + 1)
+}
+
+/// Whether `doc` of file `rel` is a kustomization (or a kustomize
+/// Component): kustomize's file names, or its kinds.
+fn is_kustomization(rel: &str, doc: &Value) -> bool {
+    let named = Path::new(rel).file_name().is_some_and(|n| {
+        n == "kustomization.yaml" || n == "kustomization.yml" || n == "Kustomization"
+    });
+    let api = doc
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    match doc.get("kind").and_then(Value::as_str) {
+        Some("Kustomization" | "Component") => api.starts_with("kustomize.config.k8s.io/"),
+        Some(_) => false,
+        None => named && doc.is_mapping(),
+    }
+}
+
+/// `base/../x` -> `x`; `None` when it climbs out of the scanned folder.
+fn normalize(path: &Path) -> Option<String> {
+    let mut parts: Vec<String> = Vec::new();
+    for c in path.components() {
+        match c {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                parts.pop()?;
+            }
+            std::path::Component::Normal(p) => parts.push(p.to_string_lossy().into_owned()),
+            _ => return None,
+        }
+    }
+    Some(parts.join("/"))
+}
+
+/// A kustomization's references to other files: the patch files it names
+/// (added to `patches`, relative to the scanned folder), and what the scan
+/// cannot read (a remote resource, a file or folder outside the scanned
+/// folder, a patch that is not there), each reported with the text that
+/// names it.
+fn kustomization(
+    rel: &str,
+    doc: &Value,
+    repository: &str,
+    names: &std::collections::BTreeSet<&str>,
+    patches: &mut std::collections::BTreeSet<String>,
+    report: &mut dyn FnMut(String, &str),
+) {
+    let here = Path::new(rel).parent().unwrap_or(Path::new(""));
+    let strings = |key: &str| -> Vec<String> {
+        doc.get(key)
+            .and_then(Value::as_sequence)
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|i| match i {
+                        Value::String(s) => Some(s.clone()),
+                        other => other
+                            .get("path")
+                            .and_then(Value::as_str)
+                            .map(str::to_string),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    for key in ["resources", "bases", "components"] {
+        for entry in strings(key) {
+            let remote = entry.contains("://")
+                || entry.starts_with("github.com/")
+                || entry.starts_with("git@")
+                || entry.contains("?ref=");
+            if remote {
+                report(
+                    format!(
+                        "{key} names {entry}, which kustomize fetches from elsewhere: what it holds is \
+                         applied with this folder and may mount an image of {repository} the scan \
+                         cannot read; vendor it into the scanned folder"
+                    ),
+                    &entry,
+                );
+            } else if normalize(&here.join(&entry)).is_none() {
+                report(
+                    format!(
+                        "{key} names {entry}, outside the scanned folder: what it holds is applied with \
+                         this kustomization and may mount an image of {repository} unverified; scan a \
+                         folder that holds it (e.g. the repository's root)"
+                    ),
+                    &entry,
+                );
+            }
+        }
+    }
+    let mut named = strings("patchesJson6902");
+    named.extend(
+        doc.get("patches")
+            .and_then(Value::as_sequence)
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p.get("path").and_then(Value::as_str).map(str::to_string)),
+    );
+    named.extend(
+        strings("patchesStrategicMerge")
+            .into_iter()
+            .filter(|p| !p.contains('\n')),
+    );
+    for entry in named {
+        match normalize(&here.join(&entry)) {
+            Some(p) if names.contains(p.as_str()) => {
+                patches.insert(p);
+            }
+            _ => report(
+                format!(
+                    "the patch {entry} is not a manifest in the scanned folder: it may replace a reference \
+                         to {repository} that the scan verified, and the scan cannot read it"
+                ),
+                &entry,
+            ),
+        }
+    }
 }
 
 /// A manifest's text, or why it cannot be read.
@@ -206,6 +381,7 @@ fn parse(path: &Path, text: &str) -> std::result::Result<Vec<Value>, String> {
 fn is_manifest(path: &Path) -> bool {
     path.extension()
         .is_some_and(|e| e == "yaml" || e == "yml" || e == "json")
+        || path.file_name().is_some_and(|n| n == "Kustomization")
 }
 
 /// The manifests under `dir`, each with the reason it cannot be read (a
@@ -266,72 +442,6 @@ fn collect(
         }
     }
     Ok(())
-}
-
-/// Calls `f` on every object in `doc`, looking inside `kind: List`.
-fn objects(doc: &Value, f: &mut dyn FnMut(&Value)) {
-    if doc.get("kind").and_then(Value::as_str) == Some("List") {
-        if let Some(items) = doc.get("items").and_then(Value::as_sequence) {
-            for item in items {
-                objects(item, f);
-            }
-        }
-    } else if doc.is_mapping() {
-        f(doc);
-    }
-}
-
-fn pod_volumes(obj: &Value, repository: &str, file: &str, out: &mut Vec<Found>) {
-    let Some(kind) = obj.get("kind").and_then(Value::as_str) else {
-        return;
-    };
-    let Some((_, path)) = POD_SPECS.iter().find(|(k, _)| *k == kind) else {
-        return;
-    };
-    let mut spec = obj;
-    for key in *path {
-        match spec.get(key) {
-            Some(v) => spec = v,
-            None => return,
-        }
-    }
-    let meta = obj.get("metadata");
-    let name = meta
-        .and_then(|m| m.get("name"))
-        .and_then(Value::as_str)
-        .unwrap_or("?");
-    let object = match meta
-        .and_then(|m| m.get("namespace"))
-        .and_then(Value::as_str)
-    {
-        Some(ns) => format!("{kind}/{ns}/{name}"),
-        None => format!("{kind}/{name}"),
-    };
-    let Some(volumes) = spec.get("volumes").and_then(Value::as_sequence) else {
-        return;
-    };
-    for v in volumes {
-        let Some(reference) = v
-            .get("image")
-            .and_then(|i| i.get("reference"))
-            .and_then(Value::as_str)
-        else {
-            continue;
-        };
-        if in_repository(reference, repository) {
-            out.push(Found {
-                file: file.to_string(),
-                line: None,
-                object: object.clone(),
-                volume: v
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .unwrap_or("?")
-                    .to_string(),
-                reference: reference.to_string(),
-            });
-        }
-    }
 }
 
 /// One verified row of the scan.
@@ -474,6 +584,15 @@ pub fn verify_all(
             file_differs: file,
         });
     }
+    for u in findings.unverified {
+        errors.push(2);
+        rows.push(Row {
+            found: u.found,
+            status: "error",
+            detail: u.reason,
+            file_differs: None,
+        });
+    }
     for u in findings.unreadable {
         errors.push(2);
         rows.push(Row {
@@ -512,7 +631,11 @@ pub fn scan_and_verify(
     crate::registry::parse_repository(repository)?;
     super::verify::check_path(&base.path)?;
     let findings = find(dir, repository)?;
-    if findings.found.is_empty() && findings.unreadable.is_empty() && !allow_empty {
+    if findings.found.is_empty()
+        && findings.unreadable.is_empty()
+        && findings.unverified.is_empty()
+        && !allow_empty
+    {
         return Err(Error::input(
             format!(
                 "no image-volume reference to {repository} under {}: nothing was verified",

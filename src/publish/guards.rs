@@ -474,7 +474,8 @@ pub fn finish_branch(
         }
     };
     let prefix = prefix_of(&timestamp_tag);
-    let ours = crate::release::channel::parse(prefix, &timestamp_tag).map_or(0, |s| s.ts);
+    let ours =
+        crate::release::channel::parse(prefix, &timestamp_tag).map_or_else(|| 0.into(), |s| s.ts);
     let before: Option<Vec<String>> = seen.listed().map(<[String]>::to_vec);
     // Nothing written: no racing run can have been overwritten by this
     // one, so there is nothing to repair. (Repairing anyway would follow

@@ -1,7 +1,9 @@
 //! Timestamp tags as Flux orders them, and the promotion decision.
 //!
 //! Flux's numerical policy filters tags with `^PREFIX-(?P<ts>[0-9]+)-[0-9a-f]{7}$`,
-//! parses `ts` as a number and takes the highest. On equal numbers it
+//! parses `ts` as a 64-bit float and takes the highest: a tag whose number
+//! does not fit 64 bits is a tag like any other to it, so here too
+//! ([`crate::tag::TagNumber`]). On equal numbers it
 //! serves the alphabetically smallest tag: image-reflector-controller
 //! (v1.0.0 and later) stores a repository's tags sorted descending as text,
 //! and its regex filter keeps, for an equal extracted value, the tag that
@@ -15,13 +17,15 @@ use super::policy::Gate;
 pub use crate::tag::Stamped;
 
 /// Parses `tag` if it is `PREFIX-<digits>-<7 lowercase hex>` for exactly
-/// this prefix (the grammar is [`crate::tag::parse_timestamp_tag`]'s).
+/// this prefix, however many digits (the grammar is
+/// [`crate::tag::parse_timestamp_tag`]'s): every tag Flux's filter matches.
 pub fn parse(prefix: &str, tag: &str) -> Option<Stamped> {
     crate::tag::parse_timestamp_tag(prefix, tag)
 }
 
 /// Flux's order of two timestamp tags: `Greater` when Flux serves `a`
-/// over `b`. The higher time wins; on equal times the alphabetically
+/// over `b`. The higher time wins (as Flux's float compares them); on
+/// equal times the alphabetically
 /// smaller `<sha7>` (for one prefix, the smaller tag) wins. Tags of two
 /// prefixes with the same time and commit compare equal (a channel tag and
 /// its candidate).
@@ -188,7 +192,10 @@ mod tests {
 
     #[test]
     fn parsing_follows_the_flux_filter() {
-        assert_eq!(parse("main", "main-17-abcdef0").map(|s| s.ts), Some(17));
+        assert_eq!(
+            parse("main", "main-17-abcdef0").and_then(|s| s.ts.as_u64()),
+            Some(17)
+        );
         assert!(parse("main", "main-17-abcdef").is_none());
         assert!(parse("main", "main-17-ABCDEF0").is_none());
         assert!(parse("main", "mainx-17-abcdef0").is_none());

@@ -167,6 +167,35 @@ impl Cron {
         }
     }
 
+    /// The latest (hour, minute) of a matching day at or before `until`
+    /// (the whole day when `None`), found from the bits, not by walking
+    /// the day's times.
+    pub fn last_time_until(&self, until: Option<(u32, u32)>) -> Option<(u32, u32)> {
+        let (h, m) = until.unwrap_or((23, 59));
+        let highest = |bits: u64| (bits != 0).then(|| 63 - bits.leading_zeros());
+        if self.hours & (1 << h) != 0
+            && let Some(m) = highest(self.minutes & ((2u64 << m) - 1))
+        {
+            return Some((h, m));
+        }
+        let hour = highest(self.hours & ((1u64 << h) - 1))?;
+        Some((hour, highest(self.minutes)?))
+    }
+
+    /// The earliest (hour, minute) of a matching day at or after `from`
+    /// (the whole day when `None`), found from the bits.
+    pub fn first_time_from(&self, from: Option<(u32, u32)>) -> Option<(u32, u32)> {
+        let (h, m) = from.unwrap_or((0, 0));
+        let lowest = |bits: u64| (bits != 0).then(|| bits.trailing_zeros());
+        if self.hours & (1 << h) != 0
+            && let Some(m) = lowest(self.minutes & !((1u64 << m) - 1))
+        {
+            return Some((h, m));
+        }
+        let hour = lowest(self.hours & !((2u64 << h) - 1))?;
+        Some((hour, lowest(self.minutes)?))
+    }
+
     /// The (hour, minute) pairs of a matching day, in order.
     pub fn times(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
         (0..24u32)

@@ -511,7 +511,7 @@ pub fn repair_target<'a>(
         }
     }
     // Newest first by timestamp, so the usual tip is tried first.
-    descendants.sort_by_key(|d| std::cmp::Reverse(d.stamped.ts));
+    descendants.sort_by_key(|d| std::cmp::Reverse(d.stamped.ts.clone()));
     'candidates: for c in &descendants {
         let Some(crev) = &c.revision else { continue };
         for o in &descendants {
@@ -543,7 +543,7 @@ mod tests {
         Tagged {
             stamped: Stamped {
                 tag: format!("main-{ts}-{}", &rev[..7]),
-                ts,
+                ts: ts.into(),
                 sha7: rev[..7].to_string(),
             },
             revision: Some(rev),

@@ -7,8 +7,10 @@
 //! is decided: a bad window is an error naming it, never a gate silently
 //! left open or shut.
 
+use std::cell::Cell;
+
 use jiff::civil::DateTime;
-use jiff::tz::TimeZone;
+use jiff::tz::{AmbiguousOffset, Offset, TimeZone};
 use jiff::{SignedDuration, Timestamp};
 use serde::Deserialize;
 
@@ -86,7 +88,12 @@ pub struct Policy {
     pub windows: Vec<Window>,
 }
 
-/// Parses a duration such as `8h`, `90m`, `1h30m`, `2d`, `45s`.
+/// The longest a recurring window's opening may last (a year, leap day
+/// included): a gate decision looks back this far at most.
+pub const MAX_DURATION_DAYS: i64 = 366;
+
+/// Parses a duration such as `8h`, `90m`, `1h30m`, `2d`, `45s`, at most
+/// [`MAX_DURATION_DAYS`].
 pub fn parse_duration(text: &str) -> Result<SignedDuration, String> {
     let mut total: i64 = 0;
     let mut digits = String::new();
@@ -125,19 +132,54 @@ pub fn parse_duration(text: &str) -> Result<SignedDuration, String> {
     if total <= 0 {
         return Err(format!("duration {text:?} must be longer than zero"));
     }
+    if total > MAX_DURATION_DAYS * 86_400 {
+        return Err(format!(
+            "duration {text:?} is longer than {MAX_DURATION_DAYS} days, the longest a recurring window \
+             may last; for a longer stretch write a one-shot window (start and end)"
+        ));
+    }
     Ok(SignedDuration::from_secs(total))
 }
 
-fn parse_instant(text: &str, zone: &TimeZone) -> Result<Timestamp, String> {
+/// A one-shot window's instant: RFC 3339, or a wall-clock time in `zone`.
+/// A wall-clock time the clocks skip (a spring-forward gap) is an error
+/// naming the gap: it never happens there, and moving it silently would
+/// move the window.
+fn parse_instant(text: &str, zone: &TimeZone, zone_name: &str) -> Result<Timestamp, String> {
     if let Ok(ts) = text.parse::<Timestamp>() {
         return Ok(ts);
     }
     let dt: DateTime = text.parse().map_err(|_| {
         format!("{text:?} is not a date-time; write 2026-12-20T00:00:00 (in the window's zone) or RFC 3339")
     })?;
-    zone.to_ambiguous_timestamp(dt)
-        .compatible()
-        .map_err(|e| format!("{text:?}: {e}"))
+    let ambiguous = zone.to_ambiguous_timestamp(dt);
+    if let AmbiguousOffset::Gap { before, after } = ambiguous.offset() {
+        // The clocks jump at the first transition after `dt` read with the
+        // offset after the gap.
+        let gap = after
+            .to_timestamp(dt)
+            .ok()
+            .and_then(|t| zone.following(t).next())
+            .map(|t| {
+                (
+                    before.to_datetime(t.timestamp()),
+                    after.to_datetime(t.timestamp()),
+                )
+            });
+        return Err(match gap {
+            Some((from, to)) => format!(
+                "{text:?} does not exist in {zone_name}: on {} the clocks jump from {} to {} \
+                 (a spring-forward gap); write a time before {} or from {} on",
+                from.date(),
+                from.time(),
+                to.time(),
+                from.time(),
+                to.time()
+            ),
+            None => format!("{text:?} does not exist in {zone_name} (the clocks skip it)"),
+        });
+    }
+    ambiguous.compatible().map_err(|e| format!("{text:?}: {e}"))
 }
 
 impl Policy {
@@ -184,8 +226,10 @@ impl Policy {
                     return Err(bad("a duration needs a schedule".into()));
                 }
                 (None, None, Some(s), Some(e)) => {
-                    let start = parse_instant(&s, &zone).map_err(|m| bad(format!("start: {m}")))?;
-                    let end = parse_instant(&e, &zone).map_err(|m| bad(format!("end: {m}")))?;
+                    let start = parse_instant(&s, &zone, &zone_name)
+                        .map_err(|m| bad(format!("start: {m}")))?;
+                    let end = parse_instant(&e, &zone, &zone_name)
+                        .map_err(|m| bad(format!("end: {m}")))?;
                     if end <= start {
                         return Err(bad("end must be after start".into()));
                     }
@@ -215,8 +259,218 @@ impl Policy {
     }
 }
 
+/// How many dates and start times this thread's window evaluations have
+/// looked at: a count of the work a gate decision costs, not a clock, for
+/// tests to hold it flat whatever the schedule.
+pub fn evaluations() -> u64 {
+    EVALUATIONS.with(Cell::get)
+}
+
+thread_local! {
+    static EVALUATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn count() {
+    EVALUATIONS.with(|c| c.set(c.get() + 1));
+}
+
+const NANO: SignedDuration = SignedDuration::from_nanos(1);
+const MINUTE: SignedDuration = SignedDuration::from_mins(1);
+
+/// `dt` rounded up to a whole minute.
+fn ceil_minute(dt: DateTime) -> Option<DateTime> {
+    let floor = dt.date().at(dt.hour(), dt.minute(), 0, 0);
+    if floor == dt {
+        Some(floor)
+    } else {
+        floor.checked_add(MINUTE).ok()
+    }
+}
+
+/// The latest minute in `[lo, hi]` (civil times) that `cron` matches,
+/// walking back one date at a time from `hi`.
+fn last_match(cron: &Cron, lo: DateTime, hi: DateTime) -> Option<DateTime> {
+    let mut date = hi.date();
+    let mut until = Some((hi.hour() as u32, hi.minute() as u32));
+    while date >= lo.date() {
+        count();
+        let weekday = date.weekday().to_sunday_zero_offset() as u32;
+        if cron.matches_date(date.month() as u32, date.day() as u32, weekday)
+            && let Some((h, m)) = cron.last_time_until(until)
+        {
+            let dt = date.at(h as i8, m as i8, 0, 0);
+            return (dt >= lo).then_some(dt);
+        }
+        date = date.yesterday().ok()?;
+        until = None;
+    }
+    None
+}
+
+/// The earliest minute in `[lo, hi]` (civil times, `lo` a whole minute)
+/// that `cron` matches, walking forward one date at a time from `lo`.
+fn first_match(cron: &Cron, lo: DateTime, hi: DateTime) -> Option<DateTime> {
+    let mut date = lo.date();
+    let mut from = Some((lo.hour() as u32, lo.minute() as u32));
+    while date <= hi.date() {
+        count();
+        let weekday = date.weekday().to_sunday_zero_offset() as u32;
+        if cron.matches_date(date.month() as u32, date.day() as u32, weekday)
+            && let Some((h, m)) = cron.first_time_from(from)
+        {
+            let dt = date.at(h as i8, m as i8, 0, 0);
+            return (dt <= hi).then_some(dt);
+        }
+        date = date.tomorrow().ok()?;
+        from = None;
+    }
+    None
+}
+
+/// A stretch of time with one UTC offset: the instants `[start, end)`,
+/// the offset in it and the offset before `start`.
+struct Segment {
+    start: Option<Timestamp>,
+    end: Option<Timestamp>,
+    offset: Offset,
+    before: Offset,
+}
+
 impl Window {
-    /// The active intervals `[start, end)` that overlap `[from, to)`.
+    /// The stretch of one offset that holds `at`.
+    fn segment(&self, at: Timestamp) -> Segment {
+        let offset = self.zone.to_offset(at);
+        // The latest transition at or before `at`, the first after it.
+        let start = at
+            .checked_add(SignedDuration::from_secs(1))
+            .ok()
+            .and_then(|t| self.zone.preceding(t).find(|t| t.timestamp() <= at))
+            .map(|t| t.timestamp());
+        let before = start
+            .and_then(|s| s.checked_sub(NANO).ok())
+            .map_or(offset, |s| self.zone.to_offset(s));
+        let end = self
+            .zone
+            .following(at)
+            .find(|t| t.timestamp() > at)
+            .map(|t| t.timestamp());
+        Segment {
+            start,
+            end,
+            offset,
+            before,
+        }
+    }
+
+    /// The latest start in `[lo, hi]` of a recurring window. A schedule's
+    /// wall-clock minute `c` starts at `c - offset`; in a fold it starts
+    /// at its first instance, in a spring-forward gap at `c - offset
+    /// before the gap` (as late as the gap is long). Walks back one stretch
+    /// of one offset at a time and, inside it, one date at a time: the cost
+    /// is bounded by the days in `[lo, hi]`, whatever the schedule.
+    fn latest_start(&self, cron: &Cron, lo: Timestamp, hi: Timestamp) -> Option<Timestamp> {
+        let mut hi = hi;
+        while lo <= hi {
+            let seg = self.segment(hi);
+            let from = seg.start.map_or(lo, |s| s.max(lo));
+            let mut best = None;
+            // The stretch's own minutes; in a fold the repeated ones belong
+            // to the stretch before.
+            let mut civil_lo = ceil_minute(seg.offset.to_datetime(from))?;
+            if let Some(s) = seg.start
+                && seg.before > seg.offset
+            {
+                civil_lo = civil_lo.max(ceil_minute(seg.before.to_datetime(s))?);
+            }
+            if let Some(c) = last_match(cron, civil_lo, seg.offset.to_datetime(hi)) {
+                count();
+                best = seg.offset.to_timestamp(c).ok();
+            }
+            // The minutes skipped by a spring-forward gap at the stretch's start.
+            if let Some(s) = seg.start
+                && seg.before < seg.offset
+                && let Some(gap_end) = seg.offset.to_datetime(s).checked_sub(NANO).ok()
+            {
+                let g_lo = ceil_minute(seg.before.to_datetime(from))?;
+                let g_hi = gap_end.min(seg.before.to_datetime(hi));
+                if let Some(c) = last_match(cron, g_lo, g_hi) {
+                    count();
+                    best = best.max(seg.before.to_timestamp(c).ok());
+                }
+            }
+            if best.is_some() {
+                return best;
+            }
+            hi = seg.start?.checked_sub(NANO).ok()?;
+        }
+        None
+    }
+
+    /// The earliest start in `[lo, hi]` of a recurring window (see
+    /// [`Window::latest_start`]), walking forward.
+    fn earliest_start(&self, cron: &Cron, lo: Timestamp, hi: Timestamp) -> Option<Timestamp> {
+        let mut lo = lo;
+        while lo <= hi {
+            let seg = self.segment(lo);
+            let to = match seg.end.and_then(|e| e.checked_sub(NANO).ok()) {
+                Some(e) => e.min(hi),
+                None => hi,
+            };
+            let mut best: Option<Timestamp> = None;
+            let mut civil_lo = ceil_minute(seg.offset.to_datetime(lo))?;
+            if let Some(s) = seg.start
+                && seg.before > seg.offset
+            {
+                civil_lo = civil_lo.max(ceil_minute(seg.before.to_datetime(s))?);
+            }
+            if let Some(c) = first_match(cron, civil_lo, seg.offset.to_datetime(to)) {
+                count();
+                best = seg.offset.to_timestamp(c).ok();
+            }
+            if let Some(s) = seg.start
+                && seg.before < seg.offset
+                && let Some(gap_end) = seg.offset.to_datetime(s).checked_sub(NANO).ok()
+            {
+                let g_lo = ceil_minute(seg.before.to_datetime(lo))?;
+                let g_hi = gap_end.min(seg.before.to_datetime(to));
+                if let Some(c) = first_match(cron, g_lo, g_hi) {
+                    count();
+                    let t = seg.before.to_timestamp(c).ok();
+                    best = match (best, t) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
+                }
+            }
+            if best.is_some() {
+                return best;
+            }
+            lo = seg.end?;
+        }
+        None
+    }
+
+    /// The start of the opening that holds `now`, if the window is active:
+    /// for a recurring window the latest start at or before `now`, which
+    /// covers `now` if any start does (every opening lasts as long).
+    fn covering(&self, now: Timestamp) -> Option<(Timestamp, Timestamp)> {
+        match &self.timing {
+            Timing::OneShot { start, end } => {
+                (*start <= now && now < *end).then_some((*start, *end))
+            }
+            Timing::Recurring { cron, duration } => {
+                let lo = now
+                    .checked_sub(*duration)
+                    .and_then(|t| t.checked_add(NANO))
+                    .unwrap_or(Timestamp::MIN);
+                let s = self.latest_start(cron, lo, now)?;
+                Some((s, s.checked_add(*duration).unwrap_or(Timestamp::MAX)))
+            }
+        }
+    }
+
+    /// The active intervals `[start, end)` that overlap `[from, to)`, one
+    /// per opening (a recurring window's openings may overlap).
     pub fn intervals(&self, from: Timestamp, to: Timestamp) -> Vec<(Timestamp, Timestamp)> {
         match &self.timing {
             Timing::OneShot { start, end } => {
@@ -227,51 +481,63 @@ impl Window {
                 }
             }
             Timing::Recurring { cron, duration } => {
-                let mut out: Vec<(Timestamp, Timestamp)> = Vec::new();
-                let Ok(earliest) = from.checked_sub(*duration) else {
+                let mut out = Vec::new();
+                let (Ok(mut lo), Ok(hi)) = (
+                    from.checked_sub(*duration)
+                        .and_then(|t| t.checked_add(NANO)),
+                    to.checked_sub(NANO),
+                ) else {
                     return out;
                 };
-                // Walk the local dates that can hold a start in [from - duration, to).
-                let mut date = self.zone.to_datetime(earliest).date();
-                let Ok(last) = self.zone.to_datetime(to).date().tomorrow() else {
-                    return out;
-                };
-                while date <= last {
-                    let weekday = date.weekday().to_sunday_zero_offset() as u32;
-                    if cron.matches_date(date.month() as u32, date.day() as u32, weekday) {
-                        for (h, m) in cron.times() {
-                            let dt = date.at(h as i8, m as i8, 0, 0);
-                            // A time in a spring-forward gap starts when the clocks jump
-                            // ahead by the gap; a repeated time starts at its first instance.
-                            let Ok(start) = self.zone.to_ambiguous_timestamp(dt).compatible()
-                            else {
-                                continue;
-                            };
-                            let Ok(end) = start.checked_add(*duration) else {
-                                continue;
-                            };
-                            if start < to && end > from && !out.contains(&(start, end)) {
-                                out.push((start, end));
-                            }
-                        }
-                    }
-                    let Ok(next) = date.tomorrow() else { break };
-                    date = next;
+                while let Some(s) = self.earliest_start(cron, lo, hi) {
+                    out.push((s, s.checked_add(*duration).unwrap_or(Timestamp::MAX)));
+                    let Ok(next) = s.checked_add(NANO) else { break };
+                    lo = next;
                 }
-                out.sort();
                 out
             }
         }
     }
 
+    /// The stretches `[start, end)` when the window is active, overlapping
+    /// openings merged, over `[from, to)`. The cost grows with the number of
+    /// stretches, not with the openings inside one: within a stretch only
+    /// the latest opening that starts before its current end matters.
+    pub fn active(&self, from: Timestamp, to: Timestamp) -> Vec<(Timestamp, Timestamp)> {
+        let Timing::Recurring { cron, duration } = &self.timing else {
+            return self.intervals(from, to);
+        };
+        let mut out = Vec::new();
+        let Ok(last) = to.checked_sub(NANO) else {
+            return out;
+        };
+        let mut next = self
+            .covering(from)
+            .map(|(s, _)| s)
+            .or_else(|| self.earliest_start(cron, from, last));
+        while let Some(start) = next {
+            if start >= to {
+                break;
+            }
+            let mut end = start.checked_add(*duration).unwrap_or(Timestamp::MAX);
+            while end < to {
+                match self.covering(end) {
+                    Some((_, e)) if e > end => end = e,
+                    _ => break,
+                }
+            }
+            out.push((start, end));
+            if end >= to {
+                break;
+            }
+            next = self.earliest_start(cron, end, last);
+        }
+        out
+    }
+
     /// Whether the window is active at `now`.
     pub fn is_active(&self, now: Timestamp) -> bool {
-        let Ok(next) = now.checked_add(SignedDuration::from_secs(1)) else {
-            return false;
-        };
-        self.intervals(now, next)
-            .iter()
-            .any(|(s, e)| *s <= now && now < *e)
+        self.covering(now).is_some()
     }
 }
 
@@ -344,26 +610,44 @@ impl Policy {
     }
 
     /// The gate's periods over `[from, from + horizon)`, merged where the
-    /// state does not change.
+    /// state does not change: each window's active stretches
+    /// ([`Window::active`]) cut the horizon, and each piece's state is the
+    /// gate's rule over the windows active in it.
     pub fn calendar(&self, from: Timestamp, horizon: SignedDuration) -> Vec<Period> {
         let Ok(to) = from.checked_add(horizon) else {
             return vec![];
         };
+        let active: Vec<Vec<(Timestamp, Timestamp)>> =
+            self.windows.iter().map(|w| w.active(from, to)).collect();
         let mut cuts = vec![from, to];
-        for w in &self.windows {
-            for (s, e) in w.intervals(from, to) {
-                for t in [s, e] {
-                    if t > from && t < to {
-                        cuts.push(t);
-                    }
+        for (s, e) in active.iter().flatten() {
+            for t in [*s, *e] {
+                if t > from && t < to {
+                    cuts.push(t);
                 }
             }
         }
         cuts.sort();
         cuts.dedup();
+        let has_allow = self.windows.iter().any(|w| w.kind == Kind::Allow);
         let mut periods: Vec<Period> = Vec::new();
         for pair in cuts.windows(2) {
-            let open = self.gate(pair[0]).open;
+            let at = pair[0];
+            let on = |k: Kind| {
+                self.windows.iter().zip(&active).any(|(w, stretches)| {
+                    w.kind == k && {
+                        // The stretches are sorted and disjoint: the last one
+                        // starting at or before `at` is the only candidate.
+                        let i = stretches.partition_point(|(s, _)| *s <= at);
+                        i > 0 && at < stretches[i - 1].1
+                    }
+                })
+            };
+            let open = if on(Kind::Deny) {
+                false
+            } else {
+                on(Kind::Allow) || !has_allow
+            };
             match periods.last_mut() {
                 Some(p) if p.open == open => p.end = pair[1],
                 _ => periods.push(Period {
@@ -387,5 +671,250 @@ impl Policy {
         let next_open = cal.iter().skip(1).find(|p| p.open).map(|p| p.start);
         let next_close = cal.iter().skip(1).find(|p| !p.open).map(|p| p.start);
         (next_open, next_close)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn recurring(schedule: &str, duration: &str, zone: &str) -> Policy {
+        Policy::from_yaml(&format!(
+            "windows:\n  - kind: allow\n    schedule: \"{schedule}\"\n    duration: {duration}\n    timeZone: {zone}\n"
+        ))
+        .unwrap()
+    }
+
+    /// The oracle: every wall-clock minute of `[from - duration - 2 days,
+    /// to + 2 days]` that the schedule matches, turned into an instant as
+    /// jiff's `compatible` does (the first instance in a fold, later by the
+    /// gap in a gap), one by one.
+    fn brute_starts(w: &Window, from: Timestamp, to: Timestamp) -> Vec<Timestamp> {
+        let Timing::Recurring { cron, duration } = &w.timing else {
+            unreachable!()
+        };
+        let day = SignedDuration::from_hours(48);
+        let mut dt = w.zone.to_datetime(from - *duration - day);
+        dt = dt.date().at(dt.hour(), dt.minute(), 0, 0);
+        let end = w.zone.to_datetime(to + day);
+        let times: std::collections::BTreeSet<(u32, u32)> = cron.times().collect();
+        let mut out = Vec::new();
+        while dt <= end {
+            let d = dt.date();
+            let weekday = d.weekday().to_sunday_zero_offset() as u32;
+            if cron.matches_date(d.month() as u32, d.day() as u32, weekday)
+                && times.contains(&(dt.hour() as u32, dt.minute() as u32))
+            {
+                out.push(w.zone.to_ambiguous_timestamp(dt).compatible().unwrap());
+            }
+            dt = dt.checked_add(MINUTE).unwrap();
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// Whether some start lies in `(at - duration, at]` (sorted starts).
+    fn brute_active(starts: &[Timestamp], duration: SignedDuration, at: Timestamp) -> bool {
+        let after = starts.partition_point(|s| *s <= at - duration);
+        let until = starts.partition_point(|s| *s <= at);
+        after < until
+    }
+
+    #[test]
+    fn the_gate_and_calendar_agree_with_every_start_counted_one_by_one() {
+        // Schedules dense and sparse, durations shorter and longer than the
+        // gaps between starts, zones with spring-forward gaps and folds of
+        // an hour and of half an hour, around their changes.
+        let schedules = [
+            "* * * * *",
+            "*/7 * * * *",
+            "30 2 * * *",
+            "0,30 1-3 * * *",
+            "15 2 * * 0",
+            "0 9 * * 1-5",
+            "59 23 28-31 * *",
+        ];
+        let durations = ["1m", "5m", "45m", "1h", "90m", "1d", "3d"];
+        let places = [
+            ("Europe/Amsterdam", "2026-03-29T01:00:00Z"),
+            ("Europe/Amsterdam", "2026-10-25T01:00:00Z"),
+            ("America/New_York", "2026-03-08T07:00:00Z"),
+            ("America/New_York", "2026-11-01T06:00:00Z"),
+            ("Australia/Lord_Howe", "2026-04-04T15:00:00Z"),
+            ("Australia/Lord_Howe", "2026-10-03T15:30:00Z"),
+            ("UTC", "2026-02-28T23:00:00Z"),
+        ];
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        for schedule in schedules {
+            for duration in durations {
+                for (zone, change) in places {
+                    let p = recurring(schedule, duration, zone);
+                    let w = &p.windows[0];
+                    let d = parse_duration(duration).unwrap();
+                    let from = t(change) - SignedDuration::from_hours(30);
+                    let to = t(change) + SignedDuration::from_hours(30);
+                    let starts = brute_starts(w, from, to);
+                    // The gate at instants on and off the minute.
+                    for _ in 0..100 {
+                        let at = from + SignedDuration::from_secs(next(60 * 3600) as i64);
+                        for at in [
+                            at,
+                            at.checked_sub(SignedDuration::from_secs(at.as_second() % 60))
+                                .unwrap(),
+                        ] {
+                            assert_eq!(
+                                p.gate(at).open,
+                                brute_active(&starts, d, at),
+                                "{schedule:?} for {duration} in {zone} at {at}"
+                            );
+                        }
+                    }
+                    // Every opening overlapping the range, one per start.
+                    let want: Vec<(Timestamp, Timestamp)> = starts
+                        .iter()
+                        .filter(|s| **s < to && **s + d > from)
+                        .map(|s| (*s, *s + d))
+                        .collect();
+                    assert_eq!(
+                        w.intervals(from, to),
+                        want,
+                        "{schedule:?} {duration} {zone}"
+                    );
+                    // The calendar: open exactly where some opening holds.
+                    let cal = p.calendar(from, to.duration_since(from));
+                    assert_eq!(cal.first().map(|p| p.start), Some(from));
+                    assert_eq!(cal.last().map(|p| p.end), Some(to));
+                    for pair in cal.windows(2) {
+                        assert_eq!(pair[0].end, pair[1].start);
+                        assert_ne!(pair[0].open, pair[1].open, "merged: {cal:?}");
+                    }
+                    for period in &cal {
+                        for at in [period.start, period.end - NANO] {
+                            assert_eq!(
+                                period.open,
+                                brute_active(&starts, d, at),
+                                "{schedule:?} for {duration} in {zone}: {period:?} at {at}"
+                            );
+                        }
+                        // No opening starts or ends strictly inside a period
+                        // in a way that changes the state.
+                        for s in &starts {
+                            for edge in [*s, *s + d] {
+                                if period.start < edge && edge < period.end {
+                                    assert_eq!(
+                                        brute_active(&starts, d, edge),
+                                        period.open,
+                                        "{schedule:?} {duration} {zone}: {period:?} changes at {edge}"
+                                    );
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_gate_decision_costs_the_same_whatever_the_schedule() {
+        // The schedule that made a decision quadratic (a start every
+        // minute, openings of days), the longest duration allowed, one
+        // that never matches (every date looked at) and office hours. The
+        // count is of dates and start times looked at, not of time.
+        let now = t("2026-12-01T10:00:30Z");
+        let horizon = SignedDuration::from_hours(24 * 14);
+        for (schedule, duration) in [
+            ("* * * * *", "30d"),
+            ("* * * * *", "366d"),
+            ("0 0 30 2 *", "366d"),
+            ("0 9 * * 1-5", "8h"),
+        ] {
+            for zone in ["UTC", "Europe/Amsterdam"] {
+                let p = recurring(schedule, duration, zone);
+                let before = evaluations();
+                let gate = p.gate(now);
+                let gate_cost = evaluations() - before;
+                assert!(
+                    gate_cost <= 2 * (MAX_DURATION_DAYS as u64 + 2),
+                    "{schedule:?} for {duration} in {zone}: the gate looked at {gate_cost}"
+                );
+                // Tuesday 10:00 UTC: inside office hours in both zones.
+                assert_eq!(gate.open, schedule != "0 0 30 2 *");
+                let before = evaluations();
+                p.calendar(now, horizon);
+                let calendar_cost = evaluations() - before;
+                assert!(
+                    calendar_cost <= 4 * (MAX_DURATION_DAYS as u64 + 16),
+                    "{schedule:?} for {duration} in {zone}: the calendar looked at {calendar_cost}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn durations_longer_than_a_year_are_refused_by_name() {
+        assert_eq!(
+            parse_duration("366d").unwrap(),
+            SignedDuration::from_hours(366 * 24)
+        );
+        for long in ["367d", "99999999999999d", "8785h"] {
+            let err = parse_duration(long).unwrap_err();
+            assert!(
+                err.contains(&format!("duration {long:?} is longer than 366 days")),
+                "{err}"
+            );
+            assert!(err.contains("one-shot window"), "{err}");
+        }
+        let err = Policy::from_yaml(
+            "windows:\n  - kind: allow\n    description: forever\n    schedule: \"0 9 * * *\"\n    duration: 99999999999999d\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("window 1 (\"forever\")"), "{err}");
+        assert!(err.contains("longer than 366 days"), "{err}");
+    }
+
+    #[test]
+    fn a_one_shot_time_in_a_spring_forward_gap_names_the_gap() {
+        for (zone, start, end, says) in [
+            (
+                "Europe/Amsterdam",
+                "2026-03-29T02:30:00",
+                "2026-03-29T03:00:00",
+                "\"2026-03-29T02:30:00\" does not exist in Europe/Amsterdam: on 2026-03-29 the clocks jump from 02:00:00 to 03:00:00 (a spring-forward gap)",
+            ),
+            (
+                "America/New_York",
+                "2026-03-08T01:00:00",
+                "2026-03-08T02:15:00",
+                "end: \"2026-03-08T02:15:00\" does not exist in America/New_York: on 2026-03-08 the clocks jump from 02:00:00 to 03:00:00",
+            ),
+        ] {
+            let err = Policy::from_yaml(&format!(
+                "windows:\n  - kind: deny\n    start: \"{start}\"\n    end: \"{end}\"\n    timeZone: {zone}\n"
+            ))
+            .unwrap_err()
+            .to_string();
+            assert!(err.contains(says), "{err}");
+            assert!(!err.contains("end must be after start"), "{err}");
+        }
+        // A repeated time (a fold) exists: its first instance.
+        let p = Policy::from_yaml(
+            "windows:\n  - kind: deny\n    start: \"2026-10-25T02:30:00\"\n    end: \"2026-10-25T04:00:00\"\n    timeZone: Europe/Amsterdam\n",
+        )
+        .unwrap();
+        assert!(p.windows[0].is_active(t("2026-10-25T00:30:00Z")));
+        assert!(!p.windows[0].is_active(t("2026-10-25T00:29:59Z")));
     }
 }
