@@ -29,19 +29,47 @@
 #   printed. Reports only; the request-count test (tests/requests.rs) is
 #   what fails when a count grows.
 #
+# scripts/bench-push.sh --peers [ROUNDS]
+#   settings-image push beside the Go tools people push artifacts with
+#   (tests/go/oci, on PATH through scripts/deps.sh), against the same
+#   loopback registry, directly and then behind the LATENCY_MS (default
+#   50) ms proxy. Each round changes one file of the 50-file folder (a
+#   plain folder: no provenance, as the peers attach none), then each peer,
+#   in an order that rotates round by round, pushes it into a new
+#   repository (first push) and again, unchanged (re-push):
+#     ours          settings-image push --tag latest
+#     oras          oras push of the folder: oras makes the tar+gzip layer
+#                   itself; its default manifest (image spec 1.1: the empty
+#                   config, artifactType application/vnd.unknown.artifact.v1)
+#     crane-append  tar+gzip of the folder (GNU tar sorted, mtime 0, owner
+#                   0, gzip -n), then crane append --oci-empty-base of it
+#     crane-push    settings-image build into a new OCI layout, then crane
+#                   push of it (the bytes ours pushes, crane's transport)
+#   Wall time medians, requests per push after authentication (the last
+#   round's), and the ratios peer / ours. Then whether each peer is byte
+#   reproducible: the unchanged folder pushed twice into two new
+#   repositories, every file's mtime moved and the clock in another second
+#   in between (as a checkout on another runner), same manifest digest?
+#
 # Default ROUNDS: 5; medians are reported. BENCH_BIN=PATH times
 # that binary instead of building target/release/settings-image.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 latency=""
+peers=""
 if [ "${1:-}" = "--latency" ]; then
+  latency="${LATENCY_MS:-50}"
+  shift
+elif [ "${1:-}" = "--peers" ]; then
+  peers=1
   latency="${LATENCY_MS:-50}"
   shift
 fi
 rounds="${1:-5}"
 
-need=(docker-registry python3 git)
+need=(docker-registry python3 git curl)
 [ -n "$latency" ] || need+=(buildah umoci skopeo)
+[ -z "$peers" ] || need+=(oras crane tar gzip)
 for t in "${need[@]}"; do
   command -v "$t" >/dev/null || { echo "bench-push: $t is missing: run scripts/deps.sh" >&2; exit 1; }
 done
@@ -69,7 +97,7 @@ stop() {
 cleanup() {
   set +e
   for p in "${pids[@]}"; do stop "$p"; done
-  if [ -z "$latency" ]; then
+  if [ -z "$latency" ] && [ -z "$peers" ]; then
     # buildah's vfs storage holds root-owned layers; remove it through buildah.
     buildah --root "$work/bstore" --runroot "$work/brun" --storage-driver vfs rmi -a -f >/dev/null 2>&1
   fi
@@ -194,6 +222,93 @@ EOF
   pids+=($!)
   wait_port "$pport"
   via="127.0.0.1:$pport"
+fi
+
+if [ -n "$peers" ]; then
+  src="$work/settings"
+  make_folder "$src"
+  names=(ours oras crane-append crane-push)
+  # Pushes the folder as peer $1 to $2 (HOST/NAME), tag latest.
+  push_as() {
+    case "$1" in
+      ours) "$bin" push --path "$src" --repository "$2" --tag latest ;;
+      oras) (cd "$work" && oras push --plain-http "$2:latest" settings) ;;
+      crane-append)
+        tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$src" -cf - . | gzip -n > "$work/layer.tar.gz"
+        crane append --insecure --oci-empty-base -f "$work/layer.tar.gz" -t "$2:latest"
+        ;;
+      crane-push)
+        rm -rf "$work/layout"
+        "$bin" build --path "$src" --output "$work/layout" --tag latest
+        crane push --insecure "$work/layout" "$2:latest"
+        ;;
+    esac
+  }
+  # One push: wall time (ns) into $took, requests into $asked.
+  timed() {
+    local before s
+    before=$(log_lines)
+    s=$(now)
+    push_as "$1" "$2" >/dev/null 2> "$work/push.err" ||
+      { echo "bench-push: $1 push to $2 failed:" >&2; cat "$work/push.err" >&2; exit 1; }
+    took=$(($(now) - s))
+    asked=$(requests_since "$before")
+  }
+  digest_at() {
+    curl -fsSI -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
+      -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
+      "http://$host/v2/$1/manifests/latest" | tr -d '\r' | sed -n 's/^[Dd]ocker-[Cc]ontent-[Dd]igest: //p'
+  }
+  declare -A first re nfirst nre
+  for via_name in direct latency; do
+    h="$host"
+    [ "$via_name" = latency ] && h="$via"
+    for r in $(seq 1 "$rounds"); do
+      echo "round $r $via_name: changed" > "$src/setting-01.yaml"
+      n=${#names[@]}
+      for k in $(seq 0 $((n - 1))); do
+        peer=${names[$(((k + r) % n))]}
+        repo="$h/bench/$peer-$via_name-r$r"
+        timed "$peer" "$repo"
+        first[$via_name.$peer]+="$took "
+        nfirst[$via_name.$peer]="$asked"
+        timed "$peer" "$repo"
+        re[$via_name.$peer]+="$took "
+        nre[$via_name.$peer]="$asked"
+      done
+    done
+  done
+  echo "push peers: 50 files, $rounds rounds each, peers in rotating order; medians (requests after authentication); $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "  ours: $bin; oras $(oras version | sed -n 's/^Version: *//p'), crane $(crane version)"
+  for via_name in direct latency; do
+    [ "$via_name" = direct ] && echo "  direct (loopback)" || echo "  behind ${latency} ms per request"
+    for peer in "${names[@]}"; do
+      # shellcheck disable=SC2086 # lists of numbers
+      mf=$(median ${first[$via_name.$peer]}) && mr=$(median ${re[$via_name.$peer]})
+      eval "m_f_${via_name}_${peer//-/_}=$mf m_r_${via_name}_${peer//-/_}=$mr"
+      eval "of=\$m_f_${via_name}_ours or=\$m_r_${via_name}_ours"
+      # shellcheck disable=SC2154 # set by eval
+      printf '    %-13s first push %8s ms (%2s requests, %5sx ours)   re-push %8s ms (%2s requests, %5sx ours)\n' \
+        "$peer" "$(ms "$mf")" "${nfirst[$via_name.$peer]}" "$(ratio "$mf" "$of")" \
+        "$(ms "$mr")" "${nre[$via_name.$peer]}" "$(ratio "$mr" "$or")"
+    done
+  done
+  echo "  byte reproducible (the same folder pushed twice, mtimes moved, another second):"
+  for peer in "${names[@]}"; do
+    push_as "$peer" "$host/bench/repro-$peer-a" >/dev/null 2>&1
+    a=$(digest_at "bench/repro-$peer-a")
+    t=$(date +%s)
+    find "$src" -type f -exec touch -d "@$((t + 3600))" {} +
+    while [ "$(date +%s)" = "$t" ]; do sleep 0.05; done
+    push_as "$peer" "$host/bench/repro-$peer-b" >/dev/null 2>&1
+    b=$(digest_at "bench/repro-$peer-b")
+    [ -n "$a" ] && [ -n "$b" ] || { echo "bench-push: no digest for $peer ($a, $b)" >&2; exit 1; }
+    printf '    %-13s %s  (%s, %s)\n' "$peer" "$([ "$a" = "$b" ] && echo yes || echo no)" "${a:7:12}" "${b:7:12}"
+  done
+  exit 0
+fi
+
+if [ -n "$latency" ]; then
 
   src="$work/git"
   mkdir -p "$src/configs/shop"

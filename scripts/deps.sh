@@ -38,6 +38,7 @@ commands=(
   time           # GNU time: a peak resident set in tests/verify.rs
   go flock ip date # scripts/flux.sh builds and runs Flux's controllers (tests/flux_observed.rs)
   strace
+  oras crane referrers-registry # tests/go/oci, built below (tests/oci_peers.rs, scripts/bench-push.sh)
 )
 
 missing=()
@@ -104,6 +105,25 @@ if ! go version | grep -Eq 'go1\.(2[6-9]|[3-9][0-9])'; then
   echo "scripts/deps.sh: $(go version) is too old: Flux's controllers need Go 1.26 or later" >&2
   exit 1
 fi
+
+# oras, crane and referrers-registry (go-containerregistry's registry with
+# its referrers API on), pinned by tests/go/oci/go.mod and go.sum: built
+# once into the cache by scripts/go-tools.sh (about a minute the first
+# time), then linked into /usr/local/bin as root. Not root: put the
+# printed folder on PATH instead.
+oci=$(bash "$(dirname "$0")/go-tools.sh" build "$(dirname "$0")/../tests/go/oci")
+for t in oras crane referrers-registry; do
+  [ "$(readlink -f "$(command -v "$t" || true)")" = "$(readlink -f "$oci/bin/$t")" ] && continue
+  if [ "$(id -u)" != 0 ]; then
+    echo "scripts/deps.sh: $t is not the pinned build on PATH and not root: export PATH=\"$oci/bin:\$PATH\"" >&2
+    exit 1
+  fi
+  if [ -e "/usr/local/bin/$t" ] && [ ! -L "/usr/local/bin/$t" ]; then
+    echo "scripts/deps.sh: /usr/local/bin/$t is not ours (not a link); remove it or put $oci/bin first on PATH" >&2
+    exit 1
+  fi
+  ln -sfn "$oci/bin/$t" "/usr/local/bin/$t"
+done
 
 # The test command's runner and linter: cargo-nextest runs the suite
 # (installed from crates.io when a machine lacks it: a few minutes, once),

@@ -42,48 +42,29 @@ CONTROLLERS=(source-controller image-reflector-controller image-automation-contr
 
 die() { echo "scripts/flux.sh: $*" >&2; exit 1; }
 
-cache_dir() {
-  command -v go >/dev/null || die "go is missing: install Go 1.26 (the controllers are built from tests/go/flux/go.mod)"
-  local key
-  key=$( { cat "$MODULE/go.mod" "$MODULE/go.sum"; go version; } | sha256sum | cut -c1-16)
-  echo "${SETTINGS_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/settings-image}/go/flux-$key"
+# The build itself is scripts/go-tools.sh's (one cache folder per module
+# and key, under a lock); this adds the controllers' CRDs and versions.
+# shellcheck source=go-tools.sh
+. "$HERE/go-tools.sh"
+
+flux_finish() {
+  local tmp=$1 c mod dir
+  mkdir -p "$tmp/crd"
+  : > "$tmp/versions"
+  for c in "${CONTROLLERS[@]}"; do
+    [ -x "$tmp/bin/$c" ] || die "the build made no $c"
+    mod="github.com/fluxcd/$c"
+    dir=$(cd "$MODULE" && GOFLAGS=-mod=readonly go list -m -f '{{.Dir}} {{.Version}}' "$mod")
+    echo "$c ${dir##* }" >> "$tmp/versions"
+    cp "${dir% *}"/config/crd/bases/*.yaml "$tmp/crd/"
+  done
+  chmod -R u+w "$tmp/crd"
 }
 
-# Builds the controllers and copies their CRDs into the cache, once per key.
-# Concurrent callers wait on one lock; the folder appears whole (rename).
+# Builds the controllers and copies their CRDs into the cache, once per key
+# (the first time about 5 minutes on 2 cores).
 build() {
-  local out lock tmp c mod dir
-  out=$(cache_dir)
-  if [ -f "$out/done" ]; then echo "$out"; return; fi
-  mkdir -p "$(dirname "$out")"
-  lock="$out.lock"
-  exec 9>"$lock"
-  flock 9
-  if [ ! -f "$out/done" ]; then
-    echo "scripts/flux.sh: building Flux's controllers into $out (once; about 5 minutes on 2 cores)" >&2
-    tmp="$out.tmp.$$"
-    rm -rf "$tmp"
-    mkdir -p "$tmp/bin" "$tmp/crd"
-    local t0=$SECONDS
-    (cd "$MODULE" && GOFLAGS=-mod=readonly GOTOOLCHAIN=local \
-      go build -trimpath -ldflags='-s -w' -o "$tmp/bin/" tool) \
-      || { rm -rf "$tmp"; die "go build of tests/go/flux failed (above)"; }
-    for c in "${CONTROLLERS[@]}"; do
-      [ -x "$tmp/bin/$c" ] || { rm -rf "$tmp"; die "the build made no $c"; }
-      mod="github.com/fluxcd/$c"
-      dir=$(cd "$MODULE" && GOFLAGS=-mod=readonly go list -m -f '{{.Dir}} {{.Version}}' "$mod")
-      echo "$c ${dir##* }" >> "$tmp/versions"
-      cp "${dir% *}"/config/crd/bases/*.yaml "$tmp/crd/"
-    done
-    chmod -R u+w "$tmp/crd"
-    echo "$((SECONDS - t0))" > "$tmp/build-seconds"
-    touch "$tmp/done"
-    rm -rf "$out"
-    mv "$tmp" "$out"
-    echo "scripts/flux.sh: built in $(cat "$out/build-seconds") s" >&2
-  fi
-  exec 9>&-
-  echo "$out"
+  go_tools_build "$MODULE" flux_finish
 }
 
 kube_dir() {

@@ -26,6 +26,8 @@ use crate::release::policy::{Period, Policy};
 
 /// The `artifactType` (and layer media type) of a promotion record.
 pub const ARTIFACT_TYPE: &str = "application/vnd.settings-image.promotion.v1+json";
+/// The record's file name on its layer (`oras pull` saves it so).
+pub const FILE_NAME: &str = "promotion.json";
 /// The annotation on the record naming the channel tag it wrote.
 pub const ANNOTATION_CHANNEL_TAG: &str = "dev.settings-image.promotion.tag";
 /// How far ahead `--explain` looks for the next open and close.
@@ -454,6 +456,7 @@ pub fn artifact(record: &Record) -> Result<Artifact> {
             (ANNOTATION_CREATED.to_string(), record.at.clone()),
             (ANNOTATION_CHANNEL_TAG.to_string(), record.tag.clone()),
         ]),
+        title: Some(FILE_NAME.to_string()),
     })
 }
 

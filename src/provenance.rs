@@ -17,6 +17,8 @@ use crate::registry::Client;
 
 /// The referrer's `artifactType` and its layer's media type.
 pub const ARTIFACT_TYPE: &str = "application/vnd.in-toto+json";
+/// The statement's file name on its layer (`oras pull` saves it so).
+pub const FILE_NAME: &str = "provenance.intoto.json";
 /// in-toto Statement v1 `_type`.
 pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
 /// SLSA provenance v1 `predicateType`.
@@ -193,6 +195,7 @@ pub fn artifact(subject_name: &str, subject_digest: &str, facts: &Facts) -> Resu
             statement(subject_name, subject_digest, facts)?,
         )],
         annotations,
+        title: Some(FILE_NAME.to_string()),
     })
 }
 

@@ -1,10 +1,12 @@
 //! Provenance referrers: `push` attaches an in-toto SLSA provenance
 //! statement to the image. Against the real `docker-registry`
 //! (distribution 2.8, no referrers API) through the referrers tag schema,
-//! checked by raw HTTP against the distribution spec v1.1; against a
-//! loopback stub registry that implements the referrers API and answers
+//! checked by raw HTTP against the distribution spec v1.1; against a real
+//! registry with the referrers API (go-containerregistry's, started as
+//! `referrers-registry`: tests/common/oci.rs says what it shows); and
+//! against a loopback stub for what no registry here does: answering
 //! `OCI-Subject`, where no fallback tag may be written. `inspect` reads
-//! both back.
+//! each back.
 
 mod common;
 
@@ -14,6 +16,7 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 
 use common::forge;
+use common::oci::ReferrersRegistry;
 use common::registry::*;
 use serde_json::Value;
 
@@ -562,6 +565,13 @@ struct Store {
 /// referrers API (and just enough else for a push): `GET referrers/DIGEST`
 /// answers an index of the manifests whose `subject` is DIGEST, and a
 /// manifest PUT with a subject answers `OCI-Subject`.
+///
+/// Kept only for what no registry that runs here shows (the referrers API
+/// itself is met on go-containerregistry's registry, [`ReferrersRegistry`]):
+/// the `OCI-Subject` answer (so no referrers tag), the `artifactType`
+/// filter applied by the registry (`OCI-Filters-Applied`), a listing whose
+/// `artifactType` is the manifest's own, and a tag list paged by `Link`.
+/// ECR, ACR, Harbor and zot answer `OCI-Subject`; none of them runs here.
 struct Stub {
     port: u16,
     store: Arc<Mutex<Store>>,
@@ -828,8 +838,98 @@ fn handle(
     not_found
 }
 
+/// On a real registry with the referrers API (go-containerregistry's):
+/// the registry lists the referrer itself, `inspect` finds the provenance
+/// through `GET referrers/DIGEST` alone, and a re-run reuses it. This
+/// registry lists the referrer with its config's media type as
+/// `artifactType` (asserted: the client reads the manifest then) and sends
+/// no `OCI-Subject`, so the client also writes the referrers tag, as the
+/// spec has a client do when the registry does not confirm the subject.
 #[test]
-fn the_referrers_api_is_used_when_the_registry_has_it() {
+fn the_referrers_api_of_a_real_registry_lists_and_finds_the_provenance() {
+    let reg = ReferrersRegistry::start();
+    let (host, name) = (reg.host.clone(), "acme/settings");
+    let repo = format!("{host}/{name}");
+    let git = Repo::new();
+    let commit = git.commit("a: 1\n");
+    let out = push(
+        &git.conf(),
+        &repo,
+        "v1",
+        &clean_env(&actions_env("11")),
+        &[],
+    )
+    .json();
+    let digest = out["digest"].as_str().unwrap().to_string();
+    let prov = out["provenance"].as_str().expect("provenance").to_string();
+
+    // The registry's own listing, by raw HTTP.
+    let api = http_get(&host, &format!("/v2/{name}/referrers/{digest}"), INDEX);
+    assert_eq!(api.status, 200);
+    assert_eq!(api.header("content-type"), Some(INDEX));
+    let listed = api.json()["manifests"].as_array().unwrap().clone();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["digest"], prov.as_str());
+    assert_eq!(
+        listed[0]["annotations"]["org.opencontainers.image.revision"],
+        commit.as_str()
+    );
+    assert_eq!(
+        listed[0]["artifactType"], "application/vnd.oci.empty.v1+json",
+        "go-containerregistry now lists the manifest's artifactType: update \
+         tests/common/oci.rs and docs/push.md"
+    );
+    let m = http_get(&host, &format!("/v2/{name}/manifests/{prov}"), MANIFEST);
+    assert_eq!(sha256(&m.body), prov);
+    assert_eq!(m.json()["artifactType"], IN_TOTO);
+    assert_eq!(m.json()["subject"]["digest"], digest.as_str());
+
+    // No OCI-Subject in the PUT's answer: the referrers tag too.
+    let (_, index) = fallback_index(&host, name, &digest).expect("referrers tag");
+    assert_eq!(provenance_descriptors(&index).len(), 1);
+    assert_eq!(provenance_descriptors(&index)[0]["digest"], prov.as_str());
+
+    // A re-run adds no second referrer.
+    let again = push(
+        &git.conf(),
+        &repo,
+        "v1",
+        &clean_env(&actions_env("12")),
+        &[],
+    )
+    .json();
+    assert_eq!(again["provenance"], prov.as_str());
+    let api = http_get(&host, &format!("/v2/{name}/referrers/{digest}"), INDEX);
+    assert_eq!(api.json()["manifests"].as_array().unwrap().len(), 1);
+
+    // inspect: the referrers API alone, the provenance read from it.
+    let before = reg.requests().len();
+    let i = run(&["inspect", &format!("{repo}:v1"), "--json"], &[], None).json();
+    assert_eq!(i["provenance"]["commit"], commit.as_str(), "{i}");
+    assert_eq!(i["provenance"]["subject_matches"], true);
+    let refs = i["referrers"].as_array().unwrap();
+    assert_eq!(refs.len(), 1, "{i}");
+    assert_eq!(refs[0]["digest"], prov.as_str());
+    assert_eq!(refs[0]["artifact_type"], IN_TOTO, "{i}");
+    let log = reg.requests();
+    let after = &log[before..];
+    assert!(
+        after
+            .iter()
+            .any(|l| l.starts_with(&format!("GET /v2/{name}/referrers/{digest}"))),
+        "{after:?}"
+    );
+    assert!(
+        !after.iter().any(|l| l.contains("/manifests/sha256-")),
+        "inspect read the referrers tag on a registry with the API: {after:?}"
+    );
+}
+
+/// The stub answers `OCI-Subject` (no registry here does): the client
+/// writes no referrers tag, never reads one, and a re-run and `inspect`
+/// find the provenance through the referrers API.
+#[test]
+fn no_referrers_tag_when_the_registry_answers_oci_subject() {
     let stub = Stub::start();
     let repo = format!("{}/acme/settings", stub.host());
     let git = Repo::new();
@@ -856,13 +956,6 @@ fn the_referrers_api_is_used_when_the_registry_has_it() {
         assert_eq!(m["subject"]["digest"], digest.as_str());
         assert_eq!(m["artifactType"], IN_TOTO);
     }
-    assert!(
-        !stub.log().iter().any(|l| l.contains("/manifests/sha256-")),
-        "{:?}",
-        stub.log()
-    );
-
-    // A re-run adds no second referrer.
     let again = push(
         &git.conf(),
         &repo,
@@ -872,19 +965,10 @@ fn the_referrers_api_is_used_when_the_registry_has_it() {
     )
     .json();
     assert_eq!(again["provenance"], prov.as_str());
-    let before = stub.log().len();
     let i = run(&["inspect", &format!("{repo}:v1"), "--json"], &[], None).json();
     assert_eq!(i["provenance"]["commit"], commit.as_str());
-    assert_eq!(i["provenance"]["subject_matches"], true);
     assert_eq!(i["referrers"].as_array().unwrap().len(), 1, "{i}");
     let log = stub.log();
-    let after = &log[before..];
-    assert!(
-        after
-            .iter()
-            .any(|l| l.starts_with(&format!("GET /v2/acme/settings/referrers/{digest}"))),
-        "{after:?}"
-    );
     assert!(
         !log.iter().any(|l| l.contains("sha256-")),
         "the tag schema was consulted: {log:?}"
@@ -925,12 +1009,23 @@ fn artifact(kind: &str, body: &[u8], rev: &str) -> settings_image::image::artifa
         )]
         .into_iter()
         .collect(),
+        title: None,
     }
 }
 
-/// Exercises every client call on a registry; `api` says whether it has
-/// the referrers API.
-fn exercise_client(host: &str, api: bool) {
+/// What a registry does, as [`exercise_client`] expects it.
+struct Shows {
+    /// It answers `GET referrers/DIGEST`.
+    referrers_api: bool,
+    /// It answers a manifest `PUT` with a subject with `OCI-Subject`.
+    oci_subject: bool,
+    /// It mounts a blob from another repository (distribution does;
+    /// go-containerregistry's registry answers every mount with an upload).
+    mounts: bool,
+}
+
+/// Exercises every client call on a registry that does what `shows` says.
+fn exercise_client(host: &str, shows: Shows) {
     use settings_image::image::Descriptor;
     let c = client(&format!("{host}/team/a"));
     assert_eq!(c.list_tags().unwrap(), Vec::<String>::new());
@@ -949,14 +1044,19 @@ fn exercise_client(host: &str, api: bool) {
     let before = c.requests();
     c.put_blob("application/octet-stream", &layer_bytes)
         .unwrap();
-    assert_eq!(
-        c.requests() - before,
-        1,
-        "a present blob costs one request (a mount from this repository)"
-    );
+    if shows.mounts {
+        assert_eq!(
+            c.requests() - before,
+            1,
+            "a present blob costs one request (a mount from this repository)"
+        );
+    }
     assert_eq!(c.get_blob(&layer.digest).unwrap(), layer_bytes);
     let other = client(&format!("{host}/team/b"));
-    assert!(other.mount_blob(&layer.digest, "team/a").unwrap());
+    assert_eq!(
+        other.mount_blob(&layer.digest, "team/a").unwrap(),
+        shows.mounts
+    );
     assert_eq!(other.get_blob(&layer.digest).unwrap(), layer_bytes);
     let missing = format!("sha256:{}", "0".repeat(64));
     assert!(!other.mount_blob(&missing, "team/a").unwrap());
@@ -999,11 +1099,11 @@ fn exercise_client(host: &str, api: bool) {
         .attach_referrer(&subject, &artifact(IN_TOTO, b"{\"a\":1}", "r1"))
         .unwrap();
     assert_eq!(p3.descriptor, p1.descriptor);
-    assert_eq!(c.has_referrers_api(), Some(api));
     let tag = subject.digest.replace(':', "-");
-    let expected_tag = (!api).then(|| tag.clone());
+    let expected_tag = (!shows.oci_subject).then(|| tag.clone());
     assert_eq!(p1.referrers_tag, expected_tag);
     let all = c.referrers(&subject.digest, None).unwrap();
+    assert_eq!(c.has_referrers_api(), Some(shows.referrers_api));
     assert_eq!(all.len(), 2, "{all:?}");
     for d in [&p1.descriptor, &p2.descriptor] {
         let listed = all.iter().find(|x| x.digest == d.digest).expect("listed");
@@ -1022,19 +1122,59 @@ fn exercise_client(host: &str, api: bool) {
     assert_eq!(v["subject"]["digest"], subject.digest.as_str());
     assert_eq!(v["artifactType"], promo);
     let tags = c.list_tags().unwrap();
-    assert_eq!(tags.contains(&tag), !api, "{tags:?}");
+    assert_eq!(tags.contains(&tag), !shows.oci_subject, "{tags:?}");
 }
 
 #[test]
 fn the_client_api_on_distribution() {
     let reg = Registry::start(Auth::None);
-    exercise_client(&reg.host(), false);
+    exercise_client(
+        &reg.host(),
+        Shows {
+            referrers_api: false,
+            oci_subject: false,
+            mounts: true,
+        },
+    );
 }
 
+/// go-containerregistry's registry: the referrers API (listing each
+/// referrer's config media type as its artifactType: the client reads the
+/// manifests), no `OCI-Subject` (so the referrers tag too), no mounts.
 #[test]
-fn the_client_api_on_a_referrers_api_registry() {
+fn the_client_api_on_a_real_referrers_api_registry() {
+    let reg = ReferrersRegistry::start();
+    exercise_client(
+        &reg.host,
+        Shows {
+            referrers_api: true,
+            oci_subject: false,
+            mounts: false,
+        },
+    );
+    assert!(
+        reg.requests()
+            .iter()
+            .any(|l| l.starts_with("GET /v2/team/a/referrers/sha256:")),
+        "{:?}",
+        reg.requests()
+    );
+}
+
+/// The stub, for what no registry here shows: `OCI-Subject` (no referrers
+/// tag), the registry's own `artifactType` filter and a tag list paged by
+/// `Link`.
+#[test]
+fn the_client_api_on_a_registry_that_answers_oci_subject() {
     let stub = Stub::start();
-    exercise_client(&stub.host(), true);
+    exercise_client(
+        &stub.host(),
+        Shows {
+            referrers_api: true,
+            oci_subject: true,
+            mounts: true,
+        },
+    );
     // The tag list took more than one page.
     assert!(
         stub.log()

@@ -10,6 +10,8 @@ use crate::error::{Error, Result};
 
 /// Media type of the OCI empty descriptor's content (`{}`).
 pub const EMPTY_MEDIA_TYPE: &str = "application/vnd.oci.empty.v1+json";
+/// The annotation of a layer descriptor that names its file.
+pub const ANNOTATION_TITLE: &str = "org.opencontainers.image.title";
 /// The content of the OCI empty descriptor.
 pub const EMPTY_JSON: &[u8] = b"{}";
 
@@ -23,6 +25,10 @@ pub struct Artifact {
     pub layers: Vec<(String, Vec<u8>)>,
     /// Annotations of the artifact manifest (listed in referrers too).
     pub annotations: BTreeMap<String, String>,
+    /// The file name of the first layer (`org.opencontainers.image.title`
+    /// on its descriptor): what `oras pull` saves it as; without one,
+    /// `oras pull` skips the layer.
+    pub title: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -126,11 +132,16 @@ pub fn empty_descriptor() -> Descriptor {
 /// descriptor that lists it as a referrer (with `artifactType` and the
 /// manifest's annotations).
 pub fn manifest(subject: &Descriptor, artifact: &Artifact) -> Result<(Vec<u8>, Descriptor)> {
-    let layers: Vec<Descriptor> = artifact
+    let mut layers: Vec<Descriptor> = artifact
         .layers
         .iter()
         .map(|(mt, bytes)| Descriptor::of(mt, bytes))
         .collect();
+    if let (Some(first), Some(title)) = (layers.first_mut(), &artifact.title) {
+        first
+            .annotations
+            .insert(ANNOTATION_TITLE.to_string(), title.clone());
+    }
     let subject = Descriptor {
         media_type: subject.media_type.clone(),
         digest: subject.digest.clone(),
@@ -171,6 +182,7 @@ mod tests {
             artifact_type: "application/vnd.in-toto+json".into(),
             layers: vec![("application/vnd.in-toto+json".into(), b"{}".to_vec())],
             annotations: BTreeMap::from([("a".to_string(), "b".to_string())]),
+            title: Some("s.json".into()),
         };
         let (bytes, desc) = manifest(&subject, &art).unwrap();
         let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
@@ -181,6 +193,7 @@ mod tests {
             "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
         );
         assert_eq!(v["artifactType"], "application/vnd.in-toto+json");
+        assert_eq!(v["layers"][0]["annotations"][ANNOTATION_TITLE], "s.json");
         assert_eq!(
             desc.artifact_type.as_deref(),
             Some(art.artifact_type.as_str())

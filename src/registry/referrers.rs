@@ -92,13 +92,50 @@ impl Session {
                         .join(&n)
                         .map_err(|e| self.t.registry_err(&what, format!("bad Link {n:?}: {e}")))?
                 }
-                None => return Ok(Some(list)),
+                None => {
+                    for d in &mut list {
+                        self.complete_listed(d).await?;
+                    }
+                    return Ok(Some(list));
+                }
             }
         }
         Err(self.t.registry_err(
             &what,
             "the referrers list never ended (more than 1000 pages)",
         ))
+    }
+
+    /// Reads the artifact type and annotations of a listed image manifest
+    /// from the manifest itself when the listing gives the empty config's
+    /// media type (or none) as its artifact type. A manifest whose config
+    /// is the empty descriptor must carry `artifactType` (image spec 1.1),
+    /// and the referrers API must list it; a registry that takes the
+    /// config's media type instead (go-containerregistry's pkg/registry,
+    /// up to v0.22.1 at least) would hide every artifact of this kind from
+    /// a filter on its type. One manifest read per such referrer.
+    async fn complete_listed(&self, d: &mut Descriptor) -> Result<()> {
+        let unread = d.artifact_type.is_none()
+            || d.artifact_type.as_deref() == Some(artifact::EMPTY_MEDIA_TYPE);
+        if !unread || d.media_type != MANIFEST_MEDIA_TYPE {
+            return Ok(());
+        }
+        let Some(m) = self.get_manifest(&d.digest).await? else {
+            return Ok(());
+        };
+        let view = artifact::ManifestView::parse(&m.bytes).map_err(|e| {
+            self.t.registry_err(
+                format!("reading the referrer {}@{}", self.t.repo, d.digest),
+                format!("{e}"),
+            )
+        })?;
+        if let Some(t) = view.effective_artifact_type() {
+            d.artifact_type = Some(t);
+        }
+        if d.annotations.is_empty() {
+            d.annotations = view.annotations;
+        }
+        Ok(())
     }
 
     /// The index under the referrers tag of `subject` (empty when missing).

@@ -25,6 +25,7 @@ pub mod git;
 pub mod git_server;
 pub mod github;
 pub mod kube;
+pub mod oci;
 pub mod registry;
 pub mod rng;
 
