@@ -176,10 +176,10 @@ kubectl apply -f "$work/flux-push.yaml" -f "$work/flux-ctl.yaml" >/dev/null
 pids+=($!)
 
 request() { kubectl -n "$ns" annotate --overwrite "$1" "reconcile.fluxcd.io/requestedAt=$(now)" >/dev/null; }
-cluster_head() { git --git-dir "$work/srv/cluster.git" rev-parse main; }
 has_tag() { curl -fsS --cacert "$work/ca.crt" "https://$reg/v2/$1/tags/list" 2>/dev/null | jq -e --arg t "$2" '.tags // [] | index($t)' >/dev/null; }
 wait_until() { local deadline=$(( $(date +%s) + 300 )); until "$@"; do [ "$(date +%s)" -lt "$deadline" ] || { echo "bench-flux: timed out waiting for: $*" >&2; tail -20 "$FLUX_DIR"/image-*.log >&2; exit 1; }; sleep 0.02; done; }
-head_moved() { [ "$(cluster_head)" != "$1" ]; }
+# Flux's commit for an image: the file of its Deployment names the tag.
+committed() { git --git-dir "$work/srv/cluster.git" show "main:clusters/prod/$1.yaml" 2>/dev/null | grep -q "$2@sha256:"; }
 fetched() { api "/apis/source.toolkit.fluxcd.io/v1/namespaces/$ns/gitrepositories/settings" | jq -e --arg r "main@sha1:$1" '.status.artifact.revision == $r' >/dev/null; }
 
 # Warm up: each path publishes and rolls out once (first scans, first clone).
@@ -194,23 +194,19 @@ declare -a push_ours push_flux push_total ctl_fetch ctl_ours ctl_flux ctl_total
 for round in $(seq 0 "$rounds"); do
   # Each round in its own second: a tag with a higher number.
   sleep 1
-  before=$(cluster_head)
   t0=$(now)
   tag=$(commit push "$round")
   (cd "$work/settings" && "$bin" push --path configs/push --repository "$reg/settings-push" \
     --timestamp-tag main >/dev/null)
   t1=$(now)
   request imagerepository/settings-push
-  wait_until head_moved "$before"
+  wait_until committed push "$tag"
   t2=$(now)
-  git --git-dir "$work/srv/cluster.git" show main:clusters/prod/push.yaml | grep -q "$tag@sha256:" \
-    || { echo "bench-flux: Flux's commit does not name $tag" >&2; exit 1; }
   if [ "$round" -gt 0 ]; then
     push_ours+=("$(ms "$t0" "$t1")"); push_flux+=("$(ms "$t1" "$t2")"); push_total+=("$(ms "$t0" "$t2")")
   fi
 
   sleep 1
-  before=$(cluster_head)
   t0=$(now)
   tag=$(commit ctl "$round")
   commit_id=$(git -C "$work/settings" rev-parse HEAD)
@@ -220,10 +216,8 @@ for round in $(seq 0 "$rounds"); do
   wait_until has_tag settings-ctl "$tag"
   t1=$(now)
   request imagerepository/settings-ctl
-  wait_until head_moved "$before"
+  wait_until committed ctl "$tag"
   t2=$(now)
-  git --git-dir "$work/srv/cluster.git" show main:clusters/prod/ctl.yaml | grep -q "$tag@sha256:" \
-    || { echo "bench-flux: Flux's commit does not name $tag" >&2; exit 1; }
   if [ "$round" -gt 0 ]; then
     ctl_fetch+=("$(ms "$t0" "$tf")"); ctl_ours+=("$(ms "$tf" "$t1")"); ctl_flux+=("$(ms "$t1" "$t2")"); ctl_total+=("$(ms "$t0" "$t2")")
   fi
