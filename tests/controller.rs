@@ -1820,3 +1820,330 @@ fn a_folder_with_capitals_goes_where_flux_looks() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+// ------------------------------------------------------------------ hostile
+
+/// A smart-HTTP advertisement from a git server that refuses with its own
+/// words: its first line is `ERR <words>`, what the protocol lets a server
+/// say (gix reports the words; the body of an HTTP error it does not).
+fn git_err_line(out: &mut std::net::TcpStream, words: &str) -> bool {
+    use std::io::Write as _;
+    let pkt = |s: &str| format!("{:04x}{s}", s.len() + 4);
+    let body = format!(
+        "{}0000{}",
+        pkt("# service=git-upload-pack\n"),
+        pkt(&format!("ERR {words}\n"))
+    );
+    let head = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/x-git-upload-pack-advertisement\r\nContent-Length: {}\r\nCache-Control: no-cache\r\n\r\n",
+        body.len()
+    );
+    out.write_all(head.as_bytes()).is_ok() && out.write_all(body.as_bytes()).is_ok()
+}
+
+/// Every form in which an echoing server shows `user:password` (what
+/// `Authorization: Basic` carries: base64, padded or not, URL-safe too)
+/// and the password itself.
+fn basic_forms(user: &str, password: &str) -> Vec<String> {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+    let basic = format!("{user}:{password}");
+    let mut v = vec![password.to_string(), basic.clone()];
+    for e in [STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD] {
+        v.push(e.encode(&basic));
+    }
+    v
+}
+
+/// Servers whose refusal quotes the request's `Authorization` header: a
+/// git server's `ERR` line (basic auth and a bearer token from the
+/// GitRepository's Secret) and a registry's error (the `.dockerconfigjson`
+/// credentials). No credential appears in any status, Event or log line;
+/// the servers' words do, with `<redacted>` where the credentials were.
+#[test]
+fn servers_echoing_the_credentials_leave_them_in_no_status_event_or_log() {
+    use common::registry::{Stub, echoing_registry};
+    let k = cluster();
+    let ns = namespace(k, "echo");
+    let reg = Registry::start(Auth::None);
+    let commit = "0a1b2c3d4e5f60718293a4b5c6d7e8f901234567";
+    let (user, password, token) = ("reader", "git-s3cret-pw", "tok-s3cret-bearer");
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)]);
+    let git_cases: [Case; 2] = [
+        ("basic", &[("username", user), ("password", password)]),
+        ("bearer", &[("bearerToken", token)]),
+    ];
+    let mut stubs = Vec::new();
+    for (name, data) in git_cases {
+        let stub = Stub::start(move |head, out| {
+            let sent = head.header("authorization").unwrap_or("nothing");
+            git_err_line(
+                out,
+                &format!(
+                    "access denied for {}: you sent Authorization: {sent}",
+                    head.path
+                ),
+            )
+        });
+        let data: String = data.iter().map(|(k, v)| format!("  {k}: {v}\n")).collect();
+        k.apply(&format!(
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n  namespace: {ns}\nstringData:\n{data}"
+        ));
+        git_repository(
+            k,
+            &ns,
+            name,
+            &format!("http://{}/settings.git", stub.host()),
+            Some(name),
+        );
+        fetched(k, &ns, name, commit);
+        settings_image(
+            k,
+            &ns,
+            name,
+            &format!(
+                "  sourceRef:\n    kind: GitRepository\n    name: {name}\n  path: app\n  repository: {}/{name}\n",
+                reg.host()
+            ),
+        );
+        stubs.push(stub);
+    }
+    // The registry: a real git server, a registry stub whose upload error
+    // echoes the header.
+    let (push_user, push_password) = ("pusher", "reg-s3cret-pw");
+    let registry = echoing_registry();
+    let up = Upstream::start(GitOptions::default());
+    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
+    git_repository(k, &ns, "settings", &up.url(), None);
+    fetched(k, &ns, "settings", &c1);
+    let dockerconfig =
+        json!({"auths": {registry.host(): {"username": push_user, "password": push_password}}})
+            .to_string();
+    k.apply(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: push\n  namespace: {ns}\ntype: kubernetes.io/dockerconfigjson\nstringData:\n  .dockerconfigjson: '{dockerconfig}'\n"
+    ));
+    settings_image(
+        k,
+        &ns,
+        "registry",
+        &format!(
+            "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: app\n  repository: {}/app\n  secretRef:\n    name: push\n  provenance: false\n",
+            registry.host()
+        ),
+    );
+    let ctl = Controller::start(k, &ns, &[]);
+    let mut secrets = basic_forms(user, password);
+    secrets.push(token.to_string());
+    secrets.extend(basic_forms(push_user, push_password));
+    let sent_by = |stub: &Stub| -> Vec<String> {
+        stub.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|(_, _, h)| {
+                h.iter()
+                    .find(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+                    .map(|(_, v)| v.clone())
+            })
+            .collect()
+    };
+    for (name, stub) in [
+        ("basic", &stubs[0]),
+        ("bearer", &stubs[1]),
+        ("registry", &registry),
+    ] {
+        let v = ctl.wait(k, &ns, name, "Ready=False with the server's words", |v| {
+            condition(v, "Ready")
+                .is_some_and(|c| c.0 == "False" && c.2.contains("you sent Authorization"))
+        });
+        // The server did get the credentials (else there is nothing to hide).
+        let sent = sent_by(stub);
+        assert!(
+            sent.iter()
+                .any(|a| secrets.iter().any(|s| a.ends_with(s.as_str()))),
+            "{name}: the server got no credentials: {sent:?}"
+        );
+        let status = v["status"].to_string();
+        let notes: Vec<String> = events(k, &ns, name).into_iter().map(|e| e.2).collect();
+        assert!(!notes.is_empty(), "{name}: no Event");
+        for s in &secrets {
+            assert!(
+                !status.contains(s.as_str()),
+                "{name}: {s} in the status: {status}"
+            );
+            assert!(
+                notes.iter().all(|n| !n.contains(s.as_str())),
+                "{name}: {s} in an Event: {notes:?}"
+            );
+        }
+        let ready = condition(&v, "Ready").unwrap();
+        assert!(ready.2.contains("<redacted>"), "{name}: {ready:?}");
+    }
+    let logs = ctl.logs();
+    assert!(logs.contains("you sent Authorization"), "{logs}");
+    for s in &secrets {
+        assert!(!logs.contains(s.as_str()), "{s} in the log:\n{logs}");
+    }
+}
+
+/// The documented several-namespace setup (the ClusterRole bound in each
+/// tenant's namespace): a SettingsImage in tenant B that names tenant A's
+/// private GitRepository (`spec.sourceRef.namespace`) stalls with
+/// `AccessDenied` naming the field; A's git server is never asked and
+/// nothing is pushed. Only `--allow-cross-namespace-refs` lets it publish.
+#[test]
+fn a_tenant_cannot_publish_another_tenants_repository() {
+    let k = cluster();
+    let ns_a = namespace(k, "tenant-a");
+    let ns_b = namespace(k, "tenant-b");
+    let reg = Registry::start(Auth::None);
+    let up = Upstream::start(GitOptions {
+        basic: Some(("a-reader".into(), "a-s3cret".into())),
+        ..GitOptions::default()
+    });
+    let c1 = up.commit(&[("app/a.yaml", "private: 1\n")], 1_700_000_000);
+    k.apply(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: git-auth\n  namespace: {ns_a}\nstringData:\n  username: a-reader\n  password: a-s3cret\n"
+    ));
+    git_repository(k, &ns_a, "private", &up.url(), Some("git-auth"));
+    fetched(k, &ns_a, "private", &c1);
+    settings_image(
+        k,
+        &ns_b,
+        "stolen",
+        &format!(
+            "  sourceRef:\n    kind: GitRepository\n    name: private\n    namespace: {ns_a}\n  path: app\n  repository: {}/stolen\n",
+            reg.host()
+        ),
+    );
+    let ctl = Controller::start(k, &ns_b, &[]);
+    let v = ctl.wait(k, &ns_b, "stolen", "Stalled", |v| {
+        condition(v, "Stalled").is_some_and(|c| c.0 == "True")
+    });
+    let (_, reason, message) = condition(&v, "Stalled").unwrap();
+    assert_eq!(reason, "AccessDenied", "{message}");
+    assert!(
+        message.starts_with("spec.sourceRef.namespace:")
+            && message.contains(&format!("GitRepository {ns_a}/private"))
+            && message.contains("--allow-cross-namespace-refs"),
+        "{message}"
+    );
+    assert_eq!(
+        condition(&v, "Ready").map(|c| (c.0, c.1)),
+        Some(("False".into(), "AccessDenied".into()))
+    );
+    assert!(
+        events(k, &ns_b, "stolen")
+            .iter()
+            .any(|e| e.0 == "Warning" && e.1 == "AccessDenied")
+    );
+    assert!(
+        up.server.hits().is_empty(),
+        "tenant A's git server was asked: {:?}",
+        up.server.hits()
+    );
+    assert!(tags_of(&reg, "stolen").is_empty());
+    drop(ctl);
+    // The opt-in: the same object publishes (the reference itself is right).
+    let ctl = Controller::start(k, &ns_b, &["--allow-cross-namespace-refs"]);
+    ctl.wait(
+        k,
+        &ns_b,
+        "stolen",
+        "published with --allow-cross-namespace-refs",
+        is_ready_for(&format!("main@sha1:{c1}")),
+    );
+    assert!(tags_of(&reg, "stolen").contains(&up.tag("main", &c1, "app")));
+}
+
+/// `interval: 1ms` (the CRD's pattern accepts it) is raised to
+/// `--min-interval`, and the Ready message says so: a reconcile within it
+/// (Flux's requestedAt annotation) asks neither git nor the registry, where
+/// a 1 ms interval would have fetched and checked again about ten times a
+/// second, for ever.
+#[test]
+fn an_interval_below_the_floor_is_raised_to_it() {
+    let k = cluster();
+    let ns = namespace(k, "floor");
+    let reg = Registry::start(Auth::None);
+    let proxy = Proxy::start(reg.port);
+    let up = Upstream::start(GitOptions::default());
+    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
+    git_repository(k, &ns, "settings", &up.url(), None);
+    fetched(k, &ns, "settings", &c1);
+    settings_image(
+        k,
+        &ns,
+        "app",
+        &format!(
+            "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: app\n  repository: {}/app\n  interval: 1ms\n",
+            proxy.host()
+        ),
+    );
+    let ctl = Controller::start(k, &ns, &["--min-interval=1h"]);
+    let v = ctl.wait(
+        k,
+        &ns,
+        "app",
+        "published",
+        is_ready_for(&format!("main@sha1:{c1}")),
+    );
+    let ready = condition(&v, "Ready").unwrap();
+    assert!(
+        ready.2.contains(
+            "notice IntervalRaised: spec.interval 1ms is below the controller's --min-interval: checked every 1h"
+        ),
+        "{ready:?}"
+    );
+    let count = |m: &BTreeMap<String, f64>, result: &str| {
+        m.get(&format!(
+            "settings_image_reconciles_total{{result=\"{result}\"}}"
+        ))
+        .copied()
+        .unwrap_or(0.0)
+    };
+    // The publish is counted after its status is written: wait for it.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let before = loop {
+        let m = scrape(ctl.metrics);
+        if count(&m, "published") >= 1.0 {
+            break m;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no publish counted:\n{}",
+            ctl.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let git_before = up.server.hits().len();
+    proxy.take();
+    run_ok(k.kubectl().args([
+        "annotate",
+        "--overwrite",
+        "settingsimage",
+        "app",
+        "-n",
+        &ns,
+        "reconcile.fluxcd.io/requestedAt=1",
+    ]));
+    // The next reconcile, whatever it decides.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let after = loop {
+        let m = scrape(ctl.metrics);
+        if count(&m, "unchanged") + count(&m, "published")
+            > count(&before, "unchanged") + count(&before, "published")
+        {
+            break m;
+        }
+        assert!(Instant::now() < deadline, "no reconcile:\n{}", ctl.logs());
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(
+        count(&after, "published"),
+        count(&before, "published"),
+        "published again within the floor"
+    );
+    assert_eq!(up.server.hits().len(), git_before, "git was asked again");
+    assert!(proxy.take().is_empty(), "the registry was asked again");
+}

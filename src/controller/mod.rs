@@ -14,6 +14,7 @@
 //! - `status`: kstatus conditions and the status write;
 //! - `leader`: the Lease loop (`--leader-elect`);
 //! - `metrics`: Prometheus metrics and the probes;
+//! - `redact`: the credentials a reconcile holds, kept out of its words;
 //! - [`logs`]: JSON lines on stderr.
 //!
 //! Why a current-thread runtime: the controller's own work is waiting on
@@ -32,6 +33,7 @@ pub mod logs;
 mod metrics;
 mod publish;
 mod reconcile;
+mod redact;
 mod source;
 mod spec;
 mod status;
@@ -91,6 +93,18 @@ pub struct Args {
     /// (default: all namespaces).
     #[arg(long, value_name = "NS")]
     pub namespace: Option<String>,
+    /// Let a SettingsImage follow a GitRepository in another namespace
+    /// (`spec.sourceRef.namespace`), read with that namespace's git Secret.
+    /// Off by default: such a reference stalls (`AccessDenied`), as Flux's
+    /// controllers refuse them under `--no-cross-namespace-refs` (this
+    /// flag has the opposite polarity: the refusal is the default).
+    #[arg(long)]
+    pub allow_cross_namespace_refs: bool,
+    /// The shortest `spec.interval` honoured: a shorter one is raised to
+    /// it (and the Ready message says so), so one SettingsImage cannot
+    /// keep the git server, the registry and the workers busy.
+    #[arg(long, value_name = "DURATION", default_value = "1m")]
+    pub min_interval: String,
     /// How many SettingsImages publish at once.
     #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
     pub concurrency: u16,
@@ -131,6 +145,7 @@ struct Settings {
     renew_deadline: Duration,
     retry_period: Duration,
     grace: Duration,
+    min_interval: Duration,
     cache_dir: PathBuf,
 }
 
@@ -157,6 +172,7 @@ fn settings(args: &Args) -> Result<Settings> {
             &args.graceful_shutdown_timeout,
             "--graceful-shutdown-timeout",
         )?,
+        min_interval: duration(&args.min_interval, "--min-interval")?,
         cache_dir: args
             .cache_dir
             .clone()
@@ -386,6 +402,10 @@ async fn serve(args: Args, settings: Settings) -> Result<()> {
         metrics.clone(),
         mirrors,
         crate::front::process_env(),
+        reconcile::Policy {
+            cross_namespace_refs: args.allow_cross_namespace_refs,
+            min_interval: settings.min_interval,
+        },
     ));
     let interrupt = ctx.interrupt.clone();
     let controller = Controller::for_stream(si_stream, reader)

@@ -10,8 +10,12 @@
 //! | published | True `Succeeded` | - | - | after `spec.interval` |
 //! | same revision, checked within the interval | unchanged | - | - | at the interval |
 //! | no artifact yet | False `ArtifactNotReady` | True | - | when the GitRepository changes |
-//! | bad spec, missing GitRepository or Secret key | False (reason) | - | True (names the field) | when the spec changes, or after the interval |
+//! | bad spec, missing GitRepository or Secret key, a source in another namespace | False (reason) | - | True (names the field) | when the spec changes, or after the interval |
 //! | git or registry failure | False (reason) | True `ProgressingWithRetry` | - | with backoff, 1 s doubling to 5 min |
+//!
+//! The interval is at least `--min-interval`. Every message is scrubbed of
+//! the credentials the reconcile read (`super::redact`), whatever a server
+//! echoed into it.
 //!
 //! An anomaly of the push (a re-run of an older commit, a timestamp that
 //! went backwards, ...) and a branch tag kept on a newer commit are Warning
@@ -35,6 +39,7 @@ use super::crd::{GitRepository, ImageStatus, Provider, SettingsImage};
 use super::logs::{self, Level};
 use super::metrics::Metrics;
 use super::publish::{self, Job, Published};
+use super::redact::Held;
 use super::source;
 use super::status::{self, READY, RECONCILING, STALLED};
 use super::{login, spec};
@@ -47,6 +52,16 @@ use crate::registry;
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 /// The longest wait between retries.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
+
+/// What the operator allows every SettingsImage (the controller's flags).
+#[derive(Debug, Clone, Copy)]
+pub struct Policy {
+    /// `--allow-cross-namespace-refs`: a source in another namespace may
+    /// be read (with that namespace's Secret).
+    pub cross_namespace_refs: bool,
+    /// `--min-interval`: shorter `spec.interval`s are raised to it.
+    pub min_interval: Duration,
+}
 
 /// What every reconcile shares.
 pub struct Ctx {
@@ -63,6 +78,8 @@ pub struct Ctx {
     pub interrupt: Arc<AtomicBool>,
     /// The process environment (workload identity variables), read once.
     pub env: crate::front::Env,
+    /// What the operator allows.
+    pub policy: Policy,
     /// Per object: failures in a row, and when its revision was last
     /// checked against the registry.
     state: Mutex<HashMap<String, Memory>>,
@@ -82,6 +99,7 @@ impl Ctx {
         metrics: Arc<Metrics>,
         mirrors: Mirrors,
         env: crate::front::Env,
+        policy: Policy,
     ) -> Ctx {
         Ctx {
             client,
@@ -90,6 +108,7 @@ impl Ctx {
             mirrors,
             interrupt: Arc::new(AtomicBool::new(false)),
             env,
+            policy,
             state: Mutex::new(HashMap::new()),
         }
     }
@@ -133,6 +152,8 @@ enum Step {
         revision: String,
         images: Vec<Published>,
         notices: Vec<String>,
+        /// The controller's own notices (an interval raised to the floor).
+        extra: Vec<Note>,
     },
     Unchanged {
         wait: Duration,
@@ -211,7 +232,12 @@ pub async fn reconcile(si: Arc<SettingsImage>, ctx: Arc<Ctx>) -> Result<Action, 
         logs::object(Level::Info, &ns, &name, "suspended: nothing published", &[]);
         return Ok(Action::await_change());
     }
-    let (step, interval) = attempt(&si, &ctx, &ns, &key).await;
+    // The credentials this reconcile reads; no message it writes (status,
+    // Event, log) carries them, whatever a server echoed.
+    let held = Held::new();
+    let _holding = logs::hold(&key, &held);
+    let (step, interval) = attempt(&si, &ctx, &ns, &key, &held).await;
+    let step = step.scrubbed(&held);
     let api: Api<SettingsImage> = Api::namespaced(ctx.client.clone(), &ns);
     let generation = si.metadata.generation;
     let mut st = si.status.clone().unwrap_or_default();
@@ -229,12 +255,17 @@ pub async fn reconcile(si: Arc<SettingsImage>, ctx: Arc<Ctx>) -> Result<Action, 
             revision,
             images,
             notices,
+            extra,
         } => {
             ctx.remember(&key, |m| {
                 m.failures = 0;
                 m.checked = Some(Instant::now());
             });
-            let notes = notes(&images, &notices);
+            let mut notes = notes(&images, &notices);
+            notes.extend(extra);
+            for n in &mut notes {
+                n.message = held.scrub(&n.message);
+            }
             for img in &images {
                 if let Some(push) = &img.report.push {
                     ctx.metrics.published(push.pushed, push.uploaded_bytes);
@@ -430,7 +461,13 @@ fn backoff(failures: u32) -> Duration {
 
 /// Everything up to and including the publish; the interval rides along
 /// for the requeue.
-async fn attempt(si: &SettingsImage, ctx: &Ctx, ns: &str, key: &str) -> (Step, Duration) {
+async fn attempt(
+    si: &SettingsImage,
+    ctx: &Ctx,
+    ns: &str,
+    key: &str,
+    held: &Held,
+) -> (Step, Duration) {
     let checked = match spec::check(&si.spec) {
         Ok(c) => c,
         Err(invalid) => {
@@ -440,11 +477,28 @@ async fn attempt(si: &SettingsImage, ctx: &Ctx, ns: &str, key: &str) -> (Step, D
             );
         }
     };
+    // A floor on the interval: the spec asks, the operator bounds.
+    let mut checked = checked;
+    let raised = (checked.interval < ctx.policy.min_interval).then(|| {
+        format!(
+            "spec.interval {} is below the controller's --min-interval: checked every {}",
+            si.spec.interval.as_deref().unwrap_or_default(),
+            spec::format_duration(ctx.policy.min_interval),
+        )
+    });
+    if raised.is_some() {
+        checked.interval = ctx.policy.min_interval;
+    }
     let interval = checked.interval;
-    (
-        prepare_and_publish(si, ctx, ns, key, checked).await,
-        interval,
-    )
+    let mut step = prepare_and_publish(si, ctx, ns, key, checked, held).await;
+    if let (Some(message), Step::Published { extra, .. }) = (raised, &mut step) {
+        extra.push(Note {
+            reason: "IntervalRaised",
+            message,
+            warning: false,
+        });
+    }
+    (step, interval)
 }
 
 async fn prepare_and_publish(
@@ -453,11 +507,27 @@ async fn prepare_and_publish(
     ns: &str,
     key: &str,
     checked: spec::Checked,
+    held: &Held,
 ) -> Step {
     let spec = &si.spec;
-    let source_ns = spec.source_ref.namespace.as_deref().unwrap_or(ns);
+    let source_ns = spec
+        .source_ref
+        .namespace
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .unwrap_or(ns);
     let source_name = &spec.source_ref.name;
     let what = format!("GitRepository {source_ns}/{source_name}");
+    // One tenant may not read another's repository (with its Secret) by
+    // naming it: Flux's rule for cross-namespace references.
+    if source_ns != ns && !ctx.policy.cross_namespace_refs {
+        return stalled(
+            "AccessDenied",
+            format!(
+                "spec.sourceRef.namespace: {what} is in another namespace than this SettingsImage ({ns}); cross-namespace references are refused (the controller runs without --allow-cross-namespace-refs)"
+            ),
+        );
+    }
     let repos: Api<GitRepository> = Api::namespaced(ctx.client.clone(), source_ns);
     let repo = match repos.get_opt(source_name).await {
         Ok(Some(r)) => r,
@@ -554,6 +624,7 @@ async fn prepare_and_publish(
                     .into_iter()
                     .map(|(k, v)| (k, v.0))
                     .collect();
+                hold_git_secret(held, &data);
                 Remote::from_flux(&repo.spec.url, Some(&data)).map_err(|e| {
                     stalled(
                         "InvalidSecret",
@@ -572,7 +643,7 @@ async fn prepare_and_publish(
         Ok(r) => r,
         Err(step) => return step,
     };
-    let options = match registry_options(si, ctx, ns).await {
+    let options = match registry_options(si, ctx, ns, held).await {
         Ok(o) => o,
         Err(step) => return step,
     };
@@ -608,6 +679,7 @@ async fn prepare_and_publish(
             revision,
             images: outcome.images,
             notices: outcome.notices,
+            extra: Vec::new(),
         },
         Ok(Err(e)) => {
             let (reason, stalls) = classify(&e);
@@ -619,6 +691,41 @@ async fn prepare_and_publish(
             }
         }
         Err(e) => failed("PublishFailed", format!("the publish stopped: {e}")),
+    }
+}
+
+/// Holds the credentials of a GitRepository's Secret (Flux's keys), read
+/// as text whatever else is wrong with them.
+fn hold_git_secret(held: &Held, data: &BTreeMap<String, Vec<u8>>) {
+    let text = |k: &str| data.get(k).map(|v| String::from_utf8_lossy(v).into_owned());
+    if let Some(token) = text("bearerToken") {
+        held.add_token(&token);
+    }
+    if let Some(password) = text("password") {
+        held.add_basic(&text("username").unwrap_or_default(), &password);
+    }
+}
+
+impl Step {
+    /// The step with every credential `held` holds taken out of its words.
+    fn scrubbed(self, held: &Held) -> Step {
+        let s = |m: String| held.scrub(&m);
+        match self {
+            Step::Waiting { reason, message } => Step::Waiting {
+                reason,
+                message: s(message),
+            },
+            Step::Stalled { reason, message } => Step::Stalled {
+                reason,
+                message: s(message),
+            },
+            Step::Failed { reason, message } => Step::Failed {
+                reason,
+                message: s(message),
+            },
+            // The notes are scrubbed where they are made (from reports).
+            other => other,
+        }
     }
 }
 
@@ -660,6 +767,7 @@ async fn registry_options(
     si: &SettingsImage,
     ctx: &Ctx,
     ns: &str,
+    held: &Held,
 ) -> Result<registry::Options, Step> {
     let spec = &si.spec;
     let host = spec
@@ -683,6 +791,7 @@ async fn registry_options(
         let creds =
             source::registry_credentials(&secret, &format!("Secret {ns}/{}", r.name), &host)
                 .map_err(|m| stalled("InvalidSecret", format!("spec.secretRef: {m}")))?;
+        held.add_basic(&creds.username, &creds.password);
         options.credentials = Some(creds);
     } else if spec.provider != Provider::Generic {
         let scheme = if spec.insecure || registry::is_loopback(&host) {
@@ -690,8 +799,10 @@ async fn registry_options(
         } else {
             "https"
         };
-        let l = login::workload_identity(spec.provider, &host, scheme, &ctx.env)
+        let mut l = login::workload_identity(spec.provider, &host, scheme, &ctx.env)
             .map_err(|m| stalled("InvalidProvider", format!("spec.provider: {m}")))?;
+        // The projected token and what the exchanges hand out.
+        l.on_secret = Some(held.sink());
         options.login = Some(Box::new(l));
     }
     Ok(options)
