@@ -297,6 +297,34 @@ fn events(k: &Kube, ns: &str, name: &str) -> Vec<(String, String, String)> {
         .collect()
 }
 
+/// Waits until the Events on SettingsImage `name` satisfy `pred` (they
+/// are written after the status); the Events.
+fn wait_events(
+    k: &Kube,
+    ns: &str,
+    name: &str,
+    what: &str,
+    pred: impl Fn(&[(String, String, String)]) -> bool,
+) -> Vec<(String, String, String)> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let ev = events(k, ns, name);
+        if pred(&ev) {
+            return ev;
+        }
+        assert!(Instant::now() < deadline, "no Events: {what}: {ev:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The notes of the `Normal Published` Events on `name`.
+fn published_notes(ev: &[(String, String, String)]) -> Vec<&str> {
+    ev.iter()
+        .filter(|e| e.0 == "Normal" && e.1 == "Published")
+        .map(|e| e.2.as_str())
+        .collect()
+}
+
 // ------------------------------------------------------------------ the controller process
 
 /// Where a started controller finds its cluster.
@@ -699,6 +727,21 @@ fn publishes_each_fetched_revision_and_only_moves_forward() {
     );
     assert_eq!(v["status"]["images"][0]["tag"], tag2.as_str());
     assert_eq!(v["status"]["images"][0]["commit"], c2.as_str());
+    // One `Normal Published` Event per pushed image: the second is an Event
+    // of its own naming its tag, not a repeat in the first one's series.
+    let ev = wait_events(k, &ns, "shop", "Published for rev 3", |ev| {
+        published_notes(ev)
+            .iter()
+            .any(|n| n.contains(&format!(":{tag2}@")))
+    });
+    let notes = published_notes(&ev);
+    assert_eq!(notes.len(), 2, "{ev:?}");
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains(&format!(":{tag1}@")) && n.contains(&rev1)),
+        "{ev:?}"
+    );
     assert_eq!(
         v["status"]["images"][0]["digest"],
         up.digest(&c3, "configs/shop", "main").as_str()
@@ -1168,6 +1211,20 @@ fn credentials_come_from_the_secrets_flux_uses() {
         assert_eq!(
             img["digest"],
             up.digest(&c1, &format!("configs/{name}"), "main").as_str()
+        );
+    }
+    // One `Normal Published` Event per image of the glob.
+    let ev = wait_events(k, &ns, "all", "Published per folder", |ev| {
+        published_notes(ev).len() >= 2
+    });
+    for name in ["cart", "shop"] {
+        assert_eq!(
+            published_notes(&ev)
+                .iter()
+                .filter(|n| n.contains(&format!("/settings-{name}:")))
+                .count(),
+            1,
+            "{ev:?}"
         );
     }
     // The git server saw the credentials; nothing printed them.

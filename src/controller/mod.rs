@@ -48,7 +48,7 @@ use futures_util::StreamExt;
 use kube::api::Api;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
@@ -398,7 +398,7 @@ async fn serve(args: Args, settings: Settings) -> Result<()> {
     )?;
     let ctx = Arc::new(reconcile::Ctx::new(
         client.clone(),
-        Recorder::new(client.clone(), reporter),
+        reporter,
         metrics.clone(),
         mirrors,
         crate::front::process_env(),

@@ -15,7 +15,9 @@
 //!
 //! The interval is at least `--min-interval`. Every message is scrubbed of
 //! the credentials the reconcile read (`super::redact`), whatever a server
-//! echoed into it.
+//! echoed into it. Each pushed image is a `Normal Published` Event of its
+//! own; other Events go through kube-runtime's recorder (repeats of a
+//! reason within six minutes are one series).
 //!
 //! An anomaly of the push (a re-run of an older commit, a timestamp that
 //! went backwards, ...) and a branch tag kept on a newer commit are Warning
@@ -31,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::Value;
 
@@ -69,6 +71,8 @@ pub struct Ctx {
     pub client: Client,
     /// Writes Events on SettingsImages.
     pub recorder: Recorder,
+    /// Who writes them (for the Events written without the recorder).
+    reporter: Reporter,
     /// The metrics.
     pub metrics: Arc<Metrics>,
     /// The git mirrors.
@@ -95,15 +99,16 @@ impl Ctx {
     /// A context with no memory yet.
     pub fn new(
         client: Client,
-        recorder: Recorder,
+        reporter: Reporter,
         metrics: Arc<Metrics>,
         mirrors: Mirrors,
         env: crate::front::Env,
         policy: Policy,
     ) -> Ctx {
         Ctx {
+            recorder: Recorder::new(client.clone(), reporter.clone()),
+            reporter,
             client,
-            recorder,
             metrics,
             mirrors,
             interrupt: Arc::new(AtomicBool::new(false)),
@@ -310,14 +315,7 @@ pub async fn reconcile(si: Arc<SettingsImage>, ctx: Arc<Ctx>) -> Result<Action, 
             status::remove(&mut st.conditions, STALLED);
             status::write(&api, &si, &st).await.map_err(write_err)?;
             for p in &pushed {
-                event(
-                    &ctx,
-                    &si,
-                    EventType::Normal,
-                    "Published",
-                    format!("pushed {} for {revision}", reference(p)),
-                )
-                .await;
+                published_event(&ctx, &si, format!("pushed {} for {revision}", reference(p))).await;
             }
             for n in notes {
                 let type_ = if n.warning {
@@ -885,9 +883,8 @@ fn anomaly_reason(kind: crate::release::ordering::AnomalyKind) -> &'static str {
     }
 }
 
-async fn event(ctx: &Ctx, si: &SettingsImage, type_: EventType, reason: &str, note: String) {
-    // Events cap their note at 1 kB.
-    let mut note = note;
+/// `note` cut to the 1 kB an Event's note may hold.
+fn cut_note(mut note: String) -> String {
     if note.len() > 1000 {
         let mut end = 1000;
         while !note.is_char_boundary(end) {
@@ -895,6 +892,54 @@ async fn event(ctx: &Ctx, si: &SettingsImage, type_: EventType, reason: &str, no
         }
         note.truncate(end);
     }
+    note
+}
+
+/// A `Normal Published` Event of its own (`events.k8s.io/v1`, a fresh
+/// name): the recorder folds Events of one reason within six minutes into
+/// the first one's series, which would name only the first image.
+async fn published_event(ctx: &Ctx, si: &SettingsImage, note: String) {
+    use k8s_openapi::api::events::v1::Event as K8sEvent;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    let ns = si.namespace().unwrap_or_default();
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let ev = K8sEvent {
+        action: Some("Publish".into()),
+        reason: Some("Published".into()),
+        event_time: Some(MicroTime(now)),
+        regarding: Some(si.object_ref(&())),
+        note: Some(cut_note(note)),
+        metadata: kube::api::ObjectMeta {
+            namespace: Some(ns.clone()),
+            name: Some(format!(
+                "{}.{:x}{:08x}",
+                si.name_any(),
+                now.as_nanosecond(),
+                fastrand::u32(..)
+            )),
+            ..Default::default()
+        },
+        reporting_controller: Some(ctx.reporter.controller.clone()),
+        reporting_instance: Some(
+            ctx.reporter
+                .instance
+                .clone()
+                .unwrap_or_else(|| ctx.reporter.controller.clone()),
+        ),
+        type_: Some("Normal".into()),
+        ..Default::default()
+    };
+    let api: Api<K8sEvent> = Api::namespaced(ctx.client.clone(), &ns);
+    if let Err(e) = api.create(&Default::default(), &ev).await {
+        logs::warn(&format!(
+            "cannot write an Event on SettingsImage {ns}/{}: {e}",
+            si.name_any()
+        ));
+    }
+}
+
+async fn event(ctx: &Ctx, si: &SettingsImage, type_: EventType, reason: &str, note: String) {
+    let note = cut_note(note);
     let ev = Event {
         type_,
         reason: reason.to_string(),
