@@ -85,7 +85,8 @@ fn fastrand_u32() -> u32 {
 }
 
 /// A kubeconfig for the controller's ServiceAccount (a TokenRequest token).
-fn service_account_kubeconfig(k: &Kube, dir: &Path) -> PathBuf {
+/// `server` is the API server's URL (or a relay in front of it).
+fn service_account_kubeconfig_at(k: &Kube, dir: &Path, server: &str) -> PathBuf {
     static TOKEN: OnceLock<String> = OnceLock::new();
     let token = TOKEN.get_or_init(|| {
         stdout_of(k.kubectl().args([
@@ -111,7 +112,7 @@ fn service_account_kubeconfig(k: &Kube, dir: &Path) -> PathBuf {
             "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority-data: {ca}\n\
              users:\n- name: sa\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: sa\n    namespace: {SYSTEM}\n\
              current-context: c\n",
-            k.url
+            server
         ),
     )
     .unwrap();
@@ -363,8 +364,20 @@ impl Controller {
         env: &[(&str, &str)],
         from: ConfigFrom,
     ) -> Controller {
+        Controller::start_at(k, &k.url, ns, extra, env, from)
+    }
+
+    /// Started with a kubeconfig naming `server` as the API server.
+    fn start_at(
+        k: &Kube,
+        server: &str,
+        ns: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        from: ConfigFrom,
+    ) -> Controller {
         let dir = TempDir::new();
-        let kubeconfig = service_account_kubeconfig(k, dir.path());
+        let kubeconfig = service_account_kubeconfig_at(k, dir.path(), server);
         let tmp = dir.join("tmp");
         std::fs::create_dir_all(&tmp).unwrap();
         let log = dir.join("controller.log");
@@ -2203,4 +2216,183 @@ fn an_interval_below_the_floor_is_raised_to_it() {
     );
     assert_eq!(up.server.hits().len(), git_before, "git was asked again");
     assert!(proxy.take().is_empty(), "the registry was asked again");
+}
+
+/// A TCP relay on loopback in front of `127.0.0.1:target` that a test can
+/// freeze: from then on it forwards nothing, either way, on any connection
+/// (new ones are accepted and go nowhere) and closes nothing, as a network
+/// that stops delivering leaves a client: its requests hang.
+struct Relay {
+    port: u16,
+    frozen: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Relay {
+    fn start(target: u16) -> Relay {
+        use std::io::{Read as _, Write as _};
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let frozen = Arc::new(AtomicBool::new(false));
+        let f = frozen.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let Ok(server) = std::net::TcpStream::connect(("127.0.0.1", target)) else {
+                    continue;
+                };
+                for (mut from, mut to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    let f = f.clone();
+                    std::thread::spawn(move || {
+                        // Short reads, so a freeze takes effect between two.
+                        from.set_read_timeout(Some(Duration::from_millis(50)))
+                            .unwrap();
+                        let mut buf = [0u8; 16 * 1024];
+                        loop {
+                            if f.load(Ordering::SeqCst) {
+                                // Frozen: hold the connection, move nothing.
+                                std::thread::sleep(Duration::from_millis(50));
+                                continue;
+                            }
+                            match from.read(&mut buf) {
+                                Ok(0) => {
+                                    let _ = to.shutdown(std::net::Shutdown::Write);
+                                    return;
+                                }
+                                Ok(n) => {
+                                    if to.write_all(&buf[..n]).is_err() {
+                                        return;
+                                    }
+                                }
+                                Err(e)
+                                    if matches!(
+                                        e.kind(),
+                                        std::io::ErrorKind::WouldBlock
+                                            | std::io::ErrorKind::TimedOut
+                                    ) => {}
+                                Err(_) => return,
+                            }
+                        }
+                    });
+                }
+            }
+        });
+        Relay { port, frozen }
+    }
+
+    fn freeze(&self) {
+        self.frozen.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Two replicas with --leader-elect; the leader's connection to the API
+/// server stops answering (nothing is closed) while it uploads. It must
+/// stop leading, and exit, within --leader-elect-renew-deadline of its last
+/// renewal, before the standby can take the Lease (after the lease
+/// duration): at the moment the standby first reports leading, the old
+/// leader's process is gone. The standby then publishes the revision.
+#[test]
+fn a_leader_cut_off_from_the_api_server_exits_before_another_leads() {
+    let k = cluster();
+    let ns = namespace(k, "cutoff");
+    let reg = Registry::start(Auth::None);
+    let proxy = Proxy::start(reg.port);
+    let up = Upstream::start(GitOptions::default());
+    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
+    git_repository(k, &ns, "settings", &up.url(), None);
+    settings_image(
+        k,
+        &ns,
+        "app",
+        &format!(
+            "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: app\n  repository: {}/app\n  provenance: false\n",
+            proxy.host()
+        ),
+    );
+    let lease = format!("lease-{ns}");
+    let args = [
+        "--leader-elect",
+        "--leader-election-namespace",
+        SYSTEM,
+        "--leader-election-id",
+        &lease,
+        "--leader-elect-lease-duration=6s",
+        "--leader-elect-renew-deadline=3s",
+        "--leader-elect-retry-period=1s",
+    ];
+    let api_port: u16 = k.url.rsplit(':').next().unwrap().parse().unwrap();
+    let relay = Relay::start(api_port);
+    let mut a = Controller::start_at(
+        k,
+        &format!("https://127.0.0.1:{}", relay.port),
+        &ns,
+        &args,
+        &[],
+        ConfigFrom::Flag,
+    );
+    let leads = |c: &Controller| scrape(c.metrics).get("settings_image_leader") == Some(&1.0);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !leads(&a) {
+        assert!(Instant::now() < deadline, "A never led:\n{}", a.logs());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let b = Controller::start(k, &ns, &args);
+    // A's first blob upload is held at the registry: A is mid-publish.
+    let (started_tx, started_rx) = mpsc::channel::<()>();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let started_tx = Mutex::new(Some(started_tx));
+    let release_rx = Mutex::new(release_rx);
+    proxy.set_rule(move |method, path| {
+        if (method == "PUT" || method == "PATCH" || method == "POST")
+            && path.contains("/blobs/uploads/")
+            && let Some(tx) = started_tx.lock().unwrap().take()
+        {
+            let _ = tx.send(());
+            let _ = release_rx.lock().unwrap().recv();
+        }
+        Action::Forward
+    });
+    fetched(k, &ns, "settings", &c1);
+    started_rx
+        .recv_timeout(Duration::from_secs(120))
+        .unwrap_or_else(|_| panic!("A started no upload:\n{}", a.logs()));
+    relay.freeze();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        if leads(&b) {
+            let a_gone = a.child.as_mut().unwrap().try_wait().unwrap();
+            assert!(
+                a_gone.is_some(),
+                "B leads while A still runs (two leaders):\nA:\n{}\nB:\n{}",
+                a.logs(),
+                b.logs()
+            );
+            assert_ne!(a_gone.unwrap().code(), Some(0), "{}", a.logs());
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "B never led:\nA:\n{}\nB:\n{}",
+            a.logs(),
+            b.logs()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        a.logs().contains("lost the leader election Lease"),
+        "{}",
+        a.logs()
+    );
+    // A's held upload goes on now, from a process that is gone.
+    let _ = release_tx.send(());
+    b.wait(
+        k,
+        &ns,
+        "app",
+        "published by B",
+        is_ready_for(&format!("main@sha1:{c1}")),
+    );
+    assert!(tags_of(&reg, "app").contains(&up.tag("main", &c1, "app")));
 }

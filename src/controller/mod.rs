@@ -457,6 +457,10 @@ async fn serve(args: Args, settings: Settings) -> Result<()> {
             ));
         }
         Ended::LostLease => {
+            // Stop the running downloads; the process exits with this
+            // error at once (the runtime is not waited for), so nothing
+            // of this replica writes after the renew deadline.
+            interrupt.store(true, Ordering::Relaxed);
             return Err(Error::input(
                 format!(
                     "lost the leader election Lease {} (not renewed within the renew deadline); exiting so that one replica publishes",
