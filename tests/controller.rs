@@ -2396,3 +2396,151 @@ fn a_leader_cut_off_from_the_api_server_exits_before_another_leads() {
     );
     assert!(tags_of(&reg, "app").contains(&up.tag("main", &c1, "app")));
 }
+
+/// `/readyz`: (status, body).
+fn readyz(ctl: &Controller) -> (u16, String) {
+    Controller::http(ctl.probes, "/readyz")
+}
+
+/// Waits until `/readyz` satisfies `pred` (the deadline only keeps a
+/// broken run from hanging); the time it took.
+fn wait_readyz(ctl: &Controller, what: &str, pred: impl Fn(u16, &str) -> bool) -> Duration {
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs(180);
+    loop {
+        let (code, body) = readyz(ctl);
+        if pred(code, &body) {
+            return start.elapsed();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "/readyz never got to: {what} (last: {code} {body})\n{}",
+            ctl.logs()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// An API server of its own (this test stops it): the controller with the
+/// GitRepository CRD missing says so once (no raw 404 in a loop) and
+/// /readyz answers 503 naming it; once installed it publishes; with the API
+/// server down /readyz answers 503; after the restart (watches come back
+/// through "too old resource version") it is ready again and publishes the
+/// next revision.
+#[test]
+fn readyz_means_able_to_publish_through_a_missing_crd_and_an_api_server_restart() {
+    let k = common::kube::private();
+    let out = k
+        .kubectl()
+        .args(["apply", "--server-side", "-k"])
+        .arg(repo().join("config"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    run_ok(k.kubectl().args([
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/settingsimages.settings-image.configbutler.io",
+    ]));
+    let ns = namespace(&k, "restart");
+    let reg = Registry::start(Auth::None);
+    let up = Upstream::start(GitOptions::default());
+    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
+    settings_image(
+        &k,
+        &ns,
+        "app",
+        &format!(
+            "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: app\n  repository: {}/app\n  provenance: false\n",
+            reg.host()
+        ),
+    );
+    let ctl = Controller::start(&k, &ns, &[]);
+
+    // 1. No GitRepository CRD: not ready, said once, in words, and the
+    // SettingsImage's status says the same.
+    wait_readyz(&ctl, "503 naming the missing CRD", |code, body| {
+        code == 503
+            && body.contains(
+                "gitrepositories: the GitRepository CRD (source.toolkit.fluxcd.io/v1) is not installed",
+            )
+    });
+    let errors = |ctl: &Controller| {
+        scrape(ctl.metrics)
+            .get("settings_image_watch_errors_total{resource=\"gitrepositories\"}")
+            .copied()
+            .unwrap_or(0.0)
+    };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while errors(&ctl) < 4.0 {
+        assert!(Instant::now() < deadline, "no retries:\n{}", ctl.logs());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let logs = ctl.logs();
+    let said: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains("GitRepository CRD") && l.contains("\"warn\""))
+        .collect();
+    assert_eq!(said.len(), 1, "said once, not per retry:\n{logs}");
+    assert!(
+        !logs.contains("404 page not found") && !logs.contains("Failed to parse"),
+        "a raw 404 in the log:\n{logs}"
+    );
+    assert_eq!(readyz(&ctl).0, 503);
+    let v = ctl.wait(&k, &ns, "app", "Ready=False SourceUnavailable", |v| {
+        condition(v, "Ready").is_some_and(|c| c.1 == "SourceUnavailable")
+    });
+    let ready = condition(&v, "Ready").unwrap();
+    assert!(
+        ready.2.starts_with(
+            "spec.sourceRef: the GitRepository CRD (source.toolkit.fluxcd.io/v1) is not installed"
+        ),
+        "{ready:?}"
+    );
+
+    // 2. Installed: ready, and it publishes.
+    k.install_crds(&[
+        &common::kube::flux_crd_dir().join("source.toolkit.fluxcd.io_gitrepositories.yaml")
+    ]);
+    wait_readyz(&ctl, "200 once the CRD is installed", |code, _| code == 200);
+    git_repository(&k, &ns, "settings", &up.url(), None);
+    fetched(&k, &ns, "settings", &c1);
+    ctl.wait(
+        &k,
+        &ns,
+        "app",
+        "published rev 1",
+        is_ready_for(&format!("main@sha1:{c1}")),
+    );
+
+    // 3. The API server goes away: not ready.
+    let args = k.stop_apiserver();
+    wait_readyz(&ctl, "503 while the API server is down", |code, _| {
+        code == 503
+    });
+    // ... and comes back: ready again, and a new revision is published.
+    k.start_apiserver(&args);
+    let back = wait_readyz(&ctl, "200 after the restart", |code, _| code == 200);
+    let c2 = up.commit(&[("app/a.yaml", "a: 2\n")], 1_700_000_100);
+    let fetched_at = Instant::now();
+    fetched(&k, &ns, "settings", &c2);
+    ctl.wait(
+        &k,
+        &ns,
+        "app",
+        "published rev 2",
+        is_ready_for(&format!("main@sha1:{c2}")),
+    );
+    // Measured, not limited (no wall-clock limits in tests): the resume
+    // time nextest shows with --success-output.
+    eprintln!(
+        "ready again {:.1} s after the API server; rev 2 published {:.1} s after it was fetched",
+        back.as_secs_f64(),
+        fetched_at.elapsed().as_secs_f64()
+    );
+}

@@ -110,11 +110,16 @@ impl log::Log for Logger {
     fn flush(&self) {}
 }
 
-/// A record's level, with kube-runtime's per-object info lines (which
-/// repeat what our own lines say) moved down to debug.
+/// A record's level, with kube's own lines moved down to debug: its
+/// per-object info lines repeat what our own lines say, and its warnings
+/// and errors about failed requests come once per retry, raw ("Unsuccessful
+/// data error parse: 404 page not found" for a watch whose CRD is missing,
+/// "failed with error client error (Connect)" while the API server
+/// restarts), where `watch::resilient` and the reconciler say what failed,
+/// once per change, in words.
 fn effective(m: &log::Metadata) -> Level {
     let level = level_of(m.level());
-    if m.target().starts_with("kube") && level == Level::Info {
+    if m.target().starts_with("kube") && level != Level::Debug {
         Level::Debug
     } else {
         level

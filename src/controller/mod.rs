@@ -14,6 +14,7 @@
 //! - `status`: kstatus conditions and the status write;
 //! - `leader`: the Lease loop (`--leader-elect`);
 //! - `metrics`: Prometheus metrics and the probes;
+//! - `watch`: the watches' health (for `/readyz`) and their retries;
 //! - `redact`: the credentials a reconcile holds, kept out of its words;
 //! - [`logs`]: JSON lines on stderr.
 //!
@@ -37,6 +38,7 @@ mod redact;
 mod source;
 mod spec;
 mod status;
+mod watch;
 
 use std::hash::{Hash, Hasher};
 use std::path::PathBuf;
@@ -52,7 +54,7 @@ use kube::runtime::events::Reporter;
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::oneshot;
 
 use crate::error::{Error, Result};
 use crd::{GitRepository, SettingsImage};
@@ -284,7 +286,7 @@ fn revision_or_spec(repo: &GitRepository) -> Option<u64> {
 }
 
 async fn serve(args: Args, settings: Settings) -> Result<()> {
-    let (stop_tx, stop_rx) = watch::channel(false);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let (graceful_tx, graceful_rx) = oneshot::channel::<()>();
     let graceful_tx = std::sync::Mutex::new(Some(graceful_tx));
     crate::scratch::on_signal(move |name| {
@@ -319,7 +321,7 @@ async fn serve(args: Args, settings: Settings) -> Result<()> {
         "connected to Kubernetes {}.{} ({})",
         version.major, version.minor, version.git_version
     ));
-    metrics.ready.store(true, Ordering::Relaxed);
+    metrics.set_ready("api", None);
 
     let mut elector = None;
     if args.leader_elect {
@@ -360,16 +362,29 @@ async fn serve(args: Args, settings: Settings) -> Result<()> {
         ),
         None => (Api::all(client.clone()), Api::all(client.clone())),
     };
+    // Each watch reports and paces its own failures (`watch::resilient`);
+    // the controller gets only what they saw. Its own trigger backoff
+    // (kube-runtime's 0.8 s doubling to 30 s over both watches together)
+    // would stall every trigger for a failure of either, and after an API
+    // server restart add tens of seconds.
     let (reader, writer) = reflector::store::<SettingsImage>();
-    let si_stream = watcher(sis, watcher::Config::default())
-        .default_backoff()
-        .reflect(writer)
-        .touched_objects()
-        .predicate_filter(spec_or_request, Default::default());
-    let repo_stream = watcher(repos, watcher::Config::default())
-        .default_backoff()
-        .touched_objects()
-        .predicate_filter(revision_or_spec, Default::default());
+    let si_stream = watch::resilient(
+        watcher(sis, watcher::Config::default()),
+        watch::SETTINGS_IMAGES,
+        metrics.clone(),
+    )
+    .reflect(writer)
+    .touched_objects()
+    .predicate_filter(spec_or_request, Default::default())
+    .filter(|r| std::future::ready(r.is_ok()));
+    let repo_stream = watch::resilient(
+        watcher(repos, watcher::Config::default()),
+        watch::GIT_REPOSITORIES,
+        metrics.clone(),
+    )
+    .touched_objects()
+    .predicate_filter(revision_or_spec, Default::default())
+    .filter(|r| std::future::ready(r.is_ok()));
     let store = reader.clone();
     let followers = move |repo: GitRepository| {
         let ns = repo.namespace().unwrap_or_default();
@@ -416,8 +431,18 @@ async fn serve(args: Args, settings: Settings) -> Result<()> {
         })
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
         .for_each(|r| async move {
-            if let Err(e) = r {
-                logs::warn(&format!("controller: {e}"));
+            match r {
+                // A failed list or watch: `watch::resilient` said so once,
+                // and /readyz says so until it is listed again.
+                Err(kube::runtime::controller::Error::QueueError(e)) => {
+                    logs::write(
+                        logs::Level::Debug,
+                        &format!("controller: {e}"),
+                        Default::default(),
+                    );
+                }
+                Err(e) => logs::warn(&format!("controller: {e}")),
+                Ok(_) => {}
             }
         });
     logs::info(&format!(

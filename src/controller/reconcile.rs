@@ -544,6 +544,17 @@ async fn prepare_and_publish(
                 ),
             );
         }
+        // The type itself is not served: the API server's plain 404.
+        Err(e) if super::watch::type_not_served(&e) => {
+            let w = super::watch::GIT_REPOSITORIES;
+            return failed(
+                "SourceUnavailable",
+                format!(
+                    "spec.sourceRef: the {} CRD ({}) is not installed: {}",
+                    w.kind, w.api, w.install
+                ),
+            );
+        }
         Err(e) => return failed("SourceUnavailable", format!("reading {what}: {e}")),
     };
     let Some(revision) = repo
