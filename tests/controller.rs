@@ -2544,3 +2544,189 @@ fn readyz_means_able_to_publish_through_a_missing_crd_and_an_api_server_restart(
         fetched_at.elapsed().as_secs_f64()
     );
 }
+
+/// `git` in `dir` with `input` on stdin; its stdout, trimmed.
+fn git_stdin(home: &Path, dir: &Path, args: &[&str], input: &str) -> String {
+    use std::io::Write as _;
+    let mut child = git_cmd(home, dir)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "git {args:?} failed");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// A glob of 100 folders under a 16 KiB prefix (paths git stores as they
+/// are, written with its plumbing; listing them all in the status would
+/// take 1.7 MB, past the 1.5 MiB etcd stores): every image is pushed,
+/// `status.images` lists the first ones that fit and `imagesOmitted`
+/// counts the rest, the Ready message says so, and the revision is handled
+/// once: a reconcile within the interval asks neither git nor the
+/// registry (no write that cannot succeed is retried).
+#[test]
+fn a_large_glob_bounds_its_status_and_says_what_it_left_out() {
+    let k = cluster();
+    let ns = namespace(k, "bigglob");
+    let reg = Registry::start(Auth::None);
+    let proxy = Proxy::start(reg.port);
+    let up = Upstream::start(GitOptions::default());
+    let c0 = up.commit(&[("README", "x\n")], 1_700_000_000);
+    let (home, work) = (&up.home, &up.work);
+    let mut folders = String::new();
+    for i in 0..100 {
+        let blob = git_stdin(
+            home,
+            work,
+            &["hash-object", "-w", "--stdin"],
+            &format!("n: {i}\n"),
+        );
+        let tree = git_stdin(
+            home,
+            work,
+            &["mktree"],
+            &format!("100644 blob {blob}\ta.yaml\n"),
+        );
+        folders.push_str(&format!("040000 tree {tree}\tf{i:03}\n"));
+    }
+    let mut tree = git_stdin(home, work, &["mktree"], &folders);
+    let mut components = Vec::new();
+    for level in (0..80).rev() {
+        let name = format!("p{level:02}{}", "x".repeat(197));
+        tree = git_stdin(
+            home,
+            work,
+            &["mktree"],
+            &format!("040000 tree {tree}\t{name}\n"),
+        );
+        components.push(name);
+    }
+    components.reverse();
+    let prefix = components.join("/");
+    let c1 = common::git::run(
+        &mut git_cmd(home, work),
+        &[
+            "commit-tree",
+            &tree,
+            "-p",
+            &c0,
+            "-m",
+            "a hundred deep folders",
+        ],
+        Some(1_700_000_100),
+    );
+    up.git(&["update-ref", "refs/heads/main", &c1]);
+    up.git(&["push", "-q", "origin", "main"]);
+    git_repository(k, &ns, "settings", &up.url(), None);
+    fetched(k, &ns, "settings", &c1);
+    settings_image(
+        k,
+        &ns,
+        "all",
+        &format!(
+            "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: {prefix}/*\n  repository: {}/settings-{{name}}\n  provenance: false\n",
+            proxy.host()
+        ),
+    );
+    let ctl = Controller::start(k, &ns, &[]);
+    let v = ctl.wait(
+        k,
+        &ns,
+        "all",
+        "Ready for the revision",
+        is_ready_for(&format!("main@sha1:{c1}")),
+    );
+    let images = v["status"]["images"].as_array().unwrap();
+    let omitted = v["status"]["imagesOmitted"].as_u64().unwrap_or(0) as usize;
+    assert!(
+        omitted > 0 && !images.is_empty(),
+        "{} listed, {omitted} left out",
+        images.len()
+    );
+    assert_eq!(images.len() + omitted, 100);
+    for (i, img) in images.iter().enumerate() {
+        let path = format!("{prefix}/f{i:03}");
+        assert_eq!(img["path"], path.as_str(), "path order");
+        assert_eq!(img["tag"], up.tag("main", &c1, &path).as_str());
+    }
+    assert!(
+        v.to_string().len() < 1024 * 1024,
+        "the object is {} bytes",
+        v.to_string().len()
+    );
+    let ready = condition(&v, "Ready").unwrap();
+    assert!(
+        ready.2.contains(&format!(
+            "status.images lists the first {} of 100 folders (it holds at most 128 KiB); the other {omitted}, from {}",
+            images.len(),
+            &format!("{prefix}/f{:03}", images.len())[..200]
+        )),
+        "{}",
+        &ready.2[..ready.2.len().min(2000)]
+    );
+    // Every folder was published, listed or not.
+    for i in 0..100 {
+        let path = format!("{prefix}/f{i:03}");
+        assert!(
+            tags_of(&reg, &format!("settings-f{i:03}")).contains(&up.tag("main", &c1, &path)),
+            "f{i:03} not pushed"
+        );
+    }
+    // Handled once: within the interval nobody is asked again.
+    let count = |m: &BTreeMap<String, f64>, result: &str| {
+        m.get(&format!(
+            "settings_image_reconciles_total{{result=\"{result}\"}}"
+        ))
+        .copied()
+        .unwrap_or(0.0)
+    };
+    // The publish is counted after its status is written: wait for it.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let before = loop {
+        let m = scrape(ctl.metrics);
+        if count(&m, "published") >= 1.0 {
+            break m;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no publish counted:\n{}",
+            ctl.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let git_before = up.server.hits().len();
+    proxy.take();
+    run_ok(k.kubectl().args([
+        "annotate",
+        "--overwrite",
+        "settingsimage",
+        "all",
+        "-n",
+        &ns,
+        "reconcile.fluxcd.io/requestedAt=1",
+    ]));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let after = loop {
+        let m = scrape(ctl.metrics);
+        if count(&m, "unchanged") > count(&before, "unchanged") {
+            break m;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no unchanged reconcile:\n{}",
+            ctl.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(count(&after, "published"), count(&before, "published"));
+    assert_eq!(up.server.hits().len(), git_before, "git was asked again");
+    assert!(proxy.take().is_empty(), "the registry was asked again");
+}

@@ -145,9 +145,15 @@ pub struct SettingsImageStatus {
     /// The GitRepository revision (`<branch>@sha1:<commit>`) last published.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_handled_revision: Option<String>,
-    /// One entry per published folder.
+    /// One entry per published folder, in path order; at most 128 KiB of
+    /// them (a large glob under a deep prefix would outgrow what the API
+    /// server stores).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<ImageStatus>,
+    /// How many published folders `images` leaves out (the last ones in
+    /// path order); the Ready message names the first of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub images_omitted: Option<u32>,
 }
 
 /// One folder's image.

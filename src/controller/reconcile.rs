@@ -12,6 +12,7 @@
 //! | no artifact yet | False `ArtifactNotReady` | True | - | when the GitRepository changes |
 //! | bad spec, missing GitRepository or Secret key, a source in another namespace | False (reason) | - | True (names the field) | when the spec changes, or after the interval |
 //! | git or registry failure | False (reason) | True `ProgressingWithRetry` | - | with backoff, 1 s doubling to 5 min |
+//! | the status refused by the API server | False `StatusRefused` | - | True | at the interval |
 //!
 //! The interval is at least `--min-interval`. Every message is scrubbed of
 //! the credentials the reconcile read (`super::redact`), whatever a server
@@ -296,11 +297,23 @@ pub async fn reconcile(si: Arc<SettingsImage>, ctx: Arc<Ctx>) -> Result<Action, 
                     pushed.len()
                 ),
             };
+            let (listed, omitted) = status::bounded(images.iter().map(image_status).collect());
+            if omitted > 0 {
+                let first = &images[listed.len()].path;
+                message.push_str(&format!(
+                    "; status.images lists the first {} of {} folders (it holds at most {} KiB); the other {omitted}, from {} on, are published as well",
+                    listed.len(),
+                    images.len(),
+                    status::IMAGES_BUDGET / 1024,
+                    cut(first, 200)
+                ));
+            }
             for n in &notes {
                 let what = if n.warning { "warning" } else { "notice" };
                 message.push_str(&format!("; {what} {}: {}", n.reason, n.message));
             }
-            st.images = images.iter().map(image_status).collect();
+            st.images = listed;
+            st.images_omitted = u32::try_from(omitted).ok().filter(|n| *n > 0);
             st.last_handled_revision = Some(revision.clone());
             st.observed_generation = generation;
             status::set(
@@ -313,7 +326,16 @@ pub async fn reconcile(si: Arc<SettingsImage>, ctx: Arc<Ctx>) -> Result<Action, 
             );
             status::remove(&mut st.conditions, RECONCILING);
             status::remove(&mut st.conditions, STALLED);
-            status::write(&api, &si, &st).await.map_err(write_err)?;
+            written(
+                &ctx,
+                &si,
+                status::write_checked(&api, &si, &st)
+                    .await
+                    .map_err(write_err)?,
+            )
+            .await;
+            // One Event per pushed image, never folded into an earlier
+            // one's series (the recorder would keep only the first note).
             for p in &pushed {
                 published_event(&ctx, &si, format!("pushed {} for {revision}", reference(p))).await;
             }
@@ -356,7 +378,14 @@ pub async fn reconcile(si: Arc<SettingsImage>, ctx: Arc<Ctx>) -> Result<Action, 
                 generation,
             );
             status::remove(&mut st.conditions, STALLED);
-            status::write(&api, &si, &st).await.map_err(write_err)?;
+            written(
+                &ctx,
+                &si,
+                status::write_checked(&api, &si, &st)
+                    .await
+                    .map_err(write_err)?,
+            )
+            .await;
             logs::object(Level::Info, &ns, &name, &message, &[]);
             ("waiting", Action::await_change())
         }
@@ -380,7 +409,14 @@ pub async fn reconcile(si: Arc<SettingsImage>, ctx: Arc<Ctx>) -> Result<Action, 
                 generation,
             );
             status::remove(&mut st.conditions, RECONCILING);
-            status::write(&api, &si, &st).await.map_err(write_err)?;
+            written(
+                &ctx,
+                &si,
+                status::write_checked(&api, &si, &st)
+                    .await
+                    .map_err(write_err)?,
+            )
+            .await;
             event(&ctx, &si, EventType::Warning, reason, message.clone()).await;
             logs::object(
                 Level::Error,
@@ -418,7 +454,14 @@ pub async fn reconcile(si: Arc<SettingsImage>, ctx: Arc<Ctx>) -> Result<Action, 
                 generation,
             );
             status::remove(&mut st.conditions, STALLED);
-            status::write(&api, &si, &st).await.map_err(write_err)?;
+            written(
+                &ctx,
+                &si,
+                status::write_checked(&api, &si, &st)
+                    .await
+                    .map_err(write_err)?,
+            )
+            .await;
             event(&ctx, &si, EventType::Warning, reason, message.clone()).await;
             logs::object(
                 Level::Error,
@@ -436,6 +479,35 @@ pub async fn reconcile(si: Arc<SettingsImage>, ctx: Arc<Ctx>) -> Result<Action, 
     ctx.metrics
         .reconciled(result, started.elapsed().as_secs_f64());
     Ok(action)
+}
+
+/// Says so when the API server refused the status as it was (the small
+/// one written instead says it too).
+async fn written(ctx: &Ctx, si: &SettingsImage, w: status::Written) {
+    if let status::Written::Refused(why) = w {
+        ctx.metrics.failed("StatusRefused");
+        event(ctx, si, EventType::Warning, "StatusRefused", why.clone()).await;
+        logs::object(
+            Level::Error,
+            &si.namespace().unwrap_or_default(),
+            &si.name_any(),
+            &why,
+            &[("reason", Value::from("StatusRefused"))],
+        );
+    }
+}
+
+/// `s` cut to at most `max` bytes (on a character boundary), with `...`
+/// when cut.
+fn cut(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &s[..end])
 }
 
 /// After a failed reconcile whose status could not be written.
