@@ -234,8 +234,13 @@ fn git_repository(k: &Kube, ns: &str, name: &str, url: &str, secret: Option<&str
 
 /// Writes `status.artifact` as source-controller does after a fetch.
 fn fetched(k: &Kube, ns: &str, name: &str, commit: &str) {
+    fetched_as(k, ns, name, &format!("main@sha1:{commit}"), commit);
+}
+
+/// Writes `status.artifact` with `revision` (`<ref>@sha1:<commit>`).
+fn fetched_as(k: &Kube, ns: &str, name: &str, revision: &str, commit: &str) {
     let status = json!({"status": {"artifact": {
-        "revision": format!("main@sha1:{commit}"),
+        "revision": revision,
         "digest": format!("sha256:{}", "0".repeat(64)),
         "path": format!("gitrepository/{ns}/{name}/{commit}.tar.gz"),
         "url": format!("http://source-controller.flux-system.svc.cluster.local./gitrepository/{ns}/{name}/{commit}.tar.gz"),
@@ -1296,20 +1301,41 @@ fn a_bad_spec_stalls_naming_the_field() {
     k.apply(&format!(
         "apiVersion: v1\nkind: Secret\nmetadata:\n  name: wrong\n  namespace: {ns}\nstringData:\n  username: u\n"
     ));
+    // A GitRepository that follows a tag (source-controller's revision
+    // names the tag): docs/controller.md says what happens.
+    k.apply(&format!(
+        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: tagged\n  namespace: {ns}\n\
+         spec:\n  interval: 1m\n  url: {}\n  ref:\n    tag: v1.0.0\n",
+        up.url()
+    ));
+    fetched_as(k, &ns, "tagged", &format!("v1.0.0@sha1:{c1}"), &c1);
+    settings_image(
+        k,
+        &ns,
+        "tagged",
+        &format!(
+            "  sourceRef:\n    kind: GitRepository\n    name: tagged\n  path: app\n  repository: {}/t\n  timestampTag: v1\n",
+            reg.host()
+        ),
+    );
     let ctl = Controller::start(k, &ns, &[]);
     for (name, field, words) in [
         ("no-source", "spec.sourceRef", "missing"),
         ("bad-repo", "spec.repository", "Upper/Case"),
         ("no-key", "spec.secretRef", ".dockerconfigjson"),
+        ("tagged", "spec.sourceRef", "does not follow a branch"),
     ] {
         let v = ctl.wait(k, &ns, name, "Stalled", |v| {
             condition(v, "Stalled").is_some_and(|c| c.0 == "True")
         });
-        let (_, _, message) = condition(&v, "Stalled").unwrap();
+        let (_, reason, message) = condition(&v, "Stalled").unwrap();
         assert!(
             message.starts_with(field) && message.contains(words),
             "{name}: {message}"
         );
+        if name == "tagged" {
+            assert_eq!(reason, "UnsupportedSource");
+        }
         let ready = condition(&v, "Ready").unwrap();
         assert_eq!(
             (ready.0.as_str(), ready.2.as_str()),
@@ -1669,22 +1695,73 @@ fn flux_prints_the_objects_that_follow_a_settings_image() {
         "{}",
         String::from_utf8_lossy(&dry.stderr)
     );
-    // Without a timestampTag (the controller's default is the branch) the
-    // prefix must be given.
-    std::fs::write(
-        &file,
-        std::fs::read_to_string(&file)
+    // Without a timestampTag the controller's default is the branch of the
+    // GitRepository: read from the same file, as docs/controller.md's
+    // worked example keeps them (one file, two documents).
+    let without = std::fs::read_to_string(&file)
+        .unwrap()
+        .replace("  timestampTag: main\n", "");
+    let flux = |text: &str| {
+        std::fs::write(&file, text).unwrap();
+        Command::new(bin())
+            .args(["flux", "--no-automation", "--settings-image"])
+            .arg(&file)
+            .output()
             .unwrap()
-            .replace("  timestampTag: main\n", ""),
-    )
-    .unwrap();
-    let out = Command::new(bin())
-        .args(["flux", "--settings-image"])
-        .arg(&file)
-        .output()
-        .unwrap();
+    };
+    let git_repository = |reference: &str| {
+        format!(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: settings\n  namespace: {ns}\n\
+             spec:\n  interval: 1m\n  url: https://git.example.com/acme/settings.git\n  ref: {reference}\n"
+        )
+    };
+    let out = flux(&format!(
+        "{}---\n{without}",
+        git_repository("{branch: prod}")
+    ));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+    let policy: Value = printed
+        .split("\n---\n")
+        .filter(|d| !d.trim().trim_start_matches("---").trim().is_empty())
+        .map(|d| serde_yaml_ng::from_str::<Value>(d).unwrap())
+        .find(|d| d["kind"] == "ImagePolicy")
+        .expect("an ImagePolicy");
+    assert!(
+        policy["spec"]["filterTags"]["pattern"]
+            .as_str()
+            .unwrap()
+            .starts_with("^prod-"),
+        "{policy}"
+    );
+    let dry = k.dry_run(&printed);
+    assert!(
+        dry.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dry.stderr)
+    );
+    // Neither a timestampTag nor the GitRepository: exit 2, with every way out.
+    let out = flux(&without);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--prefix"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "spec.timestampTag is not set, and the file does not hold GitRepository settings"
+        ) && err.contains("--prefix BRANCH"),
+        "{err}"
+    );
+    // A GitRepository that follows a tag: what the controller does with it.
+    let out = flux(&format!(
+        "{without}---\n{}",
+        git_repository("{tag: v1.0.0}")
+    ));
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Stalled UnsupportedSource"), "{err}");
 }
 
 /// A git server that cannot be reached is a retried `GitOperationFailed`

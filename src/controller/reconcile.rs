@@ -673,14 +673,13 @@ async fn prepare_and_publish(
             ),
         );
     };
-    let Some(prefix) = spec.timestamp_tag.clone().or_else(|| branch.clone()) else {
-        return stalled(
-            "InvalidSpec",
-            format!(
-                "spec.timestampTag: {what} follows no branch (spec.ref.branch), so there is no default prefix; set spec.timestampTag"
-            ),
-        );
-    };
+    // The default prefix: the branch (`spec.ref.branch`, or the one
+    // `spec.ref.name: refs/heads/B` names), as `flux --settings-image`
+    // reads it from the GitRepository.
+    let prefix = spec
+        .timestamp_tag
+        .clone()
+        .unwrap_or_else(|| fetch_branch.clone());
     // The same revision and spec, published and checked within the
     // interval: nothing to ask anyone.
     let st = si.status.clone().unwrap_or_default();
