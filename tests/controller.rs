@@ -665,6 +665,29 @@ fn config_applies_and_its_service_account_has_least_privilege() {
     assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
     assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
     assert_eq!(c["args"][0], "controller");
+    // The binary's defaults listen on loopback only: the pod names every
+    // interface, or the kubelet's probes and Prometheus reach nothing.
+    let args: Vec<&str> = c["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    assert!(args.contains(&"--metrics-bind-address=:8080"), "{args:?}");
+    assert!(
+        args.contains(&"--health-probe-bind-address=:8081"),
+        "{args:?}"
+    );
+    let port = |name: &str| {
+        c["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .map(|p| p["containerPort"].clone())
+    };
+    assert_eq!(port("healthz"), Some(json!(8081)));
+    assert_eq!(port("metrics"), Some(json!(8080)));
     assert!(c["resources"]["limits"]["memory"].is_string());
     assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
     assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");

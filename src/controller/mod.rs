@@ -66,11 +66,15 @@ pub struct Args {
     /// in-cluster ServiceAccount, else ~/.kube/config).
     #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
-    /// Where /metrics listens: :PORT, HOST:PORT, or 0 for off.
-    #[arg(long, value_name = "ADDR", default_value = ":8080")]
+    /// Where /metrics listens: HOST:PORT, :PORT (all interfaces), or 0 for
+    /// off. The default is loopback only (a run on a laptop serves no one
+    /// else); in a pod give :8080, as config/manager/deployment.yaml does.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
     pub metrics_bind_address: String,
-    /// Where /healthz and /readyz listen: :PORT, HOST:PORT, or 0 for off.
-    #[arg(long, value_name = "ADDR", default_value = ":8081")]
+    /// Where /healthz and /readyz listen: HOST:PORT, :PORT (all
+    /// interfaces), or 0 for off. The default is loopback only; the
+    /// kubelet probes the pod's IP, so a pod gives :8081.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8081")]
     pub health_probe_bind_address: String,
     /// Publish only while holding a coordination.k8s.io Lease, so one of
     /// several replicas publishes.
@@ -509,4 +513,42 @@ enum Ended {
     Finished,
     Abandoned,
     LostLease,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser as _;
+
+    #[derive(clap::Parser)]
+    struct Command {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    /// Run without flags (a laptop), nothing listens beyond loopback; the
+    /// flags the Deployment gives listen on every interface.
+    #[test]
+    fn the_default_addresses_are_loopback_only() {
+        let c = Command::try_parse_from(["controller"]).unwrap();
+        let s = settings(&c.args).unwrap();
+        for addr in [s.metrics, s.probes] {
+            assert!(addr.is_some_and(|a| a.ip().is_loopback()), "{addr:?}");
+        }
+        let c = Command::try_parse_from([
+            "controller",
+            "--metrics-bind-address=:8080",
+            "--health-probe-bind-address=:8081",
+        ])
+        .unwrap();
+        let s = settings(&c.args).unwrap();
+        assert!(
+            s.metrics
+                .is_some_and(|a| a.ip().is_unspecified() && a.port() == 8080)
+        );
+        assert!(
+            s.probes
+                .is_some_and(|a| a.ip().is_unspecified() && a.port() == 8081)
+        );
+    }
 }
