@@ -87,7 +87,8 @@ fn fastrand_u32() -> u32 {
 }
 
 /// A kubeconfig for the controller's ServiceAccount (a TokenRequest token).
-fn service_account_kubeconfig(k: &Kube, dir: &Path) -> PathBuf {
+/// `server` is the API server's URL (or a relay in front of it).
+fn service_account_kubeconfig_at(k: &Kube, dir: &Path, server: &str) -> PathBuf {
     static TOKEN: OnceLock<String> = OnceLock::new();
     let token = TOKEN.get_or_init(|| {
         stdout_of(k.kubectl().args([
@@ -113,7 +114,7 @@ fn service_account_kubeconfig(k: &Kube, dir: &Path) -> PathBuf {
             "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority-data: {ca}\n\
              users:\n- name: sa\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: sa\n    namespace: {SYSTEM}\n\
              current-context: c\n",
-            k.url
+            server
         ),
     )
     .unwrap();
@@ -249,8 +250,13 @@ fn git_repository(k: &Kube, ns: &str, name: &str, url: &str, secret: Option<&str
 
 /// Writes `status.artifact` as source-controller does after a fetch.
 fn fetched(k: &Kube, ns: &str, name: &str, commit: &str) {
+    fetched_as(k, ns, name, &format!("main@sha1:{commit}"), commit);
+}
+
+/// Writes `status.artifact` with `revision` (`<ref>@sha1:<commit>`).
+fn fetched_as(k: &Kube, ns: &str, name: &str, revision: &str, commit: &str) {
     let status = json!({"status": {"artifact": {
-        "revision": format!("main@sha1:{commit}"),
+        "revision": revision,
         "digest": format!("sha256:{}", "0".repeat(64)),
         "path": format!("gitrepository/{ns}/{name}/{commit}.tar.gz"),
         "url": format!("http://source-controller.flux-system.svc.cluster.local./gitrepository/{ns}/{name}/{commit}.tar.gz"),
@@ -313,6 +319,34 @@ fn events(k: &Kube, ns: &str, name: &str) -> Vec<(String, String, String)> {
         .collect()
 }
 
+/// Waits until the Events on SettingsImage `name` satisfy `pred` (they
+/// are written after the status); the Events.
+fn wait_events(
+    k: &Kube,
+    ns: &str,
+    name: &str,
+    what: &str,
+    pred: impl Fn(&[(String, String, String)]) -> bool,
+) -> Vec<(String, String, String)> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let ev = events(k, ns, name);
+        if pred(&ev) {
+            return ev;
+        }
+        assert!(Instant::now() < deadline, "no Events: {what}: {ev:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The notes of the `Normal Published` Events on `name`.
+fn published_notes(ev: &[(String, String, String)]) -> Vec<&str> {
+    ev.iter()
+        .filter(|e| e.0 == "Normal" && e.1 == "Published")
+        .map(|e| e.2.as_str())
+        .collect()
+}
+
 // ------------------------------------------------------------------ the controller process
 
 /// Where a started controller finds its cluster.
@@ -351,8 +385,20 @@ impl Controller {
         env: &[(&str, &str)],
         from: ConfigFrom,
     ) -> Controller {
+        Controller::start_at(k, &k.url, ns, extra, env, from)
+    }
+
+    /// Started with a kubeconfig naming `server` as the API server.
+    fn start_at(
+        k: &Kube,
+        server: &str,
+        ns: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        from: ConfigFrom,
+    ) -> Controller {
         let dir = TempDir::new();
-        let kubeconfig = service_account_kubeconfig(k, dir.path());
+        let kubeconfig = service_account_kubeconfig_at(k, dir.path(), server);
         let tmp = dir.join("tmp");
         std::fs::create_dir_all(&tmp).unwrap();
         let log = dir.join("controller.log");
@@ -635,6 +681,29 @@ fn config_applies_and_its_service_account_has_least_privilege() {
     assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
     assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
     assert_eq!(c["args"][0], "controller");
+    // The binary's defaults listen on loopback only: the pod names every
+    // interface, or the kubelet's probes and Prometheus reach nothing.
+    let args: Vec<&str> = c["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    assert!(args.contains(&"--metrics-bind-address=:8080"), "{args:?}");
+    assert!(
+        args.contains(&"--health-probe-bind-address=:8081"),
+        "{args:?}"
+    );
+    let port = |name: &str| {
+        c["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .map(|p| p["containerPort"].clone())
+    };
+    assert_eq!(port("healthz"), Some(json!(8081)));
+    assert_eq!(port("metrics"), Some(json!(8080)));
     assert!(c["resources"]["limits"]["memory"].is_string());
     assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
     assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
@@ -719,6 +788,21 @@ fn publishes_each_fetched_revision_and_only_moves_forward() {
     );
     assert_eq!(v["status"]["images"][0]["tag"], tag2.as_str());
     assert_eq!(v["status"]["images"][0]["commit"], c2.as_str());
+    // One `Normal Published` Event per pushed image: the second is an Event
+    // of its own naming its tag, not a repeat in the first one's series.
+    let ev = wait_events(k, &ns, "shop", "Published for rev 3", |ev| {
+        published_notes(ev)
+            .iter()
+            .any(|n| n.contains(&format!(":{tag2}@")))
+    });
+    let notes = published_notes(&ev);
+    assert_eq!(notes.len(), 2, "{ev:?}");
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains(&format!(":{tag1}@")) && n.contains(&rev1)),
+        "{ev:?}"
+    );
     assert_eq!(
         v["status"]["images"][0]["digest"],
         up.digest(&c3, "configs/shop", "main").as_str()
@@ -1212,6 +1296,20 @@ fn credentials_come_from_the_secrets_flux_uses() {
             up.files(&c1, &format!("configs/{name}"))
         );
     }
+    // One `Normal Published` Event per image of the glob.
+    let ev = wait_events(k, &ns, "all", "Published per folder", |ev| {
+        published_notes(ev).len() >= 2
+    });
+    for name in ["cart", "shop"] {
+        assert_eq!(
+            published_notes(&ev)
+                .iter()
+                .filter(|n| n.contains(&format!("/settings-{name}:")))
+                .count(),
+            1,
+            "{ev:?}"
+        );
+    }
     // The git server saw the credentials; nothing printed them.
     assert!(up.server.hits().iter().any(|h| {
         h.authorization
@@ -1268,20 +1366,41 @@ fn a_bad_spec_stalls_naming_the_field() {
     k.apply(&format!(
         "apiVersion: v1\nkind: Secret\nmetadata:\n  name: wrong\n  namespace: {ns}\nstringData:\n  username: u\n"
     ));
+    // A GitRepository that follows a tag (source-controller's revision
+    // names the tag): docs/controller.md says what happens.
+    k.apply(&format!(
+        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: tagged\n  namespace: {ns}\n\
+         spec:\n  interval: 1m\n  url: {}\n  ref:\n    tag: v1.0.0\n",
+        up.url()
+    ));
+    fetched_as(k, &ns, "tagged", &format!("v1.0.0@sha1:{c1}"), &c1);
+    settings_image(
+        k,
+        &ns,
+        "tagged",
+        &format!(
+            "  sourceRef:\n    kind: GitRepository\n    name: tagged\n  path: app\n  repository: {}/t\n  timestampTag: v1\n",
+            reg.host()
+        ),
+    );
     let ctl = Controller::start(k, &ns, &[]);
     for (name, field, words) in [
         ("no-source", "spec.sourceRef", "missing"),
         ("bad-repo", "spec.repository", "Upper/Case"),
         ("no-key", "spec.secretRef", ".dockerconfigjson"),
+        ("tagged", "spec.sourceRef", "does not follow a branch"),
     ] {
         let v = ctl.wait(k, &ns, name, "Stalled", |v| {
             condition(v, "Stalled").is_some_and(|c| c.0 == "True")
         });
-        let (_, _, message) = condition(&v, "Stalled").unwrap();
+        let (_, reason, message) = condition(&v, "Stalled").unwrap();
         assert!(
             message.starts_with(field) && message.contains(words),
             "{name}: {message}"
         );
+        if name == "tagged" {
+            assert_eq!(reason, "UnsupportedSource");
+        }
         let ready = condition(&v, "Ready").unwrap();
         assert_eq!(
             (ready.0.as_str(), ready.2.as_str()),
@@ -1673,22 +1792,73 @@ fn flux_prints_the_objects_that_follow_a_settings_image() {
         "{}",
         String::from_utf8_lossy(&dry.stderr)
     );
-    // Without a timestampTag (the controller's default is the branch) the
-    // prefix must be given.
-    std::fs::write(
-        &file,
-        std::fs::read_to_string(&file)
+    // Without a timestampTag the controller's default is the branch of the
+    // GitRepository: read from the same file, as docs/controller.md's
+    // worked example keeps them (one file, two documents).
+    let without = std::fs::read_to_string(&file)
+        .unwrap()
+        .replace("  timestampTag: main\n", "");
+    let flux = |text: &str| {
+        std::fs::write(&file, text).unwrap();
+        Command::new(bin())
+            .args(["flux", "--no-automation", "--settings-image"])
+            .arg(&file)
+            .output()
             .unwrap()
-            .replace("  timestampTag: main\n", ""),
-    )
-    .unwrap();
-    let out = Command::new(bin())
-        .args(["flux", "--settings-image"])
-        .arg(&file)
-        .output()
-        .unwrap();
+    };
+    let git_repository = |reference: &str| {
+        format!(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: settings\n  namespace: {ns}\n\
+             spec:\n  interval: 1m\n  url: https://git.example.com/acme/settings.git\n  ref: {reference}\n"
+        )
+    };
+    let out = flux(&format!(
+        "{}---\n{without}",
+        git_repository("{branch: prod}")
+    ));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+    let policy: Value = printed
+        .split("\n---\n")
+        .filter(|d| !d.trim().trim_start_matches("---").trim().is_empty())
+        .map(|d| serde_yaml_ng::from_str::<Value>(d).unwrap())
+        .find(|d| d["kind"] == "ImagePolicy")
+        .expect("an ImagePolicy");
+    assert!(
+        policy["spec"]["filterTags"]["pattern"]
+            .as_str()
+            .unwrap()
+            .starts_with("^prod-"),
+        "{policy}"
+    );
+    let dry = k.dry_run(&printed);
+    assert!(
+        dry.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dry.stderr)
+    );
+    // Neither a timestampTag nor the GitRepository: exit 2, with every way out.
+    let out = flux(&without);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--prefix"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "spec.timestampTag is not set, and the file does not hold GitRepository settings"
+        ) && err.contains("--prefix BRANCH"),
+        "{err}"
+    );
+    // A GitRepository that follows a tag: what the controller does with it.
+    let out = flux(&format!(
+        "{without}---\n{}",
+        git_repository("{tag: v1.0.0}")
+    ));
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Stalled UnsupportedSource"), "{err}");
 }
 
 /// A git server that cannot be reached is a retried `GitOperationFailed`
@@ -1893,4 +2063,844 @@ fn a_folder_with_capitals_goes_where_flux_looks() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+// ------------------------------------------------------------------ hostile
+
+/// A smart-HTTP advertisement from a git server that refuses with its own
+/// words: its first line is `ERR <words>`, what the protocol lets a server
+/// say (gix reports the words; the body of an HTTP error it does not).
+fn git_err_line(out: &mut std::net::TcpStream, words: &str) -> bool {
+    use std::io::Write as _;
+    let pkt = |s: &str| format!("{:04x}{s}", s.len() + 4);
+    let body = format!(
+        "{}0000{}",
+        pkt("# service=git-upload-pack\n"),
+        pkt(&format!("ERR {words}\n"))
+    );
+    let head = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/x-git-upload-pack-advertisement\r\nContent-Length: {}\r\nCache-Control: no-cache\r\n\r\n",
+        body.len()
+    );
+    out.write_all(head.as_bytes()).is_ok() && out.write_all(body.as_bytes()).is_ok()
+}
+
+/// Every form in which an echoing server shows `user:password` (what
+/// `Authorization: Basic` carries: base64, padded or not, URL-safe too)
+/// and the password itself.
+fn basic_forms(user: &str, password: &str) -> Vec<String> {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+    let basic = format!("{user}:{password}");
+    let mut v = vec![password.to_string(), basic.clone()];
+    for e in [STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD] {
+        v.push(e.encode(&basic));
+    }
+    v
+}
+
+/// Servers whose refusal quotes the request's `Authorization` header: a
+/// git server's `ERR` line (basic auth and a bearer token from the
+/// GitRepository's Secret) and a registry's error (the `.dockerconfigjson`
+/// credentials). No credential appears in any status, Event or log line;
+/// the servers' words do, with `<redacted>` where the credentials were.
+#[test]
+fn servers_echoing_the_credentials_leave_them_in_no_status_event_or_log() {
+    use common::registry::{Stub, echoing_registry};
+    let k = cluster();
+    let ns = namespace(k, "echo");
+    let reg = Registry::start(Auth::None);
+    let commit = "0a1b2c3d4e5f60718293a4b5c6d7e8f901234567";
+    let (user, password, token) = ("reader", "git-s3cret-pw", "tok-s3cret-bearer");
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)]);
+    let git_cases: [Case; 2] = [
+        ("basic", &[("username", user), ("password", password)]),
+        ("bearer", &[("bearerToken", token)]),
+    ];
+    let mut stubs = Vec::new();
+    for (name, data) in git_cases {
+        let stub = Stub::start(move |head, out| {
+            let sent = head.header("authorization").unwrap_or("nothing");
+            git_err_line(
+                out,
+                &format!(
+                    "access denied for {}: you sent Authorization: {sent}",
+                    head.path
+                ),
+            )
+        });
+        let data: String = data.iter().map(|(k, v)| format!("  {k}: {v}\n")).collect();
+        k.apply(&format!(
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n  namespace: {ns}\nstringData:\n{data}"
+        ));
+        git_repository(
+            k,
+            &ns,
+            name,
+            &format!("http://{}/settings.git", stub.host()),
+            Some(name),
+        );
+        fetched(k, &ns, name, commit);
+        settings_image(
+            k,
+            &ns,
+            name,
+            &format!(
+                "  sourceRef:\n    kind: GitRepository\n    name: {name}\n  path: app\n  repository: {}/{name}\n",
+                reg.host()
+            ),
+        );
+        stubs.push(stub);
+    }
+    // The registry: a real git server, a registry stub whose upload error
+    // echoes the header.
+    let (push_user, push_password) = ("pusher", "reg-s3cret-pw");
+    let registry = echoing_registry();
+    let up = Upstream::start(GitOptions::default());
+    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
+    git_repository(k, &ns, "settings", &up.url(), None);
+    fetched(k, &ns, "settings", &c1);
+    let dockerconfig =
+        json!({"auths": {registry.host(): {"username": push_user, "password": push_password}}})
+            .to_string();
+    k.apply(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: push\n  namespace: {ns}\ntype: kubernetes.io/dockerconfigjson\nstringData:\n  .dockerconfigjson: '{dockerconfig}'\n"
+    ));
+    settings_image(
+        k,
+        &ns,
+        "registry",
+        &format!(
+            "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: app\n  repository: {}/app\n  secretRef:\n    name: push\n  provenance: false\n",
+            registry.host()
+        ),
+    );
+    let ctl = Controller::start(k, &ns, &[]);
+    let mut secrets = basic_forms(user, password);
+    secrets.push(token.to_string());
+    secrets.extend(basic_forms(push_user, push_password));
+    let sent_by = |stub: &Stub| -> Vec<String> {
+        stub.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|(_, _, h)| {
+                h.iter()
+                    .find(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+                    .map(|(_, v)| v.clone())
+            })
+            .collect()
+    };
+    for (name, stub) in [
+        ("basic", &stubs[0]),
+        ("bearer", &stubs[1]),
+        ("registry", &registry),
+    ] {
+        let v = ctl.wait(k, &ns, name, "Ready=False with the server's words", |v| {
+            condition(v, "Ready")
+                .is_some_and(|c| c.0 == "False" && c.2.contains("you sent Authorization"))
+        });
+        // The server did get the credentials (else there is nothing to hide).
+        let sent = sent_by(stub);
+        assert!(
+            sent.iter()
+                .any(|a| secrets.iter().any(|s| a.ends_with(s.as_str()))),
+            "{name}: the server got no credentials: {sent:?}"
+        );
+        let status = v["status"].to_string();
+        let notes: Vec<String> = events(k, &ns, name).into_iter().map(|e| e.2).collect();
+        assert!(!notes.is_empty(), "{name}: no Event");
+        for s in &secrets {
+            assert!(
+                !status.contains(s.as_str()),
+                "{name}: {s} in the status: {status}"
+            );
+            assert!(
+                notes.iter().all(|n| !n.contains(s.as_str())),
+                "{name}: {s} in an Event: {notes:?}"
+            );
+        }
+        let ready = condition(&v, "Ready").unwrap();
+        assert!(ready.2.contains("<redacted>"), "{name}: {ready:?}");
+    }
+    let logs = ctl.logs();
+    assert!(logs.contains("you sent Authorization"), "{logs}");
+    for s in &secrets {
+        assert!(!logs.contains(s.as_str()), "{s} in the log:\n{logs}");
+    }
+}
+
+/// The documented several-namespace setup (the ClusterRole bound in each
+/// tenant's namespace): a SettingsImage in tenant B that names tenant A's
+/// private GitRepository (`spec.sourceRef.namespace`) stalls with
+/// `AccessDenied` naming the field; A's git server is never asked and
+/// nothing is pushed. Only `--allow-cross-namespace-refs` lets it publish.
+#[test]
+fn a_tenant_cannot_publish_another_tenants_repository() {
+    let k = cluster();
+    let ns_a = namespace(k, "tenant-a");
+    let ns_b = namespace(k, "tenant-b");
+    let reg = Registry::start(Auth::None);
+    let up = Upstream::start(GitOptions {
+        basic: Some(("a-reader".into(), "a-s3cret".into())),
+        ..GitOptions::default()
+    });
+    let c1 = up.commit(&[("app/a.yaml", "private: 1\n")], 1_700_000_000);
+    k.apply(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: git-auth\n  namespace: {ns_a}\nstringData:\n  username: a-reader\n  password: a-s3cret\n"
+    ));
+    git_repository(k, &ns_a, "private", &up.url(), Some("git-auth"));
+    fetched(k, &ns_a, "private", &c1);
+    settings_image(
+        k,
+        &ns_b,
+        "stolen",
+        &format!(
+            "  sourceRef:\n    kind: GitRepository\n    name: private\n    namespace: {ns_a}\n  path: app\n  repository: {}/stolen\n",
+            reg.host()
+        ),
+    );
+    let ctl = Controller::start(k, &ns_b, &[]);
+    let v = ctl.wait(k, &ns_b, "stolen", "Stalled", |v| {
+        condition(v, "Stalled").is_some_and(|c| c.0 == "True")
+    });
+    let (_, reason, message) = condition(&v, "Stalled").unwrap();
+    assert_eq!(reason, "AccessDenied", "{message}");
+    assert!(
+        message.starts_with("spec.sourceRef.namespace:")
+            && message.contains(&format!("GitRepository {ns_a}/private"))
+            && message.contains("--allow-cross-namespace-refs"),
+        "{message}"
+    );
+    assert_eq!(
+        condition(&v, "Ready").map(|c| (c.0, c.1)),
+        Some(("False".into(), "AccessDenied".into()))
+    );
+    assert!(
+        events(k, &ns_b, "stolen")
+            .iter()
+            .any(|e| e.0 == "Warning" && e.1 == "AccessDenied")
+    );
+    assert!(
+        up.server.hits().is_empty(),
+        "tenant A's git server was asked: {:?}",
+        up.server.hits()
+    );
+    assert!(tags_of(&reg, "stolen").is_empty());
+    drop(ctl);
+    // The opt-in: the same object publishes (the reference itself is right).
+    let ctl = Controller::start(k, &ns_b, &["--allow-cross-namespace-refs"]);
+    ctl.wait(
+        k,
+        &ns_b,
+        "stolen",
+        "published with --allow-cross-namespace-refs",
+        is_ready_for(&format!("main@sha1:{c1}")),
+    );
+    assert!(tags_of(&reg, "stolen").contains(&up.tag("main", &c1, "app")));
+}
+
+/// `interval: 1ms` (the CRD's pattern accepts it) is raised to
+/// `--min-interval`, and the Ready message says so: a reconcile within it
+/// (Flux's requestedAt annotation) asks neither git nor the registry, where
+/// a 1 ms interval would have fetched and checked again about ten times a
+/// second, for ever.
+#[test]
+fn an_interval_below_the_floor_is_raised_to_it() {
+    let k = cluster();
+    let ns = namespace(k, "floor");
+    let reg = Registry::start(Auth::None);
+    let proxy = Proxy::start(reg.port);
+    let up = Upstream::start(GitOptions::default());
+    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
+    git_repository(k, &ns, "settings", &up.url(), None);
+    fetched(k, &ns, "settings", &c1);
+    settings_image(
+        k,
+        &ns,
+        "app",
+        &format!(
+            "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: app\n  repository: {}/app\n  interval: 1ms\n",
+            proxy.host()
+        ),
+    );
+    let ctl = Controller::start(k, &ns, &["--min-interval=1h"]);
+    let v = ctl.wait(
+        k,
+        &ns,
+        "app",
+        "published",
+        is_ready_for(&format!("main@sha1:{c1}")),
+    );
+    let ready = condition(&v, "Ready").unwrap();
+    assert!(
+        ready.2.contains(
+            "notice IntervalRaised: spec.interval 1ms is below the controller's --min-interval: checked every 1h"
+        ),
+        "{ready:?}"
+    );
+    let count = |m: &BTreeMap<String, f64>, result: &str| {
+        m.get(&format!(
+            "settings_image_reconciles_total{{result=\"{result}\"}}"
+        ))
+        .copied()
+        .unwrap_or(0.0)
+    };
+    // The publish is counted after its status is written: wait for it.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let before = loop {
+        let m = scrape(ctl.metrics);
+        if count(&m, "published") >= 1.0 {
+            break m;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no publish counted:\n{}",
+            ctl.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let git_before = up.server.hits().len();
+    proxy.take();
+    run_ok(k.kubectl().args([
+        "annotate",
+        "--overwrite",
+        "settingsimage",
+        "app",
+        "-n",
+        &ns,
+        "reconcile.fluxcd.io/requestedAt=1",
+    ]));
+    // The next reconcile, whatever it decides.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let after = loop {
+        let m = scrape(ctl.metrics);
+        if count(&m, "unchanged") + count(&m, "published")
+            > count(&before, "unchanged") + count(&before, "published")
+        {
+            break m;
+        }
+        assert!(Instant::now() < deadline, "no reconcile:\n{}", ctl.logs());
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(
+        count(&after, "published"),
+        count(&before, "published"),
+        "published again within the floor"
+    );
+    assert_eq!(up.server.hits().len(), git_before, "git was asked again");
+    assert!(proxy.take().is_empty(), "the registry was asked again");
+}
+
+/// A TCP relay on loopback in front of `127.0.0.1:target` that a test can
+/// freeze: from then on it forwards nothing, either way, on any connection
+/// (new ones are accepted and go nowhere) and closes nothing, as a network
+/// that stops delivering leaves a client: its requests hang.
+struct Relay {
+    port: u16,
+    frozen: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Relay {
+    fn start(target: u16) -> Relay {
+        use std::io::{Read as _, Write as _};
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let frozen = Arc::new(AtomicBool::new(false));
+        let f = frozen.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let Ok(server) = std::net::TcpStream::connect(("127.0.0.1", target)) else {
+                    continue;
+                };
+                for (mut from, mut to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    let f = f.clone();
+                    std::thread::spawn(move || {
+                        // Short reads, so a freeze takes effect between two.
+                        from.set_read_timeout(Some(Duration::from_millis(50)))
+                            .unwrap();
+                        let mut buf = [0u8; 16 * 1024];
+                        loop {
+                            if f.load(Ordering::SeqCst) {
+                                // Frozen: hold the connection, move nothing.
+                                std::thread::sleep(Duration::from_millis(50));
+                                continue;
+                            }
+                            match from.read(&mut buf) {
+                                Ok(0) => {
+                                    let _ = to.shutdown(std::net::Shutdown::Write);
+                                    return;
+                                }
+                                Ok(n) => {
+                                    if to.write_all(&buf[..n]).is_err() {
+                                        return;
+                                    }
+                                }
+                                Err(e)
+                                    if matches!(
+                                        e.kind(),
+                                        std::io::ErrorKind::WouldBlock
+                                            | std::io::ErrorKind::TimedOut
+                                    ) => {}
+                                Err(_) => return,
+                            }
+                        }
+                    });
+                }
+            }
+        });
+        Relay { port, frozen }
+    }
+
+    fn freeze(&self) {
+        self.frozen.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Two replicas with --leader-elect; the leader's connection to the API
+/// server stops answering (nothing is closed) while it uploads. It must
+/// stop leading, and exit, within --leader-elect-renew-deadline of its last
+/// renewal, before the standby can take the Lease (after the lease
+/// duration): at the moment the standby first reports leading, the old
+/// leader's process is gone. The standby then publishes the revision.
+#[test]
+fn a_leader_cut_off_from_the_api_server_exits_before_another_leads() {
+    let k = cluster();
+    let ns = namespace(k, "cutoff");
+    let reg = Registry::start(Auth::None);
+    let proxy = Proxy::start(reg.port);
+    let up = Upstream::start(GitOptions::default());
+    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
+    git_repository(k, &ns, "settings", &up.url(), None);
+    settings_image(
+        k,
+        &ns,
+        "app",
+        &format!(
+            "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: app\n  repository: {}/app\n  provenance: false\n",
+            proxy.host()
+        ),
+    );
+    let lease = format!("lease-{ns}");
+    let args = [
+        "--leader-elect",
+        "--leader-election-namespace",
+        SYSTEM,
+        "--leader-election-id",
+        &lease,
+        "--leader-elect-lease-duration=6s",
+        "--leader-elect-renew-deadline=3s",
+        "--leader-elect-retry-period=1s",
+    ];
+    let api_port: u16 = k.url.rsplit(':').next().unwrap().parse().unwrap();
+    let relay = Relay::start(api_port);
+    let mut a = Controller::start_at(
+        k,
+        &format!("https://127.0.0.1:{}", relay.port),
+        &ns,
+        &args,
+        &[],
+        ConfigFrom::Flag,
+    );
+    let leads = |c: &Controller| scrape(c.metrics).get("settings_image_leader") == Some(&1.0);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !leads(&a) {
+        assert!(Instant::now() < deadline, "A never led:\n{}", a.logs());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let b = Controller::start(k, &ns, &args);
+    // A's first blob upload is held at the registry: A is mid-publish.
+    let (started_tx, started_rx) = mpsc::channel::<()>();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let started_tx = Mutex::new(Some(started_tx));
+    let release_rx = Mutex::new(release_rx);
+    proxy.set_rule(move |method, path| {
+        if (method == "PUT" || method == "PATCH" || method == "POST")
+            && path.contains("/blobs/uploads/")
+            && let Some(tx) = started_tx.lock().unwrap().take()
+        {
+            let _ = tx.send(());
+            let _ = release_rx.lock().unwrap().recv();
+        }
+        Action::Forward
+    });
+    fetched(k, &ns, "settings", &c1);
+    started_rx
+        .recv_timeout(Duration::from_secs(120))
+        .unwrap_or_else(|_| panic!("A started no upload:\n{}", a.logs()));
+    relay.freeze();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        if leads(&b) {
+            let a_gone = a.child.as_mut().unwrap().try_wait().unwrap();
+            assert!(
+                a_gone.is_some(),
+                "B leads while A still runs (two leaders):\nA:\n{}\nB:\n{}",
+                a.logs(),
+                b.logs()
+            );
+            assert_ne!(a_gone.unwrap().code(), Some(0), "{}", a.logs());
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "B never led:\nA:\n{}\nB:\n{}",
+            a.logs(),
+            b.logs()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        a.logs().contains("lost the leader election Lease"),
+        "{}",
+        a.logs()
+    );
+    // A's held upload goes on now, from a process that is gone.
+    let _ = release_tx.send(());
+    b.wait(
+        k,
+        &ns,
+        "app",
+        "published by B",
+        is_ready_for(&format!("main@sha1:{c1}")),
+    );
+    assert!(tags_of(&reg, "app").contains(&up.tag("main", &c1, "app")));
+}
+
+/// `/readyz`: (status, body).
+fn readyz(ctl: &Controller) -> (u16, String) {
+    Controller::http(ctl.probes, "/readyz")
+}
+
+/// Waits until `/readyz` satisfies `pred` (the deadline only keeps a
+/// broken run from hanging); the time it took.
+fn wait_readyz(ctl: &Controller, what: &str, pred: impl Fn(u16, &str) -> bool) -> Duration {
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs(180);
+    loop {
+        let (code, body) = readyz(ctl);
+        if pred(code, &body) {
+            return start.elapsed();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "/readyz never got to: {what} (last: {code} {body})\n{}",
+            ctl.logs()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// An API server of its own (this test stops it): the controller with the
+/// GitRepository CRD missing says so once (no raw 404 in a loop) and
+/// /readyz answers 503 naming it; once installed it publishes; with the API
+/// server down /readyz answers 503; after the restart (watches come back
+/// through "too old resource version") it is ready again and publishes the
+/// next revision.
+#[test]
+fn readyz_means_able_to_publish_through_a_missing_crd_and_an_api_server_restart() {
+    let k = common::kube::private();
+    let out = k
+        .kubectl()
+        .args(["apply", "--server-side", "-k"])
+        .arg(repo().join("config"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    run_ok(k.kubectl().args([
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/settingsimages.settings-image.configbutler.io",
+    ]));
+    let ns = namespace(&k, "restart");
+    let reg = Registry::start(Auth::None);
+    let up = Upstream::start(GitOptions::default());
+    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
+    settings_image(
+        &k,
+        &ns,
+        "app",
+        &format!(
+            "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: app\n  repository: {}/app\n  provenance: false\n",
+            reg.host()
+        ),
+    );
+    let ctl = Controller::start(&k, &ns, &[]);
+
+    // 1. No GitRepository CRD: not ready, said once, in words, and the
+    // SettingsImage's status says the same.
+    wait_readyz(&ctl, "503 naming the missing CRD", |code, body| {
+        code == 503
+            && body.contains(
+                "gitrepositories: the GitRepository CRD (source.toolkit.fluxcd.io/v1) is not installed",
+            )
+    });
+    let errors = |ctl: &Controller| {
+        scrape(ctl.metrics)
+            .get("settings_image_watch_errors_total{resource=\"gitrepositories\"}")
+            .copied()
+            .unwrap_or(0.0)
+    };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while errors(&ctl) < 4.0 {
+        assert!(Instant::now() < deadline, "no retries:\n{}", ctl.logs());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let logs = ctl.logs();
+    let said: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains("GitRepository CRD") && l.contains("\"warn\""))
+        .collect();
+    assert_eq!(said.len(), 1, "said once, not per retry:\n{logs}");
+    assert!(
+        !logs.contains("404 page not found") && !logs.contains("Failed to parse"),
+        "a raw 404 in the log:\n{logs}"
+    );
+    assert_eq!(readyz(&ctl).0, 503);
+    let v = ctl.wait(&k, &ns, "app", "Ready=False SourceUnavailable", |v| {
+        condition(v, "Ready").is_some_and(|c| c.1 == "SourceUnavailable")
+    });
+    let ready = condition(&v, "Ready").unwrap();
+    assert!(
+        ready.2.starts_with(
+            "spec.sourceRef: the GitRepository CRD (source.toolkit.fluxcd.io/v1) is not installed"
+        ),
+        "{ready:?}"
+    );
+
+    // 2. Installed: ready, and it publishes.
+    k.install_crds(&[
+        &common::kube::flux_crd_dir().join("source.toolkit.fluxcd.io_gitrepositories.yaml")
+    ]);
+    wait_readyz(&ctl, "200 once the CRD is installed", |code, _| code == 200);
+    git_repository(&k, &ns, "settings", &up.url(), None);
+    fetched(&k, &ns, "settings", &c1);
+    ctl.wait(
+        &k,
+        &ns,
+        "app",
+        "published rev 1",
+        is_ready_for(&format!("main@sha1:{c1}")),
+    );
+
+    // 3. The API server goes away: not ready.
+    let args = k.stop_apiserver();
+    wait_readyz(&ctl, "503 while the API server is down", |code, _| {
+        code == 503
+    });
+    // ... and comes back: ready again, and a new revision is published.
+    k.start_apiserver(&args);
+    let back = wait_readyz(&ctl, "200 after the restart", |code, _| code == 200);
+    let c2 = up.commit(&[("app/a.yaml", "a: 2\n")], 1_700_000_100);
+    let fetched_at = Instant::now();
+    fetched(&k, &ns, "settings", &c2);
+    ctl.wait(
+        &k,
+        &ns,
+        "app",
+        "published rev 2",
+        is_ready_for(&format!("main@sha1:{c2}")),
+    );
+    // Measured, not limited (no wall-clock limits in tests): the resume
+    // time nextest shows with --success-output.
+    eprintln!(
+        "ready again {:.1} s after the API server; rev 2 published {:.1} s after it was fetched",
+        back.as_secs_f64(),
+        fetched_at.elapsed().as_secs_f64()
+    );
+}
+
+/// `git` in `dir` with `input` on stdin; its stdout, trimmed.
+fn git_stdin(home: &Path, dir: &Path, args: &[&str], input: &str) -> String {
+    use std::io::Write as _;
+    let mut child = git_cmd(home, dir)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "git {args:?} failed");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// A glob of 100 folders under a 16 KiB prefix (paths git stores as they
+/// are, written with its plumbing; listing them all in the status would
+/// take 1.7 MB, past the 1.5 MiB etcd stores): every image is pushed,
+/// `status.images` lists the first ones that fit and `imagesOmitted`
+/// counts the rest, the Ready message says so, and the revision is handled
+/// once: a reconcile within the interval asks neither git nor the
+/// registry (no write that cannot succeed is retried).
+#[test]
+fn a_large_glob_bounds_its_status_and_says_what_it_left_out() {
+    let k = cluster();
+    let ns = namespace(k, "bigglob");
+    let reg = Registry::start(Auth::None);
+    let proxy = Proxy::start(reg.port);
+    let up = Upstream::start(GitOptions::default());
+    let c0 = up.commit(&[("README", "x\n")], 1_700_000_000);
+    let (home, work) = (&up.home, &up.work);
+    let mut folders = String::new();
+    for i in 0..100 {
+        let blob = git_stdin(
+            home,
+            work,
+            &["hash-object", "-w", "--stdin"],
+            &format!("n: {i}\n"),
+        );
+        let tree = git_stdin(
+            home,
+            work,
+            &["mktree"],
+            &format!("100644 blob {blob}\ta.yaml\n"),
+        );
+        folders.push_str(&format!("040000 tree {tree}\tf{i:03}\n"));
+    }
+    let mut tree = git_stdin(home, work, &["mktree"], &folders);
+    let mut components = Vec::new();
+    for level in (0..80).rev() {
+        let name = format!("p{level:02}{}", "x".repeat(197));
+        tree = git_stdin(
+            home,
+            work,
+            &["mktree"],
+            &format!("040000 tree {tree}\t{name}\n"),
+        );
+        components.push(name);
+    }
+    components.reverse();
+    let prefix = components.join("/");
+    let c1 = common::git::run(
+        &mut git_cmd(home, work),
+        &[
+            "commit-tree",
+            &tree,
+            "-p",
+            &c0,
+            "-m",
+            "a hundred deep folders",
+        ],
+        Some(1_700_000_100),
+    );
+    up.git(&["update-ref", "refs/heads/main", &c1]);
+    up.git(&["push", "-q", "origin", "main"]);
+    git_repository(k, &ns, "settings", &up.url(), None);
+    fetched(k, &ns, "settings", &c1);
+    settings_image(
+        k,
+        &ns,
+        "all",
+        &format!(
+            "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: {prefix}/*\n  repository: {}/settings-{{name}}\n  provenance: false\n",
+            proxy.host()
+        ),
+    );
+    let ctl = Controller::start(k, &ns, &[]);
+    let v = ctl.wait(
+        k,
+        &ns,
+        "all",
+        "Ready for the revision",
+        is_ready_for(&format!("main@sha1:{c1}")),
+    );
+    let images = v["status"]["images"].as_array().unwrap();
+    let omitted = v["status"]["imagesOmitted"].as_u64().unwrap_or(0) as usize;
+    assert!(
+        omitted > 0 && !images.is_empty(),
+        "{} listed, {omitted} left out",
+        images.len()
+    );
+    assert_eq!(images.len() + omitted, 100);
+    for (i, img) in images.iter().enumerate() {
+        let path = format!("{prefix}/f{i:03}");
+        assert_eq!(img["path"], path.as_str(), "path order");
+        assert_eq!(img["tag"], up.tag("main", &c1, &path).as_str());
+    }
+    assert!(
+        v.to_string().len() < 1024 * 1024,
+        "the object is {} bytes",
+        v.to_string().len()
+    );
+    let ready = condition(&v, "Ready").unwrap();
+    assert!(
+        ready.2.contains(&format!(
+            "status.images lists the first {} of 100 folders (it holds at most 128 KiB); the other {omitted}, from {}",
+            images.len(),
+            &format!("{prefix}/f{:03}", images.len())[..200]
+        )),
+        "{}",
+        &ready.2[..ready.2.len().min(2000)]
+    );
+    // Every folder was published, listed or not.
+    for i in 0..100 {
+        let path = format!("{prefix}/f{i:03}");
+        assert!(
+            tags_of(&reg, &format!("settings-f{i:03}")).contains(&up.tag("main", &c1, &path)),
+            "f{i:03} not pushed"
+        );
+    }
+    // Handled once: within the interval nobody is asked again.
+    let count = |m: &BTreeMap<String, f64>, result: &str| {
+        m.get(&format!(
+            "settings_image_reconciles_total{{result=\"{result}\"}}"
+        ))
+        .copied()
+        .unwrap_or(0.0)
+    };
+    // The publish is counted after its status is written: wait for it.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let before = loop {
+        let m = scrape(ctl.metrics);
+        if count(&m, "published") >= 1.0 {
+            break m;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no publish counted:\n{}",
+            ctl.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let git_before = up.server.hits().len();
+    proxy.take();
+    run_ok(k.kubectl().args([
+        "annotate",
+        "--overwrite",
+        "settingsimage",
+        "all",
+        "-n",
+        &ns,
+        "reconcile.fluxcd.io/requestedAt=1",
+    ]));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let after = loop {
+        let m = scrape(ctl.metrics);
+        if count(&m, "unchanged") > count(&before, "unchanged") {
+            break m;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no unchanged reconcile:\n{}",
+            ctl.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(count(&after, "published"), count(&before, "published"));
+    assert_eq!(up.server.hits().len(), git_before, "git was asked again");
+    assert!(proxy.take().is_empty(), "the registry was asked again");
 }

@@ -153,15 +153,36 @@ fn from_settings_image(args: &FluxArgs, file: &std::path::Path) -> Result<FluxAr
         out.repository = si.spec.repository.clone();
     }
     if out.prefix.is_empty() {
-        out.prefix = si.spec.timestamp_tag.clone().ok_or_else(|| {
-            Error::input(
-                format!(
-                    "--settings-image {}: spec.timestampTag is not set (the controller defaults it to the GitRepository's branch)",
-                    file.display()
-                ),
-                Some("give --prefix BRANCH".into()),
-            )
-        })?;
+        use crate::controller::crd::Source;
+        // The controller's default: the GitRepository's branch, when the
+        // same file holds the GitRepository.
+        out.prefix = match (si.spec.timestamp_tag.clone(), &si.source) {
+            (Some(prefix), _) => prefix,
+            (None, Some(Source::Branch(branch))) => branch.clone(),
+            (None, Some(Source::NoBranch)) => {
+                return Err(Error::input(
+                    format!(
+                        "--settings-image {}: GitRepository {} follows no branch (spec.ref.branch), so the controller publishes nothing for it (Stalled UnsupportedSource)",
+                        file.display(),
+                        si.spec.source_ref.name
+                    ),
+                    Some("point the SettingsImage at a GitRepository that follows a branch".into()),
+                ));
+            }
+            (None, None) => {
+                return Err(Error::input(
+                    format!(
+                        "--settings-image {}: spec.timestampTag is not set, and the file does not hold GitRepository {} (the controller defaults the prefix to its spec.ref.branch)",
+                        file.display(),
+                        si.spec.source_ref.name
+                    ),
+                    Some(
+                        "add the GitRepository to the file (a --- separated document), set spec.timestampTag, or give --prefix BRANCH"
+                            .into(),
+                    ),
+                ));
+            }
+        };
     }
     if out.paths.is_empty()
         && (out.repository.contains("{name}") || out.repository.contains("{path}"))

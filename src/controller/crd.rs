@@ -49,7 +49,8 @@ pub struct SettingsImageSpec {
     #[schemars(length(min = 1))]
     pub repository: String,
     /// The timestamp tag prefix (`PREFIX-<unix committer time>-<sha7>`);
-    /// default: the GitRepository's `spec.ref.branch`.
+    /// default: the GitRepository's branch (`spec.ref.branch`, or the one
+    /// `spec.ref.name: refs/heads/BRANCH` names).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timestamp_tag: Option<String>,
     /// A moving tag that follows the newest commit and never moves back
@@ -145,9 +146,15 @@ pub struct SettingsImageStatus {
     /// The GitRepository revision (`<branch>@sha1:<commit>`) last published.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_handled_revision: Option<String>,
-    /// One entry per published folder.
+    /// One entry per published folder, in path order; at most 128 KiB of
+    /// them (a large glob under a deep prefix would outgrow what the API
+    /// server stores).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<ImageStatus>,
+    /// How many published folders `images` leaves out (the last ones in
+    /// path order); the Ready message names the first of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub images_omitted: Option<u32>,
 }
 
 /// One folder's image.
@@ -245,37 +252,122 @@ pub struct Artifact {
 }
 
 /// A SettingsImage manifest as a file holds it (what `settings-image flux
-/// --settings-image` reads).
+/// --settings-image` reads), with the branch of the GitRepository it
+/// follows when the file holds that too.
 #[derive(Debug, Clone)]
 pub struct Manifest {
     /// `metadata.namespace`, when set.
     pub namespace: Option<String>,
     /// The spec.
     pub spec: SettingsImageSpec,
+    /// What the file says of the GitRepository `spec.sourceRef` names.
+    pub source: Option<Source>,
+}
+
+/// The GitRepository a [`Manifest`] follows, as the same file holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// It follows this branch (`spec.ref.branch`).
+    Branch(String),
+    /// It follows no branch (a tag, a semver range, a commit, or no
+    /// `spec.ref`): the controller stalls such a SettingsImage
+    /// (`UnsupportedSource`).
+    NoBranch,
 }
 
 impl Manifest {
-    /// Parses one SettingsImage from YAML; `Err` says what is wrong.
+    /// Parses a file of one or more YAML documents: exactly one
+    /// SettingsImage, and (optionally) the GitRepository it names among
+    /// the others; `Err` says what is wrong.
     pub fn parse(text: &str) -> Result<Manifest, String> {
-        let v: serde_json::Value = serde_yaml_ng::from_str(text).map_err(|e| e.to_string())?;
-        let kind = v.get("kind").and_then(|k| k.as_str()).unwrap_or_default();
-        let api = v
-            .get("apiVersion")
-            .and_then(|k| k.as_str())
-            .unwrap_or_default();
-        if kind != "SettingsImage" || !api.starts_with(GROUP) {
-            return Err(format!(
-                "holds a {kind:?} of {api:?}, not a SettingsImage of {GROUP}"
-            ));
+        use serde::Deserialize as _;
+        let mut docs = Vec::new();
+        for d in serde_yaml_ng::Deserializer::from_str(text) {
+            let v = serde_json::Value::deserialize(d).map_err(|e| e.to_string())?;
+            if !v.is_null() {
+                docs.push(v);
+            }
         }
-        let spec = serde_json::from_value(v.get("spec").cloned().unwrap_or_default())
-            .map_err(|e| format!("spec: {e}"))?;
+        let kind_of = |v: &serde_json::Value| {
+            (
+                v.get("kind")
+                    .and_then(|k| k.as_str())
+                    .unwrap_or_default()
+                    .to_string(),
+                v.get("apiVersion")
+                    .and_then(|k| k.as_str())
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        };
+        let mut sis = docs
+            .iter()
+            .filter(|v| kind_of(v).0 == "SettingsImage" && kind_of(v).1.starts_with(GROUP));
+        let Some(v) = sis.next() else {
+            let held: Vec<String> = docs
+                .iter()
+                .map(|v| {
+                    let (k, a) = kind_of(v);
+                    format!("a {k:?} of {a:?}")
+                })
+                .collect();
+            return Err(format!(
+                "holds {}, not a SettingsImage of {GROUP}",
+                if held.is_empty() {
+                    "nothing".to_string()
+                } else {
+                    held.join(", ")
+                }
+            ));
+        };
+        if sis.next().is_some() {
+            return Err("holds several SettingsImages; give one per file".into());
+        }
+        let spec: SettingsImageSpec =
+            serde_json::from_value(v.get("spec").cloned().unwrap_or_default())
+                .map_err(|e| format!("spec: {e}"))?;
+        let namespace = v
+            .pointer("/metadata/namespace")
+            .and_then(|n| n.as_str())
+            .map(str::to_string);
+        // The GitRepository it names: same name, and the sourceRef's
+        // namespace (default: the SettingsImage's).
+        let want_ns = spec
+            .source_ref
+            .namespace
+            .clone()
+            .or_else(|| namespace.clone());
+        let source = docs
+            .iter()
+            .filter(|d| {
+                kind_of(d).0 == "GitRepository"
+                    && kind_of(d).1.starts_with("source.toolkit.fluxcd.io/")
+            })
+            .find(|d| {
+                d.pointer("/metadata/name").and_then(|n| n.as_str())
+                    == Some(spec.source_ref.name.as_str())
+                    && d.pointer("/metadata/namespace").and_then(|n| n.as_str())
+                        == want_ns.as_deref()
+            })
+            .map(|d| {
+                let text = |p: &str| {
+                    d.pointer(p)
+                        .and_then(|b| b.as_str())
+                        .filter(|b| !b.is_empty())
+                };
+                // As the controller follows it: `spec.ref.branch`, or
+                // `spec.ref.name: refs/heads/B`.
+                match text("/spec/ref/branch")
+                    .or_else(|| text("/spec/ref/name").and_then(|n| n.strip_prefix("refs/heads/")))
+                {
+                    Some(b) => Source::Branch(b.to_string()),
+                    None => Source::NoBranch,
+                }
+            });
         Ok(Manifest {
-            namespace: v
-                .pointer("/metadata/namespace")
-                .and_then(|n| n.as_str())
-                .map(str::to_string),
+            namespace,
             spec,
+            source,
         })
     }
 }
@@ -291,4 +383,45 @@ pub fn crd_yaml() -> crate::Result<String> {
     Ok(format!(
         "# Generated by `settings-image controller --print-crd` from src/controller/crd.rs; do not edit.\n---\n{body}"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SI: &str = "apiVersion: settings-image.configbutler.io/v1alpha1\nkind: SettingsImage\nmetadata: {name: shop, namespace: team}\nspec:\n  sourceRef: {kind: GitRepository, name: settings}\n  path: configs/shop\n  repository: ghcr.io/acme/settings-shop\n";
+
+    fn repo(ns: &str, reference: &str) -> String {
+        format!(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata: {{name: settings, namespace: {ns}}}\nspec:\n  url: https://git.example.com/acme/settings.git\n  ref: {reference}\n"
+        )
+    }
+
+    #[test]
+    fn the_branch_comes_from_the_git_repository_in_the_same_file() {
+        let m = Manifest::parse(SI).unwrap();
+        assert_eq!((m.namespace.as_deref(), m.source), (Some("team"), None));
+        let both = format!("{}---\n{SI}", repo("team", "{branch: main}"));
+        assert_eq!(
+            Manifest::parse(&both).unwrap().source,
+            Some(Source::Branch("main".into()))
+        );
+        // Another namespace's GitRepository of the same name is not it.
+        let other = format!("{SI}---\n{}", repo("elsewhere", "{branch: main}"));
+        assert_eq!(Manifest::parse(&other).unwrap().source, None);
+        let named = format!("{SI}---\n{}", repo("team", "{name: refs/heads/prod}"));
+        assert_eq!(
+            Manifest::parse(&named).unwrap().source,
+            Some(Source::Branch("prod".into()))
+        );
+        let tag = format!("{SI}---\n{}", repo("team", "{tag: v1.0.0}"));
+        assert_eq!(
+            Manifest::parse(&tag).unwrap().source,
+            Some(Source::NoBranch)
+        );
+        let two = format!("{SI}---\n{SI}");
+        assert!(Manifest::parse(&two).unwrap_err().contains("several"));
+        let none = Manifest::parse(&repo("team", "{branch: main}")).unwrap_err();
+        assert!(none.contains("\"GitRepository\""), "{none}");
+    }
 }

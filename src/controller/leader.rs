@@ -7,7 +7,14 @@
 //!   two pods are never compared);
 //! - the leader renews it every retry period; a leader that cannot renew
 //!   within the renew deadline stops leading (the process exits, as
-//!   controller-runtime's managers do);
+//!   controller-runtime's managers do). The deadline bounds the renewal
+//!   itself, not only the wait between two: a request that hangs (the
+//!   connection to the API server stops answering without closing) is
+//!   abandoned at the deadline, counted from when the last successful
+//!   renewal was *sent*. A standby takes over no earlier than the lease
+//!   duration after it *saw* that renewal, which is later still, so the
+//!   leader has stopped before another can start (renew deadline < lease
+//!   duration, which the flags enforce);
 //! - on shutdown the leader releases it (empty holder), so a standby takes
 //!   over at once instead of after the lease duration;
 //! - every write is a replace with the `resourceVersion` read, so two
@@ -55,6 +62,9 @@ pub struct Elector {
     api: Api<Lease>,
     cfg: Config,
     observed: Option<Observed>,
+    /// When the last write that made or kept this replica the holder was
+    /// sent.
+    renewed: Option<Instant>,
 }
 
 impl Elector {
@@ -64,6 +74,7 @@ impl Elector {
             api,
             cfg,
             observed: None,
+            renewed: None,
         }
     }
 
@@ -74,12 +85,18 @@ impl Elector {
             if *shutdown.borrow() {
                 return false;
             }
-            match self.try_acquire_or_renew().await {
-                Ok(true) => return true,
-                Ok(false) => {}
-                Err(e) => super::logs::warn(&format!(
+            // A hung request must not hold a candidate for ever either.
+            match tokio::time::timeout(self.cfg.renew_deadline, self.try_acquire_or_renew()).await {
+                Ok(Ok(true)) => return true,
+                Ok(Ok(false)) => {}
+                Ok(Err(e)) => super::logs::warn(&format!(
                     "leader election: cannot read or write Lease {}: {e}",
                     self.cfg.name
+                )),
+                Err(_) => super::logs::warn(&format!(
+                    "leader election: no answer about Lease {} within {} s",
+                    self.cfg.name,
+                    self.cfg.renew_deadline.as_secs_f64()
                 )),
             }
             tokio::select! {
@@ -90,33 +107,57 @@ impl Elector {
     }
 
     /// Renews the Lease every retry period; returns only when leadership
-    /// is lost: the renew deadline passed without a renewal, or another
-    /// replica holds it. (On shutdown the caller keeps renewing until its
-    /// publishes are done, then drops this future and releases the Lease.)
+    /// is lost: no renewal succeeded within the renew deadline (a request
+    /// still waiting for an answer at the deadline is abandoned), or
+    /// another replica holds it. (On shutdown the caller keeps renewing
+    /// until its publishes are done, then drops this future and releases
+    /// the Lease.)
     pub async fn hold(&mut self) {
-        let mut last_renewal = Instant::now();
         loop {
-            tokio::time::sleep(self.cfg.retry_period).await;
-            match self.try_acquire_or_renew().await {
-                Ok(true) => last_renewal = Instant::now(),
+            let renewed = *self.renewed.get_or_insert_with(Instant::now);
+            let deadline = renewed + self.cfg.renew_deadline;
+            tokio::time::sleep_until((Instant::now() + self.cfg.retry_period).min(deadline)).await;
+            if Instant::now() >= deadline {
+                self.lost("no renewal succeeded");
+                return;
+            }
+            match tokio::time::timeout_at(deadline, self.try_acquire_or_renew()).await {
+                Ok(Ok(true)) => {}
                 // Another replica holds it now: stop at once.
-                Ok(false) if self.held_by_other() => return,
+                Ok(Ok(false)) if self.held_by_other() => {
+                    self.lost("another replica holds it");
+                    return;
+                }
                 // A conflicting write (someone touched the Lease): retry.
-                Ok(false) => {}
-                Err(e) => super::logs::warn(&format!(
+                Ok(Ok(false)) => {}
+                Ok(Err(e)) => super::logs::warn(&format!(
                     "leader election: renewing Lease {} failed: {e}",
                     self.cfg.name
                 )),
-            }
-            if last_renewal.elapsed() > self.cfg.renew_deadline {
-                return;
+                Err(_) => {
+                    self.lost("the renewal got no answer");
+                    return;
+                }
             }
         }
+    }
+
+    fn lost(&self, why: &str) {
+        super::logs::error(&format!(
+            "leader election: lost Lease {}: {why} within the renew deadline ({} s); stopping",
+            self.cfg.name,
+            self.cfg.renew_deadline.as_secs_f64()
+        ));
     }
 
     /// Gives the Lease up (empty holder, one-second duration), so a standby
     /// replica takes over at once. Best effort.
     pub async fn release(&mut self) {
+        // A release that gets no answer is given up: the Lease expires.
+        let _ = tokio::time::timeout(self.cfg.renew_deadline, self.release_now()).await;
+    }
+
+    async fn release_now(&mut self) {
         let Ok(Some(mut lease)) = self.api.get_opt(&self.cfg.name).await else {
             return;
         };
@@ -150,6 +191,8 @@ impl Elector {
 
     /// One round: true when this replica holds the Lease afterwards.
     async fn try_acquire_or_renew(&mut self) -> Result<bool, kube::Error> {
+        // Before anything is sent: the deadline counts from here.
+        let sent = Instant::now();
         let now = Timestamp::now();
         let secs = i32::try_from(self.cfg.lease_duration.as_secs().max(1)).unwrap_or(i32::MAX);
         let Some(mut lease) = self.api.get_opt(&self.cfg.name).await? else {
@@ -168,7 +211,10 @@ impl Elector {
                 }),
             };
             return match self.api.create(&PostParams::default(), &lease).await {
-                Ok(_) => Ok(true),
+                Ok(_) => {
+                    self.renewed = Some(sent);
+                    Ok(true)
+                }
                 // Another candidate created it first.
                 Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
                 Err(e) => Err(e),
@@ -221,6 +267,7 @@ impl Elector {
                         .map(|t| t.0),
                     at: Instant::now(),
                 });
+                self.renewed = Some(sent);
                 Ok(true)
             }
             // Someone wrote it since we read it: they won this round.

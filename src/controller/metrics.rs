@@ -12,12 +12,21 @@
 //! - `settings_image_reconcile_duration_seconds`: a histogram;
 //! - `settings_image_uploaded_bytes_total`: blob bytes uploaded;
 //! - `settings_image_leader`: 1 while this replica leads (or runs without
-//!   leader election), else 0.
+//!   leader election), else 0;
+//! - `settings_image_watch_errors_total{resource}`: failed lists and
+//!   watches of `settingsimages` and `gitrepositories` (each retried).
+//!
+//! `/readyz` means able to publish: the API server answered, and (while
+//! leading) the watches of SettingsImages and GitRepositories are
+//! established. A watch that fails (the API server restarting, a CRD not
+//! installed) makes it answer 503 with the reason until the watch is
+//! listed again. A standby replica (`--leader-elect`, not leading) is
+//! ready once the API server answered: it is ready to take over.
 
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
@@ -43,8 +52,10 @@ pub struct Metrics {
     duration: Histogram,
     uploaded_bytes: Counter,
     leader: Gauge,
-    /// Whether `/readyz` answers 200.
-    pub ready: AtomicBool,
+    watch_errors: Family<One, Counter>,
+    /// What keeps `/readyz` from answering 200, by what it is about
+    /// (empty: ready).
+    not_ready: Mutex<BTreeMap<&'static str, String>>,
 }
 
 impl Metrics {
@@ -88,6 +99,12 @@ impl Metrics {
             "1 while this replica publishes (leads), else 0",
             leader.clone(),
         );
+        let watch_errors = Family::<One, Counter>::default();
+        registry.register(
+            "watch_errors",
+            "Failed lists and watches of the API server, by resource (each is retried)",
+            watch_errors.clone(),
+        );
         Metrics {
             registry,
             reconciles,
@@ -96,8 +113,39 @@ impl Metrics {
             duration,
             uploaded_bytes,
             leader,
-            ready: AtomicBool::new(false),
+            watch_errors,
+            not_ready: Mutex::new(BTreeMap::from([(
+                "api",
+                "the API server has not answered yet".to_string(),
+            )])),
         }
+    }
+
+    /// Marks `what` ready (`None`) or not (`Some(reason)`); returns
+    /// whether that changed anything (a new reason, or ready again).
+    pub fn set_ready(&self, what: &'static str, reason: Option<String>) -> bool {
+        let Ok(mut m) = self.not_ready.lock() else {
+            return false;
+        };
+        match reason {
+            None => m.remove(what).is_some(),
+            Some(r) => m.insert(what, r.clone()).as_ref() != Some(&r),
+        }
+    }
+
+    /// Why `/readyz` does not answer 200, one line each; empty when ready.
+    pub fn not_ready(&self) -> Vec<String> {
+        self.not_ready
+            .lock()
+            .map(|m| m.iter().map(|(k, v)| format!("{k}: {v}")).collect())
+            .unwrap_or_else(|_| vec!["the readiness state is poisoned".into()])
+    }
+
+    /// Counts a failed list or watch of `resource`.
+    pub fn watch_failed(&self, resource: &str) {
+        self.watch_errors
+            .get_or_create(&[("resource", resource.to_string())])
+            .inc();
     }
 
     /// Counts one reconcile with `result` that took `secs`.
@@ -225,14 +273,18 @@ fn answer(what: Endpoint, metrics: &Metrics, req: &Request<Incoming>) -> Respons
             metrics.encode(),
         ),
         (Endpoint::Probes, "/healthz") => text(StatusCode::OK, plain, "ok\n".into()),
-        (Endpoint::Probes, "/readyz") if metrics.ready.load(Ordering::Relaxed) => {
-            text(StatusCode::OK, plain, "ok\n".into())
+        (Endpoint::Probes, "/readyz") => {
+            let reasons = metrics.not_ready();
+            if reasons.is_empty() {
+                text(StatusCode::OK, plain, "ok\n".into())
+            } else {
+                text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    plain,
+                    format!("not ready:\n{}\n", reasons.join("\n")),
+                )
+            }
         }
-        (Endpoint::Probes, "/readyz") => text(
-            StatusCode::SERVICE_UNAVAILABLE,
-            plain,
-            "not ready: the API server has not answered yet\n".into(),
-        ),
         _ => text(StatusCode::NOT_FOUND, plain, "not found\n".into()),
     }
 }

@@ -14,6 +14,8 @@
 //! - `status`: kstatus conditions and the status write;
 //! - `leader`: the Lease loop (`--leader-elect`);
 //! - `metrics`: Prometheus metrics and the probes;
+//! - `watch`: the watches' health (for `/readyz`) and their retries;
+//! - `redact`: the credentials a reconcile holds, kept out of its words;
 //! - [`logs`]: JSON lines on stderr.
 //!
 //! Why a current-thread runtime: the controller's own work is waiting on
@@ -32,9 +34,11 @@ pub mod logs;
 mod metrics;
 mod publish;
 mod reconcile;
+mod redact;
 mod source;
 mod spec;
 mod status;
+mod watch;
 
 use std::hash::{Hash, Hasher};
 use std::path::PathBuf;
@@ -46,11 +50,11 @@ use futures_util::StreamExt;
 use kube::api::Api;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::oneshot;
 
 use crate::error::{Error, Result};
 use crd::{GitRepository, SettingsImage};
@@ -62,11 +66,15 @@ pub struct Args {
     /// in-cluster ServiceAccount, else ~/.kube/config).
     #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
-    /// Where /metrics listens: :PORT, HOST:PORT, or 0 for off.
-    #[arg(long, value_name = "ADDR", default_value = ":8080")]
+    /// Where /metrics listens: HOST:PORT, :PORT (all interfaces), or 0 for
+    /// off. The default is loopback only (a run on a laptop serves no one
+    /// else); in a pod give :8080, as config/manager/deployment.yaml does.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
     pub metrics_bind_address: String,
-    /// Where /healthz and /readyz listen: :PORT, HOST:PORT, or 0 for off.
-    #[arg(long, value_name = "ADDR", default_value = ":8081")]
+    /// Where /healthz and /readyz listen: HOST:PORT, :PORT (all
+    /// interfaces), or 0 for off. The default is loopback only; the
+    /// kubelet probes the pod's IP, so a pod gives :8081.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8081")]
     pub health_probe_bind_address: String,
     /// Publish only while holding a coordination.k8s.io Lease, so one of
     /// several replicas publishes.
@@ -91,6 +99,18 @@ pub struct Args {
     /// (default: all namespaces).
     #[arg(long, value_name = "NS")]
     pub namespace: Option<String>,
+    /// Let a SettingsImage follow a GitRepository in another namespace
+    /// (`spec.sourceRef.namespace`), read with that namespace's git Secret.
+    /// Off by default: such a reference stalls (`AccessDenied`), as Flux's
+    /// controllers refuse them under `--no-cross-namespace-refs` (this
+    /// flag has the opposite polarity: the refusal is the default).
+    #[arg(long)]
+    pub allow_cross_namespace_refs: bool,
+    /// The shortest `spec.interval` honoured: a shorter one is raised to
+    /// it (and the Ready message says so), so one SettingsImage cannot
+    /// keep the git server, the registry and the workers busy.
+    #[arg(long, value_name = "DURATION", default_value = "1m")]
+    pub min_interval: String,
     /// How many SettingsImages publish at once.
     #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
     pub concurrency: u16,
@@ -131,6 +151,7 @@ struct Settings {
     renew_deadline: Duration,
     retry_period: Duration,
     grace: Duration,
+    min_interval: Duration,
     cache_dir: PathBuf,
 }
 
@@ -157,6 +178,7 @@ fn settings(args: &Args) -> Result<Settings> {
             &args.graceful_shutdown_timeout,
             "--graceful-shutdown-timeout",
         )?,
+        min_interval: duration(&args.min_interval, "--min-interval")?,
         cache_dir: args
             .cache_dir
             .clone()
@@ -268,7 +290,7 @@ fn revision_or_spec(repo: &GitRepository) -> Option<u64> {
 }
 
 async fn serve(args: Args, settings: Settings) -> Result<()> {
-    let (stop_tx, stop_rx) = watch::channel(false);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let (graceful_tx, graceful_rx) = oneshot::channel::<()>();
     let graceful_tx = std::sync::Mutex::new(Some(graceful_tx));
     crate::scratch::on_signal(move |name| {
@@ -303,7 +325,7 @@ async fn serve(args: Args, settings: Settings) -> Result<()> {
         "connected to Kubernetes {}.{} ({})",
         version.major, version.minor, version.git_version
     ));
-    metrics.ready.store(true, Ordering::Relaxed);
+    metrics.set_ready("api", None);
 
     let mut elector = None;
     if args.leader_elect {
@@ -344,16 +366,29 @@ async fn serve(args: Args, settings: Settings) -> Result<()> {
         ),
         None => (Api::all(client.clone()), Api::all(client.clone())),
     };
+    // Each watch reports and paces its own failures (`watch::resilient`);
+    // the controller gets only what they saw. Its own trigger backoff
+    // (kube-runtime's 0.8 s doubling to 30 s over both watches together)
+    // would stall every trigger for a failure of either, and after an API
+    // server restart add tens of seconds.
     let (reader, writer) = reflector::store::<SettingsImage>();
-    let si_stream = watcher(sis, watcher::Config::default())
-        .default_backoff()
-        .reflect(writer)
-        .touched_objects()
-        .predicate_filter(spec_or_request, Default::default());
-    let repo_stream = watcher(repos, watcher::Config::default())
-        .default_backoff()
-        .touched_objects()
-        .predicate_filter(revision_or_spec, Default::default());
+    let si_stream = watch::resilient(
+        watcher(sis, watcher::Config::default()),
+        watch::SETTINGS_IMAGES,
+        metrics.clone(),
+    )
+    .reflect(writer)
+    .touched_objects()
+    .predicate_filter(spec_or_request, Default::default())
+    .filter(|r| std::future::ready(r.is_ok()));
+    let repo_stream = watch::resilient(
+        watcher(repos, watcher::Config::default()),
+        watch::GIT_REPOSITORIES,
+        metrics.clone(),
+    )
+    .touched_objects()
+    .predicate_filter(revision_or_spec, Default::default())
+    .filter(|r| std::future::ready(r.is_ok()));
     let store = reader.clone();
     let followers = move |repo: GitRepository| {
         let ns = repo.namespace().unwrap_or_default();
@@ -382,10 +417,14 @@ async fn serve(args: Args, settings: Settings) -> Result<()> {
     )?;
     let ctx = Arc::new(reconcile::Ctx::new(
         client.clone(),
-        Recorder::new(client.clone(), reporter),
+        reporter,
         metrics.clone(),
         mirrors,
         crate::front::process_env(),
+        reconcile::Policy {
+            cross_namespace_refs: args.allow_cross_namespace_refs,
+            min_interval: settings.min_interval,
+        },
     ));
     let interrupt = ctx.interrupt.clone();
     let controller = Controller::for_stream(si_stream, reader)
@@ -396,8 +435,18 @@ async fn serve(args: Args, settings: Settings) -> Result<()> {
         })
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
         .for_each(|r| async move {
-            if let Err(e) = r {
-                logs::warn(&format!("controller: {e}"));
+            match r {
+                // A failed list or watch: `watch::resilient` said so once,
+                // and /readyz says so until it is listed again.
+                Err(kube::runtime::controller::Error::QueueError(e)) => {
+                    logs::write(
+                        logs::Level::Debug,
+                        &format!("controller: {e}"),
+                        Default::default(),
+                    );
+                }
+                Err(e) => logs::warn(&format!("controller: {e}")),
+                Ok(_) => {}
             }
         });
     logs::info(&format!(
@@ -437,6 +486,10 @@ async fn serve(args: Args, settings: Settings) -> Result<()> {
             ));
         }
         Ended::LostLease => {
+            // Stop the running downloads; the process exits with this
+            // error at once (the runtime is not waited for), so nothing
+            // of this replica writes after the renew deadline.
+            interrupt.store(true, Ordering::Relaxed);
             return Err(Error::input(
                 format!(
                     "lost the leader election Lease {} (not renewed within the renew deadline); exiting so that one replica publishes",
@@ -460,4 +513,42 @@ enum Ended {
     Finished,
     Abandoned,
     LostLease,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser as _;
+
+    #[derive(clap::Parser)]
+    struct Command {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    /// Run without flags (a laptop), nothing listens beyond loopback; the
+    /// flags the Deployment gives listen on every interface.
+    #[test]
+    fn the_default_addresses_are_loopback_only() {
+        let c = Command::try_parse_from(["controller"]).unwrap();
+        let s = settings(&c.args).unwrap();
+        for addr in [s.metrics, s.probes] {
+            assert!(addr.is_some_and(|a| a.ip().is_loopback()), "{addr:?}");
+        }
+        let c = Command::try_parse_from([
+            "controller",
+            "--metrics-bind-address=:8080",
+            "--health-probe-bind-address=:8081",
+        ])
+        .unwrap();
+        let s = settings(&c.args).unwrap();
+        assert!(
+            s.metrics
+                .is_some_and(|a| a.ip().is_unspecified() && a.port() == 8080)
+        );
+        assert!(
+            s.probes
+                .is_some_and(|a| a.ip().is_unspecified() && a.port() == 8081)
+        );
+    }
 }

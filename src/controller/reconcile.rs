@@ -10,8 +10,15 @@
 //! | published | True `Succeeded` | - | - | after `spec.interval` |
 //! | same revision, checked within the interval | unchanged | - | - | at the interval |
 //! | no artifact yet | False `ArtifactNotReady` | True | - | when the GitRepository changes |
-//! | bad spec, missing GitRepository or Secret key | False (reason) | - | True (names the field) | when the spec changes, or after the interval |
+//! | bad spec, missing GitRepository or Secret key, a source in another namespace | False (reason) | - | True (names the field) | when the spec changes, or after the interval |
 //! | git or registry failure | False (reason) | True `ProgressingWithRetry` | - | with backoff, 1 s doubling to 5 min |
+//! | the status refused by the API server | False `StatusRefused` | - | True | at the interval |
+//!
+//! The interval is at least `--min-interval`. Every message is scrubbed of
+//! the credentials the reconcile read (`super::redact`), whatever a server
+//! echoed into it. Each pushed image is a `Normal Published` Event of its
+//! own; other Events go through kube-runtime's recorder (repeats of a
+//! reason within six minutes are one series).
 //!
 //! An anomaly of the push (a re-run of an older commit, a timestamp that
 //! went backwards, ...) and a branch tag kept on a newer commit are Warning
@@ -27,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::Value;
 
@@ -35,6 +42,7 @@ use super::crd::{GitRepository, ImageStatus, Provider, SettingsImage};
 use super::logs::{self, Level};
 use super::metrics::Metrics;
 use super::publish::{self, Job, Published};
+use super::redact::Held;
 use super::source;
 use super::status::{self, READY, RECONCILING, STALLED};
 use super::{login, spec};
@@ -48,12 +56,24 @@ const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 /// The longest wait between retries.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
+/// What the operator allows every SettingsImage (the controller's flags).
+#[derive(Debug, Clone, Copy)]
+pub struct Policy {
+    /// `--allow-cross-namespace-refs`: a source in another namespace may
+    /// be read (with that namespace's Secret).
+    pub cross_namespace_refs: bool,
+    /// `--min-interval`: shorter `spec.interval`s are raised to it.
+    pub min_interval: Duration,
+}
+
 /// What every reconcile shares.
 pub struct Ctx {
     /// The API client.
     pub client: Client,
     /// Writes Events on SettingsImages.
     pub recorder: Recorder,
+    /// Who writes them (for the Events written without the recorder).
+    reporter: Reporter,
     /// The metrics.
     pub metrics: Arc<Metrics>,
     /// The git mirrors.
@@ -63,6 +83,8 @@ pub struct Ctx {
     pub interrupt: Arc<AtomicBool>,
     /// The process environment (workload identity variables), read once.
     pub env: crate::front::Env,
+    /// What the operator allows.
+    pub policy: Policy,
     /// Per object: failures in a row, and when its revision was last
     /// checked against the registry.
     state: Mutex<HashMap<String, Memory>>,
@@ -78,18 +100,21 @@ impl Ctx {
     /// A context with no memory yet.
     pub fn new(
         client: Client,
-        recorder: Recorder,
+        reporter: Reporter,
         metrics: Arc<Metrics>,
         mirrors: Mirrors,
         env: crate::front::Env,
+        policy: Policy,
     ) -> Ctx {
         Ctx {
+            recorder: Recorder::new(client.clone(), reporter.clone()),
+            reporter,
             client,
-            recorder,
             metrics,
             mirrors,
             interrupt: Arc::new(AtomicBool::new(false)),
             env,
+            policy,
             state: Mutex::new(HashMap::new()),
         }
     }
@@ -133,6 +158,8 @@ enum Step {
         revision: String,
         images: Vec<Published>,
         notices: Vec<String>,
+        /// The controller's own notices (an interval raised to the floor).
+        extra: Vec<Note>,
     },
     Unchanged {
         wait: Duration,
@@ -211,7 +238,12 @@ pub async fn reconcile(si: Arc<SettingsImage>, ctx: Arc<Ctx>) -> Result<Action, 
         logs::object(Level::Info, &ns, &name, "suspended: nothing published", &[]);
         return Ok(Action::await_change());
     }
-    let (step, interval) = attempt(&si, &ctx, &ns, &key).await;
+    // The credentials this reconcile reads; no message it writes (status,
+    // Event, log) carries them, whatever a server echoed.
+    let held = Held::new();
+    let _holding = logs::hold(&key, &held);
+    let (step, interval) = attempt(&si, &ctx, &ns, &key, &held).await;
+    let step = step.scrubbed(&held);
     let api: Api<SettingsImage> = Api::namespaced(ctx.client.clone(), &ns);
     let generation = si.metadata.generation;
     let mut st = si.status.clone().unwrap_or_default();
@@ -229,12 +261,17 @@ pub async fn reconcile(si: Arc<SettingsImage>, ctx: Arc<Ctx>) -> Result<Action, 
             revision,
             images,
             notices,
+            extra,
         } => {
             ctx.remember(&key, |m| {
                 m.failures = 0;
                 m.checked = Some(Instant::now());
             });
-            let notes = notes(&images, &notices);
+            let mut notes = notes(&images, &notices);
+            notes.extend(extra);
+            for n in &mut notes {
+                n.message = held.scrub(&n.message);
+            }
             for img in &images {
                 if let Some(push) = &img.report.push {
                     ctx.metrics.published(push.pushed, push.uploaded_bytes);
@@ -260,11 +297,23 @@ pub async fn reconcile(si: Arc<SettingsImage>, ctx: Arc<Ctx>) -> Result<Action, 
                     pushed.len()
                 ),
             };
+            let (listed, omitted) = status::bounded(images.iter().map(image_status).collect());
+            if omitted > 0 {
+                let first = &images[listed.len()].path;
+                message.push_str(&format!(
+                    "; status.images lists the first {} of {} folders (it holds at most {} KiB); the other {omitted}, from {} on, are published as well",
+                    listed.len(),
+                    images.len(),
+                    status::IMAGES_BUDGET / 1024,
+                    cut(first, 200)
+                ));
+            }
             for n in &notes {
                 let what = if n.warning { "warning" } else { "notice" };
                 message.push_str(&format!("; {what} {}: {}", n.reason, n.message));
             }
-            st.images = images.iter().map(image_status).collect();
+            st.images = listed;
+            st.images_omitted = u32::try_from(omitted).ok().filter(|n| *n > 0);
             st.last_handled_revision = Some(revision.clone());
             st.observed_generation = generation;
             status::set(
@@ -277,16 +326,18 @@ pub async fn reconcile(si: Arc<SettingsImage>, ctx: Arc<Ctx>) -> Result<Action, 
             );
             status::remove(&mut st.conditions, RECONCILING);
             status::remove(&mut st.conditions, STALLED);
-            status::write(&api, &si, &st).await.map_err(write_err)?;
+            written(
+                &ctx,
+                &si,
+                status::write_checked(&api, &si, &st)
+                    .await
+                    .map_err(write_err)?,
+            )
+            .await;
+            // One Event per pushed image, never folded into an earlier
+            // one's series (the recorder would keep only the first note).
             for p in &pushed {
-                event(
-                    &ctx,
-                    &si,
-                    EventType::Normal,
-                    "Published",
-                    format!("pushed {} for {revision}", reference(p)),
-                )
-                .await;
+                published_event(&ctx, &si, format!("pushed {} for {revision}", reference(p))).await;
             }
             for n in notes {
                 let type_ = if n.warning {
@@ -327,7 +378,14 @@ pub async fn reconcile(si: Arc<SettingsImage>, ctx: Arc<Ctx>) -> Result<Action, 
                 generation,
             );
             status::remove(&mut st.conditions, STALLED);
-            status::write(&api, &si, &st).await.map_err(write_err)?;
+            written(
+                &ctx,
+                &si,
+                status::write_checked(&api, &si, &st)
+                    .await
+                    .map_err(write_err)?,
+            )
+            .await;
             logs::object(Level::Info, &ns, &name, &message, &[]);
             ("waiting", Action::await_change())
         }
@@ -351,7 +409,14 @@ pub async fn reconcile(si: Arc<SettingsImage>, ctx: Arc<Ctx>) -> Result<Action, 
                 generation,
             );
             status::remove(&mut st.conditions, RECONCILING);
-            status::write(&api, &si, &st).await.map_err(write_err)?;
+            written(
+                &ctx,
+                &si,
+                status::write_checked(&api, &si, &st)
+                    .await
+                    .map_err(write_err)?,
+            )
+            .await;
             event(&ctx, &si, EventType::Warning, reason, message.clone()).await;
             logs::object(
                 Level::Error,
@@ -389,7 +454,14 @@ pub async fn reconcile(si: Arc<SettingsImage>, ctx: Arc<Ctx>) -> Result<Action, 
                 generation,
             );
             status::remove(&mut st.conditions, STALLED);
-            status::write(&api, &si, &st).await.map_err(write_err)?;
+            written(
+                &ctx,
+                &si,
+                status::write_checked(&api, &si, &st)
+                    .await
+                    .map_err(write_err)?,
+            )
+            .await;
             event(&ctx, &si, EventType::Warning, reason, message.clone()).await;
             logs::object(
                 Level::Error,
@@ -407,6 +479,35 @@ pub async fn reconcile(si: Arc<SettingsImage>, ctx: Arc<Ctx>) -> Result<Action, 
     ctx.metrics
         .reconciled(result, started.elapsed().as_secs_f64());
     Ok(action)
+}
+
+/// Says so when the API server refused the status as it was (the small
+/// one written instead says it too).
+async fn written(ctx: &Ctx, si: &SettingsImage, w: status::Written) {
+    if let status::Written::Refused(why) = w {
+        ctx.metrics.failed("StatusRefused");
+        event(ctx, si, EventType::Warning, "StatusRefused", why.clone()).await;
+        logs::object(
+            Level::Error,
+            &si.namespace().unwrap_or_default(),
+            &si.name_any(),
+            &why,
+            &[("reason", Value::from("StatusRefused"))],
+        );
+    }
+}
+
+/// `s` cut to at most `max` bytes (on a character boundary), with `...`
+/// when cut.
+fn cut(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &s[..end])
 }
 
 /// After a failed reconcile whose status could not be written.
@@ -430,7 +531,13 @@ fn backoff(failures: u32) -> Duration {
 
 /// Everything up to and including the publish; the interval rides along
 /// for the requeue.
-async fn attempt(si: &SettingsImage, ctx: &Ctx, ns: &str, key: &str) -> (Step, Duration) {
+async fn attempt(
+    si: &SettingsImage,
+    ctx: &Ctx,
+    ns: &str,
+    key: &str,
+    held: &Held,
+) -> (Step, Duration) {
     let checked = match spec::check(&si.spec) {
         Ok(c) => c,
         Err(invalid) => {
@@ -440,11 +547,28 @@ async fn attempt(si: &SettingsImage, ctx: &Ctx, ns: &str, key: &str) -> (Step, D
             );
         }
     };
+    // A floor on the interval: the spec asks, the operator bounds.
+    let mut checked = checked;
+    let raised = (checked.interval < ctx.policy.min_interval).then(|| {
+        format!(
+            "spec.interval {} is below the controller's --min-interval: checked every {}",
+            si.spec.interval.as_deref().unwrap_or_default(),
+            spec::format_duration(ctx.policy.min_interval),
+        )
+    });
+    if raised.is_some() {
+        checked.interval = ctx.policy.min_interval;
+    }
     let interval = checked.interval;
-    (
-        prepare_and_publish(si, ctx, ns, key, checked).await,
-        interval,
-    )
+    let mut step = prepare_and_publish(si, ctx, ns, key, checked, held).await;
+    if let (Some(message), Step::Published { extra, .. }) = (raised, &mut step) {
+        extra.push(Note {
+            reason: "IntervalRaised",
+            message,
+            warning: false,
+        });
+    }
+    (step, interval)
 }
 
 async fn prepare_and_publish(
@@ -453,11 +577,27 @@ async fn prepare_and_publish(
     ns: &str,
     key: &str,
     checked: spec::Checked,
+    held: &Held,
 ) -> Step {
     let spec = &si.spec;
-    let source_ns = spec.source_ref.namespace.as_deref().unwrap_or(ns);
+    let source_ns = spec
+        .source_ref
+        .namespace
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .unwrap_or(ns);
     let source_name = &spec.source_ref.name;
     let what = format!("GitRepository {source_ns}/{source_name}");
+    // One tenant may not read another's repository (with its Secret) by
+    // naming it: Flux's rule for cross-namespace references.
+    if source_ns != ns && !ctx.policy.cross_namespace_refs {
+        return stalled(
+            "AccessDenied",
+            format!(
+                "spec.sourceRef.namespace: {what} is in another namespace than this SettingsImage ({ns}); cross-namespace references are refused (the controller runs without --allow-cross-namespace-refs)"
+            ),
+        );
+    }
     let repos: Api<GitRepository> = Api::namespaced(ctx.client.clone(), source_ns);
     let repo = match repos.get_opt(source_name).await {
         Ok(Some(r)) => r,
@@ -473,6 +613,17 @@ async fn prepare_and_publish(
                 format!(
                     "spec.sourceRef: the controller may not read {what} ({}); a source in another namespace needs the controller to watch it",
                     e.message
+                ),
+            );
+        }
+        // The type itself is not served: the API server's plain 404.
+        Err(e) if super::watch::type_not_served(&e) => {
+            let w = super::watch::GIT_REPOSITORIES;
+            return failed(
+                "SourceUnavailable",
+                format!(
+                    "spec.sourceRef: the {} CRD ({}) is not installed: {}",
+                    w.kind, w.api, w.install
                 ),
             );
         }
@@ -522,14 +673,13 @@ async fn prepare_and_publish(
             ),
         );
     };
-    let Some(prefix) = spec.timestamp_tag.clone().or_else(|| branch.clone()) else {
-        return stalled(
-            "InvalidSpec",
-            format!(
-                "spec.timestampTag: {what} follows no branch (spec.ref.branch), so there is no default prefix; set spec.timestampTag"
-            ),
-        );
-    };
+    // The default prefix: the branch (`spec.ref.branch`, or the one
+    // `spec.ref.name: refs/heads/B` names), as `flux --settings-image`
+    // reads it from the GitRepository.
+    let prefix = spec
+        .timestamp_tag
+        .clone()
+        .unwrap_or_else(|| fetch_branch.clone());
     // The same revision and spec, published and checked within the
     // interval: nothing to ask anyone.
     let st = si.status.clone().unwrap_or_default();
@@ -554,6 +704,7 @@ async fn prepare_and_publish(
                     .into_iter()
                     .map(|(k, v)| (k, v.0))
                     .collect();
+                hold_git_secret(held, &data);
                 Remote::from_flux(&repo.spec.url, Some(&data)).map_err(|e| {
                     stalled(
                         "InvalidSecret",
@@ -572,7 +723,7 @@ async fn prepare_and_publish(
         Ok(r) => r,
         Err(step) => return step,
     };
-    let options = match registry_options(si, ctx, ns).await {
+    let options = match registry_options(si, ctx, ns, held).await {
         Ok(o) => o,
         Err(step) => return step,
     };
@@ -608,6 +759,7 @@ async fn prepare_and_publish(
             revision,
             images: outcome.images,
             notices: outcome.notices,
+            extra: Vec::new(),
         },
         Ok(Err(e)) => {
             let (reason, stalls) = classify(&e);
@@ -619,6 +771,41 @@ async fn prepare_and_publish(
             }
         }
         Err(e) => failed("PublishFailed", format!("the publish stopped: {e}")),
+    }
+}
+
+/// Holds the credentials of a GitRepository's Secret (Flux's keys), read
+/// as text whatever else is wrong with them.
+fn hold_git_secret(held: &Held, data: &BTreeMap<String, Vec<u8>>) {
+    let text = |k: &str| data.get(k).map(|v| String::from_utf8_lossy(v).into_owned());
+    if let Some(token) = text("bearerToken") {
+        held.add_token(&token);
+    }
+    if let Some(password) = text("password") {
+        held.add_basic(&text("username").unwrap_or_default(), &password);
+    }
+}
+
+impl Step {
+    /// The step with every credential `held` holds taken out of its words.
+    fn scrubbed(self, held: &Held) -> Step {
+        let s = |m: String| held.scrub(&m);
+        match self {
+            Step::Waiting { reason, message } => Step::Waiting {
+                reason,
+                message: s(message),
+            },
+            Step::Stalled { reason, message } => Step::Stalled {
+                reason,
+                message: s(message),
+            },
+            Step::Failed { reason, message } => Step::Failed {
+                reason,
+                message: s(message),
+            },
+            // The notes are scrubbed where they are made (from reports).
+            other => other,
+        }
     }
 }
 
@@ -660,6 +847,7 @@ async fn registry_options(
     si: &SettingsImage,
     ctx: &Ctx,
     ns: &str,
+    held: &Held,
 ) -> Result<registry::Options, Step> {
     let spec = &si.spec;
     let host = spec
@@ -683,6 +871,7 @@ async fn registry_options(
         let creds =
             source::registry_credentials(&secret, &format!("Secret {ns}/{}", r.name), &host)
                 .map_err(|m| stalled("InvalidSecret", format!("spec.secretRef: {m}")))?;
+        held.add_basic(&creds.username, &creds.password);
         options.credentials = Some(creds);
     } else if spec.provider != Provider::Generic {
         let scheme = if spec.insecure || registry::is_loopback(&host) {
@@ -690,8 +879,10 @@ async fn registry_options(
         } else {
             "https"
         };
-        let l = login::workload_identity(spec.provider, &host, scheme, &ctx.env)
+        let mut l = login::workload_identity(spec.provider, &host, scheme, &ctx.env)
             .map_err(|m| stalled("InvalidProvider", format!("spec.provider: {m}")))?;
+        // The projected token and what the exchanges hand out.
+        l.on_secret = Some(held.sink());
         options.login = Some(Box::new(l));
     }
     Ok(options)
@@ -774,9 +965,8 @@ fn anomaly_reason(kind: crate::release::ordering::AnomalyKind) -> &'static str {
     }
 }
 
-async fn event(ctx: &Ctx, si: &SettingsImage, type_: EventType, reason: &str, note: String) {
-    // Events cap their note at 1 kB.
-    let mut note = note;
+/// `note` cut to the 1 kB an Event's note may hold.
+fn cut_note(mut note: String) -> String {
     if note.len() > 1000 {
         let mut end = 1000;
         while !note.is_char_boundary(end) {
@@ -784,6 +974,54 @@ async fn event(ctx: &Ctx, si: &SettingsImage, type_: EventType, reason: &str, no
         }
         note.truncate(end);
     }
+    note
+}
+
+/// A `Normal Published` Event of its own (`events.k8s.io/v1`, a fresh
+/// name): the recorder folds Events of one reason within six minutes into
+/// the first one's series, which would name only the first image.
+async fn published_event(ctx: &Ctx, si: &SettingsImage, note: String) {
+    use k8s_openapi::api::events::v1::Event as K8sEvent;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    let ns = si.namespace().unwrap_or_default();
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let ev = K8sEvent {
+        action: Some("Publish".into()),
+        reason: Some("Published".into()),
+        event_time: Some(MicroTime(now)),
+        regarding: Some(si.object_ref(&())),
+        note: Some(cut_note(note)),
+        metadata: kube::api::ObjectMeta {
+            namespace: Some(ns.clone()),
+            name: Some(format!(
+                "{}.{:x}{:08x}",
+                si.name_any(),
+                now.as_nanosecond(),
+                fastrand::u32(..)
+            )),
+            ..Default::default()
+        },
+        reporting_controller: Some(ctx.reporter.controller.clone()),
+        reporting_instance: Some(
+            ctx.reporter
+                .instance
+                .clone()
+                .unwrap_or_else(|| ctx.reporter.controller.clone()),
+        ),
+        type_: Some("Normal".into()),
+        ..Default::default()
+    };
+    let api: Api<K8sEvent> = Api::namespaced(ctx.client.clone(), &ns);
+    if let Err(e) = api.create(&Default::default(), &ev).await {
+        logs::warn(&format!(
+            "cannot write an Event on SettingsImage {ns}/{}: {e}",
+            si.name_any()
+        ));
+    }
+}
+
+async fn event(ctx: &Ctx, si: &SettingsImage, type_: EventType, reason: &str, note: String) {
+    let note = cut_note(note);
     let ev = Event {
         type_,
         reason: reason.to_string(),

@@ -153,6 +153,22 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
     Duration::try_from_secs_f64(total).ok()
 }
 
+/// `d` as a Go duration a person reads (`1h30m`, `1m`, `250ms`).
+pub fn format_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms == 0 {
+        return format!("{}ns", d.as_nanos());
+    }
+    let (h, m, s, rest) = (ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60, ms % 1000);
+    let mut out = String::new();
+    for (n, unit) in [(h, "h"), (m, "m"), (s, "s"), (rest, "ms")] {
+        if n > 0 {
+            out.push_str(&format!("{n}{unit}"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -225,5 +241,8 @@ mod tests {
         assert_eq!(parse_duration("10"), None);
         assert_eq!(parse_duration("5d"), None);
         assert_eq!(parse_duration(""), None);
+        for d in ["1h30m", "1m", "10s", "250ms", "2h1s"] {
+            assert_eq!(format_duration(parse_duration(d).unwrap()), d);
+        }
     }
 }

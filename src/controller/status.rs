@@ -2,11 +2,18 @@
 //! `Reconciling` and `Stalled` only while true, as Flux's controllers do)
 //! and one server-side apply of the whole status subresource, so fields
 //! left out are removed and nothing else is touched.
+//!
+//! The status is bounded: `images` holds at most [`IMAGES_BUDGET`] bytes of
+//! entries ([`bounded`]; a glob of a hundred folders under a deep prefix
+//! would outgrow the 1.5 MiB etcd stores), and a write the API server
+//! refuses as such (too large, invalid) is not retried as it is: a small
+//! status saying so is written instead ([`write_checked`]), and the object
+//! is reconciled again at its interval, not every few seconds.
 
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Resource, ResourceExt};
 
-use super::crd::{Condition, SettingsImage, SettingsImageStatus};
+use super::crd::{Condition, ImageStatus, SettingsImage, SettingsImageStatus};
 
 /// The field manager of every status write.
 pub const MANAGER: &str = "settings-image-controller";
@@ -90,6 +97,93 @@ pub fn is_ready(status: &SettingsImageStatus) -> bool {
         .any(|c| c.type_ == READY && c.status == "True")
 }
 
+/// The most bytes of `status.images` entries (as JSON) a status holds.
+pub const IMAGES_BUDGET: usize = 128 * 1024;
+
+/// The first entries of `images` (in their order) that fit in
+/// [`IMAGES_BUDGET`], and how many are left out.
+pub fn bounded(images: Vec<ImageStatus>) -> (Vec<ImageStatus>, usize) {
+    let total = images.len();
+    let mut used = 0;
+    let mut kept = Vec::new();
+    for img in images {
+        let size = serde_json::to_vec(&img)
+            .map(|v| v.len() + 1)
+            .unwrap_or(usize::MAX);
+        if used + size > IMAGES_BUDGET {
+            break;
+        }
+        used += size;
+        kept.push(img);
+    }
+    let omitted = total - kept.len();
+    (kept, omitted)
+}
+
+/// How a status write went.
+pub enum Written {
+    /// As given.
+    Whole,
+    /// The API server refused it as given (this says why); a small status
+    /// saying so was written instead.
+    Refused(String),
+}
+
+/// Whether the API server refused a write for what it holds (too large,
+/// invalid), so the same write can never succeed.
+fn refused(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s)
+        if matches!(s.code, 400 | 413 | 422) || s.message.contains("too large"))
+}
+
+/// Writes `status`; when the API server refuses it for what it holds,
+/// writes `Ready=False StatusRefused` and `Stalled=True` with the server's
+/// reason instead (no images listed, `imagesOmitted` counting them all).
+/// `Err` only when neither could be written (the API server is
+/// unreachable: worth retrying).
+pub async fn write_checked(
+    api: &Api<SettingsImage>,
+    si: &SettingsImage,
+    status: &SettingsImageStatus,
+) -> Result<Written, kube::Error> {
+    let e = match write(api, si, status).await {
+        Ok(()) => return Ok(Written::Whole),
+        Err(e) if refused(&e) => e,
+        Err(e) => return Err(e),
+    };
+    let listed = status.images.len() + status.images_omitted.unwrap_or(0) as usize;
+    let said = match &e {
+        kube::Error::Api(s) => format!("HTTP {}: {}", s.code, s.message.trim()),
+        other => other.to_string(),
+    };
+    let why = format!(
+        "the API server refused the status listing {listed} images ({said}); it is not written again until the interval, the spec or the source changes"
+    );
+    let generation = si.metadata.generation;
+    let mut small = status.clone();
+    small.images.clear();
+    small.images_omitted = u32::try_from(listed).ok().filter(|n| *n > 0);
+    set(
+        &mut small.conditions,
+        READY,
+        false,
+        "StatusRefused",
+        &why,
+        generation,
+    );
+    set(
+        &mut small.conditions,
+        STALLED,
+        true,
+        "StatusRefused",
+        &why,
+        generation,
+    );
+    remove(&mut small.conditions, RECONCILING);
+    write(api, si, &small).await?;
+    Ok(Written::Refused(why))
+}
+
 /// Writes `status` as the whole status of `si` (server-side apply).
 pub async fn write(
     api: &Api<SettingsImage>,
@@ -113,6 +207,37 @@ pub async fn write(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn image(path: &str) -> ImageStatus {
+        ImageStatus {
+            path: path.into(),
+            repository: "reg.example/acme/x".into(),
+            tag: "main-1700000000-0a1b2c3".into(),
+            digest: format!("sha256:{}", "0".repeat(64)),
+            commit: "0".repeat(40),
+            pushed: true,
+        }
+    }
+
+    #[test]
+    fn images_are_bounded_in_order_and_the_rest_counted() {
+        let small: Vec<ImageStatus> = (0..10).map(|i| image(&format!("c/{i}"))).collect();
+        assert_eq!(bounded(small.clone()), (small, 0));
+        // 100 folders under a 16 KiB prefix: 1.6 MB of entries.
+        let deep = "d".repeat(16 * 1024);
+        let many: Vec<ImageStatus> = (0..100)
+            .map(|i| image(&format!("{deep}/f{i:03}")))
+            .collect();
+        let (kept, omitted) = bounded(many.clone());
+        assert_eq!(kept.len() + omitted, 100);
+        assert!(omitted > 0 && !kept.is_empty());
+        assert_eq!(kept[..], many[..kept.len()]);
+        let bytes = serde_json::to_vec(&kept).unwrap().len();
+        assert!(bytes <= IMAGES_BUDGET, "{bytes}");
+        // One entry larger than the whole budget: listed as left out.
+        let (kept, omitted) = bounded(vec![image(&"x".repeat(IMAGES_BUDGET))]);
+        assert_eq!((kept.len(), omitted), (0, 1));
+    }
 
     #[test]
     fn a_transition_time_moves_only_with_the_status() {

@@ -102,6 +102,21 @@ fn shared(run: &str) -> Kube {
     kube
 }
 
+/// An API server of this test process alone (not shared with the run's
+/// other tests), for a test that stops and restarts it; stopped when the
+/// process exits.
+pub fn private() -> Kube {
+    let state = std::env::temp_dir().join(format!(
+        "kube-env.si-private-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0)
+    ));
+    start(state, std::process::id())
+}
+
 /// Starts a server with its state in `state`, stopped once process `owner`
 /// is gone.
 fn start(state: PathBuf, owner: u32) -> Kube {
@@ -211,6 +226,63 @@ impl Kube {
                     .args(["wait", "--for=condition=Established", "--timeout=60s", "-f"])
                     .arg(f),
             );
+        }
+    }
+
+    /// Kills kube-apiserver (a crash: etcd keeps running, with every
+    /// object; a SIGTERM would wait a minute for its graceful shutdown),
+    /// and returns its command line for [`Kube::start_apiserver`].
+    pub fn stop_apiserver(&self) -> Vec<String> {
+        let pid_file = self.state.join("kube-apiserver.pid");
+        let pid = fs::read_to_string(&pid_file).expect("kube-apiserver.pid");
+        let pid = pid.trim();
+        let cmdline = fs::read(format!("/proc/{pid}/cmdline")).expect("the apiserver's cmdline");
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        run_ok(Command::new("kill").args(["-KILL", pid]));
+        // Gone means its port is free for the next one.
+        while Path::new(&format!("/proc/{pid}")).exists() {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        args
+    }
+
+    /// Starts kube-apiserver again with `args` (what
+    /// [`Kube::stop_apiserver`] returned) and waits for its /readyz.
+    pub fn start_apiserver(&self, args: &[String]) {
+        // Detached as start.sh starts it (bash prints its pid and exits).
+        let out = Command::new("bash")
+            .args([
+                "-c",
+                "setsid \"$@\" >>\"$LOG\" 2>&1 </dev/null & echo $!",
+                "bash",
+            ])
+            .args(args)
+            .env("LOG", self.state.join("kube-apiserver.log"))
+            .stdin(Stdio::null())
+            .output()
+            .expect("starting kube-apiserver again");
+        assert!(out.status.success(), "starting kube-apiserver again failed");
+        fs::write(self.state.join("kube-apiserver.pid"), &out.stdout)
+            .expect("writing kube-apiserver.pid");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while !self
+            .kubectl()
+            .args(["get", "--raw", "/readyz"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "kube-apiserver not ready again after two minutes (log: {})",
+                self.state.join("kube-apiserver.log").display()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
         }
     }
 
