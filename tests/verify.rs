@@ -13,7 +13,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use common::forge::{self, Edit};
 use common::git::ScratchRepo;
@@ -1134,20 +1134,14 @@ fn a_small_layer_that_inflates_hugely_is_stopped_at_the_limit() {
 }
 
 /// Runs the binary with `args` as [`si`] does and returns its result and
-/// its peak resident set in KiB, as GNU time reports it (`%M`: the
-/// kernel's accounting of that process alone, not the code under test's).
+/// its peak resident set in KiB (see [`common::registry::peak_rss`]).
 fn peak_rss(args: &[&str]) -> (Run, u64) {
     let tmp = common::TempDir::new();
-    let report = tmp.join("time");
-    let mut cmd = Command::new(common::require("time"));
-    cmd.args(["-f", "%M", "-o"])
-        .arg(&report)
-        .arg(common::bin())
-        .args(args)
+    let mut cmd = Command::new(common::bin());
+    cmd.args(args)
         .env_remove("SETTINGS_IMAGE_USERNAME")
         .env_remove("SETTINGS_IMAGE_PASSWORD")
-        .env("DOCKER_CONFIG", tmp.path())
-        .stdin(Stdio::null());
+        .env("DOCKER_CONFIG", tmp.path());
     for k in [
         "GITHUB_REPOSITORY",
         "GITHUB_TOKEN",
@@ -1157,21 +1151,7 @@ fn peak_rss(args: &[&str]) -> (Run, u64) {
     ] {
         cmd.env(k, "");
     }
-    let out = cmd.output().unwrap();
-    let text = std::fs::read_to_string(&report).unwrap();
-    // The last line: GNU time first writes "Command exited with non-zero
-    // status N" when the command failed.
-    let kib = text
-        .lines()
-        .last()
-        .and_then(|l| l.trim().parse().ok())
-        .unwrap_or_else(|| panic!("GNU time wrote {text:?}"));
-    let run = Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into(),
-        stderr: String::from_utf8_lossy(&out.stderr).into(),
-    };
-    (run, kib)
+    common::registry::peak_rss(cmd)
 }
 
 /// A Pod that mounts `reference` as an image volume.

@@ -12,6 +12,7 @@
 //! the image content read from either is the same, which is why the GitHub
 //! fallback (whose answer is not in a shallow clone) reads HEAD's tree.
 
+pub(crate) mod blobs;
 mod bloom;
 pub mod git;
 pub mod github;
