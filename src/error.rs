@@ -214,6 +214,9 @@ pub enum GitFailure {
     Server,
     /// The fetch was interrupted by the caller.
     Interrupted,
+    /// The server sent more than a fetch may hold: more bytes or objects,
+    /// or a larger object, than the fetch's bounds allow.
+    TooLarge,
     /// Anything else (a local disk problem while writing the pack, ...).
     Other,
 }

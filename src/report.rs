@@ -71,7 +71,9 @@ pub struct PushReport {
     pub uploaded_blobs: usize,
     /// Bytes of the uploaded blobs.
     pub uploaded_bytes: u64,
-    /// False when the registry already held the image under every tag.
+    /// True when the run changed anything in the registry: a blob, a
+    /// manifest or tag put, or the branch tag created, moved or rewound;
+    /// false when the registry already held it all.
     pub pushed: bool,
     /// The digest of the provenance referrer attached to the image (or
     /// found there from an earlier push of the same commit).

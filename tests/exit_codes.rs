@@ -166,13 +166,57 @@ fn exit_0_pushed_and_exit_2_bad_input_pushes_nothing() {
 }
 
 #[test]
-fn exit_1_history_cannot_answer() {
+fn exit_2_a_commit_asked_of_a_folder_outside_git() {
     let reg = Registry::start(Auth::None);
     let dir = settings(1, "nogit");
     let d = dir.path().to_str().unwrap();
     let repo = format!("{}/shop", reg.host());
+    // Bad input, as a missing folder is: nothing to ask of a history.
     let r = run_env(&push(d, &repo, &["--timestamp-tag", "main"]), &[]);
-    expect(&r, 1, "is not inside a git repository");
+    expect(&r, 2, "is not inside a git repository");
+    let r = run_env(&push(d, &repo, &["--revision", "HEAD"]), &[]);
+    expect(&r, 2, "is not inside a git repository");
+    assert!(skopeo_tags(&repo, None).is_empty());
+    let out = dir.path().join("layout");
+    let out = out.to_str().unwrap();
+    let r = run_env(
+        &[
+            "build",
+            "--path",
+            d,
+            "--output",
+            out,
+            "--timestamp-tag",
+            "main",
+        ],
+        &[],
+    );
+    expect(&r, 2, "is not inside a git repository");
+    assert!(!Path::new(out).exists(), "nothing half-written");
+}
+
+#[test]
+fn exit_1_history_cannot_answer() {
+    // A shallow clone whose HEAD does not change the folder: the walk
+    // reaches the boundary without proof of the folder's last change, and
+    // no GitHub API is there to ask.
+    let reg = Registry::start(Auth::None);
+    let g = Git::new();
+    g.commit("a: 1\n", 1_700_000_000);
+    std::fs::write(g.wt.join("other.txt"), "x\n").unwrap();
+    g.git(&["add", "."], 1_700_000_100);
+    g.git(&["commit", "-q", "-m", "other"], 1_700_000_100);
+    let clone = g.wt.parent().unwrap().join("shallow");
+    let url = format!("file://{}", g.wt.display());
+    g.git(
+        &["clone", "-q", "--depth", "1", &url, clone.to_str().unwrap()],
+        1_700_000_200,
+    );
+    assert!(clone.join(".git/shallow").is_file(), "the clone is shallow");
+    let repo = format!("{}/shop", reg.host());
+    let shop = clone.join("shop").display().to_string();
+    let r = run_env(&push(&shop, &repo, &["--timestamp-tag", "main"]), &[]);
+    expect(&r, 1, "shallow");
     assert!(skopeo_tags(&repo, None).is_empty());
 }
 

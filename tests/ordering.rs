@@ -128,6 +128,11 @@ impl Push {
 /// `settings-image push` of `checkout/s` to `repo` with the timestamp tag
 /// prefix `main` and branch tag `main`.
 fn push_cmd(checkout: &Path, repo: &str, extra: &[&str]) -> Command {
+    cmd_with(checkout, repo, Some("main"), extra)
+}
+
+/// [`push_cmd`] with `branch_tag` (none: no `--branch-tag`).
+fn cmd_with(checkout: &Path, repo: &str, branch_tag: Option<&str>, extra: &[&str]) -> Command {
     let mut c = Command::new(bin());
     let empty = checkout.join(".docker-empty");
     std::fs::create_dir_all(&empty).expect("docker config dir");
@@ -140,10 +145,14 @@ fn push_cmd(checkout: &Path, repo: &str, extra: &[&str]) -> Command {
             repo,
             "--timestamp-tag",
             "main",
-            "--branch-tag",
-            "main",
             "--json",
         ])
+        .args(
+            branch_tag
+                .map(|b| ["--branch-tag", b])
+                .into_iter()
+                .flatten(),
+        )
         .args(extra)
         .env("DOCKER_CONFIG", &empty)
         .stdin(Stdio::null())
@@ -183,6 +192,50 @@ fn tag_of(ts: i64, commit: &str) -> String {
 
 fn repo_of(reg: &Registry) -> String {
     format!("{}/settings", reg.host())
+}
+
+/// `push` without `--branch-tag`: the image and its timestamp tag only.
+fn push_without_branch_tag(checkout: &Path, repo: &str) -> Push {
+    finish(
+        cmd_with(checkout, repo, None, &[])
+            .output()
+            .expect("run settings-image"),
+    )
+}
+
+#[test]
+fn pushed_is_true_when_only_the_branch_tag_is_made_or_moved() {
+    let reg = Registry::start(Auth::None);
+    let repo = repo_of(&reg);
+    let g = Git::new();
+    let c1 = g.change("v: 1\n", 1_700_000_100, 1_700_000_100);
+    let first = push_without_branch_tag(&g.dir, &repo);
+    assert_eq!(first.ok()["pushed"], true);
+    assert!(first.ok().get("branch_tag").is_none(), "{}", first.ok());
+    // The image is there; only the branch tag is new: a change to the
+    // registry (the action's output says true for it too).
+    let made = push(&g.dir, &repo, &[]);
+    assert_eq!(made.ok()["branch_tag"]["outcome"], "created");
+    assert_eq!(made.ok()["uploaded_blobs"], 0);
+    assert_eq!(made.ok()["pushed"], true, "{}", made.ok());
+    assert_eq!(
+        common::registry::digest_of(&reg, "settings", "main").as_deref(),
+        made.ok()["digest"].as_str()
+    );
+    // The next commit's image, pushed without the branch tag; then the
+    // branch tag moves to it, nothing else changes.
+    let c2 = g.change("v: 2\n", 1_700_000_200, 1_700_000_200);
+    assert_eq!(push_without_branch_tag(&g.dir, &repo).ok()["pushed"], true);
+    let moved = push(&g.dir, &repo, &[]);
+    assert_eq!(moved.ok()["branch_tag"]["outcome"], "moved");
+    assert_eq!(moved.ok()["uploaded_blobs"], 0);
+    assert_eq!(moved.ok()["pushed"], true, "{}", moved.ok());
+    assert_eq!(moved.ok()["commit"], c2.as_str());
+    // Nothing left to change.
+    let again = push(&g.dir, &repo, &[]);
+    assert_eq!(again.ok()["branch_tag"]["outcome"], "unchanged");
+    assert_eq!(again.ok()["pushed"], false, "{}", again.ok());
+    assert_ne!(c1, c2);
 }
 
 #[test]

@@ -13,7 +13,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use common::forge::{self, Edit};
 use common::git::ScratchRepo;
@@ -449,7 +449,10 @@ fn a_changed_file_in_the_layer_fails_and_is_named() {
         &Added::default(),
     );
     let r = verify(&st.folder(), &format!("{repo}:added"));
-    assert_mismatch(&r, &["backdoor.yaml: in the image, not in the commit"]);
+    assert_mismatch(
+        &r,
+        &["extra file backdoor.yaml: in the image, not in the commit"],
+    );
     // With the files named in --json of a scan too.
     let cluster = common::TempDir::new();
     std::fs::write(
@@ -969,6 +972,89 @@ fn a_layer_that_is_not_gzip_is_a_mismatch() {
     assert_mismatch(&r, &["is not the gzip-compressed tar"]);
 }
 
+/// `tar` (GNU tar, 512-byte records, no recursion) of `names` in `dir`,
+/// as uid/gid 0 and without group or other write bits (the modes the
+/// rebuilt layer gives).
+fn gnu_tar(dir: &Path, names: &[&str]) -> Vec<u8> {
+    let out = common::run_ok(
+        common::tool("tar")
+            .arg("-C")
+            .arg(dir)
+            .args([
+                "-b1",
+                "--format=gnu",
+                "--no-recursion",
+                "--owner=0",
+                "--group=0",
+                "--numeric-owner",
+                "--mode=go-w",
+                "-cf",
+                "-",
+            ])
+            .args(names),
+    );
+    out.stdout
+}
+
+#[test]
+fn a_second_gzip_member_that_adds_a_file_is_named() {
+    let reg = Registry::start(Auth::None);
+    let (st, repo, a) = pushed(&reg);
+    let commit = s(&a, "commit");
+    // The commit's files, then one more: the tar stream of all four cut
+    // where extra.yaml's header starts, each part gzipped on its own by
+    // GNU gzip (two members: what `gzip a; gzip b; cat` makes).
+    let tmp = common::TempDir::new();
+    let dir = tmp.join("files");
+    std::fs::create_dir_all(dir.join("features")).unwrap();
+    std::fs::write(dir.join("app.yaml"), "port: 8080\n").unwrap();
+    std::fs::write(dir.join("features/flags.yaml"), "beta: false\n").unwrap();
+    std::fs::write(dir.join("extra.yaml"), "debug: true\n").unwrap();
+    let committed = ["app.yaml", "features", "features/flags.yaml"];
+    let without = gnu_tar(&dir, &committed);
+    let with = gnu_tar(&dir, &[&committed[..], &["extra.yaml"]].concat());
+    // GNU tar ends an archive with two zero blocks: the commit's entries
+    // are everything before them, and the longer archive starts with them.
+    let cut = without.len() - 1024;
+    assert!(without[cut..].iter().all(|&b| b == 0));
+    assert_eq!(with[..cut], without[..cut]);
+    let mut layer = gzip(&with[..cut]);
+    layer.extend(gzip(&with[cut..]));
+    let two = blob_file(&tmp, "two-members.tar.gz", &layer);
+    // The oracle: GNU gzip and tar read every member and list the file.
+    let listed = common::run_ok(
+        common::tool("sh")
+            .arg("-c")
+            .arg(format!("gzip -dc '{}' | tar -tf -", two.display())),
+    );
+    let listed = String::from_utf8_lossy(&listed.stdout).to_string();
+    assert!(listed.lines().any(|l| l == "extra.yaml"), "{listed}");
+    forge_from(&reg, &a, "two-members", &[Edit::LayerFrom(&two)]);
+    let r = verify(&st.folder(), &format!("{repo}:two-members"));
+    assert_mismatch(
+        &r,
+        &[
+            "extra file extra.yaml: in the image, not in the commit",
+            &commit,
+        ],
+    );
+    assert!(!r.stderr.contains("the same files"), "{}", r.stderr);
+    // The same two members, the first one's CRC-32 broken: what containerd
+    // refuses to unpack is no harmless re-encoding either.
+    let first = gzip(&with[..cut]);
+    let mut broken = first.clone();
+    let at = first.len() - 8;
+    broken[at] ^= 0xff;
+    broken.extend(gzip(&with[cut..]));
+    let broken = blob_file(&tmp, "broken-crc.tar.gz", &broken);
+    forge_from(&reg, &a, "broken-crc", &[Edit::LayerFrom(&broken)]);
+    let r = verify(&st.folder(), &format!("{repo}:broken-crc"));
+    assert_mismatch(
+        &r,
+        &["is not the gzip-compressed tar", "gzip member 1's CRC-32"],
+    );
+}
+
 #[test]
 fn a_config_that_differs_names_each_field() {
     let reg = Registry::start(Auth::None);
@@ -1050,20 +1136,14 @@ fn a_small_layer_that_inflates_hugely_is_stopped_at_the_limit() {
 }
 
 /// Runs the binary with `args` as [`si`] does and returns its result and
-/// its peak resident set in KiB, as GNU time reports it (`%M`: the
-/// kernel's accounting of that process alone, not the code under test's).
+/// its peak resident set in KiB (see [`common::registry::peak_rss`]).
 fn peak_rss(args: &[&str]) -> (Run, u64) {
     let tmp = common::TempDir::new();
-    let report = tmp.join("time");
-    let mut cmd = Command::new(common::require("time"));
-    cmd.args(["-f", "%M", "-o"])
-        .arg(&report)
-        .arg(common::bin())
-        .args(args)
+    let mut cmd = Command::new(common::bin());
+    cmd.args(args)
         .env_remove("SETTINGS_IMAGE_USERNAME")
         .env_remove("SETTINGS_IMAGE_PASSWORD")
-        .env("DOCKER_CONFIG", tmp.path())
-        .stdin(Stdio::null());
+        .env("DOCKER_CONFIG", tmp.path());
     for k in [
         "GITHUB_REPOSITORY",
         "GITHUB_TOKEN",
@@ -1073,21 +1153,7 @@ fn peak_rss(args: &[&str]) -> (Run, u64) {
     ] {
         cmd.env(k, "");
     }
-    let out = cmd.output().unwrap();
-    let text = std::fs::read_to_string(&report).unwrap();
-    // The last line: GNU time first writes "Command exited with non-zero
-    // status N" when the command failed.
-    let kib = text
-        .lines()
-        .last()
-        .and_then(|l| l.trim().parse().ok())
-        .unwrap_or_else(|| panic!("GNU time wrote {text:?}"));
-    let run = Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into(),
-        stderr: String::from_utf8_lossy(&out.stderr).into(),
-    };
-    (run, kib)
+    common::registry::peak_rss(cmd)
 }
 
 /// A Pod that mounts `reference` as an image volume.

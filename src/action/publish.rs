@@ -502,16 +502,11 @@ impl Published {
                 std::io::Error::other("a registry push returned no push report"),
             ));
         };
-        let branch_changed = report.branch_tag.as_ref().is_some_and(|b| {
-            matches!(
-                b.outcome,
-                BranchOutcome::Created | BranchOutcome::Moved | BranchOutcome::Rewound
-            ) || b.repaired_to.is_some()
-        });
         Ok(Published {
             reference: push.reference.clone(),
             image: format!("{}@{}", inputs.repository, report.digest),
-            pushed: push.pushed || branch_changed,
+            // The push report counts a branch tag made or moved already.
+            pushed: push.pushed,
         })
     }
 }

@@ -471,7 +471,7 @@ fn explain(
         })?;
         return Ok(match first_difference(&theirs, &ours) {
             Some((file, what)) => (
-                format!("the layer differs from {folder} at commit {revision}: {file}: {what}"),
+                format!("the layer differs from {folder} at commit {revision}: {what}"),
                 Some(file),
             ),
             None => (
@@ -639,13 +639,26 @@ pub const INFLATE_SLACK: u64 = 64 * 1024 * 1024;
 fn tar_entries(gz: &[u8], limit: u64) -> std::result::Result<Vec<(String, Entry)>, String> {
     let mut archive = tar::Archive::new(Gunzip::new(gz, limit)?);
     let read = read_entries(&mut archive);
-    let over = archive.into_inner().over_limit();
-    match read {
-        _ if over => Err(format!(
+    let mut gunzip = archive.into_inner();
+    // What follows the tar's end inflates too, as a runtime that hashes
+    // the whole stream (containerd's diff_id) reads it: every member's
+    // trailer is checked.
+    let rest = match read {
+        Ok(_) => std::io::copy(&mut gunzip, &mut std::io::sink()).map(|_| ()),
+        Err(_) => Ok(()),
+    };
+    match (read, rest) {
+        _ if gunzip.over_limit() => Err(format!(
             "it inflates to more than {limit} bytes (the rebuilt layer's tar plus {} MiB), where reading stopped",
             INFLATE_SLACK >> 20
         )),
-        r => r,
+        // The gzip's own fault, which the tar reader's error does not carry.
+        (Err(_), _) | (_, Err(_)) if gunzip.fault.is_some() => {
+            Err(gunzip.fault.take().unwrap_or_default())
+        }
+        (Err(e), _) => Err(e),
+        (Ok(_), Err(e)) => Err(format!("reading past the tar: {e}")),
+        (Ok(entries), Ok(())) => Ok(entries),
     }
 }
 
@@ -695,8 +708,20 @@ fn read_entries(
     Ok(out)
 }
 
+/// What a tar entry of type `kind` is, in words.
+fn kind_name(kind: u8) -> &'static str {
+    match kind {
+        b'0' | 0 | b'7' => "file",
+        b'5' => "directory",
+        b'2' => "symlink",
+        b'1' => "hard link",
+        _ => "entry",
+    }
+}
+
 /// The first path (in sorted order) where the pushed and rebuilt entries
-/// differ, and how.
+/// differ, and how, in a phrase that names the path: `extra file X: in
+/// the image, not in the commit`, `X: different content`.
 fn first_difference(
     theirs: &[(String, Entry)],
     ours: &[(String, Entry)],
@@ -707,9 +732,22 @@ fn first_difference(
     paths.sort_unstable();
     paths.dedup();
     for p in paths {
+        let shown = p.trim_end_matches('/');
         let what = match (a.get(p), b.get(p)) {
-            (Some(_), None) => "in the image, not in the commit".to_string(),
-            (None, Some(_)) => "in the commit, not in the image".to_string(),
+            (Some(x), None) => {
+                let kind = kind_name(x.kind);
+                return Some((
+                    shown.to_string(),
+                    format!("extra {kind} {shown}: in the image, not in the commit"),
+                ));
+            }
+            (None, Some(y)) => {
+                let kind = kind_name(y.kind);
+                return Some((
+                    shown.to_string(),
+                    format!("missing {kind} {shown}: in the commit, not in the image"),
+                ));
+            }
             (Some(x), Some(y)) if x.kind != y.kind => "a different file type".to_string(),
             (Some(x), Some(y)) if x.link != y.link => format!(
                 "a symlink to {:?} in the image, to {:?} in the commit",
@@ -722,7 +760,7 @@ fn first_difference(
             }
             _ => continue,
         };
-        return Some((p.trim_end_matches('/').to_string(), what));
+        return Some((shown.to_string(), format!("{shown}: {what}")));
     }
     // Same entries by path; the order is the only difference left.
     let order_a: Vec<&str> = theirs.iter().map(|(p, _)| p.as_str()).collect();
@@ -731,50 +769,70 @@ fn first_difference(
         .iter()
         .zip(&order_b)
         .find(|(x, y)| x != y)
-        .map(|(x, _)| (x.to_string(), "out of order in the layer".to_string()))
+        .map(|(x, _)| (x.to_string(), format!("{x}: out of order in the layer")))
 }
 
-/// The decompressed bytes of one gzip member (RFC 1952: the header, then
-/// raw deflate), as a stream that fails once more than `limit` bytes came
-/// out.
+/// The decompressed bytes of a gzip stream (RFC 1952), every member of it
+/// in turn, as containerd, Go's `gzip.Reader` and GNU gzip read it: a
+/// member's header, its raw deflate data, then its trailer (CRC-32 and
+/// size modulo 2^32 of what it inflated to), checked; then the next member,
+/// if more bytes follow. A stream that fails once more than `limit` bytes
+/// came out.
 struct Gunzip<'a> {
+    /// What is left after the current position.
     body: &'a [u8],
     state: Box<miniz_oxide::inflate::stream::InflateState>,
+    /// The current member: its number (1 for the first), its CRC-32 and
+    /// size so far.
+    member: usize,
+    crc: crc32fast::Hasher,
+    member_out: u64,
     out: u64,
     limit: u64,
     done: bool,
+    /// Why reading failed, for the caller (a tar reader drops it).
+    fault: Option<String>,
+}
+
+/// The deflate data after the gzip member header at the start of `gz`.
+fn member_body(gz: &[u8]) -> std::result::Result<&[u8], String> {
+    if gz.len() < 18 || gz[0] != 0x1f || gz[1] != 0x8b || gz[2] != 8 {
+        return Err("not gzip".into());
+    }
+    let flags = gz[3];
+    let mut i = 10;
+    let short = || "a truncated gzip header".to_string();
+    if flags & 0x04 != 0 {
+        let n = usize::from(*gz.get(i).ok_or_else(short)?)
+            | usize::from(*gz.get(i + 1).ok_or_else(short)?) << 8;
+        i += 2 + n;
+    }
+    for bit in [0x08, 0x10] {
+        if flags & bit != 0 {
+            let end = gz.get(i..).ok_or_else(short)?.iter().position(|&b| b == 0);
+            i += end.ok_or_else(short)? + 1;
+        }
+    }
+    if flags & 0x02 != 0 {
+        i += 2;
+    }
+    gz.get(i..).ok_or_else(short)
 }
 
 impl<'a> Gunzip<'a> {
     fn new(gz: &'a [u8], limit: u64) -> std::result::Result<Gunzip<'a>, String> {
-        if gz.len() < 18 || gz[0] != 0x1f || gz[1] != 0x8b || gz[2] != 8 {
-            return Err("not gzip".into());
-        }
-        let flags = gz[3];
-        let mut i = 10;
-        let short = || "a truncated gzip header".to_string();
-        if flags & 0x04 != 0 {
-            let n = usize::from(*gz.get(i).ok_or_else(short)?)
-                | usize::from(*gz.get(i + 1).ok_or_else(short)?) << 8;
-            i += 2 + n;
-        }
-        for bit in [0x08, 0x10] {
-            if flags & bit != 0 {
-                let end = gz.get(i..).ok_or_else(short)?.iter().position(|&b| b == 0);
-                i += end.ok_or_else(short)? + 1;
-            }
-        }
-        if flags & 0x02 != 0 {
-            i += 2;
-        }
         Ok(Gunzip {
-            body: gz.get(i..).ok_or_else(short)?,
+            body: member_body(gz)?,
             state: miniz_oxide::inflate::stream::InflateState::new_boxed(
                 miniz_oxide::DataFormat::Raw,
             ),
+            member: 1,
+            crc: crc32fast::Hasher::new(),
+            member_out: 0,
             out: 0,
             limit,
             done: false,
+            fault: None,
         })
     }
 
@@ -782,10 +840,62 @@ impl<'a> Gunzip<'a> {
     fn over_limit(&self) -> bool {
         self.out > self.limit
     }
+
+    /// At the end of a member's deflate data: checks its trailer, then
+    /// starts the next member or ends the stream.
+    fn next_member(&mut self) -> std::result::Result<(), String> {
+        let n = self.member;
+        let trailer = self
+            .body
+            .get(..8)
+            .ok_or_else(|| format!("gzip member {n} has no CRC-32 and size trailer"))?;
+        let word = |i: usize| {
+            u32::from_le_bytes([trailer[i], trailer[i + 1], trailer[i + 2], trailer[i + 3]])
+        };
+        let (crc, size) = (word(0), word(4));
+        let crc_now = std::mem::take(&mut self.crc).finalize();
+        if crc != crc_now {
+            return Err(format!(
+                "gzip member {n}'s CRC-32 is {crc:08x}, its data's is {crc_now:08x}"
+            ));
+        }
+        // ISIZE is the size modulo 2^32.
+        if u64::from(size) != self.member_out & 0xffff_ffff {
+            return Err(format!(
+                "gzip member {n} says it holds {size} bytes (modulo 2^32), it inflated to {}",
+                self.member_out
+            ));
+        }
+        self.body = &self.body[8..];
+        if self.body.is_empty() {
+            self.done = true;
+            return Ok(());
+        }
+        // More bytes: another member (whatever follows must be one, as
+        // Go's reader and so containerd require).
+        self.body =
+            member_body(self.body).map_err(|why| format!("after gzip member {n}: {why}"))?;
+        self.member += 1;
+        self.member_out = 0;
+        self.state.reset_as(miniz_oxide::inflate::stream::ZeroReset);
+        Ok(())
+    }
 }
 
 impl std::io::Read for Gunzip<'_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let r = self.inflate_into(buf);
+        if let Err(e) = &r
+            && self.fault.is_none()
+        {
+            self.fault = Some(e.to_string());
+        }
+        r
+    }
+}
+
+impl Gunzip<'_> {
+    fn inflate_into(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         use miniz_oxide::{MZFlush, MZStatus};
         let broken = |m: String| std::io::Error::new(std::io::ErrorKind::InvalidData, m);
         if self.done || buf.is_empty() {
@@ -803,18 +913,23 @@ impl std::io::Read for Gunzip<'_> {
             );
             self.body = self.body.get(r.bytes_consumed..).unwrap_or_default();
             self.out += r.bytes_written as u64;
-            match r.status {
-                Ok(MZStatus::StreamEnd) => self.done = true,
-                Ok(_) | Err(miniz_oxide::MZError::Buf) => {}
+            self.member_out += r.bytes_written as u64;
+            self.crc.update(&buf[..r.bytes_written]);
+            let member_end = match r.status {
+                Ok(MZStatus::StreamEnd) => true,
+                Ok(_) | Err(miniz_oxide::MZError::Buf) => false,
                 Err(e) => return Err(broken(format!("broken deflate data: {e:?}"))),
-            }
+            };
             if self.over_limit() {
                 return Err(broken(format!("more than {} bytes", self.limit)));
+            }
+            if member_end {
+                self.next_member().map_err(broken)?;
             }
             if r.bytes_written > 0 || self.done {
                 return Ok(r.bytes_written);
             }
-            if r.bytes_consumed == 0 {
+            if r.bytes_consumed == 0 && !member_end {
                 return Err(broken("truncated deflate data".into()));
             }
         }
@@ -878,6 +993,60 @@ mod tests {
         assert!(Gunzip::new(b"plain text, not gzip at all", u64::MAX).is_err());
     }
 
+    /// `data` as one gzip member of this crate's writer.
+    fn member(data: &[u8]) -> Vec<u8> {
+        let mut w = crate::image::gzip::GzipWriter::new(Vec::new()).unwrap();
+        w.write_all(data).unwrap();
+        w.finish().unwrap()
+    }
+
+    fn gunzip_all(gz: &[u8]) -> std::result::Result<Vec<u8>, String> {
+        use std::io::Read as _;
+        let mut g = Gunzip::new(gz, u64::MAX)?;
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; 3000];
+        loop {
+            match g.read(&mut buf) {
+                Ok(0) => return Ok(out),
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+    }
+
+    #[test]
+    fn gunzip_reads_every_member_and_checks_each_trailer() {
+        let a: Vec<u8> = (0..70_000u32).map(|i| (i % 253) as u8).collect();
+        let b = b"the second member".to_vec();
+        let mut gz = member(&a);
+        gz.extend(member(&[]));
+        gz.extend(member(&b));
+        assert_eq!(gunzip_all(&gz).unwrap(), [a.clone(), b.clone()].concat());
+        // A CRC-32 or a size that is not the member's data.
+        let first = member(&a);
+        let mut crc = first.clone();
+        let at = first.len() - 8;
+        crc[at] ^= 1;
+        crc.extend(member(&b));
+        let e = gunzip_all(&crc).unwrap_err();
+        assert!(e.contains("gzip member 1's CRC-32"), "{e}");
+        let mut size = member(&a);
+        size.extend(member(&b));
+        // ISIZE: the last 4 bytes of the last member.
+        let at = size.len() - 4;
+        size[at] ^= 1;
+        let e = gunzip_all(&size).unwrap_err();
+        assert!(e.contains("gzip member 2 says it holds"), "{e}");
+        // A member without its trailer, and bytes after the last member
+        // that are no member.
+        let e = gunzip_all(&first[..first.len() - 3]).unwrap_err();
+        assert!(e.contains("trailer") || e.contains("truncated"), "{e}");
+        let mut junk = first.clone();
+        junk.extend(b"trailing junk, not a gzip member");
+        let e = gunzip_all(&junk).unwrap_err();
+        assert!(e.contains("after gzip member 1: not gzip"), "{e}");
+    }
+
     #[test]
     fn the_first_difference_names_the_file() {
         let e = |c: &str| Entry {
@@ -892,9 +1061,22 @@ mod tests {
         b[1].1 = e("3");
         assert_eq!(
             first_difference(&a, &b),
-            Some(("b.yaml".into(), "different content".into()))
+            Some(("b.yaml".into(), "b.yaml: different content".into()))
         );
         b.push(("0.yaml".into(), e("0")));
-        assert_eq!(first_difference(&a, &b).unwrap().0, "0.yaml");
+        assert_eq!(
+            first_difference(&a, &b),
+            Some((
+                "0.yaml".into(),
+                "missing file 0.yaml: in the commit, not in the image".into()
+            ))
+        );
+        assert_eq!(
+            first_difference(&b, &a),
+            Some((
+                "0.yaml".into(),
+                "extra file 0.yaml: in the image, not in the commit".into()
+            ))
+        );
     }
 }

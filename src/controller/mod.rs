@@ -121,6 +121,19 @@ pub struct Args {
     /// fetched mirrors not in use are removed to stay under it.
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 30)]
     pub cache_max_bytes: u64,
+    /// The most bytes of pack one git fetch may receive; a server that
+    /// sends more (or never stops) fails the fetch there.
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 30)]
+    pub fetch_max_bytes: u64,
+    /// The most objects one git fetch may receive (checked in the pack's
+    /// header, before any object is read).
+    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
+    pub fetch_max_objects: u64,
+    /// The largest object (a file, inflated) one git fetch may receive
+    /// (checked in each object's header, before its data is read). Default
+    /// 100 MiB: GitHub refuses larger files.
+    #[arg(long, value_name = "BYTES", default_value_t = 100 << 20)]
+    pub fetch_max_object_bytes: u64,
     /// On SIGTERM, how long running publishes may take to finish before
     /// they are abandoned.
     #[arg(long, value_name = "DURATION", default_value = "30s")]
@@ -412,6 +425,9 @@ async fn serve(args: Args, settings: Settings) -> Result<()> {
         &settings.cache_dir,
         crate::history::mirror::Limits {
             max_bytes: args.cache_max_bytes,
+            max_fetch_bytes: args.fetch_max_bytes,
+            max_objects: args.fetch_max_objects,
+            max_object_bytes: args.fetch_max_object_bytes,
             ..Default::default()
         },
     )?;

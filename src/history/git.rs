@@ -23,6 +23,9 @@ use crate::source::{
 /// default is 96 MiB; the walk reads small trees).
 const PACK_CACHE_BYTES: usize = 32 << 20;
 
+/// The longest symlink target Linux stores (`PATH_MAX` less the NUL).
+const MAX_LINK_TARGET: u64 = 4095;
+
 /// An open repository and the settings folder's place in it.
 pub struct Repo {
     repo: gix::ThreadSafeRepository,
@@ -529,9 +532,7 @@ impl Repo {
         Ok(Source {
             root: shown.to_path_buf(),
             entries,
-            objects: Some(Arc::new(GitObjects {
-                repo: self.repo.clone(),
-            })),
+            objects: Some(Arc::new(GitObjects::new(self.repo.clone()))),
         })
     }
 
@@ -585,6 +586,21 @@ impl Repo {
                     )?;
                 }
                 GitKind::Link => {
+                    // A link target is at most 4095 bytes (PATH_MAX): a
+                    // larger "link" is not read at all.
+                    let size = repo
+                        .find_header(oid)
+                        .map_err(|err| self.err(&format!("cannot read link {oid} ({path})"), err))?
+                        .size();
+                    if size > MAX_LINK_TARGET {
+                        return Err(Error::Source {
+                            path: shown.join(&path),
+                            message: format!(
+                                "is a symlink whose target is {size} bytes long; a target holds at most {MAX_LINK_TARGET}"
+                            ),
+                            hint: Some("replace the link with a copy of the file".into()),
+                        });
+                    }
                     let blob = repo.find_blob(oid).map_err(|err| {
                         self.err(&format!("cannot read link {oid} ({path})"), err)
                     })?;
@@ -660,7 +676,7 @@ impl Repo {
                         ) => {
                             s1 == s2 && e1 == e2 && {
                                 let mut r = disk
-                                    .open(x.path, c1)
+                                    .open(x.path, c1, s1)
                                     .map_err(|e| Error::io(format!("reading {}", x.path), e))?;
                                 let id = gix::objs::compute_stream_hash(
                                     kind,
@@ -704,10 +720,12 @@ impl Repo {
     }
 }
 
-/// Git blobs as an [`ObjectStore`]: each `open` reads one blob, so only one
-/// file's bytes are in memory at a time.
+/// Git blobs as an [`ObjectStore`]: each `open` streams one blob from the
+/// object database (see [`super::blobs`]), so memory stays flat however
+/// large a file is; a small deltified blob is read whole through `gix`.
 pub struct GitObjects {
     repo: gix::ThreadSafeRepository,
+    blobs: Option<super::blobs::Blobs>,
 }
 
 impl std::fmt::Debug for GitObjects {
@@ -718,10 +736,27 @@ impl std::fmt::Debug for GitObjects {
     }
 }
 
+impl GitObjects {
+    fn new(repo: gix::ThreadSafeRepository) -> GitObjects {
+        let blobs = super::blobs::Blobs::of(&repo.to_thread_local());
+        GitObjects { repo, blobs }
+    }
+}
+
 impl ObjectStore for GitObjects {
-    fn open(&self, id: &str) -> std::io::Result<Box<dyn Read + '_>> {
+    fn open(&self, id: &str, size: u64) -> std::io::Result<Box<dyn Read + '_>> {
         let oid = ObjectId::from_hex(id.as_bytes())
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        // A small file is read whole, as fast as `gix` reads it; a large
+        // one streamed.
+        if size >= super::blobs::STREAM_FROM
+            && let Some(blobs) = &self.blobs
+            && let Some(stream) = blobs
+                .open(&oid)
+                .map_err(|e| std::io::Error::new(e.kind(), format!("reading git blob {id}: {e}")))?
+        {
+            return Ok(stream);
+        }
         let repo = self.repo.to_thread_local();
         let blob = repo
             .find_blob(oid)

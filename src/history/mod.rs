@@ -12,6 +12,7 @@
 //! the image content read from either is the same, which is why the GitHub
 //! fallback (whose answer is not in a shallow clone) reads HEAD's tree.
 
+pub(crate) mod blobs;
 mod bloom;
 pub mod git;
 pub mod github;
@@ -179,15 +180,17 @@ pub fn last_change(
     checkout.last_change(path, revision)
 }
 
+/// Asking for a commit of a folder outside git is bad input (exit 2), as
+/// a folder that does not exist is: nothing to ask of the history.
 fn not_in_git(path: &Path) -> Error {
-    Error::history(
-        path,
-        "is not inside a git repository, so no commit names it",
-        Some(
+    Error::Source {
+        path: path.to_path_buf(),
+        message: "is not inside a git repository, so no commit names it".into(),
+        hint: Some(
             "run inside a git checkout, or build without a timestamp tag (the folder is then packaged from disk)"
                 .to_string(),
         ),
-    )
+    }
 }
 
 /// [`last_change`] for several folders, one walk per repository. One
@@ -610,22 +613,25 @@ fn prepare_with(
     source_url: Option<String>,
 ) -> Result<Prepared> {
     let Some(checkout) = checkout else {
+        // Bad input (exit 2), not a history that cannot answer.
         if let Some(rev) = revision {
-            return Err(Error::history(
-                path,
-                format!("is not inside a git repository, so there is no revision {rev} to package"),
-                Some("build from a git checkout that holds the folder".to_string()),
-            ));
+            return Err(Error::Source {
+                path: path.to_path_buf(),
+                message: format!(
+                    "is not inside a git repository, so there is no revision {rev} to package"
+                ),
+                hint: Some("build from a git checkout that holds the folder".to_string()),
+            });
         }
         if need_commit {
-            return Err(Error::history(
-                path,
-                "is not inside a git repository, so there is no commit to take a timestamp tag from",
-                Some(
+            return Err(Error::Source {
+                path: path.to_path_buf(),
+                message: "is not inside a git repository, so there is no commit to take a timestamp tag from".into(),
+                hint: Some(
                     "drop --timestamp-tag, or build from a git checkout that holds the folder"
                         .to_string(),
                 ),
-            ));
+            });
         }
         return Ok(Prepared {
             source: worktree::read(path)?,

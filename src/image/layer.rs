@@ -158,7 +158,7 @@ fn write_tar<W: Write>(source: &Source, out: W) -> Result<(String, u64)> {
             } => {
                 let mode = if executable { 0o755 } else { 0o644 };
                 let mut h = header(tar::EntryType::Regular, mode, size);
-                let reader = source.open(entry.path, content).map_err(fail)?;
+                let reader = source.open(entry.path, content, size).map_err(fail)?;
                 let exact = Exact {
                     inner: reader,
                     remaining: size,

@@ -290,6 +290,17 @@ pub struct BranchReport {
     pub warnings: Vec<String>,
 }
 
+impl BranchReport {
+    /// Whether the run changed the branch tag in the registry: created,
+    /// moved or rewound it, or moved it on after a racing run.
+    pub fn changed(&self) -> bool {
+        matches!(
+            self.outcome,
+            BranchOutcome::Created | BranchOutcome::Moved | BranchOutcome::Rewound
+        ) || self.repaired_to.is_some()
+    }
+}
+
 /// Decides, before anything is pushed, whether branch tag `name` may move
 /// to `commit`; a diverged history is refused ([`Error::Rewind`]) unless
 /// `allow_rewind`. After a force-push (`forced`) that the event proves

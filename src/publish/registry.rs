@@ -473,12 +473,14 @@ pub fn publish(opts: &registry::Options, plan: Plan<'_>) -> Result<Published> {
         branch = Some(report);
     }
     let provenance = provenance.transpose()?;
+    // A branch tag made or moved is a change to the registry too.
+    let branch_changed = branch.as_ref().is_some_and(guards::BranchReport::changed);
     Ok(Published {
         push: PushReport {
             reference: p.reference,
             uploaded_blobs: p.uploaded_blobs,
             uploaded_bytes: p.uploaded_bytes,
-            pushed: p.pushed,
+            pushed: p.pushed || branch_changed,
             provenance,
         },
         anomaly,

@@ -53,8 +53,9 @@ pub enum Content<'a> {
 /// Opens objects named by [`Content::Object`]; implemented by the history
 /// module for git blobs.
 pub trait ObjectStore: Send + Sync + std::fmt::Debug {
-    /// Opens the object with the given hex id for reading.
-    fn open(&self, id: &str) -> std::io::Result<Box<dyn Read + '_>>;
+    /// Opens the object with the given hex id for reading; `size` is its
+    /// size as listed (how to read it: a large one as a stream).
+    fn open(&self, id: &str, size: u64) -> std::io::Result<Box<dyn Read + '_>>;
 }
 
 /// One entry as stored, in 16 bytes: its bytes in [`Entries::text`] are
@@ -240,12 +241,18 @@ pub struct Source {
 }
 
 impl Source {
-    /// Opens file entry `path`'s content for reading.
-    pub fn open(&self, path: &str, content: Content<'_>) -> std::io::Result<Box<dyn Read + '_>> {
+    /// Opens file entry `path`'s content (of `size` bytes, as listed) for
+    /// reading.
+    pub fn open(
+        &self,
+        path: &str,
+        content: Content<'_>,
+        size: u64,
+    ) -> std::io::Result<Box<dyn Read + '_>> {
         match content {
             Content::Disk => Ok(Box::new(std::fs::File::open(self.root.join(path))?)),
             Content::Object(id) => match &self.objects {
-                Some(store) => store.open(id),
+                Some(store) => store.open(id, size),
                 None => Err(std::io::Error::other(format!(
                     "object {id} named but no object store is attached"
                 ))),

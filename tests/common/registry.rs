@@ -247,6 +247,46 @@ impl Run {
     }
 }
 
+/// Runs `cmd` under GNU time and returns its result and its peak resident
+/// set in KiB, as GNU time reports it (`%M`: the kernel's accounting of
+/// that process alone, not the code under test's). What a memory bound in
+/// a test is checked against.
+pub fn peak_rss(cmd: Command) -> (Run, u64) {
+    let tmp = super::TempDir::new();
+    let report = tmp.join("time");
+    let mut timed = Command::new(require("time"));
+    timed
+        .args(["-f", "%M", "-o"])
+        .arg(&report)
+        .arg(cmd.get_program())
+        .args(cmd.get_args())
+        .stdin(Stdio::null());
+    if let Some(dir) = cmd.get_current_dir() {
+        timed.current_dir(dir);
+    }
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => timed.env(k, v),
+            None => timed.env_remove(k),
+        };
+    }
+    let out = timed.output().expect("running GNU time");
+    let text = std::fs::read_to_string(&report).expect("GNU time's report");
+    // The last line: GNU time first writes "Command exited with non-zero
+    // status N" when the command failed.
+    let kib = text
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap_or_else(|| panic!("GNU time wrote {text:?}"));
+    let run = Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into(),
+        stderr: String::from_utf8_lossy(&out.stderr).into(),
+    };
+    (run, kib)
+}
+
 /// Runs settings-image with `args`, `env` and `stdin`, with a docker config
 /// directory that is empty unless `env` says otherwise.
 pub fn run(args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> Run {

@@ -1,6 +1,13 @@
-//! One fetch over smart HTTP with `gix` (its `reqwest` transport, on the
-//! rustls and ring the rest of the binary uses), with the credentials kept
-//! on the URL's host and errors in words an operator can act on.
+//! One fetch over smart HTTP with `gix`'s protocol (its `reqwest`
+//! transport, on the rustls and ring the rest of the binary uses), the
+//! received pack taken in by [`super::intake`] within the fetch's bounds,
+//! with the credentials kept on the URL's host and errors in words an
+//! operator can act on.
+//!
+//! The steps `gix::Remote`'s fetch takes, by hand so that the pack goes
+//! through the intake: the handshake, the ref listing (`ls-refs`), the
+//! negotiation (`gix`'s, against the mirror's refs), the fetch command,
+//! then the refs of the refspecs updated.
 //!
 //! Credentials, as Flux's source-controller sends them:
 //! - basic auth is `gix`'s identity: sent from the first request (no 401
@@ -18,11 +25,12 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use gix::protocol::fetch::negotiate;
 use gix::protocol::transport::client::TransportWithoutIO as _;
 use gix::protocol::transport::client::blocking_io::http;
-use gix::remote::Direction;
 
-use super::{Credentials, Remote};
+use super::intake::{self, Stop};
+use super::{Credentials, Limits, Remote};
 use crate::error::{Error, GitFailure, Result};
 
 /// What one fetch brought.
@@ -36,14 +44,79 @@ pub(super) struct Received {
     pub objects: u64,
 }
 
+/// `gix`'s negotiation (what the server should send, from what the mirror
+/// has), as `gix::Remote`'s fetch runs it.
+struct Negotiator<'a, 'b, 'c> {
+    objects: &'a gix::OdbHandle,
+    refs: &'a gix::refs::file::Store,
+    graph: &'a mut gix::negotiate::Graph<'b, 'c>,
+    ref_map: &'a gix::protocol::fetch::RefMap,
+    negotiator: Box<dyn gix::negotiate::Negotiator>,
+}
+
+const SHALLOW: gix::protocol::fetch::Shallow = gix::protocol::fetch::Shallow::NoChange;
+
+impl gix::protocol::fetch::Negotiate for Negotiator<'_, '_, '_> {
+    fn mark_complete_and_common_ref(&mut self) -> gix::Result<negotiate::Action> {
+        negotiate::mark_complete_and_common_ref(
+            self.objects,
+            self.refs,
+            // Mirrors have no alternates.
+            || Ok(std::iter::empty::<(gix::refs::file::Store, gix::odb::Handle)>()),
+            self.negotiator.as_mut(),
+            &mut *self.graph,
+            self.ref_map,
+            &SHALLOW,
+            negotiate::make_refmapping_ignore_predicate(
+                gix::protocol::fetch::Tags::None,
+                self.ref_map,
+            ),
+        )
+    }
+
+    fn add_wants(
+        &mut self,
+        arguments: &mut gix::protocol::fetch::Arguments,
+        remote_ref_target_known: &[bool],
+    ) -> bool {
+        negotiate::add_wants(
+            self.objects,
+            arguments,
+            self.ref_map,
+            remote_ref_target_known,
+            &SHALLOW,
+            negotiate::make_refmapping_ignore_predicate(
+                gix::protocol::fetch::Tags::None,
+                self.ref_map,
+            ),
+        )
+    }
+
+    fn one_round(
+        &mut self,
+        state: &mut negotiate::one_round::State,
+        arguments: &mut gix::protocol::fetch::Arguments,
+        previous_response: Option<&gix::protocol::fetch::Response>,
+    ) -> gix::Result<(negotiate::Round, bool)> {
+        negotiate::one_round(
+            self.negotiator.as_mut(),
+            &mut *self.graph,
+            state,
+            arguments,
+            previous_response,
+        )
+    }
+}
+
 /// Fetches `refspecs` (a branch's `+refs/heads/B:refs/heads/B`, or a
 /// commit id) from `remote` into the bare repository at `git_dir`, no
-/// tags. A branch the server does not have gives nothing (no heads).
+/// tags, within `limits` (the request timeout, the fetch's bounds). A
+/// branch the server does not have gives nothing (no heads).
 pub(super) fn fetch(
     git_dir: &Path,
     remote: &Remote,
     refspecs: &[String],
-    timeout: Duration,
+    limits: &Limits,
     interrupt: &AtomicBool,
 ) -> Result<Received> {
     // rustls with ring, as everywhere in the binary; an error only means a
@@ -51,6 +124,12 @@ pub(super) fn fetch(
     let _ = rustls::crypto::ring::default_provider().install_default();
     let url = remote.url();
     let fail = |e: gix::Error| describe(remote, &e, interrupt);
+    let other = |what: &str, e: &dyn std::fmt::Display| Error::Git {
+        url: url.to_string(),
+        message: format!("{what}: {e}"),
+        hint: None,
+        kind: GitFailure::Other,
+    };
     let opts = gix::open::Options::isolated()
         .with(gix::sec::Trust::Full)
         .config_overrides(["gitoxide.objects.allocLimitIfReducedTrust=0"]);
@@ -62,15 +141,14 @@ pub(super) fn fetch(
         ),
         kind: GitFailure::Other,
     })?;
-    let specs: Vec<&str> = refspecs.iter().map(String::as_str).collect();
-    let origin = repo
-        .remote_at(url)
-        .and_then(|r| r.with_refspecs(specs, Direction::Fetch))
-        .map(|r| r.with_fetch_tags(gix::remote::fetch::Tags::None))
-        .map_err(fail)?;
-    let mut con = origin.connect(Direction::Fetch).map_err(fail)?;
+    let parsed = gix::url::parse(gix::bstr::BStr::new(url)).map_err(|e| other("the URL", &e))?;
+    let mut transport = http::connect::<http::reqwest::Remote>(
+        parsed,
+        gix::protocol::transport::Protocol::V2,
+        false,
+    );
     if let Some(Credentials::Basic { username, password }) = remote.credentials() {
-        con.transport_mut()
+        transport
             .set_identity(gix::sec::identity::Account {
                 username: username.clone(),
                 password: password.clone(),
@@ -78,45 +156,169 @@ pub(super) fn fetch(
             })
             .map_err(|e| describe(remote, &gix::Error::from_error(e), interrupt))?;
     }
+    transport
+        .configure(&http_options(remote, limits.timeout))
+        .map_err(fail)?;
+    let mut progress = gix::progress::Discard;
     // No helper, no prompt: a 401 fails the fetch.
-    con.set_credentials(|_| Ok(None));
-    con.set_transport_options(Box::new(http_options(remote, timeout)));
-    let prepare = con
-        .prepare_fetch(gix::progress::Discard, Default::default())
+    let mut handshake = gix::protocol::handshake(
+        &mut transport,
+        gix::protocol::transport::Service::UploadPack,
+        |_| Ok(None),
+        Vec::new(),
+        &mut progress,
+    )
+    .map_err(fail)?;
+    let specs = refspecs
+        .iter()
+        .map(|s| {
+            gix::refspec::parse(s.as_str().into(), gix::refspec::parse::Operation::Fetch)
+                .map(|r| r.to_owned())
+                .map_err(|e| other(&format!("the refspec {s}"), &e))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let agent = (
+        "agent",
+        Some(concat!("settings-image/", env!("CARGO_PKG_VERSION")).to_string()),
+    );
+    let ref_map = handshake
+        .prepare_lsrefs_or_extract_refmap(
+            agent.clone(),
+            true,
+            gix::protocol::fetch::refmap::init::Context {
+                fetch_refspecs: specs,
+                extra_refspecs: Vec::new(),
+            },
+        )
+        .map_err(fail)?
+        .fetch_blocking(&mut progress, &mut transport, false)
         .map_err(fail)?;
     let mut heads = Vec::new();
-    for m in &prepare.ref_map().mappings {
+    for m in &ref_map.mappings {
         if let (Some(name), Some(id)) = (m.remote.as_name(), m.remote.as_id()) {
             heads.push((name.to_string(), id.to_string()));
         }
     }
-    if prepare.ref_map().mappings.is_empty() {
+    if ref_map.mappings.is_empty() {
         // No such branch on the server: nothing to receive (the caller
         // says which branch is missing).
         return Ok(Received::default());
     }
-    let outcome = prepare
-        .receive(gix::progress::Discard, interrupt)
-        .map_err(fail)?;
     let mut received = Received {
         heads,
         ..Received::default()
     };
-    if let gix::remote::fetch::Status::Change {
-        write_pack_bundle, ..
-    } = &outcome.status
+    let mut taken = None;
+    let mut stopped = None;
     {
-        received.objects = u64::from(write_pack_bundle.index.num_objects);
-        if let Some(path) = &write_pack_bundle.data_path {
-            received.pack_bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        let graph_repo = {
+            let mut r = repo.clone();
+            // What the negotiation reads is cached in its graph.
+            r.objects.refresh = gix::odb::store::RefreshMode::Never;
+            r.objects.unset_object_cache();
+            r
+        };
+        let cache = graph_repo.commit_graph_if_enabled().ok().flatten();
+        let mut graph = graph_repo.revision_graph(cache.as_ref());
+        let mut negotiator = Negotiator {
+            objects: &graph_repo.objects,
+            refs: &graph_repo.refs,
+            graph: &mut graph,
+            ref_map: &ref_map,
+            negotiator: gix::negotiate::Algorithm::Consecutive.into_negotiator(),
+        };
+        let shallow_file = repo.shallow_file().map_err(fail)?;
+        let fetched = gix::protocol::fetch(
+            &mut negotiator,
+            |pack, _, should_interrupt| match intake::take(pack, &repo, limits, should_interrupt) {
+                Ok(t) => {
+                    taken = Some(t);
+                    Ok(true)
+                }
+                Err(stop) => {
+                    stopped = Some(stop);
+                    Err(gix::error::message("the received pack was refused").into())
+                }
+            },
+            gix::progress::Discard,
+            interrupt,
+            gix::protocol::fetch::Context {
+                handshake: &mut handshake,
+                transport: &mut transport,
+                user_agent: agent,
+                trace_packetlines: false,
+            },
+            gix::protocol::fetch::Options {
+                shallow_file,
+                shallow: &SHALLOW,
+                tags: gix::protocol::fetch::Tags::None,
+                reject_shallow_remote: false,
+            },
+        );
+        if let Some(stop) = stopped {
+            return Err(refused(remote, stop, interrupt));
         }
-        // The `.keep` file guards the pack until refs point into it; they
-        // do now, and a kept pack would only confuse a later `git gc`.
-        if let Some(keep) = &write_pack_bundle.keep_path {
+        fetched.map_err(fail)?;
+    }
+    // The refs the refspecs name, now that their objects are here.
+    for m in &ref_map.mappings {
+        if let (Some(local), Some(id)) = (&m.local, m.remote.as_id()) {
+            let name = gix::refs::FullName::try_from(local.clone())
+                .map_err(|e| other(&format!("the ref {local}"), &e))?;
+            repo.reference(
+                name,
+                id.to_owned(),
+                gix::refs::transaction::PreviousValue::Any,
+                "fetch",
+            )
+            .map_err(|e| other(&format!("updating {local}"), &e))?;
+        }
+    }
+    if let Some(t) = taken {
+        received.pack_bytes = t.bytes;
+        received.objects = t.objects;
+        // A `.keep` file guards a pack until refs point into it; they do
+        // now, and a kept pack would only confuse a later `git gc`.
+        for keep in t.keep {
             let _ = std::fs::remove_file(keep);
         }
     }
+    if handshake.server_protocol_version == gix::protocol::transport::Protocol::V2 {
+        let _ = gix::protocol::indicate_end_of_interaction(&mut transport, false);
+    }
     Ok(received)
+}
+
+/// The intake's refusal as an [`Error::Git`].
+fn refused(remote: &Remote, stop: Stop, interrupt: &AtomicBool) -> Error {
+    let url = remote.url().to_string();
+    let (kind, message, hint) = match stop {
+        Stop::Bound(message) => (
+            GitFailure::TooLarge,
+            message,
+            Some(
+                "if the repository is meant to be this large, raise the controller's flag the message names (docs/controller.md, \"Fetch bounds\")"
+                    .to_string(),
+            ),
+        ),
+        Stop::Broken(why) if !interrupt.load(std::sync::atomic::Ordering::Relaxed) => (
+            GitFailure::Server,
+            format!("the server sent a broken pack: {why}"),
+            Some("the server is failing or is not a git server; the fetch is retried later".into()),
+        ),
+        Stop::Broken(_) | Stop::Interrupted => (
+            GitFailure::Interrupted,
+            "the fetch was interrupted".to_string(),
+            None,
+        ),
+        Stop::Local(why) => (GitFailure::Other, format!("storing the received pack: {why}"), None),
+    };
+    Error::Git {
+        url,
+        message,
+        hint,
+        kind,
+    }
 }
 
 /// The transport's options: redirects as git follows them (the first

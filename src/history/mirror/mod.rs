@@ -41,6 +41,7 @@
 //! [`crate::request::run_mirror`] and [`crate::many::run_mirror`].
 
 mod fetch;
+mod intake;
 mod store;
 
 use std::collections::BTreeMap;
@@ -236,15 +237,30 @@ pub struct Limits {
     /// The longest one HTTP request of a fetch may take, the whole pack
     /// download included.
     pub timeout: Duration,
+    /// The most bytes of pack one fetch may receive: counted as they
+    /// arrive, the fetch fails once more come.
+    pub max_fetch_bytes: u64,
+    /// The most objects one fetch may receive (the count in the pack's
+    /// header, checked before any object is read).
+    pub max_objects: u64,
+    /// The largest object one fetch may receive, inflated (the size each
+    /// object's header declares, checked before its data is read; for a
+    /// delta, the object it builds too).
+    pub max_object_bytes: u64,
 }
 
 impl Default for Limits {
-    /// 1 GiB, 32 packs, 10 minutes.
+    /// 1 GiB, 32 packs, 10 minutes; a fetch of at most 1 GiB, 1,000,000
+    /// objects, and objects of at most 100 MiB (GitHub refuses larger
+    /// files).
     fn default() -> Limits {
         Limits {
             max_bytes: 1 << 30,
             max_packs: 32,
             timeout: Duration::from_secs(600),
+            max_fetch_bytes: 1 << 30,
+            max_objects: 1_000_000,
+            max_object_bytes: 100 << 20,
         }
     }
 }
@@ -377,7 +393,7 @@ impl Mirrors {
                 &dir,
                 remote,
                 std::slice::from_ref(&spec),
-                self.limits.timeout,
+                &self.limits,
                 interrupt,
             ) {
                 Ok(r) => r,
@@ -417,7 +433,7 @@ impl Mirrors {
                 &dir,
                 remote,
                 std::slice::from_ref(c),
-                self.limits.timeout,
+                &self.limits,
                 interrupt,
             );
             match by_id {
@@ -427,7 +443,11 @@ impl Mirrors {
                 }
                 Err(
                     e @ Error::Git {
-                        kind: GitFailure::Auth | GitFailure::Unreachable | GitFailure::Interrupted,
+                        kind:
+                            GitFailure::Auth
+                            | GitFailure::Unreachable
+                            | GitFailure::Interrupted
+                            | GitFailure::TooLarge,
                         ..
                     },
                 ) => {
@@ -486,21 +506,16 @@ impl Mirrors {
         let new = store::sibling(dir, "new");
         let io = |what: &str, e: std::io::Error| Error::io(format!("{what} {}", new.display()), e);
         store::init_bare(&new, remote.url(), branch).map_err(|e| io("creating the mirror", e))?;
-        let received = match fetch::fetch(
-            &new,
-            remote,
-            &[spec.to_string()],
-            self.limits.timeout,
-            interrupt,
-        )
-        .and_then(|r| head_of(&r, remote, branch).map(|_| r))
-        {
-            Ok(r) => r,
-            Err(e) => {
-                let _ = std::fs::remove_dir_all(&new);
-                return Err(e);
-            }
-        };
+        let received =
+            match fetch::fetch(&new, remote, &[spec.to_string()], &self.limits, interrupt)
+                .and_then(|r| head_of(&r, remote, branch).map(|_| r))
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    let _ = std::fs::remove_dir_all(&new);
+                    return Err(e);
+                }
+            };
         if dir.exists() {
             let old = store::sibling(dir, "old");
             std::fs::rename(dir, &old).map_err(|e| io("replacing the mirror with", e))?;

@@ -1,0 +1,738 @@
+//! Large files and hostile git servers, with memory bounds: a commit that
+//! holds one very large file is packaged as a stream (`push --source
+//! commit`, and the controller's mirror fetch and publish), whatever git
+//! stores it as (a loose object, an object stored whole in a pack, a
+//! delta); a git server whose pack never ends, or claims huge sizes, gets
+//! a clear error at once. Peak memory is GNU time's (`%M`) for the process
+//! doing the work: the binary for `push`, and for the mirror this test
+//! binary run again as a child process (only the test asked for, with
+//! `LARGE_FILES_CHILD` set: it fetches and builds, as the controller does,
+//! and exits). The bounds are generous (64 MiB where the file is 256 MiB,
+//! or the stream endless): they catch a whole-file read, not noise. They
+//! are memory bounds, not time limits.
+//!
+//! The oracles: the git CLI for what the commit holds and what the
+//! mirror's packs are (`git fsck`, `git verify-pack`), GNU gzip and tar for
+//! what the pushed or written layer holds.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::AtomicBool;
+
+use common::git::ScratchRepo;
+use common::git_server::{GitServer, Options as GitOptions, Upstream};
+use common::registry::{Auth, Registry, Run, peak_rss};
+use common::{TempDir, repo, require, run_ok};
+use serde_json::Value;
+
+/// A memory bound that a whole read of a 64 MiB (or larger) file passes:
+/// the debug binary packaging a small folder peaks near 30 MiB.
+const BOUND_KIB: u64 = 64 * 1024;
+
+/// `sha256sum` of what `sh -c script` prints.
+fn sha256_of(script: &str) -> String {
+    let out = run_ok(Command::new(require("sh")).args(["-c", &format!("{script} | sha256sum")]));
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// `settings-image push --json` of `folder` (a checkout's path) at its
+/// commit, under GNU time.
+fn push_timed(cwd: &Path, folder: &str, repository: &str) -> (Run, u64) {
+    let docker = TempDir::new();
+    let mut cmd = Command::new(common::bin());
+    cmd.current_dir(cwd)
+        .args([
+            "push",
+            "--path",
+            folder,
+            "--source",
+            "commit",
+            "--repository",
+            repository,
+            "--tag",
+            "big",
+            "--json",
+        ])
+        .env("DOCKER_CONFIG", docker.path())
+        .env_remove("SETTINGS_IMAGE_USERNAME")
+        .env_remove("SETTINGS_IMAGE_PASSWORD");
+    for k in ["GITHUB_REPOSITORY", "GITHUB_TOKEN", "GITHUB_ACTIONS"] {
+        cmd.env(k, "");
+    }
+    peak_rss(cmd)
+}
+
+/// The sha256 of `file` inside the gzip-compressed tar the registry holds
+/// as `repository`'s (HOST/NAME) first layer under `tag`, read by curl,
+/// GNU gzip and GNU tar.
+fn pushed_file_sha256(reg: &Registry, name: &str, tag: &str, file: &str) -> String {
+    let base = format!("http://{}/v2/{name}", reg.host());
+    let (code, body) = common::registry::curl(
+        &format!("{base}/manifests/{tag}"),
+        Some("application/vnd.oci.image.manifest.v1+json"),
+    );
+    assert_eq!(code, 200, "{body}");
+    let m: Value = serde_json::from_str(&body).expect("a manifest");
+    let layer = m["layers"][0]["digest"]
+        .as_str()
+        .expect("a layer")
+        .to_string();
+    sha256_of(&format!(
+        "curl -sf '{base}/blobs/{layer}' | gzip -dc | tar -xOf - '{file}'"
+    ))
+}
+
+#[test]
+fn a_large_loose_file_is_pushed_as_a_stream() {
+    // 256 MiB of zeros: 256 KiB in git (a loose object: what `git add`
+    // writes), 256 MiB read whole before.
+    let reg = Registry::start(Auth::None);
+    let r = ScratchRepo::new();
+    let cfg = r.dir.join("cfg");
+    std::fs::create_dir_all(&cfg).unwrap();
+    std::fs::write(cfg.join("app.yaml"), "port: 8080\n").unwrap();
+    let size: u64 = 256 << 20;
+    run_ok(Command::new(require("sh")).args([
+        "-c",
+        &format!(
+            "head -c {size} /dev/zero > '{}'",
+            cfg.join("big.bin").display()
+        ),
+    ]));
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-q", "-m", "a large file"]);
+    let blob = r.git(&["rev-parse", "HEAD:cfg/big.bin"]);
+    let loose = r.dir.join(".git/objects").join(&blob[..2]).join(&blob[2..]);
+    assert!(loose.is_file(), "git stored the file as a loose object");
+    let repository = format!("{}/team/big", reg.host());
+    let (run, kib) = push_timed(&r.dir, "cfg", &repository);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    eprintln!("push --source commit: peak {kib} KiB");
+    assert!(
+        kib < BOUND_KIB,
+        "push --source commit of a {} MiB file peaked at {kib} KiB",
+        size >> 20
+    );
+    let report: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    assert_eq!(report["size"], size + "port: 8080\n".len() as u64);
+    let want = sha256_of(&format!(
+        "git -C '{}' cat-file blob {blob}",
+        r.dir.display()
+    ));
+    assert_eq!(pushed_file_sha256(&reg, "team/big", "big", "big.bin"), want);
+}
+
+/// `n` bytes of text lines, `salt` changing the line at `changed_line`.
+fn text(n: usize, changed_line: usize, salt: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(n + 64);
+    let mut i = 0;
+    while out.len() < n {
+        if i == changed_line {
+            out.extend_from_slice(format!("line {i:08}: {salt}\n").as_bytes());
+        } else {
+            out.extend_from_slice(
+                format!("line {i:08}: settings value {}\n", i * 7919 % 1000).as_bytes(),
+            );
+        }
+        i += 1;
+    }
+    out.truncate(n);
+    out
+}
+
+#[test]
+fn a_large_file_packed_whole_or_as_a_delta_is_pushed_as_a_stream() {
+    // Two versions of a 64 MiB file, repacked: git keeps one whole in the
+    // pack and stores the other as a delta against it (git verify-pack
+    // says which). Both commits push with flat memory and their content.
+    let reg = Registry::start(Auth::None);
+    let r = ScratchRepo::new();
+    let cfg = r.dir.join("cfg");
+    std::fs::create_dir_all(&cfg).unwrap();
+    let size = 64 << 20;
+    std::fs::write(cfg.join("big.txt"), text(size, 1000, "first")).unwrap();
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-q", "-m", "first"]);
+    let first = r.git(&["rev-parse", "HEAD"]);
+    std::fs::write(cfg.join("big.txt"), text(size, 2_000_000, "second")).unwrap();
+    r.git(&["commit", "-q", "-am", "second"]);
+    let second = r.git(&["rev-parse", "HEAD"]);
+    r.git(&[
+        "repack",
+        "-q",
+        "-a",
+        "-d",
+        "-f",
+        "--window=10",
+        "--depth=50",
+    ]);
+    let blobs: Vec<String> = [&first, &second]
+        .iter()
+        .map(|c| r.git(&["rev-parse", &format!("{c}:cfg/big.txt")]))
+        .collect();
+    let packs = r.git(&["count-objects", "-v"]);
+    assert!(
+        packs.contains("count: 0"),
+        "no loose objects left:\n{packs}"
+    );
+    // verify-pack -v: "ID TYPE SIZE SIZE-IN-PACK OFFSET [DEPTH BASE]".
+    let idx = std::fs::read_dir(r.dir.join(".git/objects/pack"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "idx"))
+        .expect("a pack index");
+    let listing = r.git(&["verify-pack", "-v", idx.to_str().unwrap()]);
+    let stored: Vec<usize> = blobs
+        .iter()
+        .map(|b| {
+            listing
+                .lines()
+                .find(|l| l.starts_with(b.as_str()))
+                .map(|l| l.split_whitespace().count())
+                .unwrap_or_else(|| panic!("{b} is not in the pack:\n{listing}"))
+        })
+        .collect();
+    let mut forms = stored.clone();
+    forms.sort_unstable();
+    assert_eq!(
+        forms,
+        [5, 7],
+        "one whole (5 fields), one delta (7): {listing}"
+    );
+    for (commit, blob) in [&first, &second].iter().zip(&blobs) {
+        let wt = r.dir.parent().unwrap().join(format!("wt-{}", &commit[..7]));
+        r.git(&[
+            "worktree",
+            "add",
+            "-q",
+            "--detach",
+            wt.to_str().unwrap(),
+            commit,
+        ]);
+        let name = format!("team/big-{}", &commit[..7]);
+        let (run, kib) = push_timed(&wt, "cfg", &format!("{}/{name}", reg.host()));
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        eprintln!("push of {commit}: peak {kib} KiB");
+        assert!(
+            kib < BOUND_KIB,
+            "push of {commit} (a 64 MiB file stored as {} fields) peaked at {kib} KiB",
+            stored[if *commit == &first { 0 } else { 1 }]
+        );
+        let want = sha256_of(&format!(
+            "git -C '{}' cat-file blob {blob}",
+            r.dir.display()
+        ));
+        assert_eq!(pushed_file_sha256(&reg, &name, "big", "big.txt"), want);
+    }
+}
+
+// ------------------------------------------------------------ the mirror
+
+/// What the child process fetches (and builds), from `LARGE_FILES_CHILD`.
+const CHILD: &str = "LARGE_FILES_CHILD";
+
+/// In the child process: fetches the mirror (and builds the folder into
+/// an OCI layout when asked) as the controller does, prints the fetch's
+/// outcome or the error with its hint, and exits 0 or 1. In the parent
+/// (no `LARGE_FILES_CHILD`): returns.
+fn child_fetch_if_asked() {
+    let Ok(spec) = std::env::var(CHILD) else {
+        return;
+    };
+    use settings_image::history::SourceMode;
+    use settings_image::history::mirror::{Limits, Mirrors, Remote};
+    use settings_image::request::{Forward, Request, Target};
+    let spec: Value = serde_json::from_str(&spec).expect("the child's spec");
+    let s = |k: &str| spec[k].as_str().unwrap_or_default().to_string();
+    let mut limits = Limits::default();
+    if let Some(b) = spec["max_fetch_bytes"].as_u64() {
+        limits.max_fetch_bytes = b;
+    }
+    if let Some(b) = spec["max_object_bytes"].as_u64() {
+        limits.max_object_bytes = b;
+    }
+    let work = || -> settings_image::Result<String> {
+        let mirrors = Mirrors::new(s("cache"), limits)?;
+        let mirror = mirrors.fetch(
+            &Remote::new(&s("url"))?,
+            "main",
+            None,
+            &AtomicBool::new(false),
+        )?;
+        let mut line = format!("{:?}", mirror.fetched());
+        if !s("folder").is_empty() {
+            let report = settings_image::request::run_mirror(
+                &Request {
+                    path: PathBuf::from(s("folder")),
+                    tags: vec!["big".into()],
+                    target: Target::Layout(PathBuf::from(s("layout"))),
+                    source: SourceMode::Commit,
+                    timestamp_tag: Some("main".into()),
+                    github: None,
+                    source_url: None,
+                    ci: Default::default(),
+                    forward: Forward::default(),
+                    provenance: false,
+                    revision: None,
+                    extra: Default::default(),
+                },
+                &mirror,
+            )?;
+            line.push_str(&format!(" layer {}", report.layer.digest));
+        }
+        Ok(line)
+    };
+    match work() {
+        Ok(line) => {
+            println!("{line}");
+            std::process::exit(0);
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            if let Some(h) = e.hint() {
+                eprintln!("hint: {h}");
+            }
+            std::process::exit(1);
+        }
+    }
+}
+
+/// The child's address space: a fetch whose memory ran away (the bug
+/// these tests are about) fails there, instead of taking the machine's.
+const CHILD_ADDRESS_SPACE_KIB: u64 = 4 << 20;
+
+/// Runs this test binary again for the test `name` alone with `spec` in
+/// `LARGE_FILES_CHILD`, under GNU time, its address space limited.
+fn in_child(name: &str, spec: Value) -> (Run, u64) {
+    let exe = std::env::current_exe().expect("the test binary");
+    let mut cmd = Command::new(require("sh"));
+    cmd.args([
+        "-c",
+        &format!("ulimit -v {CHILD_ADDRESS_SPACE_KIB} && exec \"$0\" \"$@\""),
+    ])
+    .arg(exe)
+    .args([name, "--exact", "--nocapture", "--test-threads=1"])
+    .env(CHILD, spec.to_string());
+    peak_rss(cmd)
+}
+
+#[test]
+fn the_mirror_fetches_and_builds_a_large_file_as_a_stream() {
+    child_fetch_if_asked();
+    let up = Upstream::new();
+    let cfg = up.work.join("configs/shop");
+    std::fs::create_dir_all(&cfg).unwrap();
+    std::fs::write(cfg.join("app.yaml"), "port: 8080\n").unwrap();
+    let size: u64 = 256 << 20;
+    run_ok(Command::new(require("sh")).args([
+        "-c",
+        &format!(
+            "head -c {size} /dev/zero > '{}'",
+            cfg.join("big.bin").display()
+        ),
+    ]));
+    up.git(&["add", "-A"]);
+    up.git(&["commit", "-q", "-m", "a large file"]);
+    up.push();
+    let server = GitServer::start(&up.root, GitOptions::default());
+    let tmp = TempDir::new();
+    let cache = tmp.join("cache");
+    let layout = tmp.join("layout");
+    let (run, kib) = in_child(
+        "the_mirror_fetches_and_builds_a_large_file_as_a_stream",
+        serde_json::json!({
+            "cache": cache,
+            "url": server.url("settings.git"),
+            "folder": "configs/shop",
+            "layout": layout,
+            // Above the default 100 MiB, as --fetch-max-object-bytes raises it.
+            "max_object_bytes": 512u64 << 20,
+        }),
+    );
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    eprintln!("the mirror's fetch and build: peak {kib} KiB");
+    assert!(
+        kib < BOUND_KIB,
+        "the mirror's fetch and build of a {} MiB file peaked at {kib} KiB",
+        size >> 20
+    );
+    // The mirror is a repository git reads: every object, every pack.
+    let mirror = std::fs::read_dir(&cache)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.is_dir())
+        .expect("the mirror");
+    run_ok(
+        Command::new(require("git"))
+            .arg("-C")
+            .arg(&mirror)
+            .args(["fsck", "--full", "--strict"]),
+    );
+    let blob = up.git(&["rev-parse", "HEAD:configs/shop/big.bin"]);
+    for e in std::fs::read_dir(mirror.join("objects/pack"))
+        .unwrap()
+        .flatten()
+    {
+        let p = e.path();
+        if p.extension().is_some_and(|x| x == "idx") {
+            run_ok(
+                Command::new("git")
+                    .arg("-C")
+                    .arg(&mirror)
+                    .arg("verify-pack")
+                    .arg(&p),
+            );
+        }
+    }
+    let have = run_ok(
+        Command::new("git")
+            .arg("-C")
+            .arg(&mirror)
+            .args(["cat-file", "-s", &blob]),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&have.stdout).trim(),
+        size.to_string()
+    );
+    // The layer written holds the file, as GNU tar reads it.
+    let digest = run
+        .stdout
+        .split("layer sha256:")
+        .nth(1)
+        .and_then(|d| d.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no layer in {}", run.stdout))
+        .to_string();
+    let blob_file = layout.join("blobs/sha256").join(&digest);
+    let got = sha256_of(&format!(
+        "gzip -dc '{}' | tar -xOf - big.bin",
+        blob_file.display()
+    ));
+    let want = sha256_of(&format!("head -c {size} /dev/zero"));
+    assert_eq!(got, want);
+}
+
+/// `git fsck --full --strict` of the repository at `git_dir`, and the
+/// sha256 of `path` in each of `commits` there.
+fn fsck_and_contents(git_dir: &Path, commits: &[String], path: &str) -> Vec<String> {
+    run_ok(
+        Command::new(require("git"))
+            .arg("-C")
+            .arg(git_dir)
+            .args(["fsck", "--full", "--strict"]),
+    );
+    commits
+        .iter()
+        .map(|c| {
+            sha256_of(&format!(
+                "git -C '{}' cat-file blob {c}:{path}",
+                git_dir.display()
+            ))
+        })
+        .collect()
+}
+
+/// `git verify-pack -v` of every pack of the repository at `git_dir`.
+fn verify_packs(git_dir: &Path) -> String {
+    let mut all = String::new();
+    for e in std::fs::read_dir(git_dir.join("objects/pack"))
+        .unwrap()
+        .flatten()
+    {
+        let p = e.path();
+        if p.extension().is_some_and(|x| x == "idx") {
+            let out = run_ok(
+                Command::new(require("git"))
+                    .arg("-C")
+                    .arg(git_dir)
+                    .args(["verify-pack", "-v"])
+                    .arg(&p),
+            );
+            all.push_str(&String::from_utf8_lossy(&out.stdout));
+        }
+    }
+    all
+}
+
+#[test]
+fn a_large_file_and_its_deltas_arrive_intact_in_the_mirror() {
+    // The server's pack holds a 20 MiB file whole and its next version as
+    // a delta against it (the bare repository repacked), among commits and
+    // trees that are deltas too: the large object goes into a pack of its
+    // own, the rest is rewritten around it (a delta against it then names
+    // it by id). A later fetch gets a thin pack whose delta's base is that
+    // large object.
+    use settings_image::history::mirror::{Limits, Mirrors, Remote};
+    let up = Upstream::new();
+    let size = 20 << 20;
+    let mut commits = Vec::new();
+    for (i, line) in [1000, 200_000, 400_000].iter().enumerate() {
+        std::fs::create_dir_all(up.work.join("configs/big")).unwrap();
+        std::fs::write(
+            up.work.join("configs/big/big.txt"),
+            text(size, *line, &format!("version {i}")),
+        )
+        .unwrap();
+        std::fs::create_dir_all(up.work.join("configs/small")).unwrap();
+        for j in 0..20 {
+            std::fs::write(
+                up.work.join(format!("configs/small/f{j:02}.yaml")),
+                format!("value: {}\n", i * 100 + j),
+            )
+            .unwrap();
+        }
+        up.git(&["add", "-A"]);
+        up.git(&["commit", "-q", "-m", &format!("version {i}")]);
+        commits.push(up.head());
+        if i == 1 {
+            // The first two versions, served from one repacked pack.
+            up.push();
+            run_ok(common::git::git_cmd(up.home(), &up.bare).args([
+                "repack",
+                "-q",
+                "-a",
+                "-d",
+                "-f",
+                "--window=10",
+                "--depth=50",
+            ]));
+        }
+    }
+    let want = fsck_and_contents(&up.bare, &commits[..2], "configs/big/big.txt");
+    // The served pack: one version whole, the other a delta against it.
+    let listing = verify_packs(&up.bare);
+    let forms: Vec<usize> = commits[..2]
+        .iter()
+        .map(|c| {
+            let id = up.git(&["rev-parse", &format!("{c}:configs/big/big.txt")]);
+            listing
+                .lines()
+                .find(|l| l.starts_with(&id))
+                .map(|l| l.split_whitespace().count())
+                .unwrap_or_else(|| panic!("{id} not in:\n{listing}"))
+        })
+        .collect();
+    assert!(
+        forms.contains(&5) && forms.contains(&7),
+        "{forms:?}\n{listing}"
+    );
+    let server = GitServer::start(&up.root, GitOptions::default());
+    let tmp = TempDir::new();
+    let mirrors = Mirrors::new(tmp.join("cache"), Limits::default()).unwrap();
+    let remote = Remote::new(&server.url("settings.git")).unwrap();
+    let no = AtomicBool::new(false);
+    let first = mirrors.fetch(&remote, "main", None, &no).unwrap();
+    let dir = first.dir().to_path_buf();
+    assert_eq!(first.head(), commits[1]);
+    let all = |git_dir: &Path| {
+        let out = run_ok(Command::new("git").arg("-C").arg(git_dir).args([
+            "rev-list",
+            "--objects",
+            "main",
+        ]));
+        String::from_utf8_lossy(&out.stdout).lines().count() as u64
+    };
+    assert_eq!(first.fetched().objects, all(&up.bare));
+    assert_eq!(
+        fsck_and_contents(&dir, &commits[..2], "configs/big/big.txt"),
+        want
+    );
+    // A pack of its own holds the large object alone.
+    let singles = verify_packs(&dir)
+        .lines()
+        .filter(|l| l.contains("non delta: 1 object"))
+        .count();
+    assert_eq!(singles, 1, "{}", verify_packs(&dir));
+    drop(first);
+    // The third version: a thin pack, its delta against a large object the
+    // mirror holds.
+    up.push();
+    let want = fsck_and_contents(&up.bare, &commits, "configs/big/big.txt");
+    let second = mirrors.fetch(&remote, "main", None, &no).unwrap();
+    assert_eq!(second.head(), commits[2]);
+    assert!(!second.fetched().cloned, "{:?}", second.fetched());
+    assert_eq!(
+        fsck_and_contents(&dir, &commits, "configs/big/big.txt"),
+        want
+    );
+}
+
+/// A hostile server (`tests/support_git/hostile_pack.py --mode MODE`).
+struct Hostile {
+    child: std::process::Child,
+    port: u16,
+    log: PathBuf,
+    _tmp: TempDir,
+}
+
+impl Hostile {
+    fn start(mode: &str) -> Hostile {
+        use std::io::BufRead as _;
+        let tmp = TempDir::new();
+        let log = tmp.join("log");
+        let mut child = Command::new(require("python3"))
+            .arg(repo().join("tests/support_git/hostile_pack.py"))
+            .args(["--mode", mode, "--log"])
+            .arg(&log)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("starting hostile_pack.py");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("the port");
+        let port = line.trim().parse().expect("a port");
+        Hostile {
+            child,
+            port,
+            log,
+            _tmp: tmp,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/settings.git", self.port)
+    }
+
+    /// Bytes of the fetch's answer written before the client hung up, once
+    /// the server logged them (it does when its write fails).
+    fn fetch_bytes(&self) -> u64 {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let logged: Vec<u64> = std::fs::read_to_string(&self.log)
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .filter(|v| v["command"] == "fetch")
+                .map(|v| v["bytes"].as_u64().unwrap_or_default())
+                .collect();
+            if !logged.is_empty() {
+                return logged.iter().sum();
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the server never logged the fetch's end (the client still reading?)"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Hostile {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Fetches from a hostile server in `mode` in a child process; asserts a
+/// clear failure with flat memory and returns the error text and the bytes
+/// the server got to send.
+fn refused(test: &str, mode: &str, extra: Value, says: &[&str]) -> u64 {
+    let server = Hostile::start(mode);
+    let tmp = TempDir::new();
+    let mut spec = serde_json::json!({ "cache": tmp.join("cache"), "url": server.url() });
+    if let (Some(s), Some(e)) = (spec.as_object_mut(), extra.as_object()) {
+        s.extend(e.clone());
+    }
+    let (run, kib) = in_child(test, spec);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    for s in says {
+        assert!(run.stderr.contains(s), "{s:?} not in:\n{}", run.stderr);
+    }
+    eprintln!("a fetch from the {mode} server: peak {kib} KiB");
+    assert!(
+        kib < BOUND_KIB,
+        "a fetch from the {mode} server peaked at {kib} KiB"
+    );
+    // Nothing of the pack stays behind.
+    let packs: Vec<PathBuf> = walk(&tmp.join("cache"))
+        .into_iter()
+        .filter(|p| p.to_string_lossy().contains("/objects/pack/"))
+        .collect();
+    assert!(packs.is_empty(), "{packs:?}");
+    server.fetch_bytes()
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn an_object_that_claims_a_huge_size_and_never_ends_is_refused_at_its_header() {
+    child_fetch_if_asked();
+    let sent = refused(
+        "an_object_that_claims_a_huge_size_and_never_ends_is_refused_at_its_header",
+        "huge-object",
+        Value::Null,
+        &[
+            "the server sent an object of 1099511627776 bytes",
+            "more than the 100 MiB one object may have (--fetch-max-object-bytes)",
+            "hint: if the repository is meant to be this large",
+        ],
+    );
+    // Read no further than the header: what the server got to write is
+    // what the sockets buffer, not the stream.
+    assert!(sent < 64 << 20, "the server wrote {sent} bytes");
+}
+
+#[test]
+fn an_object_that_inflates_past_its_claim_is_refused_there() {
+    child_fetch_if_asked();
+    let sent = refused(
+        "an_object_that_inflates_past_its_claim_is_refused_there",
+        "endless-object",
+        Value::Null,
+        &[
+            "the server sent a broken pack: the object at offset 12 inflates past the 100 bytes its header declares",
+        ],
+    );
+    assert!(sent < 64 << 20, "the server wrote {sent} bytes");
+}
+
+#[test]
+fn a_pack_that_claims_too_many_objects_is_refused_at_its_header() {
+    child_fetch_if_asked();
+    let sent = refused(
+        "a_pack_that_claims_too_many_objects_is_refused_at_its_header",
+        "many-objects",
+        Value::Null,
+        &[
+            "the server's pack holds 4294967295 objects, more than the 1000000 a fetch may hold (--fetch-max-objects)",
+        ],
+    );
+    assert!(sent < 64 << 20, "the server wrote {sent} bytes");
+}
+
+#[test]
+fn a_pack_that_never_ends_stops_at_the_byte_bound() {
+    child_fetch_if_asked();
+    // Stored blocks that inflate to nothing: no size claim is passed, the
+    // bytes are (8 MiB here, --fetch-max-bytes).
+    let sent = refused(
+        "a_pack_that_never_ends_stops_at_the_byte_bound",
+        "endless-nothing",
+        serde_json::json!({ "max_fetch_bytes": 8 << 20 }),
+        &["the server sent a pack larger than 8 MiB (--fetch-max-bytes), and more was coming"],
+    );
+    assert!(sent >= 8 << 20, "the server wrote {sent} bytes");
+    assert!(sent < 72 << 20, "the server wrote {sent} bytes");
+}
