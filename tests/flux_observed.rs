@@ -440,9 +440,13 @@ impl World {
                 .ends_with(&format!("-> {}:{tag}@{digest}", self.repository)),
             "the generated message template: {commit:?}"
         );
-        assert_eq!(
-            self.applied(),
-            format!("{}:{tag}@{digest}", self.repository)
+        let applied = self.applied();
+        assert_eq!(applied, format!("{}:{tag}@{digest}", self.repository));
+        // What Flux wrote, for the run's record (nextest shows it on failure,
+        // or always with --success-output).
+        eprintln!(
+            "observed: latestRef {tag} {digest}\n  commit {} {:?}\n  Deployment {applied}",
+            commit.author, commit.message
         );
         commit
     }
@@ -450,6 +454,7 @@ impl World {
     /// Asserts that Flux, asked again, serves (tag, digest) and commits nothing.
     fn assert_unmoved(&self, tag: &str, digest: &str) {
         assert_eq!(self.served(), (tag.to_string(), digest.to_string()));
+        eprintln!("observed: latestRef stays {tag} {digest}, no commit");
         assert!(
             self.flux_commit().is_none(),
             "Flux committed although the served tag did not change"
@@ -771,6 +776,7 @@ fn each_anomaly_names_the_tag_flux_serves() {
         assert_eq!(report["anomaly"]["kind"].as_str(), kind, "{report:#}");
         let said = said_served(report);
         let (tag, digest) = w.served();
+        eprintln!("observed: {kind:?}: push said {said}, latestRef {tag}");
         assert_eq!(tag, said, "push said Flux serves {said}: {report:#}");
         assert_eq!(digest_of(&w.registry, NAME, &tag), Some(digest));
         tag
