@@ -1341,8 +1341,32 @@ fn several_folders_each_follow_their_own_policy() {
         )],
         T0 + 1,
     );
+    // A copy of shop's ImagePolicy without the generated label, marked on
+    // a Deployment of its own: the automation's policySelector never
+    // follows it (docs/monorepo.md).
+    let copy_marker = w.marker.replace(":settings-shop\"", ":settings-copy\"");
+    w.cluster.commit(
+        &[(
+            "clusters/prod/copy.yaml",
+            &deployment(&format!("{}:main-0-0000000", w.repository), &copy_marker)
+                .replace("name: shop", "name: copy")
+                .replace("app: shop", "app: copy"),
+        )],
+        T0 + 2,
+    );
     *w.seen.borrow_mut() = w.cluster.served_head();
     w.flux.apply(&objects);
+    let mut copy: Value = serde_yaml_ng::Deserializer::from_str(&objects)
+        .map(|d| serde::Deserialize::deserialize(d).expect("generated YAML"))
+        .find(|d: &Value| d["kind"] == "ImagePolicy" && d["metadata"]["name"] == NAME)
+        .expect("shop's ImagePolicy");
+    copy["metadata"]["name"] = "settings-copy".into();
+    copy["metadata"]
+        .as_object_mut()
+        .expect("metadata")
+        .remove("labels")
+        .expect("the generated label");
+    w.flux.apply(&copy.to_string());
 
     w.settings.commit(
         &[
@@ -1408,6 +1432,16 @@ fn several_folders_each_follow_their_own_policy() {
         format!("{}:{shop_tag}@{shop_digest}", w.repository)
     );
     assert_eq!(w.deployed("cart"), cart_ref(&cart_tag, &cart_digest));
+    let copy_policy = w.flux.reconcile(&w.ns, "imagepolicy/settings-copy");
+    assert_eq!(
+        copy_policy["status"]["latestRef"]["tag"], shop_tag,
+        "the copy resolves the same tag"
+    );
+    assert_eq!(
+        w.committed_line("clusters/prod/copy.yaml"),
+        format!("reference: {}:main-0-0000000 # {copy_marker}", w.repository),
+        "the automation never writes a line of a policy without the label"
+    );
 
     // Only cart changes: only cart's line moves.
     let c2 = w
