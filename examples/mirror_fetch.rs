@@ -14,6 +14,7 @@ use std::sync::atomic::AtomicBool;
 
 use settings_image::history::SourceMode;
 use settings_image::history::mirror::{Limits, Mirrors, Remote};
+use settings_image::pipeline::{RunReport, Spec};
 use settings_image::request::{Forward, Request, Target};
 
 fn main() {
@@ -28,8 +29,8 @@ fn main() {
         let mirror = mirrors.fetch(&remote, &args[2], None, &AtomicBool::new(false))?;
         let mut line = format!("{:?}", mirror.fetched());
         if args.len() == 5 {
-            let report = settings_image::request::run_mirror(
-                &Request {
+            let report = settings_image::pipeline::run(
+                &Spec::one(Request {
                     path: PathBuf::from(&args[3]),
                     tags: Vec::new(),
                     target: Target::Layout(PathBuf::from(&args[4])),
@@ -42,9 +43,10 @@ fn main() {
                     provenance: false,
                     revision: None,
                     extra: Default::default(),
-                },
-                &mirror,
-            )?;
+                })
+                .in_mirror(&mirror),
+            )
+            .and_then(RunReport::into_report)?;
             line.push_str(&format!(
                 " {} {}",
                 report.timestamp_tag.unwrap_or_default(),

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use crate::error::{Error, Result};
 use crate::front::{self, Login};
 use crate::history;
+use crate::pipeline::{self, Spec};
 use crate::promote::BreakGlass;
 use crate::registry::{self, Credentials};
 use crate::release::ordering::BranchMove;
@@ -157,7 +158,7 @@ pub fn run(cli: Cli) -> Result<()> {
                 extra: args.metadata.metadata(),
                 ..history_request(&env, args.history, args.tags, Target::Layout(args.output))
             };
-            let report = request::run(&req)?;
+            let report = pipeline::run(&Spec::one(req))?.into_report()?;
             print_report(&report, args.json, false)
         }
         Command::Tag(args) if is_many(&args.path) => run_tag_many(&env, &args),
@@ -172,8 +173,9 @@ pub fn run(cli: Cli) -> Result<()> {
                 extra,
                 ..push_request(&env, args, options)
             };
-            let report = request::run(&req)?;
-            print_report(&report, json, req.forward.forced_before.is_some())
+            let forced = req.forward.forced_before.is_some();
+            let report = pipeline::run(&Spec::one(req))?.into_report()?;
+            print_report(&report, json, forced)
         }
         Command::Inspect(args) => run_inspect(&env, &args),
         Command::Promote(args) => run_promote(&env, &args),
@@ -228,14 +230,15 @@ fn push_options(env: &front::Env, args: &PushArgs) -> Result<registry::Options> 
         args.username.as_ref(),
         args.password_stdin,
     )?;
-    Ok(registry::Options {
-        repository: args.repository.clone(),
-        insecure: args.insecure,
-        monolithic: args.monolithic,
+    let mut options = registry::Options::new(
+        args.repository.clone(),
+        args.insecure,
         credentials,
-        docker_config: front::docker_config(env),
-        login: login.map(Box::new),
-    })
+        front::docker_config(env),
+        login.map(Into::into),
+    );
+    options.monolithic = args.monolithic;
+    Ok(options)
 }
 
 /// `push`'s request to `options`, with no folder or extra metadata yet.

@@ -193,14 +193,13 @@ pub fn inspect(
     docker_config: Option<std::path::PathBuf>,
 ) -> Result<Inspection> {
     let (repository, what) = parse_reference(reference)?;
-    let client = Client::open_read_only(&Options {
-        repository: repository.clone(),
+    let client = Client::open_read_only(&Options::new(
+        repository.clone(),
         insecure,
-        monolithic: false,
         credentials,
         docker_config,
-        login: None,
-    })?;
+        None,
+    ))?;
     let m = client.get_manifest(&what)?.ok_or_else(|| Error::Registry {
         reference: repository.clone(),
         what: format!("reading {what}"),

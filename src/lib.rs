@@ -17,6 +17,7 @@ pub mod image;
 pub mod inspect;
 pub mod login;
 pub mod many;
+pub mod pipeline;
 pub mod promote;
 pub mod provenance;
 pub mod publish;

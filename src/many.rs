@@ -1,26 +1,18 @@
 //! Many settings folders in one run: selecting them (folders and globs),
 //! naming each one's repository or layout from a template (`{name}`,
-//! `{path}`), building and publishing them in parallel (bounded) from one
-//! history walk, reporting one entry per folder, and the `plan` that lists
-//! which folders have no image for their last commit yet (a GitHub
-//! `strategy.matrix`).
+//! `{path}`), and the `plan` that lists which folders have no image for
+//! their last commit yet (a GitHub `strategy.matrix`).
 //!
 //! Every front end (the CLI, the action, the controller) uses it the same
 //! way: [`select`] (or [`select_in`]) then [`repositories`] ([`targets`]
 //! for layout directories; all input errors, before anything is pushed),
-//! then [`run`] (or [`run_mirror`]) or [`plan`].
-//! Re-run safety holds per folder because each folder's push is the
-//! single-folder push: an unchanged folder rebuilds byte-identically and
-//! pushes nothing.
-//!
-//! Why threads and not async tasks: each folder's pipeline is the blocking
-//! single-folder one (its registry client owns a small runtime); a bounded
-//! pool of scoped threads runs N of them at once without a second pipeline.
+//! then the one pipeline ([`crate::pipeline::run`] of a
+//! [`crate::pipeline::Spec::each`]) or [`plan`]. Re-run safety holds per
+//! folder because each folder's push is the single-folder push: an
+//! unchanged folder rebuilds byte-identically and pushes nothing.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde::Serialize;
 
@@ -28,8 +20,7 @@ use crate::error::{Error, Result};
 use crate::history::mirror::Mirror;
 use crate::history::{self, github};
 use crate::registry;
-use crate::report::Report;
-use crate::request::{self, Request, Target};
+use crate::request::Target;
 
 /// One selected settings folder.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -422,245 +413,6 @@ pub fn registry_targets(options: &registry::Options, repositories: Vec<String>) 
             })
         })
         .collect()
-}
-
-/// One folder's line in the `images` output and `--json` array.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct Image {
-    /// The folder as selected.
-    pub path: String,
-    /// The repository pushed to (push) or the layout written (build).
-    pub repository: String,
-    /// The tag `reference` names: the timestamp tag when asked for, else
-    /// the first tag.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tag: Option<String>,
-    /// The manifest digest.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub digest: Option<String>,
-    /// `HOST/NAME:TAG@sha256:...` after a push.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reference: Option<String>,
-    /// Whether the push changed the registry (false: an unchanged folder).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pushed: Option<bool>,
-    /// What Flux's numerical policy gets wrong about this push.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub anomaly: Option<crate::release::ordering::Anomaly>,
-    /// Why this folder failed (the others still ran).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-/// What a several-folder run did.
-#[derive(Debug)]
-pub struct Outcome {
-    /// One entry per folder, in selection order.
-    pub images: Vec<Image>,
-    /// The full report of each folder that succeeded.
-    pub reports: Vec<Option<Report>>,
-    /// The errors, with the folder each belongs to, in selection order.
-    pub errors: Vec<(String, Error)>,
-}
-
-impl Outcome {
-    /// One line per folder.
-    pub fn human(&self) -> String {
-        let mut s = String::new();
-        for i in &self.images {
-            let what = match (&i.error, &i.reference, i.pushed) {
-                (Some(e), _, _) => format!("FAILED: {e}"),
-                (None, Some(r), Some(true)) => format!("pushed {r}"),
-                (None, Some(r), _) => format!("up to date {r}"),
-                (None, None, _) => format!(
-                    "wrote {} {}",
-                    i.repository,
-                    i.digest.as_deref().unwrap_or_default()
-                ),
-            };
-            s.push_str(&format!("{}: {what}\n", i.path));
-        }
-        s
-    }
-
-    /// The error a several-folder run ends with when any folder failed:
-    /// the first one's kind (exit code), naming how many failed.
-    pub fn into_result(mut self) -> Result<()> {
-        if self.errors.is_empty() {
-            return Ok(());
-        }
-        let n = self.errors.len();
-        let total = self.images.len();
-        let (path, first) = self.errors.remove(0);
-        if n == 1 {
-            return Err(first);
-        }
-        Err(Error::history(
-            path,
-            format!("{n} of {total} folders failed; the first: {first}"),
-            first.hint(),
-        ))
-    }
-}
-
-/// Builds and publishes every folder: `base` is the request every folder
-/// shares (its `path` and `target` are replaced per folder), `targets`
-/// each folder's target. Requests are all validated first (an input error
-/// stops everything before any push); history is walked once; then at most
-/// `jobs` folders build and publish at once. A folder's failure is
-/// reported in its entry and does not stop the others.
-pub fn run(
-    base: &Request,
-    folders: &[Folder],
-    targets: Vec<Target>,
-    jobs: usize,
-) -> Result<Outcome> {
-    let requests: Vec<Request> = folders
-        .iter()
-        .zip(targets)
-        .map(|(f, target)| Request {
-            path: f.path.clone(),
-            target,
-            ..base.clone()
-        })
-        .collect();
-    for r in &requests {
-        r.validate()?;
-    }
-    let paths: Vec<PathBuf> = folders.iter().map(|f| f.path.clone()).collect();
-    let prepared = history::prepare_many(
-        &paths,
-        base.source,
-        base.timestamp_tag.is_some(),
-        base.revision.as_deref(),
-        base.github.clone(),
-        base.source_url.clone(),
-    );
-    Ok(run_prepared(&requests, prepared, jobs))
-}
-
-/// [`run`] for folders of a commit in a mirror (see
-/// [`request::run_mirror`] for what `base` means there, and [`select_in`]
-/// for the folders): each folder's image, tag and digest are those
-/// `settings-image push --revision COMMIT` makes for it in a clone of the
-/// mirror's URL. History is walked once for all folders.
-pub fn run_mirror(
-    base: &Request,
-    folders: &[Folder],
-    targets: Vec<Target>,
-    jobs: usize,
-    mirror: &Mirror,
-) -> Result<Outcome> {
-    let base = request::for_mirror(base, mirror)?;
-    let requests: Vec<Request> = folders
-        .iter()
-        .zip(targets)
-        .map(|(f, target)| Request {
-            path: f.path.clone(),
-            target,
-            ..base.clone()
-        })
-        .collect();
-    for r in &requests {
-        r.validate()?;
-    }
-    let mut rels = Vec::new();
-    for f in folders {
-        rels.push(history::mirror::folder_path(&f.path.to_string_lossy())?);
-    }
-    let prepared = history::prepare_in(
-        mirror.repo(),
-        &rels,
-        base.revision.as_deref(),
-        base.source_url.clone(),
-    );
-    Ok(run_prepared(&requests, prepared, jobs))
-}
-
-/// Builds and publishes each prepared folder, at most `jobs` at once.
-fn run_prepared(
-    requests: &[Request],
-    prepared: Vec<Result<history::PreparedIn>>,
-    jobs: usize,
-) -> Outcome {
-    let work: Vec<Mutex<Option<Result<history::PreparedIn>>>> =
-        prepared.into_iter().map(|p| Mutex::new(Some(p))).collect();
-    let results: Vec<Mutex<Option<Result<Report>>>> =
-        (0..requests.len()).map(|_| Mutex::new(None)).collect();
-    let next = AtomicUsize::new(0);
-    std::thread::scope(|s| {
-        for _ in 0..jobs.clamp(1, requests.len().max(1)) {
-            s.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= requests.len() {
-                        break;
-                    }
-                    let taken = work[i].lock().ok().and_then(|mut w| w.take());
-                    let result = match taken {
-                        Some(Ok((checkout, p))) => {
-                            request::run_prepared(&requests[i], checkout.as_ref(), p)
-                        }
-                        Some(Err(e)) => Err(e),
-                        None => continue,
-                    };
-                    if let Ok(mut slot) = results[i].lock() {
-                        *slot = Some(result);
-                    }
-                }
-            });
-        }
-    });
-    let mut outcome = Outcome {
-        images: Vec::new(),
-        reports: Vec::new(),
-        errors: Vec::new(),
-    };
-    for (req, result) in requests.iter().zip(results) {
-        let path = req.path.display().to_string();
-        let repository = match &req.target {
-            Target::Registry(o) => o.repository.clone(),
-            Target::Layout(d) => d.display().to_string(),
-        };
-        let result = result
-            .into_inner()
-            .ok()
-            .flatten()
-            .unwrap_or_else(|| Err(Error::history(&req.path, "was not built", None)));
-        match result {
-            Ok(report) => {
-                outcome.images.push(Image {
-                    path,
-                    repository,
-                    tag: report
-                        .timestamp_tag
-                        .clone()
-                        .or_else(|| report.tags.first().cloned()),
-                    digest: Some(report.digest.clone()),
-                    reference: report.push.as_ref().map(|p| p.reference.clone()),
-                    pushed: report.push.as_ref().map(|p| p.pushed),
-                    anomaly: report.anomaly.clone(),
-                    error: None,
-                });
-                outcome.reports.push(Some(report));
-            }
-            Err(e) => {
-                outcome.images.push(Image {
-                    path: path.clone(),
-                    repository,
-                    tag: None,
-                    digest: None,
-                    reference: None,
-                    pushed: None,
-                    anomaly: None,
-                    error: Some(e.to_string()),
-                });
-                outcome.reports.push(None);
-                outcome.errors.push((path, e));
-            }
-        }
-    }
-    outcome
 }
 
 /// One folder that needs a job: the `strategy.matrix` entry.

@@ -243,14 +243,13 @@ fn check_prefixes(req: &Request) -> Result<()> {
 }
 
 fn options(req: &Request, repository: &str) -> Options {
-    Options {
-        repository: repository.to_string(),
-        insecure: req.insecure,
-        monolithic: false,
-        credentials: req.credentials.clone(),
-        docker_config: req.docker_config.clone(),
-        login: req.login.clone().map(Box::new),
-    }
+    Options::new(
+        repository,
+        req.insecure,
+        req.credentials.clone(),
+        req.docker_config.clone(),
+        req.login.clone().map(Into::into),
+    )
 }
 
 /// Decides and, unless explaining, promotes (see the module docs).

@@ -3,6 +3,9 @@
 
 use serde::Serialize;
 
+use crate::publish::PushReport;
+use crate::publish::guards::BranchReport;
+
 /// The layer as the report shows it.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct LayerReport {
@@ -51,7 +54,7 @@ pub struct Report {
     pub anomaly: Option<crate::release::ordering::Anomaly>,
     /// What `--branch-tag` did.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub branch_tag: Option<crate::publish::guards::BranchReport>,
+    pub branch_tag: Option<BranchReport>,
     /// What a registry push did (`push` only).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub push: Option<PushReport>,
@@ -60,25 +63,6 @@ pub struct Report {
     /// them on stderr; the action turns them into `::warning` annotations.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
-}
-
-/// The fields `push` adds to the report.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct PushReport {
-    /// `HOST/NAME:FIRST_TAG@sha256:...`, the form Flux writes into a Deployment.
-    pub reference: String,
-    /// Blobs uploaded because the registry did not have them.
-    pub uploaded_blobs: usize,
-    /// Bytes of the uploaded blobs.
-    pub uploaded_bytes: u64,
-    /// True when the run changed anything in the registry: a blob, a
-    /// manifest or tag put, or the branch tag created, moved or rewound;
-    /// false when the registry already held it all.
-    pub pushed: bool,
-    /// The digest of the provenance referrer attached to the image (or
-    /// found there from an earlier push of the same commit).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub provenance: Option<String>,
 }
 
 impl Report {

@@ -1,18 +1,17 @@
-//! The request both front ends (CLI and action) build, and the one pipeline
-//! that carries it out: source -> image -> publisher -> report.
+//! The request every face (the CLI, the action, the controller) builds
+//! for a folder, which the one pipeline ([`crate::pipeline`]) carries out.
 
 use std::path::PathBuf;
 
 use crate::error::{Error, Result};
 use crate::history::mirror::Mirror;
-use crate::history::{self, Checkout, SourceMode, github};
+use crate::history::{SourceMode, github};
 use crate::image;
 use crate::provenance;
-use crate::publish::registry::{Plan, Provenance};
-use crate::publish::{layout, registry};
+use crate::publish::Publisher;
+use crate::publish::layout::LayoutDir;
+use crate::publish::registry::RegistryRepo;
 use crate::registry::Options;
-use crate::release::ordering::ForcedPush;
-use crate::report::{LayerReport, Report};
 use crate::tag;
 
 /// Where the image goes.
@@ -182,48 +181,6 @@ pub fn merge_metadata(
     (ours, added)
 }
 
-/// Builds the image and publishes it as the request says.
-pub fn run(req: &Request) -> Result<Report> {
-    req.validate()?;
-    // The one open of the repository in this run: the history walk, the
-    // ancestry checks and the provenance facts all use it.
-    let checkout = Checkout::open(&req.path, req.github.clone())?;
-    let prepared = history::prepare(
-        checkout.as_ref(),
-        &req.path,
-        req.source,
-        req.timestamp_tag.is_some(),
-        req.revision.as_deref(),
-        req.source_url.clone(),
-    )?;
-    run_prepared(req, checkout.as_ref(), prepared)
-}
-
-/// [`run`] for a commit of a mirror (see [`crate::history::mirror`]): the
-/// image, the timestamp tag and the digest `settings-image push --revision
-/// COMMIT --path PATH` makes in the root of a clone of the mirror's URL.
-/// `req.path` names the folder relative to the repository root;
-/// `req.revision` the commit (a full id, which the mirror must hold; `None`
-/// means the branch's head as fetched). The content always comes from the
-/// commit ([`SourceMode::Commit`]; `Worktree` is an input error: a mirror
-/// has no worktree). Unless `req` says otherwise, the `source` annotation
-/// is the URL as a clone's `origin` gives it and the provenance's ref is
-/// `refs/heads/BRANCH`. Blocking, like [`run`].
-pub fn run_mirror(req: &Request, mirror: &Mirror) -> Result<Report> {
-    let req = for_mirror(req, mirror)?;
-    req.validate()?;
-    let checkout = mirror.checkout(&req.path.to_string_lossy())?;
-    let prepared = history::prepare(
-        Some(&checkout),
-        &req.path,
-        SourceMode::Commit,
-        req.timestamp_tag.is_some(),
-        req.revision.as_deref(),
-        req.source_url.clone(),
-    )?;
-    run_prepared(&req, Some(&checkout), prepared)
-}
-
 /// `req` with what a mirror fills in: the revision (the branch's head),
 /// the source URL and the provenance's ref; refused when the source mode
 /// is not the commit or the mirror lacks the commit.
@@ -260,141 +217,13 @@ pub(crate) fn for_mirror(req: &Request, mirror: &Mirror) -> Result<Request> {
     Ok(req)
 }
 
-/// [`run`] once the checkout is open and the source read (several folders
-/// read theirs in one history walk, see [`crate::many`]); `req` is
-/// validated by the caller.
-pub fn run_prepared(
-    req: &Request,
-    checkout: Option<&Checkout>,
-    prepared: history::Prepared,
-) -> Result<Report> {
-    let mut warnings = prepared.warnings.clone();
-    let mut tags = req.tags.clone();
-    let timestamp_tag = match (&req.timestamp_tag, &prepared.commit) {
-        (Some(prefix), Some(c)) => {
-            let t = tag::timestamp_tag(prefix, c.timestamp, &c.id)?;
-            // First, so `reference` names the tag that never moves.
-            tags.retain(|x| x != &t);
-            tags.insert(0, t.clone());
-            Some(t)
-        }
-        _ => None,
-    };
-    // A hand-written tag shaped like a timestamp tag claims a commit and a
-    // time: Flux orders by it and `verify` checks it, so it must be this
-    // folder's commit's (a build outside git has none to check it against).
-    for t in req.tags.iter().filter(|t| tag::is_timestamp_tag(t)) {
-        match &prepared.commit {
-            Some(c) if tag::names_commit(t, c.timestamp, &c.id) == Some(true) => {}
-            Some(c) => {
-                let ours = tag::timestamp_tag(
-                    tag::timestamp_prefix(t).unwrap_or("main"),
-                    c.timestamp,
-                    &c.id,
-                )?;
-                return Err(Error::input(
-                    format!(
-                        "--tag {t} is shaped like a timestamp tag (PREFIX-TIME-SHA7), but the folder's last change is \
-                         commit {} committed at {}: the tag would name another commit, and verify rejects such an image",
-                        c.id, c.timestamp
-                    ),
-                    Some(format!(
-                        "let --timestamp-tag PREFIX make the tag from the commit (for this commit: {ours}), or choose a tag \
-                         that is not PREFIX-DIGITS-7HEX"
-                    )),
-                ));
-            }
-            None => warnings.push(format!(
-                "tag {t} is shaped like a timestamp tag, but the folder is not in a git commit: nothing attests the commit it names"
-            )),
+impl Target {
+    /// The place as a [`Publisher`]: the pipeline publishes through it
+    /// without asking which it is.
+    pub fn publisher(&self) -> Box<dyn Publisher + '_> {
+        match self {
+            Target::Layout(root) => Box::new(LayoutDir { root }),
+            Target::Registry(options) => Box::new(RegistryRepo { options }),
         }
     }
-    // Packaged from disk, a layout inside the folder would go into the next build.
-    if req.source == SourceMode::Worktree || prepared.commit.is_none() {
-        match &req.target {
-            Target::Layout(dir) => layout::check_outside(dir, &req.path)?,
-            Target::Registry(_) => {}
-        }
-    }
-    let (metadata, added) = merge_metadata(prepared.metadata(), &req.extra, &mut warnings);
-    let img = image::build(&prepared.source, &metadata)?;
-    let mut anomaly = None;
-    let mut branch = None;
-    let (output, new_blobs, push) = match &req.target {
-        Target::Layout(dir) => {
-            let w = layout::write(dir, &img, &tags)?;
-            (Some(dir.display().to_string()), w.new_blobs, None)
-        }
-        Target::Registry(opts) => {
-            let stamp = match (&timestamp_tag, &prepared.commit, checkout) {
-                (Some(t), Some(c), Some(checkout)) => Some((t.as_str(), c, checkout)),
-                _ => None,
-            };
-            let provenance = match (&prepared.commit, checkout, req.provenance) {
-                (_, _, false) => Provenance::Off,
-                (Some(commit), Some(checkout), true) if req.source == SourceMode::Commit => {
-                    Provenance::Attach(Box::new(provenance::Facts::collect(
-                        checkout,
-                        commit,
-                        prepared.source_url.clone(),
-                        &req.ci,
-                        &added,
-                    )))
-                }
-                (None, _, true) | (_, None, true) => {
-                    Provenance::Unattested("the folder is not in a git commit")
-                }
-                (Some(_), Some(_), true) => Provenance::Unattested(
-                    "--source worktree packages the disk, which no commit attests",
-                ),
-            };
-            let published = registry::publish(
-                opts,
-                Plan {
-                    image: &img,
-                    tags: &tags,
-                    stamp,
-                    branch_tag: req.forward.branch_tag.as_deref(),
-                    allow_rewind: req.forward.allow_rewind,
-                    forced: req.forward.forced_before.as_ref().map(|before| ForcedPush {
-                        before: before.to_ascii_lowercase(),
-                    }),
-                    // The ref the provenance records (see provenance::Facts).
-                    git_ref: req
-                        .ci
-                        .git_ref
-                        .clone()
-                        .or_else(|| checkout.and_then(|c| c.repo().head_ref())),
-                    provenance,
-                },
-            )?;
-            warnings.extend(published.warnings);
-            anomaly = published.anomaly;
-            branch = published.branch;
-            let blobs = published.push.uploaded_blobs;
-            (None, blobs, Some(published.push))
-        }
-    };
-    Ok(Report {
-        digest: img.digest.clone(),
-        config_digest: img.config_descriptor.digest.clone(),
-        layer: LayerReport {
-            digest: img.layer.digest.clone(),
-            diff_id: img.layer.diff_id.clone(),
-            size: img.layer.size,
-            uncompressed_size: img.layer.uncompressed_size,
-        },
-        files: img.files,
-        size: img.content_size,
-        tags,
-        output,
-        new_blobs,
-        commit: prepared.commit.as_ref().map(|c| c.id.clone()),
-        timestamp: prepared.commit.as_ref().map(|c| c.timestamp),
-        timestamp_tag,
-        anomaly,
-        branch_tag: branch,
-        push,
-        warnings,
-    })
 }

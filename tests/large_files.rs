@@ -248,6 +248,7 @@ fn child_fetch_if_asked() {
     };
     use settings_image::history::SourceMode;
     use settings_image::history::mirror::{Limits, Mirrors, Remote};
+    use settings_image::pipeline::{RunReport, Spec};
     use settings_image::request::{Forward, Request, Target};
     let spec: Value = serde_json::from_str(&spec).expect("the child's spec");
     let s = |k: &str| spec[k].as_str().unwrap_or_default().to_string();
@@ -268,8 +269,8 @@ fn child_fetch_if_asked() {
         )?;
         let mut line = format!("{:?}", mirror.fetched());
         if !s("folder").is_empty() {
-            let report = settings_image::request::run_mirror(
-                &Request {
+            let report = settings_image::pipeline::run(
+                &Spec::one(Request {
                     path: PathBuf::from(s("folder")),
                     tags: vec!["big".into()],
                     target: Target::Layout(PathBuf::from(s("layout"))),
@@ -282,9 +283,10 @@ fn child_fetch_if_asked() {
                     provenance: false,
                     revision: None,
                     extra: Default::default(),
-                },
-                &mirror,
-            )?;
+                })
+                .in_mirror(&mirror),
+            )
+            .and_then(RunReport::into_report)?;
             line.push_str(&format!(" layer {}", report.layer.digest));
         }
         Ok(line)

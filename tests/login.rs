@@ -579,15 +579,16 @@ fn credentials_that_expire_during_a_push_are_renewed_once() {
     // only a fresh one (distribution re-reads its htpasswd).
     only_allow(&reg, "AWS", &renewed);
     let ws = workspace();
-    let prepared = history::prepare(
-        None,
-        &ws.path().join("cfg"),
-        SourceMode::Worktree,
-        false,
-        None,
-        None,
-    )
-    .unwrap();
+    let reading = history::Reading {
+        mode: SourceMode::Worktree,
+        need_commit: false,
+        revision: None,
+        source_url: None,
+    };
+    let cfg = ws.path().join("cfg");
+    let (_, prepared) = history::prepare(vec![(&cfg, Ok(None))], &reading)
+        .remove(0)
+        .unwrap();
     let img = settings_image::image::build(&prepared.source, &prepared.metadata()).unwrap();
     let pushed = push_with(&client, &img, &["v1".to_string()]).unwrap();
     assert!(pushed.pushed);

@@ -15,6 +15,8 @@ use common::{TempDir, run_ok};
 use settings_image::error::{Error, GitFailure};
 use settings_image::history::SourceMode;
 use settings_image::history::mirror::{Credentials, Limits, Mirror, Mirrors, Remote};
+use settings_image::pipeline::{RunReport, Spec};
+use settings_image::report::Report;
 use settings_image::request::{Forward, Request, Target};
 
 static GO: AtomicBool = AtomicBool::new(false);
@@ -35,6 +37,12 @@ fn request(folder: &str, commit: &str, target: Target) -> Request {
         revision: Some(commit.to_string()),
         extra: Default::default(),
     }
+}
+
+/// One folder of a commit of `mirror` through the pipeline.
+fn run_mirror(req: Request, mirror: &Mirror) -> settings_image::Result<Report> {
+    settings_image::pipeline::run(&Spec::one(req).in_mirror(mirror))
+        .and_then(RunReport::into_report)
 }
 
 fn registry_target(reg: &Registry, name: &str) -> Target {
@@ -150,8 +158,8 @@ fn a_commit_published_from_the_mirror_is_what_push_makes_in_a_clone() {
     // An older commit (the tag names c1, the last change reachable from
     // c2) and the newest one.
     for (commit, changed) in [(&c2, &c1), (&c3, &c3)] {
-        let ours = settings_image::request::run_mirror(
-            &request("configs/shop", commit, registry_target(&registry, "mirror")),
+        let ours = run_mirror(
+            request("configs/shop", commit, registry_target(&registry, "mirror")),
             &mirror,
         )
         .unwrap();
@@ -206,8 +214,8 @@ fn a_commit_published_from_the_mirror_is_what_push_makes_in_a_clone() {
         );
         // Into the clone's repository: nothing new, not even the
         // provenance (the clone's push attached the same statement).
-        let again = settings_image::request::run_mirror(
-            &request("configs/shop", commit, registry_target(&registry, "clone")),
+        let again = run_mirror(
+            request("configs/shop", commit, registry_target(&registry, "clone")),
             &mirror,
         )
         .unwrap();
@@ -245,14 +253,13 @@ fn a_commit_published_from_the_mirror_is_what_push_makes_in_a_clone() {
         },
         repositories,
     );
-    let outcome = settings_image::many::run_mirror(
-        &request(".", &c3, Target::Layout(PathBuf::new())),
+    let spec = Spec::each(
+        request(".", &c3, Target::Layout(PathBuf::new())),
         &folders,
         targets,
         2,
-        &mirror,
-    )
-    .unwrap();
+    );
+    let outcome = settings_image::pipeline::run(&spec.in_mirror(&mirror)).unwrap();
     assert!(outcome.errors.is_empty(), "{:?}", outcome.errors);
     let theirs = push_in(
         &clone,
@@ -839,11 +846,9 @@ fn concurrent_fetches_and_publishes_of_one_url() {
                         barrier.wait();
                         let m = fetch(mirrors, remote, Some(&head));
                         let layout = out.join(&format!("r{round}-t{i}"));
-                        let report = settings_image::request::run_mirror(
-                            &request("configs/f2", &head, Target::Layout(layout)),
-                            &m,
-                        )
-                        .unwrap_or_else(|e| panic!("thread {i}: {e}"));
+                        let report =
+                            run_mirror(request("configs/f2", &head, Target::Layout(layout)), &m)
+                                .unwrap_or_else(|e| panic!("thread {i}: {e}"));
                         (m.fetched().cloned, report.digest, m.head().to_string())
                     })
                 })
@@ -908,8 +913,8 @@ fn a_commit_the_branch_no_longer_leads_to_is_fetched_by_id() {
     assert_eq!(m.head(), c3);
     assert!(m.has_commit(&c2));
     let out = TempDir::new();
-    let report = settings_image::request::run_mirror(
-        &request("configs/shop", &c2, Target::Layout(out.join("l"))),
+    let report = run_mirror(
+        request("configs/shop", &c2, Target::Layout(out.join("l"))),
         &m,
     )
     .unwrap();
@@ -981,7 +986,7 @@ fn fetch_and_publish_from_a_tokio_blocking_task() {
             tokio::task::spawn_blocking(move || {
                 let stop = AtomicBool::new(false);
                 let m = mirrors.fetch(&remote, "main", Some(&commit), &stop)?;
-                settings_image::request::run_mirror(&request("configs/shop", &commit, target), &m)
+                run_mirror(request("configs/shop", &commit, target), &m)
             })
             .await
         })

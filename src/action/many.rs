@@ -1,7 +1,7 @@
 //! The publish action with several folders: `path` holds one folder or
 //! glob per line (`configs/*`), `repository` a template (`{name}`,
 //! `{path}`); every folder becomes its own image through
-//! [`crate::many::run`], one history walk for all. Outputs: `images` (a
+//! [`crate::pipeline::run`], one history walk for all. Outputs: `images` (a
 //! JSON array, one entry per folder: path, repository, tag, digest,
 //! reference, pushed, anomaly, error) and `pushed` (any folder pushed);
 //! the job summary has one row per folder. With `plan: true` nothing is
@@ -19,7 +19,8 @@ use super::inputs::{self, Env, EventPlan};
 use super::publish::{With, ensure_temp_dir, read_inputs};
 use crate::error::{Error, Result};
 use crate::front;
-use crate::many::{self, Folder, Image, Plan};
+use crate::many::{self, Folder, Plan};
+use crate::pipeline::{self, ImageLine, Spec};
 use crate::registry;
 use crate::request::{Request, Target};
 
@@ -100,14 +101,13 @@ pub fn publish(env: &Env) -> Result<()> {
     if with.plan != Some(true) {
         super::login::exchange_first(&mut inputs.credentials, inputs.login.as_ref())?;
     }
-    let options = registry::Options {
-        repository: String::new(),
-        insecure: inputs.insecure,
-        monolithic: false,
-        credentials: inputs.credentials.clone(),
-        docker_config: front::docker_config(env),
-        login: inputs.login.clone().map(Box::new),
-    };
+    let options = registry::Options::new(
+        String::new(),
+        inputs.insecure,
+        inputs.credentials.clone(),
+        front::docker_config(env),
+        inputs.login.clone().map(Into::into),
+    );
     let revision = match inputs::event_plan(env)? {
         EventPlan::Skip(why) => {
             say(&commands::notice(
@@ -189,7 +189,7 @@ pub fn publish(env: &Env) -> Result<()> {
         "settings-image: package {} folders, {jobs} at a time",
         folders.len()
     )));
-    let outcome = many::run(&base, &folders, targets, jobs)?;
+    let outcome = pipeline::run(&Spec::each(base, &folders, targets, jobs))?;
     say(&commands::escape_text(outcome.human().trim_end()));
     say(&commands::endgroup());
     for (report, image) in outcome.reports.iter().zip(&outcome.images) {
@@ -259,7 +259,7 @@ fn cell(s: &str) -> String {
 }
 
 /// One table row per folder, then the Flux objects for every image.
-pub fn summary(images: &[Image], prefix: Option<&str>) -> String {
+pub fn summary(images: &[ImageLine], prefix: Option<&str>) -> String {
     let mut s = String::new();
     let failed = images.iter().filter(|i| i.error.is_some()).count();
     let _ = writeln!(
@@ -374,7 +374,7 @@ mod tests {
 
     #[test]
     fn the_summary_has_one_row_per_folder_and_flux_objects_for_each_image() {
-        let ok = Image {
+        let ok = ImageLine {
             path: "configs/shop".into(),
             repository: "ghcr.io/acme/shop".into(),
             tag: Some("main-1-abcdef0".into()),
@@ -384,7 +384,7 @@ mod tests {
             anomaly: None,
             error: None,
         };
-        let bad = Image {
+        let bad = ImageLine {
             path: "configs/b|x".into(),
             repository: "ghcr.io/acme/bx".into(),
             tag: None,

@@ -1,6 +1,6 @@
 //! `settings-image action` (mode `publish`): the runner's inputs turned into
 //! the same [`Request`] the CLI builds, run through the same
-//! [`request::run`], and the report turned into step outputs and a job
+//! [`crate::pipeline::run`], and the report turned into step outputs and a job
 //! summary.
 //!
 //! Order matters: the secrets are registered with `::add-mask::` before
@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::front;
 use crate::history::{SourceMode, Token};
 use crate::image::Metadata;
+use crate::pipeline::{self, RunReport, Spec};
 use crate::publish::guards::{BranchOutcome, BranchReport};
 use crate::registry::{self, Credentials};
 use crate::release::ordering::{Anomaly, AnomalyKind, BranchMove};
@@ -366,14 +367,13 @@ fn publish(env: &Env) -> Result<()> {
         Some(tempfile::tempdir().map_err(|e| Error::io("creating a temporary directory", e))?)
     };
     let target = match &dry_run {
-        None => Target::Registry(registry::Options {
-            repository: inputs.repository.clone(),
-            insecure: inputs.insecure,
-            monolithic: false,
-            credentials: inputs.credentials.clone(),
-            docker_config: front::docker_config(env),
-            login: inputs.login.clone().map(Box::new),
-        }),
+        None => Target::Registry(registry::Options::new(
+            inputs.repository.clone(),
+            inputs.insecure,
+            inputs.credentials.clone(),
+            front::docker_config(env),
+            inputs.login.clone().map(Into::into),
+        )),
         Some(dir) => {
             registry::parse_repository(&inputs.repository)?;
             Target::Layout(dir.path().join("layout"))
@@ -422,7 +422,7 @@ fn publish(env: &Env) -> Result<()> {
         revision.as_deref().unwrap_or("HEAD"),
         inputs.source,
     )));
-    let result = request::run(&req);
+    let result = pipeline::run(&Spec::one(req)).and_then(RunReport::into_report);
     if let Ok(report) = &result {
         say(&commands::escape_text(report.human().trim_end()));
     }

@@ -106,14 +106,13 @@ fn hints_name_inputs_not_flags() {
             request::Request {
                 path: "x".into(),
                 tags: vec![],
-                target: Target::Registry(registry::Options {
-                    repository: "ghcr.io/a/b".into(),
-                    insecure: false,
-                    monolithic: false,
-                    credentials: None,
-                    docker_config: None,
-                    login: None,
-                }),
+                target: Target::Registry(registry::Options::new(
+                    "ghcr.io/a/b",
+                    false,
+                    None,
+                    None,
+                    None,
+                )),
                 source: SourceMode::Commit,
                 timestamp_tag: None,
                 github: None,

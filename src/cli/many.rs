@@ -11,6 +11,7 @@ use super::{
 use crate::error::{Error, Result};
 use crate::front;
 use crate::history;
+use crate::pipeline::{self, RunReport, Spec};
 use crate::registry;
 use crate::request::Target;
 
@@ -25,7 +26,7 @@ pub(super) fn is_many(paths: &[PathBuf]) -> bool {
     crate::many::is_many(&as_strings(paths))
 }
 
-fn print_many(outcome: crate::many::Outcome, json: bool) -> Result<()> {
+fn print_many(outcome: RunReport, json: bool) -> Result<()> {
     for (report, image) in outcome.reports.iter().zip(&outcome.images) {
         for w in report.iter().flat_map(|r| &r.warnings) {
             eprintln!("warning: {}: {w}", image.path);
@@ -48,17 +49,15 @@ pub(super) fn run_push_many(env: &front::Env, args: PushArgs) -> Result<()> {
     let folders = crate::many::select(&as_strings(&args.path), "--path")?;
     let (repositories, notices) =
         crate::many::repositories(&args.repository, &folders, "--repository")?;
-    let options = registry::Options {
-        repository: String::new(),
-        ..push_options(env, &args)?
-    };
+    let mut options = push_options(env, &args)?;
+    options.repository = String::new();
     for n in &notices {
         eprintln!("notice: {n}");
     }
     let targets = crate::many::registry_targets(&options, repositories);
     let (jobs, json) = (args.jobs, args.json);
     let base = push_request(env, args, options);
-    let outcome = crate::many::run(&base, &folders, targets, jobs)?;
+    let outcome = pipeline::run(&Spec::each(base, &folders, targets, jobs))?;
     print_many(outcome, json)
 }
 
@@ -70,7 +69,7 @@ pub(super) fn run_build_many(env: &front::Env, args: BuildArgs) -> Result<()> {
         .map(|o| Target::Layout(PathBuf::from(o)))
         .collect();
     let base = history_request(env, args.history, args.tags, Target::Layout(args.output));
-    let outcome = crate::many::run(&base, &folders, targets, args.jobs)?;
+    let outcome = pipeline::run(&Spec::each(base, &folders, targets, args.jobs))?;
     print_many(outcome, args.json)
 }
 
@@ -136,18 +135,17 @@ pub(super) fn run_plan(env: &front::Env, args: &PlanArgs) -> Result<()> {
     for n in &notices {
         eprintln!("notice: {n}");
     }
-    let options = registry::Options {
-        repository: String::new(),
-        insecure: args.access.insecure,
-        monolithic: false,
-        credentials: credentials(
+    let options = registry::Options::new(
+        String::new(),
+        args.access.insecure,
+        credentials(
             env,
             args.access.username.as_ref(),
             args.access.password_stdin,
         )?,
-        docker_config: front::docker_config(env),
-        login: None,
-    };
+        front::docker_config(env),
+        None,
+    );
     if let Some(note) = crate::tag::shared_prefix_note(&args.timestamp_tag) {
         eprintln!("{}: {}", note.label(), note.text);
     }

@@ -142,14 +142,13 @@ pub fn check_path(path: &std::path::Path) -> Result<()> {
 pub fn verify(req: &Request) -> Result<Verified> {
     let r = parse_reference(&req.reference)?;
     check_path(&req.path)?;
-    let client = Client::open_read_only(&registry::Options {
-        repository: r.repository.clone(),
-        insecure: req.insecure,
-        monolithic: false,
-        credentials: req.credentials.clone(),
-        docker_config: req.docker_config.clone(),
-        login: None,
-    })?;
+    let client = Client::open_read_only(&registry::Options::new(
+        r.repository.clone(),
+        req.insecure,
+        req.credentials.clone(),
+        req.docker_config.clone(),
+        None,
+    ))?;
     verify_with(&client, &r, req)
 }
 
@@ -238,14 +237,15 @@ pub fn verify_with(client: &Client, r: &Reference, req: &Request) -> Result<Veri
         ));
     }
     // The same history question and the same errors as `push`.
-    let prepared = history::prepare(
-        Some(&checkout),
-        &req.path,
-        SourceMode::Commit,
-        true,
-        Some(&revision),
-        None,
-    )?;
+    let reading = history::Reading {
+        mode: SourceMode::Commit,
+        need_commit: true,
+        revision: Some(&revision),
+        source_url: None,
+    };
+    let (_, prepared) = history::prepare(vec![(&req.path, Ok(Some(checkout)))], &reading)
+        .pop()
+        .unwrap_or_else(|| Err(Error::history(&req.path, "was not read", None)))?;
     let Some(commit) = prepared.commit.clone() else {
         return Err(Error::history(&req.path, "has no commit to rebuild", None));
     };

@@ -4,7 +4,7 @@
 //! SettingsImage's folder and registry. It fetches the commit into the
 //! mirror `crate::history` keeps of the URL and publishes through the same
 //! pipeline as `settings-image push --revision COMMIT` in a clone
-//! (`crate::many::run_mirror`, one folder or a glob), so the image, tag and
+//! (`crate::pipeline::run` from the mirror, one folder or a glob), so the image, tag and
 //! digest are the ones a push from a clone makes.
 
 use std::path::PathBuf;
@@ -13,6 +13,7 @@ use std::sync::atomic::AtomicBool;
 use crate::error::Result;
 use crate::history::SourceMode;
 use crate::history::mirror::{Mirrors, Remote};
+use crate::pipeline::Spec;
 use crate::registry;
 use crate::report::Report;
 use crate::request::{Forward, Request, Target};
@@ -91,7 +92,8 @@ pub fn run(job: &Job, mirrors: &Mirrors, interrupt: &AtomicBool) -> Result<Outco
     let folders = crate::many::select_in(&mirror, &job.commit, &[&job.path], "spec.path")?;
     let (repositories, notices) = repositories(&job.registry.repository, &folders)?;
     let targets = crate::many::registry_targets(&job.registry, repositories.clone());
-    let mut outcome = crate::many::run_mirror(&base, &folders, targets, JOBS, &mirror)?;
+    let spec = Spec::each(base, &folders, targets, JOBS).in_mirror(&mirror);
+    let mut outcome = crate::pipeline::run(&spec)?;
     if !outcome.errors.is_empty() {
         return Err(outcome.errors.remove(0).1);
     }

@@ -855,14 +855,8 @@ async fn registry_options(
         .split_once('/')
         .map(|(h, _)| h.to_string())
         .unwrap_or_default();
-    let mut options = registry::Options {
-        repository: spec.repository.clone(),
-        insecure: spec.insecure,
-        monolithic: false,
-        credentials: None,
-        docker_config: None,
-        login: None,
-    };
+    let mut options =
+        registry::Options::new(spec.repository.clone(), spec.insecure, None, None, None);
     if let Some(r) = &spec.secret_ref {
         let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
         let secret = read_secret(&secrets, &r.name)

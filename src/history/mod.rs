@@ -193,186 +193,159 @@ fn not_in_git(path: &Path) -> Error {
     }
 }
 
-/// [`last_change`] for several folders, one walk per repository. One
-/// answer per folder, in order.
+/// [`last_change`] for several folders, one walk per repository (see
+/// [`prepare`]). One answer per folder, in order.
 pub fn last_changes(
     paths: &[PathBuf],
     revision: Option<&str>,
     api: Option<github::Api>,
 ) -> Vec<Result<LastChange>> {
-    walk_all(paths, revision, api)
+    let opened = Checkout::open_all(paths, api);
+    let shown: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+    let mut walks = walk_each(&shown, &opened, revision).into_iter();
+    opened
         .into_iter()
         .zip(paths)
-        .map(|(found, path)| match found? {
-            None => Err(not_in_git(path)),
-            Some((checkout, walk)) => settle(&checkout, path, revision, walk).map(|(lc, _)| lc),
+        .map(|(opened, path)| {
+            let walk = walks.next().flatten();
+            match (opened?, walk) {
+                (Some(checkout), Some(walk)) => {
+                    settle(&checkout, path, revision, walk?).map(|(lc, _)| lc)
+                }
+                _ => Err(not_in_git(path)),
+            }
         })
         .collect()
 }
 
-/// A folder's checkout (`None` outside git) and what it packages.
-pub type PreparedIn = (Option<Checkout>, Prepared);
+/// How every folder of a run is read: the same for all of them.
+#[derive(Debug, Clone, Copy)]
+pub struct Reading<'a> {
+    /// Inside git: package the commit's folder or the disk's.
+    pub mode: SourceMode,
+    /// A timestamp tag was asked for: a folder outside git is an error.
+    pub need_commit: bool,
+    /// The commit (a full id or a reference name) history starts from
+    /// instead of HEAD.
+    pub revision: Option<&'a str>,
+    /// The repository's URL as the CI names it, else the `origin`
+    /// remote's is used.
+    pub source_url: Option<&'a str>,
+}
 
-/// [`prepare`] for several folders: each repository is opened once and
-/// walked once for all its folders (see [`walk_all`]). One answer per
-/// folder, in order, with the folder's checkout for the rest of its run; a
-/// folder's failure does not stop the others.
-pub fn prepare_many(
-    paths: &[PathBuf],
-    mode: SourceMode,
-    need_commit: bool,
-    revision: Option<&str>,
-    api: Option<github::Api>,
-    source_url: Option<String>,
-) -> Vec<Result<PreparedIn>> {
-    walk_all(paths, revision, api)
+/// Reads each folder for a build, and hands it back with its checkout
+/// for the rest of its run. Inside git with [`SourceMode::Commit`] the
+/// content is the folder as the last commit that changed it holds it; with
+/// [`SourceMode::Worktree`] it is the disk, with a warning when that
+/// differs from the commit (or, without a timestamp tag or a revision,
+/// when the history cannot tell the commit). Outside git the disk is
+/// read, and a timestamp tag asked for is an error. History starts at
+/// HEAD, or at the revision when given (the head of a pull request: the
+/// commit the tag names and, in commit mode, the content come from its
+/// history).
+///
+/// `folders` are each folder's path as the run names it (in messages, and
+/// on disk) with the checkout that holds it (`None`: not in git; see
+/// [`Checkout::open_all`] and [`mirror::Mirror::checkout`]), or why it
+/// could not be opened. Folders whose checkouts share a repository have
+/// its history walked once for them all; a walk that fails is each one's
+/// error. One answer per folder, in order; a folder's failure does not
+/// stop the others.
+pub fn prepare(
+    folders: Vec<(&Path, Result<Option<Checkout>>)>,
+    reading: &Reading<'_>,
+) -> Vec<Result<(Option<Checkout>, Prepared)>> {
+    let (paths, opened): (Vec<&Path>, Vec<Result<Option<Checkout>>>) = folders.into_iter().unzip();
+    let mut walks = walk_each(&paths, &opened, reading.revision).into_iter();
+    opened
         .into_iter()
         .zip(paths)
-        .map(|(found, path)| {
-            let (checkout, walk) = match found? {
-                Some((c, w)) => (Some(c), Some(w)),
-                None => (None, None),
-            };
-            let prepared = prepare_with(
-                checkout.as_ref(),
-                walk,
-                path,
-                mode,
-                need_commit,
-                revision,
-                source_url.clone(),
-            )?;
+        .map(|(opened, path)| {
+            let walk = walks.next().flatten();
+            let checkout = opened?;
+            let prepared = read(checkout.as_ref(), walk, path, reading)?;
             Ok((checkout, prepared))
         })
         .collect()
 }
 
-/// [`prepare_many`] for folders of one repository named by their path in
-/// it (`/`-separated, `""` for the root) rather than on disk: a bare
-/// mirror's. The content is each folder as the commit that last changed it
-/// holds it ([`SourceMode::Commit`]), history walked once for all from
-/// `revision` (else HEAD). One answer per folder, in order, each with its
-/// folder's checkout of `repo`.
-pub fn prepare_in(
-    repo: &git::Repo,
-    folders: &[String],
-    revision: Option<&str>,
-    source_url: Option<String>,
-) -> Vec<Result<PreparedIn>> {
-    let rels: Vec<&str> = folders.iter().map(String::as_str).collect();
-    let walks = match repo.last_changes(&rels, revision) {
-        Ok(w) => w,
-        Err(e) => {
-            return folders
-                .iter()
-                .map(|f| Err(Error::history(shown(f), e.to_string(), e.hint())))
-                .collect();
-        }
-    };
-    folders
-        .iter()
-        .zip(walks)
-        .map(|(folder, walk)| {
-            let checkout = Checkout::from_repo(repo.folder(folder), None);
-            let prepared = prepare_with(
-                Some(&checkout),
-                Some(walk),
-                &shown(folder),
-                SourceMode::Commit,
-                true,
-                revision,
-                source_url.clone(),
-            )?;
-            Ok((Some(checkout), prepared))
-        })
-        .collect()
-}
-
-/// A folder named by its path in the repository, as messages show it.
-fn shown(folder: &str) -> PathBuf {
-    PathBuf::from(if folder.is_empty() { "." } else { folder })
-}
-
-/// Opens each folder's checkout (once per repository: the others are
-/// [`Checkout::sibling`]s) and walks its history once for all its
-/// folders. `None` for a folder outside git.
-fn walk_all(
-    paths: &[PathBuf],
-    revision: Option<&str>,
-    api: Option<github::Api>,
-) -> Vec<Result<Option<(Checkout, git::Walk)>>> {
-    let mut roots: Vec<Checkout> = Vec::new();
-    let mut opened: Vec<Result<Option<(usize, Checkout)>>> = Vec::new();
-    for path in paths {
-        let mut found = None;
-        for (i, root) in roots.iter().enumerate() {
-            match root.sibling(path) {
-                Ok(Some(c)) => {
-                    found = Some(Ok(Some((i, c))));
-                    break;
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    found = Some(Err(e));
-                    break;
+impl Checkout {
+    /// Opens the checkout of each of `paths` (see [`Checkout::open`]):
+    /// each repository once, the other folders in it are its
+    /// [`Checkout::sibling`]s. `None` for a folder outside git.
+    pub fn open_all(paths: &[PathBuf], api: Option<github::Api>) -> Vec<Result<Option<Checkout>>> {
+        let mut roots: Vec<Checkout> = Vec::new();
+        let mut opened = Vec::new();
+        for path in paths {
+            let mut found = None;
+            for root in &roots {
+                match root.sibling(path) {
+                    Ok(None) => {}
+                    sibling => {
+                        found = Some(sibling);
+                        break;
+                    }
                 }
             }
-        }
-        let found = found.unwrap_or_else(|| match Checkout::open(path, api.clone()) {
-            Ok(Some(c)) => match c.sibling(path) {
-                Ok(Some(copy)) => {
+            let found = found.unwrap_or_else(|| {
+                let c = Checkout::open(path, api.clone())?;
+                if let Some(c) = &c
+                    && let Some(copy) = c.sibling(path)?
+                {
                     roots.push(copy);
-                    Ok(Some((roots.len() - 1, c)))
                 }
-                Ok(None) => Ok(Some((usize::MAX, c))),
-                Err(e) => Err(e),
-            },
-            Ok(None) => Ok(None),
-            Err(e) => Err(e),
-        });
-        opened.push(found);
+                Ok(c)
+            });
+            opened.push(found);
+        }
+        opened
     }
-    // One walk per repository.
-    let mut answers: Vec<Option<Result<git::Walk>>> = (0..paths.len()).map(|_| None).collect();
-    for (i, root) in roots.iter().enumerate() {
-        let members: Vec<usize> = (0..paths.len())
-            .filter(|&k| matches!(&opened[k], Ok(Some((j, _))) if *j == i))
+}
+
+/// Walks the history of each repository once for all the folders whose
+/// checkouts share it (its root): one answer per folder of `paths`, `None`
+/// for a folder without a checkout. A walk's error is given as it is when
+/// the walk was for one folder; when it was for several, each gets a copy
+/// naming it.
+fn walk_each(
+    paths: &[&Path],
+    opened: &[Result<Option<Checkout>>],
+    revision: Option<&str>,
+) -> Vec<Option<Result<git::Walk>>> {
+    let checkouts: Vec<Option<&Checkout>> = opened
+        .iter()
+        .map(|o| o.as_ref().ok().and_then(Option::as_ref))
+        .collect();
+    let mut answers: Vec<Option<Result<git::Walk>>> = checkouts.iter().map(|_| None).collect();
+    for first in 0..checkouts.len() {
+        let Some(walker) = checkouts[first] else {
+            continue;
+        };
+        if answers[first].is_some() {
+            continue;
+        }
+        let members: Vec<usize> = (first..checkouts.len())
+            .filter(|&k| checkouts[k].is_some_and(|c| c.repo.root() == walker.repo.root()))
             .collect();
         let rels: Vec<&str> = members
             .iter()
-            .filter_map(|&k| match &opened[k] {
-                Ok(Some((_, c))) => Some(c.repo.repo_path()),
-                _ => None,
-            })
+            .filter_map(|&k| checkouts[k].map(|c| c.repo.repo_path()))
             .collect();
-        match root.repo.last_changes(&rels, revision) {
+        match walker.repo.last_changes(&rels, revision) {
             Ok(walks) => {
                 for (k, w) in members.into_iter().zip(walks) {
                     answers[k] = Some(Ok(w));
                 }
             }
+            Err(e) if members.len() == 1 => answers[first] = Some(Err(e)),
             Err(e) => {
                 for k in members {
-                    answers[k] = Some(Err(Error::history(&paths[k], e.to_string(), e.hint())));
+                    answers[k] = Some(Err(Error::history(paths[k], e.to_string(), e.hint())));
                 }
             }
         }
     }
-    opened
-        .into_iter()
-        .zip(answers)
-        .map(|(o, answer)| match o? {
-            None => Ok(None),
-            Some((_, checkout)) => match answer {
-                Some(w) => Ok(Some((checkout, w?))),
-                // Not walked with the others: its own walk.
-                None => {
-                    let w = checkout.repo.last_change(revision)?;
-                    Ok(Some((checkout, w)))
-                }
-            },
-        })
-        .collect()
+    answers
 }
 
 /// Resolves the last change, falling back to GitHub on a shallow boundary.
@@ -573,45 +546,22 @@ impl Prepared {
     }
 }
 
-/// Reads the folder for a build. Inside git with [`SourceMode::Commit`] the
-/// content is the folder as the last commit that changed it holds it; with
-/// [`SourceMode::Worktree`] it is the disk, with a warning when that differs
-/// from the commit. Outside git the disk is read, and `need_commit` (a
-/// timestamp tag was asked for) is an error. History starts at HEAD, or at
-/// `revision` when given (the head of a pull request: the commit the
-/// tag names and, in commit mode, the content come from its history).
-/// `checkout` is the repository holding `path` (`None`: not in git);
-/// `source_url` the repository's URL as the CI names it, else the
-/// `origin` remote's.
-pub fn prepare(
+/// Reads one folder for a build (see [`prepare`]): `checkout` is the
+/// repository holding `path` (`None`: not in git), and `walk` its history
+/// walked for the folder (`None` without a checkout: walked here).
+fn read(
     checkout: Option<&Checkout>,
+    walk: Option<Result<git::Walk>>,
     path: &Path,
-    mode: SourceMode,
-    need_commit: bool,
-    revision: Option<&str>,
-    source_url: Option<String>,
+    reading: &Reading<'_>,
 ) -> Result<Prepared> {
-    prepare_with(
-        checkout,
-        None,
-        path,
+    let Reading {
         mode,
         need_commit,
         revision,
         source_url,
-    )
-}
-
-/// [`prepare`] with, when given, the walk already made.
-fn prepare_with(
-    checkout: Option<&Checkout>,
-    walk: Option<git::Walk>,
-    path: &Path,
-    mode: SourceMode,
-    need_commit: bool,
-    revision: Option<&str>,
-    source_url: Option<String>,
-) -> Result<Prepared> {
+    } = *reading;
+    let source_url = source_url.map(str::to_string);
     let Some(checkout) = checkout else {
         // Bad input (exit 2), not a history that cannot answer.
         if let Some(rev) = revision {
@@ -643,7 +593,7 @@ fn prepare_with(
     let repo = checkout.repo();
     let source_url = source_url.or_else(|| repo.remote_url());
     let resolve = |checkout: &Checkout, path: &Path, revision| match walk {
-        Some(w) => settle(checkout, path, revision, w),
+        Some(walk) => walk.and_then(|w| settle(checkout, path, revision, w)),
         None => resolve(checkout, path, revision),
     };
     log::debug!(

@@ -11,12 +11,43 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
+use super::{Publication, Published, Publisher};
 use crate::error::{Error, Result};
 use crate::image::{ANNOTATION_REF_NAME, INDEX_MEDIA_TYPE, Image};
 use crate::tag::is_timestamp_tag;
 
 const LAYOUT_FILE: &str = "oci-layout";
 const LAYOUT_CONTENT: &str = "{\"imageLayoutVersion\":\"1.0.0\"}";
+
+/// An OCI image layout directory as a [`Publisher`]: [`write`] under the
+/// publication's tags (the forward-only rules are a registry's).
+#[derive(Debug, Clone, Copy)]
+pub struct LayoutDir<'a> {
+    /// The layout's root.
+    pub root: &'a Path,
+}
+
+impl Publisher for LayoutDir<'_> {
+    fn name(&self) -> String {
+        self.root.display().to_string()
+    }
+
+    fn check_outside(&self, folder: &Path) -> Result<()> {
+        check_outside(self.root, folder)
+    }
+
+    fn publish(&self, publication: &Publication<'_>) -> Result<Published> {
+        let written = write(self.root, publication.image, publication.tags)?;
+        Ok(Published {
+            output: Some(self.name()),
+            new_blobs: written.new_blobs,
+            push: None,
+            anomaly: None,
+            branch: None,
+            warnings: Vec::new(),
+        })
+    }
+}
 
 /// What writing to a layout did.
 #[derive(Debug, Clone, PartialEq, Eq)]

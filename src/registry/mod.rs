@@ -67,6 +67,32 @@ pub struct Options {
     pub login: Option<Box<crate::login::Login>>,
 }
 
+impl Options {
+    /// How to reach `repository` (`HOST/NAME`; a template or empty while
+    /// the folders' repositories are not named yet): plain HTTP only when
+    /// `insecure` (or on a loopback host); `credentials` when given, else
+    /// those `login` makes (and makes again, once, when they expire), else
+    /// docker's `config.json` at `docker_config` and its credential
+    /// helpers, else anonymous. Large blobs go up in chunks
+    /// (set `monolithic` for one streamed `PUT` per blob).
+    pub fn new(
+        repository: impl Into<String>,
+        insecure: bool,
+        credentials: Option<Credentials>,
+        docker_config: Option<PathBuf>,
+        login: Option<Box<crate::login::Login>>,
+    ) -> Options {
+        Options {
+            repository: repository.into(),
+            insecure,
+            monolithic: false,
+            credentials,
+            docker_config,
+            login,
+        }
+    }
+}
+
 /// The whole-operation deadline passed while `doing`.
 fn overrun(repo: &Repository, doing: &str) -> Error {
     let limit = deadline::secs(deadline::get().operation);

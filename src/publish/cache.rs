@@ -14,12 +14,12 @@ use crate::image::artifact::{Index, ManifestView};
 use crate::image::{ANNOTATION_REVISION, Descriptor};
 use crate::registry::Client;
 
-/// The most manifests [`Seen::read_all`] asks for at once.
+/// The most manifests [`RepoCache::read_all`] asks for at once.
 const READ_AT_ONCE: usize = 8;
 
-/// What a tag named when this run read (or wrote) it.
+/// The image a tag named when this run read (or wrote) it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Named {
+pub struct TagImage {
     /// The manifest digest.
     pub digest: String,
     /// The commit the image records (`org.opencontainers.image.revision`,
@@ -27,10 +27,10 @@ pub struct Named {
     pub revision: Option<String>,
 }
 
-impl Named {
+impl TagImage {
     /// What the manifest `bytes` say.
-    pub fn of(bytes: &[u8]) -> Named {
-        Named {
+    pub fn of(bytes: &[u8]) -> TagImage {
+        TagImage {
             digest: crate::image::sha256_digest(bytes),
             revision: revision_in(bytes),
         }
@@ -47,17 +47,17 @@ pub fn revision_in(bytes: &[u8]) -> Option<String> {
 
 /// The per-run cache (see the module docs).
 #[derive(Debug, Default)]
-pub struct Seen {
+pub struct RepoCache {
     /// The tag list, as it was when first read; `None` until then.
     tags: Option<Vec<String>>,
     /// What each tag named when read: `None` when it did not exist.
-    images: HashMap<String, Option<Named>>,
+    images: HashMap<String, Option<TagImage>>,
     /// The descriptors the index under a referrers tag (`sha256-<hex>`)
-    /// listed, for those [`Seen::read_all`] read.
+    /// listed, for those [`RepoCache::read_all`] read.
     indexes: HashMap<String, Vec<Descriptor>>,
 }
 
-impl Seen {
+impl RepoCache {
     /// The repository's tags, read on the first call only.
     pub fn tags(&mut self, client: &Client) -> Result<&[String]> {
         if self.tags.is_none() {
@@ -78,7 +78,7 @@ impl Seen {
 
     /// What `tag` named when this run last read or wrote it, if it did
     /// (`Some(None)`: it did not exist, also when the list proved it).
-    pub fn known(&self, tag: &str) -> Option<Option<&Named>> {
+    pub fn known(&self, tag: &str) -> Option<Option<&TagImage>> {
         match self.images.get(tag) {
             Some(n) => Some(n.as_ref()),
             None if self.lists(tag) == Some(false) => Some(None),
@@ -88,7 +88,7 @@ impl Seen {
 
     /// What `tag` names: what this run already knows (its tag list
     /// included), else one `GET`.
-    pub fn image(&mut self, client: &Client, tag: &str) -> Result<Option<Named>> {
+    pub fn image(&mut self, client: &Client, tag: &str) -> Result<Option<TagImage>> {
         if let Some(known) = self.known(tag) {
             return Ok(known.cloned());
         }
@@ -98,7 +98,7 @@ impl Seen {
     /// What `tag`, found in a newer tag list, names: what this run read or
     /// wrote, else one `GET` (a tag missing from the first list may have
     /// been made since).
-    pub fn listed_image(&mut self, client: &Client, tag: &str) -> Result<Option<Named>> {
+    pub fn listed_image(&mut self, client: &Client, tag: &str) -> Result<Option<TagImage>> {
         if let Some(known) = self.images.get(tag) {
             return Ok(known.clone());
         }
@@ -107,8 +107,8 @@ impl Seen {
 
     /// Reads the images of `tags` side by side (at most
     /// [`READ_AT_ONCE`] at a time), for the reads one by one that follow
-    /// ([`Seen::image`], [`Seen::listed_image`], and for a referrers tag
-    /// [`Seen::referrers_index`]). Best effort: a tag whose read fails is
+    /// ([`RepoCache::image`], [`RepoCache::listed_image`], and for a referrers tag
+    /// [`RepoCache::referrers_index`]). Best effort: a tag whose read fails is
     /// left unread, to be read (and fail) where it is needed.
     pub fn read_all(&mut self, client: &Client, tags: &[String]) {
         use futures_util::stream::{self, StreamExt};
@@ -130,26 +130,26 @@ impl Seen {
             {
                 self.indexes.insert(tag.clone(), index.manifests);
             }
-            let named = m.map(|m| Named::of(&m.bytes));
-            self.images.insert(tag.clone(), named);
+            let image = m.map(|m| TagImage::of(&m.bytes));
+            self.images.insert(tag.clone(), image);
         }
     }
 
     /// What the index under the referrers tag `tag` listed when
-    /// [`Seen::read_all`] read it, if it did.
+    /// [`RepoCache::read_all`] read it, if it did.
     pub fn referrers_index(&self, tag: &str) -> Option<&[Descriptor]> {
         self.indexes.get(tag).map(Vec::as_slice)
     }
 
-    fn read(&mut self, client: &Client, tag: &str) -> Result<Option<Named>> {
-        let named = client.get_manifest(tag)?.map(|m| Named::of(&m.bytes));
-        self.images.insert(tag.to_string(), named.clone());
-        Ok(named)
+    fn read(&mut self, client: &Client, tag: &str) -> Result<Option<TagImage>> {
+        let image = client.get_manifest(tag)?.map(|m| TagImage::of(&m.bytes));
+        self.images.insert(tag.to_string(), image.clone());
+        Ok(image)
     }
 
-    /// Records that `tag` names `named` (this run read or put it).
-    pub fn remember(&mut self, tag: &str, named: Option<Named>) {
-        self.images.insert(tag.to_string(), named);
+    /// Records that `tag` names `image` (this run read or put it).
+    pub fn remember(&mut self, tag: &str, image: Option<TagImage>) {
+        self.images.insert(tag.to_string(), image);
     }
 
     /// The revision of the image with manifest `digest`, if this run has
