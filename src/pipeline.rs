@@ -11,7 +11,7 @@
 //!    history walked once for all its folders;
 //! 3. at most [`Spec::jobs`] folders at once build their image
 //!    ([`image::build`]) and publish it through their target's
-//!    [`Publisher`] (an OCI layout or a registry push), a folder's failure
+//!    [`Publisher`](crate::publish::Publisher) (an OCI layout or a registry push), a folder's failure
 //!    kept in its entry without stopping the others.
 //!
 //! A single folder is the one-element case: [`RunReport::into_report`]

@@ -440,27 +440,7 @@ fn settle(
                     ),
                 ));
             };
-            log::debug!("history: asking the GitHub API for the last commit that changed {repo_path} from {head}");
-            let mut commit = api.last_change(repo.repo_path(), &head)?;
-            log::debug!("history: the GitHub API names {}", commit.id);
-            if passed.contains(&commit.id) {
-                return Err(Error::GitHub {
-                    what: format!("list commits for {repo_path}"),
-                    message: format!(
-                        "GitHub named commit {}, but the local history shows it did not change the folder",
-                        commit.id
-                    ),
-                    hint: Some(
-                        "check that GITHUB_REPOSITORY names this repository, or check out the full history (`fetch-depth: 0`)"
-                            .to_string(),
-                    ),
-                });
-            }
-            // When the commit is here (often the boundary itself), its own
-            // committer time is the exact `%ct`.
-            if let Some(ts) = repo.commit_time(&commit.id) {
-                commit.timestamp = ts;
-            }
+            let commit = ask_github(repo, api, &head, &passed)?;
             Ok((
                 LastChange {
                     commit,
@@ -471,6 +451,42 @@ fn settle(
             ))
         }
     }
+}
+
+/// The last change of `repo`'s folder from `head` as the GitHub API names
+/// it, when the local walk ended at a boundary after `passed` (commits
+/// that did not change the folder: GitHub naming one of them is an error).
+fn ask_github(
+    repo: &git::Repo,
+    api: &github::Api,
+    head: &str,
+    passed: &[String],
+) -> Result<CommitInfo> {
+    let repo_path = repo.display_path();
+    log::debug!(
+        "history: asking the GitHub API for the last commit that changed {repo_path} from {head}"
+    );
+    let mut commit = api.last_change(repo.repo_path(), head)?;
+    log::debug!("history: the GitHub API names {}", commit.id);
+    if passed.contains(&commit.id) {
+        return Err(Error::GitHub {
+            what: format!("list commits for {repo_path}"),
+            message: format!(
+                "GitHub named commit {}, but the local history shows it did not change the folder",
+                commit.id
+            ),
+            hint: Some(
+                "check that GITHUB_REPOSITORY names this repository, or check out the full history (`fetch-depth: 0`)"
+                    .to_string(),
+            ),
+        });
+    }
+    // When the commit is here (often the boundary itself), its own
+    // committer time is the exact `%ct`.
+    if let Some(ts) = repo.commit_time(&commit.id) {
+        commit.timestamp = ts;
+    }
+    Ok(commit)
 }
 
 /// Where an ancestry answer came from.

@@ -19,7 +19,7 @@ use crate::tag::is_timestamp_tag;
 const LAYOUT_FILE: &str = "oci-layout";
 const LAYOUT_CONTENT: &str = "{\"imageLayoutVersion\":\"1.0.0\"}";
 
-/// An OCI image layout directory as a [`Publisher`]: [`write`] under the
+/// An OCI image layout directory as a [`Publisher`]: [`write()`] under the
 /// publication's tags (the forward-only rules are a registry's).
 #[derive(Debug, Clone, Copy)]
 pub struct LayoutDir<'a> {

@@ -86,8 +86,7 @@ impl Publisher for RegistryRepo<'_> {
 /// The distribution API has no conditional put: two runs may put the same
 /// tag at once, and the last put wins. A push narrows that race by reading
 /// back what it wrote, once a racing put still in the registry's hands has
-/// had time to land ([`upload::settle`]: twice our own put's time, 100 ms
-/// to 5 s):
+/// had time to land (twice our own put's time, 100 ms to 5 s):
 ///
 /// - a **timestamp tag** is read just before its put (a racing run may have
 ///   taken it while the blobs went up) and read back after it; a run whose

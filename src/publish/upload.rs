@@ -1,8 +1,8 @@
-//! The image's part of a registry push, over one [`Session`]: ask what the
-//! tags name, upload the blobs the registry lacks, put the manifest under
-//! each tag, a timestamp tag claimed and read back. Steps 4 to 6 of the
-//! order [`super::registry::RegistryPush`] describes; the guards around
-//! it are [`super::guards`]'.
+//! The image's part of a registry push, over one registry session: ask
+//! what the tags name, upload the blobs the registry lacks, put the
+//! manifest under each tag, a timestamp tag claimed and read back. Steps
+//! 4 to 6 of the order [`super::registry::RegistryPush`] describes; the
+//! guards around it are [`super::guards`]'.
 
 use std::time::{Duration, Instant};
 

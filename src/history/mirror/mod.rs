@@ -38,7 +38,7 @@
 //!
 //! Publishing a commit from a mirror goes through the same pipeline as
 //! `settings-image push --revision COMMIT` in a clone of the URL:
-//! [`crate::request::run_mirror`] and [`crate::many::run_mirror`].
+//! [`crate::pipeline::run`] of a spec [`crate::pipeline::Spec::in_mirror`].
 
 mod fetch;
 mod intake;
