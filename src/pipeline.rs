@@ -118,10 +118,10 @@ impl Spec<'_> {
     }
 }
 
-/// Builds and publishes every folder of `spec` (see the module docs). An
-/// input error (of any folder's request, or of the mirror's commit or a
-/// folder's name in it) is the run's error, before anything is read; any
-/// other failure is its folder's, in the report.
+/// Builds and publishes every folder of `spec` (see the module docs). A
+/// folder's request that does not validate, a commit the mirror lacks or
+/// a folder name a mirror cannot hold is the run's error, before anything
+/// is read; any other failure is its folder's, in the report.
 pub fn run(spec: &Spec<'_>) -> Result<RunReport> {
     let mirrored;
     let base = match spec.origin {

@@ -104,8 +104,11 @@ impl Publisher for RegistryRepo<'_> {
 /// A racing put slower than the wait can still go unseen: the window is
 /// narrowed, not closed.
 pub struct RegistryPush<'a> {
+    /// The repository's client, authenticated once for the whole push.
     pub(super) client: Client,
+    /// What this push has read from the repository.
     pub(super) cache: RepoCache,
+    /// What is published, and the rules around it.
     pub(super) publication: &'a Publication<'a>,
 }
 
