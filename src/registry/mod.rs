@@ -15,11 +15,19 @@
 //! run forever). Where a built image goes, and in which order
 //! (the push), is `crate::publish`'s; see `docs/push.md`.
 //!
-//! Why not `oci-client`: it uploads every blob without a `HEAD` first,
-//! holds layers in memory and has no referrers-tag fallback; and its token
-//! flow sends the credentials to whatever realm a registry names before a
-//! caller can look at it. The token flow here is the spec's two requests
-//! (`transport`), with the challenge parsed by `http-auth`.
+//! Why not `oci-client` (checked in December 2026 against 0.17.0 and its
+//! repository as it stands): it now streams blobs (`push_blob_stream`,
+//! `pull_blob` into a writer) and, when the referrers API answers 404,
+//! reads the referrers tag schema (`sha256-<hex>`); but it cannot write
+//! that tag, which attaching provenance needs on every registry without
+//! the API ([`Client::attach_referrer`]). Its token flow sends the
+//! credentials to whatever realm host a registry names, so a credential
+//! cannot be kept to the hosts it belongs to, as the job token is
+//! ([`Realms`]). `Client::push` still uploads every blob without a `HEAD`
+//! first. (Its repository now tests that no credentials go to an upload
+//! `Location` on another host, the rule [`transport`] keeps too.) The
+//! token flow here is the spec's two requests ([`transport`]), with the
+//! challenge parsed by `http-auth`.
 
 pub mod auth;
 pub mod blobs;
