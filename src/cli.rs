@@ -234,7 +234,7 @@ fn push_options(env: &front::Env, args: &PushArgs) -> Result<registry::Options> 
         monolithic: args.monolithic,
         credentials,
         docker_config: front::docker_config(env),
-        login: login.map(Box::new),
+        login: login.map(Into::into),
     })
 }
 

@@ -249,7 +249,7 @@ fn options(req: &Request, repository: &str) -> Options {
         monolithic: false,
         credentials: req.credentials.clone(),
         docker_config: req.docker_config.clone(),
-        login: req.login.clone().map(Box::new),
+        login: req.login.clone().map(Into::into),
     }
 }
 

@@ -376,7 +376,7 @@ fn ref_of(client: &Client, desc: &Descriptor, image_digest: &str) -> Result<Opti
     if let Some(r) = desc.annotations.get(ANNOTATION_REF) {
         return Ok(Some(r.clone()));
     }
-    let layer = crate::inspect::first_layer(client, desc, ARTIFACT_TYPE)?;
+    let layer = client.referrer_layer(desc, ARTIFACT_TYPE)?;
     let bytes = client.get_blob(&layer.digest)?;
     Ok(read_statement(&bytes, image_digest)?.git_ref)
 }
@@ -394,7 +394,7 @@ fn attests_added(
     if facts.annotations.is_empty() && facts.labels.is_empty() {
         return Ok(true);
     }
-    let layer = crate::inspect::first_layer(client, desc, ARTIFACT_TYPE)?;
+    let layer = client.referrer_layer(desc, ARTIFACT_TYPE)?;
     let s = read_statement(&client.get_blob(&layer.digest)?, image_digest)?;
     Ok(s.annotations == facts.annotations && s.labels == facts.labels)
 }

@@ -372,7 +372,7 @@ fn publish(env: &Env) -> Result<()> {
             monolithic: false,
             credentials: inputs.credentials.clone(),
             docker_config: front::docker_config(env),
-            login: inputs.login.clone().map(Box::new),
+            login: inputs.login.clone().map(Into::into),
         }),
         Some(dir) => {
             registry::parse_repository(&inputs.repository)?;

@@ -33,20 +33,7 @@ use serde_yaml_ng::Value;
 
 use crate::error::{Error, Result};
 
-/// One image-volume reference found in the cluster repository.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Found {
-    /// The file, relative to the scanned folder.
-    pub file: String,
-    /// The 1-based line of the reference, when it can be told.
-    pub line: Option<usize>,
-    /// `Kind/name` (with `namespace/` when the object names one).
-    pub object: String,
-    /// The volume's name.
-    pub volume: String,
-    /// The reference as written.
-    pub reference: String,
-}
+pub use super::finding::{Found, Unverified, in_repository};
 
 /// A file that is not YAML (e.g. a Helm template) and does not mention the
 /// repository: skipped, and said so.
@@ -72,28 +59,9 @@ pub struct Findings {
     pub unverified: Vec<Unverified>,
 }
 
-/// What the cluster may apply that the scan did not verify: a mention of
-/// the repository outside an image-volume reference, a reference Flux
-/// substitutes, a kustomize patch, image entry or field spec that can
-/// rewrite a reference.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Unverified {
-    /// Where (`reference` holds the text in question).
-    pub found: Found,
-    /// Why it is not verified, and what to do.
-    pub reason: String,
-}
-
 /// The largest manifest file the scan reads (16 MiB; the API server stores
 /// an object of at most about 1.5 MiB): a larger one is an `error` row.
 pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
-
-/// True when `reference` names an image in `repository` (`R:tag`, `R@sha256:...`).
-pub fn in_repository(reference: &str, repository: &str) -> bool {
-    reference
-        .strip_prefix(repository)
-        .is_some_and(|rest| rest.starts_with(':') || rest.starts_with('@'))
-}
 
 /// Finds every image-volume reference to `repository` in the YAML and
 /// JSON files under `dir` (or in `dir` itself when it is a file).

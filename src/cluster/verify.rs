@@ -401,7 +401,7 @@ fn read_provenance(
     let mut last = None;
     let mut found = Vec::new();
     for d in list {
-        let layer = crate::inspect::first_layer(client, d, provenance::ARTIFACT_TYPE)?;
+        let layer = client.referrer_layer(d, provenance::ARTIFACT_TYPE)?;
         let bytes = client.get_blob(&layer.digest)?;
         let s = provenance::read_statement(&bytes, digest)?;
         if s.subject_matches && s.commit.as_deref() == Some(revision) {
