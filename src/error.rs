@@ -392,7 +392,16 @@ impl Error {
 /// An error and its sources as one line, each cause added unless the text
 /// so far already holds it (the one place the tool flattens a chain).
 pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut msg = e.to_string();
+    with_causes(e.to_string(), e)
+}
+
+/// [`error_chain`] of this crate's error, its message in `face`'s words.
+pub fn error_chain_in(e: &Error, face: &dyn Face) -> String {
+    with_causes(e.render(face), e)
+}
+
+/// `msg` followed by the causes of `e` it does not already hold.
+fn with_causes(mut msg: String, e: &dyn std::error::Error) -> String {
     let mut src = e.source();
     while let Some(s) = src {
         let text = s.to_string();

@@ -87,6 +87,8 @@ pub enum Mention {
     /// Where a folder that does not exist was looked for: the disk and
     /// the commit (`None`: HEAD).
     Looked(Option<String>),
+    /// What the settings folder's path is relative to.
+    PathRoot,
 }
 
 /// One piece of a [`Text`].
@@ -155,6 +157,7 @@ impl Face for Cli {
             Mention::Credentials(Joint::And) => "--username and --password-stdin".to_string(),
             Mention::Looked(None) => "not on disk, not in the HEAD commit".to_string(),
             Mention::Looked(Some(rev)) => format!("not on disk, not in the commit {rev}"),
+            Mention::PathRoot => "the current directory".to_string(),
         }
     }
 }

@@ -90,6 +90,7 @@ impl Face for Spec {
             Mention::Credentials(_) => "spec.secretRef".to_string(),
             Mention::Looked(Some(rev)) => format!("not in the commit {rev}"),
             Mention::Looked(None) => "not in the fetched commit".to_string(),
+            Mention::PathRoot => "the repository root".to_string(),
         }
     }
 }
@@ -97,16 +98,7 @@ impl Face for Spec {
 /// The error text of `e`, its causes and its hint, in one line, in a
 /// SettingsImage's words.
 pub fn said(e: &Error) -> String {
-    let mut text = e.render(&Spec);
-    let mut cause = std::error::Error::source(e);
-    while let Some(c) = cause {
-        let more = c.to_string();
-        if !text.contains(&more) {
-            text.push_str(": ");
-            text.push_str(&more);
-        }
-        cause = c.source();
-    }
+    let text = crate::error::error_chain_in(e, &Spec);
     match e.hint_in(&Spec) {
         Some(h) => format!("{text} ({h})"),
         None => text,
@@ -329,11 +321,16 @@ mod tests {
                 Mention::Looked(Some("0a1b2c3".into())),
                 ")"
             ],
-            hint: Some(crate::text![Field::Path, " names the settings folder"]),
+            hint: Some(crate::text![
+                Field::Path,
+                " names the settings folder, relative to ",
+                Mention::PathRoot
+            ]),
         };
         assert_eq!(
             said(&missing),
-            "configs/shop: does not exist (not in the commit 0a1b2c3) (spec.path names the settings folder)"
+            "configs/shop: does not exist (not in the commit 0a1b2c3) (spec.path names the settings folder, \
+             relative to the repository root)"
         );
         assert_eq!(
             missing.to_string(),

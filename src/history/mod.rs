@@ -439,7 +439,8 @@ fn settle(
             hint: Some(crate::text![
                 "check the folder's name: ",
                 Field::Path,
-                " names the settings folder, relative to the current directory"
+                " names the settings folder, relative to ",
+                Mention::PathRoot
             ]),
         }),
         git::Walk::NotInHead => Err(Error::Source {
