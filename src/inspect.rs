@@ -182,15 +182,18 @@ pub fn inspect(
         reference: repository.clone(),
         what: format!("reading {what}"),
         message: "no such tag or digest".into(),
-        hint: Some(format!(
-            "check the tag with `skopeo list-tags {}docker://{repository}`",
-            // skopeo, like this tool, speaks plain HTTP only when told.
-            if insecure || registry::is_loopback(&client.repository().host) {
-                "--tls-verify=false "
-            } else {
-                ""
-            }
-        )),
+        hint: Some(
+            format!(
+                "check the tag with `skopeo list-tags {}docker://{repository}`",
+                // skopeo, like this tool, speaks plain HTTP only when told.
+                if insecure || registry::is_loopback(&client.repository().host) {
+                    "--tls-verify=false "
+                } else {
+                    ""
+                }
+            )
+            .into(),
+        ),
     })?;
     let view = ManifestView::parse(&m.bytes)?;
     let mut referrers: Vec<Referrer> = client

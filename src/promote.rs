@@ -18,6 +18,7 @@ use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::field::Field;
 use crate::image::artifact::{Artifact, ManifestView};
 use crate::image::{ANNOTATION_CREATED, Descriptor};
 use crate::registry::{self, Client, Credentials, Options};
@@ -182,7 +183,7 @@ pub struct Record {
 pub fn parse_at(text: &str) -> Result<Timestamp> {
     text.trim().parse::<Timestamp>().map_err(|e| {
         Error::input(
-            format!("--at {text:?} is not a time: {e}"),
+            crate::text![Field::At, format!(" {text:?} is not a time: {e}")],
             Some("give RFC 3339 with an offset, e.g. 2026-12-21T10:00:00Z".to_string()),
         )
     })
@@ -216,18 +217,23 @@ pub fn break_glass(
 }
 
 fn check_prefixes(req: &Request) -> Result<()> {
-    for (flag, p) in [("--from", &req.from), ("--to", &req.to)] {
+    for (field, p) in [(Field::From, &req.from), (Field::To, &req.to)] {
         let clean = crate::tag::sanitize_prefix(p)?;
         if &clean != p {
             return Err(Error::input(
-                format!("{flag} {p:?} is not a tag prefix"),
+                crate::text![field, format!(" {p:?} is not a tag prefix")],
                 Some(format!("use {clean:?}")),
             ));
         }
     }
     if req.from == req.to {
         return Err(Error::input(
-            format!("--from and --to are both {:?}", req.from),
+            crate::text![
+                Field::From,
+                " and ",
+                Field::To,
+                format!(" are both {:?}", req.from)
+            ],
             Some(
                 "promote from the candidate prefix (e.g. main) into another channel (e.g. prod)"
                     .into(),
@@ -481,8 +487,8 @@ fn after_promote_error(err: Error, tag: &str) -> Error {
             what,
             message,
             hint: Some(match hint {
-                Some(h) => format!("{h}; {extra}"),
-                None => extra,
+                Some(h) => h.then(format!("; {extra}")),
+                None => extra.into(),
             }),
         },
         other => other,

@@ -402,10 +402,13 @@ fn attests_added(
 /// Adds what to do to an error of attaching provenance after a push that
 /// worked.
 pub fn after_push_error(err: Error, reference: &str) -> Error {
-    let extra = format!(
-        "the image itself was pushed as {reference}; run the same push again to attach the \
-         provenance, or add --no-provenance"
-    );
+    let extra = crate::text![
+        format!(
+            "the image itself was pushed as {reference}; run the same push again to attach the \
+             provenance, or add "
+        ),
+        crate::field::Field::NoProvenance
+    ];
     match err {
         Error::Registry {
             reference: r,
@@ -417,7 +420,7 @@ pub fn after_push_error(err: Error, reference: &str) -> Error {
             what: format!("attaching provenance: {what}"),
             message,
             hint: Some(match hint {
-                Some(h) => format!("{h}; {extra}"),
+                Some(h) => h.then("; ").then(extra),
                 None => extra,
             }),
         },
@@ -428,7 +431,7 @@ pub fn after_push_error(err: Error, reference: &str) -> Error {
         } => Error::Auth {
             host,
             message: format!("attaching provenance: {message}"),
-            hint: format!("{hint}; {extra}"),
+            hint: hint.then("; ").then(extra),
         },
         other => other,
     }

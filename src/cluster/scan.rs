@@ -32,6 +32,7 @@ use serde::Serialize;
 use serde_yaml_ng::Value;
 
 use crate::error::{Error, Result};
+use crate::field::Field;
 
 pub use super::finding::{Found, Unverified, in_repository};
 
@@ -70,9 +71,11 @@ pub fn find(dir: &Path, repository: &str) -> Result<Findings> {
         return Err(Error::Source {
             path: dir.to_path_buf(),
             message: "does not exist".into(),
-            hint: Some(
-                "give --scan the cluster repository's folder (or one manifest) to scan".into(),
-            ),
+            hint: Some(crate::text![
+                "give ",
+                Field::Scan,
+                " the cluster repository's folder (or one manifest) to scan"
+            ]),
         });
     }
     let mut files = Vec::new();
@@ -604,16 +607,20 @@ pub fn scan_and_verify(
         && findings.unverified.is_empty()
         && !allow_empty
     {
-        return Err(Error::input(
+        return Err(Error::input_hinted(
             format!(
                 "no image-volume reference to {repository} under {}: nothing was verified",
                 dir.display()
             ),
-            Some(
-                "check --repository and --scan for a typo (HOST/NAME exactly as the manifests write it, before `:` or `@`); \
-                 --allow-empty passes a folder that has none"
-                    .to_string(),
-            ),
+            crate::text![
+                "check ",
+                Field::Repository,
+                " and ",
+                Field::Scan,
+                " for a typo (HOST/NAME exactly as the manifests write it, before `:` or `@`); ",
+                Field::AllowEmpty,
+                " passes a folder that has none"
+            ],
         ));
     }
     Ok(verify_all(repository, findings, &mut |reference| {

@@ -25,6 +25,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::field::Field;
 use crate::history::{self, Checkout, SourceMode, github};
 use crate::image::artifact::ManifestView;
 use crate::image::{self, ANNOTATION_REVISION, ANNOTATION_SOURCE, Descriptor, MANIFEST_MEDIA_TYPE};
@@ -135,10 +136,12 @@ pub fn check_path(path: &std::path::Path) -> Result<()> {
     };
     Err(Error::Source {
         path: path.to_path_buf(),
-        message: message.to_string(),
-        hint: Some(
-            "give --path the settings folder in a checkout of the settings repository".into(),
-        ),
+        message: message.into(),
+        hint: Some(crate::text![
+            "give ",
+            Field::Path,
+            " the settings folder in a checkout of the settings repository"
+        ]),
     })
 }
 
@@ -224,13 +227,16 @@ pub fn verify_with(client: &Client, r: &Reference, req: &Request) -> Result<Veri
     let statements = read_provenance(client, &m.digest, &revision, shown)?;
     let prov = &statements[0];
     // One checkout for the folder's place and the history walk.
-    let checkout = Checkout::open(&req.path, req.github.clone())?.ok_or_else(|| {
-        Error::history(
-            &req.path,
-            "is not inside a git repository, so no commit can be rebuilt",
-            Some("give --path the settings folder in a checkout of the settings repository".into()),
-        )
-    })?;
+    let checkout =
+        Checkout::open(&req.path, req.github.clone())?.ok_or_else(|| Error::History {
+            path: req.path.clone(),
+            message: "is not inside a git repository, so no commit can be rebuilt".into(),
+            hint: Some(crate::text![
+                "give ",
+                Field::Path,
+                " the settings folder in a checkout of the settings repository"
+            ]),
+        })?;
     let folder = checkout.repo().display_path();
     if let Some(p) = &prov.path
         && p != &folder

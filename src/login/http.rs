@@ -132,7 +132,7 @@ impl Ctx {
                     "check that {host} is reachable from the runner (a private endpoint is set with the variable docs/registries.md names for the {} login); the deadline is SETTINGS_IMAGE_LOGIN_TIMEOUT seconds ({} now)",
                     self.provider.name(),
                     self.timeout.as_secs()
-                ),
+                ).into(),
             }
         })?;
         let status = resp.status();
@@ -156,7 +156,7 @@ impl Ctx {
                      {} login's variable in docs/registries.md names): name the service itself, not \
                      an address that redirects elsewhere",
                     self.provider.name()
-                ),
+                ).into(),
             });
         }
         let mut body = Vec::new();
@@ -214,7 +214,7 @@ impl Ctx {
                     format!(": {said}")
                 }
             ),
-            hint,
+            hint: hint.into(),
         }
     }
 

@@ -27,6 +27,8 @@ use serde_json::Value;
 
 use super::name::Repository;
 use crate::error::{Error, Result};
+use crate::field::{Joint, Mention, Text};
+use crate::text;
 
 /// A username and a password (or token), and the token realms they may
 /// be sent to. `Debug` never shows the password.
@@ -375,19 +377,22 @@ impl Auth {
 
 /// What to do about a refused authentication at `host`, for a client
 /// that needed `access` (reading needs only pull rights).
-pub(crate) fn auth_hint(host: &str, access: Access) -> String {
+pub(crate) fn auth_hint(host: &str, access: Access) -> Text {
     let mut h = match access {
-        Access::Push => format!(
-            "give credentials that may push to {host}: --username with --password-stdin, \
-             SETTINGS_IMAGE_USERNAME and SETTINGS_IMAGE_PASSWORD, or `docker login {host}`"
-        ),
-        Access::Pull => format!(
+        Access::Push => text![
+            format!("give credentials that may push to {host}: "),
+            Mention::Credentials(Joint::With),
+            format!(
+                ", SETTINGS_IMAGE_USERNAME and SETTINGS_IMAGE_PASSWORD, or `docker login {host}`"
+            )
+        ],
+        Access::Pull => text![format!(
             "give credentials that may pull from {host}: SETTINGS_IMAGE_USERNAME and \
              SETTINGS_IMAGE_PASSWORD, or `docker login {host}`"
-        ),
+        )],
     };
     if host == "ghcr.io" && access == Access::Push {
-        h.push_str(
+        h.push(
             "; in GitHub Actions the workflow needs `permissions: packages: write`, and a package \
              first created by hand needs this repository added under the package's \
              \"Manage Actions access\" settings",
@@ -414,12 +419,12 @@ fn hosts_match(key: &str, host: &str) -> bool {
 }
 
 fn config_err(path: &std::path::Path, message: String) -> Error {
-    Error::input(
+    Error::input_hinted(
         format!("{}: {message}", path.display()),
-        Some(
-            "fix or remove the docker config file, or give credentials with --username and --password-stdin"
-                .to_string(),
-        ),
+        text![
+            "fix or remove the docker config file, or give credentials with ",
+            Mention::Credentials(Joint::And)
+        ],
     )
 }
 
@@ -516,10 +521,12 @@ fn run_helper(helper: &str, server: &str, host: &str) -> Result<Option<Credentia
     let refused = |message: String| Error::Auth {
         host: host.to_string(),
         message,
-        hint: format!(
-            "install {program} or remove it from the docker config, or give credentials with \
-             --username and --password-stdin"
-        ),
+        hint: text![
+            format!(
+                "install {program} or remove it from the docker config, or give credentials with "
+            ),
+            Mention::Credentials(Joint::And)
+        ],
     };
     let mut child = Command::new(&program)
         .arg("get")

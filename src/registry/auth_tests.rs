@@ -27,12 +27,16 @@ fn a_credential_helper_that_cannot_answer_is_an_auth_failure() {
 
 #[test]
 fn ghcr_auth_hint_names_the_workflow_fixes() {
-    let h = auth_hint("ghcr.io", Access::Push);
+    let h = auth_hint("ghcr.io", Access::Push).to_string();
     assert!(h.contains("permissions: packages: write"), "{h}");
     assert!(h.contains("Manage Actions access"), "{h}");
-    assert!(!auth_hint("quay.io", Access::Push).contains("Manage Actions"));
+    assert!(
+        !auth_hint("quay.io", Access::Push)
+            .to_string()
+            .contains("Manage Actions")
+    );
     // Reading needs pull rights only: the hint does not ask for more.
-    let pull = auth_hint("ghcr.io", Access::Pull);
+    let pull = auth_hint("ghcr.io", Access::Pull).to_string();
     assert!(pull.contains("may pull from ghcr.io"), "{pull}");
     assert!(!pull.contains("push"), "{pull}");
 }

@@ -89,7 +89,7 @@ fn overrun(repo: &Repository, doing: &str) -> Error {
             "{} is too slow or stalls; try again later. A slow registry that does finish can be \
              given longer with SETTINGS_IMAGE_PUSH_TIMEOUT (seconds)",
             repo.host
-        )),
+        ).into()),
     }
 }
 

@@ -31,6 +31,8 @@ use super::deadline;
 mod token;
 use super::name::{Repository, api_host, is_loopback, repo_hint};
 use crate::error::{Error, Result, error_chain};
+use crate::field::Field;
+use crate::text;
 
 /// How often one request (or one blob upload) is tried before giving up.
 pub(crate) const MAX_ATTEMPTS: u32 = 6;
@@ -272,7 +274,10 @@ impl Transport {
             api_host(&repo.host),
             repo.name
         ))
-        .map_err(|e| Error::input(format!("invalid repository {repo}: {e}"), repo_hint()))?;
+        .map_err(|e| Error::Input {
+            message: format!("invalid repository {repo}: {e}").into(),
+            hint: repo_hint(),
+        })?;
         let mut builder = reqwest::Client::builder();
         if plain {
             // Nothing to verify over plain HTTP: skip loading the system's CA
@@ -365,31 +370,42 @@ impl Transport {
         };
         let d = deadline::get();
         let hint = if e.is_timeout() {
-            format!(
+            text![format!(
                 "{host} did not answer in time: a request gets {} s in all (the per-request deadline, \
                  more for a large upload; SETTINGS_IMAGE_REQUEST_TIMEOUT sets it) and 60 s without a \
                  byte; it was tried up to {MAX_ATTEMPTS} times",
                 deadline::secs(d.request)
-            )
+            )]
         } else if is_not_tls_error(e) {
-            format!(
-                "{host} does not answer HTTPS; if it is a registry that serves plain HTTP, \
-                 add --insecure (plain HTTP is only used by itself for loopback hosts)"
-            )
+            text![
+                format!(
+                    "{host} does not answer HTTPS; if it is a registry that serves plain HTTP, add "
+                ),
+                Field::Insecure,
+                " (plain HTTP is only used by itself for loopback hosts)"
+            ]
         } else if is_certificate_error(e) {
-            format!(
-                "{host} presented a TLS certificate that is not trusted: install its CA in the \
-                 system trust store, or use --insecure for a registry that serves plain HTTP"
-            )
+            text![
+                format!(
+                    "{host} presented a TLS certificate that is not trusted: install its CA in the \
+                     system trust store, or use "
+                ),
+                Field::Insecure,
+                " for a registry that serves plain HTTP"
+            ]
         } else if self.base.scheme() == "https" {
-            format!(
-                "check that {host} is reachable over HTTPS (plain HTTP is only used for loopback \
-                 hosts or with --insecure); transient failures were tried {MAX_ATTEMPTS} times"
-            )
+            text![
+                format!(
+                    "check that {host} is reachable over HTTPS (plain HTTP is only used for loopback \
+                     hosts or with "
+                ),
+                Field::Insecure,
+                format!("); transient failures were tried {MAX_ATTEMPTS} times")
+            ]
         } else {
-            format!(
+            text![format!(
                 "check that {host} is reachable; transient failures were tried {MAX_ATTEMPTS} times"
-            )
+            )]
         };
         let message = if e.is_timeout() {
             format!(
@@ -550,7 +566,7 @@ impl Transport {
                      credentials are only ever sent to {registry} itself, as docker does, so {host} \
                      must accept the request as it is (a presigned URL) or the registry's storage \
                      set-up is at fault"
-                )),
+                ).into()),
             };
         }
         if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
@@ -560,20 +576,23 @@ impl Transport {
                 hint: auth::auth_hint(&self.repo.host, self.auth.access()),
             };
         }
-        let hint = if status == StatusCode::NOT_FOUND {
-            Some(format!(
+        let hint: Option<crate::field::Text> = if status == StatusCode::NOT_FOUND {
+            Some(text![format!(
                 "check that the repository {} exists or that the registry creates repositories on push",
                 self.repo
-            ))
+            )])
         } else if status == StatusCode::PAYLOAD_TOO_LARGE {
             Some("the registry limits request sizes; chunked uploads (the default) keep each request at 4 MiB".into())
         } else if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
-            Some(format!(
+            Some(text![format!(
                 "the registry kept failing after {MAX_ATTEMPTS} attempts; try again later"
-            ))
+            )])
         } else if status == StatusCode::METHOD_NOT_ALLOWED || status == StatusCode::NOT_IMPLEMENTED
         {
-            Some("if this registry does not support chunked uploads, try --monolithic".into())
+            Some(text![
+                "if this registry does not support chunked uploads, try ",
+                Field::Monolithic
+            ])
         } else if status.is_client_error() {
             Some(
                 "the registry refused this request as it was sent; its message says why (often a \

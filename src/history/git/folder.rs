@@ -41,8 +41,11 @@ impl Repo {
         if mode.kind() != GitKind::Tree {
             return Err(Error::Source {
                 path: shown.to_path_buf(),
-                message: format!("is not a directory in commit {id}"),
-                hint: Some("--path must name the folder that holds the settings files".into()),
+                message: format!("is not a directory in commit {id}").into(),
+                hint: Some(crate::text![
+                    crate::field::Field::Path,
+                    " must name the folder that holds the settings files"
+                ]),
             });
         }
         let mut entries = Entries::new();
@@ -50,16 +53,16 @@ impl Repo {
         entries.sort();
         check_symlink_chains(&entries).map_err(|(link, message)| Error::Source {
             path: shown.join(&link),
-            message: format!("{message} (commit {id})"),
+            message: format!("{message} (commit {id})").into(),
             hint: Some(format!(
                 "replace the link with a copy of the file, or point it inside {} without going through another link",
                 shown.display()
-            )),
+            ).into()),
         })?;
         if entries.iter().all(|e| matches!(e.kind, EntryKind::Dir)) {
             return Err(Error::Source {
                 path: shown.to_path_buf(),
-                message: format!("the settings folder holds no files in commit {id}"),
+                message: format!("the settings folder holds no files in commit {id}").into(),
                 hint: Some(
                     "an empty image would mount as an empty directory; commit the settings files first"
                         .into(),
@@ -134,7 +137,7 @@ impl Repo {
                             path: shown.join(&path),
                             message: format!(
                                 "is a symlink whose target is {size} bytes long; a target holds at most {MAX_LINK_TARGET}"
-                            ),
+                            ).into(),
                             hint: Some("replace the link with a copy of the file".into()),
                         });
                     }
@@ -149,11 +152,14 @@ impl Repo {
                     };
                     check_symlink_target(&path, &target).map_err(|m| Error::Source {
                         path: shown.join(&path),
-                        message: m,
-                        hint: Some(format!(
-                            "replace the link with a copy of the file, or point it inside {}",
-                            shown.display()
-                        )),
+                        message: m.into(),
+                        hint: Some(
+                            format!(
+                                "replace the link with a copy of the file, or point it inside {}",
+                                shown.display()
+                            )
+                            .into(),
+                        ),
                     })?;
                     out.push_symlink(&path, &target)?;
                 }

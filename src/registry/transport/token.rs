@@ -83,8 +83,11 @@ impl Transport {
             return Ok(None);
         };
         let realm = challenge.realm;
-        let creds = self.auth.realm_allows(&realm, &self.base).map_err(|hosts| {
-            Round::Failed(Error::Auth {
+        let creds = self
+            .auth
+            .realm_allows(&realm, &self.base)
+            .map_err(|hosts| {
+                Round::Failed(Error::Auth {
                 host: self.repo.host.clone(),
                 message: format!(
                     "the registry names the token realm {}, on {}; these credentials only go to a \
@@ -96,9 +99,10 @@ impl Transport {
                     "{} should name its own token service: check that {} is the registry meant and \
                      that no proxy rewrites its answers",
                     self.repo.host, self.repo.host
-                ),
+                )
+                .into(),
             })
-        })?;
+            })?;
         let mut url = realm.clone();
         url.query_pairs_mut()
             .append_pair("scope", &self.auth.scope(&self.repo));
