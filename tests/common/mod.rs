@@ -18,6 +18,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
+pub mod cmd;
 pub mod flux;
 pub mod flux_cluster;
 pub mod forge;
