@@ -22,6 +22,7 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::cmd::TestCommand;
 use common::registry::{Auth, Registry, skopeo_inspect};
 use common::{Podman, TempDir};
 
@@ -244,7 +245,7 @@ impl Runner {
         let (_dir, output, summary) = self.file_commands(attempt);
         let home = self.tmp.join("home");
         fs::create_dir_all(&home).expect("creating HOME");
-        let out = Command::new(common::bin())
+        let out = TestCommand::new()
             .arg("action")
             .env_clear()
             .env("HOME", &home)
@@ -258,12 +259,11 @@ impl Runner {
             .envs(runner_inputs(with, &self.github_token))
             .envs(self.extra_env.iter().cloned())
             .current_dir(&self.ws)
-            .output()
-            .expect("running settings-image action");
+            .run();
         Self::collect(
-            out.status.code().unwrap_or(-1),
-            &out.stdout,
-            &out.stderr,
+            out.code,
+            out.stdout.as_bytes(),
+            out.stderr.as_bytes(),
             &output,
             &summary,
         )
@@ -1743,23 +1743,12 @@ fn several_folders_make_one_image_each_and_the_plan_names_the_changed_one() {
 
 /// `settings-image` on the command line in `dir`, anonymous, no GitHub.
 fn cli(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let empty = TempDir::new();
-    let out = Command::new(common::bin())
+    let out = TestCommand::new()
         .args(args)
         .current_dir(dir)
-        .env("DOCKER_CONFIG", empty.path())
         .envs(ANY_OWNER)
-        .env_remove("GITHUB_TOKEN")
-        .env_remove("GITHUB_REPOSITORY")
-        .env_remove("SETTINGS_IMAGE_USERNAME")
-        .env_remove("SETTINGS_IMAGE_PASSWORD")
-        .output()
-        .expect("running settings-image");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+        .run();
+    (out.code, out.stdout, out.stderr)
 }
 
 /// The repositories a registry holds ([`catalog`]), as HOST/NAME.
