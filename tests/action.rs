@@ -912,12 +912,11 @@ fn a_pull_request_packages_its_head_commit_not_the_merge_commit() {
     git(&clone, &["checkout", "-q", "--detach", &head], None);
     assert!(!clone.join(DIR).join("extra.yaml").exists());
     let layout = clone_dir.join("layout");
-    let report = common::report_of(
-        common::build_cmd(&clone.join(DIR), &layout)
-            .args(["--timestamp-tag", "feature"])
-            .env("GITHUB_SERVER_URL", SERVER_URL)
-            .env("GITHUB_REPOSITORY", GH_REPOSITORY),
-    );
+    let report = common::build_cmd(&clone.join(DIR), &layout)
+        .args(["--timestamp-tag", "feature"])
+        .env("GITHUB_SERVER_URL", SERVER_URL)
+        .env("GITHUB_REPOSITORY", GH_REPOSITORY)
+        .json();
     assert_eq!(common::field(&report, "/timestamp_tag"), step.out("tag"));
     assert_eq!(common::field(&report, "/digest"), step.out("digest"));
     // And apart from both builds: the pushed image as skopeo and umoci read

@@ -16,18 +16,14 @@ use common::cmd::TestCommand;
 fn refused(tmp: &TempDir, src: &Path, needles: &[&str]) -> String {
     let output = tmp.join("out");
     let out = common::build_raw(src, &output, &["dev"]);
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
+    let stderr = out.stderr;
+    assert_eq!(out.code, 2, "stderr: {stderr}");
     for n in needles {
         assert!(stderr.contains(n), "stderr lacks {n:?}:\n{stderr}");
     }
     assert!(stderr.starts_with("error: "), "{stderr}");
     assert!(stderr.contains("\nhint: "), "no hint:\n{stderr}");
-    assert!(
-        out.stdout.is_empty(),
-        "stdout: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    assert!(out.stdout.is_empty(), "stdout: {}", out.stdout);
     assert!(
         !output.exists(),
         "a refused build created {}",
@@ -141,8 +137,8 @@ fn an_invalid_tag_is_refused_before_reading_anything() {
     let src = folder(&tmp);
     let output = tmp.join("out");
     let out = common::build_raw(&src, &output, &["bad/tag"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let stderr = out.stderr;
+    assert_eq!(out.code, 2, "{stderr}");
     assert!(stderr.contains("invalid tag \"bad/tag\""), "{stderr}");
     assert!(!output.exists());
 }
