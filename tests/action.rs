@@ -1513,7 +1513,10 @@ fn verify_cli(reference: &str, folder: &Path) -> common::registry::Run {
     ]
     .map(|k| (k, ""));
     let path = folder.to_str().expect("utf-8");
-    common::registry::run(&["verify", reference, "--path", path], &blank, None)
+    TestCommand::new()
+        .args(["verify", reference, "--path", path])
+        .envs(blank)
+        .run()
 }
 
 #[test]
@@ -1546,7 +1549,9 @@ fn annotations_and_labels_the_action_adds_are_attested_and_verify() {
     let pinned = format!("{repository}:{}@{digest}", step.out("tag"));
     // The provenance lists what was added, and only that (the history's
     // created won, so it is not among them).
-    let i = common::registry::run(&["inspect", &pinned, "--json"], &[], None).json();
+    let i = TestCommand::new()
+        .args(["inspect", &pinned, "--json"])
+        .json();
     let p = &i["provenance"];
     assert_eq!(
         p["annotations"],

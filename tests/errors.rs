@@ -237,7 +237,7 @@ fn help_shows_no_value_for_an_unset_variable() {
 #[test]
 fn the_reading_commands_help_says_how_to_log_in_and_it_does() {
     use base64::Engine as _;
-    use common::registry::{Auth, Registry, run, settings};
+    use common::registry::{Auth, Registry, settings};
     for command in ["inspect", "verify"] {
         let help = TestCommand::new()
             .args([command, "--help"])
@@ -266,23 +266,19 @@ fn the_reading_commands_help_says_how_to_log_in_and_it_does() {
     ];
     let dir = settings(1, "help");
     let repo = format!("{}/shop", reg.host());
-    let pushed = run(
-        &[
-            "push",
-            "--path",
-            dir.path().to_str().unwrap(),
-            "--repository",
-            &repo,
-            "--tag",
-            "v1",
-        ],
-        &env,
-        None,
-    );
+    let pushed = TestCommand::push(dir.path(), &repo)
+        .tags(&["v1"])
+        .envs(env)
+        .run();
     assert_eq!(pushed.code, 0, "{}", pushed.stderr);
     let image = format!("{repo}:v1");
-    assert_eq!(run(&["inspect", &image], &[], None).code, 5);
-    let r = run(&["inspect", &image], &env, None);
+    let inspect = || {
+        let mut c = TestCommand::new();
+        c.args(["inspect", &image]);
+        c
+    };
+    assert_eq!(inspect().run().code, 5);
+    let r = inspect().envs(env).run();
     assert_eq!(r.code, 0, "{}", r.stderr);
     let docker = TempDir::new();
     let auth = base64::engine::general_purpose::STANDARD.encode("reader:s3cret-in-help-test");
@@ -294,10 +290,6 @@ fn the_reading_commands_help_says_how_to_log_in_and_it_does() {
         ),
     )
     .unwrap();
-    let r = run(
-        &["inspect", &image],
-        &[("DOCKER_CONFIG", docker.path().to_str().unwrap())],
-        None,
-    );
+    let r = inspect().env("DOCKER_CONFIG", docker.path()).run();
     assert_eq!(r.code, 0, "{}", r.stderr);
 }

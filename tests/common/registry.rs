@@ -263,17 +263,6 @@ pub fn peak_rss(cmd: Command) -> (Run, u64) {
     (Run::of(&out), kib)
 }
 
-/// Runs settings-image with `args`, `env` and `stdin` (see
-/// [`super::cmd::TestCommand`], whose defaults it keeps).
-pub fn run(args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> Run {
-    let mut cmd = super::cmd::TestCommand::new();
-    cmd.args(args).envs(env.iter().copied());
-    if let Some(s) = stdin {
-        cmd.stdin(s);
-    }
-    cmd.run()
-}
-
 /// A settings folder with `n` small YAML files named `fNN.yaml`.
 pub fn settings(n: usize, salt: &str) -> super::TempDir {
     let dir = super::TempDir::new();
