@@ -256,7 +256,15 @@ impl TestCommand {
 
     /// Runs and returns the result, whatever it is.
     pub fn run(&mut self) -> Run {
-        self.spawn().wait()
+        Run::of(&self.output())
+    }
+
+    /// Runs and returns the process's raw output, whatever it is.
+    pub fn output(&mut self) -> Output {
+        self.spawn()
+            .child
+            .wait_with_output()
+            .expect("waiting for settings-image")
     }
 
     /// Runs, asserts exit 0 and returns stdout.
