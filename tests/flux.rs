@@ -6,7 +6,6 @@
 
 mod common;
 
-
 use common::TempDir;
 use common::cmd::{Run, TestCommand};
 use common::flux::Pick;
