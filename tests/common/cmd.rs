@@ -65,7 +65,7 @@ impl Run {
     pub fn json(&self) -> Value {
         assert_eq!(
             self.code, 0,
-            "push failed:\nstdout: {}\nstderr: {}",
+            "settings-image failed:\nstdout: {}\nstderr: {}",
             self.stdout, self.stderr
         );
         serde_json::from_str(self.stdout.trim()).unwrap_or_else(|e| {
@@ -219,11 +219,6 @@ impl TestCommand {
     pub fn stdin(&mut self, text: impl AsRef<[u8]>) -> &mut TestCommand {
         self.stdin = Some(text.as_ref().to_vec());
         self
-    }
-
-    /// The command as set up so far (for [`super::registry::peak_rss`]).
-    pub fn command(&self) -> &Command {
-        &self.cmd
     }
 
     /// Starts the run without waiting for it.
