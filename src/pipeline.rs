@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::field::{Field, Mention};
 use crate::history::mirror::Mirror;
 use crate::history::{self, Checkout, Reading, SourceMode};
 use crate::image;
@@ -38,6 +39,7 @@ use crate::release::ordering::ForcedPush;
 use crate::report::{LayerReport, Report};
 use crate::request::{Request, Target, for_mirror, merge_metadata};
 use crate::tag;
+use crate::text;
 
 /// Where a run reads its folders from.
 #[derive(Debug, Clone, Copy)]
@@ -258,16 +260,23 @@ fn tags_of(
                     c.timestamp,
                     &c.id,
                 )?;
-                return Err(Error::input(
-                    format!(
-                        "--tag {t} is shaped like a timestamp tag (PREFIX-TIME-SHA7), but the folder's last change is \
-                         commit {} committed at {}: the tag would name another commit, and verify rejects such an image",
-                        c.id, c.timestamp
-                    ),
-                    Some(format!(
-                        "let --timestamp-tag PREFIX make the tag from the commit (for this commit: {ours}), or choose a tag \
-                         that is not PREFIX-DIGITS-7HEX"
-                    )),
+                return Err(Error::input_hinted(
+                    text![
+                        Mention::Set(Field::Tag, t.clone()),
+                        format!(
+                            " is shaped like a timestamp tag (PREFIX-TIME-SHA7), but the folder's last change is \
+                             commit {} committed at {}: the tag would name another commit, and verify rejects such an image",
+                            c.id, c.timestamp
+                        )
+                    ],
+                    text![
+                        "let ",
+                        Mention::Set(Field::TimestampTag, "PREFIX".into()),
+                        format!(
+                            " make the tag from the commit (for this commit: {ours}), or choose a tag \
+                             that is not PREFIX-DIGITS-7HEX"
+                        )
+                    ],
                 ));
             }
             None => warnings.push(format!(
@@ -478,11 +487,12 @@ impl RunReport {
         if n == 1 {
             return Err(first);
         }
-        Err(Error::history(
-            path,
-            format!("{n} of {total} folders failed; the first: {first}"),
-            first.hint(),
-        ))
+        Err(Error::History {
+            path: path.into(),
+            message: text![format!("{n} of {total} folders failed; the first: ")]
+                .then(first.text()),
+            hint: first.hint_text(),
+        })
     }
 
     /// The first folder's report, or its error: what a single-folder face

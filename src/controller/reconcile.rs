@@ -48,7 +48,6 @@ use super::status::{self, READY, RECONCILING, STALLED};
 use super::{login, spec};
 use crate::error::{Error, GitFailure};
 use crate::history::mirror::{Mirrors, Remote};
-use crate::publish::guards::BranchOutcome;
 use crate::registry;
 
 /// The first retry after a failure; it doubles up to [`MAX_BACKOFF`].
@@ -220,10 +219,7 @@ fn classify(e: &Error) -> (&'static str, bool) {
 
 /// An error and its hint as one message.
 fn message_of(e: &Error) -> String {
-    match e.hint() {
-        Some(h) => format!("{} ({h})", crate::error::error_chain(e)),
-        None => crate::error::error_chain(e),
-    }
+    super::spec::said(e)
 }
 
 /// Reconciles one SettingsImage.
@@ -923,18 +919,10 @@ fn notes(images: &[Published], notices: &[String]) -> Vec<Note> {
                 warning: true,
             });
         }
-        if let Some(b) = &r.branch_tag
-            && b.outcome == BranchOutcome::KeptNewer
-        {
+        if let Some(message) = super::spec::branch_note(&p.repository, r) {
             out.push(Note {
                 reason: "BranchTagKept",
-                message: format!(
-                    "{}: branch tag {} stays on commit {}, newer than {}: an older revision never moves it back",
-                    p.repository,
-                    b.name,
-                    b.commit.as_deref().unwrap_or("?"),
-                    r.commit.as_deref().unwrap_or("?")
-                ),
+                message,
                 warning: true,
             });
         }

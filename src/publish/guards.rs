@@ -217,6 +217,7 @@ impl RegistryPush<'_> {
             return Ok(None);
         }
         Err(Error::PrefixShared {
+            prefix: prefix_of(&newest.stamped.tag).to_string(),
             tag: format!("{}:{}", self.client.repository(), newest.stamped.tag),
             suggestion: free_prefix(ours, prefix_of(stamp.tag), self.cache.tags(&self.client)?),
             theirs: refs.join(", "),
