@@ -10,7 +10,8 @@
 //! `k8s-openapi` stay inside this module.
 //!
 //! - [`crd`]: the resource types (and the CRD they generate);
-//! - `reconcile`: one reconcile and what it writes;
+//! - `reconcile`: one reconcile: observe, decide (a pure function of what
+//!   was observed), then one status write;
 //! - `status`: kstatus conditions and the status write;
 //! - `leader`: the Lease loop (`--leader-elect`);
 //! - `metrics`: Prometheus metrics and the probes;
