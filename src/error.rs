@@ -181,6 +181,15 @@ pub enum Error {
         /// The kind of failure, for a caller that reacts to it.
         kind: GitFailure,
     },
+    /// `controller --leader-elect`: the Lease was not renewed within the
+    /// renew deadline; the replica exits so that one replica publishes.
+    #[error(
+        "lost the leader election Lease {lease} (not renewed within the renew deadline); exiting so that one replica publishes"
+    )]
+    LeaseLost {
+        /// The Lease's name (`--leader-election-id`).
+        lease: String,
+    },
     /// `verify`: the image is not what the commit holds (or nothing
     /// proves which commit it holds).
     #[error("{reference} is not what its commit holds: {reason}")]
@@ -307,6 +316,9 @@ impl Error {
             )),
             Error::Layout { .. } => Some("choose an empty directory or a valid OCI image layout for --output".into()),
             Error::Io { .. } | Error::Json { .. } => None,
+            Error::LeaseLost { .. } => Some(
+                "the API server was unreachable or slow; the pod restarts and campaigns again".into(),
+            ),
             Error::Mismatch { .. } => Some(
                 "do not deploy this reference; push the folder from its commit again (a faithful push is byte-identical), \
                  or find out who wrote this image"
@@ -332,6 +344,9 @@ impl Error {
             Error::Auth { .. } => 5,
             Error::Rewind { .. } => 6,
             Error::Mismatch { .. } => 7,
+            // Not an error of the input, nor of the registry: another
+            // replica may lead now, and a restart campaigns again.
+            Error::LeaseLost { .. } => 8,
             Error::Io { .. }
             | Error::Json { .. }
             | Error::Layout { .. }

@@ -207,7 +207,8 @@ fn settings(args: &Args) -> Result<Settings> {
     Ok(s)
 }
 
-/// Runs the controller until SIGTERM (exit 0) or a lost Lease (an error).
+/// Runs the controller until SIGTERM (exit 0) or a lost Lease
+/// ([`Error::LeaseLost`], exit 8).
 pub fn run(args: Args) -> Result<()> {
     if args.print_crd {
         print!("{}", crd::crd_yaml()?);
@@ -507,16 +508,9 @@ async fn serve(args: Args, settings: Settings) -> Result<()> {
             // error at once (the runtime is not waited for), so nothing
             // of this replica writes after the renew deadline.
             interrupt.store(true, Ordering::Relaxed);
-            return Err(Error::input(
-                format!(
-                    "lost the leader election Lease {} (not renewed within the renew deadline); exiting so that one replica publishes",
-                    args.leader_election_id
-                ),
-                Some(
-                    "the API server was unreachable or slow; the pod restarts and campaigns again"
-                        .to_string(),
-                ),
-            ));
+            return Err(Error::LeaseLost {
+                lease: args.leader_election_id,
+            });
         }
     }
     if let Some(e) = elector.as_mut() {
@@ -541,6 +535,25 @@ mod tests {
     struct Command {
         #[command(flatten)]
         args: Args,
+    }
+
+    /// A lost Lease is neither bad input (2) nor a failure of the
+    /// registry: exit 8, with the words and hint the log has always had.
+    #[test]
+    fn a_lost_lease_exits_8_naming_the_lease() {
+        let e = Error::LeaseLost {
+            lease: "settings-image-controller".into(),
+        };
+        assert_eq!(e.exit_code(), 8);
+        assert_eq!(
+            e.to_string(),
+            "lost the leader election Lease settings-image-controller (not renewed within the \
+             renew deadline); exiting so that one replica publishes"
+        );
+        assert_eq!(
+            e.hint().as_deref(),
+            Some("the API server was unreachable or slow; the pod restarts and campaigns again")
+        );
     }
 
     /// Run without flags (a laptop), nothing listens beyond loopback; the

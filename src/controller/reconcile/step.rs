@@ -124,7 +124,9 @@ pub fn classify(e: &Error) -> (&'static str, bool) {
         | Error::Json { .. }
         | Error::Layout { .. }
         | Error::GitHub { .. }
-        | Error::Mismatch { .. } => ("PublishFailed", false),
+        | Error::Mismatch { .. }
+        // Never the error of a publish (the process exits on it).
+        | Error::LeaseLost { .. } => ("PublishFailed", false),
     }
 }
 
