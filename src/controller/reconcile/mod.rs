@@ -140,6 +140,8 @@ pub async fn reconcile(si: Arc<SettingsImage>, ctx: Arc<Ctx>) -> Result<Action, 
     let held = Held::new();
     let _holding = logs::hold(&key, &held);
     let attempt = if si.spec.suspend {
+        // Nothing read; a suspended object waits for a change, so no
+        // interval counts.
         Attempt {
             step: Step::Suspended,
             interval: Duration::ZERO,
