@@ -2,13 +2,14 @@
 //! [`Request`] and run; the several-folder faces live in `cli/many.rs`.
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 
+use crate::branch_tag::{BranchTagOutcome, Change};
 use crate::error::{Error, Result};
 use crate::front::{self, Login};
 use crate::history;
 use crate::promote::BreakGlass;
 use crate::registry::{self, Credentials};
-use crate::release::ordering::BranchMove;
 use crate::request::{self, Request, Target};
 use std::io::Read;
 
@@ -86,33 +87,8 @@ fn print_report(report: &crate::report::Report, json: bool, forced: bool) -> Res
     if let Some(a) = &report.anomaly {
         eprintln!("warning: {}: {}", a.kind.as_str(), a.message);
     }
-    if let (Some(b), Some(commit)) = (&report.branch_tag, &report.commit) {
-        let name = &b.name;
-        match &b.plan {
-            BranchMove::KeepNewer { current } if forced => eprintln!(
-                "notice: branch tag {name} stays on commit {current}, which descends from {commit}; if the force-push \
-                 dropped it, --allow-rewind moves the tag back"
-            ),
-            BranchMove::KeepNewer { current } => eprintln!(
-                "notice: branch tag {name} stays on commit {current}, which descends from {commit}: a re-run of an older commit"
-            ),
-            BranchMove::Rewound {
-                current,
-                proven: true,
-            } => eprintln!(
-                "warning: branch tag {name} follows the force-push: moved from commit {current}, which the \
-                 force-push dropped, to {commit}"
-            ),
-            BranchMove::Rewound { current, .. } => eprintln!(
-                "warning: --allow-rewind: moving branch tag {name} back from commit {current}, which a force-push \
-                 dropped, to its ancestor {commit}"
-            ),
-            BranchMove::Diverged { current } => eprintln!(
-                "warning: --allow-rewind: moving branch tag {name} from commit {} to {commit}, which does not descend from it",
-                current.as_deref().unwrap_or("(none recorded)"),
-            ),
-            _ => {}
-        }
+    if let Some(line) = BranchTagOutcome::of(report, forced).and_then(|b| branch_line(&b)) {
+        eprintln!("{line}");
     }
     for w in &report.warnings {
         eprintln!("warning: {w}");
@@ -124,6 +100,38 @@ fn print_report(report: &crate::report::Report, json: bool, forced: bool) -> Res
         print!("{}", report.human());
     }
     Ok(())
+}
+
+/// The line the CLI prints about the branch tag, when there is one worth
+/// a line (held, or moved back or sideways).
+fn branch_line(b: &BranchTagOutcome) -> Option<String> {
+    let (name, commit) = (&b.name, b.commit.as_deref()?);
+    Some(match &b.change {
+        Change::Held {
+            current,
+            force_push: true,
+            ..
+        } => format!(
+            "notice: branch tag {name} stays on commit {current}, which descends from {commit}; if the force-push \
+             dropped it, --allow-rewind moves the tag back"
+        ),
+        Change::Held { current, .. } => format!(
+            "notice: branch tag {name} stays on commit {current}, which descends from {commit}: a re-run of an older commit"
+        ),
+        Change::Followed { current } => format!(
+            "warning: branch tag {name} follows the force-push: moved from commit {current}, which the \
+             force-push dropped, to {commit}"
+        ),
+        Change::Rewound { current } => format!(
+            "warning: --allow-rewind: moving branch tag {name} back from commit {current}, which a force-push \
+             dropped, to its ancestor {commit}"
+        ),
+        Change::Diverged { current } => format!(
+            "warning: --allow-rewind: moving branch tag {name} from commit {} to {commit}, which does not descend from it",
+            current.as_deref().unwrap_or("(none recorded)"),
+        ),
+        Change::Created | Change::Forward | Change::Unchanged => return None,
+    })
 }
 
 /// The registry deadlines from `SETTINGS_IMAGE_REQUEST_TIMEOUT` and
@@ -143,14 +151,17 @@ fn deadlines_from_env(env: &front::Env) -> Result<crate::registry::deadline::Dea
     Ok(d)
 }
 
-/// Runs the parsed command line.
-pub fn run(cli: Cli) -> Result<()> {
+/// Runs the parsed command line; returns the exit code, or the error for
+/// the caller to print ([`report_error`]). A run that said what went wrong
+/// itself (a `verify` table, an action's `::error` line) returns its code.
+pub fn run(cli: Cli) -> Result<ExitCode> {
     let env = front::process_env();
     crate::registry::deadline::set(deadlines_from_env(&env)?);
+    let done = |r: Result<()>| r.map(|()| ExitCode::SUCCESS);
     match cli.command {
-        Command::Build(args) if is_many(&args.path) => run_build_many(&env, args),
-        Command::Push(args) if is_many(&args.path) => run_push_many(&env, args),
-        Command::Plan(args) => run_plan(&env, &args),
+        Command::Build(args) if is_many(&args.path) => done(run_build_many(&env, args)),
+        Command::Push(args) if is_many(&args.path) => done(run_push_many(&env, args)),
+        Command::Plan(args) => done(run_plan(&env, &args)),
         Command::Build(args) => {
             let req = Request {
                 path: single(args.path),
@@ -158,10 +169,10 @@ pub fn run(cli: Cli) -> Result<()> {
                 ..history_request(&env, args.history, args.tags, Target::Layout(args.output))
             };
             let report = request::run(&req)?;
-            print_report(&report, args.json, false)
+            done(print_report(&report, args.json, false))
         }
-        Command::Tag(args) if is_many(&args.path) => run_tag_many(&env, &args),
-        Command::Tag(args) => run_tag(&env, &args),
+        Command::Tag(args) if is_many(&args.path) => done(run_tag_many(&env, &args)),
+        Command::Tag(args) => done(run_tag(&env, &args)),
         Command::Push(mut args) => {
             let options = push_options(&env, &args)?;
             let path = single(std::mem::take(&mut args.path));
@@ -173,23 +184,26 @@ pub fn run(cli: Cli) -> Result<()> {
                 ..push_request(&env, args, options)
             };
             let report = request::run(&req)?;
-            print_report(&report, json, req.forward.forced_before.is_some())
+            done(print_report(
+                &report,
+                json,
+                req.forward.forced_before.is_some(),
+            ))
         }
-        Command::Inspect(args) => run_inspect(&env, &args),
-        Command::Promote(args) => run_promote(&env, &args),
-        Command::Flux(args) => cluster::run_flux(&args),
-        Command::Verify(args) => match cluster::run_verify(&args)? {
-            0 => Ok(()),
-            // The table or JSON has said which references failed.
-            code => std::process::exit(code),
-        },
-        Command::Controller(args) => crate::controller::run(args),
-        Command::Action(args) => match crate::action::run(args.mode) {
-            0 => Ok(()),
-            // The action has reported the error as a workflow command.
-            code => std::process::exit(code),
-        },
+        Command::Inspect(args) => done(run_inspect(&env, &args)),
+        Command::Promote(args) => done(run_promote(&env, &args)),
+        Command::Flux(args) => done(cluster::run_flux(&args)),
+        // The table or JSON has said which references failed.
+        Command::Verify(args) => Ok(exit_code(cluster::run_verify(&args)?)),
+        Command::Controller(args) => done(crate::controller::run(args)),
+        // The action has reported any error as a workflow command.
+        Command::Action(args) => Ok(exit_code(crate::action::run(args.mode))),
     }
+}
+
+/// `code` (0 to 255) as the process's exit code.
+fn exit_code(code: i32) -> ExitCode {
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 
 /// A request from the history options, with no folder, forward checks,
@@ -234,7 +248,7 @@ fn push_options(env: &front::Env, args: &PushArgs) -> Result<registry::Options> 
         monolithic: args.monolithic,
         credentials,
         docker_config: front::docker_config(env),
-        login: login.map(Box::new),
+        login: login.map(Into::into),
     })
 }
 
@@ -398,13 +412,14 @@ fn run_tag(env: &front::Env, args: &TagArgs) -> Result<()> {
     Ok(())
 }
 
-/// Prints an error with its hint to stderr and returns the exit code.
-pub fn report_error(err: &Error) -> i32 {
+/// Prints an error with its hint to stderr, in the CLI's words, and
+/// returns the exit code.
+pub fn report_error(err: &Error) -> ExitCode {
     eprintln!("error: {err}");
     if let Some(hint) = err.hint() {
         eprintln!("hint: {hint}");
     }
-    err.exit_code()
+    exit_code(err.exit_code())
 }
 
 /// The single folder of a one-folder run (clap requires at least one).

@@ -1,7 +1,13 @@
 //! One error type for the whole tool: each variant names its subject and
-//! carries a hint that says what to do about it.
+//! carries a hint that says what to do about it. Messages and hints name
+//! the request's fields as values ([`Field`](crate::field::Field)); each
+//! face renders them in its own words ([`Error::render`]), and `Display`
+//! gives the CLI's.
 
 use std::path::PathBuf;
+
+use crate::field::{Face, Field, Mention, Text};
+use crate::text;
 
 /// Everything that can go wrong, with the subject it went wrong on.
 #[derive(Debug, thiserror::Error)]
@@ -10,9 +16,9 @@ pub enum Error {
     #[error("{message}")]
     Input {
         /// What is wrong.
-        message: String,
+        message: Text,
         /// What to do about it.
-        hint: Option<String>,
+        hint: Option<Text>,
     },
     /// The settings folder cannot be packaged as it is.
     #[error("{}: {message}", path.display())]
@@ -20,9 +26,9 @@ pub enum Error {
         /// The file or folder at fault.
         path: PathBuf,
         /// What is wrong with it.
-        message: String,
+        message: Text,
         /// What to do about it.
-        hint: Option<String>,
+        hint: Option<Text>,
     },
     /// Reading or writing a local file failed.
     #[error("{context}: {source}")]
@@ -57,9 +63,9 @@ pub enum Error {
         /// The settings folder the question was about.
         path: PathBuf,
         /// What went wrong.
-        message: String,
+        message: Text,
         /// What to do about it.
-        hint: Option<String>,
+        hint: Option<Text>,
     },
     /// The GitHub REST API did not give the answer the shallow-clone
     /// fallback needed. Never carries the token.
@@ -120,10 +126,11 @@ pub enum Error {
     /// `feat+x`, `feat-x`) or after the first 109 characters.
     #[error(
         "the tag prefix {prefix} is taken: its newest tag {tag} was published from {theirs}, and this run builds \
-         {ours}; one ImagePolicy for {prefix} would follow both and serve whichever pushed the later time",
-        prefix = shared_prefix(tag)
+         {ours}; one ImagePolicy for {prefix} would follow both and serve whichever pushed the later time"
     )]
     PrefixShared {
+        /// The shared prefix (of the timestamp tag in `tag`).
+        prefix: String,
         /// `HOST/NAME:TAG` of the prefix's newest tag.
         tag: String,
         /// The ref (or refs) its provenance records.
@@ -156,7 +163,7 @@ pub enum Error {
         /// The registry's answer: HTTP status, error code and message.
         message: String,
         /// What to do about it.
-        hint: Option<String>,
+        hint: Option<Text>,
     },
     /// A registry rejected our credentials or lack of them (401/403).
     #[error("authentication failed for {host}: {message}")]
@@ -166,7 +173,7 @@ pub enum Error {
         /// What the registry said (never a secret).
         message: String,
         /// What to do about it.
-        hint: String,
+        hint: Text,
     },
     /// A git server refused or failed a fetch into a mirror
     /// ([`crate::history::mirror`]). Never carries a credential.
@@ -203,12 +210,6 @@ pub enum Error {
     },
 }
 
-/// The prefix of the timestamp tag in `HOST/NAME:TAG`.
-fn shared_prefix(reference: &str) -> &str {
-    let tag = reference.rsplit_once(':').map_or(reference, |(_, t)| t);
-    crate::tag::timestamp_prefix(tag).unwrap_or(tag)
-}
-
 /// Why a git fetch failed ([`Error::Git`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GitFailure {
@@ -232,10 +233,18 @@ pub enum GitFailure {
 
 impl Error {
     /// Shorthand for an input error with a hint.
-    pub fn input(message: impl Into<String>, hint: impl Into<Option<String>>) -> Self {
+    pub fn input(message: impl Into<Text>, hint: impl Into<Option<String>>) -> Self {
         Error::Input {
             message: message.into(),
-            hint: hint.into(),
+            hint: hint.into().map(Text::from),
+        }
+    }
+
+    /// Shorthand for an input error whose hint names fields.
+    pub fn input_hinted(message: impl Into<Text>, hint: impl Into<Text>) -> Self {
+        Error::Input {
+            message: message.into(),
+            hint: Some(hint.into()),
         }
     }
 
@@ -256,7 +265,7 @@ impl Error {
     }
 
     /// Shorthand for a source error.
-    pub fn source(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
+    pub fn source(path: impl Into<PathBuf>, message: impl Into<Text>) -> Self {
         Error::Source {
             path: path.into(),
             message: message.into(),
@@ -267,63 +276,101 @@ impl Error {
     /// Shorthand for a history error with a hint.
     pub fn history(
         path: impl Into<PathBuf>,
-        message: impl Into<String>,
+        message: impl Into<Text>,
         hint: impl Into<Option<String>>,
     ) -> Self {
         Error::History {
             path: path.into(),
             message: message.into(),
-            hint: hint.into(),
+            hint: hint.into().map(Text::from),
         }
     }
 
-    /// What the user can do about this error, when we know.
+    /// What the user can do about this error, when we know, in the CLI's
+    /// words.
     pub fn hint(&self) -> Option<String> {
+        self.hint_text().map(|h| h.to_string())
+    }
+
+    /// The message in `face`'s words (`Display` is the CLI's).
+    pub fn render(&self, face: &dyn Face) -> String {
+        self.text().render(face)
+    }
+
+    /// The hint in `face`'s words.
+    pub fn hint_in(&self, face: &dyn Face) -> Option<String> {
+        self.hint_text().map(|h| h.render(face))
+    }
+
+    /// The message, with the fields it names as values: what `Display`
+    /// prints, for a face to render or another error to carry.
+    pub fn text(&self) -> Text {
+        match self {
+            Error::Input { message, .. } => message.clone(),
+            Error::Source { path, message, .. } | Error::History { path, message, .. } => {
+                text![format!("{}: ", path.display())].then(message.clone())
+            }
+            _ => Text::from(self.to_string()),
+        }
+    }
+
+    /// The hint, with the fields it names as values.
+    pub fn hint_text(&self) -> Option<Text> {
+        let set = |field, value: &str| Mention::Set(field, value.to_string());
         match self {
             Error::Input { hint, .. }
             | Error::Source { hint, .. }
             | Error::History { hint, .. }
-            | Error::GitHub { hint, .. }
-            | Error::Git { hint, .. }
             | Error::Registry { hint, .. } => hint.clone(),
+            Error::GitHub { hint, .. } | Error::Git { hint, .. } => hint.clone().map(Text::from),
             Error::Auth { hint, .. } => Some(hint.clone()),
-            Error::TagExists { .. } => Some(
+            Error::TagExists { .. } => Some(text![
                 "a timestamp tag names one commit's content forever; commit the change so a new tag is made, \
-                 or build from the commit (--source commit) instead of a modified worktree"
-                    .into(),
-            ),
-            Error::ChannelMismatch { tag, digest, .. } => Some(format!(
+                 or build from the commit (",
+                set(Field::Source, "commit"),
+                ") instead of a modified worktree"
+            ]),
+            Error::ChannelMismatch { tag, digest, .. } => Some(text![format!(
                 "{tag} was not written by promote (pushed by hand or by another tool), and Flux following the channel \
                  serves {digest}; channel tags never move, so delete that tag in the registry and run promote again"
-            )),
-            Error::TagRaced { .. } => Some(
-                "two runs built different content for one commit at the same time (--source worktree, \
-                 or an input that is not reproducible); the tag keeps the other run's image, which \
-                 Flux may already have read. Build from the commit (--source commit) so every run \
-                 makes the same bytes"
-                    .into(),
-            ),
+            )]),
+            Error::TagRaced { .. } => Some(text![
+                "two runs built different content for one commit at the same time (",
+                set(Field::Source, "worktree"),
+                ", or an input that is not reproducible); the tag keeps the other run's image, which \
+                 Flux may already have read. Build from the commit (",
+                set(Field::Source, "commit"),
+                ") so every run makes the same bytes"
+            ]),
             Error::PrefixShared {
                 ours, suggestion, ..
-            } => Some(format!(
-                "publish {ours} under a prefix of its own: --timestamp-tag {suggestion} (no tag of the repository \
-                 uses it), followed by an ImagePolicy of its own"
-            )),
-            Error::Rewind { current, .. } => Some(format!(
+            } => Some(text![
+                format!("publish {ours} under a prefix of its own: "),
+                Field::TimestampTag,
+                format!(
+                    " {suggestion} (no tag of the repository uses it), followed by an ImagePolicy of its own"
+                )
+            ]),
+            Error::Rewind { current, .. } => Some(text![
                 "the branch's history was rewritten (force-push, reset); to move the branch tag to this commit, \
-                 re-run with --allow-rewind (a run that says the force-push dropped {current}, --force-pushed-from \
-                 {current}, moves it too)"
-            )),
-            Error::Layout { .. } => Some("choose an empty directory or a valid OCI image layout for --output".into()),
+                 re-run with ",
+                Field::AllowRewind,
+                format!(" (a run that says the force-push dropped {current}, "),
+                Field::ForcePushedFrom,
+                format!(" {current}, moves it too)")
+            ]),
+            Error::Layout { .. } => Some(text![
+                "choose an empty directory or a valid OCI image layout for ",
+                Field::Output
+            ]),
             Error::Io { .. } | Error::Json { .. } => None,
-            Error::LeaseLost { .. } => Some(
-                "the API server was unreachable or slow; the pod restarts and campaigns again".into(),
-            ),
-            Error::Mismatch { .. } => Some(
+            Error::LeaseLost { .. } => Some(text![
+                "the API server was unreachable or slow; the pod restarts and campaigns again"
+            ]),
+            Error::Mismatch { .. } => Some(text![
                 "do not deploy this reference; push the folder from its commit again (a faithful push is byte-identical), \
                  or find out who wrote this image"
-                    .into(),
-            ),
+            ]),
         }
     }
 
@@ -331,8 +378,8 @@ impl Error {
     /// move of an immutable tag, 4 for a registry failure, 5 for a registry
     /// authentication failure, 6 for a refused sideways move of a branch
     /// tag, 7 when `verify` finds an image that is not what its commit
-    /// holds, 1 for everything else (history and GitHub
-    /// API failures included).
+    /// holds, 8 when the controller loses its leader election Lease, 1 for
+    /// everything else (history and GitHub API failures included).
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Input { .. } | Error::Source { .. } => 2,
@@ -360,7 +407,16 @@ impl Error {
 /// An error and its sources as one line, each cause added unless the text
 /// so far already holds it (the one place the tool flattens a chain).
 pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut msg = e.to_string();
+    with_causes(e.to_string(), e)
+}
+
+/// [`error_chain`] of this crate's error, its message in `face`'s words.
+pub fn error_chain_in(e: &Error, face: &dyn Face) -> String {
+    with_causes(e.render(face), e)
+}
+
+/// `msg` followed by the causes of `e` it does not already hold.
+fn with_causes(mut msg: String, e: &dyn std::error::Error) -> String {
     let mut src = e.source();
     while let Some(s) = src {
         let text = s.to_string();

@@ -44,7 +44,7 @@ fn read_promotion(
     desc: &Descriptor,
     image_digest: &str,
 ) -> Result<serde_json::Value> {
-    let layer = first_layer(client, desc, promote::ARTIFACT_TYPE)?;
+    let layer = client.referrer_layer(desc, promote::ARTIFACT_TYPE)?;
     let bytes = client.get_blob(&layer.digest)?;
     let record = promote::read_record(&bytes)?;
     if record.digest != image_digest {
@@ -67,33 +67,10 @@ fn read_provenance(
     desc: &Descriptor,
     image_digest: &str,
 ) -> Result<serde_json::Value> {
-    let layer = first_layer(client, desc, provenance::ARTIFACT_TYPE)?;
+    let layer = client.referrer_layer(desc, provenance::ARTIFACT_TYPE)?;
     let bytes = client.get_blob(&layer.digest)?;
     let summary = provenance::read_statement(&bytes, image_digest)?;
     serde_json::to_value(summary).map_err(|e| Error::json("showing the provenance", e))
-}
-
-/// The first layer of media type `media_type` of the referrer `desc`.
-pub fn first_layer(client: &Client, desc: &Descriptor, media_type: &str) -> Result<Descriptor> {
-    let what = format!("reading referrer {}", desc.digest);
-    let m = client
-        .get_manifest(&desc.digest)?
-        .ok_or_else(|| Error::Registry {
-            reference: client.repository().to_string(),
-            what: what.clone(),
-            message: "listed as a referrer, but the manifest is not there".into(),
-            hint: None,
-        })?;
-    let view = ManifestView::parse(&m.bytes)?;
-    view.layers
-        .into_iter()
-        .find(|l| l.media_type == media_type)
-        .ok_or_else(|| Error::Registry {
-            reference: client.repository().to_string(),
-            what,
-            message: format!("the referrer has no {media_type} layer"),
-            hint: None,
-        })
 }
 
 /// One referrer as inspect shows it.
@@ -205,15 +182,18 @@ pub fn inspect(
         reference: repository.clone(),
         what: format!("reading {what}"),
         message: "no such tag or digest".into(),
-        hint: Some(format!(
-            "check the tag with `skopeo list-tags {}docker://{repository}`",
-            // skopeo, like this tool, speaks plain HTTP only when told.
-            if insecure || registry::is_loopback(&client.repository().host) {
-                "--tls-verify=false "
-            } else {
-                ""
-            }
-        )),
+        hint: Some(
+            format!(
+                "check the tag with `skopeo list-tags {}docker://{repository}`",
+                // skopeo, like this tool, speaks plain HTTP only when told.
+                if insecure || registry::is_loopback(&client.repository().host) {
+                    "--tls-verify=false "
+                } else {
+                    ""
+                }
+            )
+            .into(),
+        ),
     })?;
     let view = ManifestView::parse(&m.bytes)?;
     let mut referrers: Vec<Referrer> = client

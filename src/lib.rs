@@ -7,10 +7,12 @@
 //! [`registry`] is the OCI distribution client every registry user shares.
 
 pub mod action;
+pub mod branch_tag;
 pub mod cli;
 pub mod cluster;
 pub mod controller;
 pub mod error;
+pub mod field;
 pub mod front;
 pub mod history;
 pub mod image;

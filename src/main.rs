@@ -1,10 +1,13 @@
+use std::process::ExitCode;
+
 use clap::Parser;
 
-fn main() {
+fn main() -> ExitCode {
     // First, before any thread: a signal removes our temporary files.
     settings_image::scratch::handle_signals();
     let cli = settings_image::cli::Cli::parse();
-    if let Err(err) = settings_image::cli::run(cli) {
-        std::process::exit(settings_image::cli::report_error(&err));
+    match settings_image::cli::run(cli) {
+        Ok(code) => code,
+        Err(err) => settings_image::cli::report_error(&err),
     }
 }

@@ -362,10 +362,10 @@ pub fn repository_for(template: &str, folder: &Folder) -> Result<(String, Option
         .replace("{name}", &name)
         .replace("{path}", &folder.slug);
     if let Err(e) = registry::parse_repository(&repository) {
-        return Err(Error::input(
-            format!("the folder {}: {e}", folder.path.display()),
-            e.hint(),
-        ));
+        return Err(Error::Input {
+            message: crate::text![format!("the folder {}: ", folder.path.display())].then(e.text()),
+            hint: e.hint_text(),
+        });
     }
     let notice = (template.contains("{name}") && folder.name.chars().any(|c| c.is_uppercase()))
         .then(|| {
@@ -495,11 +495,12 @@ impl Outcome {
         if n == 1 {
             return Err(first);
         }
-        Err(Error::history(
-            path,
-            format!("{n} of {total} folders failed; the first: {first}"),
-            first.hint(),
-        ))
+        Err(Error::History {
+            path: path.into(),
+            message: crate::text![format!("{n} of {total} folders failed; the first: ")]
+                .then(first.text()),
+            hint: first.hint_text(),
+        })
     }
 }
 

@@ -376,7 +376,7 @@ fn ref_of(client: &Client, desc: &Descriptor, image_digest: &str) -> Result<Opti
     if let Some(r) = desc.annotations.get(ANNOTATION_REF) {
         return Ok(Some(r.clone()));
     }
-    let layer = crate::inspect::first_layer(client, desc, ARTIFACT_TYPE)?;
+    let layer = client.referrer_layer(desc, ARTIFACT_TYPE)?;
     let bytes = client.get_blob(&layer.digest)?;
     Ok(read_statement(&bytes, image_digest)?.git_ref)
 }
@@ -394,7 +394,7 @@ fn attests_added(
     if facts.annotations.is_empty() && facts.labels.is_empty() {
         return Ok(true);
     }
-    let layer = crate::inspect::first_layer(client, desc, ARTIFACT_TYPE)?;
+    let layer = client.referrer_layer(desc, ARTIFACT_TYPE)?;
     let s = read_statement(&client.get_blob(&layer.digest)?, image_digest)?;
     Ok(s.annotations == facts.annotations && s.labels == facts.labels)
 }
@@ -402,10 +402,13 @@ fn attests_added(
 /// Adds what to do to an error of attaching provenance after a push that
 /// worked.
 pub fn after_push_error(err: Error, reference: &str) -> Error {
-    let extra = format!(
-        "the image itself was pushed as {reference}; run the same push again to attach the \
-         provenance, or add --no-provenance"
-    );
+    let extra = crate::text![
+        format!(
+            "the image itself was pushed as {reference}; run the same push again to attach the \
+             provenance, or add "
+        ),
+        crate::field::Field::NoProvenance
+    ];
     match err {
         Error::Registry {
             reference: r,
@@ -417,7 +420,7 @@ pub fn after_push_error(err: Error, reference: &str) -> Error {
             what: format!("attaching provenance: {what}"),
             message,
             hint: Some(match hint {
-                Some(h) => format!("{h}; {extra}"),
+                Some(h) => h.then("; ").then(extra),
                 None => extra,
             }),
         },
@@ -428,7 +431,7 @@ pub fn after_push_error(err: Error, reference: &str) -> Error {
         } => Error::Auth {
             host,
             message: format!("attaching provenance: {message}"),
-            hint: format!("{hint}; {extra}"),
+            hint: hint.then("; ").then(extra),
         },
         other => other,
     }

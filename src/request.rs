@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use crate::error::{Error, Result};
+use crate::field::{Field, Mention};
 use crate::history::mirror::Mirror;
 use crate::history::{self, Checkout, SourceMode, github};
 use crate::image;
@@ -14,6 +15,7 @@ use crate::registry::Options;
 use crate::release::ordering::ForcedPush;
 use crate::report::{LayerReport, Report};
 use crate::tag;
+use crate::text;
 
 /// Where the image goes.
 #[derive(Debug, Clone)]
@@ -94,26 +96,42 @@ impl Request {
         if let Some(b) = &self.forward.branch_tag {
             tag::validate_writable(b)?;
             if tag::is_timestamp_tag(b) || self.tags.contains(b) {
-                return Err(Error::input(
-                    format!("--branch-tag {b:?} is a timestamp tag or also given with --tag"),
-                    Some(
-                        "name the moving tag after the branch, e.g. --branch-tag main".to_string(),
-                    ),
+                return Err(Error::input_hinted(
+                    text![
+                        Field::BranchTag,
+                        format!(" {b:?} is a timestamp tag or also given with "),
+                        Field::Tag
+                    ],
+                    text![
+                        "name the moving tag after the branch, e.g. ",
+                        Mention::Set(Field::BranchTag, "main".into())
+                    ],
                 ));
             }
             if !matches!(self.target, Target::Registry(_)) {
-                return Err(Error::input(
-                    "--branch-tag moves a tag in a registry: it applies to push only",
-                    Some("push to a registry, or drop --branch-tag".to_string()),
+                return Err(Error::input_hinted(
+                    text![
+                        Field::BranchTag,
+                        " moves a tag in a registry: it applies to push only"
+                    ],
+                    text!["push to a registry, or drop ", Field::BranchTag],
                 ));
             }
             if self.timestamp_tag.is_none() {
-                return Err(Error::input(
-                    format!(
-                        "--branch-tag {b:?} needs --timestamp-tag: the branch tag moves only to a commit that descends \
-                         from the one the timestamp tags record"
-                    ),
-                    Some("add --timestamp-tag BRANCH (e.g. --timestamp-tag main)".to_string()),
+                return Err(Error::input_hinted(
+                    text![
+                        Field::BranchTag,
+                        format!(" {b:?} needs "),
+                        Field::TimestampTag,
+                        ": the branch tag moves only to a commit that descends from the one the timestamp tags record"
+                    ],
+                    text![
+                        "add ",
+                        Mention::Set(Field::TimestampTag, "BRANCH".into()),
+                        " (e.g. ",
+                        Mention::Set(Field::TimestampTag, "main".into()),
+                        ")"
+                    ],
                 ));
             }
         }
@@ -121,7 +139,10 @@ impl Request {
             && !(matches!(before.len(), 40 | 64) && before.bytes().all(|b| b.is_ascii_hexdigit()))
         {
             return Err(Error::input(
-                format!("--force-pushed-from {before:?} is not a full commit id"),
+                text![
+                    Field::ForcePushedFrom,
+                    format!(" {before:?} is not a full commit id")
+                ],
                 Some(
                     "give the branch's previous head as 40 hex digits (the push event's `before`)"
                         .to_string(),
@@ -129,14 +150,19 @@ impl Request {
             ));
         }
         if self.forward.allow_rewind && self.forward.branch_tag.is_none() {
-            return Err(Error::input(
-                "--allow-rewind only applies to --branch-tag",
-                Some("add --branch-tag NAME, or drop --allow-rewind".to_string()),
+            return Err(Error::input_hinted(
+                text![Field::AllowRewind, " only applies to ", Field::BranchTag],
+                text![
+                    "add ",
+                    Mention::Set(Field::BranchTag, "NAME".into()),
+                    ", or drop ",
+                    Field::AllowRewind
+                ],
             ));
         }
         if self.path.as_os_str().is_empty() {
             return Err(Error::input(
-                "--path is empty",
+                text![Field::Path, " is empty"],
                 Some("name the settings folder".to_string()),
             ));
         }
@@ -292,16 +318,23 @@ pub fn run_prepared(
                     c.timestamp,
                     &c.id,
                 )?;
-                return Err(Error::input(
-                    format!(
-                        "--tag {t} is shaped like a timestamp tag (PREFIX-TIME-SHA7), but the folder's last change is \
-                         commit {} committed at {}: the tag would name another commit, and verify rejects such an image",
-                        c.id, c.timestamp
-                    ),
-                    Some(format!(
-                        "let --timestamp-tag PREFIX make the tag from the commit (for this commit: {ours}), or choose a tag \
-                         that is not PREFIX-DIGITS-7HEX"
-                    )),
+                return Err(Error::input_hinted(
+                    text![
+                        Mention::Set(Field::Tag, t.clone()),
+                        format!(
+                            " is shaped like a timestamp tag (PREFIX-TIME-SHA7), but the folder's last change is \
+                             commit {} committed at {}: the tag would name another commit, and verify rejects such an image",
+                            c.id, c.timestamp
+                        )
+                    ],
+                    text![
+                        "let ",
+                        Mention::Set(Field::TimestampTag, "PREFIX".into()),
+                        format!(
+                            " make the tag from the commit (for this commit: {ours}), or choose a tag \
+                             that is not PREFIX-DIGITS-7HEX"
+                        )
+                    ],
                 ));
             }
             None => warnings.push(format!(

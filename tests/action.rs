@@ -22,6 +22,7 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::cmd::TestCommand;
 use common::registry::{Auth, Registry, skopeo_inspect};
 use common::{Podman, TempDir};
 
@@ -244,7 +245,7 @@ impl Runner {
         let (_dir, output, summary) = self.file_commands(attempt);
         let home = self.tmp.join("home");
         fs::create_dir_all(&home).expect("creating HOME");
-        let out = Command::new(common::bin())
+        let out = TestCommand::new()
             .arg("action")
             .env_clear()
             .env("HOME", &home)
@@ -258,12 +259,11 @@ impl Runner {
             .envs(runner_inputs(with, &self.github_token))
             .envs(self.extra_env.iter().cloned())
             .current_dir(&self.ws)
-            .output()
-            .expect("running settings-image action");
+            .run();
         Self::collect(
-            out.status.code().unwrap_or(-1),
-            &out.stdout,
-            &out.stderr,
+            out.code,
+            out.stdout.as_bytes(),
+            out.stderr.as_bytes(),
             &output,
             &summary,
         )
@@ -912,12 +912,11 @@ fn a_pull_request_packages_its_head_commit_not_the_merge_commit() {
     git(&clone, &["checkout", "-q", "--detach", &head], None);
     assert!(!clone.join(DIR).join("extra.yaml").exists());
     let layout = clone_dir.join("layout");
-    let report = common::report_of(
-        common::build_cmd(&clone.join(DIR), &layout)
-            .args(["--timestamp-tag", "feature"])
-            .env("GITHUB_SERVER_URL", SERVER_URL)
-            .env("GITHUB_REPOSITORY", GH_REPOSITORY),
-    );
+    let report = common::build_cmd(&clone.join(DIR), &layout)
+        .args(["--timestamp-tag", "feature"])
+        .env("GITHUB_SERVER_URL", SERVER_URL)
+        .env("GITHUB_REPOSITORY", GH_REPOSITORY)
+        .json();
     assert_eq!(common::field(&report, "/timestamp_tag"), step.out("tag"));
     assert_eq!(common::field(&report, "/digest"), step.out("digest"));
     // And apart from both builds: the pushed image as skopeo and umoci read
@@ -1514,7 +1513,10 @@ fn verify_cli(reference: &str, folder: &Path) -> common::registry::Run {
     ]
     .map(|k| (k, ""));
     let path = folder.to_str().expect("utf-8");
-    common::registry::run(&["verify", reference, "--path", path], &blank, None)
+    TestCommand::new()
+        .args(["verify", reference, "--path", path])
+        .envs(blank)
+        .run()
 }
 
 #[test]
@@ -1547,7 +1549,9 @@ fn annotations_and_labels_the_action_adds_are_attested_and_verify() {
     let pinned = format!("{repository}:{}@{digest}", step.out("tag"));
     // The provenance lists what was added, and only that (the history's
     // created won, so it is not among them).
-    let i = common::registry::run(&["inspect", &pinned, "--json"], &[], None).json();
+    let i = TestCommand::new()
+        .args(["inspect", &pinned, "--json"])
+        .json();
     let p = &i["provenance"];
     assert_eq!(
         p["annotations"],
@@ -1743,23 +1747,12 @@ fn several_folders_make_one_image_each_and_the_plan_names_the_changed_one() {
 
 /// `settings-image` on the command line in `dir`, anonymous, no GitHub.
 fn cli(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let empty = TempDir::new();
-    let out = Command::new(common::bin())
+    let out = TestCommand::new()
         .args(args)
         .current_dir(dir)
-        .env("DOCKER_CONFIG", empty.path())
         .envs(ANY_OWNER)
-        .env_remove("GITHUB_TOKEN")
-        .env_remove("GITHUB_REPOSITORY")
-        .env_remove("SETTINGS_IMAGE_USERNAME")
-        .env_remove("SETTINGS_IMAGE_PASSWORD")
-        .output()
-        .expect("running settings-image");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+        .run();
+    (out.code, out.stdout, out.stderr)
 }
 
 /// The repositories a registry holds ([`catalog`]), as HOST/NAME.

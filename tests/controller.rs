@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use common::cmd::TestCommand;
 use common::git::{git_at, git_cmd};
 use common::git_server::{GitServer, Options as GitOptions};
 use common::kube::{Kube, kube};
@@ -224,14 +225,12 @@ impl Upstream {
         );
         // The image's `source` annotation reads origin: as a clone names it.
         run_ok(git_cmd(&self.home, &clone).args(["remote", "set-url", "origin", &self.url()]));
-        let out = run_ok(
-            Command::new(bin())
-                .current_dir(&clone)
-                .args(["build", "--path", path, "--timestamp-tag", prefix])
-                .args(["--revision", commit, "--json", "--output"])
-                .arg(tmp.join("layout")),
-        );
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let v: Value = TestCommand::new()
+            .current_dir(&clone)
+            .args(["build", "--path", path, "--timestamp-tag", prefix])
+            .args(["--revision", commit, "--json", "--output"])
+            .arg(tmp.join("layout"))
+            .json();
         v["digest"].as_str().unwrap().to_string()
     }
 }
@@ -573,14 +572,13 @@ print(json.dumps(out))
 
 #[test]
 fn the_committed_crd_is_what_the_types_generate() {
-    let out = run_ok(Command::new(bin()).args(["controller", "--print-crd"]));
+    let out = TestCommand::new().args(["controller", "--print-crd"]).ok();
     let committed = std::fs::read_to_string(
         repo().join("config/crd/settings-image.configbutler.io_settingsimages.yaml"),
     )
     .unwrap();
     assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        committed,
+        out, committed,
         "config/crd/ is stale: run `cargo run -- controller --print-crd > config/crd/settings-image.configbutler.io_settingsimages.yaml`"
     );
 }
@@ -1758,11 +1756,10 @@ fn flux_prints_the_objects_that_follow_a_settings_image() {
         ),
     )
     .unwrap();
-    let out = stdout_of(
-        Command::new(bin())
-            .args(["flux", "--no-automation", "--settings-image"])
-            .arg(&file),
-    );
+    let out = TestCommand::new()
+        .args(["flux", "--no-automation", "--settings-image"])
+        .arg(&file)
+        .ok();
     let docs: Vec<Value> = out
         .split("\n---\n")
         .filter(|d| !d.trim().trim_start_matches("---").trim().is_empty())
@@ -1800,11 +1797,10 @@ fn flux_prints_the_objects_that_follow_a_settings_image() {
         .replace("  timestampTag: main\n", "");
     let flux = |text: &str| {
         std::fs::write(&file, text).unwrap();
-        Command::new(bin())
+        TestCommand::new()
             .args(["flux", "--no-automation", "--settings-image"])
             .arg(&file)
             .output()
-            .unwrap()
     };
     let git_repository = |reference: &str| {
         format!(
@@ -2004,12 +2000,11 @@ fn a_folder_with_capitals_goes_where_flux_looks() {
         ),
     )
     .unwrap();
-    let flux = Command::new(bin())
+    let flux = TestCommand::new()
         .current_dir(&up.work)
         .args(["flux", "--no-automation", "--settings-image"])
         .arg(&file)
-        .output()
-        .unwrap();
+        .output();
     assert!(
         flux.status.success(),
         "{}",

@@ -9,24 +9,21 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
 use common::TempDir;
+use common::cmd::TestCommand;
 
 /// Builds `src` into a new output directory and checks the refusal: exit
 /// code 2, every `needles` in stderr, a hint, no stdout, no output dir.
 fn refused(tmp: &TempDir, src: &Path, needles: &[&str]) -> String {
     let output = tmp.join("out");
     let out = common::build_raw(src, &output, &["dev"]);
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
+    let stderr = out.stderr;
+    assert_eq!(out.code, 2, "stderr: {stderr}");
     for n in needles {
         assert!(stderr.contains(n), "stderr lacks {n:?}:\n{stderr}");
     }
     assert!(stderr.starts_with("error: "), "{stderr}");
     assert!(stderr.contains("\nhint: "), "no hint:\n{stderr}");
-    assert!(
-        out.stdout.is_empty(),
-        "stdout: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    assert!(out.stdout.is_empty(), "stdout: {}", out.stdout);
     assert!(
         !output.exists(),
         "a refused build created {}",
@@ -140,8 +137,8 @@ fn an_invalid_tag_is_refused_before_reading_anything() {
     let src = folder(&tmp);
     let output = tmp.join("out");
     let out = common::build_raw(&src, &output, &["bad/tag"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let stderr = out.stderr;
+    assert_eq!(out.code, 2, "{stderr}");
     assert!(stderr.contains("invalid tag \"bad/tag\""), "{stderr}");
     assert!(!output.exists());
 }
@@ -220,23 +217,19 @@ fn help_shows_no_value_for_an_unset_variable() {
     for command in [
         "build", "push", "inspect", "promote", "tag", "plan", "flux", "verify", "action",
     ] {
-        let out = std::process::Command::new(common::bin())
+        let help = TestCommand::new()
             .args([command, "--help"])
             .env_clear()
-            .output()
-            .unwrap();
-        let help = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "{command} --help: {help}");
+            .ok();
         assert!(!help.contains("=]"), "{command} --help:\n{help}");
     }
     // A set variable's value is not shown either (a username, a token).
-    let out = std::process::Command::new(common::bin())
+    let help = TestCommand::new()
         .args(["push", "--help"])
         .env_clear()
         .env("SETTINGS_IMAGE_USERNAME", "alice-in-help")
-        .output()
-        .unwrap();
-    let help = String::from_utf8_lossy(&out.stdout);
+        .run()
+        .stdout;
     assert!(help.contains("[env: SETTINGS_IMAGE_USERNAME]"), "{help}");
     assert!(!help.contains("alice-in-help"), "{help}");
 }
@@ -244,14 +237,13 @@ fn help_shows_no_value_for_an_unset_variable() {
 #[test]
 fn the_reading_commands_help_says_how_to_log_in_and_it_does() {
     use base64::Engine as _;
-    use common::registry::{Auth, Registry, run, settings};
+    use common::registry::{Auth, Registry, settings};
     for command in ["inspect", "verify"] {
-        let out = std::process::Command::new(common::bin())
+        let help = TestCommand::new()
             .args([command, "--help"])
             .env_clear()
-            .output()
-            .unwrap();
-        let help = String::from_utf8_lossy(&out.stdout);
+            .run()
+            .stdout;
         for says in [
             "SETTINGS_IMAGE_USERNAME and SETTINGS_IMAGE_PASSWORD",
             "$DOCKER_CONFIG/config.json, else ~/.docker/config.json",
@@ -274,23 +266,19 @@ fn the_reading_commands_help_says_how_to_log_in_and_it_does() {
     ];
     let dir = settings(1, "help");
     let repo = format!("{}/shop", reg.host());
-    let pushed = run(
-        &[
-            "push",
-            "--path",
-            dir.path().to_str().unwrap(),
-            "--repository",
-            &repo,
-            "--tag",
-            "v1",
-        ],
-        &env,
-        None,
-    );
+    let pushed = TestCommand::push(dir.path(), &repo)
+        .tags(&["v1"])
+        .envs(env)
+        .run();
     assert_eq!(pushed.code, 0, "{}", pushed.stderr);
     let image = format!("{repo}:v1");
-    assert_eq!(run(&["inspect", &image], &[], None).code, 5);
-    let r = run(&["inspect", &image], &env, None);
+    let inspect = || {
+        let mut c = TestCommand::new();
+        c.args(["inspect", &image]);
+        c
+    };
+    assert_eq!(inspect().run().code, 5);
+    let r = inspect().envs(env).run();
     assert_eq!(r.code, 0, "{}", r.stderr);
     let docker = TempDir::new();
     let auth = base64::engine::general_purpose::STANDARD.encode("reader:s3cret-in-help-test");
@@ -302,10 +290,6 @@ fn the_reading_commands_help_says_how_to_log_in_and_it_does() {
         ),
     )
     .unwrap();
-    let r = run(
-        &["inspect", &image],
-        &[("DOCKER_CONFIG", docker.path().to_str().unwrap())],
-        None,
-    );
+    let r = inspect().env("DOCKER_CONFIG", docker.path()).run();
     assert_eq!(r.code, 0, "{}", r.stderr);
 }

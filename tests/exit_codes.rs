@@ -7,21 +7,14 @@ mod common;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use common::registry::{
-    Action, Auth, Proxy, Registry, Run, run, settings, skopeo_inspect, skopeo_tags,
-};
+use common::cmd::{Run, TestCommand};
+use common::registry::{Action, Auth, Proxy, Registry, settings, skopeo_inspect, skopeo_tags};
 
 /// The codes of `push` this file causes (128+n for a signal is in
 /// `tests/hostile.rs`).
 const TESTED: [i32; 7] = [0, 1, 2, 3, 4, 5, 6];
 /// The codes of other commands this file causes: `verify`'s mismatch.
 const TESTED_OTHER: [i32; 1] = [7];
-
-fn push<'a>(dir: &'a str, repo: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
-    let mut a = vec!["push", "--path", dir, "--repository", repo];
-    a.extend(extra);
-    a
-}
 
 fn expect(r: &Run, code: i32, says: &str) {
     assert_eq!(r.code, code, "stdout: {}\nstderr: {}", r.stdout, r.stderr);
@@ -62,12 +55,6 @@ impl Git {
     }
 }
 
-/// Runs in `dir` (git discovers the repository from the working directory
-/// as well as from the path; the path is absolute anyway).
-fn run_env(args: &[&str], env: &[(&str, &str)]) -> Run {
-    run(args, env, None)
-}
-
 #[test]
 fn the_docs_list_exactly_the_codes_tested() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -106,7 +93,7 @@ fn exit_0_pushed_and_exit_2_bad_input_pushes_nothing() {
     let dir = settings(2, "codes");
     let d = dir.path().to_str().unwrap();
     let repo = format!("{}/shop", reg.host());
-    let ok = run_env(&push(d, &repo, &["--tag", "v1"]), &[]);
+    let ok = TestCommand::push(d, &repo).args(["--tag", "v1"]).run();
     assert_eq!(ok.code, 0, "stdout: {}\nstderr: {}", ok.stdout, ok.stderr);
     assert!(!ok.stderr.contains("error"), "{}", ok.stderr);
     // It says what it pushed, and the registry holds that.
@@ -118,28 +105,31 @@ fn exit_0_pushed_and_exit_2_bad_input_pushes_nothing() {
     assert!(ok.stdout.contains(&digest), "{digest} in:\n{}", ok.stdout);
 
     // Half-given credentials: an error, no longer a silently anonymous push.
-    let half = run_env(
-        &push(d, &repo, &["--tag", "v2"]),
-        &[("SETTINGS_IMAGE_PASSWORD", "pw-without-user")],
-    );
+    let half = TestCommand::push(d, &repo)
+        .args(["--tag", "v2"])
+        .env("SETTINGS_IMAGE_PASSWORD", "pw-without-user")
+        .run();
     expect(&half, 2, "a password needs a username");
     assert!(!half.stderr.contains("pw-without-user"));
-    let half = run_env(
-        &push(d, &repo, &["--tag", "v2"]),
-        &[("SETTINGS_IMAGE_USERNAME", "u")],
-    );
+    let half = TestCommand::push(d, &repo)
+        .args(["--tag", "v2"])
+        .env("SETTINGS_IMAGE_USERNAME", "u")
+        .run();
     expect(&half, 2, "a registry username needs a password");
-    let half = run_env(
-        &["inspect", &format!("{repo}:v1")],
-        &[("SETTINGS_IMAGE_PASSWORD", "pw-without-user")],
-    );
+    let half = TestCommand::new()
+        .args(["inspect", &format!("{repo}:v1")])
+        .env("SETTINGS_IMAGE_PASSWORD", "pw-without-user")
+        .run();
     expect(&half, 2, "a password needs a username");
     // A deadline that is not a number of seconds.
     for (k, v) in [
         ("SETTINGS_IMAGE_PUSH_TIMEOUT", "15m"),
         ("SETTINGS_IMAGE_REQUEST_TIMEOUT", "0"),
     ] {
-        let r = run_env(&push(d, &repo, &["--tag", "v2"]), &[(k, v)]);
+        let r = TestCommand::push(d, &repo)
+            .args(["--tag", "v2"])
+            .env(k, v)
+            .run();
         expect(&r, 2, &format!("{k} is {v:?}, not a number of seconds"));
     }
     // An unusable folder inside git: missing, or untracked.
@@ -155,12 +145,16 @@ fn exit_0_pushed_and_exit_2_bad_input_pushes_nothing() {
         ),
     ] {
         let p = g.wt.join(folder).display().to_string();
-        let r = run_env(&push(&p, &repo, &["--timestamp-tag", "main"]), &[]);
+        let r = TestCommand::push(&p, &repo)
+            .args(["--timestamp-tag", "main"])
+            .run();
         expect(&r, 2, says);
     }
     // A typo is not told to commit the folder or package it from disk.
     let p = g.wt.join("missing").display().to_string();
-    let r = run_env(&push(&p, &repo, &["--timestamp-tag", "main"]), &[]);
+    let r = TestCommand::push(&p, &repo)
+        .args(["--timestamp-tag", "main"])
+        .run();
     assert!(!r.stderr.contains("--source worktree"), "{}", r.stderr);
     assert_eq!(skopeo_tags(&repo, None), ["v1"]);
 }
@@ -172,15 +166,19 @@ fn exit_2_a_commit_asked_of_a_folder_outside_git() {
     let d = dir.path().to_str().unwrap();
     let repo = format!("{}/shop", reg.host());
     // Bad input, as a missing folder is: nothing to ask of a history.
-    let r = run_env(&push(d, &repo, &["--timestamp-tag", "main"]), &[]);
+    let r = TestCommand::push(d, &repo)
+        .args(["--timestamp-tag", "main"])
+        .run();
     expect(&r, 2, "is not inside a git repository");
-    let r = run_env(&push(d, &repo, &["--revision", "HEAD"]), &[]);
+    let r = TestCommand::push(d, &repo)
+        .args(["--revision", "HEAD"])
+        .run();
     expect(&r, 2, "is not inside a git repository");
     assert!(skopeo_tags(&repo, None).is_empty());
     let out = dir.path().join("layout");
     let out = out.to_str().unwrap();
-    let r = run_env(
-        &[
+    let r = TestCommand::new()
+        .args([
             "build",
             "--path",
             d,
@@ -188,9 +186,8 @@ fn exit_2_a_commit_asked_of_a_folder_outside_git() {
             out,
             "--timestamp-tag",
             "main",
-        ],
-        &[],
-    );
+        ])
+        .run();
     expect(&r, 2, "is not inside a git repository");
     assert!(!Path::new(out).exists(), "nothing half-written");
 }
@@ -215,7 +212,9 @@ fn exit_1_history_cannot_answer() {
     assert!(clone.join(".git/shallow").is_file(), "the clone is shallow");
     let repo = format!("{}/shop", reg.host());
     let shop = clone.join("shop").display().to_string();
-    let r = run_env(&push(&shop, &repo, &["--timestamp-tag", "main"]), &[]);
+    let r = TestCommand::push(&shop, &repo)
+        .args(["--timestamp-tag", "main"])
+        .run();
     expect(&r, 1, "shallow");
     assert!(skopeo_tags(&repo, None).is_empty());
 }
@@ -227,15 +226,12 @@ fn exit_3_a_timestamp_tag_never_moves() {
     g.commit("a: 1\n", 1_700_000_000);
     let repo = format!("{}/shop", reg.host());
     let shop = g.shop();
-    let args = push(
-        &shop,
-        &repo,
-        &["--timestamp-tag", "main", "--source", "worktree", "--json"],
-    );
-    let first = run_env(&args, &[]).json();
+    let mut cmd = TestCommand::push(&shop, &repo);
+    cmd.args(["--timestamp-tag", "main", "--source", "worktree", "--json"]);
+    let first = cmd.json();
     let tag = first["timestamp_tag"].as_str().unwrap().to_string();
     std::fs::write(g.wt.join("shop/app.yaml"), "a: 2 (not committed)\n").unwrap();
-    let r = run_env(&args, &[]);
+    let r = cmd.run();
     expect(&r, 3, "timestamp tags never move");
     assert!(
         r.stderr.contains(first["digest"].as_str().unwrap()),
@@ -259,10 +255,9 @@ fn exit_4_the_registry_refuses_and_no_tag_is_written() {
     });
     let dir = settings(1, "refused");
     let d = dir.path().to_str().unwrap();
-    let r = run_env(
-        &push(d, &format!("{}/shop", proxy.host()), &["--tag", "v1"]),
-        &[],
-    );
+    let r = TestCommand::push(d, &format!("{}/shop", proxy.host()))
+        .args(["--tag", "v1"])
+        .run();
     expect(&r, 4, "putting manifest");
     assert!(skopeo_tags(&format!("{}/shop", reg.host()), None).is_empty());
 }
@@ -276,36 +271,26 @@ fn exit_5_authentication_failed() {
     let dir = settings(1, "auth");
     let d = dir.path().to_str().unwrap();
     let repo = format!("{}/shop", reg.host());
-    let r = run_env(
-        &push(
-            d,
-            &repo,
-            &["--tag", "v1", "--username", "alice", "--password-stdin"],
-        ),
-        &[],
-    );
+    let r = TestCommand::push(d, &repo)
+        .args(["--tag", "v1", "--username", "alice", "--password-stdin"])
+        .run();
     // No stdin: an empty password is half-given credentials.
     expect(&r, 2, "needs a password");
-    let r = run(
-        &push(
-            d,
-            &repo,
-            &["--tag", "v1", "--username", "alice", "--password-stdin"],
-        ),
-        &[],
-        Some("wrong-password\n"),
-    );
+    let r = TestCommand::push(d, &repo)
+        .args(["--tag", "v1", "--username", "alice", "--password-stdin"])
+        .stdin("wrong-password\n")
+        .run();
     expect(&r, 5, "authentication failed");
     assert!(!r.stderr.contains("wrong-password"), "{}", r.stderr);
     assert!(r.stderr.contains("may push to"), "{}", r.stderr);
     // Reading needs pull rights only, and the hint says so.
-    let r = run_env(
-        &["inspect", &format!("{repo}:v1")],
-        &[
+    let r = TestCommand::new()
+        .args(["inspect", &format!("{repo}:v1")])
+        .envs([
             ("SETTINGS_IMAGE_USERNAME", "alice"),
             ("SETTINGS_IMAGE_PASSWORD", "wrong-password"),
-        ],
-    );
+        ])
+        .run();
     expect(&r, 5, "may pull from");
     assert!(!r.stderr.contains("push"), "{}", r.stderr);
     assert!(skopeo_tags(&repo, Some("alice:right")).is_empty());
@@ -318,19 +303,16 @@ fn exit_6_a_branch_tag_never_moves_sideways() {
     g.commit("a: 1\n", 1_700_000_000);
     let repo = format!("{}/shop", reg.host());
     let shop = g.shop();
-    let args = push(
-        &shop,
-        &repo,
-        &["--timestamp-tag", "main", "--branch-tag", "live", "--json"],
-    );
-    let first = run_env(&args, &[]).json();
+    let mut cmd = TestCommand::push(&shop, &repo);
+    cmd.args(["--timestamp-tag", "main", "--branch-tag", "live", "--json"]);
+    let first = cmd.json();
     // History rewritten: `main` becomes a new root commit that does not
     // descend from it (the same ref: another would be refused as a second
     // ref under the prefix).
     g.git(&["checkout", "-q", "--orphan", "rewritten"], 0);
     g.commit("a: 2\n", 1_700_000_100);
     g.git(&["branch", "-q", "-M", "main"], 0);
-    let r = run_env(&args, &[]);
+    let r = cmd.run();
     expect(&r, 6, "refusing to move it sideways");
     let tags = skopeo_tags(&repo, None);
     assert!(
@@ -353,24 +335,20 @@ fn exit_2_a_deadline_too_long_for_the_clock() {
         "SETTINGS_IMAGE_LOGIN_TIMEOUT",
     ] {
         for v in ["18446744073709551615", "9223372036854775807", "604801"] {
-            let r = run_env(
-                &push(
-                    d,
-                    "127.0.0.1:1/shop",
-                    &["--tag", "v1", "--login", "ecr", "--id-token-file", d],
-                ),
-                &[(k, v)],
-            );
+            let r = TestCommand::push(d, "127.0.0.1:1/shop")
+                .args(["--tag", "v1", "--login", "ecr", "--id-token-file", d])
+                .env(k, v)
+                .run();
             expect(&r, 2, &format!("{k} is {v:?}, not a number of seconds"));
             assert!(r.stderr.contains("604800"), "{}", r.stderr);
         }
     }
     // A week is accepted (the push then fails on the closed port, exit 4,
     // naming the repository and the host to check).
-    let r = run_env(
-        &push(d, "127.0.0.1:1/shop", &["--tag", "v1"]),
-        &[("SETTINGS_IMAGE_PUSH_TIMEOUT", "604800")],
-    );
+    let r = TestCommand::push(d, "127.0.0.1:1/shop")
+        .args(["--tag", "v1"])
+        .env("SETTINGS_IMAGE_PUSH_TIMEOUT", "604800")
+        .run();
     expect(
         &r,
         4,
@@ -391,14 +369,9 @@ fn exit_2_a_branch_tag_without_a_timestamp_tag_says_so() {
     g.commit("a: 1\n", 1_700_000_000);
     let shop = g.shop();
     // Port 1 is closed: the refusal comes before any request.
-    let r = run_env(
-        &push(
-            &shop,
-            "127.0.0.1:1/shop",
-            &["--tag", "v1", "--branch-tag", "live"],
-        ),
-        &[],
-    );
+    let r = TestCommand::push(&shop, "127.0.0.1:1/shop")
+        .args(["--tag", "v1", "--branch-tag", "live"])
+        .run();
     expect(&r, 2, "--branch-tag \"live\" needs --timestamp-tag");
     assert!(!r.stderr.contains("registry"), "{}", r.stderr);
     assert!(r.stderr.contains("--timestamp-tag main"), "{}", r.stderr);
@@ -412,8 +385,14 @@ fn the_hint_for_a_missing_tag_runs_as_printed() {
     let dir = settings(1, "hint");
     let d = dir.path().to_str().unwrap();
     let repo = format!("{}/shop", reg.host());
-    expect(&run_env(&push(d, &repo, &["--tag", "v1"]), &[]), 0, "");
-    let r = run_env(&["inspect", &format!("{repo}:v2")], &[]);
+    expect(
+        &TestCommand::push(d, &repo).args(["--tag", "v1"]).run(),
+        0,
+        "",
+    );
+    let r = TestCommand::new()
+        .args(["inspect", &format!("{repo}:v2")])
+        .run();
     expect(&r, 4, "no such tag");
     let hint = r.stderr.split("\nhint: ").nth(1).unwrap_or_default();
     let command = hint.split('`').nth(1).expect("a command in backticks");
@@ -438,12 +417,17 @@ fn exit_7_verify_finds_an_image_that_is_not_what_its_commit_holds() {
     g.commit("a: 1\n", 1_700_000_000);
     let repo = format!("{}/shop", reg.host());
     let shop = g.shop();
-    let args = push(&shop, &repo, &["--timestamp-tag", "main", "--json"]);
-    let first = run_env(&args, &[]).json();
+    let mut cmd = TestCommand::push(&shop, &repo);
+    cmd.args(["--timestamp-tag", "main", "--json"]);
+    let first = cmd.json();
     g.commit("a: 2\n", 1_700_000_100);
-    let second = run_env(&args, &[]).json();
+    let second = cmd.json();
     let tag = first["timestamp_tag"].as_str().unwrap();
-    let verify = || run_env(&["verify", &format!("{repo}:{tag}"), "--path", &shop], &[]);
+    let verify = || {
+        TestCommand::new()
+            .args(["verify", &format!("{repo}:{tag}"), "--path", &shop])
+            .run()
+    };
     let ok = verify();
     assert_eq!(ok.code, 0, "{}", ok.stderr);
     assert!(ok.stdout.contains("verified"), "{}", ok.stdout);

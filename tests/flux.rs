@@ -6,29 +6,18 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::TempDir;
+use common::cmd::{Run, TestCommand};
 use common::flux::Pick;
 use common::git::ScratchRepo;
 use serde_json::{Value, json};
 
-fn flux(args: &[&str]) -> std::process::Output {
-    Command::new(common::bin())
-        .arg("flux")
-        .args(args)
-        .output()
-        .expect("running settings-image flux")
+fn flux(args: &[&str]) -> Run {
+    TestCommand::new().arg("flux").args(args).run()
 }
 
 fn flux_ok(args: &[&str]) -> String {
-    let out = flux(args);
-    assert!(
-        out.status.success(),
-        "flux {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("UTF-8 YAML")
+    TestCommand::new().arg("flux").args(args).ok()
 }
 
 /// Every document of a YAML stream, as JSON values (comments dropped).
@@ -347,9 +336,9 @@ fn bad_flux_options_are_input_errors_and_print_nothing() {
     ];
     for (args, names) in cases {
         let out = flux(&args);
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(out.code, 2, "{args:?}");
         assert!(out.stdout.is_empty(), "{args:?} printed objects");
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr = out.stderr;
         for n in names {
             assert!(stderr.contains(n), "{args:?}: wanted {n:?} in:\n{stderr}");
         }
@@ -692,7 +681,7 @@ impl History {
 
     /// `settings-image tag` for the folder at `rev`.
     fn tag(&self, folder: &str, prefix: &str, rev: &str) -> String {
-        let out = Command::new(common::bin())
+        TestCommand::new()
             .args([
                 "tag",
                 "--path",
@@ -703,16 +692,9 @@ impl History {
                 rev,
             ])
             .current_dir(&self.repo.dir)
-            .env_remove("GITHUB_TOKEN")
-            .env_remove("GITHUB_REPOSITORY")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
+            .ok()
+            .trim()
+            .to_string()
     }
 
     /// git's answer: `<ct>-<sha7>` of the last commit that changed `folder`.
@@ -983,15 +965,15 @@ fn no_generator_option_can_inject_yaml() {
                 args[1] = "ghcr.io/acme/settings-{name}";
             }
             let out = flux(&args);
-            if out.status.code() == Some(2) {
+            if out.code == 2 {
                 assert!(out.stdout.is_empty(), "{flag} {value:?} printed objects");
                 continue;
             }
-            assert!(out.status.success(), "{flag} {value:?}: {out:?}");
+            assert_eq!(out.code, 0, "{flag} {value:?}: {out:?}");
             if field.is_none() {
                 accepted.push((*flag, *value));
             }
-            let yaml = String::from_utf8(out.stdout).expect("UTF-8");
+            let yaml = out.stdout;
             let docs = documents(&yaml);
             // The plain objects with only this flag's own fields replaced.
             let mut want = plain.clone();
@@ -1153,11 +1135,8 @@ fn output_never_writes_through_a_symlink() {
     std::os::unix::fs::symlink(&outside, dir.join("settings.yaml")).unwrap();
     let a = args(&dir);
     let out = flux(&a.iter().map(String::as_str).collect::<Vec<_>>());
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("symlink"),
-        "{out:?}"
-    );
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(out.stderr.contains("symlink"), "{out:?}");
     assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep: me\n");
     assert!(
         !dir.join("settings-shop.yaml").exists(),
@@ -1170,13 +1149,13 @@ fn output_never_writes_through_a_symlink() {
     std::os::unix::fs::symlink(&real, &link).unwrap();
     let a = args(&link);
     let out = flux(&a.iter().map(String::as_str).collect::<Vec<_>>());
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert_eq!(out.code, 2, "{out:?}");
     assert_eq!(std::fs::read_dir(&real).unwrap().count(), 0);
     // A plain folder is written.
     let ok = tmp.join("ok");
     let a = args(&ok);
     let out = flux(&a.iter().map(String::as_str).collect::<Vec<_>>());
-    assert!(out.status.success(), "{out:?}");
+    assert_eq!(out.code, 0, "{out:?}");
     assert!(ok.join("settings.yaml").is_file());
 }
 

@@ -29,10 +29,10 @@ use common::rng::Rng;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::{Command, Stdio};
 
+use common::cmd::TestCommand;
 use common::git::ScratchRepo;
-use common::registry::{Auth, Registry, bin};
+use common::registry::{Auth, Registry};
 use serde_json::Value;
 
 const NAME: &str = "acme/settings";
@@ -57,32 +57,16 @@ impl Run {
 }
 
 fn run(dir: &Path, args: &[&str], git_ref: Option<&str>) -> Run {
-    let empty = common::TempDir::new();
-    let mut c = Command::new(bin());
-    c.current_dir(dir)
-        .args(args)
-        .env("DOCKER_CONFIG", empty.path())
-        .stdin(Stdio::null());
-    for v in [
-        "GITHUB_TOKEN",
-        "GITHUB_REPOSITORY",
-        "GITHUB_API_URL",
-        "GITHUB_SERVER_URL",
-        "GITHUB_REF",
-        "GH_TOKEN",
-        "SETTINGS_IMAGE_USERNAME",
-        "SETTINGS_IMAGE_PASSWORD",
-    ] {
-        c.env_remove(v);
-    }
+    let mut c = TestCommand::new();
+    c.current_dir(dir).args(args);
     if let Some(r) = git_ref {
         c.env("GITHUB_REF", r);
     }
-    let out = c.output().expect("running settings-image");
+    let r = c.run();
     Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        code: r.code,
+        stdout: r.stdout,
+        stderr: r.stderr,
     }
 }
 

@@ -20,7 +20,8 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::registry::{Auth, Registry, bin};
+use common::cmd::TestCommand;
+use common::registry::{Auth, Registry};
 use serde_json::Value;
 
 const DIR: &str = "configs/shop";
@@ -208,7 +209,7 @@ fn run_action(ws: &Path, event: &Path, api: &str, with: &[(&str, &str)]) -> Step
         .output()
         .expect("git");
     let sha = String::from_utf8_lossy(&sha.stdout).trim().to_string();
-    let out = Command::new(bin())
+    let out = TestCommand::new()
         .arg("action")
         .env_clear()
         .env("HOME", files.path())
@@ -233,17 +234,15 @@ fn run_action(ws: &Path, event: &Path, api: &str, with: &[(&str, &str)]) -> Step
         ])
         .envs(runner_inputs(with))
         .current_dir(ws)
-        .output()
-        .expect("run settings-image action");
-    let stdout =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+        .run();
+    let stdout = out.stdout + &out.stderr;
     let mask = format!("::add-mask::{TOKEN}");
     assert!(
         stdout.lines().all(|l| l == mask || !l.contains(TOKEN)),
         "the token leaked: {stdout}"
     );
     Step {
-        code: out.status.code().unwrap_or(-1),
+        code: out.code,
         stdout,
         outputs: common::github::parse_outputs(&std::fs::read_to_string(&output).expect("output")),
         summary: std::fs::read_to_string(&summary).expect("summary"),
@@ -491,37 +490,21 @@ fn a_force_push_to_a_commit_below_an_orphaned_tag_is_a_backwards_timestamp_warni
 
 /// `settings-image push` in `checkout` with the branch tag `main`.
 fn cli_push(checkout: &Path, repository: &str, extra: &[&str]) -> (i32, Value, String) {
-    let empty = common::TempDir::new();
-    let mut c = Command::new(bin());
-    c.current_dir(checkout)
+    let out = TestCommand::push_json(DIR, repository)
+        .current_dir(checkout)
         .args([
-            "push",
-            "--path",
-            DIR,
-            "--repository",
-            repository,
             "--timestamp-tag",
             "main",
             "--branch-tag",
             "main",
-            "--json",
             "--no-provenance",
         ])
         .args(extra)
-        .env("DOCKER_CONFIG", empty.path());
-    for v in [
-        "GITHUB_TOKEN",
-        "GITHUB_REPOSITORY",
-        "GITHUB_API_URL",
-        "GH_TOKEN",
-    ] {
-        c.env_remove(v);
-    }
-    let out = c.output().expect("run settings-image");
+        .run();
     (
-        out.status.code().unwrap_or(-1),
-        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
-        String::from_utf8_lossy(&out.stderr).to_string(),
+        out.code,
+        serde_json::from_str(&out.stdout).unwrap_or(Value::Null),
+        out.stderr,
     )
 }
 

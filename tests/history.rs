@@ -15,19 +15,9 @@ mod common;
 
 use common::rng::Rng;
 
+use common::cmd::TestCommand;
 use common::git::{ScratchRepo as Repo, git_cmd};
 use common::github;
-
-const BIN: &str = env!("CARGO_BIN_EXE_settings-image");
-
-/// Variables that would change what the binary does; removed from every run.
-const GITHUB_VARS: [&str; 5] = [
-    "GITHUB_TOKEN",
-    "GITHUB_REPOSITORY",
-    "GITHUB_API_URL",
-    "GITHUB_SERVER_URL",
-    "GH_TOKEN",
-];
 
 fn ok(out: &Output, what: &str) -> String {
     assert!(
@@ -101,15 +91,12 @@ impl Repo {
 }
 
 fn run(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut c = Command::new(BIN);
-    c.current_dir(cwd).args(args).env("HOME", "/nonexistent");
-    for v in GITHUB_VARS {
-        c.env_remove(v);
-    }
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.output().expect("run settings-image")
+    TestCommand::new()
+        .current_dir(cwd)
+        .args(args)
+        .env("HOME", "/nonexistent")
+        .envs(env.iter().copied())
+        .output()
 }
 
 fn tag_json(cwd: &Path, dir: &str, env: &[(&str, &str)]) -> Value {

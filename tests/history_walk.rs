@@ -612,12 +612,106 @@ fn straight_history() -> ScratchRepo {
     r
 }
 
+/// Where walks read trees and commits from, summed over the walks' debug
+/// records (see [`walk_log`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct ObjectReads {
+    /// Trees built straight from a pack.
+    packed_trees: usize,
+    /// Trees read through the object database.
+    odb_trees: usize,
+    /// Commits whose first lines were read straight from a pack.
+    packed_commits: usize,
+    /// Commits read whole through the object database.
+    odb_commits: usize,
+}
+
+/// The walk says what it read in one debug record per walk ("history: the
+/// walk over N folder(s) read T trees (P from the packs, O through the
+/// object database) and C commit objects (P from the packs, O through the
+/// object database)", the line `RUNNER_DEBUG=1` shows): this test binary's
+/// logger keeps each thread's records, and [`walk_log::reads`] adds them up.
+mod walk_log {
+    use std::cell::RefCell;
+    use std::sync::Once;
+
+    use super::ObjectReads;
+
+    thread_local! {
+        static RECORDS: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+    }
+
+    struct Keep;
+
+    impl log::Log for Keep {
+        fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+            m.target().starts_with("settings_image::history")
+        }
+
+        fn log(&self, r: &log::Record<'_>) {
+            if self.enabled(r.metadata()) {
+                RECORDS.with(|v| v.borrow_mut().push(r.args().to_string()));
+            }
+        }
+
+        fn flush(&self) {}
+    }
+
+    static KEEP: Keep = Keep;
+    static INSTALL: Once = Once::new();
+
+    /// Runs `f` and returns what the walks it ran on this thread read,
+    /// from their debug records (there must be at least one).
+    pub fn reads<T>(f: impl FnOnce() -> T) -> (T, ObjectReads) {
+        INSTALL.call_once(|| {
+            log::set_logger(&KEEP).expect("the only logger");
+            log::set_max_level(log::LevelFilter::Debug);
+        });
+        RECORDS.with(|v| v.borrow_mut().clear());
+        let out = f();
+        let records = RECORDS.with(|v| std::mem::take(&mut *v.borrow_mut()));
+        let mut sum = ObjectReads::default();
+        let mut walks = 0;
+        for r in records
+            .iter()
+            .filter(|r| r.starts_with("history: the walk over "))
+        {
+            let n: Vec<usize> = r
+                .split(|c: char| !c.is_ascii_digit())
+                .filter(|w| !w.is_empty())
+                .map(|w| w.parse().expect("a count"))
+                .collect();
+            let [
+                _folders,
+                trees,
+                packed_trees,
+                odb_trees,
+                commits,
+                packed_commits,
+                odb_commits,
+            ] = n[..]
+            else {
+                panic!("not the walk's record: {r}");
+            };
+            assert_eq!(trees, packed_trees + odb_trees, "{r}");
+            assert_eq!(commits, packed_commits + odb_commits, "{r}");
+            sum.packed_trees += packed_trees;
+            sum.odb_trees += odb_trees;
+            sum.packed_commits += packed_commits;
+            sum.odb_commits += odb_commits;
+            walks += 1;
+        }
+        assert!(walks > 0, "no walk said what it read: {records:#?}");
+        (out, sum)
+    }
+}
+
 /// The walk's answer for one folder, and the trees it read.
 fn walk_one(dir: &Path, folder: &str) -> (Walk, usize) {
     let repo = GitRepo::discover(dir).expect("open").expect("a repository");
-    let before = settings_image::history::git::tree_reads();
-    let walk = repo.last_changes(&[folder], None).expect("walk").remove(0);
-    (walk, settings_image::history::git::tree_reads() - before)
+    let (walk, reads) =
+        walk_log::reads(|| repo.last_changes(&[folder], None).expect("walk").remove(0));
+    (walk, reads.packed_trees + reads.odb_trees)
 }
 
 #[test]
@@ -736,21 +830,16 @@ fn check_reads(
     ids: &BTreeMap<u32, String>,
     marks: &[u32],
     what: &str,
-) -> settings_image::history::git::ObjectReads {
-    let before = settings_image::history::git::object_reads();
-    for rev in ["main", "side", "third"] {
-        check(r, dir, rev, what);
-    }
-    for m in marks.iter().step_by(4) {
-        check(r, dir, &ids[m], what);
-    }
-    let after = settings_image::history::git::object_reads();
-    settings_image::history::git::ObjectReads {
-        packed_trees: after.packed_trees - before.packed_trees,
-        odb_trees: after.odb_trees - before.odb_trees,
-        packed_commits: after.packed_commits - before.packed_commits,
-        odb_commits: after.odb_commits - before.odb_commits,
-    }
+) -> ObjectReads {
+    let ((), reads) = walk_log::reads(|| {
+        for rev in ["main", "side", "third"] {
+            check(r, dir, rev, what);
+        }
+        for m in marks.iter().step_by(4) {
+            check(r, dir, &ids[m], what);
+        }
+    });
+    reads
 }
 
 #[test]

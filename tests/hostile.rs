@@ -8,20 +8,11 @@ mod support_login;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::registry::{
-    Action, Auth, Proxy, Registry, bin, run, settings, skopeo_inspect, skopeo_tags,
-};
-
-fn push_args<'a>(dir: &'a str, repo: &'a str, tags: &[&'a str]) -> Vec<&'a str> {
-    let mut a = vec!["push", "--path", dir, "--repository", repo, "--json"];
-    for t in tags {
-        a.extend(["--tag", t]);
-    }
-    a
-}
+use common::cmd::{Running, TestCommand};
+use common::registry::{Action, Auth, Proxy, Registry, settings, skopeo_inspect, skopeo_tags};
 
 /// Git in `dir` with a fixed identity and committer time, no global config.
 fn git(dir: &Path, args: &[&str], time: i64) {
@@ -51,15 +42,17 @@ fn credentials_in_a_repository_are_refused_unechoed_everywhere() {
     let d = dir.path().to_str().unwrap();
     let with_userinfo = format!("alice:{password}@{}/shop", reg.host());
     let runs = [
-        run(&push_args(d, &with_userinfo, &["v1"]), &[], None),
-        run(
-            &push_args(d, &format!("https://{with_userinfo}"), &["v1"]),
-            &[],
-            None,
-        ),
-        run(&["inspect", &format!("{with_userinfo}:v1")], &[], None),
-        run(
-            &[
+        TestCommand::push_json(d, &with_userinfo)
+            .tags(&["v1"])
+            .run(),
+        TestCommand::push_json(d, &format!("https://{with_userinfo}"))
+            .tags(&["v1"])
+            .run(),
+        TestCommand::new()
+            .args(["inspect", &format!("{with_userinfo}:v1")])
+            .run(),
+        TestCommand::new()
+            .args([
                 "promote",
                 "--repository",
                 &with_userinfo,
@@ -67,10 +60,8 @@ fn credentials_in_a_repository_are_refused_unechoed_everywhere() {
                 "main",
                 "--to",
                 "prod",
-            ],
-            &[],
-            None,
-        ),
+            ])
+            .run(),
     ];
     for r in &runs {
         assert_eq!(r.code, 2, "{}", r.stderr);
@@ -105,7 +96,7 @@ fn whitespace_and_percent_in_a_repository_say_what_is_wrong() {
         (format!("{host}/sh%0Aop"), "percent-encoding"),
         (format!("{host}/sh\nop"), "contains whitespace"),
     ] {
-        let r = run(&push_args(d, &repo, &["v1"]), &[], None);
+        let r = TestCommand::push_json(d, &repo).tags(&["v1"]).run();
         assert_eq!(r.code, 2, "{repo:?}: {}", r.stderr);
         assert!(r.stderr.contains(says), "{repo:?}: {}", r.stderr);
         for misleading in ["international domain name", "upper-case"] {
@@ -124,7 +115,7 @@ fn a_tag_of_the_referrers_tag_schema_is_refused_and_the_index_survives() {
     let shop = wt.join("shop");
     let d = shop.to_str().unwrap();
     let repo = format!("{}/shop", reg.host());
-    let first = run(&push_args(d, &repo, &["v1"]), &[], None).json();
+    let first = TestCommand::push_json(d, &repo).tags(&["v1"]).json();
     let digest = first["digest"].as_str().unwrap().to_string();
     let referrers_tag = digest.replace(':', "-");
     assert_eq!(
@@ -134,20 +125,17 @@ fn a_tag_of_the_referrers_tag_schema_is_refused_and_the_index_survives() {
     );
     let index_before = skopeo_raw(&format!("{repo}:{referrers_tag}"));
 
-    let r = run(&push_args(d, &repo, &[&referrers_tag]), &[], None);
+    let r = TestCommand::push_json(d, &repo)
+        .tags(&[&referrers_tag])
+        .run();
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("is reserved"), "{}", r.stderr);
     assert!(r.stderr.contains("referrers tag schema"), "{}", r.stderr);
     assert!(r.stdout.is_empty(), "{}", r.stdout);
-    let r = run(
-        &[
-            &push_args(d, &repo, &["v2"])[..],
-            &["--timestamp-tag", "main", "--branch-tag", &referrers_tag],
-        ]
-        .concat(),
-        &[],
-        None,
-    );
+    let r = TestCommand::push_json(d, &repo)
+        .tags(&["v2"])
+        .args(["--timestamp-tag", "main", "--branch-tag", &referrers_tag])
+        .run();
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("is reserved"), "{}", r.stderr);
 
@@ -191,17 +179,15 @@ fn a_symlink_chain_error_reads_as_one_sentence() {
     std::os::unix::fs::symlink("..", src.join("sub/up")).unwrap();
     std::os::unix::fs::symlink("sub/up/../x", src.join("esc")).unwrap();
     let out = dir.path().join("out");
-    let r = run(
-        &[
+    let r = TestCommand::new()
+        .args([
             "build",
             "--path",
             src.to_str().unwrap(),
             "--output",
             out.to_str().unwrap(),
-        ],
-        &[],
-        None,
-    );
+        ])
+        .run();
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(
         r.stderr
@@ -230,28 +216,13 @@ fn layer_files(dir: &Path) -> Vec<PathBuf> {
 /// Starts a push of `src` to a loopback server that accepts connections
 /// and never answers (so the push holds its layer file), with `tmpdir` as
 /// TMPDIR; returns once the layer file is written.
-fn push_held_by_a_silent_server(
-    src: &Path,
-    tmpdir: &Path,
-    silent: &TcpListener,
-) -> std::process::Child {
+fn push_held_by_a_silent_server(src: &Path, tmpdir: &Path, silent: &TcpListener) -> Running {
     let repo = format!("127.0.0.1:{}/shop", silent.local_addr().unwrap().port());
-    let empty = tempfile::tempdir().unwrap();
-    let mut child = Command::new(bin())
-        .args([
-            "push",
-            "--path",
-            src.to_str().unwrap(),
-            "--repository",
-            &repo,
-        ])
-        .args(["--tag", "v1"])
+    let mut run = TestCommand::push(src, &repo)
+        .tags(&["v1"])
         .env("TMPDIR", tmpdir)
-        .env("DOCKER_CONFIG", empty.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .spawn();
+    let child = &mut run.child;
     // The push connects only after the layer is built and closed. A push
     // that exits instead fails at once; the deadline only bounds the wait
     // for one that hangs elsewhere, generously.
@@ -263,18 +234,13 @@ fn push_held_by_a_silent_server(
             break;
         }
         if child.try_wait().unwrap().is_some() {
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "the push exited ({}) before connecting: {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            );
+            panic!("the push exited before connecting: {:?}", run.wait());
         }
         assert!(Instant::now() < deadline, "the push never connected");
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(layer_files(tmpdir).len(), 1, "the layer file is staged");
-    child
+    run
 }
 
 #[test]
@@ -283,13 +249,13 @@ fn sigterm_removes_the_layer_file_and_the_next_run_sweeps_a_killed_ones() {
     let src = settings(20, "signals");
     let silent = TcpListener::bind("127.0.0.1:0").unwrap();
 
-    let child = push_held_by_a_silent_server(src.path(), tmpdir.path(), &silent);
-    let pid = child.id().to_string();
+    let held = push_held_by_a_silent_server(src.path(), tmpdir.path(), &silent);
+    let pid = held.child.id().to_string();
     let kill = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
     assert!(kill.success());
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(143), "{stderr}");
+    let out = held.wait();
+    let stderr = out.stderr;
+    assert_eq!(out.code, 143, "{stderr}");
     assert!(
         stderr.contains("stopped by SIGTERM; its temporary files are removed"),
         "{stderr}"
@@ -300,9 +266,9 @@ fn sigterm_removes_the_layer_file_and_the_next_run_sweeps_a_killed_ones() {
     );
 
     // SIGKILL cannot be handled: the file stays, until the next run.
-    let mut child = push_held_by_a_silent_server(src.path(), tmpdir.path(), &silent);
-    child.kill().unwrap();
-    child.wait().unwrap();
+    let mut held = push_held_by_a_silent_server(src.path(), tmpdir.path(), &silent);
+    held.child.kill().unwrap();
+    held.child.wait().unwrap();
     let left = layer_files(tmpdir.path());
     assert_eq!(left.len(), 1, "SIGKILL leaves the file");
     // Older than the few seconds a brand-new file is spared for.
@@ -314,17 +280,11 @@ fn sigterm_removes_the_layer_file_and_the_next_run_sweeps_a_killed_ones() {
         .set_modified(old)
         .unwrap();
     let out_dir = tmpdir.path().join("layout");
-    let built = Command::new(bin())
+    TestCommand::new()
         .args(["build", "--path", src.path().to_str().unwrap(), "--output"])
         .arg(&out_dir)
         .env("TMPDIR", tmpdir.path())
-        .output()
-        .unwrap();
-    assert!(
-        built.status.success(),
-        "{}",
-        String::from_utf8_lossy(&built.stderr)
-    );
+        .ok();
     assert!(
         layer_files(tmpdir.path()).is_empty(),
         "the next run swept the killed run's file and removed its own"
@@ -341,14 +301,9 @@ struct Raced {
 
 fn race_push(worktree: &Path, repo: &str) -> Raced {
     let shop = worktree.join("shop");
-    let r = run(
-        &push_args(shop.to_str().unwrap(), repo, &[])
-            .into_iter()
-            .chain(["--timestamp-tag", "main", "--source", "worktree"])
-            .collect::<Vec<_>>(),
-        &[],
-        None,
-    );
+    let r = TestCommand::push_json(shop, repo)
+        .args(["--timestamp-tag", "main", "--source", "worktree"])
+        .run();
     let digest = (r.code == 0).then(|| r.json()["digest"].as_str().unwrap().to_string());
     Raced {
         code: r.code,
@@ -467,16 +422,9 @@ fn a_racing_put_seen_by_the_read_back_fails_the_run_with_both_digests() {
     let (tmp, wt) = repo_with_folder();
     // The rival: other content, already in the repository under `rival`.
     let other = settings(1, "rival");
-    let rival = run(
-        &push_args(
-            other.path().to_str().unwrap(),
-            &format!("{}/shop", reg.host()),
-            &["rival"],
-        ),
-        &[],
-        None,
-    )
-    .json()["digest"]
+    let rival = TestCommand::push_json(other.path(), &format!("{}/shop", reg.host()))
+        .tags(&["rival"])
+        .json()["digest"]
         .as_str()
         .unwrap()
         .to_string();
@@ -518,18 +466,9 @@ fn a_racing_put_seen_by_the_read_back_fails_the_run_with_both_digests() {
         Action::Forward
     });
     let shop = wt.join("shop");
-    let r = run(
-        &push_args(
-            shop.to_str().unwrap(),
-            &format!("{}/shop", proxy.host()),
-            &[],
-        )
-        .into_iter()
-        .chain(["--timestamp-tag", "main"])
-        .collect::<Vec<_>>(),
-        &[],
-        None,
-    );
+    let r = TestCommand::push_json(shop, &format!("{}/shop", proxy.host()))
+        .args(["--timestamp-tag", "main"])
+        .run();
     let tag = raced.lock().unwrap().clone().unwrap_or_else(|| {
         panic!(
             "the run read no timestamp tag back after its put: {}",
@@ -565,14 +504,11 @@ fn a_registry_echoing_the_authorization_header_shows_no_credentials() {
     let stub = common::registry::echoing_registry();
     let dir = settings(1, "echo");
     let repo = format!("{}/shop", stub.host());
-    let r = run(
-        &push_args(dir.path().to_str().unwrap(), &repo, &["v1"])
-            .into_iter()
-            .chain(["--username", user, "--password-stdin"])
-            .collect::<Vec<_>>(),
-        &[],
-        Some(password),
-    );
+    let r = TestCommand::push_json(dir.path(), &repo)
+        .tags(&["v1"])
+        .args(["--username", user, "--password-stdin"])
+        .stdin(password)
+        .run();
     assert_eq!(r.code, 4, "{}", r.stderr);
     assert!(
         r.stderr
@@ -625,11 +561,9 @@ fn an_endless_error_body_is_cut_and_said_to_be() {
     });
     let dir = settings(1, "endless");
     let repo = format!("{}/shop", stub.host());
-    let r = run(
-        &push_args(dir.path().to_str().unwrap(), &repo, &["v1"]),
-        &[],
-        None,
-    );
+    let r = TestCommand::push_json(dir.path(), &repo)
+        .tags(&["v1"])
+        .run();
     assert_eq!(r.code, 4, "{}", r.stderr);
     assert!(r.stderr.contains("HTTP 400 Bad Request"), "{}", r.stderr);
     assert!(
@@ -672,14 +606,13 @@ fn a_dripping_registry_meets_the_per_request_deadline() {
     let stub = dripping_registry();
     let dir = settings(1, "drip");
     let repo = format!("{}/shop", stub.host());
-    let r = run(
-        &push_args(dir.path().to_str().unwrap(), &repo, &["v1"]),
-        &[
+    let r = TestCommand::push_json(dir.path(), &repo)
+        .tags(&["v1"])
+        .envs([
             ("SETTINGS_IMAGE_REQUEST_TIMEOUT", "2"),
             ("SETTINGS_IMAGE_PUSH_TIMEOUT", "600"),
-        ],
-        None,
-    );
+        ])
+        .run();
     assert_eq!(r.code, 4, "{}", r.stderr);
     assert!(r.stderr.contains(&stub.host()), "{}", r.stderr);
     assert!(r.stderr.contains("checking manifest"), "{}", r.stderr);
@@ -710,14 +643,13 @@ fn a_dripping_registry_meets_the_whole_push_deadline() {
     let stub = dripping_registry();
     let dir = settings(1, "drip");
     let repo = format!("{}/shop", stub.host());
-    let r = run(
-        &push_args(dir.path().to_str().unwrap(), &repo, &["v1"]),
-        &[
+    let r = TestCommand::push_json(dir.path(), &repo)
+        .tags(&["v1"])
+        .envs([
             ("SETTINGS_IMAGE_REQUEST_TIMEOUT", "600"),
             ("SETTINGS_IMAGE_PUSH_TIMEOUT", "5"),
-        ],
-        None,
-    );
+        ])
+        .run();
     assert_eq!(r.code, 4, "{}", r.stderr);
     assert!(r.stderr.contains(&stub.host()), "{}", r.stderr);
     assert!(
@@ -902,14 +834,11 @@ fn an_upload_location_on_another_host_gets_no_credentials_and_its_refusal_names_
         let reg = registry_handing_uploads_to(upload, realm, bearer);
         let dir = settings(1, "presigned");
         let repo = format!("{}/shop", reg.host());
-        let r = run(
-            &push_args(dir.path().to_str().unwrap(), &repo, &["v1"])
-                .into_iter()
-                .chain(["--username", user, "--password-stdin"])
-                .collect::<Vec<_>>(),
-            &[],
-            Some(password),
-        );
+        let r = TestCommand::push_json(dir.path(), &repo)
+            .tags(&["v1"])
+            .args(["--username", user, "--password-stdin"])
+            .stdin(password)
+            .run();
         let case = if token_auth { "Bearer" } else { "Basic" };
         assert_eq!(r.code, 4, "{case}: {}", r.stderr);
         // What each host received.
@@ -980,14 +909,11 @@ fn a_401_from_another_host_renews_nothing_and_sends_no_credentials() {
         let reg = registry_handing_uploads_to(upload, realm, bearer);
         let dir = settings(1, "challenged");
         let repo = format!("{}/shop", reg.host());
-        let r = run(
-            &push_args(dir.path().to_str().unwrap(), &repo, &["v1"])
-                .into_iter()
-                .chain(["--username", user, "--password-stdin"])
-                .collect::<Vec<_>>(),
-            &[],
-            Some(password),
-        );
+        let r = TestCommand::push_json(dir.path(), &repo)
+            .tags(&["v1"])
+            .args(["--username", user, "--password-stdin"])
+            .stdin(password)
+            .run();
         assert_eq!(r.code, 4, "{case}: {}", r.stderr);
         assert!(
             r.stderr.contains(&format!(
@@ -1092,8 +1018,8 @@ fn a_presigned_upload_url_is_printed_without_its_query_in_debug_lines_and_json()
         .unwrap();
     }
     let template = format!("{}/{{name}}", reg.host());
-    let r = run(
-        &[
+    let r = TestCommand::new()
+        .args([
             "push",
             "--path",
             root.path().join("a").to_str().unwrap(),
@@ -1107,10 +1033,9 @@ fn a_presigned_upload_url_is_printed_without_its_query_in_debug_lines_and_json()
             "--username",
             user,
             "--password-stdin",
-        ],
-        &[],
-        Some(password),
-    );
+        ])
+        .stdin(password)
+        .run();
     assert_ne!(r.code, 0, "{}", r.stderr);
     let rows: serde_json::Value = serde_json::from_str(r.stdout.trim())
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", r.stdout));
@@ -1227,23 +1152,19 @@ fn a_registry_redirect_to_another_host_carries_no_credentials_nor_referer() {
         let dir = settings(1, "redirected");
         let repo = format!("{}/shop", reg.host());
         let r = if face == "inspect" {
-            run(
-                &["inspect", &format!("{repo}:v1")],
-                &[
+            TestCommand::new()
+                .args(["inspect", &format!("{repo}:v1")])
+                .envs([
                     ("SETTINGS_IMAGE_USERNAME", user),
                     ("SETTINGS_IMAGE_PASSWORD", password),
-                ],
-                None,
-            )
+                ])
+                .run()
         } else {
-            run(
-                &push_args(dir.path().to_str().unwrap(), &repo, &["v1"])
-                    .into_iter()
-                    .chain(["--username", user, "--password-stdin"])
-                    .collect::<Vec<_>>(),
-                &[],
-                Some(password),
-            )
+            TestCommand::push_json(dir.path(), &repo)
+                .tags(&["v1"])
+                .args(["--username", user, "--password-stdin"])
+                .stdin(password)
+                .run()
         };
         // The other host's 404 is the run's answer: exit 4, naming the
         // repository, and for the push both hosts.
@@ -1336,8 +1257,8 @@ fn a_tag_list_link_to_another_host_carries_no_credentials() {
             }
         });
         let repo = format!("{}/shop", reg.host());
-        let r = run(
-            &[
+        let r = TestCommand::new()
+            .args([
                 "promote",
                 "--repository",
                 &repo,
@@ -1346,13 +1267,12 @@ fn a_tag_list_link_to_another_host_carries_no_credentials() {
                 "--to",
                 "prod",
                 "--explain",
-            ],
-            &[
+            ])
+            .envs([
                 ("SETTINGS_IMAGE_USERNAME", user),
                 ("SETTINGS_IMAGE_PASSWORD", password),
-            ],
-            None,
-        );
+            ])
+            .run();
         // The next page's tag is the candidate: the run goes on to read its
         // manifest (which the stub refuses, exit 5 naming it).
         assert_eq!(r.code, 5, "{case}: {}", r.stderr);
@@ -1399,9 +1319,13 @@ fn a_registry_that_accepts_connections_and_never_answers_meets_the_deadlines() {
     let silent = TcpListener::bind("127.0.0.1:0").unwrap();
     let dir = settings(1, "silent");
     let repo = format!("127.0.0.1:{}/shop", silent.local_addr().unwrap().port());
-    let args = push_args(dir.path().to_str().unwrap(), &repo, &["v1"]);
+    let push = || {
+        let mut c = TestCommand::push_json(dir.path(), &repo);
+        c.tags(&["v1"]);
+        c
+    };
     // The whole-operation deadline ends the push, whatever each try waits.
-    let r = run(&args, &[("SETTINGS_IMAGE_PUSH_TIMEOUT", "3")], None);
+    let r = push().env("SETTINGS_IMAGE_PUSH_TIMEOUT", "3").run();
     assert_eq!(r.code, 4, "{}", r.stderr);
     assert!(
         r.stderr.contains(
@@ -1418,14 +1342,12 @@ fn a_registry_that_accepts_connections_and_never_answers_meets_the_deadlines() {
     );
     // Each try ends at the per-request deadline, six tries, then the host
     // is named with both limits.
-    let r = run(
-        &args,
-        &[
+    let r = push()
+        .envs([
             ("SETTINGS_IMAGE_REQUEST_TIMEOUT", "1"),
             ("SETTINGS_IMAGE_PUSH_TIMEOUT", "600"),
-        ],
-        None,
-    );
+        ])
+        .run();
     assert_eq!(r.code, 4, "{}", r.stderr);
     assert!(
         r.stderr

@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::AtomicBool;
 
+use common::cmd::TestCommand;
 use common::git::ScratchRepo;
 use common::git_server::{GitServer, Options as GitOptions, Upstream};
 use common::registry::{Auth, Registry, Run, peak_rss};
@@ -44,28 +45,10 @@ fn sha256_of(script: &str) -> String {
 /// `settings-image push --json` of `folder` (a checkout's path) at its
 /// commit, under GNU time.
 fn push_timed(cwd: &Path, folder: &str, repository: &str) -> (Run, u64) {
-    let docker = TempDir::new();
-    let mut cmd = Command::new(common::bin());
-    cmd.current_dir(cwd)
-        .args([
-            "push",
-            "--path",
-            folder,
-            "--source",
-            "commit",
-            "--repository",
-            repository,
-            "--tag",
-            "big",
-            "--json",
-        ])
-        .env("DOCKER_CONFIG", docker.path())
-        .env_remove("SETTINGS_IMAGE_USERNAME")
-        .env_remove("SETTINGS_IMAGE_PASSWORD");
-    for k in ["GITHUB_REPOSITORY", "GITHUB_TOKEN", "GITHUB_ACTIONS"] {
-        cmd.env(k, "");
-    }
-    peak_rss(cmd)
+    TestCommand::push_json(folder, repository)
+        .current_dir(cwd)
+        .args(["--source", "commit", "--tag", "big"])
+        .peak_rss()
 }
 
 /// The sha256 of `file` inside the gzip-compressed tar the registry holds

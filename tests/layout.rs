@@ -8,6 +8,7 @@ use std::os::unix::fs::{PermissionsExt, lchown, symlink};
 use std::path::Path;
 
 use common::TempDir;
+use common::cmd::TestCommand;
 use serde_json::Value;
 
 /// The golden digests of `examples/shop`, built from a plain copy.
@@ -271,8 +272,8 @@ fn a_timestamp_tag_never_moves_but_other_tags_do() {
 
     common::write_file(&src, "app.yaml", b"changed: true\n", 0o644);
     let out = common::build_raw(&src, &layout, &["dev", stamp]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "stderr: {stderr}");
+    let stderr = &out.stderr;
+    assert_eq!(out.code, 3, "stderr: {stderr}");
     assert!(stderr.contains(stamp), "{stderr}");
     assert!(
         stderr.contains(&common::field(&first, "/digest")),
@@ -316,8 +317,8 @@ fn a_failed_build_leaves_an_existing_layout_untouched() {
 
     symlink("/etc/passwd", src.join("passwd")).unwrap();
     let out = common::build_raw(&src, &layout, &["v2"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let stderr = &out.stderr;
+    assert_eq!(out.code, 2, "{stderr}");
     assert!(
         stderr.starts_with(&format!(
             "error: {}: symlink points to the absolute path \"/etc/passwd\"; only relative links \
@@ -338,8 +339,8 @@ fn a_failed_build_into_a_new_directory_leaves_no_directory() {
     symlink("../../outside", src.join("features/escape")).unwrap();
     for output in ["new", "parent/child/layout"] {
         let out = common::build_raw(&src, &tmp.join(output), &["dev"]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{output}: {stderr}");
+        let stderr = &out.stderr;
+        assert_eq!(out.code, 2, "{output}: {stderr}");
         assert!(
             stderr.starts_with(&format!(
                 "error: {}: symlink target \"../../outside\" leaves the folder; only links inside \
@@ -363,8 +364,8 @@ fn an_output_that_is_not_a_layout_is_refused() {
     let other = tmp.join("other");
     common::write_file(&other, "notes.txt", b"mine\n", 0o644);
     let out = common::build_raw(&src, &other, &["dev"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let stderr = &out.stderr;
+    assert_eq!(out.code, 1, "{stderr}");
     assert!(stderr.contains("without an oci-layout file"), "{stderr}");
     assert_eq!(
         common::snapshot(&other).len(),
@@ -384,19 +385,13 @@ fn blobs_are_named_by_their_sha256_whether_linked_or_copied() {
     assert!(shm.is_dir(), "/dev/shm is missing");
     for (name, tmpdir) in [("same-fs", tmp.path()), ("other-fs", shm)] {
         let layout = tmp.join(name);
-        let out = std::process::Command::new(common::bin())
+        TestCommand::new()
             .env("TMPDIR", tmpdir)
             .args(["build", "--path"])
             .arg(&src)
             .arg("--output")
             .arg(&layout)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+            .ok();
         let blobs = blob_names(&layout);
         assert_eq!(blobs.len(), 3);
         for blob in blobs {
@@ -429,8 +424,8 @@ fn an_output_inside_the_folder_is_refused() {
         ".",
     ] {
         let out = common::build_raw(&src, &src.join(output), &["dev"]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{output}: {stderr}");
+        let stderr = &out.stderr;
+        assert_eq!(out.code, 2, "{output}: {stderr}");
         assert!(stderr.contains("inside the settings folder"), "{stderr}");
         assert!(stderr.contains("hint:"), "{stderr}");
     }
@@ -460,13 +455,12 @@ fn concurrent_builds_into_one_layout_keep_every_tag() {
         .map(|(i, src)| {
             common::build_cmd(src, &layout)
                 .args(["--tag", &format!("t{i}")])
-                .stdout(std::process::Stdio::null())
                 .spawn()
-                .unwrap()
         })
         .collect();
-    for mut c in children {
-        assert!(c.wait().unwrap().success());
+    for c in children {
+        let run = c.wait();
+        assert_eq!(run.code, 0, "{run:?}");
     }
     let mut tags: Vec<String> = index_tags(&layout).into_iter().map(|(t, _)| t).collect();
     tags.sort();

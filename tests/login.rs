@@ -9,6 +9,7 @@
 mod common;
 mod support_login;
 
+use common::cmd::TestCommand;
 use common::registry::{Auth, Registry, skopeo_inspect};
 use support_login::*;
 
@@ -272,8 +273,8 @@ fn jfrog_from_the_cli_with_an_id_token_file_from_another_ci() {
     std::fs::create_dir(dir.path().join("cfg")).unwrap();
     std::fs::write(dir.path().join("cfg/app.yaml"), "a: 1\n").unwrap();
     let repository = format!("{}/acme/shop", stub.host());
-    let run = common::registry::run(
-        &[
+    let run = TestCommand::new()
+        .args([
             "push",
             "--path",
             dir.path().join("cfg").to_str().unwrap(),
@@ -288,10 +289,8 @@ fn jfrog_from_the_cli_with_an_id_token_file_from_another_ci() {
             "--id-token-file",
             file.to_str().unwrap(),
             "--json",
-        ],
-        &[],
-        None,
-    );
+        ])
+        .run();
     let report = run.json();
     let found = read_back(&reg, "acme/shop", "v1", &format!("deployer:{token}"));
     assert_eq!(found["Digest"], report["digest"]);
@@ -420,8 +419,8 @@ fn an_expired_id_token_is_refused_before_it_is_sent() {
     std::fs::write(dir.path().join("cfg/app.yaml"), "a: 1\n").unwrap();
     let repository = format!("{}/acme/shop", stub.host());
     let sts = stub.url("/sts/");
-    let run = common::registry::run(
-        &[
+    let run = TestCommand::new()
+        .args([
             "push",
             "--path",
             dir.path().join("cfg").to_str().unwrap(),
@@ -435,10 +434,9 @@ fn an_expired_id_token_is_refused_before_it_is_sent() {
             "eu-west-1",
             "--id-token-file",
             file.to_str().unwrap(),
-        ],
-        &[("AWS_ENDPOINT_URL_STS", &sts)],
-        None,
-    );
+        ])
+        .env("AWS_ENDPOINT_URL_STS", &sts)
+        .run();
     assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
     assert!(
         run.stderr.contains("error: the ID token expired at "),

@@ -6,13 +6,12 @@
 //! errors before anything is pushed).
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::Value;
 
 mod common;
 
-use common::bin;
+use common::cmd::TestCommand;
 use common::git::ScratchRepo;
 use common::registry::{Auth, Registry, skopeo_inspect};
 
@@ -30,22 +29,16 @@ impl Out {
 }
 
 fn run(cwd: &Path, args: &[&str]) -> Out {
-    let empty = tempfile::tempdir().expect("tempdir");
-    let out = Command::new(bin())
+    let home = tempfile::tempdir().expect("tempdir");
+    let r = TestCommand::new()
         .current_dir(cwd)
         .args(args)
-        .env("DOCKER_CONFIG", empty.path())
-        .env("HOME", empty.path())
-        .env_remove("SETTINGS_IMAGE_USERNAME")
-        .env_remove("SETTINGS_IMAGE_PASSWORD")
-        .env_remove("GITHUB_TOKEN")
-        .env_remove("GITHUB_REPOSITORY")
-        .output()
-        .expect("run settings-image");
+        .env("HOME", home.path())
+        .run();
     Out {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        code: r.code,
+        stdout: r.stdout,
+        stderr: r.stderr,
     }
 }
 

@@ -8,6 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
+use common::cmd::TestCommand;
 use common::git::git_cmd;
 use common::git_server::{GitServer, Options, Upstream, tls_files};
 use common::registry::{self as reg, Auth, Registry};
@@ -57,20 +58,6 @@ fn git_clone(up: &Upstream, url: &str, into: &Path) -> PathBuf {
             .arg(&dir),
     );
     dir
-}
-
-/// `settings-image push --json` run in `dir` with `args`.
-fn push_in(dir: &Path, args: &[&str]) -> serde_json::Value {
-    let empty = TempDir::new();
-    let out = run_ok(
-        std::process::Command::new(common::bin())
-            .current_dir(dir)
-            .env("DOCKER_CONFIG", empty.path())
-            .arg("push")
-            .args(args)
-            .arg("--json"),
-    );
-    serde_json::from_slice(&out.stdout).expect("push --json prints JSON")
 }
 
 fn git_dir_cmd(up: &Upstream, git_dir: &Path, args: &[&str]) -> String {
@@ -155,19 +142,10 @@ fn a_commit_published_from_the_mirror_is_what_push_makes_in_a_clone() {
             &mirror,
         )
         .unwrap();
-        let theirs = push_in(
-            &clone,
-            &[
-                "--path",
-                "configs/shop",
-                "--revision",
-                commit,
-                "--timestamp-tag",
-                "main",
-                "--repository",
-                &format!("{}/clone", registry.host()),
-            ],
-        );
+        let theirs = TestCommand::push_json("configs/shop", &format!("{}/clone", registry.host()))
+            .current_dir(&clone)
+            .args(["--revision", commit, "--timestamp-tag", "main"])
+            .json();
         assert_eq!(
             ours.digest,
             theirs["digest"].as_str().unwrap(),
@@ -254,19 +232,13 @@ fn a_commit_published_from_the_mirror_is_what_push_makes_in_a_clone() {
     )
     .unwrap();
     assert!(outcome.errors.is_empty(), "{:?}", outcome.errors);
-    let theirs = push_in(
-        &clone,
-        &[
-            "--path",
-            "configs/*",
-            "--revision",
-            &c3,
-            "--timestamp-tag",
-            "main",
-            "--repository",
-            &format!("{}/many-clone-{{name}}", registry.host()),
-        ],
-    );
+    let theirs = TestCommand::push_json(
+        "configs/*",
+        &format!("{}/many-clone-{{name}}", registry.host()),
+    )
+    .current_dir(&clone)
+    .args(["--revision", &c3, "--timestamp-tag", "main"])
+    .json();
     let theirs = theirs.as_array().expect("several folders: a JSON array");
     assert_eq!(outcome.images.len(), theirs.len());
     for (ours, theirs) in outcome.images.iter().zip(theirs) {

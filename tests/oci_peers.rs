@@ -22,9 +22,10 @@ use std::path::Path;
 use std::process::Command;
 
 use common::TempDir;
+use common::cmd::TestCommand;
 use common::git::ScratchRepo;
 use common::oci::{ReferrersRegistry, crane, oras, oras_discover, oras_discover_tree};
-use common::registry::{Auth, Registry, Run, run};
+use common::registry::{Auth, Registry};
 use serde_json::Value;
 
 const IN_TOTO: &str = "application/vnd.in-toto+json";
@@ -129,26 +130,8 @@ impl Settings {
     }
 }
 
-/// settings-image without the GitHub variables of the test process.
-fn si(args: &[&str]) -> Run {
-    let env = [
-        "GITHUB_REPOSITORY",
-        "GITHUB_TOKEN",
-        "GITHUB_REF",
-        "GITHUB_SERVER_URL",
-        "GITHUB_ACTIONS",
-        "GITHUB_RUN_ID",
-        "GITHUB_WORKFLOW_REF",
-    ]
-    .map(|k| (k, ""));
-    run(args, &env, None)
-}
-
 fn push(s: &Settings, repo: &str, extra: &[&str]) -> Value {
-    let folder = s.folder();
-    let mut args = vec!["push", "--path", &folder, "--repository", repo, "--json"];
-    args.extend_from_slice(extra);
-    si(&args).json()
+    TestCommand::push_json(s.folder(), repo).args(extra).json()
 }
 
 fn str_of(v: &Value, k: &str) -> String {
@@ -269,17 +252,18 @@ fn oras_discover_lists_the_promotion_record_and_pull_gives_it() {
         let out = push(&s, &repo, &["--timestamp-tag", "main"]);
         let digest = str_of(&out, "digest");
         let prov = str_of(&out, "provenance");
-        let p = si(&[
-            "promote",
-            "--repository",
-            &repo,
-            "--from",
-            "main",
-            "--to",
-            "prod",
-            "--json",
-        ])
-        .json();
+        let p = TestCommand::new()
+            .args([
+                "promote",
+                "--repository",
+                &repo,
+                "--from",
+                "main",
+                "--to",
+                "prod",
+                "--json",
+            ])
+            .json();
         assert_eq!(p["promoted"], true, "{p}");
         let record = str_of(&p, "record");
         let tag = str_of(&p, "tag");
@@ -430,7 +414,9 @@ fn verify_and_inspect_pass_through_the_referrers_api_of_a_real_registry() {
     let out = push(&s, &repo, &["--tag", "v1"]);
     let digest = str_of(&out, "digest");
     let before = reg.requests().len();
-    let v = si(&["verify", &format!("{repo}:v1"), "--path", &s.folder()]);
+    let v = TestCommand::new()
+        .args(["verify", &format!("{repo}:v1"), "--path", &s.folder()])
+        .run();
     assert_eq!(v.code, 0, "verify failed: {} {}", v.stdout, v.stderr);
     let asked = reg.requests()[before..].to_vec();
     assert!(
@@ -443,7 +429,9 @@ fn verify_and_inspect_pass_through_the_referrers_api_of_a_real_registry() {
         !asked.iter().any(|l| l.contains("/manifests/sha256-")),
         "verify read the referrers tag on a registry with the API: {asked:?}"
     );
-    let i = si(&["inspect", &format!("{repo}:v1"), "--json"]).json();
+    let i = TestCommand::new()
+        .args(["inspect", &format!("{repo}:v1"), "--json"])
+        .json();
     assert_eq!(i["provenance"]["commit"], s.head().as_str(), "{i}");
 
     // An image without provenance fails there as on distribution (exit 7).
@@ -453,11 +441,13 @@ fn verify_and_inspect_pass_through_the_referrers_api_of_a_real_registry() {
         &["--tag", "v1", "--no-provenance"],
     );
     assert!(bare["provenance"].is_null(), "{bare}");
-    let v = si(&[
-        "verify",
-        &format!("{}/acme/bare:v1", reg.host),
-        "--path",
-        &s.folder(),
-    ]);
+    let v = TestCommand::new()
+        .args([
+            "verify",
+            &format!("{}/acme/bare:v1", reg.host),
+            "--path",
+            &s.folder(),
+        ])
+        .run();
     assert_eq!(v.code, 7, "{} {}", v.stdout, v.stderr);
 }

@@ -9,22 +9,12 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
+use common::cmd::{Run, TestCommand};
 use common::github;
-use common::registry::{Auth, Registry, bin};
+use common::registry::{Auth, Registry};
 use serde_json::Value;
-
-/// Variables that would change what the binary does.
-const REMOVED: [&str; 7] = [
-    "GITHUB_TOKEN",
-    "GITHUB_REPOSITORY",
-    "GITHUB_API_URL",
-    "GITHUB_SERVER_URL",
-    "GH_TOKEN",
-    "SETTINGS_IMAGE_USERNAME",
-    "SETTINGS_IMAGE_PASSWORD",
-];
 
 struct Git {
     tmp: common::TempDir,
@@ -125,60 +115,34 @@ impl Push {
     }
 }
 
-/// `settings-image push` of `checkout/s` to `repo` with the timestamp tag
-/// prefix `main` and branch tag `main`.
-fn push_cmd(checkout: &Path, repo: &str, extra: &[&str]) -> Command {
-    cmd_with(checkout, repo, Some("main"), extra)
+impl From<Run> for Push {
+    fn from(run: Run) -> Push {
+        Push {
+            code: run.code,
+            json: serde_json::from_str(run.stdout.trim()).ok(),
+            stderr: run.stderr,
+        }
+    }
 }
 
-/// [`push_cmd`] with `branch_tag` (none: no `--branch-tag`).
-fn cmd_with(checkout: &Path, repo: &str, branch_tag: Option<&str>, extra: &[&str]) -> Command {
-    let mut c = Command::new(bin());
-    let empty = checkout.join(".docker-empty");
-    std::fs::create_dir_all(&empty).expect("docker config dir");
-    c.current_dir(checkout)
-        .args([
-            "push",
-            "--path",
-            "s",
-            "--repository",
-            repo,
-            "--timestamp-tag",
-            "main",
-            "--json",
-        ])
-        .args(
-            branch_tag
-                .map(|b| ["--branch-tag", b])
-                .into_iter()
-                .flatten(),
-        )
-        .args(extra)
-        .env("DOCKER_CONFIG", &empty)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for v in REMOVED {
-        c.env_remove(v);
+/// `settings-image push --json` of `checkout/s` to `repo`, run in
+/// `checkout`, with the timestamp tag prefix `main` and the branch tag
+/// `branch_tag` (none: no `--branch-tag`).
+fn push_cmd(checkout: &Path, repo: &str, branch_tag: Option<&str>) -> TestCommand {
+    let mut c = TestCommand::push_json("s", repo);
+    c.current_dir(checkout).args(["--timestamp-tag", "main"]);
+    if let Some(b) = branch_tag {
+        c.args(["--branch-tag", b]);
     }
     c
 }
 
-fn finish(out: std::process::Output) -> Push {
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    Push {
-        code: out.status.code().unwrap_or(-1),
-        stderr: String::from_utf8_lossy(&out.stderr).to_string(),
-        json: serde_json::from_str(stdout.trim()).ok(),
-    }
-}
-
+/// [`push_cmd`] with the branch tag `main` and `extra`, run.
 fn push(checkout: &Path, repo: &str, extra: &[&str]) -> Push {
-    finish(
-        push_cmd(checkout, repo, extra)
-            .output()
-            .expect("run settings-image"),
-    )
+    push_cmd(checkout, repo, Some("main"))
+        .args(extra)
+        .run()
+        .into()
 }
 
 /// The tag Flux serves for the prefix `main` (tests/common/flux.rs).
@@ -196,11 +160,7 @@ fn repo_of(reg: &Registry) -> String {
 
 /// `push` without `--branch-tag`: the image and its timestamp tag only.
 fn push_without_branch_tag(checkout: &Path, repo: &str) -> Push {
-    finish(
-        cmd_with(checkout, repo, None, &[])
-            .output()
-            .expect("run settings-image"),
-    )
+    push_cmd(checkout, repo, None).run().into()
 }
 
 #[test]
@@ -300,12 +260,9 @@ fn concurrent_runs_of_consecutive_commits_converge_forward_in_either_order() {
         } else {
             (&wn, &wo)
         };
-        let a = push_cmd(first, &repo, &[]).spawn().expect("spawn");
-        let b = push_cmd(second, &repo, &[]).spawn().expect("spawn");
-        let (a, b) = (
-            finish(a.wait_with_output().expect("wait")),
-            finish(b.wait_with_output().expect("wait")),
-        );
+        let a = push_cmd(first, &repo, Some("main")).spawn();
+        let b = push_cmd(second, &repo, Some("main")).spawn();
+        let (a, b) = (Push::from(a.wait()), Push::from(b.wait()));
         for p in [&a, &b] {
             p.ok();
             // The older run may see the newer tag already: a re-run, never
@@ -524,20 +481,10 @@ fn a_rebase_with_author_dates_goes_backwards_and_is_reported() {
 
 #[test]
 fn branch_tag_needs_a_timestamp_tag() {
-    let out = Command::new(bin())
-        .args([
-            "push",
-            "--path",
-            ".",
-            "--repository",
-            "127.0.0.1:1/settings",
-            "--branch-tag",
-            "main",
-        ])
-        .output()
-        .expect("run");
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--timestamp-tag"));
+    TestCommand::push(".", "127.0.0.1:1/settings")
+        .args(["--branch-tag", "main"])
+        .fails_with(2)
+        .says("--timestamp-tag");
 }
 
 #[test]
@@ -580,13 +527,13 @@ fn on_a_shallow_clone_the_branch_tag_is_guarded_by_the_github_compare_api() {
             "behind"
         }
     });
-    let out = push_cmd(&clone, &repo, &[])
-        .env("GITHUB_API_URL", &base)
-        .env("GITHUB_REPOSITORY", "o/r")
-        .env("GITHUB_TOKEN", "ghs_test")
-        .output()
-        .expect("run");
-    let p = finish(out);
+    let p = Push::from(
+        push_cmd(&clone, &repo, Some("main"))
+            .env("GITHUB_API_URL", &base)
+            .env("GITHUB_REPOSITORY", "o/r")
+            .env("GITHUB_TOKEN", "ghs_test")
+            .run(),
+    );
     assert_eq!(p.anomaly(), None);
     assert_eq!(p.ok()["branch_tag"]["outcome"], "moved");
     assert_eq!(revision(&reg, "main"), c4);
@@ -647,19 +594,15 @@ fn racing_runs_in_separate_checkouts_converge_through_the_compare_api() {
             (&wn, &wo)
         };
         let spawn = |dir: &PathBuf| {
-            push_cmd(dir, &repo, &[])
+            push_cmd(dir, &repo, Some("main"))
                 .env("GITHUB_API_URL", &base)
                 .env("GITHUB_REPOSITORY", "o/r")
                 .env("GITHUB_TOKEN", "ghs_test")
                 .spawn()
-                .expect("spawn")
         };
         let a = spawn(first);
         let b = spawn(second);
-        for p in [
-            finish(a.wait_with_output().expect("wait")),
-            finish(b.wait_with_output().expect("wait")),
-        ] {
+        for p in [Push::from(a.wait()), Push::from(b.wait())] {
             p.ok();
             assert!(
                 !p.stderr.contains("could not be ordered"),

@@ -4,51 +4,27 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 
+use common::cmd::TestCommand;
 use common::registry::*;
 use serde_json::Value;
 
-const CLEARED: [&str; 10] = [
-    "GITHUB_ACTOR",
-    "GITHUB_TRIGGERING_ACTOR",
-    "GITHUB_SERVER_URL",
-    "GITHUB_REPOSITORY",
-    "GITHUB_RUN_ID",
-    "GITHUB_RUN_ATTEMPT",
-    "GITHUB_TOKEN",
-    "SETTINGS_IMAGE_USERNAME",
-    "SETTINGS_IMAGE_PASSWORD",
-    "USER",
-];
-
-/// Runs the binary with the GitHub variables cleared, then `env`.
-fn cli(args: &[&str], env: &[(&str, &str)]) -> Run {
-    let empty = common::TempDir::new();
-    let mut c = Command::new(bin());
-    c.args(args)
-        .env("DOCKER_CONFIG", empty.path())
-        .stdin(Stdio::null());
-    for k in CLEARED {
-        c.env_remove(k);
-    }
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    let out = c.output().expect("run settings-image");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into(),
-        stderr: String::from_utf8_lossy(&out.stderr).into(),
-    }
+/// The binary (the variables every run clears cleared, see
+/// [`TestCommand::new`]) without `USER` either: a promotion's actor is then
+/// a GitHub variable a test sets, `LOGNAME` or the user database's name.
+fn cli() -> TestCommand {
+    let mut c = TestCommand::new();
+    c.env_remove("USER");
+    c
 }
 
 /// Pushes a fresh folder under `tag`; returns the push report.
 fn push_candidate(repo: &str, tag: &str) -> Value {
     let dir = settings(3, tag);
     let d = dir.path().to_str().expect("utf-8");
-    cli(
-        &[
+    cli()
+        .args([
             "push",
             "--path",
             d,
@@ -58,10 +34,8 @@ fn push_candidate(repo: &str, tag: &str) -> Value {
             tag,
             "--json",
             "--no-provenance",
-        ],
-        &[],
-    )
-    .json()
+        ])
+        .json()
 }
 
 fn promote(repo: &str, extra: &[&str], env: &[(&str, &str)]) -> Run {
@@ -76,7 +50,7 @@ fn promote(repo: &str, extra: &[&str], env: &[(&str, &str)]) -> Run {
         "--json",
     ];
     args.extend_from_slice(extra);
-    cli(&args, env)
+    cli().args(&args).envs(env.iter().copied()).run()
 }
 
 /// The tags of repository `name`, sorted.
@@ -270,8 +244,8 @@ fn a_closed_gate_waits_explain_changes_nothing_and_break_glass_is_recorded() {
     assert_eq!(wait["gate"]["active"][0], "year-end freeze");
     // 2027-01-04T00:00 in Amsterdam is 23:00 UTC the day before.
     assert_eq!(wait["next_open"], "2027-01-03T23:00:00Z");
-    let explain = cli(
-        &[
+    let explain = cli()
+        .args([
             "promote",
             "--repository",
             &repo,
@@ -284,9 +258,8 @@ fn a_closed_gate_waits_explain_changes_nothing_and_break_glass_is_recorded() {
             "--at",
             "2027-01-05T10:00:00Z",
             "--explain",
-        ],
-        &[],
-    );
+        ])
+        .run();
     assert_eq!(explain.code, 0, "{}", explain.stderr);
     for want in [
         "would promote main-1700000100-aaaaaaa as prod-1700000100-aaaaaaa",
@@ -388,21 +361,18 @@ fn a_closed_gate_waits_explain_changes_nothing_and_break_glass_is_recorded() {
     );
 
     // And by inspect.
-    let ins = cli(
-        &[
+    let ins = cli()
+        .args([
             "inspect",
             &format!("{repo}:prod-1700000100-aaaaaaa"),
             "--json",
-        ],
-        &[],
-    )
-    .json();
+        ])
+        .json();
     assert_eq!(ins["promotions"][0]["actor"], "octocat");
     assert_eq!(ins["promotions"][0]["reason"], "incident 7");
-    let human = cli(
-        &["inspect", &format!("{repo}:prod-1700000100-aaaaaaa")],
-        &[],
-    );
+    let human = cli()
+        .args(["inspect", &format!("{repo}:prod-1700000100-aaaaaaa")])
+        .run();
     assert!(human.stdout.contains("promotion "), "{}", human.stdout);
 }
 
@@ -411,25 +381,18 @@ fn racing_promotes_converge_on_the_newest_candidate() {
     let reg = Registry::start(Auth::None);
     let repo = format!("{}/settings", reg.host());
     let spawn = || {
-        let empty = common::TempDir::new();
-        let mut c = Command::new(bin());
-        c.args([
-            "promote",
-            "--repository",
-            &repo,
-            "--from",
-            "main",
-            "--to",
-            "prod",
-            "--json",
-        ])
-        .env("DOCKER_CONFIG", empty.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-        for k in CLEARED {
-            c.env_remove(k);
-        }
-        (c.spawn().expect("spawn"), empty)
+        cli()
+            .args([
+                "promote",
+                "--repository",
+                &repo,
+                "--from",
+                "main",
+                "--to",
+                "prod",
+                "--json",
+            ])
+            .spawn()
     };
     let mut ts = 1_700_000_000u64;
     for round in 1..=3u64 {
@@ -438,20 +401,14 @@ fn racing_promotes_converge_on_the_newest_candidate() {
         ts += 100;
         let older = format!("main-{ts}-{:07x}", round * 2);
         push_candidate(&repo, &older);
-        let (a, _ea) = spawn();
+        let a = spawn();
         ts += 100;
         let newer = format!("main-{ts}-{:07x}", round * 2 + 1);
         let cand = push_candidate(&repo, &newer);
-        let (b, _eb) = spawn();
+        let b = spawn();
         let mut promoted = Vec::new();
         for child in [a, b] {
-            let out = child.wait_with_output().expect("wait");
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+            let v: Value = child.wait().json();
             assert!(
                 matches!(v["decision"].as_str(), Some("promote" | "up-to-date")),
                 "{v}"
@@ -570,7 +527,10 @@ fn action(repo: &str, ws: &std::path::Path, extra: &[(&str, &str)]) -> (Run, Str
     env.push(("GITHUB_OUTPUT", &o));
     env.push(("GITHUB_STEP_SUMMARY", &s));
     env.extend_from_slice(extra);
-    let run = cli(&["action", "promote"], &env);
+    let run = cli()
+        .args(["action", "promote"])
+        .envs(env.iter().copied())
+        .run();
     (
         run,
         std::fs::read_to_string(&out_file).unwrap_or_default(),
@@ -726,15 +686,13 @@ fn without_user_the_record_names_the_user_database_name() {
     let id = Command::new("id").arg("-un").output().expect("id -un");
     let name = String::from_utf8_lossy(&id.stdout).trim().to_string();
     assert!(!name.is_empty());
-    let ins = cli(
-        &[
+    let ins = cli()
+        .args([
             "inspect",
             &format!("{repo}:prod-1700000100-aaaaaaa"),
             "--json",
-        ],
-        &[],
-    )
-    .json();
+        ])
+        .json();
     assert_eq!(ins["promotions"][0]["actor"], name.as_str(), "{ins}");
 }
 
@@ -871,16 +829,15 @@ fn the_release_management_doc_runs_as_printed() {
 
     // Its production ImagePolicy carries every label the automation that
     // `flux` generates selects its policies on.
-    let flux = cli(
-        &[
+    let flux = cli()
+        .args([
             "flux",
             "--repository",
             "ghcr.io/acme/settings-shop",
             "--prefix",
             "prod",
-        ],
-        &[],
-    );
+        ])
+        .run();
     assert_eq!(flux.code, 0, "{}", flux.stderr);
     let selector = flux
         .stdout

@@ -15,6 +15,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 
+use common::cmd::TestCommand;
 use common::forge;
 use common::oci::ReferrersRegistry;
 use common::registry::*;
@@ -117,22 +118,6 @@ fn actions_env(run_id: &str) -> Vec<(&'static str, String)> {
         ("GITHUB_ACTION_REPOSITORY", "acme/settings-image".into()),
         ("GITHUB_ACTION_REF", "v1".into()),
     ]
-}
-
-fn push(conf: &str, repo: &str, tag: &str, env: &[(&str, String)], extra: &[&str]) -> Run {
-    let mut args = vec![
-        "push",
-        "--path",
-        conf,
-        "--repository",
-        repo,
-        "--tag",
-        tag,
-        "--json",
-    ];
-    args.extend_from_slice(extra);
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    run(&args, &env, None)
 }
 
 /// `settings-image` with the GitHub variables of the test process removed
@@ -281,14 +266,10 @@ fn provenance_in_the_referrers_tag_schema_on_distribution() {
     let git = Repo::new();
     let commit = git.commit("a: 1\n");
 
-    let out = push(
-        &git.conf(),
-        &repo,
-        "v1",
-        &clean_env(&actions_env("1001")),
-        &[],
-    )
-    .json();
+    let out = TestCommand::push_json(git.conf(), &repo)
+        .tags(&["v1"])
+        .envs(clean_env(&actions_env("1001")))
+        .json();
     let digest = out["digest"].as_str().unwrap().to_string();
     let hexd = digest.strip_prefix("sha256:").unwrap().to_string();
     let prov = out["provenance"]
@@ -389,14 +370,10 @@ fn provenance_in_the_referrers_tag_schema_on_distribution() {
 
     // A re-run of the same commit (another run id) adds nothing.
     let before = resp.body.clone();
-    let again = push(
-        &git.conf(),
-        &repo,
-        "v1",
-        &clean_env(&actions_env("1002")),
-        &[],
-    )
-    .json();
+    let again = TestCommand::push_json(git.conf(), &repo)
+        .tags(&["v1"])
+        .envs(clean_env(&actions_env("1002")))
+        .json();
     assert_eq!(again["pushed"], false);
     assert_eq!(again["provenance"], prov.as_str());
     let (resp2, index2) = fallback_index(&host, name, &digest).unwrap();
@@ -405,14 +382,10 @@ fn provenance_in_the_referrers_tag_schema_on_distribution() {
 
     // A second image's provenance has its own index; the first is untouched.
     let commit2 = git.commit("a: 2\n");
-    let out2 = push(
-        &git.conf(),
-        &repo,
-        "v2",
-        &clean_env(&actions_env("1003")),
-        &[],
-    )
-    .json();
+    let out2 = TestCommand::push_json(git.conf(), &repo)
+        .tags(&["v2"])
+        .envs(clean_env(&actions_env("1003")))
+        .json();
     let digest2 = out2["digest"].as_str().unwrap().to_string();
     assert_ne!(digest2, digest);
     let (_, index3) = fallback_index(&host, name, &digest2).expect("second referrers tag");
@@ -427,7 +400,9 @@ fn provenance_in_the_referrers_tag_schema_on_distribution() {
 
     // inspect reads it back, by tag and by digest.
     for reference in [format!("{repo}:v1"), format!("{repo}@{digest}")] {
-        let i = run(&["inspect", &reference, "--json"], &[], None).json();
+        let i = TestCommand::new()
+            .args(["inspect", &reference, "--json"])
+            .json();
         assert_eq!(i["digest"], digest.as_str());
         assert_eq!(
             i["annotations"]["org.opencontainers.image.revision"],
@@ -453,29 +428,35 @@ fn provenance_in_the_referrers_tag_schema_on_distribution() {
         assert_eq!(refs[0]["kind"], "provenance");
         assert_eq!(refs[0]["digest"], prov.as_str());
     }
-    let human = run(&["inspect", &format!("{repo}:v2")], &[], None);
+    let human = TestCommand::new()
+        .args(["inspect", &format!("{repo}:v2")])
+        .run();
     assert_eq!(human.code, 0, "{}", human.stderr);
     assert!(human.stdout.contains(&commit2), "{}", human.stdout);
     assert!(human.stdout.contains("provenance"), "{}", human.stdout);
 
     // --no-provenance writes no referrers tag; the CLI's builder id.
     let commit3 = git.commit("a: 3\n");
-    let out3 = push(
-        &git.conf(),
-        &repo,
-        "v3",
-        &clean_env(&[]),
-        &["--no-provenance"],
-    )
-    .json();
+    let out3 = TestCommand::push_json(git.conf(), &repo)
+        .tags(&["v3"])
+        .args(["--no-provenance"])
+        .envs(clean_env(&[]))
+        .json();
     assert!(out3.get("provenance").is_none(), "{out3}");
     let digest3 = out3["digest"].as_str().unwrap();
     assert!(fallback_index(&host, name, digest3).is_none());
-    let i3 = run(&["inspect", &format!("{repo}:v3"), "--json"], &[], None).json();
+    let i3 = TestCommand::new()
+        .args(["inspect", &format!("{repo}:v3"), "--json"])
+        .json();
     assert_eq!(i3["referrers"], serde_json::json!([]));
     assert_eq!(i3["provenance"], Value::Null);
-    let out4 = push(&git.conf(), &repo, "v3", &clean_env(&[]), &[]).json();
-    let i4 = run(&["inspect", &format!("{repo}:v3"), "--json"], &[], None).json();
+    let out4 = TestCommand::push_json(git.conf(), &repo)
+        .tags(&["v3"])
+        .envs(clean_env(&[]))
+        .json();
+    let i4 = TestCommand::new()
+        .args(["inspect", &format!("{repo}:v3"), "--json"])
+        .json();
     assert_eq!(i4["provenance"]["commit"], commit3.as_str());
     assert_eq!(
         i4["provenance"]["builder"],
@@ -491,13 +472,10 @@ fn a_folder_outside_git_is_pushed_without_provenance() {
     let reg = Registry::start(Auth::None);
     let dir = settings(2, "nogit");
     let repo = format!("{}/nogit", reg.host());
-    let r = push(
-        dir.path().to_str().unwrap(),
-        &repo,
-        "v1",
-        &clean_env(&[]),
-        &[],
-    );
+    let r = TestCommand::push_json(dir.path(), &repo)
+        .tags(&["v1"])
+        .envs(clean_env(&[]))
+        .run();
     let out = r.json();
     assert!(out.get("provenance").is_none());
     assert!(r.stderr.contains("no provenance"), "{}", r.stderr);
@@ -516,11 +494,16 @@ fn tokens_never_appear_with_provenance_and_inspect() {
     let mut env = clean_env(&actions_env("7"));
     env.push(("SETTINGS_IMAGE_USERNAME", "dora".into()));
     env.push(("SETTINGS_IMAGE_PASSWORD", password.into()));
-    let pushed = push(&git.conf(), &repo, "v1", &env, &[]);
+    let pushed = TestCommand::push_json(git.conf(), &repo)
+        .tags(&["v1"])
+        .envs(env.clone())
+        .run();
     let out = pushed.json();
     assert!(out["provenance"].is_string(), "{out}");
-    let refs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let inspected = run(&["inspect", &format!("{repo}:v1"), "--json"], &refs, None);
+    let inspected = TestCommand::new()
+        .args(["inspect", &format!("{repo}:v1"), "--json"])
+        .envs(env)
+        .run();
     let i = inspected.json();
     assert_eq!(i["provenance"]["commit"], commit.as_str());
     // inspect asked for pull only.
@@ -543,7 +526,9 @@ fn tokens_never_appear_with_provenance_and_inspect() {
         }
     }
     // Without credentials the token service refuses, and says so.
-    let anon = run(&["inspect", &format!("{repo}:v1")], &[], None);
+    let anon = TestCommand::new()
+        .args(["inspect", &format!("{repo}:v1")])
+        .run();
     assert_eq!(anon.code, 5, "{} {}", anon.stdout, anon.stderr);
     assert!(anon.stderr.contains("pull"), "{}", anon.stderr);
 }
@@ -852,14 +837,10 @@ fn the_referrers_api_of_a_real_registry_lists_and_finds_the_provenance() {
     let repo = format!("{host}/{name}");
     let git = Repo::new();
     let commit = git.commit("a: 1\n");
-    let out = push(
-        &git.conf(),
-        &repo,
-        "v1",
-        &clean_env(&actions_env("11")),
-        &[],
-    )
-    .json();
+    let out = TestCommand::push_json(git.conf(), &repo)
+        .tags(&["v1"])
+        .envs(clean_env(&actions_env("11")))
+        .json();
     let digest = out["digest"].as_str().unwrap().to_string();
     let prov = out["provenance"].as_str().expect("provenance").to_string();
 
@@ -890,21 +871,19 @@ fn the_referrers_api_of_a_real_registry_lists_and_finds_the_provenance() {
     assert_eq!(provenance_descriptors(&index)[0]["digest"], prov.as_str());
 
     // A re-run adds no second referrer.
-    let again = push(
-        &git.conf(),
-        &repo,
-        "v1",
-        &clean_env(&actions_env("12")),
-        &[],
-    )
-    .json();
+    let again = TestCommand::push_json(git.conf(), &repo)
+        .tags(&["v1"])
+        .envs(clean_env(&actions_env("12")))
+        .json();
     assert_eq!(again["provenance"], prov.as_str());
     let api = http_get(&host, &format!("/v2/{name}/referrers/{digest}"), INDEX);
     assert_eq!(api.json()["manifests"].as_array().unwrap().len(), 1);
 
     // inspect: the referrers API alone, the provenance read from it.
     let before = reg.requests().len();
-    let i = run(&["inspect", &format!("{repo}:v1"), "--json"], &[], None).json();
+    let i = TestCommand::new()
+        .args(["inspect", &format!("{repo}:v1"), "--json"])
+        .json();
     assert_eq!(i["provenance"]["commit"], commit.as_str(), "{i}");
     assert_eq!(i["provenance"]["subject_matches"], true);
     let refs = i["referrers"].as_array().unwrap();
@@ -934,14 +913,10 @@ fn no_referrers_tag_when_the_registry_answers_oci_subject() {
     let repo = format!("{}/acme/settings", stub.host());
     let git = Repo::new();
     let commit = git.commit("a: 1\n");
-    let out = push(
-        &git.conf(),
-        &repo,
-        "v1",
-        &clean_env(&actions_env("11")),
-        &[],
-    )
-    .json();
+    let out = TestCommand::push_json(git.conf(), &repo)
+        .tags(&["v1"])
+        .envs(clean_env(&actions_env("11")))
+        .json();
     let digest = out["digest"].as_str().unwrap().to_string();
     let prov = out["provenance"].as_str().expect("provenance").to_string();
     {
@@ -956,16 +931,14 @@ fn no_referrers_tag_when_the_registry_answers_oci_subject() {
         assert_eq!(m["subject"]["digest"], digest.as_str());
         assert_eq!(m["artifactType"], IN_TOTO);
     }
-    let again = push(
-        &git.conf(),
-        &repo,
-        "v1",
-        &clean_env(&actions_env("12")),
-        &[],
-    )
-    .json();
+    let again = TestCommand::push_json(git.conf(), &repo)
+        .tags(&["v1"])
+        .envs(clean_env(&actions_env("12")))
+        .json();
     assert_eq!(again["provenance"], prov.as_str());
-    let i = run(&["inspect", &format!("{repo}:v1"), "--json"], &[], None).json();
+    let i = TestCommand::new()
+        .args(["inspect", &format!("{repo}:v1"), "--json"])
+        .json();
     assert_eq!(i["provenance"]["commit"], commit.as_str());
     assert_eq!(i["referrers"].as_array().unwrap().len(), 1, "{i}");
     let log = stub.log();
@@ -1191,14 +1164,11 @@ fn inspect_flags_a_statement_about_another_image() {
     let repo = format!("{}/forged", reg.host());
     let git = Repo::new();
     let commit = git.commit("a: 1\n");
-    let out = push(
-        &git.conf(),
-        &repo,
-        "v1",
-        &clean_env(&[]),
-        &["--no-provenance"],
-    )
-    .json();
+    let out = TestCommand::push_json(git.conf(), &repo)
+        .tags(&["v1"])
+        .args(["--no-provenance"])
+        .envs(clean_env(&[]))
+        .json();
     let digest = out["digest"].as_str().unwrap();
     // A provenance referrer on this image whose statement names another,
     // written by hand and attached by another tool.
@@ -1220,13 +1190,20 @@ fn inspect_flags_a_statement_about_another_image() {
         &statement,
         &forge::referrer_annotations(&commit, "2024-01-02T03:04:05Z", None),
     );
-    let i = run(&["inspect", &format!("{repo}:v1"), "--json"], &[], None).json();
+    let i = TestCommand::new()
+        .args(["inspect", &format!("{repo}:v1"), "--json"])
+        .json();
     assert_eq!(i["provenance"]["subject_matches"], false);
-    let human = run(&["inspect", &format!("{repo}:v1")], &[], None);
+    let human = TestCommand::new()
+        .args(["inspect", &format!("{repo}:v1")])
+        .run();
     assert!(human.stdout.contains("WARNING"), "{}", human.stdout);
     // A later push of the same commit from a branch records its own
     // statement: the forged one names no ref, so it is another run's.
-    let again = push(&git.conf(), &repo, "v1", &clean_env(&[]), &[]).json();
+    let again = TestCommand::push_json(git.conf(), &repo)
+        .tags(&["v1"])
+        .envs(clean_env(&[]))
+        .json();
     let own = again["provenance"]
         .as_str()
         .expect("provenance")
@@ -1235,7 +1212,10 @@ fn inspect_flags_a_statement_about_another_image() {
         || provenance_descriptors(&fallback_index(&reg.host(), "forged", digest).unwrap().1);
     assert_eq!(listed().len(), 2);
     // Its re-run adds none: (commit, ref) is what re-runs compare.
-    let rerun = push(&git.conf(), &repo, "v1", &clean_env(&[]), &[]).json();
+    let rerun = TestCommand::push_json(git.conf(), &repo)
+        .tags(&["v1"])
+        .envs(clean_env(&[]))
+        .json();
     assert_eq!(rerun["provenance"], own.as_str());
     assert_eq!(listed().len(), 2);
 }
@@ -1249,14 +1229,10 @@ fn every_ref_that_publishes_a_digest_records_its_own_provenance() {
     let git = Repo::new();
     let commit = git.commit("a: 1\n");
     // The branch push publishes the commit.
-    let main = push(
-        &git.conf(),
-        &repo,
-        "main-1",
-        &clean_env(&actions_env("2001")),
-        &[],
-    )
-    .json();
+    let main = TestCommand::push_json(git.conf(), &repo)
+        .tags(&["main-1"])
+        .envs(clean_env(&actions_env("2001")))
+        .json();
     let digest = main["digest"].as_str().unwrap().to_string();
     let main_prov = main["provenance"].as_str().unwrap().to_string();
     // A tag push of the same commit: the same bytes, so the same digest,
@@ -1264,7 +1240,10 @@ fn every_ref_that_publishes_a_digest_records_its_own_provenance() {
     let mut tag_env = actions_env("2002");
     tag_env.retain(|(k, _)| *k != "GITHUB_REF");
     tag_env.push(("GITHUB_REF", "refs/tags/v1.0.0".into()));
-    let tagged = push(&git.conf(), &repo, "v1.0.0", &clean_env(&tag_env), &[]).json();
+    let tagged = TestCommand::push_json(git.conf(), &repo)
+        .tags(&["v1.0.0"])
+        .envs(clean_env(&tag_env))
+        .json();
     assert_eq!(tagged["digest"], digest.as_str(), "the same image");
     let tag_prov = tagged["provenance"].as_str().unwrap().to_string();
     assert_ne!(tag_prov, main_prov, "a statement of its own");
@@ -1290,13 +1269,18 @@ fn every_ref_that_publishes_a_digest_records_its_own_provenance() {
         ("main-1", actions_env("2003"), &main_prov),
         ("v1.0.0", tag_env.clone(), &tag_prov),
     ] {
-        let again = push(&git.conf(), &repo, tag, &clean_env(&env), &[]).json();
+        let again = TestCommand::push_json(git.conf(), &repo)
+            .tags(&[tag])
+            .envs(clean_env(&env))
+            .json();
         assert_eq!(again["provenance"], prov.as_str());
     }
     let (_, index) = fallback_index(&host, name, &digest).unwrap();
     assert_eq!(provenance_descriptors(&index).len(), 2, "{index}");
     // inspect shows every ref, and each statement's run.
-    let i = run(&["inspect", &format!("{repo}:main-1"), "--json"], &[], None).json();
+    let i = TestCommand::new()
+        .args(["inspect", &format!("{repo}:main-1"), "--json"])
+        .json();
     let mut refs: Vec<&str> = i["refs"]
         .as_array()
         .unwrap()
@@ -1319,7 +1303,9 @@ fn every_ref_that_publishes_a_digest_records_its_own_provenance() {
         runs.contains(&"https://github.com/acme/settings/actions/runs/2002/attempts/2"),
         "{runs:?}"
     );
-    let human = run(&["inspect", &format!("{repo}:v1.0.0")], &[], None);
+    let human = TestCommand::new()
+        .args(["inspect", &format!("{repo}:v1.0.0")])
+        .run();
     assert!(human.stdout.contains("published by: "), "{}", human.stdout);
     assert!(
         human.stdout.contains("refs/tags/v1.0.0"),
@@ -1332,14 +1318,11 @@ fn every_ref_that_publishes_a_digest_records_its_own_provenance() {
     let git2 = Repo::new();
     git2.commit("b: 1\n");
     let repo2 = format!("{host}/acme/legacy");
-    let out = push(
-        &git2.conf(),
-        &repo2,
-        "v1",
-        &clean_env(&[]),
-        &["--no-provenance"],
-    )
-    .json();
+    let out = TestCommand::push_json(git2.conf(), &repo2)
+        .tags(&["v1"])
+        .args(["--no-provenance"])
+        .envs(clean_env(&[]))
+        .json();
     let digest2 = out["digest"].as_str().unwrap().to_string();
     let commit2 = out["commit"].as_str().unwrap();
     let statement = forge::statement(&forge::Claims {
@@ -1360,7 +1343,10 @@ fn every_ref_that_publishes_a_digest_records_its_own_provenance() {
         &statement,
         &forge::referrer_annotations(commit2, "2024-01-02T03:04:05Z", None),
     );
-    let again = push(&git2.conf(), &repo2, "v1", &clean_env(&[]), &[]).json();
+    let again = TestCommand::push_json(git2.conf(), &repo2)
+        .tags(&["v1"])
+        .envs(clean_env(&[]))
+        .json();
     assert_eq!(again["provenance"], legacy.as_str());
     let (_, index) = fallback_index(&host, "acme/legacy", &digest2).unwrap();
     assert_eq!(provenance_descriptors(&index).len(), 1, "{index}");
@@ -1381,7 +1367,11 @@ fn a_statement_that_does_not_attest_the_callers_additions_is_not_reused() {
     let env = clean_env(&actions_env("3001"));
     let mut first: Vec<&str> = vec!["--no-provenance"];
     first.extend_from_slice(&additions);
-    let out = push(&git.conf(), &repo, "v1", &env, &first).json();
+    let out = TestCommand::push_json(git.conf(), &repo)
+        .tags(&["v1"])
+        .args(&first)
+        .envs(env.clone())
+        .json();
     let digest = out["digest"].as_str().unwrap().to_string();
     // A statement for the same commit and ref that does not record the
     // additions, as a settings-image before they were recorded wrote it
@@ -1411,11 +1401,9 @@ fn a_statement_that_does_not_attest_the_callers_additions_is_not_reused() {
         )
     };
     let verify = || {
-        run(
-            &["verify", &format!("{repo}@{digest}"), "--path", &git.conf()],
-            &[],
-            None,
-        )
+        TestCommand::new()
+            .args(["verify", &format!("{repo}@{digest}"), "--path", &git.conf()])
+            .run()
     };
     let r = verify();
     assert_eq!(r.code, 7, "{}", r.stderr);
@@ -1425,11 +1413,17 @@ fn a_statement_that_does_not_attest_the_callers_additions_is_not_reused() {
         r.stderr
     );
     // The same run again records a statement that attests them ...
-    let again = push(&git.conf(), &repo, "v1", &env, &additions).json();
+    let again = TestCommand::push_json(git.conf(), &repo)
+        .tags(&["v1"])
+        .args(additions)
+        .envs(env.clone())
+        .json();
     let new = again["provenance"].as_str().unwrap().to_string();
     assert_ne!(new, old);
     assert_eq!(referrers().len(), 2);
-    let i = run(&["inspect", &format!("{repo}:v1"), "--json"], &[], None).json();
+    let i = TestCommand::new()
+        .args(["inspect", &format!("{repo}:v1"), "--json"])
+        .json();
     let listed: Vec<&Value> = i["referrers"]
         .as_array()
         .unwrap()
@@ -1444,7 +1438,11 @@ fn a_statement_that_does_not_attest_the_callers_additions_is_not_reused() {
     // ... which verify uses, and a further re-run finds and adds none.
     let r = verify();
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let third = push(&git.conf(), &repo, "v1", &env, &additions).json();
+    let third = TestCommand::push_json(git.conf(), &repo)
+        .tags(&["v1"])
+        .args(additions)
+        .envs(env.clone())
+        .json();
     assert_eq!(third["provenance"], new.as_str());
     assert_eq!(referrers().len(), 2);
 }

@@ -134,9 +134,9 @@ fn a_repository_root_packaged_from_disk_leaves_out_git() {
     assert!(src.join(".git/HEAD").is_file());
 
     let layout = tmp.join("layout");
-    common::report_of(
-        common::build_cmd(&src, &layout).args(["--source", "worktree", "--tag", "v1"]),
-    );
+    common::build_cmd(&src, &layout)
+        .args(["--source", "worktree", "--tag", "v1"])
+        .json();
     let rootfs = common::umoci_unpack(&layout, "v1", &tmp.join("bundle"));
     let got = common::snapshot(&rootfs);
     assert_eq!(got, expected_from_source(&src));

@@ -4,16 +4,8 @@
 
 mod common;
 
+use common::cmd::TestCommand;
 use common::registry::*;
-
-fn push_args<'a>(dir: &'a str, repo: &'a str, tags: &[&'a str]) -> Vec<&'a str> {
-    let mut a = vec!["push", "--path", dir, "--repository", repo, "--json"];
-    for t in tags {
-        a.push("--tag");
-        a.push(t);
-    }
-    a
-}
 
 fn s(v: &serde_json::Value, k: &str) -> String {
     v[k].as_str()
@@ -31,7 +23,9 @@ fn push_is_read_by_skopeo_podman_and_containerd() {
     std::fs::write(dir.path().join("sub/app.toml"), "port = 8080\n").unwrap();
     let repo = format!("{}/team/settings", reg.host());
     let d = dir.path().to_str().unwrap();
-    let out = run(&push_args(d, &repo, &["latest", TS_TAG]), &[], None).json();
+    let out = TestCommand::push_json(d, &repo)
+        .tags(&["latest", TS_TAG])
+        .json();
     let digest = s(&out, "digest");
     assert!(digest.starts_with("sha256:") && digest.len() == 71);
     assert_eq!(s(&out, "reference"), format!("{repo}:latest@{digest}"));
@@ -48,19 +42,16 @@ fn push_is_read_by_skopeo_podman_and_containerd() {
     // The same digest as `build` computes for the folder.
     let layout = common::TempDir::new();
     let out_dir = layout.path().join("l");
-    let b = run(
-        &[
+    let b = TestCommand::new()
+        .args([
             "build",
             "--path",
             d,
             "--output",
             out_dir.to_str().unwrap(),
             "--json",
-        ],
-        &[],
-        None,
-    )
-    .json();
+        ])
+        .json();
     assert_eq!(s(&b, "digest"), digest);
 
     // skopeo: both tags name our digest.
@@ -120,7 +111,9 @@ fn repush_uploads_nothing_and_makes_few_requests() {
     let dir = settings(5, "repush");
     let d = dir.path().to_str().unwrap();
     let repo = format!("{}/repush", proxy.host());
-    let first = run(&push_args(d, &repo, &["latest", TS_TAG]), &[], None).json();
+    let first = TestCommand::push_json(d, &repo)
+        .tags(&["latest", TS_TAG])
+        .json();
     assert_eq!(first["pushed"], true);
     let seen = proxy.take();
     assert_eq!(
@@ -131,7 +124,9 @@ fn repush_uploads_nothing_and_makes_few_requests() {
         "one manifest PUT per tag: {seen:?}"
     );
 
-    let again = run(&push_args(d, &repo, &["latest", TS_TAG]), &[], None).json();
+    let again = TestCommand::push_json(d, &repo)
+        .tags(&["latest", TS_TAG])
+        .json();
     assert_eq!(again["uploaded_blobs"], 0);
     assert_eq!(again["uploaded_bytes"], 0);
     assert_eq!(again["pushed"], false);
@@ -149,7 +144,9 @@ fn repush_uploads_nothing_and_makes_few_requests() {
     );
 
     // Same content under one more tag: no blob, one manifest PUT.
-    let more = run(&push_args(d, &repo, &["latest", "stable"]), &[], None).json();
+    let more = TestCommand::push_json(d, &repo)
+        .tags(&["latest", "stable"])
+        .json();
     assert_eq!(more["uploaded_blobs"], 0);
     assert_eq!(more["pushed"], true);
     let seen = proxy.take();
@@ -162,7 +159,7 @@ fn repush_uploads_nothing_and_makes_few_requests() {
 
     // Changed content: only the new layer and config go up.
     std::fs::write(dir.path().join("f00.yaml"), "changed: true\n").unwrap();
-    let changed = run(&push_args(d, &repo, &["latest"]), &[], None).json();
+    let changed = TestCommand::push_json(d, &repo).tags(&["latest"]).json();
     assert_eq!(changed["uploaded_blobs"], 2);
     assert_ne!(changed["digest"], first["digest"]);
     let inspect = skopeo_inspect(&format!("{}/repush:latest", reg.host()), None).unwrap();
@@ -176,11 +173,15 @@ fn timestamp_tags_never_move_and_other_tags_do() {
     let dir = settings(2, "immutable");
     let d = dir.path().to_str().unwrap();
     let repo = format!("{}/immutable", proxy.host());
-    let a = run(&push_args(d, &repo, &["latest", TS_TAG]), &[], None).json();
+    let a = TestCommand::push_json(d, &repo)
+        .tags(&["latest", TS_TAG])
+        .json();
     proxy.take();
 
     std::fs::write(dir.path().join("f00.yaml"), "other: content\n").unwrap();
-    let refused = run(&push_args(d, &repo, &["latest", TS_TAG]), &[], None);
+    let refused = TestCommand::push_json(d, &repo)
+        .tags(&["latest", TS_TAG])
+        .run();
     assert_eq!(refused.code, 3, "stderr: {}", refused.stderr);
     assert!(refused.stderr.contains(TS_TAG), "{}", refused.stderr);
     assert!(refused.stderr.contains("never move"), "{}", refused.stderr);
@@ -196,12 +197,14 @@ fn timestamp_tags_never_move_and_other_tags_do() {
     }
 
     // The timestamp tag given after a movable one: still checked first.
-    let refused = run(&push_args(d, &repo, &["main", TS_TAG]), &[], None);
+    let refused = TestCommand::push_json(d, &repo)
+        .tags(&["main", TS_TAG])
+        .run();
     assert_eq!(refused.code, 3);
     assert!(skopeo_inspect(&format!("{direct}:main"), None).is_none());
 
     // `latest` alone moves.
-    let b = run(&push_args(d, &repo, &["latest"]), &[], None).json();
+    let b = TestCommand::push_json(d, &repo).tags(&["latest"]).json();
     assert_ne!(b["digest"], a["digest"]);
     let i = skopeo_inspect(&format!("{direct}:latest"), None).unwrap();
     assert_eq!(i["Digest"], b["digest"]);
@@ -240,7 +243,7 @@ fn transient_faults_are_retried() {
         Action::Forward
     });
     let started = std::time::Instant::now();
-    let out = run(&push_args(d, &repo, &["latest"]), &[], None).json();
+    let out = TestCommand::push_json(d, &repo).tags(&["latest"]).json();
     let elapsed = started.elapsed();
     assert_eq!(out["pushed"], true);
     assert_eq!(out["uploaded_blobs"], 2);
@@ -304,7 +307,7 @@ fn a_manifest_whose_blobs_the_registry_has_not_settled_is_put_again() {
             }
             Action::Forward
         });
-        let out = run(&push_args(d, &repo, &["latest"]), &[], None);
+        let out = TestCommand::push_json(d, &repo).tags(&["latest"]).run();
         let manifest_puts = proxy
             .take()
             .iter()
@@ -342,7 +345,7 @@ fn permanent_failure_writes_no_tag() {
             Action::Forward
         }
     });
-    let out = run(&push_args(d, &repo, &["latest"]), &[], None);
+    let out = TestCommand::push_json(d, &repo).tags(&["latest"]).run();
     assert_eq!(out.code, 4, "stdout {} stderr {}", out.stdout, out.stderr);
     assert!(out.stderr.contains("putting manifest"), "{}", out.stderr);
     assert!(out.stderr.contains("500"), "{}", out.stderr);
@@ -365,12 +368,9 @@ fn large_layer_goes_in_chunks_of_at_most_4_mib_or_one_put() {
     let d = dir.path().to_str().unwrap();
     const MIB4: usize = 4 * 1024 * 1024;
 
-    let out = run(
-        &push_args(d, &format!("{}/chunked", proxy.host()), &["v1"]),
-        &[],
-        None,
-    )
-    .json();
+    let out = TestCommand::push_json(d, &format!("{}/chunked", proxy.host()))
+        .tags(&["v1"])
+        .json();
     let layer = out["layer"]["size"].as_u64().unwrap() as usize;
     assert!(layer > 2 * MIB4, "incompressible layer is {layer} bytes");
     let seen = proxy.take();
@@ -380,16 +380,10 @@ fn large_layer_goes_in_chunks_of_at_most_4_mib_or_one_put() {
     let layer_bytes: usize = patches.iter().map(|r| r.body_len).sum::<usize>();
     assert!(layer_bytes >= layer, "{seen:?}");
 
-    let out = run(
-        &[
-            &push_args(d, &format!("{}/mono", proxy.host()), &["v1"])[..],
-            &["--monolithic"],
-        ]
-        .concat(),
-        &[],
-        None,
-    )
-    .json();
+    let out = TestCommand::push_json(d, &format!("{}/mono", proxy.host()))
+        .tags(&["v1"])
+        .args(["--monolithic"])
+        .json();
     assert_eq!(out["uploaded_blobs"], 2);
     let seen = proxy.take();
     assert!(seen.iter().all(|r| r.method != "PATCH"), "{seen:?}");
@@ -415,7 +409,7 @@ fn basic_auth_credentials_in_every_form() {
     let repo = format!("{}/basic", reg.host());
 
     // Anonymous: refused with a clear error and exit code 5.
-    let anon = run(&push_args(d, &repo, &["latest"]), &[], None);
+    let anon = TestCommand::push_json(d, &repo).tags(&["latest"]).run();
     assert_eq!(anon.code, 5, "{}", anon.stderr);
     assert!(
         anon.stderr
@@ -427,14 +421,16 @@ fn basic_auth_credentials_in_every_form() {
 
     // Wrong password: refused, and the password never shows.
     let wrong = "Wr0ng-Pa55-never-print";
-    let mut args = push_args(d, &repo, &["latest"]);
-    args.extend(["--username", "alice", "--password-stdin"]);
-    let bad = run(&args, &[], Some(&format!("{wrong}\n")));
+    let mut login = TestCommand::push_json(d, &repo);
+    login
+        .tags(&["latest"])
+        .args(["--username", "alice", "--password-stdin"]);
+    let bad = login.stdin(format!("{wrong}\n")).run();
     assert_eq!(bad.code, 5, "{}", bad.stderr);
     assert!(!bad.stderr.contains(wrong) && !bad.stdout.contains(wrong));
 
     // --username with --password-stdin.
-    let ok = run(&args, &[], Some(&format!("{password}\n")));
+    let ok = login.stdin(format!("{password}\n")).run();
     let out = ok.json();
     assert_eq!(out["pushed"], true);
     assert!(!ok.stdout.contains(password) && !ok.stderr.contains(password));
@@ -443,15 +439,13 @@ fn basic_auth_credentials_in_every_form() {
     assert_eq!(i["Digest"], out["digest"]);
 
     // Environment variables.
-    let out = run(
-        &push_args(d, &repo, &["env"]),
-        &[
+    let out = TestCommand::push_json(d, &repo)
+        .tags(&["env"])
+        .envs([
             ("SETTINGS_IMAGE_USERNAME", "alice"),
             ("SETTINGS_IMAGE_PASSWORD", password),
-        ],
-        None,
-    )
-    .json();
+        ])
+        .json();
     assert_eq!(out["uploaded_blobs"], 0);
 
     // docker config.json with a base64 `auth` entry.
@@ -465,22 +459,19 @@ fn basic_auth_credentials_in_every_form() {
     )
     .unwrap();
     let c = cfg.path().to_str().unwrap();
-    let out = run(
-        &push_args(d, &repo, &["env"]),
-        &[
+    let out = TestCommand::push_json(d, &repo)
+        .tags(&["env"])
+        .envs([
             ("DOCKER_CONFIG", c),
             ("SETTINGS_IMAGE_USERNAME", "alice"),
             ("SETTINGS_IMAGE_PASSWORD", password),
-        ],
-        None,
-    )
-    .json();
+        ])
+        .json();
     assert_eq!(out["pushed"], false);
-    let stale_run = run(
-        &push_args(d, &repo, &["env"]),
-        &[("DOCKER_CONFIG", c)],
-        None,
-    );
+    let stale_run = TestCommand::push_json(d, &repo)
+        .tags(&["env"])
+        .envs([("DOCKER_CONFIG", c)])
+        .run();
     assert_eq!(
         stale_run.code, 5,
         "the stale docker config is used: {}",
@@ -493,12 +484,10 @@ fn basic_auth_credentials_in_every_form() {
     )
     .unwrap();
     let c = cfg.path().to_str().unwrap();
-    let out = run(
-        &push_args(d, &repo, &["docker-config"]),
-        &[("DOCKER_CONFIG", c)],
-        None,
-    )
-    .json();
+    let out = TestCommand::push_json(d, &repo)
+        .tags(&["docker-config"])
+        .envs([("DOCKER_CONFIG", c)])
+        .json();
     assert_eq!(out["pushed"], true);
 
     // A credential helper (credHelpers), run with the server on stdin.
@@ -524,11 +513,10 @@ fn basic_auth_credentials_in_every_form() {
         helper_dir.path().display(),
         std::env::var("PATH").unwrap()
     );
-    let helped = run(
-        &push_args(d, &repo, &["helper"]),
-        &[("DOCKER_CONFIG", c), ("PATH", &path)],
-        None,
-    );
+    let helped = TestCommand::push_json(d, &repo)
+        .tags(&["helper"])
+        .envs([("DOCKER_CONFIG", c), ("PATH", &path)])
+        .run();
     assert_eq!(helped.json()["pushed"], true);
     assert!(!helped.stdout.contains(password) && !helped.stderr.contains(password));
     // credsStore used for every host.
@@ -537,11 +525,10 @@ fn basic_auth_credentials_in_every_form() {
         serde_json::json!({"credsStore": "testhelper"}).to_string(),
     )
     .unwrap();
-    let stored = run(
-        &push_args(d, &repo, &["store"]),
-        &[("DOCKER_CONFIG", c), ("PATH", &path)],
-        None,
-    );
+    let stored = TestCommand::push_json(d, &repo)
+        .tags(&["store"])
+        .envs([("DOCKER_CONFIG", c), ("PATH", &path)])
+        .run();
     assert_eq!(stored.json()["pushed"], true);
     for tag in ["latest", "env", "docker-config", "helper", "store"] {
         assert!(
@@ -560,7 +547,7 @@ fn bearer_token_flow_like_ghcr() {
     let d = dir.path().to_str().unwrap();
     let repo = format!("{}/org/token", reg.host());
 
-    let anon = run(&push_args(d, &repo, &["latest"]), &[], None);
+    let anon = TestCommand::push_json(d, &repo).tags(&["latest"]).run();
     assert_eq!(anon.code, 5, "{}", anon.stderr);
     assert!(
         anon.stderr.contains("authentication failed"),
@@ -572,7 +559,10 @@ fn bearer_token_flow_like_ghcr() {
         ("SETTINGS_IMAGE_USERNAME", "bob"),
         ("SETTINGS_IMAGE_PASSWORD", password),
     ];
-    let ok = run(&push_args(d, &repo, &["latest", TS_TAG]), &env, None);
+    let ok = TestCommand::push_json(d, &repo)
+        .tags(&["latest", TS_TAG])
+        .envs(env)
+        .run();
     let out = ok.json();
     assert_eq!(out["pushed"], true);
     assert_eq!(out["uploaded_blobs"], 2);
@@ -597,18 +587,20 @@ fn bearer_token_flow_like_ghcr() {
     .unwrap();
     assert_eq!(i["Digest"], out["digest"]);
 
-    let again = run(&push_args(d, &repo, &["latest", TS_TAG]), &env, None).json();
+    let again = TestCommand::push_json(d, &repo)
+        .tags(&["latest", TS_TAG])
+        .envs(env)
+        .json();
     assert_eq!(again["pushed"], false);
     assert_eq!(again["uploaded_blobs"], 0);
 
-    let wrong = run(
-        &push_args(d, &repo, &["latest"]),
-        &[
+    let wrong = TestCommand::push_json(d, &repo)
+        .tags(&["latest"])
+        .envs([
             ("SETTINGS_IMAGE_USERNAME", "bob"),
             ("SETTINGS_IMAGE_PASSWORD", "nope-nope-nope"),
-        ],
-        None,
-    );
+        ])
+        .run();
     assert_eq!(wrong.code, 5, "{}", wrong.stderr);
     assert!(!wrong.stderr.contains("nope-nope-nope"), "{}", wrong.stderr);
 }
@@ -621,11 +613,9 @@ fn bad_repositories_are_refused_before_any_network() {
     // to a port nothing listens on).
     let counter = ConnCounter::start(free_port());
     let host = format!("127.0.0.1:{}", counter.port);
-    let upper = run(
-        &push_args(d, &format!("{host}/Acme/Settings"), &["latest"]),
-        &[],
-        None,
-    );
+    let upper = TestCommand::push_json(d, &format!("{host}/Acme/Settings"))
+        .tags(&["latest"])
+        .run();
     assert_eq!(upper.code, 2, "{}", upper.stderr);
     assert!(
         upper.stderr.contains(&format!("{host}/acme/settings")),
@@ -645,7 +635,7 @@ fn bad_repositories_are_refused_before_any_network() {
         (format!("{host}/a//b"), "bad name \"a//b\""),
         (format!("{host}/"), "bad name \"\""),
     ] {
-        let r = run(&push_args(d, &bad, &["latest"]), &[], None);
+        let r = TestCommand::push_json(d, &bad).tags(&["latest"]).run();
         assert_eq!(r.code, 2, "{bad}: {}", r.stderr);
         assert!(
             r.stderr
@@ -656,7 +646,7 @@ fn bad_repositories_are_refused_before_any_network() {
         assert!(r.stdout.is_empty(), "{bad}: {}", r.stdout);
     }
     let repo = format!("{host}/x");
-    let r = run(&push_args(d, &repo, &["bad tag"]), &[], None);
+    let r = TestCommand::push_json(d, &repo).tags(&["bad tag"]).run();
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(
         r.stderr.starts_with("error: invalid tag \"bad tag\"\n"),
@@ -664,11 +654,10 @@ fn bad_repositories_are_refused_before_any_network() {
         r.stderr
     );
     // Username without password.
-    let r = run(
-        &[&push_args(d, &repo, &["t"])[..], &["--username", "u"]].concat(),
-        &[],
-        None,
-    );
+    let r = TestCommand::push_json(d, &repo)
+        .tags(&["t"])
+        .args(["--username", "u"])
+        .run();
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(
         r.stderr.starts_with(
@@ -680,7 +669,7 @@ fn bad_repositories_are_refused_before_any_network() {
     );
     assert_eq!(counter.connections(), 0, "a refused input connected");
     // The control: a good input does connect (and fails there).
-    let r = run(&push_args(d, &repo, &["t"]), &[], None);
+    let r = TestCommand::push_json(d, &repo).tags(&["t"]).run();
     assert_eq!(r.code, 4, "{}", r.stderr);
     assert!(counter.connections() > 0, "the counter counts");
 }
@@ -690,11 +679,9 @@ fn unreachable_registry_fails_clearly() {
     let dir = settings(1, "down");
     let d = dir.path().to_str().unwrap();
     let port = free_port();
-    let r = run(
-        &push_args(d, &format!("127.0.0.1:{port}/x"), &["latest"]),
-        &[],
-        None,
-    );
+    let r = TestCommand::push_json(d, &format!("127.0.0.1:{port}/x"))
+        .tags(&["latest"])
+        .run();
     // docs/push.md: 4, the registry failed (after retries).
     assert_eq!(r.code, 4, "{}", r.stderr);
     assert!(
@@ -737,7 +724,8 @@ fn push_with_a_timestamp_tag_from_git_history() {
     let sha7 = git(&["rev-parse", "--short=7", "HEAD"]);
     let conf = root.join("conf");
     let repo = format!("{}/history", proxy.host());
-    let args = [
+    let mut push = TestCommand::new();
+    push.args([
         "push",
         "--path",
         conf.to_str().unwrap(),
@@ -748,8 +736,8 @@ fn push_with_a_timestamp_tag_from_git_history() {
         "--timestamp-tag",
         "main",
         "--json",
-    ];
-    let out = run(&args, &[], None).json();
+    ]);
+    let out = push.json();
     let expected = format!("main-1704164645-{sha7}");
     // The timestamp tag comes first, so `reference` names the tag that never moves.
     assert_eq!(out["tags"], serde_json::json!([expected, "latest"]));
@@ -764,7 +752,7 @@ fn push_with_a_timestamp_tag_from_git_history() {
     // `latest` tag, and the provenance lookup (referrers API probe, then the
     // referrers tag). The timestamp tag just read is not asked for again.
     proxy.take();
-    let again = run(&args, &[], None).json();
+    let again = push.json();
     assert_eq!(again["pushed"], false);
     assert_eq!(again["provenance"], out["provenance"]);
     let seen = proxy.take();
@@ -822,15 +810,10 @@ fn an_expired_token_is_renewed_mid_push() {
         ("SETTINGS_IMAGE_USERNAME", "carol"),
         ("SETTINGS_IMAGE_PASSWORD", password),
     ];
-    let run_ = run(
-        &push_args(
-            dir.path().to_str().unwrap(),
-            &format!("{}/renew", proxy.host()),
-            &["v1"],
-        ),
-        &env,
-        None,
-    );
+    let run_ = TestCommand::push_json(dir.path(), &format!("{}/renew", proxy.host()))
+        .tags(&["v1"])
+        .envs(env)
+        .run();
     let out = run_.json();
     assert_eq!(out["pushed"], true);
     assert_eq!(
@@ -874,7 +857,7 @@ fn https_unless_loopback_or_insecure() {
     // not retried, so exactly one connection is made.
     let counter = ConnCounter::start(reg.port);
     let counted = format!("[::ffff:127.0.0.1]:{}/transport", counter.port);
-    let refused = run(&push_args(d, &counted, &["v1"]), &[], None);
+    let refused = TestCommand::push_json(d, &counted).tags(&["v1"]).run();
     assert_eq!(refused.code, 4, "{}", refused.stderr);
     assert!(refused.stderr.contains("https://"), "{}", refused.stderr);
     assert!(refused.stderr.contains("--insecure"), "{}", refused.stderr);
@@ -886,9 +869,10 @@ fn https_unless_loopback_or_insecure() {
     );
     assert!(skopeo_inspect(&format!("{}/transport:v1", reg.host()), None).is_none());
 
-    let mut args = push_args(d, &mapped, &["v1"]);
-    args.push("--insecure");
-    let out = run(&args, &[], None).json();
+    let out = TestCommand::push_json(d, &mapped)
+        .tags(&["v1"])
+        .arg("--insecure")
+        .json();
     let i = skopeo_inspect(&format!("{}/transport:v1", reg.host()), None).unwrap();
     assert_eq!(i["Digest"], out["digest"]);
 
@@ -930,15 +914,9 @@ fn https_unless_loopback_or_insecure() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     let counter = ConnCounter::start(port);
-    let r = run(
-        &push_args(
-            d,
-            &format!("[::ffff:127.0.0.1]:{}/x", counter.port),
-            &["v1"],
-        ),
-        &[],
-        None,
-    );
+    let r = TestCommand::push_json(d, &format!("[::ffff:127.0.0.1]:{}/x", counter.port))
+        .tags(&["v1"])
+        .run();
     let _ = server.kill();
     let _ = server.wait();
     assert_eq!(r.code, 4, "{}", r.stderr);

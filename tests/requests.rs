@@ -17,8 +17,9 @@ mod common;
 
 use std::collections::BTreeMap;
 
+use common::cmd::TestCommand;
 use common::git::{ScratchRepo, git_at};
-use common::registry::{Auth, Registry, curl, digest_of, revision_of, run, tags_of};
+use common::registry::{Auth, Registry, curl, digest_of, revision_of, tags_of};
 
 /// A request kind: method and resource (`manifests`, `blobs`, `uploads`
 /// for `blobs/uploads/`, `tags`, `referrers`), or `auth` for `GET /v2/`.
@@ -147,17 +148,9 @@ fn push(
 ) -> (serde_json::Value, BTreeMap<Kind, usize>) {
     let before = std::fs::read_to_string(&reg.log).expect("access log").len();
     let repository = format!("{}/{name}", reg.host());
-    let shop = folder.shop();
-    let mut args = vec![
-        "push",
-        "--path",
-        &shop,
-        "--repository",
-        &repository,
-        "--json",
-    ];
-    args.extend(flags);
-    let out = run(&args, &[], None).json();
+    let out = TestCommand::push_json(folder.shop(), &repository)
+        .args(flags)
+        .json();
     let log = std::fs::read_to_string(&reg.log).expect("access log");
     (out, count(&log[before..], name))
 }

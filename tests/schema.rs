@@ -97,12 +97,11 @@ fn an_image_built_from_git_with_annotations_and_labels_matches_too() {
     git(&["add", "."]);
     git(&["commit", "-q", "-m", "shop"]);
     let layout = tmp.join("layout");
-    let report = common::report_of(
-        common::build_cmd(&repo.join("shop"), &layout)
-            .env_remove("GITHUB_SERVER_URL")
-            .env_remove("GITHUB_REPOSITORY")
-            .args(["--timestamp-tag", "main"]),
-    );
+    let report = common::build_cmd(&repo.join("shop"), &layout)
+        .env_remove("GITHUB_SERVER_URL")
+        .env_remove("GITHUB_REPOSITORY")
+        .args(["--timestamp-tag", "main"])
+        .json();
     let manifest = blob(&layout, &common::field(&report, "/digest"));
     let config = blob(&layout, &common::field(&report, "/config_digest"));
     // The documents really carry what this test is about.

@@ -13,11 +13,11 @@ mod common;
 use std::collections::BTreeMap;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
+use common::cmd::{Run, TestCommand};
 use common::forge::{self, Edit};
 use common::git::ScratchRepo;
-use common::registry::{Auth, Registry, Run, curl, run};
+use common::registry::{Auth, Registry, curl};
 use serde_json::Value;
 
 /// A settings repository with `configs/shop`, commits at fixed times.
@@ -67,47 +67,30 @@ impl Settings {
     }
 }
 
-/// The binary without any GitHub environment (no API fallback, no
-/// run facts): empty values count as unset.
-fn si(args: &[&str]) -> Run {
-    let env = [
-        "GITHUB_REPOSITORY",
-        "GITHUB_TOKEN",
-        "GITHUB_REF",
-        "GITHUB_SERVER_URL",
-        "GITHUB_ACTIONS",
-    ]
-    .map(|k| (k, ""));
-    run(args, &env, None)
-}
-
+/// `push --timestamp-tag main --json` of `folder` with `extra`: the report.
 fn push(folder: &Path, repository: &str, extra: &[&str]) -> Value {
-    let mut args = vec![
-        "push",
-        "--path",
-        folder.to_str().unwrap(),
-        "--repository",
-        repository,
-        "--timestamp-tag",
-        "main",
-        "--json",
-    ];
-    args.extend_from_slice(extra);
-    si(&args).json()
+    TestCommand::push_json(folder, repository)
+        .args(["--timestamp-tag", "main"])
+        .args(extra)
+        .json()
 }
 
 fn verify(folder: &Path, reference: &str) -> Run {
-    si(&["verify", reference, "--path", folder.to_str().unwrap()])
+    TestCommand::new()
+        .args(["verify", reference, "--path", folder.to_str().unwrap()])
+        .run()
 }
 
 fn verify_json(folder: &Path, reference: &str) -> Value {
-    let r = si(&[
-        "verify",
-        reference,
-        "--path",
-        folder.to_str().unwrap(),
-        "--json",
-    ]);
+    let r = TestCommand::new()
+        .args([
+            "verify",
+            reference,
+            "--path",
+            folder.to_str().unwrap(),
+            "--json",
+        ])
+        .run();
     assert_eq!(r.code, 0, "verify {reference} failed: {}", r.stderr);
     serde_json::from_str(r.stdout.trim()).unwrap()
 }
@@ -337,7 +320,10 @@ fn annotations_and_labels_from_the_cli_are_attested_and_verify() {
         "--json",
     ];
     args.extend_from_slice(&flags);
-    assert_eq!(si(&args).json()["digest"], digest.as_str());
+    assert_eq!(
+        TestCommand::new().args(&args).json()["digest"],
+        digest.as_str()
+    );
     let pushed = annotations(&reg, "team/settings", &digest);
     assert_eq!(
         pushed["org.opencontainers.image.description"],
@@ -352,7 +338,9 @@ fn annotations_and_labels_from_the_cli_are_attested_and_verify() {
     assert_eq!(pushed_labels["team"], "a=b");
     assert!(!pushed_labels.contains_key("org.opencontainers.image.source"));
     // The provenance lists exactly what the caller added.
-    let i = si(&["inspect", &s(&a, "reference"), "--json"]).json();
+    let i = TestCommand::new()
+        .args(["inspect", &s(&a, "reference"), "--json"])
+        .json();
     assert_eq!(
         i["provenance"]["annotations"],
         serde_json::json!({
@@ -462,16 +450,18 @@ fn a_changed_file_in_the_layer_fails_and_is_named() {
         ),
     )
     .unwrap();
-    let r = si(&[
-        "verify",
-        "--scan",
-        cluster.path().to_str().unwrap(),
-        "--repository",
-        &repo,
-        "--path",
-        st.folder().to_str().unwrap(),
-        "--json",
-    ]);
+    let r = TestCommand::new()
+        .args([
+            "verify",
+            "--scan",
+            cluster.path().to_str().unwrap(),
+            "--repository",
+            &repo,
+            "--path",
+            st.folder().to_str().unwrap(),
+            "--json",
+        ])
+        .run();
     assert_eq!(r.code, 7, "{}", r.stderr);
     let v: Value = serde_json::from_str(r.stdout.trim()).unwrap();
     assert_eq!(v["rows"][0]["status"], "mismatch");
@@ -511,15 +501,17 @@ fn a_shallow_checkout_gets_the_same_error_as_push() {
         &["clone", "-q", "--depth", "1", &url, "shallow"],
     );
     let folder = clone.path().join("shallow/configs/shop");
-    let pushed = si(&[
-        "push",
-        "--path",
-        folder.to_str().unwrap(),
-        "--repository",
-        &repo,
-        "--timestamp-tag",
-        "main",
-    ]);
+    let pushed = TestCommand::new()
+        .args([
+            "push",
+            "--path",
+            folder.to_str().unwrap(),
+            "--repository",
+            &repo,
+            "--timestamp-tag",
+            "main",
+        ])
+        .run();
     assert_ne!(pushed.code, 0);
     let verified = verify(&folder, &s(&a, "reference"));
     assert_eq!(verified.code, pushed.code, "{}", verified.stderr);
@@ -665,7 +657,7 @@ fn scan_verifies_every_workload_kind_and_fails_on_one_bad_reference() {
         if json {
             args.push("--json");
         }
-        si(&args)
+        TestCommand::new().args(&args).run()
     };
     let r = scan(true);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
@@ -739,7 +731,7 @@ fn scan_verifies_every_workload_kind_and_fails_on_one_bad_reference() {
     let files = common::TempDir::new();
     let out = files.path().join("output");
     let summary = files.path().join("summary");
-    let mut cmd = std::process::Command::new(common::registry::bin());
+    let mut cmd = TestCommand::new();
     cmd.arg("action")
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -751,9 +743,9 @@ fn scan_verifies_every_workload_kind_and_fails_on_one_bad_reference() {
         .env("INPUT_PATH", "settings/configs/shop")
         .env("INPUT_REPOSITORY", &repo)
         .env("INPUT_SCAN", "cluster/apps");
-    let o = cmd.output().unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(o.status.code(), Some(7), "{stdout}");
+    let o = cmd.run();
+    let stdout = o.stdout;
+    assert_eq!(o.code, 7, "{stdout}");
     assert!(
         stdout.contains("::error file=cluster/apps/pod.yaml,line=")
             && stdout.contains("re-pointed"),
@@ -768,18 +760,12 @@ fn scan_verifies_every_workload_kind_and_fails_on_one_bad_reference() {
     // Only the faithful folder: the step passes.
     let o = cmd
         .env("INPUT_SCAN", "cluster/apps/shop/statefulset.yml")
-        .output()
-        .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stdout)
-    );
+        .run();
+    assert_eq!(o.code, 0, "{}", o.stdout);
     // A wrong mode is an input error.
-    let o = cmd.env("INPUT_MODE", "audit").output().unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stdout).contains("the input `mode`"));
+    let o = cmd.env("INPUT_MODE", "audit").run();
+    assert_eq!(o.code, 2);
+    assert!(o.stdout.contains("the input `mode`"));
 }
 
 /// The arguments of the first `sh` block of `doc` (one command, lines
@@ -815,7 +801,7 @@ fn the_first_push_example_makes_images_that_verify() {
         })
         .collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let pushed = si(&args).json();
+    let pushed = TestCommand::new().args(&args).json();
     let tags = pushed["tags"].as_array().unwrap();
     assert!(!tags.is_empty(), "{pushed}");
     // Every tag the example writes names what verify proves.
@@ -838,15 +824,17 @@ fn the_first_push_example_makes_images_that_verify() {
         ),
         format!("main-{}-{}", ts.parse::<i64>().unwrap() + 1, &commit[..7]),
     ] {
-        let r = si(&[
-            "push",
-            "--path",
-            folder.to_str().unwrap(),
-            "--repository",
-            &repo,
-            "--tag",
-            &wrong,
-        ]);
+        let r = TestCommand::new()
+            .args([
+                "push",
+                "--path",
+                folder.to_str().unwrap(),
+                "--repository",
+                &repo,
+                "--tag",
+                &wrong,
+            ])
+            .run();
         assert_eq!(r.code, 2, "{wrong}: {}", r.stderr);
         assert!(
             r.stderr
@@ -863,15 +851,17 @@ fn the_first_push_example_makes_images_that_verify() {
         assert!(!listed.contains(&wrong), "{listed:?}");
     }
     let other = format!("release-{ts}-{}", &commit[..7]);
-    let r = si(&[
-        "push",
-        "--path",
-        folder.to_str().unwrap(),
-        "--repository",
-        &repo,
-        "--tag",
-        &other,
-    ]);
+    let r = TestCommand::new()
+        .args([
+            "push",
+            "--path",
+            folder.to_str().unwrap(),
+            "--repository",
+            &repo,
+            "--tag",
+            &other,
+        ])
+        .run();
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(verify(&folder, &format!("{repo}:{other}")).code, 0);
 }
@@ -931,15 +921,17 @@ fn a_missing_path_is_bad_input_named_before_any_request() {
         pod_yaml(&s(&a, "reference")),
     )
     .unwrap();
-    let r = si(&[
-        "verify",
-        "--scan",
-        cluster.path().to_str().unwrap(),
-        "--repository",
-        &repo,
-        "--path",
-        missing.to_str().unwrap(),
-    ]);
+    let r = TestCommand::new()
+        .args([
+            "verify",
+            "--scan",
+            cluster.path().to_str().unwrap(),
+            "--repository",
+            &repo,
+            "--path",
+            missing.to_str().unwrap(),
+        ])
+        .run();
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("does not exist"), "{}", r.stderr);
     assert!(r.stdout.is_empty(), "{}", r.stdout);
@@ -1120,12 +1112,14 @@ fn a_small_layer_that_inflates_hugely_is_stopped_at_the_limit() {
     let bomb = blob_file(&tmp, "bomb", &bomb);
     forge_from(&reg, &a, "bomb", &[Edit::LayerFrom(&bomb)]);
     let folder = st.folder();
-    let (r, peak_kib) = peak_rss(&[
-        "verify",
-        &format!("{repo}:bomb"),
-        "--path",
-        folder.to_str().unwrap(),
-    ]);
+    let (r, peak_kib) = TestCommand::new()
+        .args([
+            "verify",
+            &format!("{repo}:bomb"),
+            "--path",
+            folder.to_str().unwrap(),
+        ])
+        .peak_rss();
     assert_mismatch(&r, &["inflates to more than", "plus 64 MiB"]);
     // Inflated as a stream: the 80 MiB never sit in memory at once
     // (docs/flux.md: well under 64 MiB however large the bomb).
@@ -1133,27 +1127,6 @@ fn a_small_layer_that_inflates_hugely_is_stopped_at_the_limit() {
         peak_kib < 64 * 1024,
         "verify of an 80 MiB bomb peaked at {peak_kib} KiB"
     );
-}
-
-/// Runs the binary with `args` as [`si`] does and returns its result and
-/// its peak resident set in KiB (see [`common::registry::peak_rss`]).
-fn peak_rss(args: &[&str]) -> (Run, u64) {
-    let tmp = common::TempDir::new();
-    let mut cmd = Command::new(common::bin());
-    cmd.args(args)
-        .env_remove("SETTINGS_IMAGE_USERNAME")
-        .env_remove("SETTINGS_IMAGE_PASSWORD")
-        .env("DOCKER_CONFIG", tmp.path());
-    for k in [
-        "GITHUB_REPOSITORY",
-        "GITHUB_TOKEN",
-        "GITHUB_REF",
-        "GITHUB_SERVER_URL",
-        "GITHUB_ACTIONS",
-    ] {
-        cmd.env(k, "");
-    }
-    common::registry::peak_rss(cmd)
 }
 
 /// A Pod that mounts `reference` as an image volume.
@@ -1176,7 +1149,7 @@ fn scan_json(dir: &Path, repo: &str, folder: &Path, extra: &[&str]) -> (Run, Val
         "--json",
     ];
     args.extend_from_slice(extra);
-    let r = si(&args);
+    let r = TestCommand::new().args(&args).run();
     let v = serde_json::from_str(r.stdout.trim()).unwrap_or(Value::Null);
     (r, v)
 }
@@ -1346,15 +1319,17 @@ items:
         "the readable rows are still verified: {v}"
     );
     // The table names them too.
-    let table = si(&[
-        "verify",
-        "--scan",
-        d.to_str().unwrap(),
-        "--repository",
-        &repo,
-        "--path",
-        st.folder().to_str().unwrap(),
-    ]);
+    let table = TestCommand::new()
+        .args([
+            "verify",
+            "--scan",
+            d.to_str().unwrap(),
+            "--repository",
+            &repo,
+            "--path",
+            st.folder().to_str().unwrap(),
+        ])
+        .run();
     assert_eq!(table.code, 2);
     assert!(
         table
@@ -1401,7 +1376,7 @@ fn a_scan_that_finds_no_reference_fails_unless_allowed() {
     st.repo
         .git_in(ws.path(), &["clone", "-q", &url, "settings"]);
     let files = common::TempDir::new();
-    let mut cmd = std::process::Command::new(common::registry::bin());
+    let mut cmd = TestCommand::new();
     cmd.arg("action")
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -1413,20 +1388,15 @@ fn a_scan_that_finds_no_reference_fails_unless_allowed() {
         .env("INPUT_PATH", "settings/configs/shop")
         .env("INPUT_REPOSITORY", &typo)
         .env("INPUT_SCAN", "cluster");
-    let o = cmd.output().unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(o.status.code(), Some(2), "{stdout}");
+    let o = cmd.run();
+    let stdout = o.stdout;
+    assert_eq!(o.code, 2, "{stdout}");
     assert!(
         stdout.contains("::error") && stdout.contains("`allow-empty: true`"),
         "{stdout}"
     );
-    let o = cmd.env("INPUT_ALLOW-EMPTY", "true").output().unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stdout)
-    );
+    let o = cmd.env("INPUT_ALLOW-EMPTY", "true").run();
+    assert_eq!(o.code, 0, "{}", o.stdout);
 }
 
 #[test]
@@ -1440,16 +1410,18 @@ fn scan_fails_closed_on_what_the_cluster_may_apply_unverified() {
     // plain folder, without provenance.
     let plain = common::TempDir::new();
     std::fs::write(plain.path().join("app.yaml"), "port: 1\n").unwrap();
-    let r = si(&[
-        "push",
-        "--path",
-        plain.path().to_str().unwrap(),
-        "--repository",
-        &repo,
-        "--tag",
-        "hand-1",
-        "--no-provenance",
-    ]);
+    let r = TestCommand::new()
+        .args([
+            "push",
+            "--path",
+            plain.path().to_str().unwrap(),
+            "--repository",
+            &repo,
+            "--tag",
+            "hand-1",
+            "--no-provenance",
+        ])
+        .run();
     assert_eq!(r.code, 0, "{}", r.stderr);
     let pod_spec = |reference: &str, indent: usize| {
         format!(

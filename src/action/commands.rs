@@ -7,6 +7,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::io::Write;
 use std::path::Path;
 
+use super::fields::Inputs;
 use super::inputs::{Env, input_key};
 use crate::error::{Error, Result};
 
@@ -214,23 +215,14 @@ fn error_kind(err: &Error) -> &'static str {
     }
 }
 
-/// The CLI's flags and what a user of the action writes instead, for the
-/// errors and hints the core words for the command line. Longest first, so
-/// that `--source commit` goes before `--source`. A flag the action has no
-/// input for maps to a phrase that says so.
-pub type Words = &'static [(&'static str, &'static str)];
-
 /// The `::error` line for `err` under `who`, message and hint in the
-/// action's words: every CLI flag in `words` becomes the input that does
-/// the same (the core words its errors for the command line).
-pub fn error_line(who: &str, err: &Error, words: Words) -> String {
-    let text = match err.hint() {
-        Some(hint) => format!("{err}\nhint: {hint}"),
-        None => err.to_string(),
+/// action's words: each field the error names is the input of `inputs`
+/// that sets it.
+pub fn error_line(who: &str, err: &Error, inputs: Inputs) -> String {
+    let text = match err.hint_in(&inputs) {
+        Some(hint) => format!("{}\nhint: {hint}", err.render(&inputs)),
+        None => err.render(&inputs),
     };
-    let text = words
-        .iter()
-        .fold(text, |s, (flag, input)| s.replace(flag, input));
     error(&format!("{who}: {}", error_kind(err)), &text)
 }
 

@@ -106,7 +106,7 @@ pub fn publish(env: &Env) -> Result<()> {
         monolithic: false,
         credentials: inputs.credentials.clone(),
         docker_config: front::docker_config(env),
-        login: inputs.login.clone().map(Box::new),
+        login: inputs.login.clone().map(Into::into),
     };
     let revision = match inputs::event_plan(env)? {
         EventPlan::Skip(why) => {

@@ -3,6 +3,7 @@
 
 pub mod commands;
 pub mod debug;
+pub mod fields;
 pub mod inputs;
 pub mod login;
 pub mod many;
@@ -48,18 +49,47 @@ pub fn run(mode: Mode) -> i32 {
             .map(|m| m.trim())
             .filter(|m| !m.is_empty())
         {
-            None | Some("publish") => publish::run(&env),
+            None | Some("publish") => run_publish(&env),
             Some("verify") => verify::run(&env),
             Some(other) => {
                 let err = crate::Error::input(
                     format!("the input `mode` is {other:?}"),
                     Some("use `publish` (the default) or `verify`".to_string()),
                 );
-                commands::say(&commands::error_line("settings-image", &err, &[]));
+                commands::say(&commands::error_line(
+                    "settings-image",
+                    &err,
+                    fields::Inputs::Publish,
+                ));
                 err.exit_code()
             }
         },
         Mode::Verify => verify::run(&env),
         Mode::Promote => promote::run(&env),
+    }
+}
+
+/// The publish mode: one folder (publish.rs), or several or the plan
+/// (many.rs); returns the exit code.
+fn run_publish(env: &inputs::Env) -> i32 {
+    for line in commands::mask_lines(env, &login::SECRET_INPUTS) {
+        commands::say(&line);
+    }
+    debug::init(env.get("RUNNER_DEBUG").map(String::as_str));
+    let result = match many::wanted(env) {
+        Ok(true) => many::publish(env),
+        Ok(false) => publish::publish(env),
+        Err(err) => Err(err),
+    };
+    match result {
+        Ok(()) => 0,
+        Err(err) => {
+            commands::say(&commands::error_line(
+                publish::WHO,
+                &err,
+                fields::Inputs::Publish,
+            ));
+            err.exit_code()
+        }
     }
 }

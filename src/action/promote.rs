@@ -11,6 +11,7 @@
 use jiff::{SignedDuration, Timestamp};
 
 use super::commands::{self, say};
+use super::fields::Inputs;
 use super::inputs::{self, Env};
 use crate::error::{Error, Result};
 use crate::front;
@@ -61,31 +62,6 @@ const SUMMARY_DAYS: i64 = 7;
 
 /// The annotation title's subject.
 const WHO: &str = "settings-image promote";
-
-/// The CLI flags the core's errors name, in this action's inputs.
-pub const WORDS: commands::Words = &[
-    (
-        "--username with --password-stdin",
-        "`username` and `password`, or an OIDC `login` (docs/registries.md)",
-    ),
-    (
-        "--username and --password-stdin",
-        "`username` and `password`, or an OIDC `login` (docs/registries.md)",
-    ),
-    ("--target-repository", "`target-repository`"),
-    ("--reason \"...\"", "`reason: ...`"),
-    ("--password-stdin", "`password`"),
-    ("--repository", "`repository`"),
-    ("--username", "`username`"),
-    ("--insecure", "`insecure: true`"),
-    ("--explain", "`explain: true`"),
-    ("--policy", "`policy`"),
-    ("--reason", "`reason`"),
-    ("--force", "`force: true`"),
-    ("--from", "`from`"),
-    ("--at", "`at`"),
-    ("--to", "`to`"),
-];
 
 fn var(env: &Env, name: &str) -> Option<String> {
     env.get(name)
@@ -149,7 +125,7 @@ pub fn read_request(env: &Env) -> Result<promote::Request> {
             })?;
             Policy::from_yaml(&text).map_err(|e| match e {
                 Error::Input { message, hint } => Error::Input {
-                    message: format!("the input `policy` ({p}): {message}"),
+                    message: crate::text![format!("the input `policy` ({p}): ")].then(message),
                     hint,
                 },
                 other => other,
@@ -353,7 +329,7 @@ pub fn run(env: &Env) -> i32 {
             0
         }
         Err(err) => {
-            say(&commands::error_line(WHO, &err, WORDS));
+            say(&commands::error_line(WHO, &err, Inputs::Promote));
             err.exit_code()
         }
     }
@@ -387,7 +363,7 @@ mod tests {
             let mut e = env(&base);
             e.insert("INPUT_POLICY".into(), policy.into());
             let err = read_request(&e).unwrap_err();
-            let line = commands::error_line(WHO, &err, WORDS);
+            let line = commands::error_line(WHO, &err, Inputs::Promote);
             assert!(
                 line.contains("the input `policy`") && line.contains(want),
                 "{line}"
@@ -413,7 +389,7 @@ mod tests {
         assert!(r.insecure && r.explain);
         assert_eq!(r.at.unwrap().to_string(), "2026-12-21T10:00:00Z");
         e.insert("INPUT_AT".into(), "tomorrow".into());
-        let line = commands::error_line(WHO, &read_request(&e).unwrap_err(), WORDS);
+        let line = commands::error_line(WHO, &read_request(&e).unwrap_err(), Inputs::Promote);
         assert!(line.contains("`at` \"tomorrow\" is not a time"), "{line}");
         assert!(!line.contains("--"), "{line}");
         // Each secret, and base64(robot:secret) as a registry may echo it.
@@ -439,7 +415,7 @@ mod tests {
         ]);
         let err = read_request(&e).unwrap_err();
         assert_eq!(err.exit_code(), 2);
-        let line = commands::error_line(WHO, &err, WORDS);
+        let line = commands::error_line(WHO, &err, Inputs::Promote);
         assert!(line.starts_with("::error title="), "{line}");
         assert!(line.contains("`reason"), "{line}");
     }

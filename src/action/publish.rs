@@ -12,13 +12,13 @@ use std::path::{Path, PathBuf};
 use super::commands::{self, say};
 use super::inputs::{self, Env, EventPlan};
 use super::summary::{self, Facts};
+use crate::branch_tag::{BranchTagOutcome, Change};
 use crate::error::{Error, Result};
 use crate::front;
 use crate::history::{SourceMode, Token};
 use crate::image::Metadata;
-use crate::publish::guards::{BranchOutcome, BranchReport};
 use crate::registry::{self, Credentials};
-use crate::release::ordering::{Anomaly, AnomalyKind, BranchMove};
+use crate::release::ordering::{Anomaly, AnomalyKind};
 use crate::report::Report;
 use crate::request::{self, Request, Target};
 
@@ -114,45 +114,8 @@ pub(super) struct PublishInputs {
     pub(super) extra: Metadata,
 }
 
-/// The secret inputs, masked before anything is printed.
-const SECRET_INPUTS: [&str; 3] = super::login::SECRET_INPUTS;
-
 /// The annotation title's subject.
-const WHO: &str = "settings-image";
-
-/// The CLI flags the core's errors name, in this action's inputs.
-pub const WORDS: commands::Words = &[
-    (
-        "--username with --password-stdin",
-        "`username` and `password`, or an OIDC `login` (docs/registries.md)",
-    ),
-    (
-        "--username and --password-stdin",
-        "`username` and `password`, or an OIDC `login` (docs/registries.md)",
-    ),
-    ("--source worktree", "`source: worktree`"),
-    ("--source commit", "`source: commit`"),
-    ("--timestamp-tag", "`timestamp-tag`"),
-    ("--password-stdin", "`password`"),
-    ("--no-provenance", "`provenance: false`"),
-    ("--allow-rewind", "`allow-rewind: true`"),
-    ("--force-pushed-from", "the push event's `before`"),
-    ("--branch-tag", "`branch-tag`"),
-    ("--allow-empty", "`allow-empty: true`"),
-    ("--scan", "`scan`"),
-    ("--repository", "`repository`"),
-    (
-        "--monolithic",
-        "settings-image push --monolithic (the CLI; the action uploads in chunks)",
-    ),
-    ("--username", "`username`"),
-    ("--insecure", "`insecure: true`"),
-    ("--revision", "the event's commit"),
-    ("--output", "the output directory"),
-    ("--source", "`source`"),
-    ("--path", "`path`"),
-    ("--tag", "`tags`"),
-];
+pub(super) const WHO: &str = "settings-image";
 
 /// Reads `KEY=VALUE` lines of the `annotations` or `labels` input; a
 /// metadata-action level prefix (`manifest:`, `index,manifest:`) is
@@ -281,21 +244,6 @@ pub(super) fn ensure_temp_dir() -> Result<()> {
         .map_err(|e| Error::io(context(), e))
 }
 
-/// Runs the publish mode with the runner's environment; returns the exit code.
-pub fn run(env: &Env) -> i32 {
-    for line in commands::mask_lines(env, &SECRET_INPUTS) {
-        say(&line);
-    }
-    super::debug::init(env.get("RUNNER_DEBUG").map(String::as_str));
-    match publish(env) {
-        Ok(()) => 0,
-        Err(err) => {
-            say(&commands::error_line(WHO, &err, WORDS));
-            err.exit_code()
-        }
-    }
-}
-
 /// The runner's `GITHUB_EVENT_NAME` and `GITHUB_RUN_ATTEMPT`, checked:
 /// an event name is lower-case letters and `_`, an attempt is a number.
 fn run_facts(env: &Env) -> Result<(String, String)> {
@@ -321,11 +269,9 @@ fn run_facts(env: &Env) -> Result<(String, String)> {
     Ok((event, attempt))
 }
 
-fn publish(env: &Env) -> Result<()> {
-    // Several folders (lines or globs in `path`), or the plan: src/action/many.rs.
-    if super::many::wanted(env)? {
-        return super::many::publish(env);
-    }
+/// Publishes one folder (several, or the plan: src/action/many.rs; the
+/// caller, [`super::run`], picks).
+pub(super) fn publish(env: &Env) -> Result<()> {
     let mut inputs = read_inputs(env)?;
     registry::parse_repository(&inputs.repository)?;
     let (event, attempt) = run_facts(env)?;
@@ -372,7 +318,7 @@ fn publish(env: &Env) -> Result<()> {
             monolithic: false,
             credentials: inputs.credentials.clone(),
             docker_config: front::docker_config(env),
-            login: inputs.login.clone().map(Box::new),
+            login: inputs.login.clone().map(Into::into),
         }),
         Some(dir) => {
             registry::parse_repository(&inputs.repository)?;
@@ -446,13 +392,12 @@ fn publish(env: &Env) -> Result<()> {
     if let Some(a) = &report.anomaly {
         say(&anomaly_annotation(a, report.timestamp_tag.as_deref()));
     }
-    if let Some(b) = &report.branch_tag {
-        let text = branch_text(b, rewound(&report));
-        say(&match b.outcome {
-            BranchOutcome::Rewound => {
-                commands::warning("settings-image: branch tag rewound", &text)
-            }
-            _ => commands::notice("settings-image: branch tag", &text),
+    if let Some(b) = BranchTagOutcome::of(&report, false) {
+        let text = branch_text(&b);
+        say(&if b.rewound() {
+            commands::warning("settings-image: branch tag rewound", &text)
+        } else {
+            commands::notice("settings-image: branch tag", &text)
         });
     }
     if let Some(out) = env.get("GITHUB_OUTPUT").filter(|p| !p.is_empty()) {
@@ -582,18 +527,10 @@ fn anomaly_annotation(a: &Anomaly, tag: Option<&str>) -> String {
     }
 }
 
-fn rewound(report: &Report) -> bool {
-    report
-        .anomaly
-        .as_ref()
-        .is_some_and(|a| a.kind == AnomalyKind::RewoundHistory)
-}
-
-/// One line on what happened to the branch tag; `rewound` when a
-/// force-push moved the branch back to an ancestor.
-fn branch_text(b: &BranchReport, rewound: bool) -> String {
+/// One line on what happened to the branch tag, in the action's words.
+fn branch_text(b: &BranchTagOutcome) -> String {
     let at = b
-        .commit
+        .recorded
         .as_deref()
         .map(|c| format!(" (its image records commit {c})"))
         .unwrap_or_default();
@@ -602,22 +539,22 @@ fn branch_text(b: &BranchReport, rewound: bool) -> String {
         .as_deref()
         .map(|t| format!("; moved on to {t} after a racing run"))
         .unwrap_or_default();
-    let what = match b.outcome {
-        BranchOutcome::Created => "created",
-        BranchOutcome::Moved => "moved forward to this image",
-        BranchOutcome::Unchanged => "already pointed at this image",
-        BranchOutcome::KeptNewer if rewound => {
+    let what = match b.change {
+        Change::Created => "created",
+        Change::Forward => "moved forward to this image",
+        Change::Unchanged => "already pointed at this image",
+        Change::Held { rewound: true, .. } => {
             "left on the newer commit the force-push dropped; set `allow-rewind: true` to move it back to this image"
         }
-        BranchOutcome::KeptNewer => {
+        Change::Held { .. } => {
             "left where it is: it already names a newer commit (a re-run of an older job)"
         }
-        BranchOutcome::Rewound => match &b.plan {
-            BranchMove::Rewound { proven: true, .. } => {
-                "moved to this image: it follows the force-push, which dropped the commit it named"
-            }
-            _ => "moved BACKWARDS to this image (allow-rewind)",
-        },
+        Change::Followed { .. } => {
+            "moved to this image: it follows the force-push, which dropped the commit it named"
+        }
+        Change::Rewound { .. } | Change::Diverged { .. } => {
+            "moved BACKWARDS to this image (allow-rewind)"
+        }
     };
     format!("{} {what}{at}{repaired}", b.name)
 }
@@ -654,10 +591,9 @@ fn facts(env: &Env, inputs: &PublishInputs, report: &Report, published: &Publish
             .iter()
             .map(|a| format!("{}: {}", a.kind.as_str(), a.message))
             .chain(
-                report
-                    .branch_tag
+                BranchTagOutcome::of(report, false)
                     .iter()
-                    .map(|b| format!("branch tag: {}", branch_text(b, rewound(report)))),
+                    .map(|b| format!("branch tag: {}", branch_text(b))),
             )
             .collect(),
     }

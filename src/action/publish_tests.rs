@@ -3,6 +3,9 @@
 
 use super::*;
 
+use super::super::fields::Inputs;
+use super::super::login::SECRET_INPUTS;
+
 use super::inputs::env_of as env;
 
 /// Serializes any field as `null` (only its name matters to the test).
@@ -84,12 +87,27 @@ fn hints_name_inputs_not_flags() {
         ),
         (
             Error::PrefixShared {
+                prefix: "feat-x".into(),
                 tag: "ghcr.io/a/b:feat-x-1-abcdef0".into(),
                 theirs: "refs/heads/feat-x".into(),
                 ours: "refs/heads/feat+x".into(),
                 suggestion: "feat_2bx".into(),
             },
             &["`timestamp-tag` feat_2bx"][..],
+        ),
+        (
+            Error::Source {
+                path: "configs/shop".into(),
+                message: crate::text!["does not exist (", crate::field::Mention::Looked(None), ")"],
+                hint: Some(crate::text![
+                    crate::field::Field::Path,
+                    " names the settings folder"
+                ]),
+            },
+            &[
+                "configs/shop: does not exist (not on disk, not in the HEAD commit)",
+                "hint: `path` names the settings folder",
+            ][..],
         ),
         (
             crate::registry::parse_repository("ghcr.io/Acme/Shop").unwrap_err(),
@@ -136,7 +154,7 @@ fn hints_name_inputs_not_flags() {
             ][..],
         ),
     ] {
-        let line = commands::error_line(WHO, &err, WORDS);
+        let line = commands::error_line(WHO, &err, Inputs::Publish);
         assert!(
             !line.contains("--"),
             "a CLI flag in the action's error: {line}"
@@ -253,7 +271,7 @@ fn an_error_line_carries_the_hint_escaped() {
     let line = commands::error_line(
         WHO,
         &Error::input("bad: x", Some("do y".to_string())),
-        WORDS,
+        Inputs::Publish,
     );
     assert_eq!(
         line,

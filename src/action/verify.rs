@@ -29,7 +29,11 @@ pub fn run(env: &Env) -> i32 {
     match scan(env) {
         Ok(code) => code,
         Err(err) => {
-            say(&commands::error_line(WHO, &err, super::publish::WORDS));
+            say(&commands::error_line(
+                WHO,
+                &err,
+                super::fields::Inputs::Publish,
+            ));
             err.exit_code()
         }
     }

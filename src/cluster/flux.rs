@@ -15,12 +15,19 @@
 //! serializer's job, not ours. The objects are checked against Flux's own
 //! CRD schemas in `tests/flux.rs`.
 
+mod checks;
+mod objects;
+mod yaml;
+
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::registry;
+
+use checks::{check_branch, check_git_path, check_interval, check_name, check_text};
+use yaml::to_yaml;
 
 /// The label on every generated object; the automation's `policySelector`
 /// selects the policies carrying it, so it never touches other policies.
@@ -246,130 +253,6 @@ pub fn marker(namespace: &str, name: &str) -> String {
     format!("# {{\"$imagepolicy\": \"{namespace}:{name}\"}}")
 }
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Object<S> {
-    api_version: &'static str,
-    kind: &'static str,
-    metadata: Metadata,
-    spec: S,
-}
-
-#[derive(Serialize)]
-struct Metadata {
-    name: String,
-    namespace: String,
-    labels: std::collections::BTreeMap<String, String>,
-}
-
-#[derive(Serialize)]
-struct NameRef {
-    name: String,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct RepositorySpec {
-    image: String,
-    interval: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    provider: Option<Provider>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    secret_ref: Option<NameRef>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cert_secret_ref: Option<NameRef>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct PolicySpec {
-    image_repository_ref: NameRef,
-    digest_reflection_policy: &'static str,
-    filter_tags: FilterTags,
-    policy: Policy,
-}
-
-#[derive(Serialize)]
-struct FilterTags {
-    pattern: String,
-    extract: &'static str,
-}
-
-#[derive(Serialize)]
-struct Policy {
-    numerical: Numerical,
-}
-
-#[derive(Serialize)]
-struct Numerical {
-    order: &'static str,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct AutomationSpec {
-    interval: String,
-    source_ref: SourceRef,
-    git: Git,
-    update: Update,
-    policy_selector: Selector,
-}
-
-#[derive(Serialize)]
-struct SourceRef {
-    kind: &'static str,
-    name: String,
-}
-
-#[derive(Serialize)]
-struct Git {
-    checkout: Checkout,
-    commit: Commit,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    push: Option<Push>,
-}
-
-#[derive(Serialize)]
-struct Checkout {
-    #[serde(rename = "ref")]
-    reference: Branch,
-}
-
-#[derive(Serialize)]
-struct Branch {
-    branch: String,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Commit {
-    author: Author,
-    message_template: String,
-}
-
-#[derive(Serialize)]
-struct Author {
-    name: String,
-    email: String,
-}
-
-#[derive(Serialize)]
-struct Push {
-    branch: String,
-}
-
-#[derive(Serialize)]
-struct Update {
-    path: String,
-    strategy: &'static str,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Selector {
-    match_labels: std::collections::BTreeMap<String, String>,
-}
-
 /// One generated file: the objects of one image, or the automation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Document {
@@ -377,199 +260,6 @@ pub struct Document {
     pub file: String,
     /// Its YAML (one or more documents, with comments).
     pub yaml: String,
-}
-
-fn metadata(name: &str, namespace: &str) -> Metadata {
-    Metadata {
-        name: name.to_string(),
-        namespace: namespace.to_string(),
-        labels: [(MANAGED_BY.0.to_string(), MANAGED_BY.1.to_string())].into(),
-    }
-}
-
-fn to_yaml<T: Serialize>(value: &T) -> Result<String> {
-    serde_yaml_ng::to_string(value)
-        .map(|y| quote_yaml11(&y))
-        .map_err(|e| Error::io("writing the Flux objects", std::io::Error::other(e)))
-}
-
-/// Quotes the plain scalars that YAML 1.2 (serde_yaml_ng) reads as
-/// strings but YAML 1.1 does not: kubectl and Flux read manifests with
-/// go-yaml's YAML 1.1 rules, where `namespace: yes` is a boolean and the
-/// object fails to decode. Only `key: value` and `- value` lines hold
-/// scalars here (every value is one line: [`check_text`]).
-fn quote_yaml11(yaml: &str) -> String {
-    let mut out = String::with_capacity(yaml.len());
-    for line in yaml.split_inclusive('\n') {
-        let (body, end) = match line.strip_suffix('\n') {
-            Some(b) => (b, "\n"),
-            None => (line, ""),
-        };
-        let indent = body.len() - body.trim_start_matches([' ', '-']).len();
-        let (head, rest) = body.split_at(indent);
-        let (key, value) = match rest.split_once(": ") {
-            Some((k, v)) if !k.starts_with(['\'', '"']) => (&rest[..k.len() + 2], v),
-            _ if head.ends_with("- ") => ("", rest),
-            _ => ("", ""),
-        };
-        if !value.is_empty() && yaml11_is_not_a_string(value) {
-            out.push_str(head);
-            out.push_str(key);
-            out.push('\'');
-            out.push_str(value);
-            out.push('\'');
-        } else {
-            out.push_str(body);
-        }
-        out.push_str(end);
-    }
-    out
-}
-
-/// Whether go-yaml (YAML 1.1, as kubectl reads manifests) resolves the
-/// plain scalar `v` to something other than a string: a boolean
-/// (`yes`, `on`, `n`, ...), null, or a number (`0x1f`, `0755`, `1_000`,
-/// `.inf`).
-fn yaml11_is_not_a_string(v: &str) -> bool {
-    const WORDS: &[&str] = &[
-        "y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "true", "True", "TRUE", "false",
-        "False", "FALSE", "on", "On", "ON", "off", "Off", "OFF", "~", "null", "Null", "NULL",
-        ".inf", ".Inf", ".INF", "-.inf", "-.Inf", "-.INF", "+.inf", "+.Inf", "+.INF", ".nan",
-        ".NaN", ".NAN",
-    ];
-    if WORDS.contains(&v) {
-        return true;
-    }
-    let digits: String = v.chars().filter(|c| *c != '_').collect();
-    let unsigned = digits.strip_prefix(['-', '+']).unwrap_or(&digits);
-    let all = |s: &str, f: fn(char) -> bool| !s.is_empty() && s.chars().all(f);
-    let int = all(unsigned, |c| c.is_ascii_digit())
-        || unsigned
-            .strip_prefix("0x")
-            .is_some_and(|h| all(h, |c| c.is_ascii_hexdigit()))
-        || unsigned
-            .strip_prefix("0b")
-            .is_some_and(|b| all(b, |c| c == '0' || c == '1'))
-        || unsigned
-            .strip_prefix("0o")
-            .is_some_and(|o| all(o, |c| ('0'..='7').contains(&c)));
-    // [-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?
-    let float = {
-        let (mantissa, exponent) = match unsigned.find(['e', 'E']) {
-            Some(at) => (&unsigned[..at], Some(&unsigned[at + 1..])),
-            None => (unsigned, None),
-        };
-        let mantissa_ok = match mantissa.split_once('.') {
-            Some((a, b)) => {
-                (a.is_empty() && all(b, |c| c.is_ascii_digit()))
-                    || (all(a, |c| c.is_ascii_digit()) && b.chars().all(|c| c.is_ascii_digit()))
-            }
-            None => all(mantissa, |c| c.is_ascii_digit()),
-        };
-        let exponent_ok = exponent.is_none_or(|e| {
-            all(e.strip_prefix(['-', '+']).unwrap_or(e), |c| {
-                c.is_ascii_digit()
-            })
-        });
-        mantissa_ok && exponent_ok
-    };
-    int || float
-}
-
-/// Refuses a value holding a character that ends a YAML line or comment
-/// (control characters, including NEL, and the Unicode line and paragraph
-/// separators) or a byte-order mark: every option is at least this.
-fn check_text(what: &str, value: &str) -> Result<()> {
-    let bad = value
-        .chars()
-        .find(|c| c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{feff}'));
-    match bad {
-        None => Ok(()),
-        Some(c) => Err(Error::input(
-            format!("{what} {value:?} holds the character {c:?}"),
-            Some(format!(
-                "give {what} on one line, without control characters"
-            )),
-        )),
-    }
-}
-
-/// Checks a branch name as `git check-ref-format --branch` does (the
-/// automation's checkout and push branches).
-fn check_branch(what: &str, name: &str) -> Result<()> {
-    check_text(what, name)?;
-    let bad_char = name
-        .chars()
-        .find(|c| matches!(c, ' ' | '~' | '^' | ':' | '?' | '*' | '[' | '\\'));
-    let why = if name.is_empty() {
-        Some("it is empty".to_string())
-    } else if let Some(c) = bad_char {
-        Some(format!("a branch name cannot hold {c:?}"))
-    } else if name.starts_with('-') || name.starts_with('/') || name.ends_with('/') {
-        Some("a branch name does not start with '-' or '/', or end with '/'".to_string())
-    } else if name.contains("..") || name.contains("//") || name.contains("@{") || name == "@" {
-        Some("a branch name cannot hold '..', '//' or '@{', or be '@'".to_string())
-    } else if name.ends_with('.') || name.ends_with(".lock") {
-        Some("a branch name does not end with '.' or '.lock'".to_string())
-    } else if name.split('/').any(|c| c.starts_with('.')) {
-        Some("no part of a branch name starts with '.'".to_string())
-    } else {
-        None
-    };
-    match why {
-        None => Ok(()),
-        Some(why) => Err(Error::input(
-            format!("{what} {name:?} is not a branch name: {why}"),
-            Some("give the cluster repository's branch, e.g. main".to_string()),
-        )),
-    }
-}
-
-/// Checks the automation's folder: relative to the cluster repository's
-/// root, without `..`.
-fn check_git_path(path: &str) -> Result<()> {
-    check_text("--git-path", path)?;
-    let why = if path.is_empty() {
-        Some("it is empty")
-    } else if path.starts_with('/') {
-        Some("it is absolute")
-    } else if path.split('/').any(|c| c == "..") {
-        Some("it leaves the repository with '..'")
-    } else {
-        None
-    };
-    match why {
-        None => Ok(()),
-        Some(why) => Err(Error::input(
-            format!("--git-path {path:?} is not a folder of the cluster repository: {why}"),
-            Some("give the folder relative to the repository's root, e.g. ./clusters/prod".into()),
-        )),
-    }
-}
-
-/// Checks a Kubernetes object name (RFC 1123 subdomain, at most 253).
-fn check_name(what: &str, name: &str) -> Result<()> {
-    let ok = !name.is_empty()
-        && name.len() <= 253
-        && name.split('.').all(|part| {
-            !part.is_empty()
-                && part
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                && !part.starts_with('-')
-                && !part.ends_with('-')
-        });
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::input(
-            format!("{what} {name:?} is not a Kubernetes object name"),
-            Some(
-                "use lowercase letters, digits and '-', starting and ending with a letter or digit"
-                    .into(),
-            ),
-        ))
-    }
 }
 
 /// Generates the objects: one document per image, then the automation.
@@ -598,39 +288,8 @@ pub fn generate(opts: &Options) -> Result<Vec<Document>> {
                 Some(Provider::for_host(&repo.host)).filter(|p| *p != Provider::Generic)
             }
         };
-        let repository = Object {
-            api_version: "image.toolkit.fluxcd.io/v1",
-            kind: "ImageRepository",
-            metadata: metadata(&image.name, &opts.namespace),
-            spec: RepositorySpec {
-                image: image.repository.clone(),
-                interval: interval.clone(),
-                provider,
-                secret_ref: opts.secret.as_ref().map(|s| NameRef { name: s.clone() }),
-                cert_secret_ref: opts
-                    .cert_secret
-                    .as_ref()
-                    .map(|s| NameRef { name: s.clone() }),
-            },
-        };
-        let policy = Object {
-            api_version: "image.toolkit.fluxcd.io/v1",
-            kind: "ImagePolicy",
-            metadata: metadata(&image.name, &opts.namespace),
-            spec: PolicySpec {
-                image_repository_ref: NameRef {
-                    name: image.name.clone(),
-                },
-                digest_reflection_policy: "IfNotPresent",
-                filter_tags: FilterTags {
-                    pattern: pattern.clone(),
-                    extract: "$ts",
-                },
-                policy: Policy {
-                    numerical: Numerical { order: "asc" },
-                },
-            },
-        };
+        let repository = objects::image_repository(image, opts, &interval, provider);
+        let policy = objects::image_policy(image, &opts.namespace, &pattern);
         let yaml = format!(
             "# settings image {repo}: newest {prefix}-<committer time>-<sha7> tag.\n\
              # On the pod's image volume, end the reference line with the marker:\n\
@@ -657,40 +316,7 @@ pub fn generate(opts: &Options) -> Result<Vec<Document>> {
         check_git_path(&a.path)?;
         check_text("the commit author's name", &a.author_name)?;
         check_text("the commit author's email", &a.author_email)?;
-        let object = Object {
-            api_version: "image.toolkit.fluxcd.io/v1",
-            kind: "ImageUpdateAutomation",
-            metadata: metadata(&a.name, &opts.namespace),
-            spec: AutomationSpec {
-                interval: interval.clone(),
-                source_ref: SourceRef {
-                    kind: "GitRepository",
-                    name: a.source.clone(),
-                },
-                git: Git {
-                    checkout: Checkout {
-                        reference: Branch {
-                            branch: a.branch.clone(),
-                        },
-                    },
-                    commit: Commit {
-                        author: Author {
-                            name: a.author_name.clone(),
-                            email: a.author_email.clone(),
-                        },
-                        message_template: "{{range .Changed.Changes}}{{print .OldValue}} -> {{println .NewValue}}{{end}}".into(),
-                    },
-                    push: a.push_branch.as_ref().map(|b| Push { branch: b.clone() }),
-                },
-                update: Update {
-                    path: a.path.clone(),
-                    strategy: "Setters",
-                },
-                policy_selector: Selector {
-                    match_labels: [(MANAGED_BY.0.to_string(), MANAGED_BY.1.to_string())].into(),
-                },
-            },
-        };
+        let object = objects::image_update_automation(a, &opts.namespace, &interval);
         let file = if docs.iter().any(|d| d.file == format!("{}.yaml", a.name)) {
             format!("{}-automation.yaml", a.name)
         } else {
@@ -707,40 +333,6 @@ pub fn generate(opts: &Options) -> Result<Vec<Document>> {
         });
     }
     Ok(docs)
-}
-
-/// Checks a Go duration as Flux's CRDs accept it (`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`).
-fn check_interval(s: &str) -> Result<String> {
-    let mut rest = s;
-    let mut ok = !s.is_empty();
-    while ok && !rest.is_empty() {
-        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            ok = false;
-            break;
-        }
-        rest = &rest[digits..];
-        if let Some(r) = rest.strip_prefix('.') {
-            let d = r.bytes().take_while(u8::is_ascii_digit).count();
-            ok = d > 0;
-            rest = &r[d..];
-        }
-        let unit = ["ms", "s", "m", "h"]
-            .into_iter()
-            .find(|u| rest.starts_with(u));
-        match unit {
-            Some(u) => rest = &rest[u.len()..],
-            None => ok = false,
-        }
-    }
-    if ok {
-        Ok(s.to_string())
-    } else {
-        Err(Error::input(
-            format!("interval {s:?} is not a duration"),
-            Some("give a Go duration such as 1m, 5m or 1h30m".into()),
-        ))
-    }
 }
 
 /// All documents as one YAML stream (for stdout).
@@ -796,6 +388,7 @@ pub fn write(dir: &Path, docs: &[Document]) -> Result<Vec<PathBuf>> {
 
 #[cfg(test)]
 mod tests {
+    use super::yaml::{quote_yaml11, yaml11_is_not_a_string};
     use super::*;
 
     #[test]

@@ -15,7 +15,7 @@
 
 use serde_yaml_ng::Value;
 
-use super::scan::{Found, Unverified, in_repository};
+use super::finding::{Found, Unverified, in_repository};
 
 /// Characters of a repository name (`HOST[:PORT]/PATH`): a mention must not
 /// run on into more of them.

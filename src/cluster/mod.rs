@@ -2,6 +2,7 @@
 //! images ([`flux`]), and proof that what it runs is what git holds
 //! ([`verify`], over every reference a cluster repository holds: [`scan`]).
 
+pub mod finding;
 pub mod flux;
 pub mod mentions;
 pub mod scan;

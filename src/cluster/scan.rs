@@ -32,21 +32,9 @@ use serde::Serialize;
 use serde_yaml_ng::Value;
 
 use crate::error::{Error, Result};
+use crate::field::Field;
 
-/// One image-volume reference found in the cluster repository.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Found {
-    /// The file, relative to the scanned folder.
-    pub file: String,
-    /// The 1-based line of the reference, when it can be told.
-    pub line: Option<usize>,
-    /// `Kind/name` (with `namespace/` when the object names one).
-    pub object: String,
-    /// The volume's name.
-    pub volume: String,
-    /// The reference as written.
-    pub reference: String,
-}
+pub use super::finding::{Found, Unverified, in_repository};
 
 /// A file that is not YAML (e.g. a Helm template) and does not mention the
 /// repository: skipped, and said so.
@@ -72,28 +60,9 @@ pub struct Findings {
     pub unverified: Vec<Unverified>,
 }
 
-/// What the cluster may apply that the scan did not verify: a mention of
-/// the repository outside an image-volume reference, a reference Flux
-/// substitutes, a kustomize patch, image entry or field spec that can
-/// rewrite a reference.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Unverified {
-    /// Where (`reference` holds the text in question).
-    pub found: Found,
-    /// Why it is not verified, and what to do.
-    pub reason: String,
-}
-
 /// The largest manifest file the scan reads (16 MiB; the API server stores
 /// an object of at most about 1.5 MiB): a larger one is an `error` row.
 pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
-
-/// True when `reference` names an image in `repository` (`R:tag`, `R@sha256:...`).
-pub fn in_repository(reference: &str, repository: &str) -> bool {
-    reference
-        .strip_prefix(repository)
-        .is_some_and(|rest| rest.starts_with(':') || rest.starts_with('@'))
-}
 
 /// Finds every image-volume reference to `repository` in the YAML and
 /// JSON files under `dir` (or in `dir` itself when it is a file).
@@ -102,9 +71,11 @@ pub fn find(dir: &Path, repository: &str) -> Result<Findings> {
         return Err(Error::Source {
             path: dir.to_path_buf(),
             message: "does not exist".into(),
-            hint: Some(
-                "give --scan the cluster repository's folder (or one manifest) to scan".into(),
-            ),
+            hint: Some(crate::text![
+                "give ",
+                Field::Scan,
+                " the cluster repository's folder (or one manifest) to scan"
+            ]),
         });
     }
     let mut files = Vec::new();
@@ -636,16 +607,20 @@ pub fn scan_and_verify(
         && findings.unverified.is_empty()
         && !allow_empty
     {
-        return Err(Error::input(
+        return Err(Error::input_hinted(
             format!(
                 "no image-volume reference to {repository} under {}: nothing was verified",
                 dir.display()
             ),
-            Some(
-                "check --repository and --scan for a typo (HOST/NAME exactly as the manifests write it, before `:` or `@`); \
-                 --allow-empty passes a folder that has none"
-                    .to_string(),
-            ),
+            crate::text![
+                "check ",
+                Field::Repository,
+                " and ",
+                Field::Scan,
+                " for a typo (HOST/NAME exactly as the manifests write it, before `:` or `@`); ",
+                Field::AllowEmpty,
+                " passes a folder that has none"
+            ],
         ));
     }
     Ok(verify_all(repository, findings, &mut |reference| {

@@ -16,18 +16,23 @@
 //! Why compare tar entries on a mismatch: "digest differs" says nothing a
 //! reviewer can act on; the first differing file does.
 
-use std::collections::BTreeMap;
-use std::io::Read as _;
+mod explain;
+mod gunzip;
+mod layer;
+
 use std::path::PathBuf;
 
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::field::Field;
 use crate::history::{self, Checkout, SourceMode, github};
 use crate::image::artifact::ManifestView;
 use crate::image::{self, ANNOTATION_REVISION, ANNOTATION_SOURCE, Descriptor, MANIFEST_MEDIA_TYPE};
 use crate::provenance;
 use crate::registry::{self, Client, Credentials};
+
+pub use layer::{INFLATE_SLACK, inflate_limit};
 
 /// What to verify.
 #[derive(Debug, Clone)]
@@ -131,10 +136,12 @@ pub fn check_path(path: &std::path::Path) -> Result<()> {
     };
     Err(Error::Source {
         path: path.to_path_buf(),
-        message: message.to_string(),
-        hint: Some(
-            "give --path the settings folder in a checkout of the settings repository".into(),
-        ),
+        message: message.into(),
+        hint: Some(crate::text![
+            "give ",
+            Field::Path,
+            " the settings folder in a checkout of the settings repository"
+        ]),
     })
 }
 
@@ -220,13 +227,16 @@ pub fn verify_with(client: &Client, r: &Reference, req: &Request) -> Result<Veri
     let statements = read_provenance(client, &m.digest, &revision, shown)?;
     let prov = &statements[0];
     // One checkout for the folder's place and the history walk.
-    let checkout = Checkout::open(&req.path, req.github.clone())?.ok_or_else(|| {
-        Error::history(
-            &req.path,
-            "is not inside a git repository, so no commit can be rebuilt",
-            Some("give --path the settings folder in a checkout of the settings repository".into()),
-        )
-    })?;
+    let checkout =
+        Checkout::open(&req.path, req.github.clone())?.ok_or_else(|| Error::History {
+            path: req.path.clone(),
+            message: "is not inside a git repository, so no commit can be rebuilt".into(),
+            hint: Some(crate::text![
+                "give ",
+                Field::Path,
+                " the settings folder in a checkout of the settings repository"
+            ]),
+        })?;
     let folder = checkout.repo().display_path();
     if let Some(p) = &prov.path
         && p != &folder
@@ -305,7 +315,7 @@ pub fn verify_with(client: &Client, r: &Reference, req: &Request) -> Result<Veri
                 None,
             ));
         };
-        let (reason, file) = explain(client, &view, &first, &revision, &folder)?;
+        let (reason, file) = explain::explain(client, &view, &first, &revision, &folder)?;
         return Err(mismatch(shown, reason, file));
     };
     // Same manifest; the registry must also serve the same bytes.
@@ -397,7 +407,7 @@ fn read_provenance(
     let mut last = None;
     let mut found = Vec::new();
     for d in list {
-        let layer = crate::inspect::first_layer(client, d, provenance::ARTIFACT_TYPE)?;
+        let layer = client.referrer_layer(d, provenance::ARTIFACT_TYPE)?;
         let bytes = client.get_blob(&layer.digest)?;
         let s = provenance::read_statement(&bytes, digest)?;
         if s.subject_matches && s.commit.as_deref() == Some(revision) {
@@ -424,520 +434,10 @@ fn read_provenance(
     ))
 }
 
-/// Why the rebuilt image differs from the pushed one, and the first
-/// differing file when the layer differs.
-fn explain(
-    client: &Client,
-    pushed: &ManifestView,
-    rebuilt: &image::Image,
-    revision: &str,
-    folder: &str,
-) -> Result<(String, Option<String>)> {
-    let pushed_layer = pushed.layers.first().map(|l| l.digest.clone());
-    if pushed.layers.len() != 1 {
-        return Ok((
-            format!(
-                "the image has {} layers; {folder} at commit {revision} builds one",
-                pushed.layers.len()
-            ),
-            None,
-        ));
-    }
-    if pushed_layer.as_deref() != Some(rebuilt.layer.digest.as_str()) {
-        let digest = pushed_layer.unwrap_or_default();
-        let blob = client.get_blob(&digest)?;
-        let limit = inflate_limit(rebuilt.layer.uncompressed_size);
-        let theirs = match tar_entries(&blob, limit) {
-            Ok(t) => t,
-            // Not what the commit builds, however it fails: a mismatch.
-            Err(why) => {
-                return Ok((
-                    format!(
-                        "the layer {digest} is not the gzip-compressed tar {folder} at commit {revision} builds: {why}"
-                    ),
-                    None,
-                ));
-            }
-        };
-        let mut ours_gz = Vec::new();
-        std::fs::File::open(rebuilt.layer.file.path())
-            .and_then(|mut f| f.read_to_end(&mut ours_gz))
-            .map_err(|e| Error::io("reading the rebuilt layer", e))?;
-        let ours = tar_entries(&ours_gz, u64::MAX).map_err(|m| Error::Registry {
-            reference: rebuilt.layer.digest.clone(),
-            what: "reading the rebuilt layer".into(),
-            message: m,
-            hint: None,
-        })?;
-        return Ok(match first_difference(&theirs, &ours) {
-            Some((file, what)) => (
-                format!("the layer differs from {folder} at commit {revision}: {what}"),
-                Some(file),
-            ),
-            None => (
-                format!(
-                    "the layer holds the same files as {folder} at commit {revision}, but not the same bytes (another tar or gzip encoding)"
-                ),
-                None,
-            ),
-        });
-    }
-    if let Some(config) = pushed
-        .config
-        .as_ref()
-        .filter(|c| c.digest != rebuilt.config_descriptor.digest)
-    {
-        let theirs = client.get_blob(&config.digest)?;
-        let mut diffs = differences("label", &labels(&theirs), &labels(&rebuilt.config));
-        match (
-            serde_json::from_slice::<serde_json::Value>(&theirs),
-            serde_json::from_slice::<serde_json::Value>(&rebuilt.config),
-        ) {
-            (Ok(t), Ok(o)) => config_fields("", &t, &o, &mut diffs),
-            _ => diffs.push("the pushed config is not JSON".into()),
-        }
-        let what = if diffs.is_empty() {
-            "(the same fields in other bytes: key order or whitespace)".to_string()
-        } else {
-            format!("({})", diffs.join("; "))
-        };
-        return Ok((
-            format!("the layer is the commit's, but the image config differs {what}"),
-            None,
-        ));
-    }
-    let ours: ManifestView = ManifestView::parse(&rebuilt.manifest)?;
-    let mut diffs = differences("annotation", &pushed.annotations, &ours.annotations);
-    if diffs.is_empty() {
-        diffs.push("the manifest's bytes differ (field order, whitespace or other fields)".into());
-    }
-    Ok((
-        format!(
-            "the files and config are {folder} at commit {revision}, but the manifest differs: {}",
-            diffs.join("; ")
-        ),
-        None,
-    ))
-}
-
-/// How the pushed `theirs` differs from the rebuilt `ours`, key by key.
-/// What the rebuild adds is the commit's and the provenance's only.
-fn differences(
-    what: &str,
-    theirs: &BTreeMap<String, String>,
-    ours: &BTreeMap<String, String>,
-) -> Vec<String> {
-    let mut diffs = Vec::new();
-    for (k, v) in theirs {
-        match ours.get(k) {
-            None => diffs.push(format!(
-                "extra {what} {k}={v:?}, which neither the commit nor the provenance gives"
-            )),
-            Some(o) if o != v => diffs.push(format!(
-                "{what} {k} is {v:?}, the commit and provenance give {o:?}"
-            )),
-            _ => {}
-        }
-    }
-    for k in ours.keys() {
-        if !theirs.contains_key(k) {
-            diffs.push(format!("{what} {k} is missing"));
-        }
-    }
-    diffs
-}
-
-/// The fields (as dotted paths, `config.Env`, `history`, `rootfs.diff_ids`)
-/// where the pushed config `theirs` differs from the rebuilt `ours`; the
-/// labels are compared apart, key by key.
-fn config_fields(
-    at: &str,
-    theirs: &serde_json::Value,
-    ours: &serde_json::Value,
-    out: &mut Vec<String>,
-) {
-    use serde_json::Value;
-    let short = |v: &Value| {
-        let s = v.to_string();
-        match s.char_indices().nth(80) {
-            Some((i, _)) => format!("{}...", &s[..i]),
-            None => s,
-        }
-    };
-    let path = |k: &str| {
-        if at.is_empty() {
-            k.to_string()
-        } else {
-            format!("{at}.{k}")
-        }
-    };
-    match (theirs, ours) {
-        (Value::Object(a), Value::Object(b)) => {
-            for (k, v) in a {
-                let p = path(k);
-                match b.get(k) {
-                    _ if p == "config.Labels" => {}
-                    // An object the commit's config lacks: name each field in it.
-                    None if v.is_object() => {
-                        config_fields(&p, v, &Value::Object(Default::default()), out)
-                    }
-                    None => out.push(format!(
-                        "extra field {p} = {}, which the commit does not give",
-                        short(v)
-                    )),
-                    Some(o) => config_fields(&p, v, o, out),
-                }
-            }
-            for k in b.keys().filter(|k| !a.contains_key(*k)) {
-                if path(k) != "config.Labels" {
-                    out.push(format!("field {} is missing", path(k)));
-                }
-            }
-        }
-        (a, b) if a != b => out.push(format!(
-            "field {at} is {}, the commit gives {}",
-            short(a),
-            short(b)
-        )),
-        _ => {}
-    }
-}
-
-/// An image config's `config.Labels` (none when it is not such JSON: the
-/// digest comparison has already failed, this only words it).
-fn labels(config: &[u8]) -> BTreeMap<String, String> {
-    serde_json::from_slice::<serde_json::Value>(config)
-        .ok()
-        .and_then(|v| serde_json::from_value(v.pointer("/config/Labels")?.clone()).ok())
-        .unwrap_or_default()
-}
-
-/// One tar entry as compared: type, mode, link target and content digest.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Entry {
-    kind: u8,
-    mode: u32,
-    link: Option<String>,
-    content: String,
-}
-
-/// How many bytes a pushed layer may inflate to while its files are
-/// compared: the rebuilt layer's tar plus [`INFLATE_SLACK`]. A settings
-/// image is kilobytes to megabytes; a small layer that inflates to
-/// gigabytes (a gzip bomb) is a mismatch, stopped there, and it is streamed,
-/// never held: memory stays flat whatever the limit.
-pub fn inflate_limit(rebuilt_tar: u64) -> u64 {
-    rebuilt_tar.saturating_add(INFLATE_SLACK)
-}
-
-/// See [`inflate_limit`]: 64 MiB.
-pub const INFLATE_SLACK: u64 = 64 * 1024 * 1024;
-
-/// The entries of a gzip-compressed tar, by path, in archive order, read
-/// as a stream of at most `limit` uncompressed bytes; the error says why it
-/// is not such a tar.
-fn tar_entries(gz: &[u8], limit: u64) -> std::result::Result<Vec<(String, Entry)>, String> {
-    let mut archive = tar::Archive::new(Gunzip::new(gz, limit)?);
-    let read = read_entries(&mut archive);
-    let mut gunzip = archive.into_inner();
-    // What follows the tar's end inflates too, as a runtime that hashes
-    // the whole stream (containerd's diff_id) reads it: every member's
-    // trailer is checked.
-    let rest = match read {
-        Ok(_) => std::io::copy(&mut gunzip, &mut std::io::sink()).map(|_| ()),
-        Err(_) => Ok(()),
-    };
-    match (read, rest) {
-        _ if gunzip.over_limit() => Err(format!(
-            "it inflates to more than {limit} bytes (the rebuilt layer's tar plus {} MiB), where reading stopped",
-            INFLATE_SLACK >> 20
-        )),
-        // The gzip's own fault, which the tar reader's error does not carry.
-        (Err(_), _) | (_, Err(_)) if gunzip.fault.is_some() => {
-            Err(gunzip.fault.take().unwrap_or_default())
-        }
-        (Err(e), _) => Err(e),
-        (Ok(_), Err(e)) => Err(format!("reading past the tar: {e}")),
-        (Ok(entries), Ok(())) => Ok(entries),
-    }
-}
-
-fn read_entries(
-    archive: &mut tar::Archive<Gunzip<'_>>,
-) -> std::result::Result<Vec<(String, Entry)>, String> {
-    let mut out = Vec::new();
-    let entries = archive
-        .entries()
-        .map_err(|e| format!("not a tar archive: {e}"))?;
-    let mut buf = vec![0u8; 64 * 1024];
-    for e in entries {
-        let mut e = e.map_err(|e| format!("a broken tar entry: {e}"))?;
-        let path = e
-            .path()
-            .map_err(|e| format!("a tar entry without a path: {e}"))?
-            .to_string_lossy()
-            .into_owned();
-        let header = e.header();
-        let kind = header.entry_type().as_byte();
-        let mode = header.mode().unwrap_or(0);
-        let link = e
-            .link_name()
-            .ok()
-            .flatten()
-            .map(|l| l.to_string_lossy().into_owned());
-        let mut hash = sha2::Sha256::default();
-        loop {
-            let n = e
-                .read(&mut buf)
-                .map_err(|e| format!("reading {path}: {e}"))?;
-            if n == 0 {
-                break;
-            }
-            sha2::Digest::update(&mut hash, &buf[..n]);
-        }
-        out.push((
-            path,
-            Entry {
-                kind,
-                mode,
-                link,
-                content: format!("sha256:{}", hex::encode(sha2::Digest::finalize(hash))),
-            },
-        ));
-    }
-    Ok(out)
-}
-
-/// What a tar entry of type `kind` is, in words.
-fn kind_name(kind: u8) -> &'static str {
-    match kind {
-        b'0' | 0 | b'7' => "file",
-        b'5' => "directory",
-        b'2' => "symlink",
-        b'1' => "hard link",
-        _ => "entry",
-    }
-}
-
-/// The first path (in sorted order) where the pushed and rebuilt entries
-/// differ, and how, in a phrase that names the path: `extra file X: in
-/// the image, not in the commit`, `X: different content`.
-fn first_difference(
-    theirs: &[(String, Entry)],
-    ours: &[(String, Entry)],
-) -> Option<(String, String)> {
-    let a: BTreeMap<&str, &Entry> = theirs.iter().map(|(p, e)| (p.as_str(), e)).collect();
-    let b: BTreeMap<&str, &Entry> = ours.iter().map(|(p, e)| (p.as_str(), e)).collect();
-    let mut paths: Vec<&str> = a.keys().chain(b.keys()).copied().collect();
-    paths.sort_unstable();
-    paths.dedup();
-    for p in paths {
-        let shown = p.trim_end_matches('/');
-        let what = match (a.get(p), b.get(p)) {
-            (Some(x), None) => {
-                let kind = kind_name(x.kind);
-                return Some((
-                    shown.to_string(),
-                    format!("extra {kind} {shown}: in the image, not in the commit"),
-                ));
-            }
-            (None, Some(y)) => {
-                let kind = kind_name(y.kind);
-                return Some((
-                    shown.to_string(),
-                    format!("missing {kind} {shown}: in the commit, not in the image"),
-                ));
-            }
-            (Some(x), Some(y)) if x.kind != y.kind => "a different file type".to_string(),
-            (Some(x), Some(y)) if x.link != y.link => format!(
-                "a symlink to {:?} in the image, to {:?} in the commit",
-                x.link.as_deref().unwrap_or(""),
-                y.link.as_deref().unwrap_or("")
-            ),
-            (Some(x), Some(y)) if x.content != y.content => "different content".to_string(),
-            (Some(x), Some(y)) if x.mode != y.mode => {
-                format!("mode {:o} in the image, {:o} in the commit", x.mode, y.mode)
-            }
-            _ => continue,
-        };
-        return Some((shown.to_string(), format!("{shown}: {what}")));
-    }
-    // Same entries by path; the order is the only difference left.
-    let order_a: Vec<&str> = theirs.iter().map(|(p, _)| p.as_str()).collect();
-    let order_b: Vec<&str> = ours.iter().map(|(p, _)| p.as_str()).collect();
-    order_a
-        .iter()
-        .zip(&order_b)
-        .find(|(x, y)| x != y)
-        .map(|(x, _)| (x.to_string(), format!("{x}: out of order in the layer")))
-}
-
-/// The decompressed bytes of a gzip stream (RFC 1952), every member of it
-/// in turn, as containerd, Go's `gzip.Reader` and GNU gzip read it: a
-/// member's header, its raw deflate data, then its trailer (CRC-32 and
-/// size modulo 2^32 of what it inflated to), checked; then the next member,
-/// if more bytes follow. A stream that fails once more than `limit` bytes
-/// came out.
-struct Gunzip<'a> {
-    /// What is left after the current position.
-    body: &'a [u8],
-    state: Box<miniz_oxide::inflate::stream::InflateState>,
-    /// The current member: its number (1 for the first), its CRC-32 and
-    /// size so far.
-    member: usize,
-    crc: crc32fast::Hasher,
-    member_out: u64,
-    out: u64,
-    limit: u64,
-    done: bool,
-    /// Why reading failed, for the caller (a tar reader drops it).
-    fault: Option<String>,
-}
-
-/// The deflate data after the gzip member header at the start of `gz`.
-fn member_body(gz: &[u8]) -> std::result::Result<&[u8], String> {
-    if gz.len() < 18 || gz[0] != 0x1f || gz[1] != 0x8b || gz[2] != 8 {
-        return Err("not gzip".into());
-    }
-    let flags = gz[3];
-    let mut i = 10;
-    let short = || "a truncated gzip header".to_string();
-    if flags & 0x04 != 0 {
-        let n = usize::from(*gz.get(i).ok_or_else(short)?)
-            | usize::from(*gz.get(i + 1).ok_or_else(short)?) << 8;
-        i += 2 + n;
-    }
-    for bit in [0x08, 0x10] {
-        if flags & bit != 0 {
-            let end = gz.get(i..).ok_or_else(short)?.iter().position(|&b| b == 0);
-            i += end.ok_or_else(short)? + 1;
-        }
-    }
-    if flags & 0x02 != 0 {
-        i += 2;
-    }
-    gz.get(i..).ok_or_else(short)
-}
-
-impl<'a> Gunzip<'a> {
-    fn new(gz: &'a [u8], limit: u64) -> std::result::Result<Gunzip<'a>, String> {
-        Ok(Gunzip {
-            body: member_body(gz)?,
-            state: miniz_oxide::inflate::stream::InflateState::new_boxed(
-                miniz_oxide::DataFormat::Raw,
-            ),
-            member: 1,
-            crc: crc32fast::Hasher::new(),
-            member_out: 0,
-            out: 0,
-            limit,
-            done: false,
-            fault: None,
-        })
-    }
-
-    /// Whether reading stopped at the limit.
-    fn over_limit(&self) -> bool {
-        self.out > self.limit
-    }
-
-    /// At the end of a member's deflate data: checks its trailer, then
-    /// starts the next member or ends the stream.
-    fn next_member(&mut self) -> std::result::Result<(), String> {
-        let n = self.member;
-        let trailer = self
-            .body
-            .get(..8)
-            .ok_or_else(|| format!("gzip member {n} has no CRC-32 and size trailer"))?;
-        let word = |i: usize| {
-            u32::from_le_bytes([trailer[i], trailer[i + 1], trailer[i + 2], trailer[i + 3]])
-        };
-        let (crc, size) = (word(0), word(4));
-        let crc_now = std::mem::take(&mut self.crc).finalize();
-        if crc != crc_now {
-            return Err(format!(
-                "gzip member {n}'s CRC-32 is {crc:08x}, its data's is {crc_now:08x}"
-            ));
-        }
-        // ISIZE is the size modulo 2^32.
-        if u64::from(size) != self.member_out & 0xffff_ffff {
-            return Err(format!(
-                "gzip member {n} says it holds {size} bytes (modulo 2^32), it inflated to {}",
-                self.member_out
-            ));
-        }
-        self.body = &self.body[8..];
-        if self.body.is_empty() {
-            self.done = true;
-            return Ok(());
-        }
-        // More bytes: another member (whatever follows must be one, as
-        // Go's reader and so containerd require).
-        self.body =
-            member_body(self.body).map_err(|why| format!("after gzip member {n}: {why}"))?;
-        self.member += 1;
-        self.member_out = 0;
-        self.state.reset_as(miniz_oxide::inflate::stream::ZeroReset);
-        Ok(())
-    }
-}
-
-impl std::io::Read for Gunzip<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let r = self.inflate_into(buf);
-        if let Err(e) = &r
-            && self.fault.is_none()
-        {
-            self.fault = Some(e.to_string());
-        }
-        r
-    }
-}
-
-impl Gunzip<'_> {
-    fn inflate_into(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        use miniz_oxide::{MZFlush, MZStatus};
-        let broken = |m: String| std::io::Error::new(std::io::ErrorKind::InvalidData, m);
-        if self.done || buf.is_empty() {
-            return Ok(0);
-        }
-        if self.over_limit() {
-            return Err(broken(format!("more than {} bytes", self.limit)));
-        }
-        loop {
-            let r = miniz_oxide::inflate::stream::inflate(
-                &mut self.state,
-                self.body,
-                buf,
-                MZFlush::None,
-            );
-            self.body = self.body.get(r.bytes_consumed..).unwrap_or_default();
-            self.out += r.bytes_written as u64;
-            self.member_out += r.bytes_written as u64;
-            self.crc.update(&buf[..r.bytes_written]);
-            let member_end = match r.status {
-                Ok(MZStatus::StreamEnd) => true,
-                Ok(_) | Err(miniz_oxide::MZError::Buf) => false,
-                Err(e) => return Err(broken(format!("broken deflate data: {e:?}"))),
-            };
-            if self.over_limit() {
-                return Err(broken(format!("more than {} bytes", self.limit)));
-            }
-            if member_end {
-                self.next_member().map_err(broken)?;
-            }
-            if r.bytes_written > 0 || self.done {
-                return Ok(r.bytes_written);
-            }
-            if r.bytes_consumed == 0 && !member_end {
-                return Err(broken("truncated deflate data".into()));
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::gunzip::Gunzip;
+    use super::layer::{Entry, first_difference};
     use super::*;
 
     #[test]

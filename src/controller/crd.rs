@@ -377,7 +377,7 @@ pub fn crd_yaml() -> crate::Result<String> {
     use kube::CustomResourceExt;
     let crd = SettingsImage::crd();
     let body = serde_yaml_ng::to_string(&crd).map_err(|e| crate::Error::Input {
-        message: format!("serializing the SettingsImage CRD: {e}"),
+        message: format!("serializing the SettingsImage CRD: {e}").into(),
         hint: None,
     })?;
     Ok(format!(

@@ -1,11 +1,17 @@
 //! Checks a SettingsImage's spec before anything is fetched or pushed, and
 //! says which field is wrong in the resource's own words
-//! (`spec.repository`, not `--repository`). A spec that fails here stalls
-//! the resource: nothing is pushed until the spec changes.
+//! (`spec.repository`, not `--repository`): [`Spec`] is the controller's
+//! face, which every error the controller reports is rendered in. A spec
+//! that fails here stalls the resource: nothing is pushed until the spec
+//! changes.
 
 use std::time::Duration;
 
 use super::crd::SettingsImageSpec;
+use crate::branch_tag::{BranchTagOutcome, Change};
+use crate::error::Error;
+use crate::field::{Face, Field, Mention};
+use crate::report::Report;
 
 /// The default `spec.interval`.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(600);
@@ -42,16 +48,77 @@ fn invalid(field: &'static str, message: impl Into<String>) -> Invalid {
     }
 }
 
-/// The error text of `e` with its hint, in one line, in the resource's
-/// words (the library's hints name the CLI's flags).
-fn said(e: &crate::Error) -> String {
-    let text = match e.hint() {
-        Some(h) => format!("{e} ({h})"),
-        None => e.to_string(),
-    };
-    text.replace("--repository", "spec.repository")
-        .replace("--timestamp-tag", "spec.timestampTag")
-        .replace("--branch-tag", "spec.branchTag")
+/// A SettingsImage's words for the request's fields: spec paths.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Spec;
+
+impl Spec {
+    /// The spec path that sets `field`, when a SettingsImage has one.
+    fn path(field: Field) -> Option<&'static str> {
+        match field {
+            Field::Path => Some("spec.path"),
+            Field::Repository => Some("spec.repository"),
+            Field::TimestampTag => Some("spec.timestampTag"),
+            Field::BranchTag => Some("spec.branchTag"),
+            Field::NoProvenance => Some("spec.provenance: false"),
+            Field::Insecure => Some("spec.insecure: true"),
+            Field::Username | Field::Password => Some("spec.secretRef"),
+            // A SettingsImage's tags are the timestamp tag and the branch tag.
+            Field::Tag => Some("spec.timestampTag or spec.branchTag"),
+            _ => None,
+        }
+    }
+}
+
+impl Face for Spec {
+    fn mention(&self, m: &Mention) -> String {
+        match m {
+            Mention::Field(f) => match Spec::path(*f) {
+                Some(p) => p.to_string(),
+                None => format!(
+                    "{} (the CLI's; a SettingsImage has no such field)",
+                    f.flag()
+                ),
+            },
+            Mention::Set(f, value) => match Spec::path(*f) {
+                Some(p) => format!("{p}: {value}"),
+                None => format!(
+                    "{} {value} (the CLI's; a SettingsImage has no such field)",
+                    f.flag()
+                ),
+            },
+            Mention::Credentials(_) => "spec.secretRef".to_string(),
+            Mention::Looked(Some(rev)) => format!("not in the commit {rev}"),
+            Mention::Looked(None) => "not in the fetched commit".to_string(),
+            Mention::PathRoot => "the repository root".to_string(),
+        }
+    }
+}
+
+/// The error text of `e`, its causes and its hint, in one line, in a
+/// SettingsImage's words.
+pub fn said(e: &Error) -> String {
+    let text = crate::error::error_chain_in(e, &Spec);
+    match e.hint_in(&Spec) {
+        Some(h) => format!("{text} ({h})"),
+        None => text,
+    }
+}
+
+/// The controller's words for what a publish did to the branch tag of
+/// `repository`: a line when the tag was held on a newer commit (an older
+/// revision never moves it back), else nothing.
+pub fn branch_note(repository: &str, report: &Report) -> Option<String> {
+    let b = BranchTagOutcome::of(report, false)?;
+    match b.change {
+        Change::Held { .. } => Some(format!(
+            "{repository}: branch tag {} stays on commit {}, newer than {}: an older revision never moves it back",
+            b.name,
+            b.recorded.as_deref().unwrap_or("?"),
+            b.commit.as_deref().unwrap_or("?")
+        )),
+        _ => None,
+    }
 }
 
 /// Checks `spec`.
@@ -230,6 +297,58 @@ mod tests {
         let mut s = spec("x", "ghcr.io/a/b");
         s.interval = Some("10 minutes".into());
         assert_eq!(check(&s).unwrap_err().field, "spec.interval");
+    }
+
+    #[test]
+    fn messages_name_spec_paths_not_flags() {
+        // A tag in the repository: the CLI says `--tag`/`--repository`,
+        // the action `tags`/`repository`, a SettingsImage its spec paths.
+        let e = check(&spec("x", "ghcr.io/acme/shop:v1")).unwrap_err();
+        assert_eq!(e.field, "spec.repository");
+        assert!(
+            e.message.contains(
+                "give the tag with spec.timestampTag or spec.branchTag, not in spec.repository \
+                 (spec.repository is HOST/NAME"
+            ),
+            "{e}"
+        );
+        assert!(!e.message.contains("--"), "a CLI flag: {e}");
+        // A folder the commit does not hold: not "not on disk", not `--path`.
+        let missing = Error::Source {
+            path: "configs/shop".into(),
+            message: crate::text![
+                "does not exist (",
+                Mention::Looked(Some("0a1b2c3".into())),
+                ")"
+            ],
+            hint: Some(crate::text![
+                Field::Path,
+                " names the settings folder, relative to ",
+                Mention::PathRoot
+            ]),
+        };
+        assert_eq!(
+            said(&missing),
+            "configs/shop: does not exist (not in the commit 0a1b2c3) (spec.path names the settings folder, \
+             relative to the repository root)"
+        );
+        assert_eq!(
+            missing.to_string(),
+            "configs/shop: does not exist (not on disk, not in the commit 0a1b2c3)"
+        );
+        // A field a SettingsImage does not have is said to be the CLI's.
+        let rewind = Error::Rewind {
+            tag: "ghcr.io/a/b:main".into(),
+            current: "a".into(),
+            new: "b".into(),
+        };
+        let text = said(&rewind);
+        assert!(
+            text.contains(
+                "re-run with --allow-rewind (the CLI's; a SettingsImage has no such field)"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

@@ -6,25 +6,20 @@
 //! filters, so trusting the repository runs nothing from it.
 
 use std::collections::HashSet;
-use std::io::{Cursor, Read};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use gix::ObjectId;
 use gix::objs::tree::EntryKind as GitKind;
 
-use super::CommitInfo;
+mod folder;
+
+pub use folder::GitObjects;
+
 use crate::error::{Error, Result};
-use crate::source::{
-    Content, Entries, EntryKind, ObjectStore, Source, check_symlink_chains, check_symlink_target,
-};
 
 /// The delta-base cache of a history walk (git's `core.deltaBaseCacheLimit`
 /// default is 96 MiB; the walk reads small trees).
 const PACK_CACHE_BYTES: usize = 32 << 20;
-
-/// The longest symlink target Linux stores (`PATH_MAX` less the NUL).
-const MAX_LINK_TARGET: u64 = 4095;
 
 /// An open repository and the settings folder's place in it.
 pub struct Repo {
@@ -46,28 +41,7 @@ impl std::fmt::Debug for Repo {
     }
 }
 
-/// Where the walk for the last change ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Walk {
-    /// The commit that last changed the folder.
-    Found(CommitInfo),
-    /// The start commit (HEAD or the revision) does not hold the folder.
-    NotInHead,
-    /// The walk reached a commit whose parents are missing (a shallow-clone
-    /// boundary) while the folder still looked unchanged: the local history
-    /// cannot prove the answer.
-    Boundary {
-        /// Whether the commit is listed in `.git/shallow` (else the
-        /// repository is incomplete some other way).
-        shallow: bool,
-        /// The start commit's id (HEAD or the revision).
-        head: String,
-        /// The boundary commit (never an answer).
-        boundary: String,
-        /// The commits walked before it, proven not to change the folder.
-        passed: Vec<String>,
-    },
-}
+pub use super::walk::Walk;
 
 /// What local history says about "is A an ancestor of B".
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,34 +50,6 @@ pub enum LocalAncestry {
     Known(bool),
     /// Not provable locally; the reason (e.g. a shallow boundary).
     Unknown(String),
-}
-
-thread_local! {
-    /// Repositories opened on this thread (see [`opens`]).
-    static OPENS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
-/// How many repositories [`Repo::discover`] has opened on the calling
-/// thread. A run opens its checkout once and passes it down; a test holds
-/// a whole push to that (opening is the costly part: config, refs, the
-/// shallow file).
-pub fn opens() -> usize {
-    OPENS.with(|o| o.get())
-}
-
-/// How many tree objects history walks on the calling thread have read
-/// (trees found in the walk's cache are not counted): a walk that the
-/// commit-graph's changed-path filters answer reads almost none.
-pub fn tree_reads() -> usize {
-    super::walk::tree_reads()
-}
-
-pub use super::walk::ObjectReads;
-
-/// Where history walks on the calling thread have read trees and commits
-/// from (see [`ObjectReads`]): a complete clone's are read from its packs.
-pub fn object_reads() -> ObjectReads {
-    super::walk::object_reads()
 }
 
 /// `cwd.join(path)` with `.` and `..` resolved by name.
@@ -178,7 +124,6 @@ impl Repo {
             .config_overrides(["gitoxide.objects.allocLimitIfReducedTrust=0"]);
         let repo = gix::open_opts(&root, opts)
             .map_err(|e| git_err(path, "cannot open the git repository", e))?;
-        OPENS.with(|o| o.set(o.get() + 1));
         let shallow = repo
             .shallow_commits()
             .map_err(|e| git_err(path, "cannot read .git/shallow", e))?
@@ -202,7 +147,6 @@ impl Repo {
             .config_overrides(["gitoxide.objects.allocLimitIfReducedTrust=0"]);
         let repo = gix::open_opts(git_dir, opts)
             .map_err(|e| git_err(git_dir, "cannot open the git repository", e))?;
-        OPENS.with(|o| o.set(o.get() + 1));
         let shallow = repo
             .shallow_commits()
             .map_err(|e| git_err(git_dir, "cannot read the shallow file", e))?
@@ -483,225 +427,6 @@ impl Repo {
         commit.time().ok().map(|t| t.seconds)
     }
 
-    /// Reads the folder as `commit` holds it: tracked files only, modes from
-    /// git (100755 executable, 120000 symlink checked like the worktree
-    /// reader's, 160000 submodule an error naming the path). `shown` is the
-    /// path as the user gave it, for messages.
-    pub fn read_folder(&self, commit: &str, shown: &Path) -> Result<Source> {
-        let repo = self.repo.to_thread_local();
-        let id = ObjectId::from_hex(commit.as_bytes())
-            .map_err(|e| self.err(&format!("{commit:?} is not a commit id"), e))?;
-        let c = repo
-            .find_commit(id)
-            .map_err(|e| self.err(&format!("cannot read commit {id}"), e))?;
-        let Some((mode, tree_id)) = self.folder_entry(&repo, &c)? else {
-            return Err(Error::history(
-                shown,
-                format!("commit {id} does not hold the folder"),
-                Some("commit the folder first".to_string()),
-            ));
-        };
-        if mode.kind() != GitKind::Tree {
-            return Err(Error::Source {
-                path: shown.to_path_buf(),
-                message: format!("is not a directory in commit {id}"),
-                hint: Some("--path must name the folder that holds the settings files".into()),
-            });
-        }
-        let mut entries = Entries::new();
-        self.walk_tree(&repo, tree_id, "", shown, &mut entries)?;
-        entries.sort();
-        check_symlink_chains(&entries).map_err(|(link, message)| Error::Source {
-            path: shown.join(&link),
-            message: format!("{message} (commit {id})"),
-            hint: Some(format!(
-                "replace the link with a copy of the file, or point it inside {} without going through another link",
-                shown.display()
-            )),
-        })?;
-        if entries.iter().all(|e| matches!(e.kind, EntryKind::Dir)) {
-            return Err(Error::Source {
-                path: shown.to_path_buf(),
-                message: format!("the settings folder holds no files in commit {id}"),
-                hint: Some(
-                    "an empty image would mount as an empty directory; commit the settings files first"
-                        .into(),
-                ),
-            });
-        }
-        Ok(Source {
-            root: shown.to_path_buf(),
-            entries,
-            objects: Some(Arc::new(GitObjects::new(self.repo.clone()))),
-        })
-    }
-
-    fn walk_tree(
-        &self,
-        repo: &gix::Repository,
-        tree_id: ObjectId,
-        rel: &str,
-        shown: &Path,
-        out: &mut Entries,
-    ) -> Result<()> {
-        let tree = repo
-            .find_tree(tree_id)
-            .map_err(|e| self.err(&format!("cannot read tree {tree_id}"), e))?;
-        let decoded = tree
-            .decode()
-            .map_err(|e| self.err(&format!("cannot decode tree {tree_id}"), e))?;
-        for e in &decoded.entries {
-            let Ok(name) = std::str::from_utf8(e.filename) else {
-                return Err(Error::Source {
-                    path: shown
-                        .join(rel)
-                        .join(String::from_utf8_lossy(e.filename).as_ref()),
-                    message: "the name is not valid UTF-8".into(),
-                    hint: Some(
-                        "rename the file; image layers and Kubernetes need UTF-8 paths".into(),
-                    ),
-                });
-            };
-            let path = if rel.is_empty() {
-                name.to_string()
-            } else {
-                format!("{rel}/{name}")
-            };
-            let oid = e.oid.to_owned();
-            match e.mode.kind() {
-                GitKind::Tree => {
-                    out.push_dir(&path)?;
-                    self.walk_tree(repo, oid, &path, shown, out)?;
-                }
-                kind @ (GitKind::Blob | GitKind::BlobExecutable) => {
-                    let header = repo.find_header(oid).map_err(|err| {
-                        self.err(&format!("cannot read blob {oid} ({path})"), err)
-                    })?;
-                    let mut hex = [0u8; 64];
-                    out.push_file(
-                        &path,
-                        header.size(),
-                        kind == GitKind::BlobExecutable,
-                        Content::Object(oid.hex_to_buf(&mut hex)),
-                    )?;
-                }
-                GitKind::Link => {
-                    // A link target is at most 4095 bytes (PATH_MAX): a
-                    // larger "link" is not read at all.
-                    let size = repo
-                        .find_header(oid)
-                        .map_err(|err| self.err(&format!("cannot read link {oid} ({path})"), err))?
-                        .size();
-                    if size > MAX_LINK_TARGET {
-                        return Err(Error::Source {
-                            path: shown.join(&path),
-                            message: format!(
-                                "is a symlink whose target is {size} bytes long; a target holds at most {MAX_LINK_TARGET}"
-                            ),
-                            hint: Some("replace the link with a copy of the file".into()),
-                        });
-                    }
-                    let blob = repo.find_blob(oid).map_err(|err| {
-                        self.err(&format!("cannot read link {oid} ({path})"), err)
-                    })?;
-                    let Ok(target) = std::str::from_utf8(&blob.data).map(str::to_string) else {
-                        return Err(Error::source(
-                            shown.join(&path),
-                            "the symlink target is not valid UTF-8",
-                        ));
-                    };
-                    check_symlink_target(&path, &target).map_err(|m| Error::Source {
-                        path: shown.join(&path),
-                        message: m,
-                        hint: Some(format!(
-                            "replace the link with a copy of the file, or point it inside {}",
-                            shown.display()
-                        )),
-                    })?;
-                    out.push_symlink(&path, &target)?;
-                }
-                GitKind::Commit => {
-                    return Err(Error::Source {
-                        path: shown.join(&path),
-                        message:
-                            "is a git submodule; a settings image cannot hold another repository"
-                                .into(),
-                        hint: Some(
-                            "copy the files into the settings folder instead of a submodule".into(),
-                        ),
-                    });
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Compares what the disk holds with what a commit holds, entry by
-    /// entry, content by blob id. Returns the first difference, described.
-    pub fn first_difference(&self, disk: &Source, commit: &Source) -> Result<Option<String>> {
-        let kind = self.repo.to_thread_local().object_hash();
-        let mut a = disk.entries.iter().peekable();
-        let mut b = commit.entries.iter().peekable();
-        loop {
-            match (a.peek(), b.peek()) {
-                (None, None) => return Ok(None),
-                (Some(x), None) => return Ok(Some(format!("{} is not in the commit", x.path))),
-                (None, Some(y)) => return Ok(Some(format!("{} is missing on disk", y.path))),
-                (Some(x), Some(y)) => {
-                    match x.path.as_bytes().cmp(y.path.as_bytes()) {
-                        std::cmp::Ordering::Less => {
-                            return Ok(Some(format!("{} is not in the commit", x.path)));
-                        }
-                        std::cmp::Ordering::Greater => {
-                            return Ok(Some(format!("{} is missing on disk", y.path)));
-                        }
-                        std::cmp::Ordering::Equal => {}
-                    }
-                    let same = match (x.kind, y.kind) {
-                        (EntryKind::Dir, EntryKind::Dir) => true,
-                        (EntryKind::Symlink { target: t1 }, EntryKind::Symlink { target: t2 }) => {
-                            t1 == t2
-                        }
-                        (
-                            EntryKind::File {
-                                size: s1,
-                                executable: e1,
-                                content: c1,
-                            },
-                            EntryKind::File {
-                                size: s2,
-                                executable: e2,
-                                content: Content::Object(id2),
-                            },
-                        ) => {
-                            s1 == s2 && e1 == e2 && {
-                                let mut r = disk
-                                    .open(x.path, c1, s1)
-                                    .map_err(|e| Error::io(format!("reading {}", x.path), e))?;
-                                let id = gix::objs::compute_stream_hash(
-                                    kind,
-                                    gix::objs::Kind::Blob,
-                                    &mut r,
-                                    s1,
-                                    &mut gix::progress::Discard,
-                                    &std::sync::atomic::AtomicBool::new(false),
-                                )
-                                .map_err(|e| self.err(&format!("hashing {}", x.path), e))?;
-                                ObjectId::from_hex(id2.as_bytes()).is_ok_and(|want| want == id)
-                            }
-                        }
-                        _ => false,
-                    };
-                    if !same {
-                        return Ok(Some(format!("{} differs", x.path)));
-                    }
-                    a.next();
-                    b.next();
-                }
-            }
-        }
-    }
-
     /// The checked-out branch (`refs/heads/NAME`), `None` when HEAD is
     /// detached or unreadable.
     pub fn head_ref(&self) -> Option<String> {
@@ -717,50 +442,5 @@ impl Repo {
         let snapshot = repo.config_snapshot();
         let url = snapshot.plumbing().string("remote.origin.url")?;
         super::github::normalize_remote_url(&url.to_string())
-    }
-}
-
-/// Git blobs as an [`ObjectStore`]: each `open` streams one blob from the
-/// object database (see [`super::blobs`]), so memory stays flat however
-/// large a file is; a small deltified blob is read whole through `gix`.
-pub struct GitObjects {
-    repo: gix::ThreadSafeRepository,
-    blobs: Option<super::blobs::Blobs>,
-}
-
-impl std::fmt::Debug for GitObjects {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GitObjects")
-            .field("git_dir", &self.repo.git_dir())
-            .finish()
-    }
-}
-
-impl GitObjects {
-    fn new(repo: gix::ThreadSafeRepository) -> GitObjects {
-        let blobs = super::blobs::Blobs::of(&repo.to_thread_local());
-        GitObjects { repo, blobs }
-    }
-}
-
-impl ObjectStore for GitObjects {
-    fn open(&self, id: &str, size: u64) -> std::io::Result<Box<dyn Read + '_>> {
-        let oid = ObjectId::from_hex(id.as_bytes())
-            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-        // A small file is read whole, as fast as `gix` reads it; a large
-        // one streamed.
-        if size >= super::blobs::STREAM_FROM
-            && let Some(blobs) = &self.blobs
-            && let Some(stream) = blobs
-                .open(&oid)
-                .map_err(|e| std::io::Error::new(e.kind(), format!("reading git blob {id}: {e}")))?
-        {
-            return Ok(stream);
-        }
-        let repo = self.repo.to_thread_local();
-        let blob = repo
-            .find_blob(oid)
-            .map_err(|e| std::io::Error::other(format!("reading git blob {id}: {e}")))?;
-        Ok(Box::new(Cursor::new(blob.detach().data)))
     }
 }

@@ -25,6 +25,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::field::{Field, Mention};
 use crate::image::{ANNOTATION_CREATED, ANNOTATION_REVISION, ANNOTATION_SOURCE, Metadata};
 use crate::source::{Source, worktree};
 
@@ -188,7 +189,7 @@ fn not_in_git(path: &Path) -> Error {
         message: "is not inside a git repository, so no commit names it".into(),
         hint: Some(
             "run inside a git checkout, or build without a timestamp tag (the folder is then packaged from disk)"
-                .to_string(),
+                .into(),
         ),
     }
 }
@@ -265,7 +266,13 @@ pub fn prepare_in(
         Err(e) => {
             return folders
                 .iter()
-                .map(|f| Err(Error::history(shown(f), e.to_string(), e.hint())))
+                .map(|f| {
+                    Err(Error::History {
+                        path: shown(f),
+                        message: e.text(),
+                        hint: e.hint_text(),
+                    })
+                })
                 .collect();
         }
     };
@@ -353,7 +360,11 @@ fn walk_all(
             }
             Err(e) => {
                 for k in members {
-                    answers[k] = Some(Err(Error::history(&paths[k], e.to_string(), e.hint())));
+                    answers[k] = Some(Err(Error::History {
+                        path: paths[k].clone(),
+                        message: e.text(),
+                        hint: e.hint_text(),
+                    }));
                 }
             }
         }
@@ -420,25 +431,33 @@ fn settle(
         // Neither on disk nor in the commit: most likely a typo.
         git::Walk::NotInHead if std::fs::symlink_metadata(path).is_err() => Err(Error::Source {
             path: path.to_path_buf(),
-            message: match revision {
-                None => "does not exist (not on disk, not in the HEAD commit)".to_string(),
-                Some(rev) => format!("does not exist (not on disk, not in the commit {rev})"),
-            },
-            hint: Some(
-                "check the folder's name: --path names the settings folder, relative to the current directory"
-                    .to_string(),
-            ),
+            message: crate::text![
+                "does not exist (",
+                Mention::Looked(revision.map(str::to_string)),
+                ")"
+            ],
+            hint: Some(crate::text![
+                "check the folder's name: ",
+                Field::Path,
+                " names the settings folder, relative to ",
+                Mention::PathRoot
+            ]),
         }),
         git::Walk::NotInHead => Err(Error::Source {
             path: path.to_path_buf(),
             message: match revision {
-                None => "is not in the HEAD commit (untracked, ignored or deleted)".to_string(),
-                Some(rev) => format!("is not in the commit {rev} (untracked, ignored or deleted)"),
+                None => "is not in the HEAD commit (untracked, ignored or deleted)"
+                    .to_string()
+                    .into(),
+                Some(rev) => {
+                    format!("is not in the commit {rev} (untracked, ignored or deleted)").into()
+                }
             },
-            hint: Some(
-                "commit the folder first, or use --source worktree to package it from disk without a timestamp tag"
-                    .to_string(),
-            ),
+            hint: Some(crate::text![
+                "commit the folder first, or use ",
+                Mention::Set(Field::Source, "worktree".into()),
+                " to package it from disk without a timestamp tag"
+            ]),
         }),
         git::Walk::Boundary {
             head,
@@ -467,7 +486,9 @@ fn settle(
                     ),
                 ));
             };
-            log::debug!("history: asking the GitHub API for the last commit that changed {repo_path} from {head}");
+            log::debug!(
+                "history: asking the GitHub API for the last commit that changed {repo_path} from {head}"
+            );
             let mut commit = api.last_change(repo.repo_path(), &head)?;
             log::debug!("history: the GitHub API names {}", commit.id);
             if passed.contains(&commit.id) {
@@ -619,18 +640,24 @@ fn prepare_with(
                 path: path.to_path_buf(),
                 message: format!(
                     "is not inside a git repository, so there is no revision {rev} to package"
+                )
+                .into(),
+                hint: Some(
+                    "build from a git checkout that holds the folder"
+                        .to_string()
+                        .into(),
                 ),
-                hint: Some("build from a git checkout that holds the folder".to_string()),
             });
         }
         if need_commit {
             return Err(Error::Source {
                 path: path.to_path_buf(),
                 message: "is not inside a git repository, so there is no commit to take a timestamp tag from".into(),
-                hint: Some(
-                    "drop --timestamp-tag, or build from a git checkout that holds the folder"
-                        .to_string(),
-                ),
+                hint: Some(crate::text![
+                    "drop ",
+                    Field::TimestampTag,
+                    ", or build from a git checkout that holds the folder"
+                ]),
             });
         }
         return Ok(Prepared {

@@ -35,69 +35,82 @@
 //! inflated only as far as its committer line; and a tree is scanned only
 //! up to the place of the names looked up, the mode decoded only for them.
 
-use std::cmp::Ordering;
 use std::collections::{BTreeMap, BinaryHeap, HashSet};
 
 use gix::ObjectId;
-use gix::bstr::{BString, ByteSlice as _};
+use gix::bstr::BString;
 use gix::hashtable::HashMap;
 use gix::objs::Find as _;
 use gix::objs::tree::{EntryKind, EntryMode};
 
 use super::CommitInfo;
 use super::bloom::{Filters, Key};
-use super::git::Walk;
 use super::pack::Packs;
 
-thread_local! {
-    /// Tree objects the walks on this thread have read (see [`tree_reads`]).
-    static TREE_READS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+mod cache;
+mod objects;
+
+use cache::Cache;
+use objects::{commit_fields, find_entries};
+
+/// Where the walk for the last change ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Walk {
+    /// The commit that last changed the folder.
+    Found(CommitInfo),
+    /// The start commit (HEAD or the revision) does not hold the folder.
+    NotInHead,
+    /// The walk reached a commit whose parents are missing (a shallow-clone
+    /// boundary) while the folder still looked unchanged: the local history
+    /// cannot prove the answer.
+    Boundary {
+        /// Whether the commit is listed in `.git/shallow` (else the
+        /// repository is incomplete some other way).
+        shallow: bool,
+        /// The start commit's id (HEAD or the revision).
+        head: String,
+        /// The boundary commit (never an answer).
+        boundary: String,
+        /// The commits walked before it, proven not to change the folder.
+        passed: Vec<String>,
+    },
 }
 
-/// How many tree objects walks on the calling thread have read (cache
-/// misses): what the changed-path filters save, for tests.
-pub(crate) fn tree_reads() -> usize {
-    TREE_READS.with(|t| t.get())
+/// Where a walk read trees and commits from: straight from a pack
+/// ([`super::pack`]) or through the object database (loose objects, or
+/// anything the packs could not answer directly). Commits the commit-graph
+/// answers are not read at all. Logged (debug) after each walk: many trees,
+/// or many objects through the object database, make a slow walk.
+#[derive(Debug, Clone, Copy, Default)]
+struct Reads {
+    packed_trees: usize,
+    odb_trees: usize,
+    packed_commits: usize,
+    odb_commits: usize,
 }
 
-/// Where the history walks on a thread read trees and commits from: straight
-/// from a pack ([`super::pack`]) or through the object database.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ObjectReads {
-    /// Trees built straight from a pack.
-    pub packed_trees: usize,
-    /// Trees read through the object database (loose objects, or anything
-    /// the packs could not answer directly).
-    pub odb_trees: usize,
-    /// Commits whose first lines were read straight from a pack.
-    pub packed_commits: usize,
-    /// Commits read whole through the object database.
-    pub odb_commits: usize,
-}
+impl Reads {
+    fn add(&mut self, other: Reads) {
+        self.packed_trees += other.packed_trees;
+        self.odb_trees += other.odb_trees;
+        self.packed_commits += other.packed_commits;
+        self.odb_commits += other.odb_commits;
+    }
 
-thread_local! {
-    /// Where the walks on this thread read objects from (see [`object_reads`]).
-    static OBJECT_READS: std::cell::Cell<ObjectReads> = const {
-        std::cell::Cell::new(ObjectReads {
-            packed_trees: 0,
-            odb_trees: 0,
-            packed_commits: 0,
-            odb_commits: 0,
-        })
-    };
-}
-
-/// The [`ObjectReads`] of the walks on the calling thread so far.
-pub(crate) fn object_reads() -> ObjectReads {
-    OBJECT_READS.with(|r| r.get())
-}
-
-fn count(f: impl FnOnce(&mut ObjectReads)) {
-    OBJECT_READS.with(|r| {
-        let mut v = r.get();
-        f(&mut v);
-        r.set(v);
-    });
+    /// The debug record of a walk over `folders` folders.
+    fn log(&self, folders: usize) {
+        log::debug!(
+            "history: the walk over {folders} folder(s) read {} trees ({} from the packs, {} \
+             through the object database) and {} commit objects ({} from the packs, {} through \
+             the object database)",
+            self.packed_trees + self.odb_trees,
+            self.packed_trees,
+            self.odb_trees,
+            self.packed_commits + self.odb_commits,
+            self.packed_commits,
+            self.odb_commits,
+        );
+    }
 }
 
 /// A folder's entry in its parent tree: mode and object id.
@@ -134,19 +147,24 @@ pub(crate) fn last_changes(
     // a complete clone rarely has: record them up front only when shallow,
     // else walk again for the folders that ended on one.
     let record = !shallow.is_empty();
-    let mut walks = Walker::new(repo, shallow, folders, record)?.run(start)?;
+    let mut walker = Walker::new(repo, shallow, folders, record)?;
+    let mut walks = walker.run(start)?;
+    let mut reads = walker.reads;
     if !record {
         let cut: Vec<usize> = (0..walks.len())
             .filter(|&i| matches!(walks[i], Walk::Boundary { .. }))
             .collect();
         if !cut.is_empty() {
             let again: Vec<&str> = cut.iter().map(|&i| folders[i]).collect();
-            let redo = Walker::new(repo, shallow, &again, true)?.run(start)?;
+            let mut walker = Walker::new(repo, shallow, &again, true)?;
+            let redo = walker.run(start)?;
+            reads.add(walker.reads);
             for (i, w) in cut.into_iter().zip(redo) {
                 walks[i] = w;
             }
         }
     }
+    reads.log(folders.len());
     Ok(walks)
 }
 
@@ -165,139 +183,11 @@ struct CommitData {
     parent_pos: Vec<u32>,
 }
 
-/// The tree, parents and committer time of a commit object, of which
-/// `data` may be only the start up to the end of the committer line.
-fn commit_fields(
-    data: &[u8],
-    hash: gix::hash::Kind,
-) -> Result<(ObjectId, Vec<ObjectId>, i64), String> {
-    use gix::objs::commit::ref_iter::Token;
-    let mut tree = None;
-    let mut parents = Vec::with_capacity(1);
-    for token in gix::objs::CommitRefIter::from_bytes(data, hash) {
-        match token.map_err(|e| e.to_string())? {
-            Token::Tree { id } => tree = Some(id),
-            Token::Parent { id } => parents.push(id),
-            Token::Author { .. } => {}
-            Token::Committer { signature } => {
-                let tree = tree.ok_or("it names no tree")?;
-                return Ok((tree, parents, signature.seconds()));
-            }
-            _ => break,
-        }
-    }
-    // No committer line (git reads its time as 0).
-    Ok((tree.ok_or("it names no tree")?, parents, 0))
-}
-
-/// Fills `found[i]` with the entry named `names[i]` (sorted bytewise) in
-/// the tree object `data`, the first one if a name repeats. Entries come in
-/// git's tree order (a tree sorts as if its name ended in `/`), so the scan
-/// stops after the place of the last name, as git's own tree walk with a
-/// pathspec does, and only a found entry's mode is decoded: the walk reads
-/// wide trees (hundreds of entries) for one name at every commit.
-fn find_entries(
-    data: &[u8],
-    hash: gix::hash::Kind,
-    names: &[BString],
-    found: &mut [Option<Entry>],
-) -> Result<(), &'static str> {
-    let Some(last) = names.last() else {
-        return Ok(());
-    };
-    let id_len = hash.len_in_bytes();
-    let is_tree = |mode: &[u8]| EntryMode::from_bytes(mode).is_some_and(|m| m.is_tree());
-    let mut rest = data;
-    while !rest.is_empty() {
-        // A mode is a few octal digits: no need for memchr.
-        let space = rest
-            .iter()
-            .position(|&b| b == b' ')
-            .ok_or("an entry has no mode")?;
-        let (mode, tail) = (&rest[..space], &rest[space + 1..]);
-        let nul = tail.find_byte(0).ok_or("an entry's name has no end")?;
-        let name = &tail[..nul];
-        let id = tail
-            .get(nul + 1..nul + 1 + id_len)
-            .ok_or("an entry's id is cut short")?;
-        rest = &tail[nul + 1 + id_len..];
-        // Past the last name's place (one compared as if it ended in `/`
-        // when a prefix of the other)?
-        let order = name.cmp(last.as_slice());
-        let past = match order {
-            Ordering::Equal => false,
-            Ordering::Greater => {
-                !name.starts_with(last)
-                    || gix::objs::tree::name_order(name, is_tree(mode), last, true)
-                        == Ordering::Greater
-            }
-            Ordering::Less => {
-                last.starts_with(name)
-                    && gix::objs::tree::name_order(name, is_tree(mode), last, true)
-                        == Ordering::Greater
-            }
-        };
-        if past {
-            break;
-        }
-        let slot = match order {
-            Ordering::Equal => Some(names.len() - 1),
-            _ if names.len() > 1 => names[..names.len() - 1]
-                .binary_search_by(|n| n.as_slice().cmp(name))
-                .ok(),
-            _ => None,
-        };
-        if let Some(i) = slot
-            && found[i].is_none()
-        {
-            let mode = EntryMode::from_bytes(mode).ok_or("an entry's mode is not octal")?;
-            // `id` is exactly one hash long: the conversion cannot fail.
-            found[i] = Some((mode, ObjectId::from_bytes_or_panic(id)));
-        }
-    }
-    Ok(())
-}
-
 /// A node of the folders' path trie: the child names (sorted) and their
 /// nodes.
 struct TrieNode {
     names: Vec<BString>,
     kids: Vec<u32>,
-}
-
-/// Two generations of a map: when the current one is full it becomes the
-/// old one and the older is dropped, so memory stays bounded while recent
-/// entries (the ones a walk meets again) survive.
-struct Cache<V> {
-    cur: HashMap<ObjectId, V>,
-    old: HashMap<ObjectId, V>,
-}
-
-/// Entries per trie node kept before the oldest generation is dropped.
-const CACHE_LIMIT: usize = 1 << 15;
-
-impl<V> Cache<V> {
-    fn new() -> Self {
-        Cache {
-            cur: HashMap::default(),
-            old: HashMap::default(),
-        }
-    }
-
-    fn get(&mut self, id: &ObjectId) -> Option<&V> {
-        if !self.cur.contains_key(id) {
-            let v = self.old.remove(id)?;
-            self.insert(*id, v);
-        }
-        self.cur.get(id)
-    }
-
-    fn insert(&mut self, id: ObjectId, v: V) {
-        if self.cur.len() >= CACHE_LIMIT {
-            self.old = std::mem::take(&mut self.cur);
-        }
-        self.cur.insert(id, v);
-    }
 }
 
 struct Walker<'a> {
@@ -320,6 +210,8 @@ struct Walker<'a> {
     buf: Vec<u8>,
     /// Trees and commits' first lines straight from the packs.
     packs: Packs,
+    /// Where this walk read its objects from.
+    reads: Reads,
 }
 
 impl<'a> Walker<'a> {
@@ -395,6 +287,7 @@ impl<'a> Walker<'a> {
             record,
             buf: Vec::new(),
             packs: Packs::open(repo),
+            reads: Reads::default(),
         })
     }
 
@@ -448,11 +341,11 @@ impl<'a> Walker<'a> {
             .and_then(|head| commit_fields(head, hash).ok());
         let (tree, parents, time) = match head {
             Some(fields) => {
-                count(|r| r.packed_commits += 1);
+                self.reads.packed_commits += 1;
                 fields
             }
             None => {
-                count(|r| r.odb_commits += 1);
+                self.reads.odb_commits += 1;
                 let Some(data) = self
                     .repo
                     .objects
@@ -521,16 +414,15 @@ impl<'a> Walker<'a> {
         let names = &self.nodes[n].names;
         let mut found: Box<[Option<Entry>]> = vec![None; names.len()].into_boxed_slice();
         if tree != ObjectId::empty_tree(tree.kind()) {
-            TREE_READS.with(|t| t.set(t.get() + 1));
             // Built from the packs, else read through the object database.
             let packed = self.packs.tree(&tree);
             let data = match &packed {
                 Some(data) => {
-                    count(|r| r.packed_trees += 1);
+                    self.reads.packed_trees += 1;
                     data.as_slice()
                 }
                 None => {
-                    count(|r| r.odb_trees += 1);
+                    self.reads.odb_trees += 1;
                     let Some(data) = self
                         .repo
                         .objects
@@ -617,7 +509,7 @@ impl<'a> Walker<'a> {
         })
     }
 
-    fn run(mut self, start: ObjectId) -> Result<Vec<Walk>, Failure> {
+    fn run(&mut self, start: ObjectId) -> Result<Vec<Walk>, Failure> {
         let n = self.paths.len();
         let head = start.to_string();
         let mut out: Vec<Option<Walk>> = (0..n).map(|_| None).collect();

@@ -3,6 +3,7 @@
 //! Other CI systems (GitLab `id_tokens`, Buildkite, CircleCI) write their
 //! token to a file and pass it here.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 
 use clap::Args;
@@ -51,12 +52,14 @@ pub struct LoginArgs {
 }
 
 impl LoginArgs {
-    /// The credentials or login for `repository`. `password_given` says
+    /// The credentials or login for `repository`. `env` is the front end's
+    /// environment (endpoint overrides, the runner's ID token variables,
+    /// `SETTINGS_IMAGE_LOGIN_TIMEOUT`). `password_given` says
     /// whether a password was passed (stdin or `SETTINGS_IMAGE_PASSWORD`);
     /// `credentials` reads it (and checks it has a user) only when needed.
     pub fn resolve(
         &self,
-        env: &crate::front::Env,
+        env: &HashMap<String, String>,
         repository: &str,
         insecure: bool,
         username: Option<&str>,
@@ -125,7 +128,12 @@ impl LoginArgs {
         let Some(provider) = exchange else {
             return Ok((credentials()?, None));
         };
-        let env = |k: &str| crate::front::var(env, k);
+        // A variable's value, trimmed; unset when blank (the front end's rule).
+        let env = |k: &str| {
+            env.get(k)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+        };
         Ok((
             None,
             Some(Login {

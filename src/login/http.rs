@@ -132,7 +132,7 @@ impl Ctx {
                     "check that {host} is reachable from the runner (a private endpoint is set with the variable docs/registries.md names for the {} login); the deadline is SETTINGS_IMAGE_LOGIN_TIMEOUT seconds ({} now)",
                     self.provider.name(),
                     self.timeout.as_secs()
-                ),
+                ).into(),
             }
         })?;
         let status = resp.status();
@@ -156,7 +156,7 @@ impl Ctx {
                      {} login's variable in docs/registries.md names): name the service itself, not \
                      an address that redirects elsewhere",
                     self.provider.name()
-                ),
+                ).into(),
             });
         }
         let mut body = Vec::new();
@@ -214,7 +214,7 @@ impl Ctx {
                     format!(": {said}")
                 }
             ),
-            hint,
+            hint: hint.into(),
         }
     }
 
@@ -263,11 +263,24 @@ impl Ctx {
     }
 }
 
+/// Percent-encodes a query value.
+pub(crate) fn encode(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 /// A form body: `k=v` pairs joined by `&`, each value percent-encoded.
 pub fn form(pairs: &[(&str, &str)]) -> String {
     pairs
         .iter()
-        .map(|(k, v)| format!("{k}={}", super::id_token::encode(v)))
+        .map(|(k, v)| format!("{k}={}", encode(v)))
         .collect::<Vec<_>>()
         .join("&")
 }

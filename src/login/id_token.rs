@@ -101,7 +101,7 @@ impl IdTokenSource {
                 if let Some(aud) = audience {
                     full.push(if url.contains('?') { '&' } else { '?' });
                     full.push_str("audience=");
-                    full.push_str(&encode(aud));
+                    full.push_str(&http::encode(aud));
                 }
                 let what = "requesting the job's ID token";
                 let rb = ctx
@@ -121,19 +121,6 @@ impl IdTokenSource {
         check(&jwt, audience)?;
         Ok(jwt)
     }
-}
-
-/// Percent-encodes a query value.
-pub(crate) fn encode(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 /// The claims of a JWT, unverified.
@@ -226,7 +213,7 @@ mod tests {
     #[test]
     fn query_values_are_encoded() {
         assert_eq!(
-            encode("https://iam.googleapis.com/projects/1"),
+            http::encode("https://iam.googleapis.com/projects/1"),
             "https%3A%2F%2Fiam.googleapis.com%2Fprojects%2F1"
         );
     }

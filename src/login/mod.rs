@@ -526,6 +526,25 @@ impl Login {
     }
 }
 
+/// The registry client renews an expired password through this: it runs
+/// the exchange again, and never learns which provider it is.
+impl crate::registry::CredentialSource for Login {
+    fn credentials(&self) -> crate::registry::CredentialsFuture<'_> {
+        Box::pin(Login::credentials(self))
+    }
+
+    fn clone_box(&self) -> Box<dyn crate::registry::CredentialSource> {
+        Box::new(self.clone())
+    }
+}
+
+/// A login as the registry options hold it: `login.map(Into::into)`.
+impl From<Login> for Box<dyn crate::registry::CredentialSource> {
+    fn from(login: Login) -> Self {
+        Box::new(login)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -228,6 +228,7 @@ pub fn check_prefix_owner(
         return Ok(None);
     }
     Err(Error::PrefixShared {
+        prefix: prefix_of(&newest.stamped.tag).to_string(),
         tag: format!("{}:{}", client.repository(), newest.stamped.tag),
         suggestion: free_prefix(ours, prefix_of(new_tag), seen.tags(client)?),
         theirs: refs.join(", "),

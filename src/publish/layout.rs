@@ -78,11 +78,14 @@ pub fn check_outside(output: &Path, folder: &Path) -> Result<()> {
         resolve(output).map_err(|e| Error::io(format!("resolving {}", output.display()), e))?;
     if out.starts_with(&folder) {
         return Err(Error::input(
-            format!(
-                "--output {} is inside the settings folder {}",
-                output.display(),
-                folder.display()
-            ),
+            crate::text![
+                crate::field::Field::Output,
+                format!(
+                    " {} is inside the settings folder {}",
+                    output.display(),
+                    folder.display()
+                )
+            ],
             Some(
                 "write the layout outside the settings folder, or the next build would package it"
                     .to_string(),

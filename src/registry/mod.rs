@@ -15,11 +15,19 @@
 //! run forever). Where a built image goes, and in which order
 //! (the push), is `crate::publish`'s; see `docs/push.md`.
 //!
-//! Why not `oci-client`: it uploads every blob without a `HEAD` first,
-//! holds layers in memory and has no referrers-tag fallback; and its token
-//! flow sends the credentials to whatever realm a registry names before a
-//! caller can look at it. The token flow here is the spec's two requests
-//! (`transport`), with the challenge parsed by `http-auth`.
+//! Why not `oci-client` (checked in December 2026 against 0.17.0 and its
+//! repository as it stands): it now streams blobs (`push_blob_stream`,
+//! `pull_blob` into a writer) and, when the referrers API answers 404,
+//! reads the referrers tag schema (`sha256-<hex>`); but it cannot write
+//! that tag, which attaching provenance needs on every registry without
+//! the API ([`Client::attach_referrer`]). Its token flow sends the
+//! credentials to whatever realm host a registry names, so a credential
+//! cannot be kept to the hosts it belongs to, as the job token is
+//! ([`Realms`]). `Client::push` still uploads every blob without a `HEAD`
+//! first. (Its repository now tests that no credentials go to an upload
+//! `Location` on another host, the rule [`transport`] keeps too.) The
+//! token flow here is the spec's two requests ([`transport`]), with the
+//! challenge parsed by `http-auth`.
 
 pub mod auth;
 pub mod blobs;
@@ -33,7 +41,7 @@ use std::cell::Cell;
 use std::fmt;
 use std::path::PathBuf;
 
-pub use auth::{Credentials, Realms};
+pub use auth::{CredentialSource, Credentials, CredentialsFuture, Realms};
 pub use blobs::CHUNK_SIZE;
 pub use manifests::{Manifest, PutManifest};
 pub use name::{Repository, check_repository_text, is_loopback, parse_repository};
@@ -42,7 +50,7 @@ pub use transport::MAX_SMALL;
 
 use crate::error::{Error, Result};
 use crate::image::Descriptor;
-use crate::image::artifact::Artifact;
+use crate::image::artifact::{Artifact, ManifestView};
 use auth::Access;
 use transport::Transport;
 
@@ -62,9 +70,10 @@ pub struct Options {
     /// Docker's `config.json` (`$DOCKER_CONFIG/config.json`, else
     /// `~/.docker/config.json`, as the front end finds it); `None`: none.
     pub docker_config: Option<PathBuf>,
-    /// An OIDC login that makes the credentials (when `credentials` is
-    /// `None`), and makes them again, once, when they expire mid-push.
-    pub login: Option<Box<crate::login::Login>>,
+    /// A login that makes the credentials (when `credentials` is `None`),
+    /// and makes them again, once, when they expire mid-push: an OIDC
+    /// exchange, through [`CredentialSource`].
+    pub login: Option<Box<dyn CredentialSource>>,
 }
 
 /// The whole-operation deadline passed while `doing`.
@@ -80,7 +89,7 @@ fn overrun(repo: &Repository, doing: &str) -> Error {
             "{} is too slow or stalls; try again later. A slow registry that does finish can be \
              given longer with SETTINGS_IMAGE_PUSH_TIMEOUT (seconds)",
             repo.host
-        )),
+        ).into()),
     }
 }
 
@@ -139,7 +148,7 @@ impl Client {
             opts.insecure,
             opts.credentials.clone(),
             opts.docker_config.as_deref(),
-            opts.login.as_deref().cloned(),
+            opts.login.clone(),
             access,
         );
         let t = rt
@@ -220,6 +229,31 @@ impl Client {
     /// registries that check pull access on `from_repo` answer false.
     pub fn mount_blob(&self, digest: &str, from_repo: &str) -> Result<bool> {
         self.run(|s| s.mount_blob(digest, from_repo))
+    }
+
+    /// The first layer of media type `media_type` of the referrer `desc`
+    /// (a provenance statement, a promotion record): its manifest read by
+    /// digest, then the layer found in it.
+    pub fn referrer_layer(&self, desc: &Descriptor, media_type: &str) -> Result<Descriptor> {
+        let what = format!("reading referrer {}", desc.digest);
+        let m = self
+            .get_manifest(&desc.digest)?
+            .ok_or_else(|| Error::Registry {
+                reference: self.repository().to_string(),
+                what: what.clone(),
+                message: "listed as a referrer, but the manifest is not there".into(),
+                hint: None,
+            })?;
+        let view = ManifestView::parse(&m.bytes)?;
+        view.layers
+            .into_iter()
+            .find(|l| l.media_type == media_type)
+            .ok_or_else(|| Error::Registry {
+                reference: self.repository().to_string(),
+                what,
+                message: format!("the referrer has no {media_type} layer"),
+                hint: None,
+            })
     }
 
     /// The referrers of the manifest `subject_digest`, only those of

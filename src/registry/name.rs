@@ -10,6 +10,8 @@ use std::fmt;
 use std::net::IpAddr;
 
 use crate::error::{Error, Result};
+use crate::field::{Field, Joint, Mention, Text};
+use crate::text;
 
 /// A parsed `HOST/NAME`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,13 +28,13 @@ impl fmt::Display for Repository {
     }
 }
 
-pub(crate) fn repo_hint() -> Option<String> {
-    Some(
-        "--repository is HOST/NAME with a registry host, e.g. ghcr.io/OWNER/settings or \
+pub(crate) fn repo_hint() -> Option<Text> {
+    Some(text![
+        Field::Repository,
+        " is HOST/NAME with a registry host, e.g. ghcr.io/OWNER/settings or \
          localhost:5000/settings; NAME is lower-case [a-z0-9] words joined by '.', '_', '__' or '-', \
          separated by '/'"
-            .to_string(),
-    )
+    ])
 }
 
 fn name_component_ok(c: &str) -> bool {
@@ -72,26 +74,30 @@ pub fn check_repository_text(s: &str) -> Result<()> {
     let authority = without_scheme.split('/').next().unwrap_or("");
     if let Some((_, host)) = authority.rsplit_once('@') {
         // Echo nothing before the '@': it is a username and password.
-        return Err(Error::input(
+        return Err(Error::input_hinted(
             format!(
                 "invalid repository: it carries credentials (USER:PASSWORD@) in front of the host {host:?}; \
                  a repository never holds credentials, so it was not used (and is not repeated here)"
             ),
-            Some(
-                "give the repository as HOST/NAME and the credentials apart: --username with \
-                 --password-stdin (or SETTINGS_IMAGE_USERNAME and SETTINGS_IMAGE_PASSWORD), or the \
+            text![
+                "give the repository as HOST/NAME and the credentials apart: ",
+                Mention::Credentials(Joint::With),
+                " (or SETTINGS_IMAGE_USERNAME and SETTINGS_IMAGE_PASSWORD), or the \
                  action's `username` and `password` inputs; change that password, it was written \
                  where logs keep it"
-                    .to_string(),
-            ),
+            ],
         ));
     }
     if s.contains("://") {
-        return Err(Error::input(
+        return Err(Error::input_hinted(
             format!("invalid repository {s:?}: a repository has no URL scheme"),
-            Some(format!(
-                "drop the scheme: {without_scheme} (plain HTTP is used for loopback hosts, or with --insecure)"
-            )),
+            text![
+                format!(
+                    "drop the scheme: {without_scheme} (plain HTTP is used for loopback hosts, or with "
+                ),
+                Field::Insecure,
+                ")"
+            ],
         ));
     }
     let what = if s.starts_with(char::is_whitespace) {
@@ -110,10 +116,10 @@ pub fn check_repository_text(s: &str) -> Result<()> {
         None
     };
     match what {
-        Some(what) => Err(Error::input(
-            format!("invalid repository {s:?}: {what}"),
-            repo_hint(),
-        )),
+        Some(what) => Err(Error::Input {
+            message: format!("invalid repository {s:?}: {what}").into(),
+            hint: repo_hint(),
+        }),
         None => Ok(()),
     }
 }
@@ -123,43 +129,52 @@ pub fn check_repository_text(s: &str) -> Result<()> {
 /// gets its own explanation), and neither tag nor digest may be attached.
 pub fn parse_repository(s: &str) -> Result<Repository> {
     check_repository_text(s)?;
-    let bad = |msg: String| Error::input(msg, repo_hint());
+    let bad = |message: Text| Error::Input {
+        message,
+        hint: repo_hint(),
+    };
     let Some((host, name)) = s.split_once('/') else {
-        return Err(bad(format!(
+        return Err(bad(text![format!(
             "invalid repository {s:?}: no registry host (expected HOST/NAME)"
-        )));
+        )]));
     };
     let looks_like_host = host.contains('.') || host.contains(':') || host == "localhost";
     if !looks_like_host || host.is_empty() {
-        return Err(bad(format!(
+        return Err(bad(text![format!(
             "invalid repository {s:?}: {host:?} is not a registry host (expected HOST/NAME, e.g. ghcr.io/OWNER/NAME)"
-        )));
+        )]));
     }
     if name.contains('@') || name.rsplit('/').next().is_some_and(|l| l.contains(':')) {
-        return Err(bad(format!(
-            "invalid repository {s:?}: give the tag with --tag, not in --repository"
-        )));
+        return Err(bad(text![
+            format!("invalid repository {s:?}: give the tag with "),
+            Field::Tag,
+            ", not in ",
+            Field::Repository
+        ]));
     }
     if name.bytes().any(|b| b.is_ascii_uppercase()) {
+        let lower = format!("{host}/{name}").to_ascii_lowercase();
         let hint = if host == "ghcr.io" {
-            format!(
+            text![
                 "ghcr.io only accepts lower-case package names, and GitHub owners are often written with capitals: \
-                 use --repository {}",
-                format!("{host}/{name}").to_ascii_lowercase()
-            )
+                 use ",
+                Mention::Set(Field::Repository, lower)
+            ]
         } else {
-            format!(
-                "repository names are lower case: use --repository {}",
-                format!("{host}/{name}").to_ascii_lowercase()
-            )
+            text![
+                "repository names are lower case: use ",
+                Mention::Set(Field::Repository, lower)
+            ]
         };
-        return Err(Error::input(
+        return Err(Error::input_hinted(
             format!("invalid repository {s:?}: upper-case letters in the name"),
-            Some(hint),
+            hint,
         ));
     }
     if name.is_empty() || !name.split('/').all(name_component_ok) || s.len() > 255 {
-        return Err(bad(format!("invalid repository {s:?}: bad name {name:?}")));
+        return Err(bad(text![format!(
+            "invalid repository {s:?}: bad name {name:?}"
+        )]));
     }
     Ok(Repository {
         host: host.to_string(),
@@ -224,7 +239,7 @@ mod tests {
                 format!("invalid repository {bad:?}: {reason}")
             );
             assert_eq!(err.exit_code(), 2, "{bad}");
-            assert_eq!(err.hint(), repo_hint(), "{bad}");
+            assert_eq!(err.hint_text(), repo_hint(), "{bad}");
         }
         for (bad, says) in [
             (" ghcr.io/a/b", "starts with whitespace"),

@@ -23,10 +23,16 @@ use std::time::Duration;
 use reqwest::header;
 use reqwest::{Method, RequestBuilder, Response, StatusCode, Url};
 
-use super::auth::{self, Access, Auth, Credentials, host_port, same_registry, shown_url};
+use super::auth::{
+    self, Access, Auth, CredentialSource, Credentials, host_port, same_registry, shown_url,
+};
 use super::deadline;
+
+mod token;
 use super::name::{Repository, api_host, is_loopback, repo_hint};
 use crate::error::{Error, Result, error_chain};
+use crate::field::Field;
+use crate::text;
 
 /// How often one request (or one blob upload) is tried before giving up.
 pub(crate) const MAX_ATTEMPTS: u32 = 6;
@@ -194,14 +200,6 @@ fn reqwest_chain(e: &reqwest::Error) -> String {
     }
 }
 
-/// Why one round of the token flow gave no token.
-enum Round {
-    /// A transient failure: worth another round; the error if none is left.
-    Retry(Error),
-    /// A failure that another round cannot mend.
-    Failed(Error),
-}
-
 /// The HTTP client could not be built: in practice, no CA certificates.
 fn no_tls_client(repo: &Repository, e: &dyn std::error::Error) -> Error {
     Error::Registry {
@@ -251,8 +249,8 @@ pub(crate) struct Transport {
     /// encodings and tokens.
     secrets: RefCell<Vec<String>>,
     requests: Cell<u64>,
-    /// The OIDC login the credentials came from, until it renewed them (once).
-    login: RefCell<Option<crate::login::Login>>,
+    /// The login the credentials came from, until it renewed them (once).
+    login: RefCell<Option<Box<dyn CredentialSource>>>,
     /// What the latest request was for, for a deadline's message.
     doing: RefCell<String>,
 }
@@ -266,7 +264,7 @@ impl Transport {
         insecure: bool,
         creds: Option<Credentials>,
         docker_config: Option<&Path>,
-        login: Option<crate::login::Login>,
+        login: Option<Box<dyn CredentialSource>>,
         access: Access,
     ) -> Result<Self> {
         let plain = insecure || is_loopback(&repo.host);
@@ -276,7 +274,10 @@ impl Transport {
             api_host(&repo.host),
             repo.name
         ))
-        .map_err(|e| Error::input(format!("invalid repository {repo}: {e}"), repo_hint()))?;
+        .map_err(|e| Error::Input {
+            message: format!("invalid repository {repo}: {e}").into(),
+            hint: repo_hint(),
+        })?;
         let mut builder = reqwest::Client::builder();
         if plain {
             // Nothing to verify over plain HTTP: skip loading the system's CA
@@ -369,31 +370,42 @@ impl Transport {
         };
         let d = deadline::get();
         let hint = if e.is_timeout() {
-            format!(
+            text![format!(
                 "{host} did not answer in time: a request gets {} s in all (the per-request deadline, \
                  more for a large upload; SETTINGS_IMAGE_REQUEST_TIMEOUT sets it) and 60 s without a \
                  byte; it was tried up to {MAX_ATTEMPTS} times",
                 deadline::secs(d.request)
-            )
+            )]
         } else if is_not_tls_error(e) {
-            format!(
-                "{host} does not answer HTTPS; if it is a registry that serves plain HTTP, \
-                 add --insecure (plain HTTP is only used by itself for loopback hosts)"
-            )
+            text![
+                format!(
+                    "{host} does not answer HTTPS; if it is a registry that serves plain HTTP, add "
+                ),
+                Field::Insecure,
+                " (plain HTTP is only used by itself for loopback hosts)"
+            ]
         } else if is_certificate_error(e) {
-            format!(
-                "{host} presented a TLS certificate that is not trusted: install its CA in the \
-                 system trust store, or use --insecure for a registry that serves plain HTTP"
-            )
+            text![
+                format!(
+                    "{host} presented a TLS certificate that is not trusted: install its CA in the \
+                     system trust store, or use "
+                ),
+                Field::Insecure,
+                " for a registry that serves plain HTTP"
+            ]
         } else if self.base.scheme() == "https" {
-            format!(
-                "check that {host} is reachable over HTTPS (plain HTTP is only used for loopback \
-                 hosts or with --insecure); transient failures were tried {MAX_ATTEMPTS} times"
-            )
+            text![
+                format!(
+                    "check that {host} is reachable over HTTPS (plain HTTP is only used for loopback \
+                     hosts or with "
+                ),
+                Field::Insecure,
+                format!("); transient failures were tried {MAX_ATTEMPTS} times")
+            ]
         } else {
-            format!(
+            text![format!(
                 "check that {host} is reachable; transient failures were tried {MAX_ATTEMPTS} times"
-            )
+            )]
         };
         let message = if e.is_timeout() {
             format!(
@@ -410,152 +422,6 @@ impl Transport {
             message: self.scrub(message),
             hint: Some(hint),
         }
-    }
-
-    /// Runs the token flow ([`Transport::token_round`]), retrying
-    /// transient failures; Basic challenges keep using the credentials
-    /// directly.
-    async fn authenticate(&self) -> Result<()> {
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            log::debug!(
-                "registry: authenticating to {} for {}",
-                self.repo.host,
-                self.auth.describe()
-            );
-            match self.token_round().await {
-                Ok(Some(token)) => {
-                    self.secrets.borrow_mut().push(token.clone());
-                    self.auth.use_token(token);
-                    return Ok(());
-                }
-                Ok(None) => {
-                    self.auth.use_credentials();
-                    return Ok(());
-                }
-                Err(Round::Retry(_)) if attempt < MAX_ATTEMPTS => {
-                    tokio::time::sleep(backoff(attempt)).await;
-                }
-                Err(Round::Retry(e) | Round::Failed(e)) => return Err(e),
-            }
-        }
-    }
-
-    /// One round of the token flow of the distribution spec's token
-    /// authentication: `GET /v2/` without credentials; for a `Bearer`
-    /// challenge, `GET REALM?scope=...&service=...` with the credentials as
-    /// Basic when [`Auth::realm_allows`] lets them go to that realm (else
-    /// nothing is sent there). `Ok(None)`: no token needed (anonymous or
-    /// Basic).
-    async fn token_round(&self) -> std::result::Result<Option<String>, Round> {
-        let what = "contacting the registry";
-        let sent = |r: reqwest::Result<Response>| {
-            r.map_err(|e| {
-                let err = self.http_err(what, &e);
-                if is_transient_error(&e) {
-                    Round::Retry(err)
-                } else {
-                    Round::Failed(err)
-                }
-            })
-        };
-        let ping = self.url("/v2/").map_err(Round::Failed)?;
-        let timeout = deadline::get().request;
-        let resp = sent(self.http.get(ping).timeout(timeout).send().await)?;
-        let challenge = auth::bearer_challenge(resp.headers()).map_err(|m| {
-            Round::Failed(self.registry_err(what, format!("the registry's challenge: {m}")))
-        })?;
-        drop(resp);
-        let Some(challenge) = challenge else {
-            return Ok(None);
-        };
-        let realm = challenge.realm;
-        let creds = self.auth.realm_allows(&realm, &self.base).map_err(|hosts| {
-            Round::Failed(Error::Auth {
-                host: self.repo.host.clone(),
-                message: format!(
-                    "the registry names the token realm {}, on {}; these credentials only go to a \
-                     token service on {hosts}, so nothing was sent there",
-                    shown_url(&realm),
-                    host_port(&realm)
-                ),
-                hint: format!(
-                    "{} should name its own token service: check that {} is the registry meant and \
-                     that no proxy rewrites its answers",
-                    self.repo.host, self.repo.host
-                ),
-            })
-        })?;
-        let mut url = realm.clone();
-        url.query_pairs_mut()
-            .append_pair("scope", &self.auth.scope(&self.repo));
-        if let Some(service) = &challenge.service {
-            url.query_pairs_mut().append_pair("service", service);
-        }
-        let mut rb = self.http.get(url).timeout(timeout);
-        if let Some(c) = &creds {
-            rb = rb.basic_auth(&c.username, Some(&c.password));
-        }
-        let resp = sent(rb.send().await)?;
-        let status = resp.status();
-        if status != StatusCode::OK {
-            let transient = is_transient_status(status);
-            let (body, cut) = error_body(resp).await;
-            let mut reason = describe(status, &body);
-            if let Some(cut) = cut {
-                reason = format!("{reason} ({cut})");
-            }
-            let err = Error::Auth {
-                host: self.repo.host.clone(),
-                message: self.scrub(self.auth.refusal(&self.repo, &realm, &reason)),
-                hint: auth::auth_hint(&self.repo.host, self.auth.access()),
-            };
-            return Err(if transient {
-                Round::Retry(err)
-            } else {
-                Round::Failed(err)
-            });
-        }
-        let body = self
-            .small_body(what, resp, "token answer")
-            .await
-            .map_err(Round::Failed)?;
-        auth::token_of(&body).map(Some).ok_or_else(|| {
-            Round::Failed(self.registry_err(
-                what,
-                format!(
-                    "the token service at {} answered without a token",
-                    host_port(&realm)
-                ),
-            ))
-        })
-    }
-
-    /// After a 401 with a Bearer token (expired during a long push): gets a
-    /// new token, at most twice per session. True when the request is worth
-    /// sending again.
-    async fn renew(&self, status: StatusCode) -> Result<bool> {
-        if status != StatusCode::UNAUTHORIZED {
-            return Ok(false);
-        }
-        // Credentials from an OIDC login expire (an ECR password lives 12
-        // hours, others minutes): the first 401 runs the exchange again, once.
-        let login = self.login.borrow_mut().take();
-        if let Some(login) = login {
-            let fresh = login.credentials().await?;
-            self.auth.replace_credentials(fresh);
-            // The new password and its Basic encodings.
-            let fresh_secrets = self.auth.secrets();
-            self.secrets.borrow_mut().extend(fresh_secrets);
-            self.authenticate().await?;
-            return Ok(true);
-        }
-        if !self.auth.may_renew() {
-            return Ok(false);
-        }
-        self.authenticate().await?;
-        Ok(true)
     }
 
     /// One `debug` record per registry request (the action shows it as a
@@ -700,7 +566,7 @@ impl Transport {
                      credentials are only ever sent to {registry} itself, as docker does, so {host} \
                      must accept the request as it is (a presigned URL) or the registry's storage \
                      set-up is at fault"
-                )),
+                ).into()),
             };
         }
         if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
@@ -710,20 +576,23 @@ impl Transport {
                 hint: auth::auth_hint(&self.repo.host, self.auth.access()),
             };
         }
-        let hint = if status == StatusCode::NOT_FOUND {
-            Some(format!(
+        let hint: Option<crate::field::Text> = if status == StatusCode::NOT_FOUND {
+            Some(text![format!(
                 "check that the repository {} exists or that the registry creates repositories on push",
                 self.repo
-            ))
+            )])
         } else if status == StatusCode::PAYLOAD_TOO_LARGE {
             Some("the registry limits request sizes; chunked uploads (the default) keep each request at 4 MiB".into())
         } else if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
-            Some(format!(
+            Some(text![format!(
                 "the registry kept failing after {MAX_ATTEMPTS} attempts; try again later"
-            ))
+            )])
         } else if status == StatusCode::METHOD_NOT_ALLOWED || status == StatusCode::NOT_IMPLEMENTED
         {
-            Some("if this registry does not support chunked uploads, try --monolithic".into())
+            Some(text![
+                "if this registry does not support chunked uploads, try ",
+                Field::Monolithic
+            ])
         } else if status.is_client_error() {
             Some(
                 "the registry refused this request as it was sent; its message says why (often a \
@@ -797,64 +666,5 @@ impl Transport {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn registry_error_bodies_are_summarised() {
-        let body = br#"{"errors":[{"code":"NAME_UNKNOWN","message":"repository name not known to registry"}]}"#;
-        assert_eq!(
-            describe(StatusCode::NOT_FOUND, body),
-            "HTTP 404 Not Found: NAME_UNKNOWN: repository name not known to registry"
-        );
-        assert_eq!(
-            describe(StatusCode::BAD_GATEWAY, b""),
-            "HTTP 502 Bad Gateway"
-        );
-    }
-
-    #[test]
-    fn retry_after_forms() {
-        // RFC 9110's example date, and "now" five seconds before it.
-        let now: jiff::Timestamp = "1994-11-06T08:49:32Z".parse().unwrap();
-        let date = "Sun, 06 Nov 1994 08:49:37 GMT";
-        assert_eq!(parse_retry_after("3", now), Some(Duration::from_secs(3)));
-        assert_eq!(parse_retry_after(" 0 ", now), Some(Duration::ZERO));
-        assert_eq!(
-            parse_retry_after("100000", now),
-            Some(Duration::from_secs(30))
-        );
-        assert_eq!(parse_retry_after(date, now), Some(Duration::from_secs(5)));
-        // A day before it: capped; a second after it: no wait.
-        let day_before: jiff::Timestamp = "1994-11-05T08:49:37Z".parse().unwrap();
-        assert_eq!(
-            parse_retry_after(date, day_before),
-            Some(Duration::from_secs(30))
-        );
-        let after: jiff::Timestamp = "1994-11-06T08:49:38Z".parse().unwrap();
-        assert_eq!(parse_retry_after(date, after), Some(Duration::ZERO));
-        assert_eq!(parse_retry_after("soon", now), None);
-        assert_eq!(parse_retry_after("-5", now), None);
-    }
-
-    /// Attempt n waits 50% to 100% of 200 ms * 2^(n-1), at most 30 s.
-    #[test]
-    fn backoff_doubles_within_its_jitter_and_is_capped() {
-        let nominal_ms = |a: u32| (200u64 << (a - 1).min(16)).min(30_000);
-        assert_eq!(
-            [1, 2, 3, 4, 8, 9, 40].map(nominal_ms),
-            [200, 400, 800, 1_600, 25_600, 30_000, 30_000]
-        );
-        for a in 1..40 {
-            let n = nominal_ms(a);
-            for _ in 0..20 {
-                let d = backoff(a).as_millis() as u64;
-                assert!(
-                    n / 2 <= d && d <= n,
-                    "attempt {a}: {d} ms, not in {}..={n}",
-                    n / 2
-                );
-            }
-        }
-    }
-}
+#[path = "transport_tests.rs"]
+mod tests;

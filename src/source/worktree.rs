@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::{Content, Entries, EntryKind, Source, check_symlink_chains, check_symlink_target};
 use crate::error::{Error, Result};
+use crate::field::Field;
 
 /// Reads `root` recursively. `.git` is skipped at every level; symlinks
 /// that are absolute or leave the folder, fifos, sockets, devices and
@@ -14,14 +15,20 @@ use crate::error::{Error, Result};
 pub fn read(root: &Path) -> Result<Source> {
     let meta = fs::metadata(root).map_err(|e| Error::Source {
         path: root.to_path_buf(),
-        message: format!("cannot read the settings folder: {e}"),
-        hint: Some("--path must name an existing directory".into()),
+        message: format!("cannot read the settings folder: {e}").into(),
+        hint: Some(crate::text![
+            Field::Path,
+            " must name an existing directory"
+        ]),
     })?;
     if !meta.is_dir() {
         return Err(Error::Source {
             path: root.to_path_buf(),
             message: "is not a directory".into(),
-            hint: Some("--path must name the folder that holds the settings files".into()),
+            hint: Some(crate::text![
+                Field::Path,
+                " must name the folder that holds the settings files"
+            ]),
         });
     }
     let mut entries = Entries::new();
@@ -29,11 +36,11 @@ pub fn read(root: &Path) -> Result<Source> {
     entries.sort();
     check_symlink_chains(&entries).map_err(|(link, message)| Error::Source {
         path: root.join(&link),
-        message,
+        message: message.into(),
         hint: Some(format!(
             "replace the link with a copy of the file, or point it inside {} without going through another link",
             root.display()
-        )),
+        ).into()),
     })?;
     if entries.iter().all(|e| matches!(e.kind, EntryKind::Dir)) {
         return Err(Error::Source {
@@ -102,11 +109,14 @@ fn walk(root: &Path, dir: &Path, rel: &str, out: &mut Entries) -> Result<()> {
             };
             check_symlink_target(&path, &target).map_err(|m| Error::Source {
                 path: full.clone(),
-                message: m,
-                hint: Some(format!(
-                    "replace the link with a copy of the file, or point it inside {}",
-                    root.display()
-                )),
+                message: m.into(),
+                hint: Some(
+                    format!(
+                        "replace the link with a copy of the file, or point it inside {}",
+                        root.display()
+                    )
+                    .into(),
+                ),
             })?;
             out.push_symlink(&path, &target)?;
         } else {
@@ -123,7 +133,8 @@ fn walk(root: &Path, dir: &Path, rel: &str, out: &mut Entries) -> Result<()> {
                 path: full,
                 message: format!(
                     "is {what}; a settings image holds only files, directories and symlinks"
-                ),
+                )
+                .into(),
                 hint: Some("remove it from the settings folder".into()),
             });
         }

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
+pub mod cmd;
 pub mod flux;
 pub mod flux_cluster;
 pub mod forge;
@@ -126,8 +127,8 @@ pub fn stdout_of(cmd: &mut Command) -> String {
 }
 
 /// `settings-image build --path SRC --output OUT --json`, to add flags to.
-pub fn build_cmd(src: &Path, out: &Path) -> Command {
-    let mut cmd = Command::new(bin());
+pub fn build_cmd(src: &Path, out: &Path) -> cmd::TestCommand {
+    let mut cmd = cmd::TestCommand::new();
     cmd.arg("build")
         .arg("--path")
         .arg(src)
@@ -139,36 +140,13 @@ pub fn build_cmd(src: &Path, out: &Path) -> Command {
 
 /// `settings-image build --path SRC --output OUT --tag T... --json`, without
 /// checking the result.
-pub fn build_raw(src: &Path, out: &Path, tags: &[&str]) -> Output {
-    let mut cmd = build_cmd(src, out);
-    for t in tags {
-        cmd.args(["--tag", t]);
-    }
-    cmd.output().expect("running settings-image")
-}
-
-/// Runs a build command; returns the `--json` report or panics.
-pub fn report_of(cmd: &mut Command) -> Value {
-    let out = cmd.output().expect("running settings-image");
-    assert!(
-        out.status.success(),
-        "build failed ({}): {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("build --json prints one JSON object")
+pub fn build_raw(src: &Path, out: &Path, tags: &[&str]) -> cmd::Run {
+    build_cmd(src, out).tags(tags).run()
 }
 
 /// Builds and returns the `--json` report; panics when the build fails.
 pub fn build(src: &Path, out: &Path, tags: &[&str]) -> Value {
-    let out = build_raw(src, out, tags);
-    assert!(
-        out.status.success(),
-        "build failed ({}): {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("build --json prints one JSON object")
+    build_cmd(src, out).tags(tags).json()
 }
 
 /// A string field of a JSON value, by a `/`-separated pointer.

@@ -8,12 +8,14 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 
+pub use super::cmd::Run;
+#[allow(unused_imports)] // `bin` for the files that import it from here.
 pub use super::{bin, require};
 
 /// A free loopback TCP port.
@@ -226,27 +228,6 @@ impl Drop for Registry {
     }
 }
 
-/// The result of running the binary.
-pub struct Run {
-    pub code: i32,
-    pub stdout: String,
-    pub stderr: String,
-}
-
-impl Run {
-    /// The `--json` output.
-    pub fn json(&self) -> serde_json::Value {
-        assert_eq!(
-            self.code, 0,
-            "push failed:\nstdout: {}\nstderr: {}",
-            self.stdout, self.stderr
-        );
-        serde_json::from_str(self.stdout.trim()).unwrap_or_else(|e| {
-            panic!("not JSON ({e}): {}", self.stdout);
-        })
-    }
-}
-
 /// Runs `cmd` under GNU time and returns its result and its peak resident
 /// set in KiB, as GNU time reports it (`%M`: the kernel's accounting of
 /// that process alone, not the code under test's). What a memory bound in
@@ -279,43 +260,7 @@ pub fn peak_rss(cmd: Command) -> (Run, u64) {
         .last()
         .and_then(|l| l.trim().parse().ok())
         .unwrap_or_else(|| panic!("GNU time wrote {text:?}"));
-    let run = Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into(),
-        stderr: String::from_utf8_lossy(&out.stderr).into(),
-    };
-    (run, kib)
-}
-
-/// Runs settings-image with `args`, `env` and `stdin`, with a docker config
-/// directory that is empty unless `env` says otherwise.
-pub fn run(args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> Run {
-    let empty = super::TempDir::new();
-    let mut cmd = Command::new(bin());
-    cmd.args(args)
-        .env_remove("SETTINGS_IMAGE_USERNAME")
-        .env_remove("SETTINGS_IMAGE_PASSWORD")
-        .env("DOCKER_CONFIG", empty.path())
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().unwrap();
-    if let Some(s) = stdin {
-        child.stdin.take().unwrap().write_all(s.as_bytes()).unwrap();
-    }
-    let out: Output = child.wait_with_output().unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into(),
-        stderr: String::from_utf8_lossy(&out.stderr).into(),
-    }
+    (Run::of(&out), kib)
 }
 
 /// A settings folder with `n` small YAML files named `fNN.yaml`.

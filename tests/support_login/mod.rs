@@ -6,7 +6,6 @@
 
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -14,8 +13,10 @@ use std::process::{Child, Command, Stdio};
 use base64::Engine as _;
 use serde_json::{Value, json};
 
+use crate::common::cmd::TestCommand;
+use crate::common::github::runner_inputs;
 use crate::common::registry::Registry;
-use crate::common::{bin, require};
+use crate::common::require;
 
 /// The GitHub actor the action runs as.
 pub const ACTOR: &str = "octocat";
@@ -340,37 +341,6 @@ impl ActionRun {
     }
 }
 
-/// The `INPUT_*` the runner sets: every input of action.yml, from `with`
-/// or its default (`github.token`, `github.actor` filled in), else empty.
-fn runner_inputs(action_yml: &str, with: &[(&str, &str)]) -> BTreeMap<String, String> {
-    let text =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(action_yml)).unwrap();
-    let action: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
-    let declared = action["inputs"].as_mapping().unwrap();
-    for (name, _) in with {
-        assert!(
-            declared.contains_key(*name),
-            "{action_yml} does not declare {name}"
-        );
-    }
-    declared
-        .iter()
-        .map(|(name, spec)| {
-            let name = name.as_str().unwrap();
-            let value = match with.iter().find(|(n, _)| *n == name) {
-                Some((_, v)) => v.to_string(),
-                None => match &spec["default"] {
-                    serde_yaml_ng::Value::String(d) => d
-                        .replace("${{ github.token }}", JOB_TOKEN)
-                        .replace("${{ github.actor }}", ACTOR),
-                    _ => String::new(),
-                },
-            };
-            (format!("INPUT_{}", name.to_uppercase()), value)
-        })
-        .collect()
-}
-
 /// A workspace with a settings folder `cfg` (not a git repository: the
 /// login does not care where the content comes from).
 pub fn workspace() -> tempfile::TempDir {
@@ -399,8 +369,9 @@ pub fn run_face(
     let summary = files.path().join("summary");
     let home = files.path().join("home");
     std::fs::create_dir(&home).unwrap();
+    let action_yml = crate::common::repo().join(action_yml);
     let started = std::time::Instant::now();
-    let out = Command::new(bin())
+    let out = TestCommand::new()
         .arg("action")
         .args(mode)
         .env_clear()
@@ -414,15 +385,14 @@ pub fn run_face(
         .env("GITHUB_REPOSITORY", "acme/shop")
         .env("GITHUB_RUN_ID", "4242")
         .env("GITHUB_ACTOR", ACTOR)
-        .envs(runner_inputs(action_yml, with))
-        .envs(env.iter().map(|(k, v)| (k.to_string(), v.clone())))
+        .envs(runner_inputs(&action_yml, with, JOB_TOKEN, ACTOR))
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .current_dir(ws)
-        .output()
-        .unwrap();
+        .run();
     ActionRun {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into(),
-        stderr: String::from_utf8_lossy(&out.stderr).into(),
+        code: out.code,
+        stdout: out.stdout,
+        stderr: out.stderr,
         outputs: std::fs::read_to_string(&output).unwrap_or_default(),
         summary: std::fs::read_to_string(&summary).unwrap_or_default(),
         seconds: started.elapsed().as_secs_f64(),

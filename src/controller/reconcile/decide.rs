@@ -40,7 +40,6 @@ use crate::controller::logs::Level;
 use crate::controller::publish::Published;
 use crate::controller::redact::Held;
 use crate::controller::status::{self, READY, RECONCILING, STALLED};
-use crate::publish::guards::BranchOutcome;
 
 /// The first retry after a failure; it doubles up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
@@ -521,18 +520,10 @@ fn notes(images: &[Published], notices: &[String]) -> Vec<Note> {
                 warning: true,
             });
         }
-        if let Some(b) = &r.branch_tag
-            && b.outcome == BranchOutcome::KeptNewer
-        {
+        if let Some(message) = crate::controller::spec::branch_note(&p.repository, r) {
             out.push(Note {
                 reason: "BranchTagKept",
-                message: format!(
-                    "{}: branch tag {} stays on commit {}, newer than {}: an older revision never moves it back",
-                    p.repository,
-                    b.name,
-                    b.commit.as_deref().unwrap_or("?"),
-                    r.commit.as_deref().unwrap_or("?")
-                ),
+                message,
                 warning: true,
             });
         }

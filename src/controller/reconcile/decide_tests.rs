@@ -7,7 +7,7 @@
 use super::super::step::{failed, stalled};
 use super::*;
 use crate::controller::crd::Condition;
-use crate::publish::guards::BranchReport;
+use crate::publish::guards::{BranchOutcome, BranchReport};
 use crate::release::ordering::{Anomaly, AnomalyKind, BranchMove};
 use crate::report::{LayerReport, PushReport, Report};
 

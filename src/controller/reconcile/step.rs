@@ -132,10 +132,7 @@ pub fn classify(e: &Error) -> (&'static str, bool) {
 
 /// An error and its hint as one message.
 pub fn message_of(e: &Error) -> String {
-    match e.hint() {
-        Some(h) => format!("{} ({h})", crate::error::error_chain(e)),
-        None => crate::error::error_chain(e),
-    }
+    spec::said(e)
 }
 
 /// The step a publish of `revision` ended on.

@@ -1,0 +1,135 @@
+//! The checks every option passes before it is written into an object:
+//! one-line text, branch names, the automation's folder, object names and
+//! intervals, each refused as an input error naming the option.
+
+use crate::error::{Error, Result};
+
+/// Refuses a value holding a character that ends a YAML line or comment
+/// (control characters, including NEL, and the Unicode line and paragraph
+/// separators) or a byte-order mark: every option is at least this.
+pub(super) fn check_text(what: &str, value: &str) -> Result<()> {
+    let bad = value
+        .chars()
+        .find(|c| c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{feff}'));
+    match bad {
+        None => Ok(()),
+        Some(c) => Err(Error::input(
+            format!("{what} {value:?} holds the character {c:?}"),
+            Some(format!(
+                "give {what} on one line, without control characters"
+            )),
+        )),
+    }
+}
+
+/// Checks a branch name as `git check-ref-format --branch` does (the
+/// automation's checkout and push branches).
+pub(super) fn check_branch(what: &str, name: &str) -> Result<()> {
+    check_text(what, name)?;
+    let bad_char = name
+        .chars()
+        .find(|c| matches!(c, ' ' | '~' | '^' | ':' | '?' | '*' | '[' | '\\'));
+    let why = if name.is_empty() {
+        Some("it is empty".to_string())
+    } else if let Some(c) = bad_char {
+        Some(format!("a branch name cannot hold {c:?}"))
+    } else if name.starts_with('-') || name.starts_with('/') || name.ends_with('/') {
+        Some("a branch name does not start with '-' or '/', or end with '/'".to_string())
+    } else if name.contains("..") || name.contains("//") || name.contains("@{") || name == "@" {
+        Some("a branch name cannot hold '..', '//' or '@{', or be '@'".to_string())
+    } else if name.ends_with('.') || name.ends_with(".lock") {
+        Some("a branch name does not end with '.' or '.lock'".to_string())
+    } else if name.split('/').any(|c| c.starts_with('.')) {
+        Some("no part of a branch name starts with '.'".to_string())
+    } else {
+        None
+    };
+    match why {
+        None => Ok(()),
+        Some(why) => Err(Error::input(
+            format!("{what} {name:?} is not a branch name: {why}"),
+            Some("give the cluster repository's branch, e.g. main".to_string()),
+        )),
+    }
+}
+
+/// Checks the automation's folder: relative to the cluster repository's
+/// root, without `..`.
+pub(super) fn check_git_path(path: &str) -> Result<()> {
+    check_text("--git-path", path)?;
+    let why = if path.is_empty() {
+        Some("it is empty")
+    } else if path.starts_with('/') {
+        Some("it is absolute")
+    } else if path.split('/').any(|c| c == "..") {
+        Some("it leaves the repository with '..'")
+    } else {
+        None
+    };
+    match why {
+        None => Ok(()),
+        Some(why) => Err(Error::input(
+            format!("--git-path {path:?} is not a folder of the cluster repository: {why}"),
+            Some("give the folder relative to the repository's root, e.g. ./clusters/prod".into()),
+        )),
+    }
+}
+
+/// Checks a Kubernetes object name (RFC 1123 subdomain, at most 253).
+pub(super) fn check_name(what: &str, name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|part| {
+            !part.is_empty()
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !part.starts_with('-')
+                && !part.ends_with('-')
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::input(
+            format!("{what} {name:?} is not a Kubernetes object name"),
+            Some(
+                "use lowercase letters, digits and '-', starting and ending with a letter or digit"
+                    .into(),
+            ),
+        ))
+    }
+}
+
+/// Checks a Go duration as Flux's CRDs accept it (`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`).
+pub(super) fn check_interval(s: &str) -> Result<String> {
+    let mut rest = s;
+    let mut ok = !s.is_empty();
+    while ok && !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            ok = false;
+            break;
+        }
+        rest = &rest[digits..];
+        if let Some(r) = rest.strip_prefix('.') {
+            let d = r.bytes().take_while(u8::is_ascii_digit).count();
+            ok = d > 0;
+            rest = &r[d..];
+        }
+        let unit = ["ms", "s", "m", "h"]
+            .into_iter()
+            .find(|u| rest.starts_with(u));
+        match unit {
+            Some(u) => rest = &rest[u.len()..],
+            None => ok = false,
+        }
+    }
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(Error::input(
+            format!("interval {s:?} is not a duration"),
+            Some("give a Go duration such as 1m, 5m or 1h30m".into()),
+        ))
+    }
+}

@@ -1,0 +1,325 @@
+//! One builder for running the binary under test, in the spirit of
+//! ripgrep's `tests/util.rs`: [`TestCommand`] sets up a hermetic run (an
+//! empty docker config, no registry credentials or GitHub variables from
+//! the test process, no stdin), takes arguments, environment, a working
+//! directory and stdin, and its runners assert what a test expects:
+//! [`TestCommand::ok`] (exit 0, stdout), [`TestCommand::json`] (exit 0,
+//! the `--json` report), [`TestCommand::fails_with`] (that exit code), or
+//! [`TestCommand::run`] for a test that looks at the result itself.
+//! A failed assertion prints the command, its exit code and both streams.
+
+use std::ffi::OsStr;
+use std::fmt;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::rc::Rc;
+
+use serde_json::Value;
+
+use super::{TempDir, bin};
+
+/// Variables of the test process that would change what the binary does
+/// (registry credentials, a CI runner's GitHub facts); every run starts
+/// without them, and a test sets the ones it means.
+pub const CLEARED: [&str; 16] = [
+    "SETTINGS_IMAGE_USERNAME",
+    "SETTINGS_IMAGE_PASSWORD",
+    "GITHUB_ACTIONS",
+    "GITHUB_TOKEN",
+    "GH_TOKEN",
+    "GITHUB_API_URL",
+    "GITHUB_SERVER_URL",
+    "GITHUB_REPOSITORY",
+    "GITHUB_REF",
+    "GITHUB_RUN_ID",
+    "GITHUB_RUN_ATTEMPT",
+    "GITHUB_WORKFLOW_REF",
+    "GITHUB_ACTION_REPOSITORY",
+    "GITHUB_ACTION_REF",
+    "GITHUB_ACTOR",
+    "GITHUB_TRIGGERING_ACTOR",
+];
+
+/// The result of running the binary.
+pub struct Run {
+    /// The exit code (-1 when a signal ended the process).
+    pub code: i32,
+    /// Standard output, as text.
+    pub stdout: String,
+    /// Standard error, as text.
+    pub stderr: String,
+}
+
+impl Run {
+    /// The result of a finished process.
+    pub fn of(out: &Output) -> Run {
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into(),
+            stderr: String::from_utf8_lossy(&out.stderr).into(),
+        }
+    }
+
+    /// The `--json` output; the run must have exited 0.
+    pub fn json(&self) -> Value {
+        assert_eq!(
+            self.code, 0,
+            "settings-image failed:\nstdout: {}\nstderr: {}",
+            self.stdout, self.stderr
+        );
+        serde_json::from_str(self.stdout.trim()).unwrap_or_else(|e| {
+            panic!("not JSON ({e}): {}", self.stdout);
+        })
+    }
+
+    /// Asserts that stderr contains `text`.
+    pub fn says(&self, text: &str) -> &Run {
+        assert!(
+            self.stderr.contains(text),
+            "wanted {text:?} in stderr:\n{}\nstdout:\n{}",
+            self.stderr,
+            self.stdout
+        );
+        self
+    }
+
+    /// Asserts that the run exited with `code`.
+    pub fn exited(&self, code: i32) -> &Run {
+        assert_eq!(
+            self.code, code,
+            "wanted exit code {code}:\nstdout:\n{}\nstderr:\n{}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+}
+
+impl fmt::Debug for Run {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "exit code {}\nstdout:\n{}\nstderr:\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+/// A run of `settings-image` being set up; see the module docs.
+pub struct TestCommand {
+    cmd: Command,
+    stdin: Option<Vec<u8>>,
+    /// The empty docker config directory, kept while the command or a run
+    /// of it lives.
+    docker: Rc<TempDir>,
+}
+
+impl Default for TestCommand {
+    fn default() -> TestCommand {
+        TestCommand::new()
+    }
+}
+
+impl TestCommand {
+    /// `settings-image` with an empty docker config, [`CLEARED`] removed
+    /// and no stdin.
+    pub fn new() -> TestCommand {
+        let docker = TempDir::new();
+        let mut cmd = Command::new(bin());
+        cmd.env("DOCKER_CONFIG", docker.path());
+        for k in CLEARED {
+            cmd.env_remove(k);
+        }
+        TestCommand {
+            cmd,
+            stdin: None,
+            docker: Rc::new(docker),
+        }
+    }
+
+    /// `settings-image push --path PATH --repository REPOSITORY`.
+    pub fn push(path: impl AsRef<OsStr>, repository: &str) -> TestCommand {
+        let mut c = TestCommand::new();
+        c.arg("push")
+            .arg("--path")
+            .arg(path)
+            .args(["--repository", repository]);
+        c
+    }
+
+    /// `settings-image push --path PATH --repository REPOSITORY --json`:
+    /// the push whose report [`TestCommand::json`] reads.
+    pub fn push_json(path: impl AsRef<OsStr>, repository: &str) -> TestCommand {
+        let mut c = TestCommand::push(path, repository);
+        c.arg("--json");
+        c
+    }
+
+    /// Adds an argument.
+    pub fn arg(&mut self, arg: impl AsRef<OsStr>) -> &mut TestCommand {
+        self.cmd.arg(arg);
+        self
+    }
+
+    /// Adds arguments.
+    pub fn args<I, S>(&mut self, args: I) -> &mut TestCommand
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.cmd.args(args);
+        self
+    }
+
+    /// Adds `--tag T` for each of `tags`.
+    pub fn tags(&mut self, tags: &[&str]) -> &mut TestCommand {
+        for t in tags {
+            self.cmd.args(["--tag", t]);
+        }
+        self
+    }
+
+    /// Sets an environment variable.
+    pub fn env(&mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> &mut TestCommand {
+        self.cmd.env(key, value);
+        self
+    }
+
+    /// Sets environment variables.
+    pub fn envs<I, K, V>(&mut self, vars: I) -> &mut TestCommand
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<OsStr>,
+        V: AsRef<OsStr>,
+    {
+        self.cmd.envs(vars);
+        self
+    }
+
+    /// Removes an environment variable.
+    pub fn env_remove(&mut self, key: impl AsRef<OsStr>) -> &mut TestCommand {
+        self.cmd.env_remove(key);
+        self
+    }
+
+    /// Clears the whole environment, the defaults of [`TestCommand::new`]
+    /// included (`DOCKER_CONFIG` too).
+    pub fn env_clear(&mut self) -> &mut TestCommand {
+        self.cmd.env_clear();
+        self
+    }
+
+    /// Sets the working directory.
+    pub fn current_dir(&mut self, dir: impl AsRef<Path>) -> &mut TestCommand {
+        self.cmd.current_dir(dir);
+        self
+    }
+
+    /// Gives `text` on stdin (none by default).
+    pub fn stdin(&mut self, text: impl AsRef<[u8]>) -> &mut TestCommand {
+        self.stdin = Some(text.as_ref().to_vec());
+        self
+    }
+
+    /// Starts the run without waiting for it.
+    pub fn spawn(&mut self) -> Running {
+        self.cmd
+            .stdin(if self.stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = self
+            .cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {:?}: {e}", self.cmd));
+        if let Some(text) = &self.stdin {
+            child
+                .stdin
+                .take()
+                .expect("stdin is piped")
+                .write_all(text)
+                .expect("writing stdin");
+        }
+        Running {
+            child,
+            _docker: Rc::clone(&self.docker),
+        }
+    }
+
+    /// Runs and returns the result, whatever it is.
+    pub fn run(&mut self) -> Run {
+        Run::of(&self.output())
+    }
+
+    /// Runs and returns the process's raw output, whatever it is.
+    pub fn output(&mut self) -> Output {
+        self.spawn()
+            .child
+            .wait_with_output()
+            .expect("waiting for settings-image")
+    }
+
+    /// Runs, asserts exit 0 and returns stdout.
+    pub fn ok(&mut self) -> String {
+        let run = self.run();
+        assert_eq!(run.code, 0, "{:?} failed: {run:?}", self.cmd);
+        run.stdout
+    }
+
+    /// Runs, asserts exit 0 and returns stdout parsed as JSON (the
+    /// `--json` report).
+    pub fn json(&mut self) -> Value {
+        self.run().json()
+    }
+
+    /// Runs, asserts the exit code `code` and returns the result, for
+    /// [`Run::says`].
+    pub fn fails_with(&mut self, code: i32) -> Run {
+        let run = self.run();
+        assert_eq!(
+            run.code, code,
+            "{:?}: wanted exit code {code}: {run:?}",
+            self.cmd
+        );
+        run
+    }
+
+    /// Runs under GNU time: the result and the peak resident set in KiB
+    /// (see [`super::registry::peak_rss`]).
+    pub fn peak_rss(&self) -> (Run, u64) {
+        let mut cmd = Command::new(self.cmd.get_program());
+        cmd.args(self.cmd.get_args());
+        if let Some(dir) = self.cmd.get_current_dir() {
+            cmd.current_dir(dir);
+        }
+        for (k, v) in self.cmd.get_envs() {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
+        }
+        super::registry::peak_rss(cmd)
+    }
+}
+
+/// A run started by [`TestCommand::spawn`].
+pub struct Running {
+    /// The process (to signal or wait for it).
+    pub child: Child,
+    _docker: Rc<TempDir>,
+}
+
+impl Running {
+    /// Waits for the run to end.
+    pub fn wait(self) -> Run {
+        Run::of(
+            &self
+                .child
+                .wait_with_output()
+                .expect("waiting for settings-image"),
+        )
+    }
+}
