@@ -188,6 +188,15 @@ pub enum Error {
         /// The kind of failure, for a caller that reacts to it.
         kind: GitFailure,
     },
+    /// `controller --leader-elect`: the Lease was not renewed within the
+    /// renew deadline; the replica exits so that one replica publishes.
+    #[error(
+        "lost the leader election Lease {lease} (not renewed within the renew deadline); exiting so that one replica publishes"
+    )]
+    LeaseLost {
+        /// The Lease's name (`--leader-election-id`).
+        lease: String,
+    },
     /// `verify`: the image is not what the commit holds (or nothing
     /// proves which commit it holds).
     #[error("{reference} is not what its commit holds: {reason}")]
@@ -355,6 +364,9 @@ impl Error {
                 Field::Output
             ]),
             Error::Io { .. } | Error::Json { .. } => None,
+            Error::LeaseLost { .. } => Some(text![
+                "the API server was unreachable or slow; the pod restarts and campaigns again"
+            ]),
             Error::Mismatch { .. } => Some(text![
                 "do not deploy this reference; push the folder from its commit again (a faithful push is byte-identical), \
                  or find out who wrote this image"
@@ -366,8 +378,8 @@ impl Error {
     /// move of an immutable tag, 4 for a registry failure, 5 for a registry
     /// authentication failure, 6 for a refused sideways move of a branch
     /// tag, 7 when `verify` finds an image that is not what its commit
-    /// holds, 1 for everything else (history and GitHub
-    /// API failures included).
+    /// holds, 8 when the controller loses its leader election Lease, 1 for
+    /// everything else (history and GitHub API failures included).
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Input { .. } | Error::Source { .. } => 2,
@@ -379,6 +391,9 @@ impl Error {
             Error::Auth { .. } => 5,
             Error::Rewind { .. } => 6,
             Error::Mismatch { .. } => 7,
+            // Not an error of the input, nor of the registry: another
+            // replica may lead now, and a restart campaigns again.
+            Error::LeaseLost { .. } => 8,
             Error::Io { .. }
             | Error::Json { .. }
             | Error::Layout { .. }

@@ -211,6 +211,7 @@ fn error_kind(err: &Error) -> &'static str {
         Error::PrefixShared { .. } => "another ref publishes under this tag prefix",
         Error::Rewind { .. } => "the branch tag would move backwards",
         Error::Mismatch { .. } => "the image is not what its commit holds",
+        Error::LeaseLost { .. } => "lost the leader election Lease",
     }
 }
 

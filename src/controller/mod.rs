@@ -10,7 +10,8 @@
 //! `k8s-openapi` stay inside this module.
 //!
 //! - [`crd`]: the resource types (and the CRD they generate);
-//! - `reconcile`: one reconcile and what it writes;
+//! - `reconcile`: one reconcile: observe, decide (a pure function of what
+//!   was observed), then one status write;
 //! - `status`: kstatus conditions and the status write;
 //! - `leader`: the Lease loop (`--leader-elect`);
 //! - `metrics`: Prometheus metrics and the probes;
@@ -206,7 +207,8 @@ fn settings(args: &Args) -> Result<Settings> {
     Ok(s)
 }
 
-/// Runs the controller until SIGTERM (exit 0) or a lost Lease (an error).
+/// Runs the controller until SIGTERM (exit 0) or a lost Lease
+/// ([`Error::LeaseLost`], exit 8).
 pub fn run(args: Args) -> Result<()> {
     if args.print_crd {
         print!("{}", crd::crd_yaml()?);
@@ -303,18 +305,7 @@ fn revision_or_spec(repo: &GitRepository) -> Option<u64> {
 }
 
 async fn serve(args: Args, settings: Settings) -> Result<()> {
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let (graceful_tx, graceful_rx) = oneshot::channel::<()>();
-    let graceful_tx = std::sync::Mutex::new(Some(graceful_tx));
-    crate::scratch::on_signal(move |name| {
-        logs::info(&format!(
-            "{name}: finishing the running publishes, then exiting (a second signal stops at once)"
-        ));
-        if let Some(tx) = graceful_tx.lock().ok().and_then(|mut t| t.take()) {
-            let _ = tx.send(());
-        }
-        let _ = stop_tx.send(true);
-    });
+    let (stop_rx, graceful_rx) = on_signals();
     let metrics = Arc::new(metrics::Metrics::new());
     for (addr, what) in [
         (settings.metrics, metrics::Endpoint::Metrics),
@@ -326,116 +317,24 @@ async fn serve(args: Args, settings: Settings) -> Result<()> {
             tokio::spawn(serving);
         }
     }
-    let config = client_config(&args).await?;
-    let default_ns = config.default_namespace.clone();
-    let client =
-        Client::try_from(config).map_err(|e| kube_error("configuring the API client", e))?;
-    let version = client
-        .apiserver_version()
-        .await
-        .map_err(|e| kube_error("asking the API server for its version", e))?;
-    logs::info(&format!(
-        "connected to Kubernetes {}.{} ({})",
-        version.major, version.minor, version.git_version
-    ));
+    let (client, default_ns) = connect(&args).await?;
     metrics.set_ready("api", None);
-
     let mut elector = None;
     if args.leader_elect {
-        let ns = args
-            .leader_election_namespace
-            .clone()
-            .or_else(|| {
-                std::fs::read_to_string(POD_NAMESPACE_FILE)
-                    .ok()
-                    .map(|s| s.trim().to_string())
-            })
-            .unwrap_or(default_ns);
-        let cfg = leader::Config {
-            name: args.leader_election_id.clone(),
-            identity: identity(),
-            lease_duration: settings.lease_duration,
-            renew_deadline: settings.renew_deadline,
-            retry_period: settings.retry_period,
-        };
-        logs::info(&format!(
-            "waiting to lead: Lease {ns}/{} as {}",
-            cfg.name, cfg.identity
-        ));
-        let mut e = leader::Elector::new(Api::namespaced(client.clone(), &ns), cfg);
-        if !e.acquire(&mut stop_rx.clone()).await {
-            logs::info("stopped before leading; exiting");
-            return Ok(());
+        match campaign(&args, &settings, &client, default_ns, &stop_rx).await {
+            Some(e) => elector = Some(e),
+            None => return Ok(()),
         }
-        logs::info(&format!("leading: Lease {ns}/{}", args.leader_election_id));
-        elector = Some(e);
     }
     metrics.set_leader(true);
-
-    let (sis, repos): (Api<SettingsImage>, Api<GitRepository>) = match &args.namespace {
-        Some(ns) => (
-            Api::namespaced(client.clone(), ns),
-            Api::namespaced(client.clone(), ns),
-        ),
-        None => (Api::all(client.clone()), Api::all(client.clone())),
-    };
-    // Each watch reports and paces its own failures (`watch::resilient`);
-    // the controller gets only what they saw. Its own trigger backoff
-    // (kube-runtime's 0.8 s doubling to 30 s over both watches together)
-    // would stall every trigger for a failure of either, and after an API
-    // server restart add tens of seconds.
-    let (reader, writer) = reflector::store::<SettingsImage>();
-    let si_stream = watch::resilient(
-        watcher(sis, watcher::Config::default()),
-        watch::SETTINGS_IMAGES,
-        metrics.clone(),
-    )
-    .reflect(writer)
-    .touched_objects()
-    .predicate_filter(spec_or_request, Default::default())
-    .filter(|r| std::future::ready(r.is_ok()));
-    let repo_stream = watch::resilient(
-        watcher(repos, watcher::Config::default()),
-        watch::GIT_REPOSITORIES,
-        metrics.clone(),
-    )
-    .touched_objects()
-    .predicate_filter(revision_or_spec, Default::default())
-    .filter(|r| std::future::ready(r.is_ok()));
-    let store = reader.clone();
-    let followers = move |repo: GitRepository| {
-        let ns = repo.namespace().unwrap_or_default();
-        let name = repo.name_any();
-        store
-            .state()
-            .into_iter()
-            .filter(|si| {
-                let r = &si.spec.source_ref;
-                let si_ns = si.namespace().unwrap_or_default();
-                r.name == name && r.namespace.as_deref().unwrap_or(&si_ns) == ns
-            })
-            .map(|si| ObjectRef::from_obj(&*si))
-            .collect::<Vec<_>>()
-    };
-    let reporter = Reporter {
-        controller: status::MANAGER.to_string(),
-        instance: std::env::var("POD_NAME").ok(),
-    };
-    let mirrors = crate::history::mirror::Mirrors::new(
-        &settings.cache_dir,
-        crate::history::mirror::Limits {
-            max_bytes: args.cache_max_bytes,
-            max_fetch_bytes: args.fetch_max_bytes,
-            max_objects: args.fetch_max_objects,
-            max_object_bytes: args.fetch_max_object_bytes,
-            ..Default::default()
-        },
-    )?;
     let ctx = Arc::new(reconcile::Ctx::new(
         client.clone(),
-        reporter,
+        Reporter {
+            controller: status::MANAGER.to_string(),
+            instance: std::env::var("POD_NAME").ok(),
+        },
         metrics.clone(),
-        mirrors,
+        mirrors(&args, &settings)?,
         crate::front::process_env(),
         reconcile::Policy {
             cross_namespace_refs: args.allow_cross_namespace_refs,
@@ -443,28 +342,7 @@ async fn serve(args: Args, settings: Settings) -> Result<()> {
         },
     ));
     let interrupt = ctx.interrupt.clone();
-    let controller = Controller::for_stream(si_stream, reader)
-        .watches_stream(repo_stream, followers)
-        .with_config(ControllerConfig::default().concurrency(args.concurrency))
-        .graceful_shutdown_on(async move {
-            let _ = graceful_rx.await;
-        })
-        .run(reconcile::reconcile, reconcile::error_policy, ctx)
-        .for_each(|r| async move {
-            match r {
-                // A failed list or watch: `watch::resilient` said so once,
-                // and /readyz says so until it is listed again.
-                Err(kube::runtime::controller::Error::QueueError(e)) => {
-                    logs::write(
-                        logs::Level::Debug,
-                        &format!("controller: {e}"),
-                        Default::default(),
-                    );
-                }
-                Err(e) => logs::warn(&format!("controller: {e}")),
-                Ok(_) => {}
-            }
-        });
+    let controller = controller(&args, client, ctx, graceful_rx);
     logs::info(&format!(
         "watching SettingsImages in {}",
         args.namespace
@@ -506,16 +384,9 @@ async fn serve(args: Args, settings: Settings) -> Result<()> {
             // error at once (the runtime is not waited for), so nothing
             // of this replica writes after the renew deadline.
             interrupt.store(true, Ordering::Relaxed);
-            return Err(Error::input(
-                format!(
-                    "lost the leader election Lease {} (not renewed within the renew deadline); exiting so that one replica publishes",
-                    args.leader_election_id
-                ),
-                Some(
-                    "the API server was unreachable or slow; the pod restarts and campaigns again"
-                        .to_string(),
-                ),
-            ));
+            return Err(Error::LeaseLost {
+                lease: args.leader_election_id,
+            });
         }
     }
     if let Some(e) = elector.as_mut() {
@@ -523,6 +394,174 @@ async fn serve(args: Args, settings: Settings) -> Result<()> {
         logs::info("released the Lease");
     }
     Ok(())
+}
+
+/// On SIGTERM (and the other signals `crate::scratch` handles): `true` on
+/// the first receiver (stop campaigning, start the grace period), and the
+/// second one ends (kube-runtime's graceful shutdown).
+fn on_signals() -> (tokio::sync::watch::Receiver<bool>, oneshot::Receiver<()>) {
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let (graceful_tx, graceful_rx) = oneshot::channel::<()>();
+    let graceful_tx = std::sync::Mutex::new(Some(graceful_tx));
+    crate::scratch::on_signal(move |name| {
+        logs::info(&format!(
+            "{name}: finishing the running publishes, then exiting (a second signal stops at once)"
+        ));
+        if let Some(tx) = graceful_tx.lock().ok().and_then(|mut t| t.take()) {
+            let _ = tx.send(());
+        }
+        let _ = stop_tx.send(true);
+    });
+    (stop_rx, graceful_rx)
+}
+
+/// The API client, checked by asking the API server its version, and the
+/// kubeconfig's namespace.
+async fn connect(args: &Args) -> Result<(Client, String)> {
+    let config = client_config(args).await?;
+    let default_ns = config.default_namespace.clone();
+    let client =
+        Client::try_from(config).map_err(|e| kube_error("configuring the API client", e))?;
+    let version = client
+        .apiserver_version()
+        .await
+        .map_err(|e| kube_error("asking the API server for its version", e))?;
+    logs::info(&format!(
+        "connected to Kubernetes {}.{} ({})",
+        version.major, version.minor, version.git_version
+    ));
+    Ok((client, default_ns))
+}
+
+/// Waits to lead (`--leader-elect`); `None` when a signal came first.
+async fn campaign(
+    args: &Args,
+    settings: &Settings,
+    client: &Client,
+    default_ns: String,
+    stop_rx: &tokio::sync::watch::Receiver<bool>,
+) -> Option<leader::Elector> {
+    let ns = args
+        .leader_election_namespace
+        .clone()
+        .or_else(|| {
+            std::fs::read_to_string(POD_NAMESPACE_FILE)
+                .ok()
+                .map(|s| s.trim().to_string())
+        })
+        .unwrap_or(default_ns);
+    let cfg = leader::Config {
+        name: args.leader_election_id.clone(),
+        identity: identity(),
+        lease_duration: settings.lease_duration,
+        renew_deadline: settings.renew_deadline,
+        retry_period: settings.retry_period,
+    };
+    logs::info(&format!(
+        "waiting to lead: Lease {ns}/{} as {}",
+        cfg.name, cfg.identity
+    ));
+    let mut e = leader::Elector::new(Api::namespaced(client.clone(), &ns), cfg);
+    if !e.acquire(&mut stop_rx.clone()).await {
+        logs::info("stopped before leading; exiting");
+        return None;
+    }
+    logs::info(&format!("leading: Lease {ns}/{}", args.leader_election_id));
+    Some(e)
+}
+
+/// The git mirrors under `--cache-dir`, bounded by the `--cache-*` and
+/// `--fetch-*` flags.
+fn mirrors(args: &Args, settings: &Settings) -> Result<crate::history::mirror::Mirrors> {
+    crate::history::mirror::Mirrors::new(
+        &settings.cache_dir,
+        crate::history::mirror::Limits {
+            max_bytes: args.cache_max_bytes,
+            max_fetch_bytes: args.fetch_max_bytes,
+            max_objects: args.fetch_max_objects,
+            max_object_bytes: args.fetch_max_object_bytes,
+            ..Default::default()
+        },
+    )
+}
+
+/// The controller: SettingsImages and the GitRepositories they follow
+/// watched, each change reconciled, until `graceful` ends and the running
+/// reconciles finish.
+fn controller(
+    args: &Args,
+    client: Client,
+    ctx: Arc<reconcile::Ctx>,
+    graceful: oneshot::Receiver<()>,
+) -> impl std::future::Future<Output = ()> {
+    let metrics = ctx.metrics.clone();
+    let (sis, repos): (Api<SettingsImage>, Api<GitRepository>) = match &args.namespace {
+        Some(ns) => (
+            Api::namespaced(client.clone(), ns),
+            Api::namespaced(client, ns),
+        ),
+        None => (Api::all(client.clone()), Api::all(client)),
+    };
+    // Each watch reports and paces its own failures (`watch::resilient`);
+    // the controller gets only what they saw. Its own trigger backoff
+    // (kube-runtime's 0.8 s doubling to 30 s over both watches together)
+    // would stall every trigger for a failure of either, and after an API
+    // server restart add tens of seconds.
+    let (reader, writer) = reflector::store::<SettingsImage>();
+    let si_stream = watch::resilient(
+        watcher(sis, watcher::Config::default()),
+        watch::SETTINGS_IMAGES,
+        metrics.clone(),
+    )
+    .reflect(writer)
+    .touched_objects()
+    .predicate_filter(spec_or_request, Default::default())
+    .filter(|r| std::future::ready(r.is_ok()));
+    let repo_stream = watch::resilient(
+        watcher(repos, watcher::Config::default()),
+        watch::GIT_REPOSITORIES,
+        metrics,
+    )
+    .touched_objects()
+    .predicate_filter(revision_or_spec, Default::default())
+    .filter(|r| std::future::ready(r.is_ok()));
+    let store = reader.clone();
+    let followers = move |repo: GitRepository| {
+        let ns = repo.namespace().unwrap_or_default();
+        let name = repo.name_any();
+        store
+            .state()
+            .into_iter()
+            .filter(|si| {
+                let r = &si.spec.source_ref;
+                let si_ns = si.namespace().unwrap_or_default();
+                r.name == name && r.namespace.as_deref().unwrap_or(&si_ns) == ns
+            })
+            .map(|si| ObjectRef::from_obj(&*si))
+            .collect::<Vec<_>>()
+    };
+    Controller::for_stream(si_stream, reader)
+        .watches_stream(repo_stream, followers)
+        .with_config(ControllerConfig::default().concurrency(args.concurrency))
+        .graceful_shutdown_on(async move {
+            let _ = graceful.await;
+        })
+        .run(reconcile::reconcile, reconcile::error_policy, ctx)
+        .for_each(|r| async move {
+            match r {
+                // A failed list or watch: `watch::resilient` said so once,
+                // and /readyz says so until it is listed again.
+                Err(kube::runtime::controller::Error::QueueError(e)) => {
+                    logs::write(
+                        logs::Level::Debug,
+                        &format!("controller: {e}"),
+                        Default::default(),
+                    );
+                }
+                Err(e) => logs::warn(&format!("controller: {e}")),
+                Ok(_) => {}
+            }
+        })
 }
 
 enum Ended {
@@ -540,6 +579,25 @@ mod tests {
     struct Command {
         #[command(flatten)]
         args: Args,
+    }
+
+    /// A lost Lease is neither bad input (2) nor a failure of the
+    /// registry: exit 8, with the words and hint the log has always had.
+    #[test]
+    fn a_lost_lease_exits_8_naming_the_lease() {
+        let e = Error::LeaseLost {
+            lease: "settings-image-controller".into(),
+        };
+        assert_eq!(e.exit_code(), 8);
+        assert_eq!(
+            e.to_string(),
+            "lost the leader election Lease settings-image-controller (not renewed within the \
+             renew deadline); exiting so that one replica publishes"
+        );
+        assert_eq!(
+            e.hint().as_deref(),
+            Some("the API server was unreachable or slow; the pod restarts and campaigns again")
+        );
     }
 
     /// Run without flags (a laptop), nothing listens beyond loopback; the

@@ -33,14 +33,15 @@ pub fn now() -> String {
 }
 
 /// Sets condition `type_`, keeping its transition time when its status
-/// does not change.
-pub fn set(
+/// does not change; `now` (as `metav1.Time`) is the new one when it does.
+pub fn set_at(
     conditions: &mut Vec<Condition>,
     type_: &str,
     status: bool,
     reason: &str,
     message: &str,
     generation: Option<i64>,
+    now: &str,
 ) {
     let status = if status { "True" } else { "False" }.to_string();
     let mut message = message.to_string();
@@ -56,7 +57,7 @@ pub fn set(
         type_: type_.to_string(),
         status,
         observed_generation: generation,
-        last_transition_time: now(),
+        last_transition_time: now.to_string(),
         reason: reason.to_string(),
         message,
     };
@@ -151,37 +152,37 @@ pub async fn write_checked(
         Err(e) if refused(&e) => e,
         Err(e) => return Err(e),
     };
-    let listed = status.images.len() + status.images_omitted.unwrap_or(0) as usize;
     let said = match &e {
         kube::Error::Api(s) => format!("HTTP {}: {}", s.code, s.message.trim()),
         other => other.to_string(),
     };
+    let (small, why) = refused_instead(status, &said, si.metadata.generation, &now());
+    write(api, si, &small).await?;
+    Ok(Written::Refused(why))
+}
+
+/// The small status written instead of `status` when the API server
+/// refused it (`said` is its answer): `Ready=False StatusRefused` and
+/// `Stalled=True`, no images listed, `imagesOmitted` counting them all;
+/// and the reason, for the Warning Event.
+pub fn refused_instead(
+    status: &SettingsImageStatus,
+    said: &str,
+    generation: Option<i64>,
+    now: &str,
+) -> (SettingsImageStatus, String) {
+    let listed = status.images.len() + status.images_omitted.unwrap_or(0) as usize;
     let why = format!(
         "the API server refused the status listing {listed} images ({said}); it is not written again until the interval, the spec or the source changes"
     );
-    let generation = si.metadata.generation;
     let mut small = status.clone();
     small.images.clear();
     small.images_omitted = u32::try_from(listed).ok().filter(|n| *n > 0);
-    set(
-        &mut small.conditions,
-        READY,
-        false,
-        "StatusRefused",
-        &why,
-        generation,
-    );
-    set(
-        &mut small.conditions,
-        STALLED,
-        true,
-        "StatusRefused",
-        &why,
-        generation,
-    );
-    remove(&mut small.conditions, RECONCILING);
-    write(api, si, &small).await?;
-    Ok(Written::Refused(why))
+    let c = &mut small.conditions;
+    set_at(c, READY, false, "StatusRefused", &why, generation, now);
+    set_at(c, STALLED, true, "StatusRefused", &why, generation, now);
+    remove(c, RECONCILING);
+    (small, why)
 }
 
 /// Writes `status` as the whole status of `si` (server-side apply).
@@ -239,6 +240,70 @@ mod tests {
         assert_eq!((kept.len(), omitted), (0, 1));
     }
 
+    /// Row "the status refused by the API server": a small status instead,
+    /// Ready=False and Stalled=True `StatusRefused` with the server's
+    /// words, Reconciling gone, the images counted and not listed.
+    #[test]
+    fn a_refused_status_is_replaced_by_a_small_stalled_one() {
+        let now = "2026-12-02T20:00:00Z";
+        let mut big = SettingsImageStatus {
+            images: vec![image("c/1"), image("c/2")],
+            images_omitted: Some(98),
+            ..Default::default()
+        };
+        set_at(
+            &mut big.conditions,
+            READY,
+            true,
+            "Succeeded",
+            "ok",
+            Some(3),
+            "2020-01-01T00:00:00Z",
+        );
+        set_at(
+            &mut big.conditions,
+            RECONCILING,
+            true,
+            "x",
+            "x",
+            Some(3),
+            now,
+        );
+        let (small, why) = refused_instead(&big, "HTTP 422: too large", Some(3), now);
+        assert_eq!(
+            why,
+            "the API server refused the status listing 100 images (HTTP 422: too large); it is \
+             not written again until the interval, the spec or the source changes"
+        );
+        assert!(small.images.is_empty());
+        assert_eq!(small.images_omitted, Some(100));
+        let said: Vec<_> = small
+            .conditions
+            .iter()
+            .map(|c| {
+                (
+                    c.type_.as_str(),
+                    c.status.as_str(),
+                    c.reason.as_str(),
+                    c.message == why,
+                )
+            })
+            .collect();
+        assert_eq!(
+            said,
+            [
+                (READY, "False", "StatusRefused", true),
+                (STALLED, "True", "StatusRefused", true)
+            ]
+        );
+        assert!(
+            small
+                .conditions
+                .iter()
+                .all(|c| c.last_transition_time == now)
+        );
+    }
+
     #[test]
     fn a_transition_time_moves_only_with_the_status() {
         let mut c = vec![Condition {
@@ -249,15 +314,16 @@ mod tests {
             reason: "Succeeded".into(),
             message: "old".into(),
         }];
-        set(&mut c, READY, true, "Succeeded", "new", Some(2));
+        let now = "2026-12-02T20:00:00Z";
+        set_at(&mut c, READY, true, "Succeeded", "new", Some(2), now);
         assert_eq!(c[0].last_transition_time, "2020-01-01T00:00:00Z");
         assert_eq!(
             (c[0].message.as_str(), c[0].observed_generation),
             ("new", Some(2))
         );
-        set(&mut c, STALLED, true, "InvalidSpec", "x", Some(2));
-        set(&mut c, READY, false, "InvalidSpec", "x", Some(2));
-        assert_ne!(c[0].last_transition_time, "2020-01-01T00:00:00Z");
+        set_at(&mut c, STALLED, true, "InvalidSpec", "x", Some(2), now);
+        set_at(&mut c, READY, false, "InvalidSpec", "x", Some(2), now);
+        assert_eq!(c[0].last_transition_time, now);
         assert_eq!(
             c.iter().map(|c| c.type_.as_str()).collect::<Vec<_>>(),
             [READY, STALLED]

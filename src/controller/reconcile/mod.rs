@@ -1,0 +1,178 @@
+//! One reconcile of a SettingsImage: check the spec, read the
+//! GitRepository's fetched revision, publish exactly that commit when it is
+//! new (or when `spec.interval` has passed since the last check), and say
+//! what happened in the status, in Events and in the metrics.
+//!
+//! It runs in three parts, as Flux's reconcilers mark conditions while
+//! they work and patch once at the end:
+//!
+//! - [`observe`]: reads (the GitRepository, the Secrets, the login) and
+//!   publishes; every early end is a [`step::Step`] made by the pure
+//!   readings of [`step`];
+//! - [`decide`]: a pure function from what was observed (the generation,
+//!   the status as read, the step, the failures in a row) to the status,
+//!   Events, log line, metrics and requeue; its module holds the table of
+//!   what each outcome writes (see `docs/controller.md`);
+//! - [`write`]: one status write, then the Events and the log line.
+//!
+//! The interval is at least `--min-interval`. Every message is scrubbed of
+//! the credentials the reconcile read (`super::redact`), whatever a server
+//! echoed into it.
+
+mod decide;
+mod observe;
+mod step;
+mod write;
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::{Client, ResourceExt};
+
+use super::crd::SettingsImage;
+use super::logs::{self, Level};
+use super::metrics::Metrics;
+use super::redact::Held;
+use super::status;
+use crate::history::mirror::Mirrors;
+use decide::Observed;
+use observe::Attempt;
+use step::Step;
+
+/// What the operator allows every SettingsImage (the controller's flags).
+#[derive(Debug, Clone, Copy)]
+pub struct Policy {
+    /// `--allow-cross-namespace-refs`: a source in another namespace may
+    /// be read (with that namespace's Secret).
+    pub cross_namespace_refs: bool,
+    /// `--min-interval`: shorter `spec.interval`s are raised to it.
+    pub min_interval: Duration,
+}
+
+/// What every reconcile shares.
+pub struct Ctx {
+    /// The API client.
+    pub client: Client,
+    /// Writes Events on SettingsImages.
+    pub recorder: Recorder,
+    /// Who writes them (for the Events written without the recorder).
+    reporter: Reporter,
+    /// The metrics.
+    pub metrics: Arc<Metrics>,
+    /// The git mirrors.
+    pub mirrors: Mirrors,
+    /// Set when a shutdown abandons the running publishes: stops their
+    /// downloads.
+    pub interrupt: Arc<AtomicBool>,
+    /// The process environment (workload identity variables), read once.
+    pub env: crate::front::Env,
+    /// What the operator allows.
+    pub policy: Policy,
+    /// Per object: failures in a row, and when its revision was last
+    /// checked against the registry.
+    state: Mutex<HashMap<String, Memory>>,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Memory {
+    failures: u32,
+    checked: Option<Instant>,
+}
+
+impl Ctx {
+    /// A context with no memory yet.
+    pub fn new(
+        client: Client,
+        reporter: Reporter,
+        metrics: Arc<Metrics>,
+        mirrors: Mirrors,
+        env: crate::front::Env,
+        policy: Policy,
+    ) -> Ctx {
+        Ctx {
+            recorder: Recorder::new(client.clone(), reporter.clone()),
+            reporter,
+            client,
+            metrics,
+            mirrors,
+            interrupt: Arc::new(AtomicBool::new(false)),
+            env,
+            policy,
+            state: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn memory(&self, key: &str) -> Memory {
+        self.state
+            .lock()
+            .ok()
+            .and_then(|m| m.get(key).copied())
+            .unwrap_or_default()
+    }
+
+    fn remember(&self, key: &str, f: impl FnOnce(&mut Memory)) {
+        if let Ok(mut m) = self.state.lock() {
+            f(m.entry(key.to_string()).or_default());
+        }
+    }
+}
+
+/// A failure to write the status (the API server is unreachable); the
+/// controller retries.
+#[derive(Debug, thiserror::Error)]
+#[error("writing the status of SettingsImage {object}: {source}")]
+pub struct StatusError {
+    object: String,
+    #[source]
+    source: kube::Error,
+}
+
+/// Reconciles one SettingsImage: observe, decide, write.
+pub async fn reconcile(si: Arc<SettingsImage>, ctx: Arc<Ctx>) -> Result<Action, StatusError> {
+    let started = Instant::now();
+    let key = format!("{}/{}", si.namespace().unwrap_or_default(), si.name_any());
+    // The credentials this reconcile reads; no message it writes (status,
+    // Event, log) carries them, whatever a server echoed.
+    let held = Held::new();
+    let _holding = logs::hold(&key, &held);
+    let attempt = if si.spec.suspend {
+        // Nothing read; a suspended object waits for a change, so no
+        // interval counts.
+        Attempt {
+            step: Step::Suspended,
+            interval: Duration::ZERO,
+            raised: None,
+        }
+    } else {
+        observe::attempt(&si, &ctx, &key, &held).await
+    };
+    let now = status::now();
+    let decision = decide::decide(Observed {
+        generation: si.metadata.generation,
+        status: si.status.as_ref(),
+        step: attempt.step,
+        interval: attempt.interval,
+        raised: attempt.raised,
+        failures: ctx.memory(&key).failures,
+        held: &held,
+        now: &now,
+    });
+    write::apply(&si, &ctx, &key, decision, started).await
+}
+
+/// After a failed reconcile whose status could not be written.
+pub fn error_policy(si: Arc<SettingsImage>, err: &StatusError, ctx: Arc<Ctx>) -> Action {
+    ctx.metrics.reconciled("failed", 0.0);
+    logs::object(
+        Level::Error,
+        &si.namespace().unwrap_or_default(),
+        &si.name_any(),
+        &err.to_string(),
+        &[],
+    );
+    Action::requeue(Duration::from_secs(5))
+}
