@@ -77,6 +77,10 @@ pub struct Spec<'a> {
     pub origin: Origin<'a>,
     /// At most this many folders build and publish at once.
     pub jobs: usize,
+    /// A several-folder face's run (a list or glob of folders, a mirror's
+    /// selection), even of one folder: a history walk's error names each
+    /// folder (see [`Reading::several`]).
+    pub several: bool,
 }
 
 impl Spec<'static> {
@@ -87,6 +91,7 @@ impl Spec<'static> {
             base: request,
             origin: Origin::Disk,
             jobs: 1,
+            several: false,
         }
     }
 
@@ -103,6 +108,7 @@ impl Spec<'static> {
                 .collect(),
             origin: Origin::Disk,
             jobs,
+            several: true,
         }
     }
 }
@@ -116,6 +122,7 @@ impl Spec<'_> {
             folders: self.folders,
             origin: Origin::Mirror(mirror),
             jobs: self.jobs,
+            several: self.several,
         }
     }
 }
@@ -158,6 +165,7 @@ pub fn run(spec: &Spec<'_>) -> Result<RunReport> {
         need_commit: base.timestamp_tag.is_some(),
         revision: base.revision.as_deref(),
         source_url: base.source_url.as_deref(),
+        several: spec.several,
     };
     let folders = paths.iter().map(PathBuf::as_path).zip(opened).collect();
     let prepared = history::prepare(folders, &reading);

@@ -582,6 +582,7 @@ fn credentials_that_expire_during_a_push_are_renewed_once() {
         need_commit: false,
         revision: None,
         source_url: None,
+        several: false,
     };
     let cfg = ws.path().join("cfg");
     let (_, prepared) = history::prepare(vec![(&cfg, Ok(None))], &reading)

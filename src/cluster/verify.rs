@@ -252,6 +252,7 @@ pub fn verify_with(client: &Client, r: &Reference, req: &Request) -> Result<Veri
         need_commit: true,
         revision: Some(&revision),
         source_url: None,
+        several: false,
     };
     let (_, prepared) = history::prepare(vec![(&req.path, Ok(Some(checkout)))], &reading)
         .pop()

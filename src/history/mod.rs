@@ -203,7 +203,7 @@ pub fn last_changes(
 ) -> Vec<Result<LastChange>> {
     let opened = Checkout::open_all(paths, api);
     let shown: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
-    let mut walks = walk_each(&shown, &opened, revision).into_iter();
+    let mut walks = walk_each(&shown, &opened, revision, true).into_iter();
     opened
         .into_iter()
         .zip(paths)
@@ -232,6 +232,10 @@ pub struct Reading<'a> {
     /// The repository's URL as the CI names it, else the `origin`
     /// remote's is used.
     pub source_url: Option<&'a str>,
+    /// A run of several folders (a list or glob, a mirror's selection),
+    /// even of one: a history walk's error is each folder's, naming it. A
+    /// single-folder run gets the walk's error as it is.
+    pub several: bool,
 }
 
 /// Reads each folder for a build, and hands it back with its checkout
@@ -257,7 +261,7 @@ pub fn prepare(
     reading: &Reading<'_>,
 ) -> Vec<Result<(Option<Checkout>, Prepared)>> {
     let (paths, opened): (Vec<&Path>, Vec<Result<Option<Checkout>>>) = folders.into_iter().unzip();
-    let mut walks = walk_each(&paths, &opened, reading.revision).into_iter();
+    let mut walks = walk_each(&paths, &opened, reading.revision, reading.several).into_iter();
     opened
         .into_iter()
         .zip(paths)
@@ -305,13 +309,14 @@ impl Checkout {
 
 /// Walks the history of each repository once for all the folders whose
 /// checkouts share it (its root): one answer per folder of `paths`, `None`
-/// for a folder without a checkout. A walk's error is given as it is when
-/// the walk was for one folder; when it was for several, each gets a copy
-/// naming it.
+/// for a folder without a checkout. A walk's error is given as it is to
+/// the one folder of a single-folder run; in a run of `several` (even of
+/// one), each folder of the walk gets a copy naming it.
 fn walk_each(
     paths: &[&Path],
     opened: &[Result<Option<Checkout>>],
     revision: Option<&str>,
+    several: bool,
 ) -> Vec<Option<Result<git::Walk>>> {
     let checkouts: Vec<Option<&Checkout>> = opened
         .iter()
@@ -338,7 +343,7 @@ fn walk_each(
                     answers[k] = Some(Ok(w));
                 }
             }
-            Err(e) if members.len() == 1 => answers[first] = Some(Err(e)),
+            Err(e) if members.len() == 1 && !several => answers[first] = Some(Err(e)),
             Err(e) => {
                 for k in members {
                     answers[k] = Some(Err(Error::History {
@@ -589,6 +594,7 @@ fn read(
         need_commit,
         revision,
         source_url,
+        several: _,
     } = *reading;
     let source_url = source_url.map(str::to_string);
     let Some(checkout) = checkout else {
