@@ -5,6 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
 cargo fmt --check
+# No import cycle between the modules of src/ (docs/design.md).
+python3 scripts/module-cycles.py
 # Flux's controllers for tests/flux_observed.rs, built once into a cache
 # keyed by tests/go/flux/go.sum (about 5 minutes the first time, nothing
 # after): beside the Rust build, which it mostly waits on the network with.
