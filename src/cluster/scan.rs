@@ -596,7 +596,7 @@ pub fn verify_all(
 pub fn scan_and_verify(
     dir: &Path,
     repository: &str,
-    base: &super::verify::Request,
+    base: &super::verify::Verification,
     allow_empty: bool,
 ) -> Result<(Report, Vec<i32>)> {
     crate::registry::parse_repository(repository)?;
@@ -624,7 +624,7 @@ pub fn scan_and_verify(
         ));
     }
     Ok(verify_all(repository, findings, &mut |reference| {
-        super::verify::verify(&super::verify::Request {
+        super::verify::verify(&super::verify::Verification {
             reference: reference.to_string(),
             ..base.clone()
         })
