@@ -264,9 +264,9 @@ fn push_request(env: &front::Env, args: PushArgs, options: registry::Options) ->
     }
 }
 
-/// Turns `promote`'s arguments into a [`crate::promote::Request`]; shared
+/// Turns `promote`'s arguments into a [`crate::promote::Promotion`]; shared
 /// with nothing else, the action face builds its own from inputs.
-fn promote_request(env: &front::Env, args: &PromoteArgs) -> Result<crate::promote::Request> {
+fn promote_request(env: &front::Env, args: &PromoteArgs) -> Result<crate::promote::Promotion> {
     let force = crate::promote::break_glass(args.force, args.reason.as_deref())
         .map_err(break_glass_error)?;
     let policy = front::policy(args.policy.as_deref())?;
@@ -284,7 +284,7 @@ fn promote_request(env: &front::Env, args: &PromoteArgs) -> Result<crate::promot
         access.username.as_ref(),
         access.password_stdin,
     )?;
-    Ok(crate::promote::Request {
+    Ok(crate::promote::Promotion {
         repository: args.repository.clone(),
         from: args.from.clone(),
         to: args.to.clone(),

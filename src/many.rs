@@ -426,10 +426,10 @@ pub struct PlanEntry {
     pub tag: String,
 }
 
-/// The plan: `{"include": [...]}`, what `strategy.matrix` takes (an empty
+/// The plan, as the matrix `strategy.matrix` takes: `{"include": [...]}` (an empty
 /// `include` means every folder is up to date).
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct Plan {
+pub struct Matrix {
     /// The folders whose timestamp tag is missing from their repository.
     pub include: Vec<PlanEntry>,
     /// The folders already pushed for their last commit.
@@ -447,7 +447,7 @@ pub fn plan(
     revision: Option<&str>,
     api: Option<github::Api>,
     registry: &registry::Options,
-) -> Result<Plan> {
+) -> Result<Matrix> {
     crate::tag::sanitize_prefix(prefix)?;
     for r in repositories {
         registry::parse_repository(r)?;
@@ -484,7 +484,7 @@ pub fn plan(
         ));
     }
     let mut tags: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let mut plan = Plan {
+    let mut plan = Matrix {
         include: Vec::new(),
         up_to_date: Vec::new(),
     };

@@ -36,7 +36,7 @@ pub const EXPLAIN_HORIZON_DAYS: i64 = 14;
 
 /// Everything a promotion needs.
 #[derive(Debug, Clone)]
-pub struct Request {
+pub struct Promotion {
     /// `HOST/NAME` holding the candidate tags.
     pub repository: String,
     /// The prefix of the candidate tags (e.g. `main`).
@@ -103,7 +103,7 @@ impl From<&Period> for PeriodReport {
 
 /// What a promotion decided and did.
 #[derive(Debug, Clone, Serialize)]
-pub struct Outcome {
+pub struct PromotionReport {
     /// What was decided.
     pub decision: DecisionKind,
     /// True when a channel tag was written by this run.
@@ -216,7 +216,7 @@ pub fn break_glass(
     }
 }
 
-fn check_prefixes(req: &Request) -> Result<()> {
+fn check_prefixes(req: &Promotion) -> Result<()> {
     for (field, p) in [(Field::From, &req.from), (Field::To, &req.to)] {
         let clean = crate::tag::sanitize_prefix(p)?;
         if &clean != p {
@@ -248,7 +248,7 @@ fn check_prefixes(req: &Request) -> Result<()> {
     Ok(())
 }
 
-fn options(req: &Request, repository: &str) -> Options {
+fn options(req: &Promotion, repository: &str) -> Options {
     Options::new(
         repository,
         req.insecure,
@@ -259,7 +259,7 @@ fn options(req: &Request, repository: &str) -> Options {
 }
 
 /// Decides and, unless explaining, promotes (see the module docs).
-pub fn run(req: &Request) -> Result<Outcome> {
+pub fn run(req: &Promotion) -> Result<PromotionReport> {
     check_prefixes(req)?;
     let source_repo = registry::parse_repository(&req.repository)?;
     let target_name = req.target_repository.as_deref().unwrap_or(&req.repository);
@@ -307,7 +307,7 @@ pub fn run(req: &Request) -> Result<Outcome> {
         check_channel_tag(&source, target_client, &req.from, current)?;
     }
     let pick = channel::highest(&req.from, &tags);
-    let mut out = Outcome {
+    let mut out = PromotionReport {
         decision: decision.kind(),
         promoted: false,
         explain: req.explain,
@@ -520,7 +520,7 @@ fn copy_blobs(
     Ok((mounted, uploaded))
 }
 
-impl Outcome {
+impl PromotionReport {
     /// A human summary; `--explain` adds the active windows and the
     /// calendar.
     pub fn human(&self) -> String {

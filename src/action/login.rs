@@ -13,7 +13,7 @@ use std::sync::Arc;
 use super::commands::{self, say};
 use super::inputs::Env;
 use crate::error::Result;
-use crate::login::{self, Choice, Decision, Endpoints, Facts, IdTokenSource, Login, Plan};
+use crate::login::{self, Choice, Decision, Endpoints, Facts, IdTokenSource, Login, LoginOptions};
 use crate::registry::{self, Credentials};
 
 /// The secret inputs of both faces, masked before anything is printed.
@@ -125,7 +125,7 @@ pub fn resolve(env: &Env, with: &LoginWith, repository: &str, insecure: bool) ->
             ..Resolved::default()
         });
     };
-    let plan = Plan {
+    let plan = LoginOptions {
         choice,
         host: host.clone(),
         username: with.username.clone(),

@@ -19,7 +19,7 @@ use super::inputs::{self, Env, EventPlan};
 use super::publish::{With, ensure_temp_dir, read_inputs};
 use crate::error::{Error, Result};
 use crate::front;
-use crate::many::{self, Folder, Plan};
+use crate::many::{self, Folder, Matrix};
 use crate::pipeline::{self, ImageLine, Spec};
 use crate::registry;
 use crate::request::{Request, Target};
@@ -324,7 +324,7 @@ pub fn summary(images: &[ImageLine], prefix: Option<&str>) -> String {
     s
 }
 
-fn plan_summary(plan: &Plan) -> String {
+fn plan_summary(plan: &Matrix) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -409,7 +409,7 @@ mod tests {
             1,
             "only for images made"
         );
-        let p = plan_summary(&Plan {
+        let p = plan_summary(&Matrix {
             include: vec![PlanEntry {
                 path: "configs/a".into(),
                 repository: "r/a".into(),

@@ -1,5 +1,5 @@
 //! `settings-image action promote`: the promote action's inputs
-//! (promote/action.yml) turned into a [`crate::promote::Request`], and the
+//! (promote/action.yml) turned into a [`crate::promote::Promotion`], and the
 //! outcome turned into step outputs, a job summary and annotations.
 //!
 //! A shut gate and an up-to-date channel are successes (a scheduled job
@@ -16,7 +16,7 @@ use super::inputs::{self, Env};
 use crate::error::{Error, Result};
 use crate::front;
 use crate::promote::BreakGlass;
-use crate::promote::{self, Outcome, PeriodReport};
+use crate::promote::{self, PeriodReport, PromotionReport};
 use crate::release::channel::DecisionKind;
 use crate::release::policy::Policy;
 
@@ -85,7 +85,7 @@ fn lowered(name: &str, given: String) -> String {
 }
 
 /// Reads the inputs into a promotion request (no I/O but the policy file).
-pub fn read_request(env: &Env) -> Result<promote::Request> {
+pub fn read_request(env: &Env) -> Result<promote::Promotion> {
     let with: With = inputs::from_env(env)?;
     let repository = lowered(
         "repository",
@@ -144,7 +144,7 @@ pub fn read_request(env: &Env) -> Result<promote::Request> {
     }
     let actor = front::actor(env);
     let run_url = front::run_url(env);
-    Ok(promote::Request {
+    Ok(promote::Promotion {
         repository,
         from,
         to,
@@ -163,7 +163,7 @@ pub fn read_request(env: &Env) -> Result<promote::Request> {
 }
 
 /// The step outputs for `out`, in promote/action.yml's names.
-pub fn outputs(out: &Outcome) -> Vec<(&'static str, String)> {
+pub fn outputs(out: &PromotionReport) -> Vec<(&'static str, String)> {
     vec![
         ("promoted", out.promoted.to_string()),
         ("tag", out.tag.clone().unwrap_or_default()),
@@ -176,7 +176,7 @@ pub fn outputs(out: &Outcome) -> Vec<(&'static str, String)> {
 
 /// The annotation for `out`, if any: a warning while waiting or for
 /// break-glass, a notice when up to date or without a candidate.
-pub fn annotation(out: &Outcome) -> Option<String> {
+pub fn annotation(out: &PromotionReport) -> Option<String> {
     match out.decision {
         DecisionKind::Wait => Some(commands::warning(
             "settings-image: promotion waits for a release window",
@@ -220,7 +220,7 @@ fn short_time(rfc3339: &str) -> String {
 
 /// The job summary: the decision, the candidate and the current channel
 /// tag, and the gate's calendar over the next 7 days.
-pub fn summary(out: &Outcome) -> String {
+pub fn summary(out: &PromotionReport) -> String {
     let mut s = String::from("## settings-image promote\n\n");
     let headline = match out.decision {
         DecisionKind::Promote if out.forced => {
@@ -290,7 +290,7 @@ fn calendar_days(calendar: &[PeriodReport], at: &str, days: i64) -> Vec<PeriodRe
         .collect()
 }
 
-fn promote(env: &Env) -> Result<Outcome> {
+fn promote(env: &Env) -> Result<PromotionReport> {
     let mut req = read_request(env)?;
     super::login::exchange_first(&mut req.credentials, req.login.as_ref())?;
     if let Some(reason) = &req.force {

@@ -83,7 +83,7 @@ fn scan(env: &Env) -> Result<i32> {
     let mut credentials = login.credentials;
     super::login::exchange_first(&mut credentials, login.login.as_ref())?;
     super::publish::ensure_temp_dir()?;
-    let base = verify::Request {
+    let base = verify::Verification {
         reference: String::new(),
         path,
         insecure,

@@ -281,7 +281,7 @@ fn json<T: serde::Serialize>(v: &T) -> Result<()> {
 /// returns its error instead).
 pub fn run_verify(args: &VerifyArgs) -> Result<i32> {
     let env = front::process_env();
-    let base = verify::Request {
+    let base = verify::Verification {
         reference: String::new(),
         path: args.path.clone(),
         insecure: args.insecure,
@@ -291,7 +291,7 @@ pub fn run_verify(args: &VerifyArgs) -> Result<i32> {
     };
     match (&args.reference, &args.scan, &args.repository) {
         (Some(reference), None, _) => {
-            let v = verify::verify(&verify::Request {
+            let v = verify::verify(&verify::Verification {
                 reference: reference.clone(),
                 ..base
             })?;

@@ -496,7 +496,7 @@ impl Report {
 
 /// One reference's verdict, shared by every row that names it.
 #[derive(Clone)]
-struct Outcome {
+struct Verdict {
     status: &'static str,
     detail: String,
     file: Option<String>,
@@ -510,11 +510,11 @@ pub fn verify_all(
     findings: Findings,
     verify: &mut dyn FnMut(&str) -> Result<super::verify::Verified>,
 ) -> (Report, Vec<i32>) {
-    let mut cache: BTreeMap<String, Outcome> = BTreeMap::new();
+    let mut cache: BTreeMap<String, Verdict> = BTreeMap::new();
     let mut rows = Vec::new();
     let mut errors = Vec::new();
     for found in findings.found {
-        let Outcome {
+        let Verdict {
             status,
             detail,
             file,
@@ -522,19 +522,19 @@ pub fn verify_all(
         } = cache
             .entry(found.reference.clone())
             .or_insert_with(|| match verify(&found.reference) {
-                Ok(v) => Outcome {
+                Ok(v) => Verdict {
                     status: "verified",
                     detail: format!("{} at {}", v.path, v.commit),
                     file: None,
                     code: None,
                 },
-                Err(Error::Mismatch { reason, file, .. }) => Outcome {
+                Err(Error::Mismatch { reason, file, .. }) => Verdict {
                     status: "mismatch",
                     detail: reason,
                     file,
                     code: None,
                 },
-                Err(e) => Outcome {
+                Err(e) => Verdict {
                     status: "error",
                     detail: match e.hint() {
                         Some(h) => format!("{e} (hint: {h})"),
@@ -596,7 +596,7 @@ pub fn verify_all(
 pub fn scan_and_verify(
     dir: &Path,
     repository: &str,
-    base: &super::verify::Request,
+    base: &super::verify::Verification,
     allow_empty: bool,
 ) -> Result<(Report, Vec<i32>)> {
     crate::registry::parse_repository(repository)?;
@@ -624,7 +624,7 @@ pub fn scan_and_verify(
         ));
     }
     Ok(verify_all(repository, findings, &mut |reference| {
-        super::verify::verify(&super::verify::Request {
+        super::verify::verify(&super::verify::Verification {
             reference: reference.to_string(),
             ..base.clone()
         })

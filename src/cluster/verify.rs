@@ -36,7 +36,7 @@ pub use layer::{INFLATE_SLACK, inflate_limit};
 
 /// What to verify.
 #[derive(Debug, Clone)]
-pub struct Request {
+pub struct Verification {
     /// `HOST/NAME:TAG`, `HOST/NAME:TAG@sha256:...` or `HOST/NAME@sha256:...`.
     pub reference: String,
     /// The settings folder in a checkout of the settings repository.
@@ -146,7 +146,7 @@ pub fn check_path(path: &std::path::Path) -> Result<()> {
 }
 
 /// Verifies one reference against the checkout holding `req.path`.
-pub fn verify(req: &Request) -> Result<Verified> {
+pub fn verify(req: &Verification) -> Result<Verified> {
     let r = parse_reference(&req.reference)?;
     check_path(&req.path)?;
     let client = Client::open_read_only(&registry::Options::new(
@@ -160,7 +160,7 @@ pub fn verify(req: &Request) -> Result<Verified> {
 }
 
 /// [`verify`] with an open client (the scan reuses one per repository).
-pub fn verify_with(client: &Client, r: &Reference, req: &Request) -> Result<Verified> {
+pub fn verify_with(client: &Client, r: &Reference, req: &Verification) -> Result<Verified> {
     let shown = req.reference.as_str();
     let mut notes = Vec::new();
     let asked = r.digest.as_deref().or(r.tag.as_deref()).unwrap_or_default();

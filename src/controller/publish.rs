@@ -55,9 +55,9 @@ pub struct Published {
     pub report: Report,
 }
 
-/// What one publish did.
+/// What one publish did: each folder's result and the mapping's notices.
 #[derive(Debug, Clone)]
-pub struct Outcome {
+pub struct PublishReport {
     /// Each folder's result.
     pub images: Vec<Published>,
     /// The notices of the folder->repository mapping (a folder name with
@@ -69,7 +69,7 @@ pub struct Outcome {
 /// the first folder's error when one fails (the others are published:
 /// a retry of the whole is idempotent). `interrupt` abandons a download.
 /// Blocking: call it from `spawn_blocking`.
-pub fn run(job: &Job, mirrors: &Mirrors, interrupt: &AtomicBool) -> Result<Outcome> {
+pub fn run(job: &Job, mirrors: &Mirrors, interrupt: &AtomicBool) -> Result<PublishReport> {
     let mirror = mirrors.fetch(&job.remote, &job.branch, Some(&job.commit), interrupt)?;
     let base = Request {
         path: PathBuf::new(),
@@ -109,7 +109,7 @@ pub fn run(job: &Job, mirrors: &Mirrors, interrupt: &AtomicBool) -> Result<Outco
             })
         })
         .collect();
-    Ok(Outcome { images, notices })
+    Ok(PublishReport { images, notices })
 }
 
 /// Each folder's repository from `spec.repository` (a `{name}`/`{path}`

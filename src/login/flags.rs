@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::{Choice, Decision, Endpoints, Facts, IdTokenSource, Login, Plan};
+use super::{Choice, Decision, Endpoints, Facts, IdTokenSource, Login, LoginOptions};
 use crate::error::Result;
 use crate::registry::{self, Credentials};
 
@@ -93,12 +93,12 @@ impl LoginArgs {
         let exchange = match choice {
             Choice::Exchange(p) => Some(p),
             Choice::Auto if !password_given => match super::plan(
-                &Plan {
+                &LoginOptions {
                     choice,
                     host: host.clone(),
                     username: username.map(str::to_string),
                     facts: facts.clone(),
-                    ..Plan::default()
+                    ..LoginOptions::default()
                 },
                 &|n| format!("--{n}"),
             )? {

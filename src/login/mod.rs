@@ -251,7 +251,7 @@ pub fn timeout_from(get: impl Fn(&str) -> Option<String>) -> Result<Duration> {
 
 /// What a front end gives [`plan`].
 #[derive(Debug, Clone, Default)]
-pub struct Plan {
+pub struct LoginOptions {
     /// The `login` choice.
     pub choice: Choice,
     /// The registry host.
@@ -359,7 +359,7 @@ fn facts_given(p: Provider, f: &Facts, username: Option<&str>) -> bool {
 /// registry; else a single provider whose facts are given (a self-hosted
 /// Artifactory, a mirror); else nothing. The GitHub token is never
 /// sent to another host, whatever is asked.
-pub fn plan(p: &Plan, names: &dyn Fn(&str) -> String) -> Result<Decision> {
+pub fn plan(p: &LoginOptions, names: &dyn Fn(&str) -> String) -> Result<Decision> {
     let password = p.password.clone().filter(|s| !s.is_empty());
     let github_host = is_github_registry(&p.host, p.github_server_url.as_deref());
     let with_user = |password: String, what: &str| -> Result<Decision> {
@@ -553,12 +553,12 @@ mod tests {
         format!("`{n}`")
     }
 
-    fn plan_of(host: &str, f: impl FnOnce(&mut Plan)) -> Result<Decision> {
-        let mut p = Plan {
+    fn plan_of(host: &str, f: impl FnOnce(&mut LoginOptions)) -> Result<Decision> {
+        let mut p = LoginOptions {
             host: host.into(),
             username: Some("octocat".into()),
             github_token: Some("ghs_job".into()),
-            ..Plan::default()
+            ..LoginOptions::default()
         };
         f(&mut p);
         plan(&p, &names)
@@ -582,7 +582,8 @@ mod tests {
         let err = plan_of("registry.example.com", |p| p.choice = Choice::Github).unwrap_err();
         assert!(err.to_string().contains("only sent to ghcr.io"), "{err}");
         // GitHub Enterprise Server: containers.HOST.
-        let ghes = |p: &mut Plan| p.github_server_url = Some("https://github.acme.com".into());
+        let ghes =
+            |p: &mut LoginOptions| p.github_server_url = Some("https://github.acme.com".into());
         assert!(matches!(
             plan_of("containers.github.acme.com", ghes).unwrap(),
             Decision::Static(_)

@@ -79,7 +79,7 @@ pub enum Requeue {
 /// A note for Events and the Ready message: a Warning Event, or a Normal
 /// one for a notice.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Note {
+pub struct EventNote {
     /// The Event's reason.
     pub reason: &'static str,
     /// Its note.
@@ -94,7 +94,7 @@ pub enum Emit {
     /// A `Normal Published` Event of its own (never folded into a series).
     Published(String),
     /// An Event through the recorder.
-    Note(Note),
+    Note(EventNote),
 }
 
 /// A log line about the SettingsImage.
@@ -236,7 +236,7 @@ pub fn decide(o: Observed<'_>) -> Decision {
             notices,
         } => {
             let mut notes = notes(&images, &notices);
-            notes.extend(raised.map(|message| Note {
+            notes.extend(raised.map(|message| EventNote {
                 reason: "IntervalRaised",
                 message,
                 warning: false,
@@ -341,7 +341,7 @@ fn retries(
 }
 
 fn warning(reason: &'static str, message: &str) -> Emit {
-    Emit::Note(Note {
+    Emit::Note(EventNote {
         reason,
         message: message.to_string(),
         warning: true,
@@ -356,7 +356,7 @@ fn published(
     interval: Duration,
     revision: String,
     images: &[Published],
-    notes: Vec<Note>,
+    notes: Vec<EventNote>,
 ) -> Decision {
     let uploads = images
         .iter()
@@ -412,7 +412,7 @@ fn ready_message(
     pushed: usize,
     listed: usize,
     omitted: usize,
-    notes: &[Note],
+    notes: &[EventNote],
 ) -> String {
     let mut message = match images {
         [one] => format!(
@@ -502,10 +502,10 @@ fn image_status(p: &Published) -> ImageStatus {
 /// The mapping's notices (a folder name lower-cased, as `push` and `flux`
 /// print it), then the anomalies, kept branch tags and warnings of a
 /// publish, one note each.
-fn notes(images: &[Published], notices: &[String]) -> Vec<Note> {
-    let mut out: Vec<Note> = notices
+fn notes(images: &[Published], notices: &[String]) -> Vec<EventNote> {
+    let mut out: Vec<EventNote> = notices
         .iter()
-        .map(|n| Note {
+        .map(|n| EventNote {
             reason: "RepositoryLowerCased",
             message: n.clone(),
             warning: false,
@@ -514,21 +514,21 @@ fn notes(images: &[Published], notices: &[String]) -> Vec<Note> {
     for p in images {
         let r = &p.report;
         if let Some(a) = &r.anomaly {
-            out.push(Note {
+            out.push(EventNote {
                 reason: anomaly_reason(a.kind),
                 message: format!("{}: {}", p.repository, a.message),
                 warning: true,
             });
         }
         if let Some(message) = crate::controller::spec::branch_note(&p.repository, r) {
-            out.push(Note {
+            out.push(EventNote {
                 reason: "BranchTagKept",
                 message,
                 warning: true,
             });
         }
         for w in &r.warnings {
-            out.push(Note {
+            out.push(EventNote {
                 reason: "PublishWarning",
                 message: format!("{}: {w}", p.repository),
                 warning: true,

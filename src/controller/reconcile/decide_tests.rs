@@ -283,7 +283,7 @@ fn the_notes_of_a_publish_are_events_and_part_of_the_ready_message() {
         now: NOW,
     });
     let note = |reason, message: &str, warning| {
-        Emit::Note(Note {
+        Emit::Note(EventNote {
             reason,
             message: message.into(),
             warning,
@@ -394,7 +394,7 @@ fn an_error_a_retry_will_not_fix_stalls() {
     assert_eq!(st.observed_generation, GENERATION);
     assert_eq!(
         d.events,
-        [Emit::Note(Note {
+        [Emit::Note(EventNote {
             reason: "SecretNotFound",
             message: message.into(),
             warning: true,

@@ -74,11 +74,12 @@ pub struct Ctx {
     pub policy: Policy,
     /// Per object: failures in a row, and when its revision was last
     /// checked against the registry.
-    state: Mutex<HashMap<String, Memory>>,
+    state: Mutex<HashMap<String, ObjectState>>,
 }
 
+/// Per object: failures in a row, and when its revision was last checked.
 #[derive(Debug, Default, Clone, Copy)]
-struct Memory {
+struct ObjectState {
     failures: u32,
     checked: Option<Instant>,
 }
@@ -106,7 +107,7 @@ impl Ctx {
         }
     }
 
-    fn memory(&self, key: &str) -> Memory {
+    fn memory(&self, key: &str) -> ObjectState {
         self.state
             .lock()
             .ok()
@@ -114,7 +115,7 @@ impl Ctx {
             .unwrap_or_default()
     }
 
-    fn remember(&self, key: &str, f: impl FnOnce(&mut Memory)) {
+    fn remember(&self, key: &str, f: impl FnOnce(&mut ObjectState)) {
         if let Ok(mut m) = self.state.lock() {
             f(m.entry(key.to_string()).or_default());
         }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Secret;
 
 use crate::controller::crd::{GitRepository, SettingsImageSpec};
-use crate::controller::publish::{Outcome, Published};
+use crate::controller::publish::{PublishReport, Published};
 use crate::controller::redact::Held;
 use crate::controller::{source, spec, watch};
 use crate::error::{Error, GitFailure};
@@ -136,7 +136,7 @@ pub fn message_of(e: &Error) -> String {
 }
 
 /// The step a publish of `revision` ended on.
-pub fn published(revision: String, outcome: crate::error::Result<Outcome>) -> Step {
+pub fn published(revision: String, outcome: crate::error::Result<PublishReport>) -> Step {
     match outcome {
         Ok(outcome) => Step::Published {
             revision,

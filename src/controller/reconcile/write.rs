@@ -11,7 +11,7 @@ use kube::runtime::events::{Event, EventType};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::Value;
 
-use super::decide::{Decision, Emit, Note, Remember, Requeue};
+use super::decide::{Decision, Emit, EventNote, Remember, Requeue};
 use super::{Ctx, StatusError};
 use crate::controller::crd::SettingsImage;
 use crate::controller::logs::{self, Level};
@@ -141,7 +141,7 @@ async fn published_event(ctx: &Ctx, si: &SettingsImage, note: String) {
 }
 
 /// A note's Event: `Warning`, or `Normal` for a notice.
-async fn note_event(ctx: &Ctx, si: &SettingsImage, n: Note) {
+async fn note_event(ctx: &Ctx, si: &SettingsImage, n: EventNote) {
     let type_ = if n.warning {
         EventType::Warning
     } else {
