@@ -83,21 +83,7 @@ pub fn publish(env: &Env) -> Result<()> {
     }
     let (repositories, notices) =
         many::repositories(&inputs.repository, &folders, "the input `repository`")?;
-    if let Some(given) = &inputs.repository_given {
-        say(&commands::notice(
-            "settings-image: repository lower-cased",
-            &format!(
-                "the input `repository` is {given}; registries take lower-case names only, so the images go to {}",
-                inputs.repository
-            ),
-        ));
-    }
-    for n in &notices {
-        say(&commands::notice(
-            "settings-image: repository lower-cased",
-            n,
-        ));
-    }
+    say_lower_cased(&inputs, &notices);
     if with.plan != Some(true) {
         super::login::exchange_first(&mut inputs.credentials, inputs.login.as_ref())?;
     }
@@ -120,56 +106,17 @@ pub fn publish(env: &Env) -> Result<()> {
         EventPlan::Build { revision } => revision,
     };
     if with.plan == Some(true) {
-        let Some(prefix) = inputs.timestamp_tag.as_deref() else {
-            return Err(Error::input(
-                "`plan: true` needs `timestamp-tag`: the plan looks for each folder's timestamp tag",
-                Some("set `timestamp-tag: ${{ github.ref_name }}`".to_string()),
-            ));
-        };
-        if let Some(note) = crate::tag::shared_prefix_note(prefix) {
-            let title = "settings-image: shared tag prefix";
-            say(&if note.changed {
-                commands::warning(title, &note.text)
-            } else {
-                commands::notice(title, &note.text)
-            });
-        }
-        let plan = many::plan(
+        return write_plan(
+            env,
+            &inputs,
             &folders,
             &repositories,
-            prefix,
             revision.as_deref(),
-            front::github_api(env, inputs.github_token.clone()),
             &options,
-        )?;
-        let matrix = serde_json::to_string(&plan)
-            .map_err(|e| Error::io("writing the matrix", std::io::Error::other(e)))?;
-        say(&commands::escape_text(&format!(
-            "{} of {} folders need an image: {matrix}",
-            plan.include.len(),
-            folders.len()
-        )));
-        write_outputs(env, &[("matrix", matrix)])?;
-        if inputs.summary {
-            write_summary(env, &plan_summary(&plan))?;
-        }
-        return Ok(());
+        );
     }
     ensure_temp_dir()?;
-    let jobs = match with
-        .jobs
-        .as_deref()
-        .map(str::trim)
-        .filter(|v| !v.is_empty())
-    {
-        None => 4,
-        Some(v) => v.parse::<usize>().ok().filter(|&n| n > 0).ok_or_else(|| {
-            Error::input(
-                format!("the input `jobs` is {v:?}, not a positive number"),
-                Some("set how many folders build and push at once, e.g. 4".to_string()),
-            )
-        })?,
-    };
+    let jobs = jobs(&with)?;
     let base = Request {
         path: PathBuf::new(),
         tags: inputs.tags.clone(),
@@ -192,6 +139,103 @@ pub fn publish(env: &Env) -> Result<()> {
     let outcome = pipeline::run(&Spec::each(base, &folders, targets, jobs))?;
     say(&commands::escape_text(outcome.human().trim_end()));
     say(&commands::endgroup());
+    report_outcome(env, &inputs, &outcome)?;
+    outcome.into_result()
+}
+
+/// Says that the repository was lower-cased: the input's, then each
+/// folder's.
+fn say_lower_cased(inputs: &super::publish::PublishInputs, notices: &[String]) {
+    if let Some(given) = &inputs.repository_given {
+        say(&commands::notice(
+            "settings-image: repository lower-cased",
+            &format!(
+                "the input `repository` is {given}; registries take lower-case names only, so the images go to {}",
+                inputs.repository
+            ),
+        ));
+    }
+    for n in notices {
+        say(&commands::notice(
+            "settings-image: repository lower-cased",
+            n,
+        ));
+    }
+}
+
+/// `plan: true`: writes the `matrix` output (and the summary) of the
+/// folders with no image for their last commit yet; builds nothing.
+fn write_plan(
+    env: &Env,
+    inputs: &super::publish::PublishInputs,
+    folders: &[Folder],
+    repositories: &[String],
+    revision: Option<&str>,
+    options: &registry::Options,
+) -> Result<()> {
+    let Some(prefix) = inputs.timestamp_tag.as_deref() else {
+        return Err(Error::input(
+            "`plan: true` needs `timestamp-tag`: the plan looks for each folder's timestamp tag",
+            Some("set `timestamp-tag: ${{ github.ref_name }}`".to_string()),
+        ));
+    };
+    if let Some(note) = crate::tag::shared_prefix_note(prefix) {
+        let title = "settings-image: shared tag prefix";
+        say(&if note.changed {
+            commands::warning(title, &note.text)
+        } else {
+            commands::notice(title, &note.text)
+        });
+    }
+    let plan = many::plan(
+        folders,
+        repositories,
+        prefix,
+        revision,
+        front::github_api(env, inputs.github_token.clone()),
+        options,
+    )?;
+    let matrix = serde_json::to_string(&plan)
+        .map_err(|e| Error::io("writing the matrix", std::io::Error::other(e)))?;
+    say(&commands::escape_text(&format!(
+        "{} of {} folders need an image: {matrix}",
+        plan.include.len(),
+        folders.len()
+    )));
+    write_outputs(env, &[("matrix", matrix)])?;
+    if inputs.summary {
+        write_summary(env, &plan_summary(&plan))?;
+    }
+    Ok(())
+}
+
+/// The input `jobs`: how many folders build and push at once (4 if unset).
+fn jobs(with: &With) -> Result<usize> {
+    Ok(
+        match with
+            .jobs
+            .as_deref()
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+        {
+            None => 4,
+            Some(v) => v.parse::<usize>().ok().filter(|&n| n > 0).ok_or_else(|| {
+                Error::input(
+                    format!("the input `jobs` is {v:?}, not a positive number"),
+                    Some("set how many folders build and push at once, e.g. 4".to_string()),
+                )
+            })?,
+        },
+    )
+}
+
+/// Annotates each folder's warnings, anomaly and error, then writes the
+/// `images` and `pushed` outputs and the summary.
+fn report_outcome(
+    env: &Env,
+    inputs: &super::publish::PublishInputs,
+    outcome: &pipeline::RunReport,
+) -> Result<()> {
     for (report, image) in outcome.reports.iter().zip(&outcome.images) {
         for w in report.iter().flat_map(|r| &r.warnings) {
             say(&commands::warning(
@@ -224,7 +268,7 @@ pub fn publish(env: &Env) -> Result<()> {
             .and_then(|p| crate::tag::sanitize_prefix(p).ok());
         write_summary(env, &summary(&outcome.images, prefix.as_deref()))?;
     }
-    outcome.into_result()
+    Ok(())
 }
 
 fn write_outputs(env: &Env, entries: &[(&str, String)]) -> Result<()> {

@@ -312,44 +312,7 @@ pub(super) fn publish(env: &Env) -> Result<()> {
     } else {
         Some(tempfile::tempdir().map_err(|e| Error::io("creating a temporary directory", e))?)
     };
-    let target = match &dry_run {
-        None => Target::Registry(registry::Options::new(
-            inputs.repository.clone(),
-            inputs.insecure,
-            inputs.credentials.clone(),
-            front::docker_config(env),
-            inputs.login.clone().map(Into::into),
-        )),
-        Some(dir) => {
-            registry::parse_repository(&inputs.repository)?;
-            Target::Layout(dir.path().join("layout"))
-        }
-    };
-    if dry_run.is_some() && inputs.forward.branch_tag.is_some() {
-        say(&commands::notice(
-            "settings-image: dry run",
-            "`push: false`: the branch tag is not looked at or moved",
-        ));
-    }
-    let req = Request {
-        path: inputs.path.clone(),
-        tags: inputs.tags.clone(),
-        target,
-        source: inputs.source,
-        timestamp_tag: inputs.timestamp_tag.clone(),
-        github: front::github_api(env, inputs.github_token.clone()),
-        source_url: front::source_url(env),
-        ci: front::ci(env),
-        revision: revision.clone(),
-        // As `push` does by default: the commit, ref and run as a referrer.
-        provenance: inputs.provenance && inputs.push,
-        forward: if inputs.push {
-            inputs.forward.clone()
-        } else {
-            request::Forward::default()
-        },
-        extra: inputs.extra.clone(),
-    };
+    let req = request_for(env, &inputs, dry_run.as_ref(), revision.clone())?;
     // Everything printed below comes from checked inputs, and still goes
     // through the escaping functions: no value can write a command.
     req.validate()?;
@@ -375,6 +338,61 @@ pub(super) fn publish(env: &Env) -> Result<()> {
     say(&commands::endgroup());
     let report = result?;
     let published = Published::of(&inputs, &report)?;
+    announce(&inputs, &report, &published);
+    write_step_outputs(env, &inputs, &report, &published)
+}
+
+/// The request of one folder: to the registry, or (`push: false`) to an
+/// OCI layout in `dry_run`, with no branch tag and no referrer.
+fn request_for(
+    env: &Env,
+    inputs: &PublishInputs,
+    dry_run: Option<&tempfile::TempDir>,
+    revision: Option<String>,
+) -> Result<Request> {
+    let target = match dry_run {
+        None => Target::Registry(registry::Options::new(
+            inputs.repository.clone(),
+            inputs.insecure,
+            inputs.credentials.clone(),
+            front::docker_config(env),
+            inputs.login.clone().map(Into::into),
+        )),
+        Some(dir) => {
+            registry::parse_repository(&inputs.repository)?;
+            Target::Layout(dir.path().join("layout"))
+        }
+    };
+    if dry_run.is_some() && inputs.forward.branch_tag.is_some() {
+        say(&commands::notice(
+            "settings-image: dry run",
+            "`push: false`: the branch tag is not looked at or moved",
+        ));
+    }
+    Ok(Request {
+        path: inputs.path.clone(),
+        tags: inputs.tags.clone(),
+        target,
+        source: inputs.source,
+        timestamp_tag: inputs.timestamp_tag.clone(),
+        github: front::github_api(env, inputs.github_token.clone()),
+        source_url: front::source_url(env),
+        ci: front::ci(env),
+        revision,
+        // As `push` does by default: the commit, ref and run as a referrer.
+        provenance: inputs.provenance && inputs.push,
+        forward: if inputs.push {
+            inputs.forward.clone()
+        } else {
+            request::Forward::default()
+        },
+        extra: inputs.extra.clone(),
+    })
+}
+
+/// Says what the run did (pushed, already there, dry run), then its
+/// warnings, anomaly and branch tag.
+fn announce(inputs: &PublishInputs, report: &Report, published: &Published) {
     say(&commands::escape_text(&match (&report.push, inputs.push) {
         (_, false) => format!(
             "dry run (push: false), nothing pushed: {}",
@@ -392,7 +410,7 @@ pub(super) fn publish(env: &Env) -> Result<()> {
     if let Some(a) = &report.anomaly {
         say(&anomaly_annotation(a, report.timestamp_tag.as_deref()));
     }
-    if let Some(b) = BranchTagOutcome::of(&report, false) {
+    if let Some(b) = BranchTagOutcome::of(report, false) {
         let text = branch_text(&b);
         say(&if b.rewound() {
             commands::warning("settings-image: branch tag rewound", &text)
@@ -400,8 +418,18 @@ pub(super) fn publish(env: &Env) -> Result<()> {
             commands::notice("settings-image: branch tag", &text)
         });
     }
+}
+
+/// Writes the step outputs (or warns that GITHUB_OUTPUT is not set) and,
+/// with `summary`, the job summary.
+fn write_step_outputs(
+    env: &Env,
+    inputs: &PublishInputs,
+    report: &Report,
+    published: &Published,
+) -> Result<()> {
     if let Some(out) = env.get("GITHUB_OUTPUT").filter(|p| !p.is_empty()) {
-        commands::append(Path::new(out), &outputs(&report, &published))?;
+        commands::append(Path::new(out), &outputs(report, published))?;
     } else {
         say(&commands::warning(
             "settings-image: no outputs",
@@ -410,7 +438,7 @@ pub(super) fn publish(env: &Env) -> Result<()> {
     }
     let summary_file = env.get("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty());
     if let (true, Some(file)) = (inputs.summary, summary_file) {
-        let facts = facts(env, &inputs, &report, &published);
+        let facts = facts(env, inputs, report, published);
         commands::append(
             Path::new(file),
             &commands::cap_summary(summary::render(&facts)),

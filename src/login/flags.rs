@@ -77,19 +77,7 @@ impl LoginArgs {
         else {
             return Ok((credentials()?, None));
         };
-        let facts = Facts {
-            aws_role_arn: self.aws_role_arn.clone(),
-            aws_region: self.aws_region.clone(),
-            gcp_workload_identity_provider: self.gcp_workload_identity_provider.clone(),
-            gcp_service_account: self.gcp_service_account.clone(),
-            azure_client_id: self.azure_client_id.clone(),
-            azure_tenant_id: self.azure_tenant_id.clone(),
-            dockerhub_connection_id: self.dockerhub_connection_id.clone(),
-            jfrog_provider_name: self.jfrog_provider_name.clone(),
-            audience: self.oidc_audience.clone(),
-            username: username.map(str::to_string),
-            session_name: None,
-        };
+        let facts = self.facts(username);
         let exchange = match choice {
             Choice::Exchange(p) => Some(p),
             Choice::Auto if !password_given => match super::plan(
@@ -128,38 +116,66 @@ impl LoginArgs {
         let Some(provider) = exchange else {
             return Ok((credentials()?, None));
         };
+        Ok((
+            None,
+            Some(self.login(env, provider, facts, host, insecure)?),
+        ))
+    }
+
+    /// The provider facts given by the flags, and the username.
+    fn facts(&self, username: Option<&str>) -> Facts {
+        Facts {
+            aws_role_arn: self.aws_role_arn.clone(),
+            aws_region: self.aws_region.clone(),
+            gcp_workload_identity_provider: self.gcp_workload_identity_provider.clone(),
+            gcp_service_account: self.gcp_service_account.clone(),
+            azure_client_id: self.azure_client_id.clone(),
+            azure_tenant_id: self.azure_tenant_id.clone(),
+            dockerhub_connection_id: self.dockerhub_connection_id.clone(),
+            jfrog_provider_name: self.jfrog_provider_name.clone(),
+            audience: self.oidc_audience.clone(),
+            username: username.map(str::to_string),
+            session_name: None,
+        }
+    }
+
+    /// The OIDC login to `host` with `provider`: the ID token (the file
+    /// given, else the runner's), endpoints and timeout from `env`.
+    fn login(
+        &self,
+        env: &HashMap<String, String>,
+        provider: super::Provider,
+        facts: Facts,
+        host: String,
+        insecure: bool,
+    ) -> Result<Login> {
         // A variable's value, trimmed; unset when blank (the front end's rule).
         let env = |k: &str| {
             env.get(k)
                 .map(|v| v.trim().to_string())
                 .filter(|v| !v.is_empty())
         };
-        Ok((
-            None,
-            Some(Login {
-                provider,
-                facts,
-                id_token: match &self.id_token_file {
-                    Some(f) => IdTokenSource::File(f.clone()),
-                    None => match IdTokenSource::from_actions_env(env) {
-                        // Inside a GitHub Actions `run:` step the runner's endpoint works too.
-                        IdTokenSource::Missing { .. } => {
-                            IdTokenSource::Missing { in_action: false }
-                        }
-                        s => s,
-                    },
+        Ok(Login {
+            provider,
+            facts,
+            id_token: match &self.id_token_file {
+                Some(f) => IdTokenSource::File(f.clone()),
+                None => match IdTokenSource::from_actions_env(env) {
+                    // Inside a GitHub Actions `run:` step the runner's endpoint works too.
+                    IdTokenSource::Missing { .. } => IdTokenSource::Missing { in_action: false },
+                    s => s,
                 },
-                endpoints: Endpoints::from_env(env),
-                host: host.clone(),
-                scheme: if insecure || registry::is_loopback(&host) {
-                    "http"
-                } else {
-                    "https"
-                },
-                timeout: super::timeout_from(env)?,
-                on_secret: None,
-            }),
-        ))
+            },
+            endpoints: Endpoints::from_env(env),
+            host: host.clone(),
+            scheme: if insecure || registry::is_loopback(&host) {
+                "http"
+            } else {
+                "https"
+            },
+            timeout: super::timeout_from(env)?,
+            on_secret: None,
+        })
     }
 }
 

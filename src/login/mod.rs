@@ -362,31 +362,10 @@ fn facts_given(p: Provider, f: &Facts, username: Option<&str>) -> bool {
 pub fn plan(p: &LoginOptions, names: &dyn Fn(&str) -> String) -> Result<Decision> {
     let password = p.password.clone().filter(|s| !s.is_empty());
     let github_host = is_github_registry(&p.host, p.github_server_url.as_deref());
-    let with_user = |password: String, what: &str| -> Result<Decision> {
-        match p.username.clone().filter(|u| !u.is_empty()) {
-            Some(username) => Ok(Decision::Static(Credentials::new(username, password))),
-            None => Err(Error::input(
-                format!("{what} is set but {} is empty", names("username")),
-                Some(format!(
-                    "set {}, or clear {} to push without it",
-                    names("username"),
-                    names("password")
-                )),
-            )),
-        }
-    };
-    let with_job_token = |token: String| {
-        with_user(token, "the GitHub token").map(|d| match d {
-            Decision::Static(c) => {
-                Decision::Static(job_token(c, &p.host, p.github_server_url.as_deref()))
-            }
-            other => other,
-        })
-    };
     match p.choice {
         Choice::None => Ok(Decision::None),
         Choice::Password => match password {
-            Some(pw) => with_user(pw, "a registry password"),
+            Some(pw) => with_user(p, names, pw, "a registry password"),
             None => Err(Error::input(
                 format!("login is `password` but {} is empty", names("password")),
                 Some(format!(
@@ -395,74 +374,117 @@ pub fn plan(p: &LoginOptions, names: &dyn Fn(&str) -> String) -> Result<Decision
                 )),
             )),
         },
-        Choice::Github => {
-            if !github_host {
-                return Err(Error::input(
-                    format!(
-                        "login is `github` but {} is not GitHub's container registry: the job token is only sent to ghcr.io (or a GitHub Enterprise Server's containers.HOST)",
-                        p.host
-                    ),
-                    Some(format!(
-                        "for another registry use {} with a secret, or an OIDC login (see docs/registries.md)",
-                        names("password")
-                    )),
-                ));
-            }
-            match p.github_token.clone().filter(|t| !t.is_empty()) {
-                Some(t) => with_job_token(t),
-                None => Err(Error::input(
-                    format!("login is `github` but {} is empty", names("github-token")),
-                    Some(format!(
-                        "leave {} at its default (${{{{ github.token }}}}) and grant `packages: write`",
-                        names("github-token")
-                    )),
-                )),
-            }
-        }
+        Choice::Github => plan_github(p, names, github_host),
         Choice::Exchange(provider) => Ok(Decision::Exchange(provider)),
-        Choice::Auto => {
-            if let Some(pw) = password {
-                return with_user(pw, "a registry password");
-            }
-            if let Some(provider) = provider_of_host(&p.host)
-                && facts_given(provider, &p.facts, p.username.as_deref())
-            {
-                return Ok(Decision::Exchange(provider));
-            }
-            // GitHub's registry takes the job token, whatever else is set.
-            if github_host && let Some(t) = p.github_token.clone().filter(|t| !t.is_empty()) {
-                return with_job_token(t);
-            }
-            let given: Vec<Provider> = [
-                Provider::Ecr,
-                Provider::Gcp,
-                Provider::Azure,
-                Provider::DockerHub,
-                Provider::Jfrog,
-            ]
-            .into_iter()
-            .filter(|pr| facts_given(*pr, &p.facts, None))
-            .collect();
-            if let [only] = given.as_slice() {
-                return Ok(Decision::Exchange(*only));
-            }
-            if given.len() > 1 {
-                return Err(Error::input(
-                    format!(
-                        "facts for several logins are set ({}) and {} does not say which",
-                        given
-                            .iter()
-                            .map(|g| g.name())
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                        p.host
-                    ),
-                    Some(format!("set {} to one of them", names("login"))),
-                ));
-            }
-            Ok(Decision::None)
-        }
+        Choice::Auto => plan_auto(p, names, password, github_host),
     }
+}
+
+/// `password` as the credentials of the plan's username, or an error when
+/// the username is empty (`what` names the password).
+fn with_user(
+    p: &Plan,
+    names: &dyn Fn(&str) -> String,
+    password: String,
+    what: &str,
+) -> Result<Decision> {
+    match p.username.clone().filter(|u| !u.is_empty()) {
+        Some(username) => Ok(Decision::Static(Credentials::new(username, password))),
+        None => Err(Error::input(
+            format!("{what} is set but {} is empty", names("username")),
+            Some(format!(
+                "set {}, or clear {} to push without it",
+                names("username"),
+                names("password")
+            )),
+        )),
+    }
+}
+
+/// The GitHub job token as the credentials of the plan's username, for
+/// GitHub's registry only.
+fn with_job_token(p: &Plan, names: &dyn Fn(&str) -> String, token: String) -> Result<Decision> {
+    with_user(p, names, token, "the GitHub token").map(|d| match d {
+        Decision::Static(c) => {
+            Decision::Static(job_token(c, &p.host, p.github_server_url.as_deref()))
+        }
+        other => other,
+    })
+}
+
+/// `login: github`: the job token, on GitHub's container registry only.
+fn plan_github(p: &Plan, names: &dyn Fn(&str) -> String, github_host: bool) -> Result<Decision> {
+    if !github_host {
+        return Err(Error::input(
+            format!(
+                "login is `github` but {} is not GitHub's container registry: the job token is only sent to ghcr.io (or a GitHub Enterprise Server's containers.HOST)",
+                p.host
+            ),
+            Some(format!(
+                "for another registry use {} with a secret, or an OIDC login (see docs/registries.md)",
+                names("password")
+            )),
+        ));
+    }
+    match p.github_token.clone().filter(|t| !t.is_empty()) {
+        Some(t) => with_job_token(p, names, t),
+        None => Err(Error::input(
+            format!("login is `github` but {} is empty", names("github-token")),
+            Some(format!(
+                "leave {} at its default (${{{{ github.token }}}}) and grant `packages: write`",
+                names("github-token")
+            )),
+        )),
+    }
+}
+
+/// `login: auto`, in the order [`plan`] describes.
+fn plan_auto(
+    p: &Plan,
+    names: &dyn Fn(&str) -> String,
+    password: Option<String>,
+    github_host: bool,
+) -> Result<Decision> {
+    if let Some(pw) = password {
+        return with_user(p, names, pw, "a registry password");
+    }
+    if let Some(provider) = provider_of_host(&p.host)
+        && facts_given(provider, &p.facts, p.username.as_deref())
+    {
+        return Ok(Decision::Exchange(provider));
+    }
+    // GitHub's registry takes the job token, whatever else is set.
+    if github_host && let Some(t) = p.github_token.clone().filter(|t| !t.is_empty()) {
+        return with_job_token(p, names, t);
+    }
+    let given: Vec<Provider> = [
+        Provider::Ecr,
+        Provider::Gcp,
+        Provider::Azure,
+        Provider::DockerHub,
+        Provider::Jfrog,
+    ]
+    .into_iter()
+    .filter(|pr| facts_given(*pr, &p.facts, None))
+    .collect();
+    if let [only] = given.as_slice() {
+        return Ok(Decision::Exchange(*only));
+    }
+    if given.len() > 1 {
+        return Err(Error::input(
+            format!(
+                "facts for several logins are set ({}) and {} does not say which",
+                given
+                    .iter()
+                    .map(|g| g.name())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                p.host
+            ),
+            Some(format!("set {} to one of them", names("login"))),
+        ));
+    }
+    Ok(Decision::None)
 }
 
 /// A provider fact that must be given, or an error naming its input.

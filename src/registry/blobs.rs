@@ -218,43 +218,15 @@ impl Session {
     ) -> Result<Attempt<()>> {
         let mut loc = match opened {
             Some(loc) => loc,
-            None => {
-                let start = self.t.url("blobs/uploads/")?;
-                let mut h = HeaderMap::new();
-                h.insert(header::CONTENT_LENGTH, HeaderValue::from(0));
-                let step = self
-                    .upload_step(
-                        what,
-                        Method::POST,
-                        &start,
-                        Body::Empty,
-                        h,
-                        StatusCode::ACCEPTED,
-                    )
-                    .await?;
-                let resp = match step {
-                    Attempt::Done(r) => r,
-                    Attempt::Retry { error, wait } => return Ok(Attempt::Retry { error, wait }),
-                };
-                self.t.location(what, &resp)?
-            }
+            None => match self.open_session(what).await? {
+                Attempt::Done(loc) => loc,
+                Attempt::Retry { error, wait } => return Ok(Attempt::Retry { error, wait }),
+            },
         };
         let octet = HeaderValue::from_static("application/octet-stream");
         // A blob that fits in one request goes in one PUT either way.
         if self.monolithic || desc.size <= CHUNK_SIZE {
-            let mut url = loc.clone();
-            url.query_pairs_mut().append_pair("digest", &desc.digest);
-            let mut h = HeaderMap::new();
-            h.insert(header::CONTENT_TYPE, octet);
-            h.insert(header::CONTENT_LENGTH, HeaderValue::from(desc.size));
-            let body = match blob {
-                Blob::Memory(b) => Body::Bytes(b.to_vec()),
-                Blob::File(p) => Body::File(p),
-            };
-            let step = self
-                .upload_step(what, Method::PUT, &url, body, h, StatusCode::CREATED)
-                .await?;
-            return self.finish(what, desc, step);
+            return self.put_whole(what, desc, blob, &loc, octet).await;
         }
         let file = match blob {
             Blob::File(p) => Some(
@@ -266,43 +238,14 @@ impl Session {
         let mut offset = 0u64;
         while offset < desc.size {
             let len = CHUNK_SIZE.min(desc.size - offset);
-            let chunk = match (&file, blob) {
-                (Some(f), _) => {
-                    let mut buf = vec![0u8; len as usize];
-                    f.read_exact_at(&mut buf, offset)
-                        .map_err(|e| Error::io("reading the layer", e))?;
-                    buf
-                }
-                (None, Blob::Memory(b)) => b
-                    .get(offset as usize..(offset + len) as usize)
-                    .unwrap_or_default()
-                    .to_vec(),
-                (None, Blob::File(_)) => Vec::new(),
-            };
-            let mut h = HeaderMap::new();
-            h.insert(header::CONTENT_TYPE, octet.clone());
-            h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
-            let range = format!("{}-{}", offset, offset + len - 1);
-            h.insert(
-                header::CONTENT_RANGE,
-                HeaderValue::from_str(&range)
-                    .map_err(|e| self.t.registry_err(what, e.to_string()))?,
-            );
+            let chunk = read_chunk(file.as_ref(), blob, offset, len)?;
             let step = self
-                .upload_step(
-                    what,
-                    Method::PATCH,
-                    &loc,
-                    Body::Bytes(chunk),
-                    h,
-                    StatusCode::ACCEPTED,
-                )
+                .patch_chunk(what, &loc, chunk, offset, len, octet.clone())
                 .await?;
-            let resp = match step {
-                Attempt::Done(r) => r,
+            loc = match step {
+                Attempt::Done(next) => next,
                 Attempt::Retry { error, wait } => return Ok(Attempt::Retry { error, wait }),
             };
-            loc = self.t.location(what, &resp)?;
             offset += len;
         }
         let mut url = loc;
@@ -313,6 +256,88 @@ impl Session {
             .upload_step(what, Method::PUT, &url, Body::Empty, h, StatusCode::CREATED)
             .await?;
         self.finish(what, desc, step)
+    }
+
+    /// Opens an upload session with a `POST`: its `Location`.
+    async fn open_session(&self, what: &str) -> Result<Attempt<Url>> {
+        let start = self.t.url("blobs/uploads/")?;
+        let mut h = HeaderMap::new();
+        h.insert(header::CONTENT_LENGTH, HeaderValue::from(0));
+        let step = self
+            .upload_step(
+                what,
+                Method::POST,
+                &start,
+                Body::Empty,
+                h,
+                StatusCode::ACCEPTED,
+            )
+            .await?;
+        let resp = match step {
+            Attempt::Done(r) => r,
+            Attempt::Retry { error, wait } => return Ok(Attempt::Retry { error, wait }),
+        };
+        Ok(Attempt::Done(self.t.location(what, &resp)?))
+    }
+
+    /// Uploads the whole blob in one `PUT` to the session at `loc`.
+    async fn put_whole(
+        &self,
+        what: &str,
+        desc: &Descriptor,
+        blob: &Blob<'_>,
+        loc: &Url,
+        octet: HeaderValue,
+    ) -> Result<Attempt<()>> {
+        let mut url = loc.clone();
+        url.query_pairs_mut().append_pair("digest", &desc.digest);
+        let mut h = HeaderMap::new();
+        h.insert(header::CONTENT_TYPE, octet);
+        h.insert(header::CONTENT_LENGTH, HeaderValue::from(desc.size));
+        let body = match blob {
+            Blob::Memory(b) => Body::Bytes(b.to_vec()),
+            Blob::File(p) => Body::File(p),
+        };
+        let step = self
+            .upload_step(what, Method::PUT, &url, body, h, StatusCode::CREATED)
+            .await?;
+        self.finish(what, desc, step)
+    }
+
+    /// Sends one chunk (`offset`, `len` bytes) in a `PATCH` to the session
+    /// at `loc`: the session's next `Location`.
+    async fn patch_chunk(
+        &self,
+        what: &str,
+        loc: &Url,
+        chunk: Vec<u8>,
+        offset: u64,
+        len: u64,
+        octet: HeaderValue,
+    ) -> Result<Attempt<Url>> {
+        let mut h = HeaderMap::new();
+        h.insert(header::CONTENT_TYPE, octet);
+        h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+        let range = format!("{}-{}", offset, offset + len - 1);
+        h.insert(
+            header::CONTENT_RANGE,
+            HeaderValue::from_str(&range).map_err(|e| self.t.registry_err(what, e.to_string()))?,
+        );
+        let step = self
+            .upload_step(
+                what,
+                Method::PATCH,
+                loc,
+                Body::Bytes(chunk),
+                h,
+                StatusCode::ACCEPTED,
+            )
+            .await?;
+        let resp = match step {
+            Attempt::Done(r) => r,
+            Attempt::Retry { error, wait } => return Ok(Attempt::Retry { error, wait }),
+        };
+        Ok(Attempt::Done(self.t.location(what, &resp)?))
     }
 
     /// The closing `PUT`'s answer: the registry must have stored our digest.
@@ -339,6 +364,29 @@ impl Session {
         }
         Ok(Attempt::Done(()))
     }
+}
+
+/// The chunk of `len` bytes at `offset`: read from `file` (the blob's
+/// file, open), or cut from the blob in memory.
+fn read_chunk(
+    file: Option<&std::fs::File>,
+    blob: &Blob<'_>,
+    offset: u64,
+    len: u64,
+) -> Result<Vec<u8>> {
+    Ok(match (file, blob) {
+        (Some(f), _) => {
+            let mut buf = vec![0u8; len as usize];
+            f.read_exact_at(&mut buf, offset)
+                .map_err(|e| Error::io("reading the layer", e))?;
+            buf
+        }
+        (None, Blob::Memory(b)) => b
+            .get(offset as usize..(offset + len) as usize)
+            .unwrap_or_default()
+            .to_vec(),
+        (None, Blob::File(_)) => Vec::new(),
+    })
 }
 
 /// A request body that streams `path` from disk.
