@@ -383,7 +383,7 @@ pub fn plan(p: &LoginOptions, names: &dyn Fn(&str) -> String) -> Result<Decision
 /// `password` as the credentials of the plan's username, or an error when
 /// the username is empty (`what` names the password).
 fn with_user(
-    p: &Plan,
+    p: &LoginOptions,
     names: &dyn Fn(&str) -> String,
     password: String,
     what: &str,
@@ -403,7 +403,11 @@ fn with_user(
 
 /// The GitHub job token as the credentials of the plan's username, for
 /// GitHub's registry only.
-fn with_job_token(p: &Plan, names: &dyn Fn(&str) -> String, token: String) -> Result<Decision> {
+fn with_job_token(
+    p: &LoginOptions,
+    names: &dyn Fn(&str) -> String,
+    token: String,
+) -> Result<Decision> {
     with_user(p, names, token, "the GitHub token").map(|d| match d {
         Decision::Static(c) => {
             Decision::Static(job_token(c, &p.host, p.github_server_url.as_deref()))
@@ -413,7 +417,11 @@ fn with_job_token(p: &Plan, names: &dyn Fn(&str) -> String, token: String) -> Re
 }
 
 /// `login: github`: the job token, on GitHub's container registry only.
-fn plan_github(p: &Plan, names: &dyn Fn(&str) -> String, github_host: bool) -> Result<Decision> {
+fn plan_github(
+    p: &LoginOptions,
+    names: &dyn Fn(&str) -> String,
+    github_host: bool,
+) -> Result<Decision> {
     if !github_host {
         return Err(Error::input(
             format!(
@@ -440,7 +448,7 @@ fn plan_github(p: &Plan, names: &dyn Fn(&str) -> String, github_host: bool) -> R
 
 /// `login: auto`, in the order [`plan`] describes.
 fn plan_auto(
-    p: &Plan,
+    p: &LoginOptions,
     names: &dyn Fn(&str) -> String,
     password: Option<String>,
     github_host: bool,
