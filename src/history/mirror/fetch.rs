@@ -124,41 +124,8 @@ pub(super) fn fetch(
     let _ = rustls::crypto::ring::default_provider().install_default();
     let url = remote.url();
     let fail = |e: gix::Error| describe(remote, &e, interrupt);
-    let other = |what: &str, e: &dyn std::fmt::Display| Error::Git {
-        url: url.to_string(),
-        message: format!("{what}: {e}"),
-        hint: None,
-        kind: GitFailure::Other,
-    };
-    let opts = gix::open::Options::isolated()
-        .with(gix::sec::Trust::Full)
-        .config_overrides(["gitoxide.objects.allocLimitIfReducedTrust=0"]);
-    let repo = gix::open_opts(git_dir, opts).map_err(|e| Error::Git {
-        url: url.to_string(),
-        message: format!("cannot open the mirror at {}: {e}", git_dir.display()),
-        hint: Some(
-            "the cache directory may be damaged; delete it and the mirror is cloned again".into(),
-        ),
-        kind: GitFailure::Other,
-    })?;
-    let parsed = gix::url::parse(gix::bstr::BStr::new(url)).map_err(|e| other("the URL", &e))?;
-    let mut transport = http::connect::<http::reqwest::Remote>(
-        parsed,
-        gix::protocol::transport::Protocol::V2,
-        false,
-    );
-    if let Some(Credentials::Basic { username, password }) = remote.credentials() {
-        transport
-            .set_identity(gix::sec::identity::Account {
-                username: username.clone(),
-                password: password.clone(),
-                oauth_refresh_token: None,
-            })
-            .map_err(|e| describe(remote, &gix::Error::from_error(e), interrupt))?;
-    }
-    transport
-        .configure(&http_options(remote, limits.timeout))
-        .map_err(fail)?;
+    let repo = open_mirror(git_dir, url)?;
+    let mut transport = connect(remote, limits, interrupt)?;
     let mut progress = gix::progress::Discard;
     // No helper, no prompt: a 401 fails the fetch.
     let mut handshake = gix::protocol::handshake(
@@ -169,14 +136,7 @@ pub(super) fn fetch(
         &mut progress,
     )
     .map_err(fail)?;
-    let specs = refspecs
-        .iter()
-        .map(|s| {
-            gix::refspec::parse(s.as_str().into(), gix::refspec::parse::Operation::Fetch)
-                .map(|r| r.to_owned())
-                .map_err(|e| other(&format!("the refspec {s}"), &e))
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let specs = parse_refspecs(url, refspecs)?;
     let agent = (
         "agent",
         Some(concat!("settings-image/", env!("CARGO_PKG_VERSION")).to_string()),
@@ -208,72 +168,19 @@ pub(super) fn fetch(
         heads,
         ..Received::default()
     };
-    let mut taken = None;
-    let mut stopped = None;
-    {
-        let graph_repo = {
-            let mut r = repo.clone();
-            // What the negotiation reads is cached in its graph.
-            r.objects.refresh = gix::odb::store::RefreshMode::Never;
-            r.objects.unset_object_cache();
-            r
-        };
-        let cache = graph_repo.commit_graph_if_enabled().ok().flatten();
-        let mut graph = graph_repo.revision_graph(cache.as_ref());
-        let mut negotiator = Negotiator {
-            objects: &graph_repo.objects,
-            refs: &graph_repo.refs,
-            graph: &mut graph,
-            ref_map: &ref_map,
-            negotiator: gix::negotiate::Algorithm::Consecutive.into_negotiator(),
-        };
-        let shallow_file = repo.shallow_file().map_err(fail)?;
-        let fetched = gix::protocol::fetch(
-            &mut negotiator,
-            |pack, _, should_interrupt| match intake::take(pack, &repo, limits, should_interrupt) {
-                Ok(t) => {
-                    taken = Some(t);
-                    Ok(true)
-                }
-                Err(stop) => {
-                    stopped = Some(stop);
-                    Err(gix::error::message("the received pack was refused").into())
-                }
-            },
-            gix::progress::Discard,
-            interrupt,
-            gix::protocol::fetch::Context {
-                handshake: &mut handshake,
-                transport: &mut transport,
-                user_agent: agent,
-                trace_packetlines: false,
-            },
-            gix::protocol::fetch::Options {
-                shallow_file,
-                shallow: &SHALLOW,
-                tags: gix::protocol::fetch::Tags::None,
-                reject_shallow_remote: false,
-            },
-        );
-        if let Some(stop) = stopped {
-            return Err(refused(remote, stop, interrupt));
-        }
-        fetched.map_err(fail)?;
-    }
-    // The refs the refspecs name, now that their objects are here.
-    for m in &ref_map.mappings {
-        if let (Some(local), Some(id)) = (&m.local, m.remote.as_id()) {
-            let name = gix::refs::FullName::try_from(local.clone())
-                .map_err(|e| other(&format!("the ref {local}"), &e))?;
-            repo.reference(
-                name,
-                id.to_owned(),
-                gix::refs::transaction::PreviousValue::Any,
-                "fetch",
-            )
-            .map_err(|e| other(&format!("updating {local}"), &e))?;
-        }
-    }
+    let taken = receive_pack(
+        &repo,
+        &ref_map,
+        Session {
+            handshake: &mut handshake,
+            transport: &mut transport,
+            agent,
+        },
+        remote,
+        limits,
+        interrupt,
+    )?;
+    update_refs(&repo, &ref_map, url)?;
     if let Some(t) = taken {
         received.pack_bytes = t.bytes;
         received.objects = t.objects;
@@ -287,6 +194,168 @@ pub(super) fn fetch(
         let _ = gix::protocol::indicate_end_of_interaction(&mut transport, false);
     }
     Ok(received)
+}
+
+/// A local failure (the URL, a refspec, a ref) as an [`Error::Git`] of
+/// kind [`GitFailure::Other`]: `what` failed with `e`.
+fn other_failure(url: &str, what: &str, e: &dyn std::fmt::Display) -> Error {
+    Error::Git {
+        url: url.to_string(),
+        message: format!("{what}: {e}"),
+        hint: None,
+        kind: GitFailure::Other,
+    }
+}
+
+/// Opens the bare mirror at `git_dir`, trusted, with no allocation limit.
+fn open_mirror(git_dir: &Path, url: &str) -> Result<gix::Repository> {
+    let opts = gix::open::Options::isolated()
+        .with(gix::sec::Trust::Full)
+        .config_overrides(["gitoxide.objects.allocLimitIfReducedTrust=0"]);
+    gix::open_opts(git_dir, opts).map_err(|e| Error::Git {
+        url: url.to_string(),
+        message: format!("cannot open the mirror at {}: {e}", git_dir.display()),
+        hint: Some(
+            "the cache directory may be damaged; delete it and the mirror is cloned again".into(),
+        ),
+        kind: GitFailure::Other,
+    })
+}
+
+/// The HTTP transport to `remote` (protocol v2), with its basic
+/// credentials and its options (see [`http_options`]).
+fn connect(
+    remote: &Remote,
+    limits: &Limits,
+    interrupt: &AtomicBool,
+) -> Result<http::Transport<http::reqwest::Remote>> {
+    let url = remote.url();
+    let parsed = gix::url::parse(gix::bstr::BStr::new(url))
+        .map_err(|e| other_failure(url, "the URL", &e))?;
+    let mut transport = http::connect::<http::reqwest::Remote>(
+        parsed,
+        gix::protocol::transport::Protocol::V2,
+        false,
+    );
+    if let Some(Credentials::Basic { username, password }) = remote.credentials() {
+        transport
+            .set_identity(gix::sec::identity::Account {
+                username: username.clone(),
+                password: password.clone(),
+                oauth_refresh_token: None,
+            })
+            .map_err(|e| describe(remote, &gix::Error::from_error(e), interrupt))?;
+    }
+    transport
+        .configure(&http_options(remote, limits.timeout))
+        .map_err(|e| describe(remote, &e, interrupt))?;
+    Ok(transport)
+}
+
+/// `refspecs` parsed as fetch refspecs.
+fn parse_refspecs(url: &str, refspecs: &[String]) -> Result<Vec<gix::refspec::RefSpec>> {
+    refspecs
+        .iter()
+        .map(|s| {
+            gix::refspec::parse(s.as_str().into(), gix::refspec::parse::Operation::Fetch)
+                .map(|r| r.to_owned())
+                .map_err(|e| other_failure(url, &format!("the refspec {s}"), &e))
+        })
+        .collect::<Result<Vec<_>>>()
+}
+
+/// The connection a fetch goes on with after the handshake.
+struct Session<'a> {
+    handshake: &'a mut gix::protocol::Handshake,
+    transport: &'a mut http::Transport<http::reqwest::Remote>,
+    agent: (&'static str, Option<String>),
+}
+
+/// Negotiates with the server and takes the pack it sends in through
+/// [`intake::take`]: what was taken, if a pack came.
+fn receive_pack(
+    repo: &gix::Repository,
+    ref_map: &gix::protocol::fetch::RefMap,
+    session: Session<'_>,
+    remote: &Remote,
+    limits: &Limits,
+    interrupt: &AtomicBool,
+) -> Result<Option<intake::Taken>> {
+    let fail = |e: gix::Error| describe(remote, &e, interrupt);
+    let mut taken = None;
+    let mut stopped = None;
+    let graph_repo = {
+        let mut r = repo.clone();
+        // What the negotiation reads is cached in its graph.
+        r.objects.refresh = gix::odb::store::RefreshMode::Never;
+        r.objects.unset_object_cache();
+        r
+    };
+    let cache = graph_repo.commit_graph_if_enabled().ok().flatten();
+    let mut graph = graph_repo.revision_graph(cache.as_ref());
+    let mut negotiator = Negotiator {
+        objects: &graph_repo.objects,
+        refs: &graph_repo.refs,
+        graph: &mut graph,
+        ref_map,
+        negotiator: gix::negotiate::Algorithm::Consecutive.into_negotiator(),
+    };
+    let shallow_file = repo.shallow_file().map_err(fail)?;
+    let fetched = gix::protocol::fetch(
+        &mut negotiator,
+        |pack, _, should_interrupt| match intake::take(pack, repo, limits, should_interrupt) {
+            Ok(t) => {
+                taken = Some(t);
+                Ok(true)
+            }
+            Err(stop) => {
+                stopped = Some(stop);
+                Err(gix::error::message("the received pack was refused").into())
+            }
+        },
+        gix::progress::Discard,
+        interrupt,
+        gix::protocol::fetch::Context {
+            handshake: session.handshake,
+            transport: session.transport,
+            user_agent: session.agent,
+            trace_packetlines: false,
+        },
+        gix::protocol::fetch::Options {
+            shallow_file,
+            shallow: &SHALLOW,
+            tags: gix::protocol::fetch::Tags::None,
+            reject_shallow_remote: false,
+        },
+    );
+    if let Some(stop) = stopped {
+        return Err(refused(remote, stop, interrupt));
+    }
+    fetched.map_err(fail)?;
+    Ok(taken)
+}
+
+/// Points the refs the refspecs name at what the server sent, now that
+/// their objects are here.
+fn update_refs(
+    repo: &gix::Repository,
+    ref_map: &gix::protocol::fetch::RefMap,
+    url: &str,
+) -> Result<()> {
+    for m in &ref_map.mappings {
+        if let (Some(local), Some(id)) = (&m.local, m.remote.as_id()) {
+            let name = gix::refs::FullName::try_from(local.clone())
+                .map_err(|e| other_failure(url, &format!("the ref {local}"), &e))?;
+            repo.reference(
+                name,
+                id.to_owned(),
+                gix::refs::transaction::PreviousValue::Any,
+                "fetch",
+            )
+            .map_err(|e| other_failure(url, &format!("updating {local}"), &e))?;
+        }
+    }
+    Ok(())
 }
 
 /// The intake's refusal as an [`Error::Git`].
