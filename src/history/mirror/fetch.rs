@@ -452,113 +452,131 @@ fn origin_of(url: &str) -> Option<(String, String, u16)> {
 /// of failure, the HTTP status when there is one, and what to check.
 pub(super) fn describe(remote: &Remote, e: &gix::Error, interrupt: &AtomicBool) -> Error {
     let url = remote.url().to_string();
-    let mut status = None;
-    let mut auth_required = false;
-    let mut connect = false;
-    let mut timeout = false;
-    let mut certificate = false;
     let interrupted = interrupt.load(std::sync::atomic::Ordering::Relaxed);
-    let mut redirect_refused = false;
-    for err in e.iter_errors() {
-        if let Some(r) = err.downcast_ref::<reqwest::Error>() {
-            status = status.or(r.status().map(|s| s.as_u16()));
-            connect |= r.is_connect();
-            timeout |= r.is_timeout();
-            certificate |= crate::error::error_chain(r).contains("certificate");
-        }
-        if err
-            .downcast_ref::<gix::protocol::transport::client::AuthenticationRequired>()
-            .is_some()
-        {
-            auth_required = true;
-        }
-        let text = err.to_string();
-        if text.contains("Received HTTP status")
-            && let Some(code) = text
-                .split_whitespace()
-                .filter_map(|w| w.parse::<u16>().ok())
-                .find(|c| (100..600).contains(c))
-        {
-            status = status.or(Some(code));
-        }
-        if text.contains("refusing to follow redirect") {
-            redirect_refused = true;
-        }
-        if text.contains("certificate") {
-            certificate = true;
-        }
+    let signs = Signs::of(e);
+    let (kind, message, hint) = classify(remote, &url, e, &signs, interrupted);
+    Error::Git {
+        url,
+        message,
+        hint,
+        kind,
     }
-    if e.classify().has(gix::error::Class::Unauthenticated) {
-        auth_required = true;
+}
+
+/// What a `gix` error's chain says about the failure.
+#[derive(Default)]
+struct Signs {
+    /// The HTTP status, when there is one.
+    status: Option<u16>,
+    auth_required: bool,
+    connect: bool,
+    timeout: bool,
+    certificate: bool,
+    redirect_refused: bool,
+}
+
+impl Signs {
+    /// Reads the signs off every error in `e`'s chain.
+    fn of(e: &gix::Error) -> Signs {
+        let mut s = Signs::default();
+        for err in e.iter_errors() {
+            if let Some(r) = err.downcast_ref::<reqwest::Error>() {
+                s.status = s.status.or(r.status().map(|s| s.as_u16()));
+                s.connect |= r.is_connect();
+                s.timeout |= r.is_timeout();
+                s.certificate |= crate::error::error_chain(r).contains("certificate");
+            }
+            if err
+                .downcast_ref::<gix::protocol::transport::client::AuthenticationRequired>()
+                .is_some()
+            {
+                s.auth_required = true;
+            }
+            let text = err.to_string();
+            if text.contains("Received HTTP status")
+                && let Some(code) = text
+                    .split_whitespace()
+                    .filter_map(|w| w.parse::<u16>().ok())
+                    .find(|c| (100..600).contains(c))
+            {
+                s.status = s.status.or(Some(code));
+            }
+            if text.contains("refusing to follow redirect") {
+                s.redirect_refused = true;
+            }
+            if text.contains("certificate") {
+                s.certificate = true;
+            }
+        }
+        if e.classify().has(gix::error::Class::Unauthenticated) {
+            s.auth_required = true;
+        }
+        s
     }
+}
+
+/// The kind, message and hint of a failure with `s`'s signs.
+fn classify(
+    remote: &Remote,
+    url: &str,
+    e: &gix::Error,
+    s: &Signs,
+    interrupted: bool,
+) -> (GitFailure, String, Option<String>) {
     let cause = crate::error::error_chain(e.probable_cause());
-    let (kind, message, hint) = if interrupted {
+    if interrupted {
         (
             GitFailure::Interrupted,
             "the fetch was interrupted".to_string(),
             None,
         )
-    } else if redirect_refused {
+    } else if s.redirect_refused {
         (
             GitFailure::Other,
             format!(
                 "the server redirects {url} elsewhere, and a redirect is not followed with a bearer token (the token stays on {})",
-                host_of(&url).unwrap_or_else(|| url.clone())
+                host_of(url).unwrap_or_else(|| url.to_string())
             ),
             Some("set spec.url to the repository's new location".into()),
         )
-    } else if auth_required || status == Some(401) {
-        let (message, hint) = match remote.credentials() {
-            None => (
-                "authentication required (HTTP 401), and no credentials were given".to_string(),
-                "set the GitRepository's secretRef to a Secret with `username` and `password`, or `bearerToken`",
-            ),
-            Some(Credentials::Basic { .. }) => (
-                format!("authentication failed for {url} (HTTP 401)"),
-                "check the Secret's username/password: the server refused them",
-            ),
-            Some(Credentials::Bearer(_)) => (
-                format!("authentication failed for {url} (HTTP 401)"),
-                "check the Secret's bearerToken: the server refused it",
-            ),
-        };
-        (GitFailure::Auth, message, Some(hint.to_string()))
-    } else if status == Some(403) {
+    } else if s.auth_required || s.status == Some(401) {
+        unauthenticated(remote, url)
+    } else if s.status == Some(403) {
         (
             GitFailure::Auth,
             format!("access denied to {url} (HTTP 403)"),
             Some("the credentials are valid but may not read this repository: check their permissions".into()),
         )
-    } else if status == Some(404) {
+    } else if s.status == Some(404) {
         (
             GitFailure::NotFound,
             format!("no repository at {url} (HTTP 404)"),
             Some("check the GitRepository's spec.url (private repositories may also answer 404 without credentials)".into()),
         )
-    } else if let Some(code) = status.filter(|c| *c >= 500) {
+    } else if let Some(code) = s.status.filter(|c| *c >= 500) {
         (
             GitFailure::Server,
             format!("the git server failed (HTTP {code}): {cause}"),
             Some("the server is failing; the fetch is retried later".into()),
         )
-    } else if let Some(code) = status {
+    } else if let Some(code) = s.status {
         (
             GitFailure::Server,
             format!("the git server answered HTTP {code}: {cause}"),
             Some("check that spec.url names a git repository served over smart HTTP".into()),
         )
-    } else if certificate {
+    } else if s.certificate {
         (
             GitFailure::Unreachable,
             format!("the server's TLS certificate is not trusted: {cause}"),
             Some("put the CA that signed it into the Secret as `ca.crt`".into()),
         )
-    } else if connect || timeout {
+    } else if s.connect || s.timeout {
         (
             GitFailure::Unreachable,
             format!(
                 "cannot reach {}: {cause}",
-                host_of(&url).unwrap_or_else(|| url.clone())
+                host_of(url).unwrap_or_else(|| url.to_string())
             ),
             Some(
                 "check that the host is up and reachable from here; the fetch is retried later"
@@ -571,13 +589,26 @@ pub(super) fn describe(remote: &Remote, e: &gix::Error, interrupt: &AtomicBool) 
             format!("fetching failed: {}", crate::error::error_chain(e)),
             None,
         )
-    };
-    Error::Git {
-        url,
-        message,
-        hint,
-        kind,
     }
+}
+
+/// The message and hint of a 401, by the credentials given.
+fn unauthenticated(remote: &Remote, url: &str) -> (GitFailure, String, Option<String>) {
+    let (message, hint) = match remote.credentials() {
+        None => (
+            "authentication required (HTTP 401), and no credentials were given".to_string(),
+            "set the GitRepository's secretRef to a Secret with `username` and `password`, or `bearerToken`",
+        ),
+        Some(Credentials::Basic { .. }) => (
+            format!("authentication failed for {url} (HTTP 401)"),
+            "check the Secret's username/password: the server refused them",
+        ),
+        Some(Credentials::Bearer(_)) => (
+            format!("authentication failed for {url} (HTTP 401)"),
+            "check the Secret's bearerToken: the server refused it",
+        ),
+    };
+    (GitFailure::Auth, message, Some(hint.to_string()))
 }
 
 fn host_of(url: &str) -> Option<String> {
