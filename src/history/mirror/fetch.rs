@@ -124,41 +124,8 @@ pub(super) fn fetch(
     let _ = rustls::crypto::ring::default_provider().install_default();
     let url = remote.url();
     let fail = |e: gix::Error| describe(remote, &e, interrupt);
-    let other = |what: &str, e: &dyn std::fmt::Display| Error::Git {
-        url: url.to_string(),
-        message: format!("{what}: {e}"),
-        hint: None,
-        kind: GitFailure::Other,
-    };
-    let opts = gix::open::Options::isolated()
-        .with(gix::sec::Trust::Full)
-        .config_overrides(["gitoxide.objects.allocLimitIfReducedTrust=0"]);
-    let repo = gix::open_opts(git_dir, opts).map_err(|e| Error::Git {
-        url: url.to_string(),
-        message: format!("cannot open the mirror at {}: {e}", git_dir.display()),
-        hint: Some(
-            "the cache directory may be damaged; delete it and the mirror is cloned again".into(),
-        ),
-        kind: GitFailure::Other,
-    })?;
-    let parsed = gix::url::parse(gix::bstr::BStr::new(url)).map_err(|e| other("the URL", &e))?;
-    let mut transport = http::connect::<http::reqwest::Remote>(
-        parsed,
-        gix::protocol::transport::Protocol::V2,
-        false,
-    );
-    if let Some(Credentials::Basic { username, password }) = remote.credentials() {
-        transport
-            .set_identity(gix::sec::identity::Account {
-                username: username.clone(),
-                password: password.clone(),
-                oauth_refresh_token: None,
-            })
-            .map_err(|e| describe(remote, &gix::Error::from_error(e), interrupt))?;
-    }
-    transport
-        .configure(&http_options(remote, limits.timeout))
-        .map_err(fail)?;
+    let repo = open_mirror(git_dir, url)?;
+    let mut transport = connect(remote, limits, interrupt)?;
     let mut progress = gix::progress::Discard;
     // No helper, no prompt: a 401 fails the fetch.
     let mut handshake = gix::protocol::handshake(
@@ -169,14 +136,7 @@ pub(super) fn fetch(
         &mut progress,
     )
     .map_err(fail)?;
-    let specs = refspecs
-        .iter()
-        .map(|s| {
-            gix::refspec::parse(s.as_str().into(), gix::refspec::parse::Operation::Fetch)
-                .map(|r| r.to_owned())
-                .map_err(|e| other(&format!("the refspec {s}"), &e))
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let specs = parse_refspecs(url, refspecs)?;
     let agent = (
         "agent",
         Some(concat!("settings-image/", env!("CARGO_PKG_VERSION")).to_string()),
@@ -208,72 +168,19 @@ pub(super) fn fetch(
         heads,
         ..Received::default()
     };
-    let mut taken = None;
-    let mut stopped = None;
-    {
-        let graph_repo = {
-            let mut r = repo.clone();
-            // What the negotiation reads is cached in its graph.
-            r.objects.refresh = gix::odb::store::RefreshMode::Never;
-            r.objects.unset_object_cache();
-            r
-        };
-        let cache = graph_repo.commit_graph_if_enabled().ok().flatten();
-        let mut graph = graph_repo.revision_graph(cache.as_ref());
-        let mut negotiator = Negotiator {
-            objects: &graph_repo.objects,
-            refs: &graph_repo.refs,
-            graph: &mut graph,
-            ref_map: &ref_map,
-            negotiator: gix::negotiate::Algorithm::Consecutive.into_negotiator(),
-        };
-        let shallow_file = repo.shallow_file().map_err(fail)?;
-        let fetched = gix::protocol::fetch(
-            &mut negotiator,
-            |pack, _, should_interrupt| match intake::take(pack, &repo, limits, should_interrupt) {
-                Ok(t) => {
-                    taken = Some(t);
-                    Ok(true)
-                }
-                Err(stop) => {
-                    stopped = Some(stop);
-                    Err(gix::error::message("the received pack was refused").into())
-                }
-            },
-            gix::progress::Discard,
-            interrupt,
-            gix::protocol::fetch::Context {
-                handshake: &mut handshake,
-                transport: &mut transport,
-                user_agent: agent,
-                trace_packetlines: false,
-            },
-            gix::protocol::fetch::Options {
-                shallow_file,
-                shallow: &SHALLOW,
-                tags: gix::protocol::fetch::Tags::None,
-                reject_shallow_remote: false,
-            },
-        );
-        if let Some(stop) = stopped {
-            return Err(refused(remote, stop, interrupt));
-        }
-        fetched.map_err(fail)?;
-    }
-    // The refs the refspecs name, now that their objects are here.
-    for m in &ref_map.mappings {
-        if let (Some(local), Some(id)) = (&m.local, m.remote.as_id()) {
-            let name = gix::refs::FullName::try_from(local.clone())
-                .map_err(|e| other(&format!("the ref {local}"), &e))?;
-            repo.reference(
-                name,
-                id.to_owned(),
-                gix::refs::transaction::PreviousValue::Any,
-                "fetch",
-            )
-            .map_err(|e| other(&format!("updating {local}"), &e))?;
-        }
-    }
+    let taken = receive_pack(
+        &repo,
+        &ref_map,
+        Session {
+            handshake: &mut handshake,
+            transport: &mut transport,
+            agent,
+        },
+        remote,
+        limits,
+        interrupt,
+    )?;
+    update_refs(&repo, &ref_map, url)?;
     if let Some(t) = taken {
         received.pack_bytes = t.bytes;
         received.objects = t.objects;
@@ -287,6 +194,168 @@ pub(super) fn fetch(
         let _ = gix::protocol::indicate_end_of_interaction(&mut transport, false);
     }
     Ok(received)
+}
+
+/// A local failure (the URL, a refspec, a ref) as an [`Error::Git`] of
+/// kind [`GitFailure::Other`]: `what` failed with `e`.
+fn other_failure(url: &str, what: &str, e: &dyn std::fmt::Display) -> Error {
+    Error::Git {
+        url: url.to_string(),
+        message: format!("{what}: {e}"),
+        hint: None,
+        kind: GitFailure::Other,
+    }
+}
+
+/// Opens the bare mirror at `git_dir`, trusted, with no allocation limit.
+fn open_mirror(git_dir: &Path, url: &str) -> Result<gix::Repository> {
+    let opts = gix::open::Options::isolated()
+        .with(gix::sec::Trust::Full)
+        .config_overrides(["gitoxide.objects.allocLimitIfReducedTrust=0"]);
+    gix::open_opts(git_dir, opts).map_err(|e| Error::Git {
+        url: url.to_string(),
+        message: format!("cannot open the mirror at {}: {e}", git_dir.display()),
+        hint: Some(
+            "the cache directory may be damaged; delete it and the mirror is cloned again".into(),
+        ),
+        kind: GitFailure::Other,
+    })
+}
+
+/// The HTTP transport to `remote` (protocol v2), with its basic
+/// credentials and its options (see [`http_options`]).
+fn connect(
+    remote: &Remote,
+    limits: &Limits,
+    interrupt: &AtomicBool,
+) -> Result<http::Transport<http::reqwest::Remote>> {
+    let url = remote.url();
+    let parsed = gix::url::parse(gix::bstr::BStr::new(url))
+        .map_err(|e| other_failure(url, "the URL", &e))?;
+    let mut transport = http::connect::<http::reqwest::Remote>(
+        parsed,
+        gix::protocol::transport::Protocol::V2,
+        false,
+    );
+    if let Some(Credentials::Basic { username, password }) = remote.credentials() {
+        transport
+            .set_identity(gix::sec::identity::Account {
+                username: username.clone(),
+                password: password.clone(),
+                oauth_refresh_token: None,
+            })
+            .map_err(|e| describe(remote, &gix::Error::from_error(e), interrupt))?;
+    }
+    transport
+        .configure(&http_options(remote, limits.timeout))
+        .map_err(|e| describe(remote, &e, interrupt))?;
+    Ok(transport)
+}
+
+/// `refspecs` parsed as fetch refspecs.
+fn parse_refspecs(url: &str, refspecs: &[String]) -> Result<Vec<gix::refspec::RefSpec>> {
+    refspecs
+        .iter()
+        .map(|s| {
+            gix::refspec::parse(s.as_str().into(), gix::refspec::parse::Operation::Fetch)
+                .map(|r| r.to_owned())
+                .map_err(|e| other_failure(url, &format!("the refspec {s}"), &e))
+        })
+        .collect::<Result<Vec<_>>>()
+}
+
+/// The connection a fetch goes on with after the handshake.
+struct Session<'a> {
+    handshake: &'a mut gix::protocol::Handshake,
+    transport: &'a mut http::Transport<http::reqwest::Remote>,
+    agent: (&'static str, Option<String>),
+}
+
+/// Negotiates with the server and takes the pack it sends in through
+/// [`intake::take`]: what was taken, if a pack came.
+fn receive_pack(
+    repo: &gix::Repository,
+    ref_map: &gix::protocol::fetch::RefMap,
+    session: Session<'_>,
+    remote: &Remote,
+    limits: &Limits,
+    interrupt: &AtomicBool,
+) -> Result<Option<intake::Taken>> {
+    let fail = |e: gix::Error| describe(remote, &e, interrupt);
+    let mut taken = None;
+    let mut stopped = None;
+    let graph_repo = {
+        let mut r = repo.clone();
+        // What the negotiation reads is cached in its graph.
+        r.objects.refresh = gix::odb::store::RefreshMode::Never;
+        r.objects.unset_object_cache();
+        r
+    };
+    let cache = graph_repo.commit_graph_if_enabled().ok().flatten();
+    let mut graph = graph_repo.revision_graph(cache.as_ref());
+    let mut negotiator = Negotiator {
+        objects: &graph_repo.objects,
+        refs: &graph_repo.refs,
+        graph: &mut graph,
+        ref_map,
+        negotiator: gix::negotiate::Algorithm::Consecutive.into_negotiator(),
+    };
+    let shallow_file = repo.shallow_file().map_err(fail)?;
+    let fetched = gix::protocol::fetch(
+        &mut negotiator,
+        |pack, _, should_interrupt| match intake::take(pack, repo, limits, should_interrupt) {
+            Ok(t) => {
+                taken = Some(t);
+                Ok(true)
+            }
+            Err(stop) => {
+                stopped = Some(stop);
+                Err(gix::error::message("the received pack was refused").into())
+            }
+        },
+        gix::progress::Discard,
+        interrupt,
+        gix::protocol::fetch::Context {
+            handshake: session.handshake,
+            transport: session.transport,
+            user_agent: session.agent,
+            trace_packetlines: false,
+        },
+        gix::protocol::fetch::Options {
+            shallow_file,
+            shallow: &SHALLOW,
+            tags: gix::protocol::fetch::Tags::None,
+            reject_shallow_remote: false,
+        },
+    );
+    if let Some(stop) = stopped {
+        return Err(refused(remote, stop, interrupt));
+    }
+    fetched.map_err(fail)?;
+    Ok(taken)
+}
+
+/// Points the refs the refspecs name at what the server sent, now that
+/// their objects are here.
+fn update_refs(
+    repo: &gix::Repository,
+    ref_map: &gix::protocol::fetch::RefMap,
+    url: &str,
+) -> Result<()> {
+    for m in &ref_map.mappings {
+        if let (Some(local), Some(id)) = (&m.local, m.remote.as_id()) {
+            let name = gix::refs::FullName::try_from(local.clone())
+                .map_err(|e| other_failure(url, &format!("the ref {local}"), &e))?;
+            repo.reference(
+                name,
+                id.to_owned(),
+                gix::refs::transaction::PreviousValue::Any,
+                "fetch",
+            )
+            .map_err(|e| other_failure(url, &format!("updating {local}"), &e))?;
+        }
+    }
+    Ok(())
 }
 
 /// The intake's refusal as an [`Error::Git`].
@@ -383,113 +452,131 @@ fn origin_of(url: &str) -> Option<(String, String, u16)> {
 /// of failure, the HTTP status when there is one, and what to check.
 pub(super) fn describe(remote: &Remote, e: &gix::Error, interrupt: &AtomicBool) -> Error {
     let url = remote.url().to_string();
-    let mut status = None;
-    let mut auth_required = false;
-    let mut connect = false;
-    let mut timeout = false;
-    let mut certificate = false;
     let interrupted = interrupt.load(std::sync::atomic::Ordering::Relaxed);
-    let mut redirect_refused = false;
-    for err in e.iter_errors() {
-        if let Some(r) = err.downcast_ref::<reqwest::Error>() {
-            status = status.or(r.status().map(|s| s.as_u16()));
-            connect |= r.is_connect();
-            timeout |= r.is_timeout();
-            certificate |= crate::error::error_chain(r).contains("certificate");
-        }
-        if err
-            .downcast_ref::<gix::protocol::transport::client::AuthenticationRequired>()
-            .is_some()
-        {
-            auth_required = true;
-        }
-        let text = err.to_string();
-        if text.contains("Received HTTP status")
-            && let Some(code) = text
-                .split_whitespace()
-                .filter_map(|w| w.parse::<u16>().ok())
-                .find(|c| (100..600).contains(c))
-        {
-            status = status.or(Some(code));
-        }
-        if text.contains("refusing to follow redirect") {
-            redirect_refused = true;
-        }
-        if text.contains("certificate") {
-            certificate = true;
-        }
+    let signs = Signs::of(e);
+    let (kind, message, hint) = classify(remote, &url, e, &signs, interrupted);
+    Error::Git {
+        url,
+        message,
+        hint,
+        kind,
     }
-    if e.classify().has(gix::error::Class::Unauthenticated) {
-        auth_required = true;
+}
+
+/// What a `gix` error's chain says about the failure.
+#[derive(Default)]
+struct Signs {
+    /// The HTTP status, when there is one.
+    status: Option<u16>,
+    auth_required: bool,
+    connect: bool,
+    timeout: bool,
+    certificate: bool,
+    redirect_refused: bool,
+}
+
+impl Signs {
+    /// Reads the signs off every error in `e`'s chain.
+    fn of(e: &gix::Error) -> Signs {
+        let mut s = Signs::default();
+        for err in e.iter_errors() {
+            if let Some(r) = err.downcast_ref::<reqwest::Error>() {
+                s.status = s.status.or(r.status().map(|s| s.as_u16()));
+                s.connect |= r.is_connect();
+                s.timeout |= r.is_timeout();
+                s.certificate |= crate::error::error_chain(r).contains("certificate");
+            }
+            if err
+                .downcast_ref::<gix::protocol::transport::client::AuthenticationRequired>()
+                .is_some()
+            {
+                s.auth_required = true;
+            }
+            let text = err.to_string();
+            if text.contains("Received HTTP status")
+                && let Some(code) = text
+                    .split_whitespace()
+                    .filter_map(|w| w.parse::<u16>().ok())
+                    .find(|c| (100..600).contains(c))
+            {
+                s.status = s.status.or(Some(code));
+            }
+            if text.contains("refusing to follow redirect") {
+                s.redirect_refused = true;
+            }
+            if text.contains("certificate") {
+                s.certificate = true;
+            }
+        }
+        if e.classify().has(gix::error::Class::Unauthenticated) {
+            s.auth_required = true;
+        }
+        s
     }
+}
+
+/// The kind, message and hint of a failure with `s`'s signs.
+fn classify(
+    remote: &Remote,
+    url: &str,
+    e: &gix::Error,
+    s: &Signs,
+    interrupted: bool,
+) -> (GitFailure, String, Option<String>) {
     let cause = crate::error::error_chain(e.probable_cause());
-    let (kind, message, hint) = if interrupted {
+    if interrupted {
         (
             GitFailure::Interrupted,
             "the fetch was interrupted".to_string(),
             None,
         )
-    } else if redirect_refused {
+    } else if s.redirect_refused {
         (
             GitFailure::Other,
             format!(
                 "the server redirects {url} elsewhere, and a redirect is not followed with a bearer token (the token stays on {})",
-                host_of(&url).unwrap_or_else(|| url.clone())
+                host_of(url).unwrap_or_else(|| url.to_string())
             ),
             Some("set spec.url to the repository's new location".into()),
         )
-    } else if auth_required || status == Some(401) {
-        let (message, hint) = match remote.credentials() {
-            None => (
-                "authentication required (HTTP 401), and no credentials were given".to_string(),
-                "set the GitRepository's secretRef to a Secret with `username` and `password`, or `bearerToken`",
-            ),
-            Some(Credentials::Basic { .. }) => (
-                format!("authentication failed for {url} (HTTP 401)"),
-                "check the Secret's username/password: the server refused them",
-            ),
-            Some(Credentials::Bearer(_)) => (
-                format!("authentication failed for {url} (HTTP 401)"),
-                "check the Secret's bearerToken: the server refused it",
-            ),
-        };
-        (GitFailure::Auth, message, Some(hint.to_string()))
-    } else if status == Some(403) {
+    } else if s.auth_required || s.status == Some(401) {
+        unauthenticated(remote, url)
+    } else if s.status == Some(403) {
         (
             GitFailure::Auth,
             format!("access denied to {url} (HTTP 403)"),
             Some("the credentials are valid but may not read this repository: check their permissions".into()),
         )
-    } else if status == Some(404) {
+    } else if s.status == Some(404) {
         (
             GitFailure::NotFound,
             format!("no repository at {url} (HTTP 404)"),
             Some("check the GitRepository's spec.url (private repositories may also answer 404 without credentials)".into()),
         )
-    } else if let Some(code) = status.filter(|c| *c >= 500) {
+    } else if let Some(code) = s.status.filter(|c| *c >= 500) {
         (
             GitFailure::Server,
             format!("the git server failed (HTTP {code}): {cause}"),
             Some("the server is failing; the fetch is retried later".into()),
         )
-    } else if let Some(code) = status {
+    } else if let Some(code) = s.status {
         (
             GitFailure::Server,
             format!("the git server answered HTTP {code}: {cause}"),
             Some("check that spec.url names a git repository served over smart HTTP".into()),
         )
-    } else if certificate {
+    } else if s.certificate {
         (
             GitFailure::Unreachable,
             format!("the server's TLS certificate is not trusted: {cause}"),
             Some("put the CA that signed it into the Secret as `ca.crt`".into()),
         )
-    } else if connect || timeout {
+    } else if s.connect || s.timeout {
         (
             GitFailure::Unreachable,
             format!(
                 "cannot reach {}: {cause}",
-                host_of(&url).unwrap_or_else(|| url.clone())
+                host_of(url).unwrap_or_else(|| url.to_string())
             ),
             Some(
                 "check that the host is up and reachable from here; the fetch is retried later"
@@ -502,13 +589,26 @@ pub(super) fn describe(remote: &Remote, e: &gix::Error, interrupt: &AtomicBool) 
             format!("fetching failed: {}", crate::error::error_chain(e)),
             None,
         )
-    };
-    Error::Git {
-        url,
-        message,
-        hint,
-        kind,
     }
+}
+
+/// The message and hint of a 401, by the credentials given.
+fn unauthenticated(remote: &Remote, url: &str) -> (GitFailure, String, Option<String>) {
+    let (message, hint) = match remote.credentials() {
+        None => (
+            "authentication required (HTTP 401), and no credentials were given".to_string(),
+            "set the GitRepository's secretRef to a Secret with `username` and `password`, or `bearerToken`",
+        ),
+        Some(Credentials::Basic { .. }) => (
+            format!("authentication failed for {url} (HTTP 401)"),
+            "check the Secret's username/password: the server refused them",
+        ),
+        Some(Credentials::Bearer(_)) => (
+            format!("authentication failed for {url} (HTTP 401)"),
+            "check the Secret's bearerToken: the server refused it",
+        ),
+    };
+    (GitFailure::Auth, message, Some(hint.to_string()))
 }
 
 fn host_of(url: &str) -> Option<String> {

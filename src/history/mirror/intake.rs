@@ -221,8 +221,7 @@ pub(super) fn take(
 ) -> Result<Taken, Stop> {
     let hash = repo.object_hash();
     let pack_dir = repo.objects.store_ref().path().join("pack");
-    let local =
-        |what: &str, e: io::Error| Stop::Local(format!("{what} in {}: {e}", pack_dir.display()));
+    let local = |what: &str, e: io::Error| local_stop(&pack_dir, what, e);
     let received = tempfile::Builder::new()
         .prefix(".tmp-intake-")
         .tempfile_in(&pack_dir)
@@ -261,78 +260,108 @@ pub(super) fn take(
     let mut buf = vec![0u8; 64 * 1024];
     for _ in 0..count {
         let offset = tap.taken;
-        tap.crc = crc32fast::Hasher::new();
-        let at = || format!("in the object at offset {offset}");
-        let entry = pack::data::Entry::from_read(&mut tap, offset, hash.len_in_bytes())
-            .map_err(|e| stop_of(e, &at()))?;
-        let size = entry.decompressed_size;
-        if size > limits.max_object_bytes {
-            return Err(Stop::Bound(format!(
-                "the server sent an object of {size} bytes (at offset {offset} of the pack), more than the {} one object may have (--fetch-max-object-bytes)",
-                human(limits.max_object_bytes)
-            )));
-        }
-        let big = matches!(entry.header, Header::Blob) && size >= BIG;
-        let mut id = big.then(|| {
-            let mut h = gix::hash::hasher(hash);
-            h.update(format!("blob {size}\0").as_bytes());
-            h
-        });
-        let delta = entry.header.is_delta();
-        let mut delta_head = Vec::new();
-        let mut z = Zlib::new(&mut tap);
-        let mut out = 0u64;
-        loop {
-            let n = z.read(&mut buf).map_err(|e| stop_of(e, &at()))?;
-            if n == 0 {
-                break;
-            }
-            out += n as u64;
-            if out > size {
-                return Err(Stop::Broken(format!(
-                    "the object at offset {offset} inflates past the {size} bytes its header declares"
-                )));
-            }
-            if let Some(h) = &mut id {
-                h.update(&buf[..n]);
-            }
-            if delta && delta_head.len() < 20 {
-                let more = (20 - delta_head.len()).min(n);
-                delta_head.extend_from_slice(&buf[..more]);
-            }
-        }
-        drop(z);
-        if out != size {
-            return Err(Stop::Broken(format!(
-                "the object at offset {offset} inflates to {out} bytes, its header declares {size}"
-            )));
-        }
-        if delta {
-            // The delta's header: its base's size, then the object's.
-            let mut sizes = &delta_head[..];
-            let built = crate::history::blobs::delta_sizes(&mut sizes)
-                .map(|(_, built)| built)
-                .map_err(|e| Stop::Broken(format!("the delta at offset {offset}: {e}")))?;
-            if built > limits.max_object_bytes {
-                return Err(Stop::Bound(format!(
-                    "the server sent a delta that builds an object of {built} bytes (at offset {offset} of the pack), more than the {} one object may have (--fetch-max-object-bytes)",
-                    human(limits.max_object_bytes)
-                )));
-            }
-        }
-        if let Some(h) = id {
-            let id = h
-                .try_finalize()
-                .map_err(|e| Stop::Broken(format!("hashing the object at offset {offset}: {e}")))?;
-            entries.bigs.push(Big {
-                offset,
-                id,
-                crc: tap.crc.clone().finalize(),
-            });
+        if let Some(big) = read_entry(&mut tap, hash, limits, &mut buf)? {
+            entries.bigs.push(big);
         }
         entries.offsets.push(offset);
     }
     entries.end = tap.taken;
+    check_trailer(&mut tap, hash)?;
+    let bytes = tap.taken;
+    tap.out.flush().map_err(|e| local("writing the pack", e))?;
+    drop(tap);
+    let keep = index_received(&received, &entries, &pack_dir, repo, limits, interrupt)?;
+    Ok(Taken {
+        bytes,
+        objects: count,
+        keep,
+    })
+}
+
+/// Reads the pack entry at the tap's offset, within `limits`: the large
+/// object it stores whole, if it is one.
+fn read_entry(
+    tap: &mut Tap<'_>,
+    hash: gix::hash::Kind,
+    limits: &Limits,
+    buf: &mut [u8],
+) -> Result<Option<Big>, Stop> {
+    let offset = tap.taken;
+    tap.crc = crc32fast::Hasher::new();
+    let at = || format!("in the object at offset {offset}");
+    let entry = pack::data::Entry::from_read(&mut *tap, offset, hash.len_in_bytes())
+        .map_err(|e| stop_of(e, &at()))?;
+    let size = entry.decompressed_size;
+    if size > limits.max_object_bytes {
+        return Err(Stop::Bound(format!(
+            "the server sent an object of {size} bytes (at offset {offset} of the pack), more than the {} one object may have (--fetch-max-object-bytes)",
+            human(limits.max_object_bytes)
+        )));
+    }
+    let big = matches!(entry.header, Header::Blob) && size >= BIG;
+    let mut id = big.then(|| {
+        let mut h = gix::hash::hasher(hash);
+        h.update(format!("blob {size}\0").as_bytes());
+        h
+    });
+    let delta = entry.header.is_delta();
+    let mut delta_head = Vec::new();
+    let mut z = Zlib::new(&mut *tap);
+    let mut out = 0u64;
+    loop {
+        let n = z.read(buf).map_err(|e| stop_of(e, &at()))?;
+        if n == 0 {
+            break;
+        }
+        out += n as u64;
+        if out > size {
+            return Err(Stop::Broken(format!(
+                "the object at offset {offset} inflates past the {size} bytes its header declares"
+            )));
+        }
+        if let Some(h) = &mut id {
+            h.update(&buf[..n]);
+        }
+        if delta && delta_head.len() < 20 {
+            let more = (20 - delta_head.len()).min(n);
+            delta_head.extend_from_slice(&buf[..more]);
+        }
+    }
+    drop(z);
+    if out != size {
+        return Err(Stop::Broken(format!(
+            "the object at offset {offset} inflates to {out} bytes, its header declares {size}"
+        )));
+    }
+    if delta {
+        // The delta's header: its base's size, then the object's.
+        let mut sizes = &delta_head[..];
+        let built = crate::history::blobs::delta_sizes(&mut sizes)
+            .map(|(_, built)| built)
+            .map_err(|e| Stop::Broken(format!("the delta at offset {offset}: {e}")))?;
+        if built > limits.max_object_bytes {
+            return Err(Stop::Bound(format!(
+                "the server sent a delta that builds an object of {built} bytes (at offset {offset} of the pack), more than the {} one object may have (--fetch-max-object-bytes)",
+                human(limits.max_object_bytes)
+            )));
+        }
+    }
+    id.map(|h| {
+        let id = h
+            .try_finalize()
+            .map_err(|e| Stop::Broken(format!("hashing the object at offset {offset}: {e}")))?;
+        Ok(Big {
+            offset,
+            id,
+            crc: tap.crc.clone().finalize(),
+        })
+    })
+    .transpose()
+}
+
+/// Checks the pack's trailer (the checksum of everything before it), then
+/// drains what follows it.
+fn check_trailer(tap: &mut Tap<'_>, hash: gix::hash::Kind) -> Result<(), Stop> {
     // The trailer: the checksum of everything before it.
     let want = tap
         .sha
@@ -350,34 +379,47 @@ pub(super) fn take(
     }
     // Whatever the server sends after the pack counts too (a stream that
     // never ends stops at the bound).
-    io::copy(&mut tap, &mut io::sink()).map_err(|e| stop_of(e, "after the pack"))?;
-    let bytes = tap.taken;
-    tap.out.flush().map_err(|e| local("writing the pack", e))?;
-    drop(tap);
+    io::copy(tap, &mut io::sink()).map_err(|e| stop_of(e, "after the pack"))?;
+    Ok(())
+}
+
+/// Indexes the received pack into the repository: as it came, or, when it
+/// holds large objects, as a pack of those and a pack of the rest. The
+/// `.keep` files of the packs written.
+fn index_received(
+    received: &tempfile::NamedTempFile,
+    entries: &Entries,
+    pack_dir: &Path,
+    repo: &gix::Repository,
+    limits: &Limits,
+    interrupt: &AtomicBool,
+) -> Result<Vec<std::path::PathBuf>, Stop> {
+    let hash = repo.object_hash();
     let mut keep = Vec::new();
     if entries.bigs.is_empty() {
         keep.extend(index_with_gix(received.path(), repo, limits, interrupt)?);
     } else {
         let file = received.as_file();
         keep.extend(
-            write_big_pack(file, &entries, &pack_dir, hash)
-                .map_err(|e| local("writing the pack of large objects", e))?,
+            write_big_pack(file, entries, pack_dir, hash)
+                .map_err(|e| local_stop(pack_dir, "writing the pack of large objects", e))?,
         );
         if entries.offsets.len() > entries.bigs.len() {
             let rest = tempfile::Builder::new()
                 .prefix(".tmp-intake-")
-                .tempfile_in(&pack_dir)
-                .map_err(|e| local("creating a file for the pack", e))?;
-            write_rest(file, &entries, rest.as_file(), hash)
-                .map_err(|e| local("rewriting the pack", e))?;
+                .tempfile_in(pack_dir)
+                .map_err(|e| local_stop(pack_dir, "creating a file for the pack", e))?;
+            write_rest(file, entries, rest.as_file(), hash)
+                .map_err(|e| local_stop(pack_dir, "rewriting the pack", e))?;
             keep.extend(index_with_gix(rest.path(), repo, limits, interrupt)?);
         }
     }
-    Ok(Taken {
-        bytes,
-        objects: count,
-        keep,
-    })
+    Ok(keep)
+}
+
+/// A failure of the local disk, `what` in `pack_dir`.
+fn local_stop(pack_dir: &Path, what: &str, e: io::Error) -> Stop {
+    Stop::Local(format!("{what} in {}: {e}", pack_dir.display()))
 }
 
 /// Indexes the pack at `path` with `gix` into the repository (a thin

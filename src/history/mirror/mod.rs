@@ -42,6 +42,7 @@
 
 mod fetch;
 mod intake;
+mod refresh;
 mod store;
 
 use std::collections::BTreeMap;
@@ -350,9 +351,7 @@ impl Mirrors {
         let commit = commit.map(commit_id).transpose()?;
         let key = store::key(remote.url());
         let dir = self.root.join(&key);
-        let io = |what: &str, e: std::io::Error| {
-            Error::io(format!("{what} of the mirror {}", dir.display()), e)
-        };
+        let io = |what: &str, e: std::io::Error| refresh::io_error(&dir, what, e);
         let lock_path = |what: &str| self.root.join(format!("{key}.{what}.lock"));
         let fetching = store::Lock::take(&lock_path("fetch"), store::Mode::Exclusive, true)
             .map_err(|e| io("locking the fetch", e))?
@@ -363,64 +362,8 @@ impl Mirrors {
             .ok_or_else(|| io("locking the use", std::io::ErrorKind::WouldBlock.into()))?;
         let spec = format!("+{branch_ref}:{branch_ref}");
         let mut fetched = Fetched::default();
-        let crowded = dir.exists() && store::pack_count(&dir) > self.limits.max_packs;
-        let received = if !dir.exists() {
-            fetched.cloned = true;
-            self.clone_into(&dir, remote, branch, &spec, interrupt)?
-        } else if crowded
-            && using
-                .try_exclusive()
-                .map_err(|e| io("locking the use", e))?
-        {
-            // Nobody reads it: replace it with a fresh clone.
-            fetched.cloned = true;
-            fetched.consolidated = true;
-            let result = self.clone_into(&dir, remote, branch, &spec, interrupt);
-            using.to_shared().map_err(|e| io("locking the use", e))?;
-            result?
-        } else {
-            if crowded {
-                log::info!(
-                    "mirror: {} holds more than {} packs but is in use; it is consolidated on a later fetch",
-                    remote.url(),
-                    self.limits.max_packs
-                );
-            }
-            // Under the fetch lock nobody else writes: lock files and
-            // temporary packs here are a killed fetch's.
-            store::clear_stale(&dir);
-            match fetch::fetch(
-                &dir,
-                remote,
-                std::slice::from_ref(&spec),
-                &self.limits,
-                interrupt,
-            ) {
-                Ok(r) => r,
-                // Not the server's doing: a damaged mirror. Clone it afresh
-                // when nobody reads it.
-                Err(Error::Git {
-                    kind: GitFailure::Other,
-                    message,
-                    ..
-                }) if using
-                    .try_exclusive()
-                    .map_err(|e| io("locking the use", e))? =>
-                {
-                    log::warn!(
-                        "mirror: fetching {} into {} failed ({message}); cloning it afresh",
-                        remote.url(),
-                        dir.display()
-                    );
-                    fetched.cloned = true;
-                    fetched.repaired = true;
-                    let result = self.clone_into(&dir, remote, branch, &spec, interrupt);
-                    using.to_shared().map_err(|e| io("locking the use", e))?;
-                    result?
-                }
-                Err(e) => return Err(e),
-            }
-        };
+        let received =
+            self.receive(&dir, remote, branch, &spec, &using, &mut fetched, interrupt)?;
         fetched.pack_bytes = received.pack_bytes;
         fetched.objects = received.objects;
         let head = head_of(&received, remote, branch)?;
@@ -428,46 +371,16 @@ impl Mirrors {
         if let Some(c) = &commit
             && !repo.has_commit(c)
         {
-            fetched.by_id = true;
-            let by_id = fetch::fetch(
+            self.fetch_by_id(
                 &dir,
+                &repo,
                 remote,
-                std::slice::from_ref(c),
-                &self.limits,
+                branch,
+                &head,
+                c,
+                &mut fetched,
                 interrupt,
-            );
-            match by_id {
-                Ok(r) => {
-                    fetched.pack_bytes += r.pack_bytes;
-                    fetched.objects += r.objects;
-                }
-                Err(
-                    e @ Error::Git {
-                        kind:
-                            GitFailure::Auth
-                            | GitFailure::Unreachable
-                            | GitFailure::Interrupted
-                            | GitFailure::TooLarge,
-                        ..
-                    },
-                ) => {
-                    return Err(e);
-                }
-                Err(_) => {}
-            }
-            if !repo.has_commit(c) {
-                return Err(Error::Git {
-                    url: remote.url().to_string(),
-                    message: format!(
-                        "commit {c} is not on the branch {branch} (now at {head}), and the server does not send it by id"
-                    ),
-                    hint: Some(
-                        "the branch was rewritten after source-controller fetched it; the next revision it announces is published"
-                            .to_string(),
-                    ),
-                    kind: GitFailure::NotFound,
-                });
-            }
+            )?;
         }
         store::touch(&dir).map_err(|e| io("marking the use", e))?;
         drop(fetching);
