@@ -580,6 +580,45 @@ impl Prepared {
     }
 }
 
+/// Reads `path` outside git (a checkout of none): the disk as it is, or an
+/// input error when a `revision` or a commit (`need_commit`) was asked for.
+fn read_outside_git(path: &Path, revision: Option<&str>, need_commit: bool) -> Result<Prepared> {
+    // Bad input (exit 2), not a history that cannot answer.
+    if let Some(rev) = revision {
+        return Err(Error::Source {
+            path: path.to_path_buf(),
+            message: format!(
+                "is not inside a git repository, so there is no revision {rev} to package"
+            )
+            .into(),
+            hint: Some(
+                "build from a git checkout that holds the folder"
+                    .to_string()
+                    .into(),
+            ),
+        });
+    }
+    if need_commit {
+        return Err(Error::Source {
+            path: path.to_path_buf(),
+            message:
+                "is not inside a git repository, so there is no commit to take a timestamp tag from"
+                    .into(),
+            hint: Some(crate::text![
+                "drop ",
+                Field::TimestampTag,
+                ", or build from a git checkout that holds the folder"
+            ]),
+        });
+    }
+    Ok(Prepared {
+        source: worktree::read(path)?,
+        commit: None,
+        source_url: None,
+        warnings: Vec::new(),
+    })
+}
+
 /// Reads one folder for a build (see [`prepare`]): `checkout` is the
 /// repository holding `path` (`None`: not in git), and `walk` its history
 /// walked for the folder (`None` without a checkout: walked here).
@@ -598,38 +637,7 @@ fn read(
     } = *reading;
     let source_url = source_url.map(str::to_string);
     let Some(checkout) = checkout else {
-        // Bad input (exit 2), not a history that cannot answer.
-        if let Some(rev) = revision {
-            return Err(Error::Source {
-                path: path.to_path_buf(),
-                message: format!(
-                    "is not inside a git repository, so there is no revision {rev} to package"
-                )
-                .into(),
-                hint: Some(
-                    "build from a git checkout that holds the folder"
-                        .to_string()
-                        .into(),
-                ),
-            });
-        }
-        if need_commit {
-            return Err(Error::Source {
-                path: path.to_path_buf(),
-                message: "is not inside a git repository, so there is no commit to take a timestamp tag from".into(),
-                hint: Some(crate::text![
-                    "drop ",
-                    Field::TimestampTag,
-                    ", or build from a git checkout that holds the folder"
-                ]),
-            });
-        }
-        return Ok(Prepared {
-            source: worktree::read(path)?,
-            commit: None,
-            source_url: None,
-            warnings: Vec::new(),
-        });
+        return read_outside_git(path, revision, need_commit);
     };
     let repo = checkout.repo();
     let source_url = source_url.or_else(|| repo.remote_url());

@@ -509,19 +509,15 @@ impl<'a> Walker<'a> {
         })
     }
 
-    fn run(&mut self, start: ObjectId) -> Result<Vec<Walk>, Failure> {
-        let n = self.paths.len();
-        let head = start.to_string();
-        let mut out: Vec<Option<Walk>> = (0..n).map(|_| None).collect();
-        if !self.load(start)? {
-            return Err(fail(
-                format!("cannot read the start commit {start}"),
-                "the object is missing",
-            ));
-        }
+    /// Each folder's entry in the start commit: the same along its whole
+    /// chain. A folder not there gets its answer, [`Walk::NotInHead`].
+    fn start_targets(
+        &mut self,
+        start: ObjectId,
+        out: &mut [Option<Walk>],
+    ) -> Result<Vec<Option<Entry>>, Failure> {
         let start_tree = self.commits[&start].tree;
-        // Each folder's entry at the start: the same along its whole chain.
-        let mut targets: Vec<Option<Entry>> = Vec::with_capacity(n);
+        let mut targets: Vec<Option<Entry>> = Vec::with_capacity(out.len());
         for (f, answer) in out.iter_mut().enumerate() {
             // An empty tree (only the root can be one) holds no path, so
             // git's pathspec matches nothing in it: not in the start commit.
@@ -533,6 +529,82 @@ impl<'a> Walker<'a> {
             }
             targets.push(e);
         }
+        Ok(targets)
+    }
+
+    /// Per folder: whether the commit's changed-path filter (its diff
+    /// against the first parent) proves the folder unchanged, i.e.
+    /// TREESAME to the first parent, the parent git checks first.
+    fn proved_unchanged(&self, id: ObjectId, commit: &CommitData, folders: &[usize]) -> Vec<bool> {
+        match (&self.bloom, commit.pos, commit.parents.first()) {
+            (Some(b), Some(pos), Some(_)) => match b.filter(pos, &id) {
+                Some(filter) => folders
+                    .iter()
+                    .map(|&f| {
+                        self.keys[f]
+                            .as_ref()
+                            .is_some_and(|key| !Filters::maybe_changed(filter, key))
+                    })
+                    .collect(),
+                None => vec![false; folders.len()],
+            },
+            _ => vec![false; folders.len()],
+        }
+    }
+
+    /// The parent of `commit` that folder `f` follows: the first parent
+    /// when the filter `proved` it TREESAME, else the first parent whose
+    /// entry for `f` is `target`; `None` when no parent holds it.
+    fn treesame_parent(
+        &mut self,
+        f: usize,
+        commit: &CommitData,
+        proved: bool,
+        target: &Option<Entry>,
+    ) -> Result<Option<ObjectId>, Failure> {
+        let mut next = None;
+        if proved {
+            next = commit.parents.first().copied();
+        }
+        for p in commit.parents.iter().filter(|_| next.is_none()) {
+            let tree = self.commits[p].tree;
+            if self.entry(f, tree)? == *target {
+                next = Some(*p);
+                break;
+            }
+        }
+        Ok(next)
+    }
+
+    /// Folder `f` goes on at commit `p`: queued when `p` is new to the walk.
+    fn follow(
+        &self,
+        pending: &mut HashMap<ObjectId, Vec<usize>>,
+        queue: &mut BinaryHeap<(u32, i64, ObjectId)>,
+        p: ObjectId,
+        f: usize,
+    ) {
+        match pending.get_mut(&p) {
+            Some(list) => list.push(f),
+            None => {
+                pending.insert(p, vec![f]);
+                let key = self.commits[&p].key;
+                queue.push((key.0, key.1, p));
+            }
+        }
+    }
+
+    fn run(&mut self, start: ObjectId) -> Result<Vec<Walk>, Failure> {
+        let n = self.paths.len();
+        let head = start.to_string();
+        let mut out: Vec<Option<Walk>> = (0..n).map(|_| None).collect();
+        if !self.load(start)? {
+            return Err(fail(
+                format!("cannot read the start commit {start}"),
+                "the object is missing",
+            ));
+        }
+        let targets = self.start_targets(start, &mut out)?;
         let mut passed: Vec<Vec<ObjectId>> = vec![Vec::new(); n];
         let mut pending: HashMap<ObjectId, Vec<usize>> = HashMap::default();
         let mut queue: BinaryHeap<(u32, i64, ObjectId)> = BinaryHeap::new();
@@ -596,46 +668,15 @@ impl<'a> Walker<'a> {
             // Per folder: whether the commit's changed-path filter (its diff
             // against the first parent) proves the folder unchanged, i.e.
             // TREESAME to the first parent, the parent git checks first.
-            let proved: Vec<bool> = match (&self.bloom, commit.pos, commit.parents.first()) {
-                (Some(b), Some(pos), Some(_)) => match b.filter(pos, &id) {
-                    Some(filter) => folders
-                        .iter()
-                        .map(|&f| {
-                            self.keys[f]
-                                .as_ref()
-                                .is_some_and(|key| !Filters::maybe_changed(filter, key))
-                        })
-                        .collect(),
-                    None => vec![false; folders.len()],
-                },
-                _ => vec![false; folders.len()],
-            };
+            let proved = self.proved_unchanged(id, &commit, &folders);
             for (f, proved) in folders.into_iter().zip(proved) {
-                let mut next = None;
-                if proved {
-                    next = commit.parents.first().copied();
-                }
-                for p in commit.parents.iter().filter(|_| next.is_none()) {
-                    let tree = self.commits[p].tree;
-                    if self.entry(f, tree)? == targets[f] {
-                        next = Some(*p);
-                        break;
-                    }
-                }
-                match next {
+                match self.treesame_parent(f, &commit, proved, &targets[f])? {
                     // TREESAME: the parent holds the same folder; follow it.
                     Some(p) => {
                         if self.record {
                             passed[f].push(id);
                         }
-                        match pending.get_mut(&p) {
-                            Some(list) => list.push(f),
-                            None => {
-                                pending.insert(p, vec![f]);
-                                let key = self.commits[&p].key;
-                                queue.push((key.0, key.1, p));
-                            }
-                        }
+                        self.follow(&mut pending, &mut queue, p, f);
                     }
                     // A root commit holding the folder, a commit whose
                     // folder differs from its parent's, or a merge TREESAME

@@ -188,82 +188,156 @@ pub fn check(
         && rev != commit
         && is_ancestor(commit, rev)?
     {
-        // Flux's pick after this push: the new tag when it has the newest
-        // tag's second and sorts first.
-        let moves_to_new = n.stamped.ts == ts && sha7 < n.stamped.sha7.as_str();
-        let served = if moves_to_new {
-            new_tag.to_string()
-        } else {
-            n.stamped.tag.clone()
-        };
-        if let Some(f) = forced
-            && f.dropped(rev, &mut is_ancestor)
-        {
-            let rewound = format!(
-                "a force-push rewound the branch from {} to {}, an ancestor of {rev}, which the branch no longer \
-                 has",
-                short(&f.before),
-                short(commit),
-            );
-            let message = if moves_to_new {
-                format!(
-                    "{rewound}. {new_tag} has the same timestamp ({ts}) as {}, the dropped commit's tag, and sorts \
-                     before it ({TIE_RULE_LOWER}), so after this push Flux serves {new_tag}, this commit: Flux moves \
-                     back to the older commit, the content the rewound branch has, and `promote` picks it too. \
-                     Nothing more is needed for Flux: the dropped commit's tag sorts after this one, and the next \
-                     commit in a later second is served as usual",
-                    n.stamped.tag
-                )
-            } else {
-                format!(
-                    "{rewound}: Flux keeps serving {} (the dropped commit's content), because {}. To serve this \
-                     commit's content, a new commit must carry it with a current timestamp: push the dropped \
-                     commits back and then a commit that reverts them, or commit one more change to the folder on \
-                     the rewound branch (an empty commit does not count; edit a comment in a settings file). Into \
-                     a gated channel, `promote --force --reason ...` then releases it at once; promoting before \
-                     that would copy {} into the channel",
-                    n.stamped.tag,
-                    why_kept(&n.stamped, ts, new_tag),
-                    n.stamped.tag
-                )
-            };
-            return Ok(Some(Anomaly {
-                kind: AnomalyKind::RewoundHistory,
-                message,
-                served,
-                other_tag: n.stamped.tag.clone(),
-            }));
-        }
-        let message = if moves_to_new {
-            format!(
-                "commit {} is an ancestor of {rev}, already published as {} in the same second ({ts}): this is the \
-                 first run (or a re-run) of an older job after its descendant was published. {TIE_RULE}, and \
-                 {new_tag} sorts before {}, so after this push Flux serves {new_tag}: Flux moves to the older \
-                 commit's content and stops serving {}'s newer one (`promote` picks it too). {SETTLE}",
-                short(commit),
-                n.stamped.tag,
-                n.stamped.tag,
-                n.stamped.tag
-            )
-        } else {
-            format!(
-                "commit {} is an ancestor of {rev}, already published as {}: this is a re-run of an older job \
-                 (or its first run after a newer commit was published); {new_tag} names this older commit's \
-                 content and Flux keeps serving {} ({})",
-                short(commit),
-                n.stamped.tag,
-                n.stamped.tag,
-                why_kept(&n.stamped, ts, new_tag)
-            )
-        };
-        return Ok(Some(Anomaly {
-            kind: AnomalyKind::RerunOfOlder,
-            message,
-            served,
-            other_tag: n.stamped.tag.clone(),
-        }));
+        return Ok(Some(descendant_published(
+            commit,
+            ts,
+            new_tag,
+            n,
+            rev,
+            forced,
+            &mut is_ancestor,
+        )));
     }
     // (b) A tagged ancestor with a higher timestamp: Flux keeps it.
+    if let Some(anomaly) =
+        higher_tagged_ancestor(commit, ts, new_tag, &others, newest, &mut is_ancestor)?
+    {
+        return Ok(Some(anomaly));
+    }
+    // (b') No tagged ancestor is higher, but the prefix's highest tag is:
+    // its commit is not in this history (a force-push to a new line of
+    // commits). Flux orders numbers, not history, and keeps serving it.
+    if let Some(n) = newest
+        && n.stamped.ts > ts
+        && n.stamped.tag != new_tag
+        && n.revision.as_deref() != Some(commit)
+    {
+        return Ok(Some(higher_tag_off_history(commit, ts, new_tag, n, forced)));
+    }
+    // (a) The same second, another commit: Flux serves the alphabetically
+    // smallest of the tags with that time (every other tag is lower here).
+    Ok(same_second(
+        commit,
+        sha7,
+        ts,
+        new_tag,
+        &others,
+        &mut is_ancestor,
+    ))
+}
+
+/// Check (c) once the newest tagged commit `n` (at `rev`) is known to
+/// descend from `commit`: a rewind when a force-push dropped `rev`, else a
+/// re-run of an older commit.
+fn descendant_published(
+    commit: &str,
+    ts: u64,
+    new_tag: &str,
+    n: &Tagged,
+    rev: &str,
+    forced: Option<&ForcedPush>,
+    is_ancestor: &mut impl FnMut(&str, &str) -> Result<bool>,
+) -> Anomaly {
+    let sha7 = commit.get(..7).unwrap_or(commit);
+    // Flux's pick after this push: the new tag when it has the newest
+    // tag's second and sorts first.
+    let moves_to_new = n.stamped.ts == ts && sha7 < n.stamped.sha7.as_str();
+    let served = if moves_to_new {
+        new_tag.to_string()
+    } else {
+        n.stamped.tag.clone()
+    };
+    if let Some(f) = forced
+        && f.dropped(rev, is_ancestor)
+    {
+        return Anomaly {
+            kind: AnomalyKind::RewoundHistory,
+            message: rewound_message(commit, ts, new_tag, n, rev, f, moves_to_new),
+            served,
+            other_tag: n.stamped.tag.clone(),
+        };
+    }
+    let message = if moves_to_new {
+        format!(
+            "commit {} is an ancestor of {rev}, already published as {} in the same second ({ts}): this is the \
+             first run (or a re-run) of an older job after its descendant was published. {TIE_RULE}, and \
+             {new_tag} sorts before {}, so after this push Flux serves {new_tag}: Flux moves to the older \
+             commit's content and stops serving {}'s newer one (`promote` picks it too). {SETTLE}",
+            short(commit),
+            n.stamped.tag,
+            n.stamped.tag,
+            n.stamped.tag
+        )
+    } else {
+        format!(
+            "commit {} is an ancestor of {rev}, already published as {}: this is a re-run of an older job \
+             (or its first run after a newer commit was published); {new_tag} names this older commit's \
+             content and Flux keeps serving {} ({})",
+            short(commit),
+            n.stamped.tag,
+            n.stamped.tag,
+            why_kept(&n.stamped, ts, new_tag)
+        )
+    };
+    Anomaly {
+        kind: AnomalyKind::RerunOfOlder,
+        message,
+        served,
+        other_tag: n.stamped.tag.clone(),
+    }
+}
+
+/// The message of a rewind: force-push `f` dropped `rev`, the newest
+/// tagged commit `n`, going back to its ancestor `commit`.
+fn rewound_message(
+    commit: &str,
+    ts: u64,
+    new_tag: &str,
+    n: &Tagged,
+    rev: &str,
+    f: &ForcedPush,
+    moves_to_new: bool,
+) -> String {
+    let rewound = format!(
+        "a force-push rewound the branch from {} to {}, an ancestor of {rev}, which the branch no longer \
+         has",
+        short(&f.before),
+        short(commit),
+    );
+    if moves_to_new {
+        format!(
+            "{rewound}. {new_tag} has the same timestamp ({ts}) as {}, the dropped commit's tag, and sorts \
+             before it ({TIE_RULE_LOWER}), so after this push Flux serves {new_tag}, this commit: Flux moves \
+             back to the older commit, the content the rewound branch has, and `promote` picks it too. \
+             Nothing more is needed for Flux: the dropped commit's tag sorts after this one, and the next \
+             commit in a later second is served as usual",
+            n.stamped.tag
+        )
+    } else {
+        format!(
+            "{rewound}: Flux keeps serving {} (the dropped commit's content), because {}. To serve this \
+             commit's content, a new commit must carry it with a current timestamp: push the dropped \
+             commits back and then a commit that reverts them, or commit one more change to the folder on \
+             the rewound branch (an empty commit does not count; edit a comment in a settings file). Into \
+             a gated channel, `promote --force --reason ...` then releases it at once; promoting before \
+             that would copy {} into the channel",
+            n.stamped.tag,
+            why_kept(&n.stamped, ts, new_tag),
+            n.stamped.tag
+        )
+    }
+}
+
+/// Check (b): one of the `others` with a higher timestamp than `ts` is a
+/// tagged ancestor of `commit` (at most [`MAX_ANCESTRY_CHECKS`] asked).
+fn higher_tagged_ancestor(
+    commit: &str,
+    ts: u64,
+    new_tag: &str,
+    others: &[&Tagged],
+    newest: Option<&Tagged>,
+    is_ancestor: &mut impl FnMut(&str, &str) -> Result<bool>,
+) -> Result<Option<Anomaly>> {
     let mut asked = 0;
     for t in others.iter().filter(|t| t.stamped.ts > ts) {
         let Some(rev) = &t.revision else { continue };
@@ -293,48 +367,61 @@ pub fn check(
             }));
         }
     }
-    // (b') No tagged ancestor is higher, but the prefix's highest tag is:
-    // its commit is not in this history (a force-push to a new line of
-    // commits). Flux orders numbers, not history, and keeps serving it.
-    if let Some(n) = newest
-        && n.stamped.ts > ts
-        && n.stamped.tag != new_tag
-        && n.revision.as_deref() != Some(commit)
-    {
-        let what = match &forced {
-            Some(f) => format!(
-                "a force-push rewrote the branch (it named {} before)",
-                short(&f.before)
-            ),
-            None => "history was rewritten (a force-push or reset)".to_string(),
-        };
-        return Ok(Some(Anomaly {
-            kind: AnomalyKind::BackwardsTimestamp,
-            message: format!(
-                "the committer time of {} ({ts}) is lower than that of {} ({}), whose commit {} is not in this \
-                 commit's history: {what}. Flux's numerical policy keeps serving {}, content the branch no longer \
-                 has, and ignores {new_tag} until a commit with a later time. Fix: commit one more change to the \
-                 folder with a correct clock (an empty commit does not count; edit a comment in a settings file), \
-                 or merge through GitHub, which stamps the time itself",
-                short(commit),
-                n.stamped.tag,
-                n.stamped.ts,
-                n.revision.as_deref().map_or("(none recorded)", short),
-                n.stamped.tag
-            ),
-            served: n.stamped.tag.clone(),
-            other_tag: n.stamped.tag.clone(),
-        }));
+    Ok(None)
+}
+
+/// Check (b'): the prefix's highest tag `n` is above `ts` and its commit is
+/// not in this commit's history.
+fn higher_tag_off_history(
+    commit: &str,
+    ts: u64,
+    new_tag: &str,
+    n: &Tagged,
+    forced: Option<&ForcedPush>,
+) -> Anomaly {
+    let what = match &forced {
+        Some(f) => format!(
+            "a force-push rewrote the branch (it named {} before)",
+            short(&f.before)
+        ),
+        None => "history was rewritten (a force-push or reset)".to_string(),
+    };
+    Anomaly {
+        kind: AnomalyKind::BackwardsTimestamp,
+        message: format!(
+            "the committer time of {} ({ts}) is lower than that of {} ({}), whose commit {} is not in this \
+             commit's history: {what}. Flux's numerical policy keeps serving {}, content the branch no longer \
+             has, and ignores {new_tag} until a commit with a later time. Fix: commit one more change to the \
+             folder with a correct clock (an empty commit does not count; edit a comment in a settings file), \
+             or merge through GitHub, which stamps the time itself",
+            short(commit),
+            n.stamped.tag,
+            n.stamped.ts,
+            n.revision.as_deref().map_or("(none recorded)", short),
+            n.stamped.tag
+        ),
+        served: n.stamped.tag.clone(),
+        other_tag: n.stamped.tag.clone(),
     }
-    // (a) The same second, another commit: Flux serves the alphabetically
-    // smallest of the tags with that time (every other tag is lower here).
+}
+
+/// Check (a): another commit among `others` has the same second `ts`;
+/// Flux serves the alphabetically smallest tag of that second.
+fn same_second(
+    commit: &str,
+    sha7: &str,
+    ts: u64,
+    new_tag: &str,
+    others: &[&Tagged],
+    is_ancestor: &mut impl FnMut(&str, &str) -> Result<bool>,
+) -> Option<Anomaly> {
     let same: Vec<&&Tagged> = others
         .iter()
         .filter(|t| t.stamped.ts == ts && t.stamped.sha7 != sha7)
         .collect();
-    let Some(smallest) = same.iter().min_by(|a, b| a.stamped.tag.cmp(&b.stamped.tag)) else {
-        return Ok(None);
-    };
+    let smallest = same
+        .iter()
+        .min_by(|a, b| a.stamped.tag.cmp(&b.stamped.tag))?;
     if new_tag < smallest.stamped.tag.as_str() {
         let names: Vec<&str> = same.iter().map(|t| t.stamped.tag.as_str()).collect();
         // A same-second descendant (not the newest tag, or (c) would have
@@ -351,7 +438,7 @@ pub fn check(
                 break;
             }
         }
-        return Ok(Some(Anomaly {
+        return Some(Anomaly {
             kind: AnomalyKind::SameTimestamp,
             message: format!(
                 "{} {} the same timestamp ({ts}) as {new_tag} but another commit: {TIE_RULE_LOWER}, so Flux serves \
@@ -361,7 +448,7 @@ pub fn check(
             ),
             served: new_tag.to_string(),
             other_tag: smallest.stamped.tag.clone(),
-        }));
+        });
     }
     let served = &smallest.stamped;
     let newer = match &smallest.revision {
@@ -374,7 +461,7 @@ pub fn check(
         },
         None => String::new(),
     };
-    Ok(Some(Anomaly {
+    Some(Anomaly {
         kind: AnomalyKind::SameTimestamp,
         message: format!(
             "{} has the same timestamp ({ts}) as {new_tag} but another commit: {TIE_RULE_LOWER}, so Flux serves {}, not \
@@ -383,7 +470,7 @@ pub fn check(
         ),
         served: served.tag.clone(),
         other_tag: served.tag.clone(),
-    }))
+    })
 }
 
 /// Flux's tie rule, as the messages state it.

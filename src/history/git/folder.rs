@@ -76,6 +76,53 @@ impl Repo {
         })
     }
 
+    /// Reads the target of the symlink `path` (blob `oid`), checked: at
+    /// most [`MAX_LINK_TARGET`] bytes, UTF-8, and inside the folder.
+    fn read_link(
+        &self,
+        repo: &gix::Repository,
+        oid: ObjectId,
+        path: &str,
+        shown: &Path,
+    ) -> Result<String> {
+        // A link target is at most 4095 bytes (PATH_MAX): a
+        // larger "link" is not read at all.
+        let size = repo
+            .find_header(oid)
+            .map_err(|err| self.err(&format!("cannot read link {oid} ({path})"), err))?
+            .size();
+        if size > MAX_LINK_TARGET {
+            return Err(Error::Source {
+                path: shown.join(path),
+                message: format!(
+                    "is a symlink whose target is {size} bytes long; a target holds at most {MAX_LINK_TARGET}"
+                ).into(),
+                hint: Some("replace the link with a copy of the file".into()),
+            });
+        }
+        let blob = repo
+            .find_blob(oid)
+            .map_err(|err| self.err(&format!("cannot read link {oid} ({path})"), err))?;
+        let Ok(target) = std::str::from_utf8(&blob.data).map(str::to_string) else {
+            return Err(Error::source(
+                shown.join(path),
+                "the symlink target is not valid UTF-8",
+            ));
+        };
+        check_symlink_target(path, &target).map_err(|m| Error::Source {
+            path: shown.join(path),
+            message: m.into(),
+            hint: Some(
+                format!(
+                    "replace the link with a copy of the file, or point it inside {}",
+                    shown.display()
+                )
+                .into(),
+            ),
+        })?;
+        Ok(target)
+    }
+
     fn walk_tree(
         &self,
         repo: &gix::Repository,
@@ -126,41 +173,7 @@ impl Repo {
                     )?;
                 }
                 GitKind::Link => {
-                    // A link target is at most 4095 bytes (PATH_MAX): a
-                    // larger "link" is not read at all.
-                    let size = repo
-                        .find_header(oid)
-                        .map_err(|err| self.err(&format!("cannot read link {oid} ({path})"), err))?
-                        .size();
-                    if size > MAX_LINK_TARGET {
-                        return Err(Error::Source {
-                            path: shown.join(&path),
-                            message: format!(
-                                "is a symlink whose target is {size} bytes long; a target holds at most {MAX_LINK_TARGET}"
-                            ).into(),
-                            hint: Some("replace the link with a copy of the file".into()),
-                        });
-                    }
-                    let blob = repo.find_blob(oid).map_err(|err| {
-                        self.err(&format!("cannot read link {oid} ({path})"), err)
-                    })?;
-                    let Ok(target) = std::str::from_utf8(&blob.data).map(str::to_string) else {
-                        return Err(Error::source(
-                            shown.join(&path),
-                            "the symlink target is not valid UTF-8",
-                        ));
-                    };
-                    check_symlink_target(&path, &target).map_err(|m| Error::Source {
-                        path: shown.join(&path),
-                        message: m.into(),
-                        hint: Some(
-                            format!(
-                                "replace the link with a copy of the file, or point it inside {}",
-                                shown.display()
-                            )
-                            .into(),
-                        ),
-                    })?;
+                    let target = self.read_link(repo, oid, &path, shown)?;
                     out.push_symlink(&path, &target)?;
                 }
                 GitKind::Commit => {
