@@ -71,7 +71,8 @@ def strip_literals(text):
 
 
 def production_text(text):
-    """The file without comments, strings and `#[cfg(test)]` items."""
+    """The file without comments, strings and `#[cfg(test)]` items (blanked, so
+    line numbers hold)."""
     text = strip_literals(text)
     out, lines, skip_depth = [], text.split("\n"), None
     depth, pending_test = 0, False
@@ -79,10 +80,12 @@ def production_text(text):
         stripped = line.strip()
         if skip_depth is None and stripped.startswith("#[cfg(test)]"):
             pending_test = True
+            out.append("")
             continue
         if pending_test and skip_depth is None:
             pending_test = False
             if stripped.endswith(";"):
+                out.append("")
                 continue  # `mod tests;` or a test-only `use`
             skip_depth = depth
         opens, closes = line.count("{"), line.count("}")
@@ -90,6 +93,7 @@ def production_text(text):
             depth += opens - closes
             if depth <= skip_depth and (opens or closes):
                 skip_depth = None
+            out.append("")
             continue
         depth += opens - closes
         out.append(line)

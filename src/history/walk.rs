@@ -665,9 +665,6 @@ impl<'a> Walker<'a> {
                 }
                 continue;
             }
-            // Per folder: whether the commit's changed-path filter (its diff
-            // against the first parent) proves the folder unchanged, i.e.
-            // TREESAME to the first parent, the parent git checks first.
             let proved = self.proved_unchanged(id, &commit, &folders);
             for (f, proved) in folders.into_iter().zip(proved) {
                 match self.treesame_parent(f, &commit, proved, &targets[f])? {
