@@ -120,30 +120,6 @@ fn actions_env(run_id: &str) -> Vec<(&'static str, String)> {
     ]
 }
 
-/// `settings-image` with the GitHub variables of the test process removed
-/// (a CI runner's own would otherwise leak into the provenance).
-fn clean_env(extra: &[(&'static str, String)]) -> Vec<(&'static str, String)> {
-    let mut env: Vec<(&'static str, String)> = [
-        "GITHUB_SERVER_URL",
-        "GITHUB_REPOSITORY",
-        "GITHUB_REF",
-        "GITHUB_RUN_ID",
-        "GITHUB_RUN_ATTEMPT",
-        "GITHUB_WORKFLOW_REF",
-        "GITHUB_ACTION_REPOSITORY",
-        "GITHUB_ACTION_REF",
-        "GITHUB_TOKEN",
-    ]
-    .into_iter()
-    .map(|k| (k, String::new()))
-    .collect();
-    for (k, v) in extra {
-        env.retain(|(e, _)| e != k);
-        env.push((k, v.clone()));
-    }
-    env
-}
-
 // ------------------------------------------------------------ raw HTTP
 
 struct Resp {
@@ -268,7 +244,7 @@ fn provenance_in_the_referrers_tag_schema_on_distribution() {
 
     let out = TestCommand::push_json(git.conf(), &repo)
         .tags(&["v1"])
-        .envs(clean_env(&actions_env("1001")))
+        .envs(actions_env("1001"))
         .json();
     let digest = out["digest"].as_str().unwrap().to_string();
     let hexd = digest.strip_prefix("sha256:").unwrap().to_string();
@@ -372,7 +348,7 @@ fn provenance_in_the_referrers_tag_schema_on_distribution() {
     let before = resp.body.clone();
     let again = TestCommand::push_json(git.conf(), &repo)
         .tags(&["v1"])
-        .envs(clean_env(&actions_env("1002")))
+        .envs(actions_env("1002"))
         .json();
     assert_eq!(again["pushed"], false);
     assert_eq!(again["provenance"], prov.as_str());
@@ -384,7 +360,7 @@ fn provenance_in_the_referrers_tag_schema_on_distribution() {
     let commit2 = git.commit("a: 2\n");
     let out2 = TestCommand::push_json(git.conf(), &repo)
         .tags(&["v2"])
-        .envs(clean_env(&actions_env("1003")))
+        .envs(actions_env("1003"))
         .json();
     let digest2 = out2["digest"].as_str().unwrap().to_string();
     assert_ne!(digest2, digest);
@@ -440,7 +416,6 @@ fn provenance_in_the_referrers_tag_schema_on_distribution() {
     let out3 = TestCommand::push_json(git.conf(), &repo)
         .tags(&["v3"])
         .args(["--no-provenance"])
-        .envs(clean_env(&[]))
         .json();
     assert!(out3.get("provenance").is_none(), "{out3}");
     let digest3 = out3["digest"].as_str().unwrap();
@@ -452,7 +427,6 @@ fn provenance_in_the_referrers_tag_schema_on_distribution() {
     assert_eq!(i3["provenance"], Value::Null);
     let out4 = TestCommand::push_json(git.conf(), &repo)
         .tags(&["v3"])
-        .envs(clean_env(&[]))
         .json();
     let i4 = TestCommand::new()
         .args(["inspect", &format!("{repo}:v3"), "--json"])
@@ -474,7 +448,6 @@ fn a_folder_outside_git_is_pushed_without_provenance() {
     let repo = format!("{}/nogit", reg.host());
     let r = TestCommand::push_json(dir.path(), &repo)
         .tags(&["v1"])
-        .envs(clean_env(&[]))
         .run();
     let out = r.json();
     assert!(out.get("provenance").is_none());
@@ -491,7 +464,7 @@ fn tokens_never_appear_with_provenance_and_inspect() {
     let git = Repo::new();
     let commit = git.commit("a: 1\n");
     let repo = format!("{}/org/prov", reg.host());
-    let mut env = clean_env(&actions_env("7"));
+    let mut env = actions_env("7");
     env.push(("SETTINGS_IMAGE_USERNAME", "dora".into()));
     env.push(("SETTINGS_IMAGE_PASSWORD", password.into()));
     let pushed = TestCommand::push_json(git.conf(), &repo)
@@ -839,7 +812,7 @@ fn the_referrers_api_of_a_real_registry_lists_and_finds_the_provenance() {
     let commit = git.commit("a: 1\n");
     let out = TestCommand::push_json(git.conf(), &repo)
         .tags(&["v1"])
-        .envs(clean_env(&actions_env("11")))
+        .envs(actions_env("11"))
         .json();
     let digest = out["digest"].as_str().unwrap().to_string();
     let prov = out["provenance"].as_str().expect("provenance").to_string();
@@ -873,7 +846,7 @@ fn the_referrers_api_of_a_real_registry_lists_and_finds_the_provenance() {
     // A re-run adds no second referrer.
     let again = TestCommand::push_json(git.conf(), &repo)
         .tags(&["v1"])
-        .envs(clean_env(&actions_env("12")))
+        .envs(actions_env("12"))
         .json();
     assert_eq!(again["provenance"], prov.as_str());
     let api = http_get(&host, &format!("/v2/{name}/referrers/{digest}"), INDEX);
@@ -915,7 +888,7 @@ fn no_referrers_tag_when_the_registry_answers_oci_subject() {
     let commit = git.commit("a: 1\n");
     let out = TestCommand::push_json(git.conf(), &repo)
         .tags(&["v1"])
-        .envs(clean_env(&actions_env("11")))
+        .envs(actions_env("11"))
         .json();
     let digest = out["digest"].as_str().unwrap().to_string();
     let prov = out["provenance"].as_str().expect("provenance").to_string();
@@ -933,7 +906,7 @@ fn no_referrers_tag_when_the_registry_answers_oci_subject() {
     }
     let again = TestCommand::push_json(git.conf(), &repo)
         .tags(&["v1"])
-        .envs(clean_env(&actions_env("12")))
+        .envs(actions_env("12"))
         .json();
     assert_eq!(again["provenance"], prov.as_str());
     let i = TestCommand::new()
@@ -1167,7 +1140,6 @@ fn inspect_flags_a_statement_about_another_image() {
     let out = TestCommand::push_json(git.conf(), &repo)
         .tags(&["v1"])
         .args(["--no-provenance"])
-        .envs(clean_env(&[]))
         .json();
     let digest = out["digest"].as_str().unwrap();
     // A provenance referrer on this image whose statement names another,
@@ -1202,7 +1174,6 @@ fn inspect_flags_a_statement_about_another_image() {
     // statement: the forged one names no ref, so it is another run's.
     let again = TestCommand::push_json(git.conf(), &repo)
         .tags(&["v1"])
-        .envs(clean_env(&[]))
         .json();
     let own = again["provenance"]
         .as_str()
@@ -1214,7 +1185,6 @@ fn inspect_flags_a_statement_about_another_image() {
     // Its re-run adds none: (commit, ref) is what re-runs compare.
     let rerun = TestCommand::push_json(git.conf(), &repo)
         .tags(&["v1"])
-        .envs(clean_env(&[]))
         .json();
     assert_eq!(rerun["provenance"], own.as_str());
     assert_eq!(listed().len(), 2);
@@ -1231,7 +1201,7 @@ fn every_ref_that_publishes_a_digest_records_its_own_provenance() {
     // The branch push publishes the commit.
     let main = TestCommand::push_json(git.conf(), &repo)
         .tags(&["main-1"])
-        .envs(clean_env(&actions_env("2001")))
+        .envs(actions_env("2001"))
         .json();
     let digest = main["digest"].as_str().unwrap().to_string();
     let main_prov = main["provenance"].as_str().unwrap().to_string();
@@ -1242,7 +1212,7 @@ fn every_ref_that_publishes_a_digest_records_its_own_provenance() {
     tag_env.push(("GITHUB_REF", "refs/tags/v1.0.0".into()));
     let tagged = TestCommand::push_json(git.conf(), &repo)
         .tags(&["v1.0.0"])
-        .envs(clean_env(&tag_env))
+        .envs(tag_env.clone())
         .json();
     assert_eq!(tagged["digest"], digest.as_str(), "the same image");
     let tag_prov = tagged["provenance"].as_str().unwrap().to_string();
@@ -1271,7 +1241,7 @@ fn every_ref_that_publishes_a_digest_records_its_own_provenance() {
     ] {
         let again = TestCommand::push_json(git.conf(), &repo)
             .tags(&[tag])
-            .envs(clean_env(&env))
+            .envs(env.clone())
             .json();
         assert_eq!(again["provenance"], prov.as_str());
     }
@@ -1321,7 +1291,6 @@ fn every_ref_that_publishes_a_digest_records_its_own_provenance() {
     let out = TestCommand::push_json(git2.conf(), &repo2)
         .tags(&["v1"])
         .args(["--no-provenance"])
-        .envs(clean_env(&[]))
         .json();
     let digest2 = out["digest"].as_str().unwrap().to_string();
     let commit2 = out["commit"].as_str().unwrap();
@@ -1345,7 +1314,6 @@ fn every_ref_that_publishes_a_digest_records_its_own_provenance() {
     );
     let again = TestCommand::push_json(git2.conf(), &repo2)
         .tags(&["v1"])
-        .envs(clean_env(&[]))
         .json();
     assert_eq!(again["provenance"], legacy.as_str());
     let (_, index) = fallback_index(&host, "acme/legacy", &digest2).unwrap();
@@ -1364,7 +1332,7 @@ fn a_statement_that_does_not_attest_the_callers_additions_is_not_reused() {
         "--label",
         "team=shop",
     ];
-    let env = clean_env(&actions_env("3001"));
+    let env = actions_env("3001");
     let mut first: Vec<&str> = vec!["--no-provenance"];
     first.extend_from_slice(&additions);
     let out = TestCommand::push_json(git.conf(), &repo)
