@@ -9,14 +9,20 @@
 #   tests/go/oci   oras (oras.land/oras), crane (github.com/google/go-containerregistry/cmd/crane)
 #                  and referrers-registry (go-containerregistry's registry with its
 #                  referrers API on; tests/go/oci/referrers-registry/main.go)
+#   tests/go/kube        Kubernetes v1.36.3: kube-apiserver, kube-controller-manager,
+#                        kube-scheduler, kubelet, kubectl (scripts/kube.sh)
+#   tests/go/containerd  containerd v2.4.2, containerd-shim-runc-v2, ctr (scripts/kube.sh --node)
+#   tests/go/runc        runc v1.5.3 (scripts/kube.sh --node)
 # Each is its own module, so one module's versions never move another's
 # (Go resolves the requirements of one module as one set).
 #
 # The tools go into
 #   ${SETTINGS_IMAGE_CACHE:-${XDG_CACHE_HOME:-~/.cache}/settings-image}/go/<name>-<key>/bin/
 # where <name> is the module folder's name and <key> the sha256 of go.mod,
-# go.sum and `go version`: a change of either builds again, nothing else
-# does. Concurrent callers wait on one lock (flock); the folder appears
+# go.sum, go-build.env (when there is one) and `go version`: a change of
+# either builds again, nothing else does. A module's go-build.env, read
+# before its build, may export CGO_ENABLED and set GO_TAGS (build tags)
+# and GO_LDFLAGS (added to -s -w: version stamps). Concurrent callers wait on one lock (flock); the folder appears
 # whole (a rename), with `versions` (each tool's module and version) and
 # `build-seconds`. Needs go (the version go.mod names) and the Go module
 # proxy the first time.
@@ -33,7 +39,7 @@ go_tools_dir() {
   local module=$1 key
   command -v go >/dev/null || go_tools_die "go is missing: install the Go that $module/go.mod names (go.dev/dl)"
   [ -f "$module/go.mod" ] && [ -f "$module/go.sum" ] || go_tools_die "$module has no go.mod and go.sum"
-  key=$( { cat "$module/go.mod" "$module/go.sum"; go version; } | sha256sum | cut -c1-16)
+  key=$( { cat "$module/go.mod" "$module/go.sum"; [ ! -f "$module/go-build.env" ] || cat "$module/go-build.env"; go version; } | sha256sum | cut -c1-16)
   echo "${SETTINGS_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/settings-image}/go/$(basename "$module")-$key"
 }
 
@@ -53,8 +59,10 @@ go_tools_build() {
     rm -rf "$tmp"
     mkdir -p "$tmp/bin"
     t0=$SECONDS
-    (cd "$module" && GOFLAGS=-mod=readonly GOTOOLCHAIN=local \
-      go build -trimpath -ldflags='-s -w' -o "$tmp/bin/" tool) \
+    (cd "$module" && GO_TAGS='' && GO_LDFLAGS='' \
+      && { [ ! -f go-build.env ] || . ./go-build.env; } \
+      && GOFLAGS=-mod=readonly GOTOOLCHAIN=local \
+      go build -trimpath -tags "$GO_TAGS" -ldflags="-s -w $GO_LDFLAGS" -o "$tmp/bin/" tool) \
       || { rm -rf "$tmp"; go_tools_die "go build of $module failed (above)"; }
     : > "$tmp/versions"
     for f in "$tmp"/bin/*; do
