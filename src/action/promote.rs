@@ -178,6 +178,10 @@ pub fn outputs(out: &PromotionReport) -> Vec<(&'static str, String)> {
 /// break-glass, a notice when up to date or without a candidate.
 pub fn annotation(out: &PromotionReport) -> Option<String> {
     match out.decision {
+        DecisionKind::Wait if out.unmet => Some(commands::warning(
+            "settings-image: promotion waits for evidence",
+            &out.because,
+        )),
         DecisionKind::Wait => Some(commands::warning(
             "settings-image: promotion waits for a release window",
             &format!(
@@ -229,6 +233,9 @@ pub fn summary(out: &PromotionReport) -> String {
         DecisionKind::Promote if out.promoted => "**Promoted**",
         DecisionKind::Promote => "**Already promoted** (the channel tag was there)",
         DecisionKind::UpToDate => "**Up to date**: nothing newer to promote",
+        DecisionKind::Wait if out.unmet => {
+            "**Waiting**: no candidate newer than the channel meets the release policy's requirements"
+        }
         DecisionKind::Wait => "**Waiting**: the release gate is shut",
         DecisionKind::NoCandidate => "**No candidate**",
     };
@@ -254,6 +261,29 @@ pub fn summary(out: &PromotionReport) -> String {
     if let Some(n) = &out.next_open {
         s.push_str(&row("next open", n));
     }
+    for e in &out.evidence {
+        s.push_str(&row(
+            "evidence",
+            &format!("{} ({} {}, {})", e.record, e.cluster, e.workload, e.state),
+        ));
+    }
+    if !out.candidates.is_empty() {
+        s.push_str(
+            "\n### Candidates newer than the channel\n\n| candidate | eligible | why |\n|---|---|---|\n",
+        );
+        for c in &out.candidates {
+            let mut why = c.because.join("<br>");
+            for i in &c.ignored {
+                why.push_str(&format!("<br>ignored record {}: {}", i.record, i.why));
+            }
+            s.push_str(&format!(
+                "| `{}` | {} | {} |\n",
+                c.tag,
+                if c.eligible { "yes" } else { "no" },
+                table_cell(&why)
+            ));
+        }
+    }
     s.push_str(&format!(
         "\n### Release windows, next {SUMMARY_DAYS} days\n\n| from | until | gate |\n|---|---|---|\n"
     ));
@@ -266,6 +296,23 @@ pub fn summary(out: &PromotionReport) -> String {
         ));
     }
     commands::cap_summary(s)
+}
+
+/// `text` inside a Markdown table cell: no pipe, angle bracket or line
+/// break of a record's text (a hand-pushed record's words) shapes the page;
+/// `<br>` is the only markup kept.
+fn table_cell(text: &str) -> String {
+    text.split("<br>")
+        .map(|part| {
+            part.replace('&', "&amp;")
+                .replace('<', "&lt;")
+                .replace('>', "&gt;")
+                .replace('|', "\\|")
+                .replace(['\n', '\r'], " ")
+                .replace('`', "'")
+        })
+        .collect::<Vec<_>>()
+        .join("<br>")
 }
 
 /// The periods of `calendar` within `days` of `at`, the last one cut there.
