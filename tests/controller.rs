@@ -16,6 +16,8 @@
 //! for the metrics.
 
 mod common;
+#[path = "controller/rollout.rs"]
+mod rollout;
 mod support_login;
 
 use std::collections::BTreeMap;

@@ -368,13 +368,6 @@ async fn serve(args: Args, settings: Settings) -> Result<()> {
             ));
             let rctx = Arc::new(rollout::Ctx::new(
                 client.clone(),
-                kube::runtime::events::Recorder::new(
-                    client.clone(),
-                    Reporter {
-                        controller: status::MANAGER.to_string(),
-                        instance: std::env::var("POD_NAME").ok(),
-                    },
-                ),
                 crate::front::process_env(),
                 cluster.clone(),
             ));

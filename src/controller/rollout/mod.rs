@@ -23,7 +23,7 @@ use futures_util::StreamExt;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
@@ -48,8 +48,6 @@ const RESYNC: Duration = Duration::from_secs(600);
 pub struct Ctx {
     /// The API client.
     pub client: Client,
-    /// Writes Events on SettingsRollouts.
-    pub recorder: Recorder,
     /// The controller's environment (workload identity).
     pub env: crate::front::Env,
     /// `--cluster-name`.
@@ -60,10 +58,9 @@ pub struct Ctx {
 
 impl Ctx {
     /// A context with no memory yet.
-    pub fn new(client: Client, recorder: Recorder, env: crate::front::Env, cluster: String) -> Ctx {
+    pub fn new(client: Client, env: crate::front::Env, cluster: String) -> Ctx {
         Ctx {
             client,
-            recorder,
             env,
             cluster,
             failures: Mutex::new(HashMap::new()),
@@ -195,20 +192,56 @@ pub async fn reconcile(sr: Arc<SettingsRollout>, ctx: Arc<Ctx>) -> Result<Action
             &note,
             &[("reason", reason.into())],
         );
-        let ev = Event {
-            type_,
-            reason: reason.to_string(),
-            note: Some(note.chars().take(1000).collect()),
-            action: "Record".into(),
-            secondary: None,
-        };
-        if let Err(e) = ctx.recorder.publish(&ev, &sr.object_ref(&())).await {
-            logs::warn(&format!(
-                "cannot write an Event on SettingsRollout {key}: {e}"
-            ));
-        }
+        event(&ctx, &sr, type_, reason, note).await;
     }
     Ok(requeue)
+}
+
+/// An Event of its own (`events.k8s.io/v1`, a fresh name): kube-runtime's
+/// recorder folds Events of one reason within six minutes into the first
+/// one's series, which would name only the first record.
+async fn event(ctx: &Ctx, sr: &SettingsRollout, type_: EventType, reason: &str, note: String) {
+    use k8s_openapi::api::events::v1::Event as K8sEvent;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    let ns = sr.namespace().unwrap_or_default();
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let ev = K8sEvent {
+        action: Some("Record".into()),
+        reason: Some(reason.into()),
+        event_time: Some(MicroTime(now)),
+        regarding: Some(sr.object_ref(&())),
+        note: Some(note.chars().take(1000).collect()),
+        metadata: kube::api::ObjectMeta {
+            namespace: Some(ns.clone()),
+            name: Some(format!(
+                "{}.{:x}{:08x}",
+                sr.name_any(),
+                now.as_nanosecond(),
+                fastrand::u32(..)
+            )),
+            ..Default::default()
+        },
+        reporting_controller: Some(status::MANAGER.into()),
+        reporting_instance: Some(
+            std::env::var("POD_NAME").unwrap_or_else(|_| status::MANAGER.into()),
+        ),
+        type_: Some(
+            if type_ == EventType::Warning {
+                "Warning"
+            } else {
+                "Normal"
+            }
+            .into(),
+        ),
+        ..Default::default()
+    };
+    let api: Api<K8sEvent> = Api::namespaced(ctx.client.clone(), &ns);
+    if let Err(e) = api.create(&Default::default(), &ev).await {
+        logs::warn(&format!(
+            "cannot write an Event on SettingsRollout {ns}/{}: {e}",
+            sr.name_any()
+        ));
+    }
 }
 
 fn stalled(reason: &'static str, message: String, before: &[WorkloadStatus]) -> Outcome {
