@@ -438,7 +438,10 @@ mod tests {
              2026-12-01T12:00:00Z, unavailable"
         );
         // Unknown fields are another shape, not this one.
-        let e = read_record(br#"{"cluster":"staging","extra":1}"#).unwrap_err();
+        let mut v = serde_json::to_value(ready("staging", "2026-12-01T10:00:00Z")).unwrap();
+        assert!(read_record(v.to_string().as_bytes()).is_ok());
+        v["verified"] = true.into();
+        let e = read_record(v.to_string().as_bytes()).unwrap_err();
         assert!(e.starts_with("not a rollout record"), "{e}");
     }
 }
