@@ -523,4 +523,65 @@ mod tests {
         assert_eq!(c.len(), 2);
         assert_eq!(c[1].end, "2026-01-08T00:00:00Z");
     }
+
+    /// The job summary lists each candidate newer than the channel and
+    /// why; words from a record pushed by hand cannot shape the page.
+    #[test]
+    fn the_summary_lists_the_candidates_and_escapes_what_records_say() {
+        use crate::promote::{CandidateReport, GateReport, IgnoredRecord};
+        use crate::release::channel::DecisionKind;
+        let out = PromotionReport {
+            decision: DecisionKind::Wait,
+            promoted: false,
+            explain: true,
+            candidate: Some("main-2-bbbbbbb".into()),
+            tied: vec![],
+            current: Some("prod-1-aaaaaaa".into()),
+            tag: None,
+            digest: None,
+            reference: None,
+            because: "none of the 1 candidates newer than the channel meets the requirements"
+                .into(),
+            forced: false,
+            at: "2026-06-01T00:00:00Z".into(),
+            gate: GateReport {
+                open: true,
+                reason: "no windows: always open".into(),
+                active: vec![],
+            },
+            next_open: None,
+            next_close: None,
+            calendar: vec![],
+            uploaded_blobs: 0,
+            mounted_blobs: 0,
+            record: None,
+            candidates: vec![CandidateReport {
+                tag: "main-2-bbbbbbb".into(),
+                digest: "sha256:b".into(),
+                eligible: false,
+                because: vec!["not met: rollout in staging, Ready for 2h (1h of 2h)".into()],
+                evidence: vec![],
+                ignored: vec![IgnoredRecord {
+                    record: "sha256:f".into(),
+                    why: "cluster \"<img src=x>|`\n## pwned\" is not a cluster name".into(),
+                }],
+            }],
+            evidence: vec![],
+            unmet: true,
+        };
+        let s = summary(&out);
+        assert!(
+            s.contains("**Waiting**: no candidate newer than the channel meets the release policy's requirements"),
+            "{s}"
+        );
+        assert!(
+            s.contains(
+                "| `main-2-bbbbbbb` | no | not met: rollout in staging, Ready for 2h (1h of 2h)<br>ignored \
+                 record sha256:f: cluster \"&lt;img src=x&gt;\\|' ## pwned\" is not a cluster name |\n"
+            ),
+            "{s}"
+        );
+        let a = annotation(&out).unwrap();
+        assert!(a.contains("promotion waits for evidence"), "{a}");
+    }
 }
