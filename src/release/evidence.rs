@@ -68,8 +68,12 @@ pub(super) struct RolloutFile {
 }
 
 impl RequirementFile {
-    /// The validated requirement, or what is wrong with it.
-    pub(super) fn validate(self) -> Result<Requirement, String> {
+    /// The validated requirement, or what is wrong with it; `duration`
+    /// reads `readyFor` (the policy's grammar: `8h`, `90m`, `2d`).
+    pub(super) fn validate(
+        self,
+        duration: fn(&str) -> Result<SignedDuration, String>,
+    ) -> Result<Requirement, String> {
         let Some(f) = self.rollout else {
             return Err("name what is required: rollout".into());
         };
@@ -107,7 +111,7 @@ impl RequirementFile {
         };
         let ready_for = match &f.ready_for {
             None => SignedDuration::ZERO,
-            Some(d) => super::policy::parse_duration(d).map_err(|m| format!("readyFor: {m}"))?,
+            Some(d) => duration(d).map_err(|m| format!("readyFor: {m}"))?,
         };
         let words: Vec<serde_yaml_ng::Value> = match f.not_ended {
             None => vec![],

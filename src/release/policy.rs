@@ -262,7 +262,7 @@ impl Policy {
         }
         let mut requires = Vec::new();
         for (i, r) in file.requires.into_iter().enumerate() {
-            requires.push(r.validate().map_err(|m| {
+            requires.push(r.validate(parse_duration).map_err(|m| {
                 Error::input(
                     format!("release policy, requirement {}: {m}", i + 1),
                     Some(
