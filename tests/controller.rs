@@ -92,19 +92,27 @@ fn fastrand_u32() -> u32 {
 /// A kubeconfig for the controller's ServiceAccount (a TokenRequest token).
 /// `server` is the API server's URL (or a relay in front of it).
 fn service_account_kubeconfig_at(k: &Kube, dir: &Path, server: &str) -> PathBuf {
-    static TOKEN: OnceLock<String> = OnceLock::new();
-    let token = TOKEN.get_or_init(|| {
-        stdout_of(k.kubectl().args([
-            "create",
-            "token",
-            "settings-image-controller",
-            "-n",
-            SYSTEM,
-            "--duration=2h",
-        ]))
-        .trim()
-        .to_string()
-    });
+    // One token per API server (a test with a private one runs in the
+    // same process as those on the shared one under `cargo test`).
+    static TOKENS: OnceLock<Mutex<BTreeMap<PathBuf, String>>> = OnceLock::new();
+    let token = TOKENS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap()
+        .entry(k.kubeconfig.clone())
+        .or_insert_with(|| {
+            stdout_of(k.kubectl().args([
+                "create",
+                "token",
+                "settings-image-controller",
+                "-n",
+                SYSTEM,
+                "--duration=2h",
+            ]))
+            .trim()
+            .to_string()
+        })
+        .clone();
     let admin: String = std::fs::read_to_string(&k.kubeconfig).unwrap();
     let ca = admin
         .lines()

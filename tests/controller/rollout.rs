@@ -606,3 +606,142 @@ fn three_candidates_in_staging_leave_records_that_gate_production() {
     // the status: `entry` checks there is one workload at most, each time.
     assert_eq!(records(&format!("{repo}@{d1}")).len(), 2);
 }
+
+/// A StatefulSet and a DaemonSet, each judged by its own status fields: a
+/// DaemonSet whose pod is Ready but not yet available (`numberAvailable`
+/// 0, as during `minReadySeconds`) is not fully rolled out, and stays
+/// unrecorded.
+#[test]
+fn statefulsets_and_daemonsets_are_recorded_from_their_own_status_fields() {
+    let k = cluster();
+    let ns = namespace(k, "kinds");
+    let reg = Registry::start(Auth::None);
+    let repo = format!("{}/team/agent", reg.host());
+    let tag = "main-1700000100-aaaaaaa";
+    let d1 = candidate(&repo, tag);
+    let r1 = format!("{repo}:{tag}@{d1}");
+    k.apply(&format!(
+        "apiVersion: settings-image.configbutler.io/v1alpha1\nkind: SettingsRollout\nmetadata:\n  name: staging\n  namespace: {ns}\n\
+         spec:\n  repository: {repo}\n"
+    ));
+    let ctl = Controller::start(k, &ns, &["--cluster-name", "staging"]);
+    for (kind, name, extra) in [
+        ("StatefulSet", "db", "  serviceName: db\n  replicas: 2\n"),
+        ("DaemonSet", "agent", ""),
+        ("DaemonSet", "warming", ""),
+    ] {
+        k.apply(&format!(
+            "apiVersion: apps/v1\nkind: {kind}\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n{extra}  \
+             selector: {{matchLabels: {{app: {name}}}}}\n  template:\n    metadata: {{labels: {{app: {name}}}}}\n    spec: {}",
+            pod_spec(&r1)
+        ));
+    }
+    let ready_pod = |name: &str, app: &str, ready: &str| {
+        k.apply(&format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: {ns}\n  labels: {{app: {app}}}\nspec: {}",
+            pod_spec(&r1)
+        ));
+        let status = json!({"status": {"conditions": [
+            {"type": "Ready", "status": "True", "lastTransitionTime": ready}
+        ]}});
+        run_ok(k.kubectl().args([
+            "patch",
+            "pod",
+            name,
+            "-n",
+            &ns,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &status.to_string(),
+        ]));
+    };
+    ready_pod("db-0", "db", "2026-12-01T10:00:00Z");
+    ready_pod("db-1", "db", "2026-12-01T10:00:40Z");
+    ready_pod("agent-x", "agent", "2026-12-01T11:00:00Z");
+    ready_pod("warming-x", "warming", "2026-12-01T11:00:00Z");
+    let status = |kind: &str, name: &str, body: Value| {
+        let generation =
+            get(k, &ns, &format!("{}/{name}", kind.to_lowercase()))["metadata"]["generation"]
+                .clone();
+        let mut body = body;
+        body["observedGeneration"] = generation;
+        run_ok(k.kubectl().args([
+            "patch",
+            &kind.to_lowercase(),
+            name,
+            "-n",
+            &ns,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &json!({"status": body}).to_string(),
+        ]));
+    };
+    let ds = |available: u32| {
+        json!({"desiredNumberScheduled": 1, "currentNumberScheduled": 1, "updatedNumberScheduled": 1,
+               "numberReady": 1, "numberAvailable": available, "numberMisscheduled": 0})
+    };
+    status("DaemonSet", "warming", ds(0));
+    status("DaemonSet", "agent", ds(1));
+    status(
+        "StatefulSet",
+        "db",
+        json!({"replicas": 2, "readyReplicas": 2, "availableReplicas": 2, "updatedReplicas": 2, "currentReplicas": 2}),
+    );
+    let v = wait_rollout(&ctl, k, &ns, "db and agent Ready", |v| {
+        v["status"]["workloads"]
+            .as_array()
+            .is_some_and(|w| w.iter().filter(|w| w["state"] == "Ready").count() == 2)
+    });
+    let states: Vec<(String, String, String, String)> = v["status"]["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| {
+            let s = |k: &str| w[k].as_str().unwrap_or_default().to_string();
+            (s("kind"), s("name"), s("state"), s("readySince"))
+        })
+        .collect();
+    assert_eq!(
+        states,
+        [
+            (
+                "DaemonSet".into(),
+                "agent".into(),
+                "Ready".into(),
+                "2026-12-01T11:00:00Z".into()
+            ),
+            (
+                "DaemonSet".into(),
+                "warming".into(),
+                "Progressing".into(),
+                String::new()
+            ),
+            (
+                "StatefulSet".into(),
+                "db".into(),
+                "Ready".into(),
+                "2026-12-01T10:00:40Z".into()
+            ),
+        ]
+    );
+    let mut recs: Vec<(String, String, u64)> = records(&format!("{repo}@{d1}"))
+        .into_iter()
+        .map(|(_, r)| {
+            (
+                r["kind"].as_str().unwrap().to_string(),
+                r["name"].as_str().unwrap().to_string(),
+                r["replicas"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    recs.sort();
+    assert_eq!(
+        recs,
+        [
+            ("DaemonSet".into(), "agent".into(), 1),
+            ("StatefulSet".into(), "db".into(), 2)
+        ]
+    );
+}
