@@ -232,9 +232,12 @@ pub struct VerifyArgs {
     /// history: the image is rebuilt from its commit).
     #[arg(long, value_name = "DIR")]
     pub path: PathBuf,
-    /// Verify every image-volume reference to --repository in the YAML
-    /// files of this cluster repository folder.
-    #[arg(long, value_name = "DIR", requires = "repository")]
+    /// Verify every image-volume reference to --repository in what the
+    /// cluster applies: a folder of plain manifests (its .yaml and .yml
+    /// files, as Flux reads a path without a kustomization), a rendered
+    /// file, or - for standard input (`kubectl kustomize DIR | ...`). A
+    /// kustomization, a Helm chart or a HelmRelease is refused: render it.
+    #[arg(long, value_name = "INPUT", requires = "repository")]
     pub scan: Option<PathBuf>,
     /// With --scan: the image repository, HOST/NAME.
     #[arg(long, value_name = "HOST/NAME")]
@@ -308,9 +311,6 @@ pub fn run_verify(args: &VerifyArgs) -> Result<i32> {
             if args.json {
                 json(&report)?;
             } else {
-                for s in &report.skipped {
-                    eprintln!("warning: skipped {}: {}", s.file, s.reason);
-                }
                 print!("{}", report.table());
             }
             Ok(report.exit_code(&errors))
