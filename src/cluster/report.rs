@@ -188,10 +188,7 @@ pub fn scan_and_verify(
     crate::registry::parse_repository(repository)?;
     super::verify::check_path(&base.path)?;
     let findings = find(dir, repository)?;
-    if findings.found.is_empty()
-        && findings.unverified.is_empty()
-        && !allow_empty
-    {
+    if findings.found.is_empty() && findings.unverified.is_empty() && !allow_empty {
         return Err(Error::input_hinted(
             format!(
                 "no image-volume reference to {repository} under {}: nothing was verified",
@@ -215,4 +212,3 @@ pub fn scan_and_verify(
         })
     }))
 }
-

@@ -56,7 +56,8 @@ pub const MAX_ERRORS_PER_FILE: usize = 1000;
 
 /// The names kustomize reads as a folder's kustomization
 /// (`konfig.RecognizedKustomizationFileNames`).
-pub const KUSTOMIZATION_FILES: [&str; 3] = ["kustomization.yaml", "kustomization.yml", "Kustomization"];
+pub const KUSTOMIZATION_FILES: [&str; 3] =
+    ["kustomization.yaml", "kustomization.yml", "Kustomization"];
 
 /// Everything the scan found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -113,9 +114,12 @@ impl Scan<'_> {
                 }),
             }
             self.out.found.extend(found);
-            let room = MAX_ERRORS_PER_FILE.saturating_sub(self.out.unverified.len() - errors_before);
+            let room =
+                MAX_ERRORS_PER_FILE.saturating_sub(self.out.unverified.len() - errors_before);
             dropped += unverified.len().saturating_sub(room);
-            self.out.unverified.extend(unverified.into_iter().take(room));
+            self.out
+                .unverified
+                .extend(unverified.into_iter().take(room));
         }
         if dropped > 0 {
             self.refuse(
@@ -191,8 +195,8 @@ impl Scan<'_> {
 
     /// Reads a folder as Flux reads a path without a kustomization.
     fn folder(&mut self, dir: &Path) -> Result<()> {
-        let root =
-            std::fs::canonicalize(dir).map_err(|e| Error::io(format!("reading {}", dir.display()), e))?;
+        let root = std::fs::canonicalize(dir)
+            .map_err(|e| Error::io(format!("reading {}", dir.display()), e))?;
         // Folders to read: (path, relative name, the canonical folders
         // above it and itself, against symlink loops).
         let mut todo: Vec<(PathBuf, String, Vec<PathBuf>)> =
@@ -218,7 +222,7 @@ impl Scan<'_> {
                 let shown = dir.join(&rel);
                 self.refuse(
                     &join(&k.file_name().to_string_lossy()),
-                    None,
+                    Some(1),
                     format!(
                         "a kustomization: Flux builds {} with kustomize, which loads files the scan \
                          does not read (resources of any name) and rewrites references (patches, \
@@ -236,7 +240,7 @@ impl Scan<'_> {
                 let shown = dir.join(&rel);
                 self.refuse(
                     &join(&chart.file_name().to_string_lossy()),
-                    None,
+                    Some(1),
                     format!(
                         "a Helm chart: Helm renders its templates (helm-controller, in the cluster) \
                          and the scan does not render Helm charts; render it (`helm template NAME {} \
@@ -354,9 +358,8 @@ fn is_manifest(name: &str) -> bool {
 /// Finds every image-volume reference to `repository` in `input`: a
 /// folder of plain manifests, a rendered file, or `-` (standard input).
 pub fn find(input: &Path, repository: &str) -> Result<Findings> {
-    let canonical = Canonical::of(repository).ok_or_else(|| {
-        Error::input(format!("invalid repository {repository:?}"), None)
-    })?;
+    let canonical = Canonical::of(repository)
+        .ok_or_else(|| Error::input(format!("invalid repository {repository:?}"), None))?;
     let mut scan = Scan {
         repository,
         spellings: canonical.spellings(),
@@ -383,9 +386,10 @@ pub fn find(input: &Path, repository: &str) -> Result<Findings> {
         Ok(m) if m.is_file() => {
             let file = std::fs::File::open(input)
                 .map_err(|e| Error::io(format!("reading {}", input.display()), e))?;
-            let name = input
-                .file_name()
-                .map_or_else(|| input.display().to_string(), |n| n.to_string_lossy().into_owned());
+            let name = input.file_name().map_or_else(
+                || input.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            );
             scan.stream(&name, std::io::BufReader::new(file));
         }
         Ok(_) => return Err(missing("is not a folder or a regular file")),

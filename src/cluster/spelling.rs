@@ -40,7 +40,8 @@ const DEFAULT_PORTS: [&str; 2] = [":443", ":80"];
 
 /// Whether `host` (lower case) ends in an explicit port.
 fn has_port(host: &str) -> bool {
-    host.rfind(':').is_some_and(|c| host.rfind(']').is_none_or(|b| c > b))
+    host.rfind(':')
+        .is_some_and(|c| host.rfind(']').is_none_or(|b| c > b))
 }
 
 /// The canonical repository of a name (`HOST[:PORT]/PATH` or a Docker Hub
@@ -151,7 +152,8 @@ pub fn mentions(text: &str, repository: &Canonical) -> bool {
         return false;
     }
     let name_char = |c: char| {
-        c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/' | ':' | '@' | '[' | ']' | '+')
+        c.is_ascii_alphanumeric()
+            || matches!(c, '.' | '_' | '-' | '/' | ':' | '@' | '[' | ']' | '+')
     };
     text.split(|c: char| !name_char(c)).any(|token| {
         let token = token.rsplit_once("://").map_or(token, |(_, r)| r);
@@ -212,12 +214,18 @@ mod tests {
 
     #[test]
     fn references_split_at_the_tag_or_digest() {
-        assert_eq!(split("h:5000/a/b:t@sha256:00"), ("h:5000/a/b", ":t@sha256:00"));
+        assert_eq!(
+            split("h:5000/a/b:t@sha256:00"),
+            ("h:5000/a/b", ":t@sha256:00")
+        );
         assert_eq!(split("h:5000/a/b@sha256:00"), ("h:5000/a/b", "@sha256:00"));
         assert_eq!(split("h:5000/a/b"), ("h:5000/a/b", ""));
         assert_eq!(split("nginx:1"), ("nginx", ":1"));
         let r = c("ghcr.io/acme/shop");
-        assert_eq!(r.tail_of("GHCR.IO:443/acme/shop:t@sha256:0"), Some(":t@sha256:0"));
+        assert_eq!(
+            r.tail_of("GHCR.IO:443/acme/shop:t@sha256:0"),
+            Some(":t@sha256:0")
+        );
         assert_eq!(r.tail_of("ghcr.io/acme/shop"), None);
         assert_eq!(r.tail_of("ghcr.io/acme/shop/x:t"), None);
     }
@@ -226,10 +234,18 @@ mod tests {
     fn every_spelling_is_listed_and_names_the_repository() {
         let r = c("docker.io/library/nginx");
         let all = r.spellings();
-        for s in ["nginx", "library/nginx", "index.docker.io:443/nginx", "docker.io/library/nginx"] {
+        for s in [
+            "nginx",
+            "library/nginx",
+            "index.docker.io:443/nginx",
+            "docker.io/library/nginx",
+        ] {
             assert!(all.contains(&s.to_string()), "{s} in {all:?}");
         }
-        assert!(all.iter().all(|s| canonical(s).as_ref() == Some(&r)), "{all:?}");
+        assert!(
+            all.iter().all(|s| canonical(s).as_ref() == Some(&r)),
+            "{all:?}"
+        );
         let r = c("127.0.0.1:5000/team/s");
         assert_eq!(r.spellings(), ["127.0.0.1:5000/team/s"]);
     }

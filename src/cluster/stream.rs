@@ -286,7 +286,11 @@ mod tests {
         let got = pieces(&text);
         assert_eq!(
             got,
-            [Ok((1, "a: 1\n".to_string())), Err(2), Ok((5, "---\nc: 2\n".to_string()))]
+            [
+                Ok((1, "a: 1\n".to_string())),
+                Err(2),
+                Ok((5, "---\nc: 2\n".to_string()))
+            ]
         );
         // Many lines that add up to more than the bound.
         let mut lines = b"---\n".to_vec();
