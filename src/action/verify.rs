@@ -1,7 +1,9 @@
 //! `settings-image action` with the input `mode: verify`: in a pull request
 //! of the cluster repository, every image-volume reference to `repository`
-//! under `scan` is rebuilt from its commit in the settings checkout at
-//! `path` (the same scan as `settings-image verify --scan`). A reference
+//! in `scan` (a folder of plain manifests, or a file a step before
+//! rendered with `kubectl kustomize`, `flux build` or `helm template`) is
+//! rebuilt from its commit in the settings checkout at `path` (the same
+//! scan as `settings-image verify --scan`). A reference
 //! that is not what its commit holds is an `::error` on its file and line
 //! and fails the step (exit 7); the job summary holds the table.
 
@@ -49,7 +51,8 @@ pub struct With {
     pub path: Option<String>,
     /// The image repository whose references are verified (required).
     pub repository: Option<String>,
-    /// The cluster repository folder (or file) to scan (default `.`).
+    /// The cluster repository's folder of plain manifests, or a rendered
+    /// file, to scan (default `.`).
     pub scan: Option<String>,
     /// The login inputs (`login`, `github-token`, the deprecated `token`,
     /// `username`, `password`, the provider facts), as publish reads them.

@@ -202,7 +202,14 @@ fn rendered_in_cluster(doc: &Value) -> Option<String> {
         "Kustomization" if api.starts_with("kustomize.toolkit.fluxcd.io/") => {
             let fields: Vec<&str> = FLUX_RENDERS
                 .into_iter()
-                .filter(|f| spec.and_then(|s| s.get(*f)).is_some_and(|v| !v.is_null()))
+                .filter(|f| {
+                    spec.and_then(|s| s.get(*f)).is_some_and(|v| match v {
+                        Value::Null => false,
+                        Value::Sequence(items) => !items.is_empty(),
+                        Value::Mapping(m) => !m.is_empty(),
+                        _ => true,
+                    })
+                })
                 .collect();
             let path = spec
                 .and_then(|s| s.get("path"))

@@ -183,8 +183,9 @@ impl<R: BufRead> Documents<R> {
                     reason: match skipped {
                         Err(e) => format!("cannot be read: {e}"),
                         Ok(()) => format!(
-                            "holds a YAML document larger than {} MiB, the most the scan reads \
-                             (the Kubernetes API server refuses a larger object)",
+                            "holds a YAML document larger than {} MiB, the most the scan reads in \
+                             one document (the Kubernetes API server refuses a larger object; split \
+                             a larger `kind: List` into one document per object)",
                             MAX_DOCUMENT_BYTES >> 20
                         ),
                     },
