@@ -530,8 +530,9 @@ fn helm_templates_are_refused_like_substitutions() {
 /// Failure 8: the scan kept every manifest's text and YAML (4 files of
 /// 15 MiB took about 3.4 GB, 50 times the bytes). Documents are now read one
 /// at a time: 8 MiB of manifests in 8 files, and as one file of 8 MiB,
-/// take less than 64 MiB (GNU time's peak resident set; about 37 MB
-/// here, where the old scan took about 400 MB).
+/// take less than 64 MiB (GNU time's peak resident set: about 37 MiB
+/// here; the old scan took 108 MiB for 8 MiB of manifests, and grew with
+/// them: `FILES=8 MIB=1 scripts/bench-scan-memory.sh`).
 #[test]
 fn memory_stays_flat_in_the_manifests_scanned() {
     let w = World::new();
