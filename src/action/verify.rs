@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use super::commands::{self, say};
 use super::inputs::{self, Env};
-use crate::cluster::scan::Report;
+use crate::cluster::report::Report;
 use crate::cluster::verify;
 use crate::error::{Error, Result};
 use crate::front;
@@ -94,7 +94,7 @@ fn scan(env: &Env) -> Result<i32> {
         docker_config: front::docker_config(env),
         github: front::github_api(env, login.github_token.and_then(Token::new)),
     };
-    let (report, errors) = crate::cluster::scan::scan_and_verify(
+    let (report, errors) = crate::cluster::report::scan_and_verify(
         &dir,
         &repository,
         &base,

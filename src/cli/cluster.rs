@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::cluster::{flux, scan, verify};
+use crate::cluster::{flux, report, verify};
 use crate::error::{Error, Result};
 use crate::front::{self, Login};
 use crate::history::Token;
@@ -306,7 +306,7 @@ pub fn run_verify(args: &VerifyArgs) -> Result<i32> {
             Ok(0)
         }
         (None, Some(dir), Some(repository)) => {
-            let report = scan::scan_and_verify(dir, repository, &base, args.allow_empty)?;
+            let report = report::scan_and_verify(dir, repository, &base, args.allow_empty)?;
             let (report, errors) = report;
             if args.json {
                 json(&report)?;

@@ -43,7 +43,6 @@ use crate::error::{Error, Result};
 use crate::field::Field;
 
 pub use super::finding::{Found, Unverified};
-pub use super::report::{Report, Row, scan_and_verify, verify_all};
 pub use super::stream::MAX_DOCUMENT_BYTES;
 
 /// The deepest nesting the scan's YAML reader reads (serde_yaml_ng's
@@ -197,117 +196,157 @@ impl Scan<'_> {
     fn folder(&mut self, dir: &Path) -> Result<()> {
         let root = std::fs::canonicalize(dir)
             .map_err(|e| Error::io(format!("reading {}", dir.display()), e))?;
-        // Folders to read: (path, relative name, the canonical folders
-        // above it and itself, against symlink loops).
-        let mut todo: Vec<(PathBuf, String, Vec<PathBuf>)> =
-            vec![(dir.to_path_buf(), String::new(), vec![root.clone()])];
-        while let Some((path, rel, ancestors)) = todo.pop() {
-            let mut entries: Vec<std::fs::DirEntry> = std::fs::read_dir(&path)
+        let mut todo = vec![Folder {
+            path: dir.to_path_buf(),
+            rel: String::new(),
+            ancestors: vec![root.clone()],
+        }];
+        while let Some(here) = todo.pop() {
+            let mut entries: Vec<std::fs::DirEntry> = std::fs::read_dir(&here.path)
                 .and_then(|rd| rd.collect())
-                .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+                .map_err(|e| Error::io(format!("reading {}", here.path.display()), e))?;
             entries.sort_by_key(|e| e.file_name());
-            let join = |name: &str| {
-                if rel.is_empty() {
-                    name.to_string()
-                } else {
-                    format!("{rel}/{name}")
-                }
-            };
-            let named = |wanted: &[&str]| {
-                entries
-                    .iter()
-                    .find(|e| wanted.iter().any(|w| e.file_name() == *w) && e.path().is_file())
-            };
-            if let Some(k) = named(&KUSTOMIZATION_FILES) {
-                let shown = dir.join(&rel);
-                self.refuse(
-                    &join(&k.file_name().to_string_lossy()),
-                    Some(1),
-                    format!(
-                        "a kustomization: Flux builds {} with kustomize, which loads files the scan \
-                         does not read (resources of any name) and rewrites references (patches, \
-                         replacements, transformers), and the scan does not render kustomize; render \
-                         it (`kubectl kustomize {} > rendered.yaml`, or `flux build kustomization NAME \
-                         --path {}`) and scan the rendered file",
-                        shown.display(),
-                        shown.display(),
-                        shown.display()
-                    ),
-                );
+            if self.refused(dir, &here, &entries) {
                 continue;
             }
-            if let Some(chart) = named(&["Chart.yaml"]) {
-                let shown = dir.join(&rel);
-                self.refuse(
-                    &join(&chart.file_name().to_string_lossy()),
-                    Some(1),
-                    format!(
-                        "a Helm chart: Helm renders its templates (helm-controller, in the cluster) \
-                         and the scan does not render Helm charts; render it (`helm template NAME {} \
-                         --values VALUES > rendered.yaml`) and scan the rendered file",
-                        shown.display()
-                    ),
-                );
-                continue;
-            }
-            let mut dirs = Vec::new();
+            let mut below = Vec::new();
             for entry in entries {
-                let name = entry.file_name().to_string_lossy().into_owned();
-                if name == ".git" {
-                    continue;
-                }
-                let path = entry.path();
-                let rel_name = join(&name);
-                let ft = entry
-                    .file_type()
-                    .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-                let manifest = is_manifest(&name);
-                let target = if ft.is_symlink() {
-                    match std::fs::canonicalize(&path) {
-                        Err(e) => {
-                            if manifest {
-                                self.refuse(&rel_name, None, format!("is a broken symlink: {e}"));
-                            }
-                            continue;
-                        }
-                        Ok(t) if !t.starts_with(&root) => {
-                            if manifest || t.is_dir() {
-                                self.refuse(
-                                    &rel_name,
-                                    None,
-                                    format!(
-                                        "is a symlink to {}, outside the scanned folder: not followed \
-                                         (Flux refuses it too)",
-                                        t.display()
-                                    ),
-                                );
-                            }
-                            continue;
-                        }
-                        Ok(t) => t,
-                    }
-                } else {
-                    path.clone()
-                };
-                if target.is_dir() {
-                    let real = std::fs::canonicalize(&target)
-                        .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-                    if !ancestors.contains(&real) {
-                        let mut above = ancestors.clone();
-                        above.push(real);
-                        dirs.push((path, rel_name, above));
-                    }
-                } else if manifest && target.is_file() {
-                    match std::fs::File::open(&path) {
-                        Ok(f) => self.stream(&rel_name, std::io::BufReader::new(f)),
-                        Err(e) => self.refuse(&rel_name, None, format!("cannot be read: {e}")),
-                    }
+                if let Some(folder) = self.entry(&root, &here, &entry)? {
+                    below.push(folder);
                 }
             }
             // Read in name order: the last pushed is read first.
-            todo.extend(dirs.into_iter().rev());
+            todo.extend(below.into_iter().rev());
         }
         Ok(())
+    }
+
+    /// Whether the folder is one the scan cannot render (a kustomization,
+    /// a Helm chart): then it is an `error` row, and nothing in it is read.
+    fn refused(&mut self, dir: &Path, here: &Folder, entries: &[std::fs::DirEntry]) -> bool {
+        let named = |wanted: &[&str]| {
+            entries
+                .iter()
+                .find(|e| wanted.iter().any(|w| e.file_name() == *w) && e.path().is_file())
+                .map(|e| here.join(&e.file_name().to_string_lossy()))
+        };
+        let shown = dir.join(&here.rel);
+        let shown = shown.display();
+        if let Some(file) = named(&KUSTOMIZATION_FILES) {
+            self.refuse(
+                &file,
+                Some(1),
+                format!(
+                    "a kustomization: Flux builds {shown} with kustomize, which loads files the scan \
+                     does not read (resources of any name) and rewrites references (patches, \
+                     replacements, transformers), and the scan does not render kustomize; render it \
+                     (`kubectl kustomize {shown} > rendered.yaml`, or `flux build kustomization NAME \
+                     --path {shown}`) and scan the rendered file"
+                ),
+            );
+            return true;
+        }
+        if let Some(file) = named(&["Chart.yaml"]) {
+            self.refuse(
+                &file,
+                Some(1),
+                format!(
+                    "a Helm chart: Helm renders its templates (helm-controller, in the cluster) and \
+                     the scan does not render Helm charts; render it (`helm template NAME {shown} \
+                     --values VALUES > rendered.yaml`) and scan the rendered file"
+                ),
+            );
+            return true;
+        }
+        false
+    }
+
+    /// One entry of a folder: a manifest is read, a folder returned to be
+    /// read, a symlink out of `root` (or broken) is an `error` row.
+    fn entry(
+        &mut self,
+        root: &Path,
+        here: &Folder,
+        entry: &std::fs::DirEntry,
+    ) -> Result<Option<Folder>> {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name == ".git" {
+            return Ok(None);
+        }
+        let path = entry.path();
+        let rel = here.join(&name);
+        let ft = entry
+            .file_type()
+            .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+        let manifest = is_manifest(&name);
+        let target = if ft.is_symlink() {
+            match std::fs::canonicalize(&path) {
+                Err(e) => {
+                    if manifest {
+                        self.refuse(&rel, None, format!("is a broken symlink: {e}"));
+                    }
+                    return Ok(None);
+                }
+                Ok(t) if !t.starts_with(root) => {
+                    if manifest || t.is_dir() {
+                        self.refuse(
+                            &rel,
+                            None,
+                            format!(
+                                "is a symlink to {}, outside the scanned folder: not followed (Flux \
+                                 refuses it too)",
+                                t.display()
+                            ),
+                        );
+                    }
+                    return Ok(None);
+                }
+                Ok(t) => t,
+            }
+        } else {
+            path.clone()
+        };
+        if target.is_dir() {
+            let real = std::fs::canonicalize(&target)
+                .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+            if here.ancestors.contains(&real) {
+                return Ok(None);
+            }
+            let mut ancestors = here.ancestors.clone();
+            ancestors.push(real);
+            return Ok(Some(Folder {
+                path,
+                rel,
+                ancestors,
+            }));
+        }
+        if manifest && target.is_file() {
+            match std::fs::File::open(&path) {
+                Ok(f) => self.stream(&rel, std::io::BufReader::new(f)),
+                Err(e) => self.refuse(&rel, None, format!("cannot be read: {e}")),
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// A folder to read.
+struct Folder {
+    path: PathBuf,
+    /// Its name relative to the scanned folder (empty for that one).
+    rel: String,
+    /// The canonical folders above it and itself, against symlink loops.
+    ancestors: Vec<PathBuf>,
+}
+
+impl Folder {
+    /// The relative name of an entry of it.
+    fn join(&self, name: &str) -> String {
+        if self.rel.is_empty() {
+            name.to_string()
+        } else {
+            format!("{}/{name}", self.rel)
+        }
     }
 }
 
