@@ -230,7 +230,11 @@ impl Scan<'_> {
                 .find(|e| wanted.iter().any(|w| e.file_name() == *w) && e.path().is_file())
                 .map(|e| here.join(&e.file_name().to_string_lossy()))
         };
-        let shown = dir.join(&here.rel);
+        let shown = if here.rel.is_empty() {
+            dir.to_path_buf()
+        } else {
+            dir.join(&here.rel)
+        };
         let shown = shown.display();
         if let Some(file) = named(&KUSTOMIZATION_FILES) {
             self.refuse(
