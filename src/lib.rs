@@ -28,6 +28,7 @@ pub mod registry;
 pub mod release;
 pub mod report;
 pub mod request;
+pub mod rollout;
 pub mod scratch;
 pub mod source;
 pub mod tag;
