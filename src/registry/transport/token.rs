@@ -46,7 +46,8 @@ impl Transport {
                     self.auth.use_credentials();
                     return Ok(());
                 }
-                Err(Round::Retry(_)) if attempt < MAX_ATTEMPTS => {
+                Err(Round::Retry(e)) if attempt < MAX_ATTEMPTS => {
+                    let _shown = self.retrying("contacting the registry", attempt, &e.to_string());
                     tokio::time::sleep(backoff(attempt)).await;
                 }
                 Err(Round::Retry(e) | Round::Failed(e)) => return Err(e),
