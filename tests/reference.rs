@@ -1,0 +1,230 @@
+//! The generated reference pages are what the code and the manifests say
+//! now: `docs/cli.md` from clap's definitions (every command, flag and
+//! default), `docs/action.md` from `action.yml` and `promote/action.yml`
+//! (every input and output), `docs/exit-codes.md` from
+//! `error::EXIT_CODES`. A flag, input or exit code added without
+//! regenerating them fails here, naming the first line that differs.
+//!
+//! Regenerate all three:
+//! `SETTINGS_IMAGE_WRITE_REFERENCE=1 cargo test --test reference`
+//! (then review the diff and commit it).
+
+mod common;
+
+use std::fmt::Write as _;
+
+use clap::CommandFactory;
+use serde_yaml_ng::Value;
+
+const WRITE: &str = "SETTINGS_IMAGE_WRITE_REFERENCE";
+
+/// Compares `generated` with the file `rel`; writes it instead when
+/// [`WRITE`] is set.
+fn check(rel: &str, generated: &str) {
+    let path = common::repo().join(rel);
+    if std::env::var_os(WRITE).is_some() {
+        std::fs::write(&path, generated).unwrap_or_else(|e| panic!("writing {rel}: {e}"));
+        return;
+    }
+    let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+    if on_disk == generated {
+        return;
+    }
+    let line = on_disk
+        .lines()
+        .zip(generated.lines())
+        .position(|(a, b)| a != b)
+        .unwrap_or_else(|| on_disk.lines().count().min(generated.lines().count()));
+    panic!(
+        "{rel} is out of date: line {} is\n  {:?}\nbut the code generates\n  {:?}\n\
+         regenerate it with `{WRITE}=1 cargo test --test reference` and commit it",
+        line + 1,
+        on_disk.lines().nth(line).unwrap_or("(end of file)"),
+        generated.lines().nth(line).unwrap_or("(end of file)"),
+    );
+}
+
+/// A header saying where the page comes from and how to regenerate it.
+fn generated_from(what: &str) -> String {
+    format!(
+        "<!-- Generated from {what} by tests/reference.rs: do not edit; regenerate with\n     \
+         {WRITE}=1 cargo test --test reference -->\n"
+    )
+}
+
+#[test]
+fn the_cli_reference_is_what_clap_defines() {
+    let options = clap_markdown::MarkdownOptions::new()
+        .title("Command-line reference".to_string())
+        .show_footer(false)
+        .show_table_of_contents(true);
+    let body = clap_markdown::help_markdown_custom::<settings_image::cli::Cli>(&options);
+    // The exit codes `--help` ends with have a page of their own.
+    let help_end = settings_image::error::exit_codes_help();
+    assert!(
+        body.contains(&help_end),
+        "the top-level help no longer ends with the exit codes"
+    );
+    let body = body
+        .replace(&help_end, "Exit codes: [exit-codes.md](exit-codes.md).")
+        .replace(
+            "This document contains the help content for the `settings-image` command-line program.",
+            "Every command and flag of `settings-image`, as `settings-image COMMAND --help` prints \
+             them. The words: [concepts.md](concepts.md).",
+        );
+    let page = format!(
+        "{}\n{}",
+        generated_from(
+            "the clap definitions in src/cli/args.rs, src/cli/cluster.rs and src/controller/mod.rs"
+        ),
+        body.trim_start()
+    );
+    // Sanity of the generator, not of the file: every visible command and
+    // every flag of `push` is in the page.
+    let cli = settings_image::cli::Cli::command();
+    for sub in cli.get_subcommands().filter(|s| !s.is_hide_set()) {
+        assert!(
+            page.contains(&format!("settings-image {}", sub.get_name())),
+            "{} missing",
+            sub.get_name()
+        );
+    }
+    let push = cli.find_subcommand("push").expect("push");
+    for arg in push.get_arguments().filter(|a| !a.is_hide_set()) {
+        if let Some(long) = arg.get_long() {
+            assert!(page.contains(&format!("--{long}")), "--{long} missing");
+        }
+    }
+    check("docs/cli.md", &page);
+}
+
+/// A table cell: one line, `|` escaped, and `<`, `>` as entities (a
+/// `<branch>` would be an HTML tag, shown as nothing).
+fn cell(text: &str) -> String {
+    text.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace('|', "\\|")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// The inputs and outputs tables of the action manifest `rel`.
+fn action_tables(out: &mut String, rel: &str, uses: &str) {
+    let text = std::fs::read_to_string(common::repo().join(rel)).expect("the manifest");
+    let m: Value = serde_yaml_ng::from_str(&text).expect("YAML");
+    let name = m["name"].as_str().expect("name");
+    writeln!(out, "## {name} (`{rel}`)\n").unwrap();
+    writeln!(
+        out,
+        "`uses: {uses}`. {}\n",
+        cell(m["description"].as_str().unwrap_or(""))
+    )
+    .unwrap();
+    writeln!(out, "### Inputs\n").unwrap();
+    writeln!(out, "| input | required | default | description |").unwrap();
+    writeln!(out, "|---|---|---|---|").unwrap();
+    for (k, v) in m["inputs"].as_mapping().expect("inputs") {
+        let k = k.as_str().expect("an input name");
+        let required = if v["required"].as_bool() == Some(true) {
+            "yes"
+        } else {
+            "no"
+        };
+        let default = match &v["default"] {
+            Value::Null => String::new(),
+            Value::String(s) if s.is_empty() => "`\"\"`".into(),
+            Value::String(s) => format!("`{}`", cell(s)),
+            other => format!(
+                "`{}`",
+                cell(serde_yaml_ng::to_string(other).unwrap().trim())
+            ),
+        };
+        let mut description = cell(v["description"].as_str().unwrap_or(""));
+        if let Some(dep) = v["deprecationMessage"].as_str() {
+            description = format!("**Deprecated**: {}. {description}", cell(dep));
+        }
+        writeln!(out, "| `{k}` | {required} | {default} | {description} |").unwrap();
+    }
+    writeln!(out, "\n### Outputs\n").unwrap();
+    writeln!(out, "| output | description |").unwrap();
+    writeln!(out, "|---|---|").unwrap();
+    for (k, v) in m["outputs"].as_mapping().expect("outputs") {
+        let k = k.as_str().expect("an output name");
+        writeln!(
+            out,
+            "| `{k}` | {} |",
+            cell(v["description"].as_str().unwrap_or(""))
+        )
+        .unwrap();
+    }
+    out.push('\n');
+}
+
+#[test]
+fn the_action_reference_is_what_the_manifests_declare() {
+    let mut page = generated_from("action.yml and promote/action.yml");
+    page.push_str(
+        "\n# The GitHub actions: inputs and outputs\n\n\
+         Every input and output of the two actions, as their manifests declare them. How to use\n\
+         them: [github-actions.md](github-actions.md) (publish), [release-management.md](release-management.md)\n\
+         (promote), [flux.md](flux.md#7-proving-what-the-cluster-runs-verify) (`mode: verify`).\n\n",
+    );
+    action_tables(&mut page, "action.yml", "ConfigButler/settings-image@v0");
+    action_tables(
+        &mut page,
+        "promote/action.yml",
+        "ConfigButler/settings-image/promote@v0",
+    );
+    let page = format!("{}\n", page.trim_end());
+    // Every input of both manifests has its row.
+    for rel in ["action.yml", "promote/action.yml"] {
+        let m: Value =
+            serde_yaml_ng::from_str(&std::fs::read_to_string(common::repo().join(rel)).unwrap())
+                .unwrap();
+        for k in m["inputs"].as_mapping().unwrap().keys() {
+            assert!(page.contains(&format!("| `{}` |", k.as_str().unwrap())));
+        }
+    }
+    check("docs/action.md", &page);
+}
+
+#[test]
+fn the_exit_code_reference_is_the_codes_table() {
+    let mut page = generated_from("EXIT_CODES in src/error.rs");
+    page.push_str(
+        "\n# Exit codes\n\n\
+         Every command of `settings-image` (and the actions, whose step fails with the same\n\
+         code) exits with one of these; `settings-image --help` ends with the same table. What\n\
+         to do about each: [troubleshooting.md](troubleshooting.md).\n\n\
+         | code | meaning |\n|---|---|\n",
+    );
+    for (code, meaning) in settings_image::error::EXIT_CODES {
+        writeln!(page, "| {code} | {} |", cell(meaning)).unwrap();
+    }
+    check("docs/exit-codes.md", &page);
+    // And `--help` shows the table as it is.
+    let help = common::cmd::TestCommand::new().arg("--help").ok();
+    for (code, _) in settings_image::error::EXIT_CODES {
+        assert!(
+            help.lines()
+                .any(|l| l.trim_start().starts_with(&format!("{code} "))),
+            "--help does not list exit code {code}:\n{help}"
+        );
+    }
+}
+
+/// The troubleshooting page has a section for every exit code but 0, so
+/// an exit code a user meets always leads somewhere.
+#[test]
+fn troubleshooting_has_a_section_per_exit_code() {
+    let page = std::fs::read_to_string(common::repo().join("docs/troubleshooting.md"))
+        .expect("docs/troubleshooting.md");
+    for (code, _) in settings_image::error::EXIT_CODES.iter().skip(1) {
+        assert!(
+            page.lines()
+                .any(|l| l.starts_with("### ") && l.contains(&format!("Exit {code}"))),
+            "docs/troubleshooting.md has no `### Exit {code}` section"
+        );
+    }
+}
