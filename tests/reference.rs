@@ -228,3 +228,46 @@ fn troubleshooting_has_a_section_per_exit_code() {
         );
     }
 }
+
+/// The troubleshooting page has a section for every reason the controller
+/// sets on `Ready=False`, read from the reconciler's source (its `stalled`
+/// and `failed` steps, its error classes, its waits and the refused
+/// status), so a new reason without its entry fails here.
+#[test]
+fn troubleshooting_has_a_section_per_failure_reason() {
+    let re = regex::Regex::new(
+        r#"(?:stalled|failed)\(\s*"([A-Z]\w+)"|\("([A-Z]\w+)",\s*(?:true|false)\)|reason:\s*"([A-Z]\w+)"|(?:true|false),\s*"([A-Z]\w+)","#,
+    )
+    .unwrap();
+    let mut reasons = std::collections::BTreeSet::new();
+    for rel in [
+        "src/controller/reconcile/step.rs",
+        "src/controller/reconcile/observe.rs",
+        "src/controller/status.rs",
+    ] {
+        let text = std::fs::read_to_string(common::repo().join(rel)).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap();
+        for c in re.captures_iter(code) {
+            let name = (1..=4).find_map(|i| c.get(i)).unwrap().as_str();
+            reasons.insert(name.to_string());
+        }
+    }
+    assert!(
+        reasons.len() > 20,
+        "{reasons:?}: the pattern no longer matches the reconciler"
+    );
+    let page = std::fs::read_to_string(common::repo().join("docs/troubleshooting.md")).unwrap();
+    let headings: Vec<&str> = page.lines().filter(|l| l.starts_with("### ")).collect();
+    let missing: Vec<&String> = reasons
+        .iter()
+        .filter(|r| {
+            !headings
+                .iter()
+                .any(|h| h[4..].split([',', ' ']).any(|w| w == r.as_str()))
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/troubleshooting.md has no `### ` section naming {missing:?}"
+    );
+}
