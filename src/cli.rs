@@ -219,11 +219,26 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
 }
 
 /// Prints `shell`'s completion script for every command and flag.
+///
+/// clap_complete's bash script (4.6.12) spells a subcommand's state two
+/// ways for a binary whose name has a hyphen (`settings__image__subcmd__push`
+/// where it dispatches, `settings__subcmd__image__subcmd__push` where it
+/// lists the flags), so no subcommand's flags ever complete
+/// (clap-rs/clap#6421, open): the second spelling is rewritten to the first.
+/// tests/terminal.rs completes `push --mono` in bash.
 fn print_completions(shell: clap_complete::Shell) -> Result<()> {
     use clap::CommandFactory;
+    use std::io::Write;
     let mut cmd = Cli::command();
-    clap_complete::generate(shell, &mut cmd, "settings-image", &mut std::io::stdout());
-    Ok(())
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "settings-image", &mut script);
+    let mut script = String::from_utf8_lossy(&script).into_owned();
+    if shell == clap_complete::Shell::Bash {
+        script = script.replace("settings__subcmd__image", "settings__image");
+    }
+    std::io::stdout()
+        .write_all(script.as_bytes())
+        .map_err(|e| Error::io("printing the completion script", e))
 }
 
 /// Writes the man pages, one per command, into `dir`.

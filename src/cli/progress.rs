@@ -52,12 +52,9 @@ impl Sink for Terminal {
             (Unit::Items(_), None) => "{spinner} {msg}: {pos} {prefix}",
             (Unit::Wait, _) => "{spinner} {msg} ({elapsed})",
         };
-        // Drawn only once it is one of the bars (drawn on its own first,
-        // its first frame would stay on the screen).
-        let bar = self.0.add(ProgressBar::with_draw_target(
-            total,
-            ProgressDrawTarget::hidden(),
-        ));
+        // Set up hidden, then drawn as one of the bars: drawn on its own
+        // first, or before its words, a first frame would stay behind.
+        let bar = ProgressBar::with_draw_target(total, ProgressDrawTarget::hidden());
         // A template is a constant above: it always parses.
         if let Ok(style) = ProgressStyle::with_template(template) {
             bar.set_style(style.progress_chars("=> "));
@@ -66,6 +63,7 @@ impl Sink for Terminal {
             bar.set_prefix(name);
         }
         bar.set_message(what);
+        let bar = self.0.add(bar);
         bar.enable_steady_tick(Duration::from_millis(100));
         Arc::new(Shown(bar))
     }
