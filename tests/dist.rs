@@ -141,6 +141,43 @@ fn the_archive_installs_into_an_empty_container_and_builds() {
         }
     }
 
+    // The README's install, pasted into a shell with a fresh HOME and no
+    // network: each `curl -fsSLO URL` takes the file of that name from
+    // what dist.sh made (a release holds the same names). It verifies,
+    // unpacks, installs and runs the binary, as printed.
+    let readme = std::fs::read_to_string(common::repo().join("README.md")).unwrap();
+    let install = readme
+        .split("\n## Install\n")
+        .nth(1)
+        .and_then(|r| r.split("```sh\n").nth(1))
+        .and_then(|b| b.split("```").next())
+        .expect("the README's Install has an sh block");
+    let user = tmp.join("user");
+    std::fs::create_dir_all(user.join("home")).unwrap();
+    let pasted = install.replace("curl -fsSLO ", "fetch ");
+    assert_ne!(
+        pasted, install,
+        "the install no longer downloads with curl -fsSLO"
+    );
+    let shell = format!(
+        "fetch() {{ cp \"{}/$(basename \"$1\")\" .; }}\n{pasted}",
+        out.display()
+    );
+    let installed = common::run_ok(
+        Command::new("/bin/bash")
+            .args(["--noprofile", "--norc", "-euo", "pipefail", "-c", &shell])
+            .current_dir(&user)
+            .env_clear()
+            .env("HOME", user.join("home"))
+            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
+    );
+    let said = String::from_utf8_lossy(&installed.stdout);
+    assert!(
+        said.contains(&format!("settings-image {version} (commit ")),
+        "{said}"
+    );
+    assert!(user.join("home/.local/bin/settings-image").is_file());
+
     // Reproducible: packaging again gives the same bytes.
     let again = dist(&tmp.join("again"));
     assert_eq!(
@@ -198,7 +235,12 @@ fn the_archive_installs_into_an_empty_container_and_builds() {
     let stdout = String::from_utf8_lossy(&run.stdout);
     // The version line of the binary the archive carries.
     let version_line = TestCommand::new().arg("--version").ok();
-    assert!(stdout.starts_with(&version_line), "{stdout}");
+    assert!(
+        stdout.starts_with(&version_line),
+        "the archive's binary is not this build: it says\n{}\nthis build says\n{version_line}\
+         stage it again: bash scripts/action-image.sh --test-profile",
+        stdout.lines().next().unwrap_or("")
+    );
     // The container built what the same binary builds outside it: the
     // same digest for the same files.
     let digest = |text: &str| {
