@@ -271,3 +271,74 @@ fn troubleshooting_has_a_section_per_failure_reason() {
         "docs/troubleshooting.md has no `### ` section naming {missing:?}"
     );
 }
+
+/// The anchors GitHub gives the headings of a Markdown text: lower case,
+/// punctuation dropped, spaces as hyphens, `-1`, `-2` for repeats.
+fn anchors(text: &str) -> std::collections::BTreeSet<String> {
+    let fence = regex::Regex::new(r"(?s)```.*?```").unwrap();
+    let heading = regex::Regex::new(r"(?m)^#{1,6} (.*)$").unwrap();
+    let drop = regex::Regex::new(r"[^\w\- ]").unwrap();
+    let text = fence.replace_all(text, "");
+    let mut seen = std::collections::BTreeMap::<String, usize>::new();
+    let mut out = std::collections::BTreeSet::new();
+    for c in heading.captures_iter(&text) {
+        let base = drop
+            .replace_all(&c[1].trim().to_lowercase(), "")
+            .replace(' ', "-");
+        let n = seen.entry(base.clone()).or_insert(0);
+        out.insert(if *n == 0 {
+            base.clone()
+        } else {
+            format!("{base}-{n}")
+        });
+        *n += 1;
+    }
+    out
+}
+
+/// Every relative link of the README, CONTRIBUTING.md and docs/ names a
+/// file that exists and, with `#...`, a heading it has: a guide renamed
+/// or a section moved by one page breaks no other page silently.
+#[test]
+fn every_relative_link_in_the_docs_resolves() {
+    let root = common::repo();
+    let mut files = vec![root.join("README.md"), root.join("CONTRIBUTING.md")];
+    for e in std::fs::read_dir(root.join("docs")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "md") {
+            files.push(p);
+        }
+    }
+    let fence = regex::Regex::new(r"(?s)```.*?```").unwrap();
+    let link = regex::Regex::new(r"\]\(([^)\s]+)\)").unwrap();
+    let mut broken = Vec::new();
+    let mut checked = 0;
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        let prose = fence.replace_all(&text, "");
+        for c in link.captures_iter(&prose) {
+            let l = &c[1];
+            if l.starts_with("http://") || l.starts_with("https://") || l.starts_with("mailto:") {
+                continue;
+            }
+            checked += 1;
+            let (path, anchor) = l.split_once('#').unwrap_or((l, ""));
+            let target = if path.is_empty() {
+                f.clone()
+            } else {
+                f.parent().unwrap().join(path)
+            };
+            let name = f.strip_prefix(&root).unwrap().display().to_string();
+            if !target.exists() {
+                broken.push(format!("{name}: {l} (no such file)"));
+            } else if !anchor.is_empty()
+                && target.extension().is_some_and(|x| x == "md")
+                && !anchors(&std::fs::read_to_string(&target).unwrap()).contains(anchor)
+            {
+                broken.push(format!("{name}: {l} (no such heading)"));
+            }
+        }
+    }
+    assert!(checked > 100, "only {checked} links found");
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
