@@ -164,7 +164,7 @@ fn the_archive_installs_into_an_empty_container_and_builds() {
         out.display()
     );
     let installed = common::run_ok(
-        Command::new("/bin/bash")
+        common::tool("bash")
             .args(["--noprofile", "--norc", "-euo", "pipefail", "-c", &shell])
             .current_dir(&user)
             .env_clear()
