@@ -20,6 +20,7 @@ pub mod inspect;
 pub mod login;
 pub mod many;
 pub mod pipeline;
+pub mod progress;
 pub mod promote;
 pub mod provenance;
 pub mod publish;
