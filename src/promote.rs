@@ -146,6 +146,11 @@ pub struct PromotionReport {
     pub mounted_blobs: usize,
     /// The promotion record's manifest digest.
     pub record: Option<String>,
+    /// What changes: the channel's newest release against the candidate
+    /// (promoted or waiting), filled in by the face
+    /// ([`crate::diff::review::promotion`]); absent when up to date.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diff: Option<crate::diff::review::Review>,
 }
 
 /// The promotion record, the one layer of the referrer.
@@ -338,6 +343,7 @@ pub fn run(req: &Promotion) -> Result<PromotionReport> {
         uploaded_blobs: 0,
         mounted_blobs: 0,
         record: None,
+        diff: None,
     };
     let Decision::Promote {
         candidate,

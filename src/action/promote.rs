@@ -254,6 +254,9 @@ pub fn summary(out: &PromotionReport) -> String {
     if let Some(n) = &out.next_open {
         s.push_str(&row("next open", n));
     }
+    if let Some(review) = &out.diff {
+        s.push_str(&format!("\n### What changes\n\n{}", review.markdown()));
+    }
     s.push_str(&format!(
         "\n### Release windows, next {SUMMARY_DAYS} days\n\n| from | until | gate |\n|---|---|---|\n"
     ));
@@ -299,7 +302,8 @@ fn promote(env: &Env) -> Result<PromotionReport> {
             req.actor
         )));
     }
-    let out = promote::run(&req)?;
+    let mut out = promote::run(&req)?;
+    out.diff = crate::diff::review::promotion(&req, &out, &crate::diff::Limits::SUMMARY);
     if let Some(path) = var(env, "GITHUB_OUTPUT") {
         let text: String = outputs(&out)
             .iter()
@@ -323,6 +327,12 @@ pub fn run(env: &Env) -> i32 {
     match promote(env) {
         Ok(out) => {
             say(&commands::escape_text(out.human().trim_end()));
+            if let Some(review) = &out.diff {
+                say(&commands::escape_text(&format!(
+                    "what changes:\n{}",
+                    review.human().trim_end()
+                )));
+            }
             if let Some(a) = annotation(&out) {
                 say(&a);
             }
