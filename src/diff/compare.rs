@@ -274,3 +274,124 @@ fn show(path: &str, old: &[u8], new: &[u8], limits: &Limits, budget: &mut usize)
         note,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diff::layer::tests::layer;
+
+    fn image(name: &str, entries: &[(&str, u8, &str)]) -> Image {
+        Image::from_layer(
+            Side {
+                name: name.into(),
+                ..Side::default()
+            },
+            layer(entries),
+        )
+    }
+
+    fn keys(n: usize, v: usize) -> String {
+        (0..n).map(|i| format!("k{i}: {v}\n")).collect()
+    }
+
+    #[test]
+    fn the_line_and_file_budgets_say_what_they_left_out() {
+        let (a1, a2) = (keys(5, 1), keys(5, 2));
+        let old = image(
+            "old",
+            &[
+                ("a.yaml", b'0', &a1),
+                ("b.yaml", b'0', &a1),
+                ("c.txt", b'0', "x\n"),
+                ("d.txt", b'0', "y\n"),
+            ],
+        );
+        let new = image(
+            "new",
+            &[
+                ("a.yaml", b'0', &a2),
+                ("b.yaml", b'0', &a2),
+                ("c.txt", b'0', "x2\n"),
+                ("d.txt", b'0', "y2\n"),
+            ],
+        );
+        let limits = Limits {
+            files: 2,
+            keys: 10,
+            total_lines: 3,
+            ..Limits::DEFAULT
+        };
+        let d = compare(&old, &new, &limits).unwrap();
+        assert_eq!(d.counts.modified, 4);
+        assert_eq!(d.changes.len(), 2);
+        assert_eq!(d.changes_not_shown, 2);
+        match &d.changes[0].content {
+            Some(Content::Keys {
+                changes, not_shown, ..
+            }) => assert_eq!((changes.len(), *not_shown), (3, 2)),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            d.changes[1].content,
+            Some(Content::NotShown {
+                reason: "the diff shows at most 3 lines of changes in all".into()
+            })
+        );
+        // The contents read per image: 30 bytes, one YAML file's worth
+        // (5 lines of `kN: V\n`).
+        let limits = Limits {
+            contents: 30,
+            ..Limits::DEFAULT
+        };
+        let d = compare(&old, &new, &limits).unwrap();
+        assert!(matches!(d.changes[0].content, Some(Content::Keys { .. })));
+        assert_eq!(
+            d.changes[1].content,
+            Some(Content::NotShown {
+                reason: "the diff reads at most 30 bytes of file contents per image".into()
+            })
+        );
+    }
+
+    #[test]
+    fn renames_pair_in_path_order_and_a_new_folders_entry_is_implied() {
+        let old = image(
+            "old",
+            &[
+                ("a1", b'0', "same\n"),
+                ("a2", b'0', "same\n"),
+                ("gone/", b'5', ""),
+                ("gone/x", b'0', "1\n"),
+            ],
+        );
+        let new = image(
+            "new",
+            &[
+                ("b1", b'0', "same\n"),
+                ("b2", b'0', "same\n"),
+                ("d/", b'5', ""),
+                ("d/x", b'0', "1\n"),
+                ("empty/", b'5', ""),
+            ],
+        );
+        let d = compare(&old, &new, &Limits::DEFAULT).unwrap();
+        let got: Vec<(&str, Status, Option<&str>)> = d
+            .changes
+            .iter()
+            .map(|c| (c.path.as_str(), c.status, c.from.as_deref()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("b1", Status::Renamed, Some("a1")),
+                ("b2", Status::Renamed, Some("a2")),
+                ("d/x", Status::Renamed, Some("gone/x")),
+                ("empty", Status::Added, None),
+            ]
+        );
+        assert!(d.different);
+        let same = compare(&old, &old, &Limits::DEFAULT).unwrap();
+        assert!(!same.different);
+        assert_eq!(same.counts.unchanged, 3);
+    }
+}

@@ -375,7 +375,7 @@ pub fn read_contents(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A gzip-compressed tar of `(path, type, content or link)`.
