@@ -409,7 +409,12 @@ fn run_diff(env: &front::Env, args: &DiffArgs) -> Result<ExitCode> {
             args.new.clone().unwrap_or_default(),
             &limits,
         )?,
-        (None, Some(path)) => Image::from_folder(path, args.revision.as_deref(), args.source)?,
+        (None, Some(path)) => Image::from_folder(
+            path,
+            args.revision.as_deref(),
+            args.source,
+            front::github_api(env, args.github.token()),
+        )?,
         (None, None) => {
             return Err(Error::input(
                 "diff needs a new side: NEW or --path",

@@ -118,6 +118,9 @@ pub struct DiffArgs {
     /// Print one JSON object instead of text (docs/format.md, "The diff").
     #[arg(long)]
     pub json: bool,
+    /// GitHub token for the API fallback on shallow clones (with --path).
+    #[command(flatten)]
+    pub github: GitHubArgs,
 }
 
 /// Arguments of `action`.

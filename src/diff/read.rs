@@ -10,7 +10,7 @@ use super::layer::{self, Bounds, Tree};
 use super::text::size;
 use super::{Limits, Side};
 use crate::error::{Error, Result};
-use crate::history::{self, Checkout, SourceMode};
+use crate::history::{self, Checkout, SourceMode, github};
 use crate::image::artifact::ManifestView;
 use crate::image::{ANNOTATION_CREATED, ANNOTATION_REVISION};
 use crate::registry::Client;
@@ -227,9 +227,15 @@ impl Image {
 
     /// Builds the folder `path` as `build` does (the commit's folder, or
     /// the disk's with [`SourceMode::Worktree`] or outside git; history
-    /// from `revision` when given), pushing nothing.
-    pub fn from_folder(path: &Path, revision: Option<&str>, mode: SourceMode) -> Result<Image> {
-        let checkout = Checkout::open(path, None);
+    /// from `revision` when given; `github` answers for a shallow clone),
+    /// pushing nothing.
+    pub fn from_folder(
+        path: &Path,
+        revision: Option<&str>,
+        mode: SourceMode,
+        github: Option<github::Api>,
+    ) -> Result<Image> {
+        let checkout = Checkout::open(path, github);
         let reading = history::Reading {
             mode,
             need_commit: false,
