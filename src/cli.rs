@@ -331,7 +331,7 @@ fn run_promote(env: &front::Env, args: &PromoteArgs) -> Result<()> {
         );
     }
     let mut out = crate::promote::run(&req)?;
-    out.diff = crate::diff::review::promotion(&req, &out, &crate::diff::Limits::DEFAULT);
+    out.diff = crate::promote::review(&req, &out, &crate::diff::Limits::DEFAULT);
     if out.forced && out.promoted {
         eprintln!(
             "BREAK-GLASS: {} promoted outside the release windows: {}",

@@ -303,7 +303,7 @@ fn promote(env: &Env) -> Result<PromotionReport> {
         )));
     }
     let mut out = promote::run(&req)?;
-    out.diff = crate::diff::review::promotion(&req, &out, &crate::diff::Limits::SUMMARY);
+    out.diff = promote::review(&req, &out, &crate::diff::Limits::SUMMARY);
     if let Some(path) = var(env, "GITHUB_OUTPUT") {
         let text: String = outputs(&out)
             .iter()

@@ -15,9 +15,8 @@
 use serde::Serialize;
 
 use super::{Diff, Image, Limits, compare};
-use crate::promote::{Promotion, PromotionReport};
 use crate::registry::{self, Client};
-use crate::release::channel::{self, DecisionKind};
+use crate::release::channel;
 
 /// A reviewer's diff, or why there is none.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -71,52 +70,41 @@ impl Review {
     }
 }
 
-/// The registry options of `req` for `repository`, read-only use.
-fn options(req: &Promotion, repository: &str) -> registry::Options {
-    registry::Options::new(
-        repository,
-        req.insecure,
-        req.credentials.clone(),
-        req.docker_config.clone(),
-        req.login.clone().map(Into::into),
-    )
-}
-
-/// The diff of a promotion that promotes or waits: the channel's newest
-/// tag against the candidate; `None` when it is up to date or has no
-/// candidate.
-pub fn promotion(req: &Promotion, out: &PromotionReport, limits: &Limits) -> Option<Review> {
-    if !matches!(out.decision, DecisionKind::Promote | DecisionKind::Wait) {
-        return None;
-    }
-    let candidate = out.candidate.clone()?;
-    Some(Review::of((|| {
-        let source = Client::open_read_only(&options(req, &req.repository))?;
-        let new = Image::from_registry(
-            &source,
-            &candidate,
-            format!("{}:{candidate}", req.repository),
-            limits,
-        )?;
-        let old = match &out.current {
-            None => Image::empty(format!("channel {} (no release yet)", req.to)),
-            Some(current) => {
-                let target = req.target_repository.as_deref();
-                let other = match target.filter(|t| *t != req.repository) {
-                    Some(t) => Some(Client::open_read_only(&options(req, t))?),
-                    None => None,
+/// The diff of a promotion: the channel's newest release (`current`,
+/// `(HOST/NAME, TAG)` through `target`; `None`: the channel `channel` is
+/// empty) against the candidate (`(HOST/NAME, TAG)` through `source`),
+/// each through a read-only client (one, when both are in one
+/// repository).
+pub fn promotion(
+    source: &registry::Options,
+    candidate: (&str, &str),
+    target: &registry::Options,
+    current: Option<(&str, &str)>,
+    channel: &str,
+    limits: &Limits,
+) -> Review {
+    Review::of((|| {
+        let source_client = Client::open_read_only(source)?;
+        let (repository, tag) = candidate;
+        let new = Image::from_registry(&source_client, tag, format!("{repository}:{tag}"), limits)?;
+        let old = match current {
+            None => Image::empty(format!("channel {channel} (no release yet)")),
+            Some((repository, tag)) => {
+                let other = if target.repository == source.repository {
+                    None
+                } else {
+                    Some(Client::open_read_only(target)?)
                 };
-                let name = target.unwrap_or(&req.repository);
                 Image::from_registry(
-                    other.as_ref().unwrap_or(&source),
-                    current,
-                    format!("{name}:{current}"),
+                    other.as_ref().unwrap_or(&source_client),
+                    tag,
+                    format!("{repository}:{tag}"),
                     limits,
                 )?
             }
         };
         Ok(Review::Diff(Box::new(compare(&old, &new, limits)?)))
-    })()))
+    })())
 }
 
 /// The image a publish pushed, as its report says it.
