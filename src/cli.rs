@@ -21,8 +21,8 @@ pub mod metadata;
 mod progress;
 
 pub use args::{
-    AccessArgs, ActionArgs, BuildArgs, Cli, Command, CompletionsArgs, GitHubArgs, HistoryArgs,
-    InspectArgs, ManArgs, PlanArgs, PromoteArgs, PushArgs, TagArgs, VERSION,
+    AccessArgs, ActionArgs, BuildArgs, Cli, Command, CompletionsArgs, DiffArgs, GitHubArgs,
+    HistoryArgs, InspectArgs, ManArgs, PlanArgs, PromoteArgs, PushArgs, TagArgs, VERSION,
 };
 use many::{is_many, run_build_many, run_plan, run_push_many, run_tag_many};
 
@@ -208,6 +208,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             done(print_report(&report, json, forced))
         }
         Command::Inspect(args) => done(run_inspect(&env, &args)),
+        Command::Diff(args) => run_diff(&env, &args),
         Command::Promote(args) => done(run_promote(&env, &args)),
         Command::Flux(args) => done(cluster::run_flux(&args)),
         // The table or JSON has said which references failed.
@@ -379,7 +380,8 @@ fn run_promote(env: &front::Env, args: &PromoteArgs) -> Result<()> {
             "warning: --at judges the release windows at {at}, not now; a promotion records both times"
         );
     }
-    let out = crate::promote::run(&req)?;
+    let mut out = crate::promote::run(&req)?;
+    out.diff = crate::promote::review(&req, &out, &crate::diff::Limits::DEFAULT);
     if out.forced && out.promoted {
         eprintln!(
             "BREAK-GLASS: {} promoted outside the release windows: {}",
@@ -392,29 +394,103 @@ fn run_promote(env: &front::Env, args: &PromoteArgs) -> Result<()> {
         println!("{s}");
     } else {
         print!("{}", out.human());
+        if let Some(review) = &out.diff {
+            print!("\nwhat changes:\n{}", review.human());
+        }
     }
     Ok(())
 }
 
-fn run_inspect(env: &front::Env, args: &InspectArgs) -> Result<()> {
-    // Reading needs no login, but a half-given one is an error (exit 2),
-    // never silently anonymous.
-    let credentials = match front::login(
+/// The pull credentials of the reading commands (`inspect`, `diff`) from
+/// the environment. Reading needs no login, but a half-given one is an
+/// error (exit 2), never silently anonymous.
+fn read_credentials(env: &front::Env) -> Result<Option<Credentials>> {
+    match front::login(
         env.get("SETTINGS_IMAGE_USERNAME").cloned(),
         env.get("SETTINGS_IMAGE_PASSWORD").cloned(),
     ) {
-        Login::Both(c) => Some(c),
-        Login::Neither => None,
-        Login::UsernameOnly | Login::PasswordOnly => {
+        Login::Both(c) => Ok(Some(c)),
+        Login::Neither => Ok(None),
+        Login::UsernameOnly | Login::PasswordOnly => Err(Error::input(
+            "a registry username needs a password and a password needs a username",
+            Some(
+                "set both SETTINGS_IMAGE_USERNAME and SETTINGS_IMAGE_PASSWORD, or neither to read anonymously"
+                    .to_string(),
+            ),
+        )),
+    }
+}
+
+/// `diff`: exit 0, or with `--exit-code` 9 when the two differ.
+fn run_diff(env: &front::Env, args: &DiffArgs) -> Result<ExitCode> {
+    use crate::diff::{Image, Limits};
+    let limits = Limits::DEFAULT;
+    let credentials = read_credentials(env)?;
+    let (old_repo, old_ref) = crate::inspect::parse_reference(&args.old)?;
+    let new_ref = args
+        .new
+        .as_deref()
+        .map(crate::inspect::parse_reference)
+        .transpose()?;
+    if let Some(path) = &args.path {
+        crate::cluster::verify::check_path(path)?;
+    }
+    let open = |repository: &str| {
+        registry::Client::open_read_only(&registry::Options::new(
+            repository,
+            args.insecure,
+            credentials.clone(),
+            front::docker_config(env),
+            None,
+        ))
+    };
+    let old_client = open(&old_repo)?;
+    let old = Image::from_registry(&old_client, &old_ref, args.old.clone(), &limits)?;
+    let new = match (&new_ref, &args.path) {
+        (Some((repo, what)), _) if *repo == old_repo => Image::from_registry(
+            &old_client,
+            what,
+            args.new.clone().unwrap_or_default(),
+            &limits,
+        )?,
+        (Some((repo, what)), _) => Image::from_registry(
+            &open(repo)?,
+            what,
+            args.new.clone().unwrap_or_default(),
+            &limits,
+        )?,
+        (None, Some(path)) => Image::from_folder(
+            path,
+            args.revision.as_deref(),
+            args.source,
+            front::github_api(env, args.github.token()),
+        )?,
+        (None, None) => {
             return Err(Error::input(
-                "a registry username needs a password and a password needs a username",
-                Some(
-                    "set both SETTINGS_IMAGE_USERNAME and SETTINGS_IMAGE_PASSWORD, or neither to read anonymously"
-                        .to_string(),
-                ),
+                "diff needs a new side: NEW or --path",
+                Some("give a second reference, or --path DIR for a folder".to_string()),
             ));
         }
     };
+    for w in &new.warnings {
+        eprintln!("warning: {w}");
+    }
+    let diff = crate::diff::compare(&old, &new, &limits)?;
+    if args.json {
+        let s = serde_json::to_string(&diff).map_err(|e| Error::json("printing the diff", e))?;
+        println!("{s}");
+    } else {
+        print!("{}", diff.human());
+    }
+    Ok(if args.exit_code && diff.different {
+        ExitCode::from(crate::diff::DIFFERENT)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn run_inspect(env: &front::Env, args: &InspectArgs) -> Result<()> {
+    let credentials = read_credentials(env)?;
     let found = crate::inspect::inspect(
         &args.reference,
         args.insecure,

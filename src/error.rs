@@ -408,7 +408,7 @@ impl Error {
 /// shows it ([`exit_codes_help`]) and docs/reference/exit-codes.md is
 /// generated from it (tests/reference.rs); tests/exit_codes.rs causes
 /// each code for real.
-pub const EXIT_CODES: [(&str, &str); 10] = [
+pub const EXIT_CODES: [(&str, &str); 11] = [
     (
         "0",
         "success: built, pushed or promoted, or already up to date; `verify`: every byte is its commit's",
@@ -447,6 +447,10 @@ pub const EXIT_CODES: [(&str, &str); 10] = [
         "8",
         "`controller --leader-elect` lost its Lease: it exits so that one replica publishes; the pod \
          restarts and campaigns again",
+    ),
+    (
+        "9",
+        "`diff --exit-code` found differences (without `--exit-code`, `diff` exits 0 either way)",
     ),
     (
         "128+N",

@@ -11,6 +11,7 @@ pub mod branch_tag;
 pub mod cli;
 pub mod cluster;
 pub mod controller;
+pub mod diff;
 pub mod error;
 pub mod field;
 pub mod front;

@@ -159,6 +159,11 @@ pub struct PromotionReport {
     /// the requirements (not for the gate).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub unmet: bool,
+    /// What changes: the channel's newest release against the candidate
+    /// (promoted or waiting), filled in by the face ([`review`]); absent
+    /// when up to date.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diff: Option<crate::diff::review::Review>,
 }
 
 /// The promotion record, the one layer of the referrer.
@@ -372,6 +377,7 @@ pub fn run(req: &Promotion) -> Result<PromotionReport> {
             && decision.kind() == DecisionKind::Wait,
         candidates,
         evidence: Vec::new(),
+        diff: None,
     };
     let Decision::Promote {
         candidate,
@@ -463,6 +469,30 @@ pub fn run(req: &Promotion) -> Result<PromotionReport> {
         out.record = Some(attached.descriptor.digest);
     }
     Ok(out)
+}
+
+/// What changes with the promotion `out` decided: the channel's newest
+/// release against the candidate it promotes or waits on; `None` when the
+/// channel is up to date or there is no candidate. Never fails: a diff
+/// that cannot be made says why ([`crate::diff::review`]).
+pub fn review(
+    req: &Promotion,
+    out: &PromotionReport,
+    limits: &crate::diff::Limits,
+) -> Option<crate::diff::review::Review> {
+    if !matches!(out.decision, DecisionKind::Promote | DecisionKind::Wait) {
+        return None;
+    }
+    let candidate = out.candidate.as_deref()?;
+    let target = req.target_repository.as_deref().unwrap_or(&req.repository);
+    Some(crate::diff::review::promotion(
+        &options(req, &req.repository),
+        (&req.repository, candidate),
+        &options(req, target),
+        out.current.as_deref().map(|c| (target, c)),
+        &req.to,
+        limits,
+    ))
 }
 
 /// Checks that channel tag `current` (`TO-<ts>-<sha7>` in `target`) holds

@@ -384,3 +384,186 @@ fn the_counter_counts_what_distribution_logs() {
     .collect();
     assert_eq!(n, want);
 }
+
+/// Runs the publish action (one folder, `timestamp-tag: main`) on
+/// `folder`'s checkout into `name`, with or without the job summary: the
+/// summary and the requests it made, per kind.
+fn publish_action(
+    reg: &Registry,
+    folder: &Folder,
+    name: &str,
+    summary: bool,
+) -> (String, BTreeMap<Kind, usize>) {
+    let before = std::fs::read_to_string(&reg.log).expect("access log").len();
+    let tmp = common::TempDir::new();
+    let file = tmp.join("summary");
+    std::fs::write(&file, "").expect("summary file");
+    let repository = format!("{}/{name}", reg.host());
+    let run = TestCommand::new()
+        .arg("action")
+        .envs([
+            ("INPUT_PATH", "configs/shop"),
+            ("INPUT_REPOSITORY", repository.as_str()),
+            ("INPUT_TIMESTAMP-TAG", "main"),
+            ("INPUT_SUMMARY", if summary { "true" } else { "false" }),
+            ("GITHUB_WORKSPACE", folder.repo.dir.to_str().expect("utf-8")),
+            ("GITHUB_STEP_SUMMARY", file.to_str().expect("utf-8")),
+        ])
+        .current_dir(&folder.repo.dir)
+        .run();
+    assert_eq!(run.code, 0, "{run:?}");
+    let log = std::fs::read_to_string(&reg.log).expect("access log");
+    (
+        std::fs::read_to_string(&file).expect("summary"),
+        count(&log[before..], name),
+    )
+}
+
+/// The requests `with` made beyond `without`, per kind (none fewer).
+fn extra(with: &BTreeMap<Kind, usize>, without: &BTreeMap<Kind, usize>) -> BTreeMap<Kind, usize> {
+    for (k, n) in without {
+        assert!(
+            with.get(k).copied().unwrap_or(0) >= *n,
+            "{k:?}: {with:?} {without:?}"
+        );
+    }
+    with.iter()
+        .map(|(k, n)| (k.clone(), n - without.get(k).copied().unwrap_or(0)))
+        .filter(|(_, n)| *n > 0)
+        .collect()
+}
+
+fn kinds(rows: &[(&str, &'static str, usize)]) -> BTreeMap<Kind, usize> {
+    rows.iter()
+        .map(|(m, r, n)| ((m.to_string(), *r), *n))
+        .collect()
+}
+
+/// What the job summary's diff (docs/format.md, "The diff") costs a
+/// publish: the same publish into two repositories with the same history,
+/// one with the summary and one without. With an earlier image under the
+/// prefix: its own authentication (a read-only client), the tag list,
+/// the earlier image's manifest and both layers (the new layer's
+/// descriptor is the push report's). A first image: the tag list only.
+#[test]
+fn the_summarys_diff_costs_a_publish_four_requests() {
+    let reg = Registry::start(Auth::None);
+    let mut folder = Folder::new();
+    // The first image under the prefix.
+    let (md, with) = publish_action(&reg, &folder, "sum", true);
+    let (_, without) = publish_action(&reg, &folder, "nosum", false);
+    assert!(md.contains("the first image under the prefix main"), "{md}");
+    let first = extra(&with, &without);
+    assert_eq!(
+        first,
+        kinds(&[("GET", "auth", 1), ("GET", "tags", 1)]),
+        "{with:?}"
+    );
+    // The next commit: an earlier image to compare with.
+    folder.change();
+    let (md, with) = publish_action(&reg, &folder, "sum", true);
+    let (_, without) = publish_action(&reg, &folder, "nosum", false);
+    assert!(md.contains("1 change: 1 modified; 49 unchanged"), "{md}");
+    let next = extra(&with, &without);
+    assert_eq!(
+        next,
+        kinds(&[
+            ("GET", "auth", 1),
+            ("GET", "tags", 1),
+            ("GET", "manifests", 1),
+            ("GET", "blobs", 2),
+        ]),
+        "with the summary: {with:?}\nwithout: {without:?}"
+    );
+    eprintln!("the summary's diff: first image {first:?}, next {next:?}");
+}
+
+/// Pushes `folder` into `name` as `main-<ts>-<sha7>` (no provenance).
+fn push_stamped(reg: &Registry, folder: &Folder, name: &str) {
+    push(
+        reg,
+        folder,
+        name,
+        &["--timestamp-tag", "main", "--no-provenance"],
+    );
+}
+
+/// `promote --from main --to prod` of `name` with `flags`: the requests it
+/// made, per kind.
+fn promote_counted(reg: &Registry, name: &str, flags: &[&str]) -> BTreeMap<Kind, usize> {
+    let before = std::fs::read_to_string(&reg.log).expect("access log").len();
+    let repository = format!("{}/{name}", reg.host());
+    let run = TestCommand::new()
+        .args([
+            "promote",
+            "--repository",
+            &repository,
+            "--from",
+            "main",
+            "--to",
+            "prod",
+        ])
+        .args(flags)
+        .run();
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("\nwhat changes:\n"), "{}", run.stdout);
+    let log = std::fs::read_to_string(&reg.log).expect("access log");
+    count(&log[before..], name)
+}
+
+/// A promotion's own requests, then its diff's: a read-only client of its
+/// own (one authentication), the candidate's manifest and layer, and the
+/// channel's release's manifest and layer when there is one. The
+/// promotion itself reads no blob, so every `GET blobs` is the diff's.
+const PROMOTE_FIRST: Budget = &[
+    // promote: the tag list twice (candidates, channel), the candidate's
+    // manifest and the referrers index (read, then written), the channel
+    // tag, the record's two blobs and manifest.
+    ("GET", "tags", 2),
+    ("HEAD", "manifests", 1),
+    ("POST", "uploads", 2),
+    ("PUT", "uploads", 2),
+    ("PUT", "manifests", 3),
+    // 2 of promote's, 1 of the diff's (the candidate; the channel is empty).
+    ("GET", "manifests", 3),
+    // The diff's: the candidate's layer.
+    ("GET", "blobs", 1),
+];
+/// A promotion that waits: the tag lists; the diff's two manifests and
+/// two layers.
+const PROMOTE_WAIT: Budget = &[
+    ("GET", "tags", 2),
+    ("GET", "manifests", 2),
+    ("GET", "blobs", 2),
+];
+
+#[test]
+fn a_promotes_diff_reads_two_manifests_and_two_layers() {
+    let reg = Registry::start(Auth::None);
+    let mut folder = Folder::new();
+    push_stamped(&reg, &folder, "promo");
+    // Two authentications: promote's client and the diff's (counted
+    // apart: `within` allows one).
+    let auth = ("GET".to_string(), "auth");
+    let mut n = promote_counted(&reg, "promo", &[]);
+    assert_eq!(n.remove(&auth), Some(2), "{n:?}");
+    let first = within("first promotion", &n, PROMOTE_FIRST);
+    folder.change();
+    push_stamped(&reg, &folder, "promo");
+    let tmp = common::TempDir::new();
+    let policy = tmp.join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "windows:\n  - kind: deny\n    description: freeze\n    start: \"2000-01-01T00:00:00Z\"\n    end: \"2999-01-01T00:00:00Z\"\n",
+    )
+    .expect("policy");
+    let mut n = promote_counted(
+        &reg,
+        "promo",
+        &["--policy", policy.to_str().expect("utf-8")],
+    );
+    assert_eq!(n.remove(&auth), Some(2), "{n:?}");
+    let wait = within("waiting promotion", &n, PROMOTE_WAIT);
+    assert_eq!(n[&("GET".to_string(), "blobs")], 2, "{n:?}");
+    eprintln!("requests after authentication: first promotion {first}, waiting {wait}");
+}

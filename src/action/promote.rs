@@ -284,6 +284,9 @@ pub fn summary(out: &PromotionReport) -> String {
             ));
         }
     }
+    if let Some(review) = &out.diff {
+        s.push_str(&format!("\n### What changes\n\n{}", review.markdown()));
+    }
     s.push_str(&format!(
         "\n### Release windows, next {SUMMARY_DAYS} days\n\n| from | until | gate |\n|---|---|---|\n"
     ));
@@ -346,7 +349,8 @@ fn promote(env: &Env) -> Result<PromotionReport> {
             req.actor
         )));
     }
-    let out = promote::run(&req)?;
+    let mut out = promote::run(&req)?;
+    out.diff = promote::review(&req, &out, &crate::diff::Limits::SUMMARY);
     if let Some(path) = var(env, "GITHUB_OUTPUT") {
         let text: String = outputs(&out)
             .iter()
@@ -370,6 +374,12 @@ pub fn run(env: &Env) -> i32 {
     match promote(env) {
         Ok(out) => {
             say(&commands::escape_text(out.human().trim_end()));
+            if let Some(review) = &out.diff {
+                say(&commands::escape_text(&format!(
+                    "what changes:\n{}",
+                    review.human().trim_end()
+                )));
+            }
             if let Some(a) = annotation(&out) {
                 say(&a);
             }
@@ -568,6 +578,7 @@ mod tests {
             }],
             evidence: vec![],
             unmet: true,
+            diff: None,
         };
         let s = summary(&out);
         assert!(

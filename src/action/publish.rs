@@ -438,13 +438,50 @@ fn write_step_outputs(
     }
     let summary_file = env.get("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty());
     if let (true, Some(file)) = (inputs.summary, summary_file) {
-        let facts = facts(env, inputs, report, published);
+        let mut facts = facts(env, inputs, report, published);
+        facts.changes = facts
+            .prefix
+            .as_deref()
+            .and_then(|prefix| changes(env, inputs, report, prefix));
         commands::append(
             Path::new(file),
             &commands::cap_summary(summary::render(&facts)),
         )?;
     }
     Ok(())
+}
+
+/// What changed since the image before this one under its prefix, for
+/// the job summary: only for a pushed image with a timestamp tag (a dry
+/// run makes no registry request).
+fn changes(
+    env: &Env,
+    inputs: &PublishInputs,
+    report: &Report,
+    prefix: &str,
+) -> Option<crate::diff::review::Review> {
+    use crate::diff::review::{Pushed, since_previous};
+    let tag = report.timestamp_tag.as_deref().filter(|_| inputs.push)?;
+    let options = registry::Options::new(
+        inputs.repository.clone(),
+        inputs.insecure,
+        inputs.credentials.clone(),
+        front::docker_config(env),
+        inputs.login.clone().map(Into::into),
+    );
+    let pushed = Pushed {
+        repository: &inputs.repository,
+        tag,
+        prefix,
+        digest: &report.digest,
+        commit: report.commit.as_deref(),
+        layer: (&report.layer.digest, report.layer.size),
+    };
+    Some(since_previous(
+        &options,
+        &pushed,
+        &crate::diff::Limits::SUMMARY,
+    ))
 }
 
 /// What a run published, in the outputs' terms.
@@ -624,6 +661,7 @@ fn facts(env: &Env, inputs: &PublishInputs, report: &Report, published: &Publish
                     .map(|b| format!("branch tag: {}", branch_text(b))),
             )
             .collect(),
+        changes: None,
     }
 }
 

@@ -32,6 +32,8 @@ pub struct Facts {
     pub uploaded_blobs: usize,
     /// Notes (anomalies, warnings) to show.
     pub notes: Vec<String>,
+    /// What changed since the image before it under the same prefix.
+    pub changes: Option<crate::diff::review::Review>,
 }
 
 /// The Flux objects for this repository and prefix, from the same
@@ -91,6 +93,13 @@ pub fn render(f: &Facts) -> String {
     }
     for n in &f.notes {
         let _ = writeln!(s, "\n> [!WARNING]\n> {}", n.replace('\n', "\n> "));
+    }
+    if let Some(changes) = &f.changes {
+        let _ = write!(
+            s,
+            "\n#### What changed since the image before it\n\n{}",
+            changes.markdown()
+        );
     }
     if let Some(prefix) = &f.prefix {
         let _ = writeln!(

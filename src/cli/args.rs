@@ -55,6 +55,12 @@ pub enum Command {
     /// ref, builder and run) from its referrers.
     #[command(after_help = READ_CREDENTIALS)]
     Inspect(InspectArgs),
+    /// Show what changes between two settings images, or an image and a
+    /// folder built as `build` builds it: files added, removed, modified,
+    /// renamed or changed in type; YAML and JSON key by key, other text as
+    /// a unified diff.
+    #[command(after_help = DIFF_HELP)]
+    Diff(DiffArgs),
     /// Promote the newest PREFIX tag into a forward-only channel, as the
     /// release policy's windows allow (same digest; no blob uploaded within
     /// one repository, blobs mounted or copied into another).
@@ -110,6 +116,7 @@ impl Command {
             Command::Inspect(a) => a.json,
             Command::Promote(a) => a.json,
             Command::Verify(a) => a.json,
+            Command::Diff(a) => a.json,
             Command::Flux(_)
             | Command::Controller(_)
             | Command::Action(_)
@@ -126,6 +133,60 @@ Registry credentials (a public image needs none), the first found:
   docker's config.json  $DOCKER_CONFIG/config.json, else ~/.docker/config.json
                         (auths, credHelpers, credsStore: `docker login` writes it)
   else anonymous. docs/registries.md has each registry's.";
+
+/// `diff`'s help after the options: its order, bounds and exit codes.
+const DIFF_HELP: &str = "\
+Files come in the byte order of their paths; a YAML or JSON file's keys
+depth-first, a mapping's keys in byte order, a sequence's items by index.
+A diff is bounded (1 MiB per file compared, 50 keys and 200 diff lines per
+file, 2,000 lines and 1,000 files in all) and says what it left out.
+Exit codes: 0 (with --exit-code: no differences), 9 differences found (with
+--exit-code only), 2 bad input, 4 the registry failed, 5 authentication.
+
+Registry credentials (a public image needs none), the first found:
+  SETTINGS_IMAGE_USERNAME and SETTINGS_IMAGE_PASSWORD  both set, in the environment
+  docker's config.json  $DOCKER_CONFIG/config.json, else ~/.docker/config.json
+  else anonymous.";
+
+/// Arguments of `diff`.
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The old image, HOST/NAME:TAG or HOST/NAME@sha256:HEX.
+    #[arg(value_name = "OLD")]
+    pub old: String,
+    /// The new image, HOST/NAME:TAG or HOST/NAME@sha256:HEX (or --path).
+    #[arg(
+        value_name = "NEW",
+        required_unless_present = "path",
+        conflicts_with = "path"
+    )]
+    pub new: Option<String>,
+    /// Compare OLD with this settings folder instead, built as `build`
+    /// builds it (nothing is written or pushed).
+    #[arg(long, value_name = "DIR")]
+    pub path: Option<PathBuf>,
+    /// With --path: the folder as this commit (full id) or reference holds
+    /// it, instead of HEAD.
+    #[arg(long, value_name = "REV", requires = "path")]
+    pub revision: Option<String>,
+    /// With --path inside git: the folder as the commit holds it (tracked
+    /// files only) or as it is on disk.
+    #[arg(long, value_enum, default_value_t = SourceMode::Commit)]
+    pub source: SourceMode,
+    /// Use plain HTTP for a non-loopback registry (loopback hosts always use it).
+    #[arg(long)]
+    pub insecure: bool,
+    /// Exit 9 when there are differences, 0 when there are none (without
+    /// it, 0 either way).
+    #[arg(long)]
+    pub exit_code: bool,
+    /// Print one JSON object instead of text (docs/format.md, "The diff").
+    #[arg(long)]
+    pub json: bool,
+    /// GitHub token for the API fallback on shallow clones (with --path).
+    #[command(flatten)]
+    pub github: GitHubArgs,
+}
 
 /// Arguments of `action`.
 #[derive(Debug, Args)]

@@ -17,7 +17,6 @@
 //! reviewer can act on; the first differing file does.
 
 mod explain;
-mod gunzip;
 mod layer;
 
 use std::path::PathBuf;
@@ -437,9 +436,9 @@ fn read_provenance(
 
 #[cfg(test)]
 mod tests {
-    use super::gunzip::Gunzip;
     use super::layer::{Entry, first_difference};
     use super::*;
+    use crate::image::gunzip::Gunzip;
 
     #[test]
     fn references_split_into_tag_and_digest() {

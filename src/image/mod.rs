@@ -3,6 +3,7 @@
 //! an [`Image`] and write it somewhere.
 
 pub mod artifact;
+pub mod gunzip;
 pub mod gzip;
 pub mod layer;
 

@@ -62,6 +62,67 @@ impl Session {
         Ok(bytes)
     }
 
+    /// Streams blob `digest`, `size` bytes as its descriptor says, into
+    /// `out`, checked against both: a blob of any size, never held in
+    /// memory (a layer read back by `diff`). Its deadline grows with its
+    /// size, as an upload's does.
+    pub(crate) async fn get_blob_into(
+        &self,
+        digest: &str,
+        size: u64,
+        out: &mut dyn std::io::Write,
+    ) -> Result<()> {
+        use sha2::Digest as _;
+        let what = format!("getting blob {digest}");
+        let url = self.t.url(&format!("blobs/{digest}"))?;
+        let timeout = deadline::get().for_request(size);
+        let mut resp = self
+            .t
+            .send(&what, true, |s| {
+                Ok(s.request(Method::GET, url.clone()).timeout(timeout))
+            })
+            .await?;
+        if resp.status() != StatusCode::OK {
+            return Err(self.t.fail(&what, resp).await);
+        }
+        let wrong_size = |got: u64| {
+            self.t.registry_err(
+                &what,
+                format!(
+                    "the registry sent {got} bytes or more; the manifest says the blob has {size}"
+                ),
+            )
+        };
+        if let Some(n) = resp.content_length().filter(|&n| n != size) {
+            return Err(wrong_size(n));
+        }
+        let mut hash = sha2::Sha256::new();
+        let mut got = 0u64;
+        while let Some(chunk) = resp.chunk().await.map_err(|e| self.t.http_err(&what, &e))? {
+            got += chunk.len() as u64;
+            if got > size {
+                return Err(wrong_size(got));
+            }
+            hash.update(&chunk);
+            out.write_all(&chunk)
+                .map_err(|e| Error::io(format!("saving blob {digest}"), e))?;
+        }
+        let sent = format!("sha256:{}", hex::encode(hash.finalize()));
+        if got != size {
+            return Err(self.t.registry_err(
+                &what,
+                format!("the registry sent {got} bytes; the manifest says the blob has {size}"),
+            ));
+        }
+        if sent != digest {
+            return Err(self.t.registry_err(
+                &what,
+                format!("the registry sent content with digest {sent}"),
+            ));
+        }
+        Ok(())
+    }
+
     /// Uploads `bytes` as a blob unless the registry has it.
     pub(crate) async fn put_blob(&self, media_type: &str, bytes: &[u8]) -> Result<Descriptor> {
         let desc = Descriptor::of(media_type, bytes);

@@ -232,6 +232,17 @@ impl Client {
         self.run(|s| s.get_blob(digest))
     }
 
+    /// Streams blob `digest` (`size` bytes, as its descriptor says) into
+    /// `out`, checked against its size and digest; for blobs of any size.
+    pub fn get_blob_into(
+        &self,
+        digest: &str,
+        size: u64,
+        out: &mut dyn std::io::Write,
+    ) -> Result<()> {
+        self.run(|s| s.get_blob_into(digest, size, out))
+    }
+
     /// Uploads `bytes` as a blob unless the registry already has it.
     pub fn put_blob(&self, media_type: &str, bytes: &[u8]) -> Result<Descriptor> {
         self.run(|s| s.put_blob(media_type, bytes))

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::io::Read as _;
 
-use super::gunzip::Gunzip;
+use crate::image::gunzip::Gunzip;
 
 /// One tar entry as compared: type, mode, link target and content digest.
 #[derive(Debug, Clone, PartialEq, Eq)]

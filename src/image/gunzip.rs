@@ -1,5 +1,7 @@
 //! A streaming gzip reader that checks every member's trailer and stops
-//! at a limit, for layers pushed by anyone (a gzip bomb is a mismatch).
+//! at a limit, for layers pushed by anyone: `verify` compares them (a
+//! gzip bomb is a mismatch) and `diff` reads them back (a bomb is an
+//! error, stopped at the limit).
 
 /// The decompressed bytes of a gzip stream (RFC 1952), every member of it
 /// in turn, as containerd, Go's `gzip.Reader` and GNU gzip read it: a
@@ -7,7 +9,7 @@
 /// size modulo 2^32 of what it inflated to), checked; then the next member,
 /// if more bytes follow. A stream that fails once more than `limit` bytes
 /// came out.
-pub(super) struct Gunzip<'a> {
+pub struct Gunzip<'a> {
     /// What is left after the current position.
     body: &'a [u8],
     state: Box<miniz_oxide::inflate::stream::InflateState>,
@@ -20,7 +22,7 @@ pub(super) struct Gunzip<'a> {
     limit: u64,
     done: bool,
     /// Why reading failed, for the caller (a tar reader drops it).
-    pub(super) fault: Option<String>,
+    pub fault: Option<String>,
 }
 
 /// The deflate data after the gzip member header at the start of `gz`.
@@ -49,7 +51,9 @@ fn member_body(gz: &[u8]) -> std::result::Result<&[u8], String> {
 }
 
 impl<'a> Gunzip<'a> {
-    pub(super) fn new(gz: &'a [u8], limit: u64) -> std::result::Result<Gunzip<'a>, String> {
+    /// A reader of the gzip stream `gz` that fails once more than `limit`
+    /// bytes came out; an error when `gz` does not start as gzip.
+    pub fn new(gz: &'a [u8], limit: u64) -> std::result::Result<Gunzip<'a>, String> {
         Ok(Gunzip {
             body: member_body(gz)?,
             state: miniz_oxide::inflate::stream::InflateState::new_boxed(
@@ -66,7 +70,7 @@ impl<'a> Gunzip<'a> {
     }
 
     /// Whether reading stopped at the limit.
-    pub(super) fn over_limit(&self) -> bool {
+    pub fn over_limit(&self) -> bool {
         self.out > self.limit
     }
 
