@@ -2295,6 +2295,63 @@ fn a_tenant_cannot_publish_another_tenants_repository() {
     assert!(tags_of(&reg, "stolen").contains(&up.tag("main", &c1, "app")));
 }
 
+/// A commit whose folder nests more trees than the walk allows (served by
+/// a git server that serves anything: `core.maxTreeDepth` raised, as a
+/// hostile server would) stalls its SettingsImage, `BuildFailed`, naming
+/// the bound; the controller, which aborted on a stack overflow with the
+/// recursive walk, runs on and publishes the next tenant's folder.
+#[test]
+fn a_folder_nested_past_the_depth_bound_stalls_and_others_still_publish() {
+    let k = cluster();
+    let ns = namespace(k, "nested");
+    let reg = Registry::start(Auth::None);
+    let up = Upstream::start(GitOptions::default());
+    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
+    let bare = up._root.join("srv/settings.git");
+    run_ok(git_cmd(&up.home, &bare).args(["config", "core.maxTreeDepth", "100000"]));
+    // 2100 folders: past the bound, few enough that git's warnings about
+    // paths longer than PATH_MAX stay short.
+    let deep = common::git::commit_nested(&up.home, &bare, "deep", 2100, 1_700_000_100);
+    git_repository(k, &ns, "settings", &up.url(), None);
+    fetched(k, &ns, "settings", &deep);
+    let spec = |path: &str, name: &str| {
+        format!(
+            "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: {path}\n  repository: {}/{name}\n",
+            reg.host()
+        )
+    };
+    settings_image(k, &ns, "deep", &spec("deep", "deep"));
+    let mut ctl = Controller::start(k, &ns, &[]);
+    let v = ctl.wait(k, &ns, "deep", "Stalled", |v| {
+        condition(v, "Stalled").is_some_and(|c| c.0 == "True")
+    });
+    let (_, reason, message) = condition(&v, "Stalled").unwrap();
+    assert_eq!(reason, "BuildFailed", "{message}");
+    assert!(
+        message.contains(&format!(
+            "deep: holds a folder nested more than 2048 levels deep in commit {deep}"
+        )) && message.contains("2048 levels is the most a settings image holds"),
+        "{message}"
+    );
+    assert!(tags_of(&reg, "deep").is_empty());
+    // Still running: the next tenant's folder publishes.
+    settings_image(k, &ns, "fine", &spec("app", "fine"));
+    ctl.wait(
+        k,
+        &ns,
+        "fine",
+        "published beside the stalled one",
+        is_ready_for(&format!("main@sha1:{deep}")),
+    );
+    assert!(
+        ctl.child.as_mut().unwrap().try_wait().unwrap().is_none(),
+        "{}",
+        ctl.logs()
+    );
+    // The folder's last change is the first commit (git names it).
+    assert!(tags_of(&reg, "fine").contains(&up.tag("main", &c1, "app")));
+}
+
 /// `interval: 1ms` (the CRD's pattern accepts it) is raised to
 /// `--min-interval`, and the Ready message says so: a reconcile within it
 /// (Flux's requestedAt annotation) asks neither git nor the registry, where

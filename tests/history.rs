@@ -1259,6 +1259,59 @@ fn outside_git_the_worktree_is_used_and_timestamp_tags_are_refused() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("not inside a git repository"));
 }
 
+/// A commit whose folder nests 20,000 trees (a few kilobytes of pack) is
+/// refused by name, exit 2, where the recursive walk overflowed its stack
+/// (SIGABRT, exit 134); a folder at the bound (a file 2048 path
+/// components deep) still builds, and the image holds that file.
+#[test]
+fn a_folder_nested_past_the_depth_bound_is_refused_by_name() {
+    let r = Repo::new();
+    let tmp = common::TempDir::new();
+    let build = |out: &str| {
+        run(
+            &r.dir,
+            &[
+                "build",
+                "--path",
+                "s",
+                "--source",
+                "commit",
+                "--json",
+                "--output",
+                tmp.path().join(out).to_str().expect("utf-8"),
+            ],
+            &[],
+        )
+    };
+    // 2047 folders and the file: 2048 components.
+    common::git::commit_nested(&r.home, &r.dir, "s", 2047, 1_600_000_000);
+    let out = build("at-bound");
+    let v: Value = serde_json::from_str(&ok(&out, "build at the bound")).expect("json");
+    let deep = format!("{}deep.yaml", "a/".repeat(2047));
+    let blob = layer_blob(
+        &tmp.path().join("at-bound"),
+        v["layer"]["digest"].as_str().expect("layer"),
+    );
+    assert_eq!(tar_cat(&blob, &deep), "deep: 1\n");
+    for (levels, out) in [(2048, "past"), (20_000, "far")] {
+        let commit = common::git::commit_nested(&r.home, &r.dir, "s", levels, 1_600_000_100);
+        let run = build(out);
+        let err = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{levels} levels: {err}");
+        assert_eq!(
+            err.lines().next().expect("an error line"),
+            format!(
+                "error: s: holds a folder nested more than 2048 levels deep in commit {commit} \
+                 ({}...): 2048 levels is the most a settings image holds, as no deeper path fits \
+                 Linux's PATH_MAX of 4096 bytes",
+                "a/".repeat(30)
+            ),
+            "{levels} levels"
+        );
+        assert!(!tmp.path().join(out).join("index.json").exists());
+    }
+}
+
 #[test]
 fn submodules_and_escaping_symlinks_in_the_commit_are_errors() {
     let r = Repo::new();
