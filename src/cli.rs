@@ -12,7 +12,6 @@ use crate::pipeline::{self, Spec};
 use crate::promote::BreakGlass;
 use crate::registry::{self, Credentials};
 use crate::request::{self, Request, Target};
-use std::io::Read;
 
 mod args;
 pub mod cluster;
@@ -35,10 +34,7 @@ fn credentials(
     password_stdin: bool,
 ) -> Result<Option<Credentials>> {
     let password = if password_stdin {
-        let mut s = String::new();
-        std::io::stdin()
-            .read_to_string(&mut s)
-            .map_err(|e| Error::io("reading the password from standard input", e))?;
+        let s = crate::named_file::read_stdin(crate::field::Field::Password)?;
         Some(s.trim_end_matches(['\n', '\r']).to_string())
     } else {
         env.get("SETTINGS_IMAGE_PASSWORD").cloned()

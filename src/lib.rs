@@ -19,6 +19,7 @@ pub mod image;
 pub mod inspect;
 pub mod login;
 pub mod many;
+pub mod named_file;
 pub mod pipeline;
 pub mod promote;
 pub mod provenance;

@@ -140,8 +140,7 @@ pub fn run_flux(args: &FluxArgs) -> Result<()> {
 /// `args` with what a SettingsImage manifest says filled in where the
 /// flags left it open.
 fn from_settings_image(args: &FluxArgs, file: &std::path::Path) -> Result<FluxArgs> {
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| Error::io(format!("reading --settings-image {}", file.display()), e))?;
+    let text = crate::named_file::read(file, "--settings-image")?;
     let si = crate::controller::crd::Manifest::parse(&text).map_err(|m| {
         Error::input(
             format!("--settings-image {}: {m}", file.display()),

@@ -247,7 +247,8 @@ fn kube_error(doing: &str, e: impl std::fmt::Display) -> Error {
 async fn client_config(args: &Args) -> Result<kube::Config> {
     let opts = KubeConfigOptions::default();
     if let Some(path) = &args.kubeconfig {
-        let kc = Kubeconfig::read_from(path)
+        let text = crate::named_file::read(path, "--kubeconfig")?;
+        let kc = Kubeconfig::from_yaml(&text)
             .map_err(|e| kube_error(&format!("reading --kubeconfig {}", path.display()), e))?;
         return kube::Config::from_custom_kubeconfig(kc, &opts)
             .await

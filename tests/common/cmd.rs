@@ -215,6 +215,29 @@ impl TestCommand {
         self
     }
 
+    /// Caps the run's address space at `bytes` (`RLIMIT_AS`): a run that
+    /// would read without bound fails its allocation there (an abort)
+    /// instead of taking the machine's memory.
+    pub fn memory_limit(&mut self, bytes: u64) -> &mut TestCommand {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: setrlimit is async-signal-safe; nothing else runs
+        // between fork and exec.
+        unsafe {
+            self.cmd.pre_exec(move || {
+                let limit = libc::rlimit {
+                    rlim_cur: bytes,
+                    rlim_max: bytes,
+                };
+                if libc::setrlimit(libc::RLIMIT_AS, &limit) == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
+        self
+    }
+
     /// Gives `text` on stdin (none by default).
     pub fn stdin(&mut self, text: impl AsRef<[u8]>) -> &mut TestCommand {
         self.stdin = Some(text.as_ref().to_vec());
