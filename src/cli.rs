@@ -8,6 +8,7 @@ use crate::branch_tag::{BranchTagOutcome, Change};
 use crate::error::{Error, Result};
 use crate::front::{self, Login};
 use crate::history;
+use crate::output;
 use crate::pipeline::{self, Spec};
 use crate::promote::BreakGlass;
 use crate::registry::{self, Credentials};
@@ -82,19 +83,19 @@ fn password_given(env: &front::Env, stdin: bool) -> bool {
 /// branch-tag notice).
 fn print_report(report: &crate::report::Report, json: bool, forced: bool) -> Result<()> {
     if let Some(a) = &report.anomaly {
-        eprintln!("warning: {}: {}", a.kind.as_str(), a.message);
+        output::eprintln(&format!("warning: {}: {}", a.kind.as_str(), a.message));
     }
     if let Some(line) = BranchTagOutcome::of(report, forced).and_then(|b| branch_line(&b)) {
-        eprintln!("{line}");
+        output::eprintln(&line);
     }
     for w in &report.warnings {
-        eprintln!("warning: {w}");
+        output::eprintln(&format!("warning: {w}"));
     }
     if json {
         let s = serde_json::to_string(report).map_err(|e| Error::json("printing the report", e))?;
-        println!("{s}");
+        output::println(&s)?;
     } else {
-        print!("{}", report.human());
+        output::print(&report.human())?;
     }
     Ok(())
 }
@@ -318,26 +319,26 @@ fn break_glass_error(e: BreakGlass) -> Error {
 fn run_promote(env: &front::Env, args: &PromoteArgs) -> Result<()> {
     let req = promote_request(env, args)?;
     if let Some(reason) = &req.force {
-        eprintln!("BREAK-GLASS requested by {}: {reason}", req.actor);
+        output::eprintln(&format!("BREAK-GLASS requested by {}: {reason}", req.actor));
     }
     if let (Some(at), false) = (&req.at, req.explain) {
-        eprintln!(
+        output::eprintln(&format!(
             "warning: --at judges the release windows at {at}, not now; a promotion records both times"
-        );
+        ));
     }
     let out = crate::promote::run(&req)?;
     if out.forced && out.promoted {
-        eprintln!(
+        output::eprintln(&format!(
             "BREAK-GLASS: {} promoted outside the release windows: {}",
             out.tag.as_deref().unwrap_or("?"),
             out.because
-        );
+        ));
     }
     if args.json {
         let s = serde_json::to_string(&out).map_err(|e| Error::json("printing the outcome", e))?;
-        println!("{s}");
+        output::println(&s)?;
     } else {
-        print!("{}", out.human());
+        output::print(&out.human())?;
     }
     Ok(())
 }
@@ -370,9 +371,9 @@ fn run_inspect(env: &front::Env, args: &InspectArgs) -> Result<()> {
     if args.json {
         let s =
             serde_json::to_string(&found).map_err(|e| Error::json("printing the inspection", e))?;
-        println!("{s}");
+        output::println(&s)?;
     } else {
-        print!("{}", found.human());
+        output::print(&found.human())?;
     }
     Ok(())
 }
@@ -380,16 +381,16 @@ fn run_inspect(env: &front::Env, args: &InspectArgs) -> Result<()> {
 fn run_tag(env: &front::Env, args: &TagArgs) -> Result<()> {
     crate::tag::sanitize_prefix(&args.prefix)?;
     if let Some(note) = crate::tag::shared_prefix_note(&args.prefix) {
-        eprintln!("{}: {}", note.label(), note.text);
+        output::eprintln(&format!("{}: {}", note.label(), note.text));
     }
     let api = front::github_api(env, args.github.token());
     let path = args.path.first().cloned().unwrap_or_default();
     let lc = history::last_change(&path, args.revision.as_deref(), api)?;
     if lc.from_github {
-        eprintln!(
+        output::eprintln(&format!(
             "note: shallow clone; the GitHub API named commit {} as the last change of {}",
             lc.commit.id, lc.repo_path
-        );
+        ));
     }
     let tag = crate::tag::timestamp_tag(&args.prefix, lc.commit.timestamp, &lc.commit.id)?;
     if args.json {
@@ -400,9 +401,9 @@ fn run_tag(env: &front::Env, args: &TagArgs) -> Result<()> {
             "committed_at": lc.commit.committed_at(),
             "path": lc.repo_path,
         });
-        println!("{v}");
+        output::println(&v.to_string())?;
     } else {
-        println!("{tag}");
+        output::println(&tag)?;
     }
     Ok(())
 }
@@ -410,9 +411,12 @@ fn run_tag(env: &front::Env, args: &TagArgs) -> Result<()> {
 /// Prints an error with its hint to stderr, in the CLI's words, and
 /// returns the exit code.
 pub fn report_error(err: &Error) -> ExitCode {
-    eprintln!("error: {err}");
-    if let Some(hint) = err.hint() {
-        eprintln!("hint: {hint}");
+    // The reader went away: nothing more to say (see `crate::output`).
+    if !matches!(err, Error::OutputClosed) {
+        output::eprintln(&format!("error: {err}"));
+        if let Some(hint) = err.hint() {
+            output::eprintln(&format!("hint: {hint}"));
+        }
     }
     exit_code(err.exit_code())
 }

@@ -197,6 +197,11 @@ pub enum Error {
         /// The Lease's name (`--leader-election-id`).
         lease: String,
     },
+    /// Standard output was closed before everything was written (a
+    /// reader such as `head` stopped early): the run says nothing more
+    /// and exits 141, as SIGPIPE would ([`crate::output`]).
+    #[error("standard output was closed before everything was written")]
+    OutputClosed,
     /// `verify`: the image is not what the commit holds (or nothing
     /// proves which commit it holds).
     #[error("{reference} is not what its commit holds: {reason}")]
@@ -367,6 +372,7 @@ impl Error {
             Error::LeaseLost { .. } => Some(text![
                 "the API server was unreachable or slow; the pod restarts and campaigns again"
             ]),
+            Error::OutputClosed => None,
             Error::Mismatch { .. } => Some(text![
                 "do not deploy this reference; push the folder from its commit again (a faithful push is byte-identical), \
                  or find out who wrote this image"
@@ -378,7 +384,8 @@ impl Error {
     /// move of an immutable tag, 4 for a registry failure, 5 for a registry
     /// authentication failure, 6 for a refused sideways move of a branch
     /// tag, 7 when `verify` finds an image that is not what its commit
-    /// holds, 8 when the controller loses its leader election Lease, 1 for
+    /// holds, 8 when the controller loses its leader election Lease, 141
+    /// when standard output was closed (as SIGPIPE would), 1 for
     /// everything else (history and GitHub API failures included).
     pub fn exit_code(&self) -> i32 {
         match self {
@@ -394,6 +401,7 @@ impl Error {
             // Not an error of the input, nor of the registry: another
             // replica may lead now, and a restart campaigns again.
             Error::LeaseLost { .. } => 8,
+            Error::OutputClosed => crate::output::CLOSED_EXIT_CODE,
             Error::Io { .. }
             | Error::Json { .. }
             | Error::Layout { .. }

@@ -20,6 +20,7 @@ pub mod inspect;
 pub mod login;
 pub mod many;
 pub mod named_file;
+pub mod output;
 pub mod pipeline;
 pub mod promote;
 pub mod provenance;

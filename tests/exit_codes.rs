@@ -11,8 +11,8 @@ use common::cmd::{Run, TestCommand};
 use common::registry::{Action, Auth, Proxy, Registry, settings, skopeo_inspect, skopeo_tags};
 
 /// The codes of `push` this file causes (128+n for a signal is in
-/// `tests/hostile.rs`).
-const TESTED: [i32; 7] = [0, 1, 2, 3, 4, 5, 6];
+/// `tests/hostile.rs`; 141, a closed standard output, is here).
+const TESTED: [i32; 8] = [0, 1, 2, 3, 4, 5, 6, 141];
 /// The codes of other commands this file causes: `verify`'s mismatch.
 const TESTED_OTHER: [i32; 1] = [7];
 /// The codes other files cause: `controller --leader-elect`'s lost Lease
@@ -162,6 +162,63 @@ fn exit_0_pushed_and_exit_2_bad_input_pushes_nothing() {
         .run();
     assert!(!r.stderr.contains("--source worktree"), "{}", r.stderr);
     assert_eq!(skopeo_tags(&repo, None), ["v1"]);
+}
+
+/// A closed standard output (`build --json | true`, the reader gone
+/// before the first write) made the run panic, exit 101, 30 runs of 30.
+/// Now it says nothing and exits 141, as a death by SIGPIPE would, its
+/// work done: the layout holds the image, the registry the tag.
+#[test]
+fn exit_141_a_closed_stdout_ends_the_run_quietly_with_its_work_done() {
+    let dir = settings(2, "closed");
+    let d = dir.path().to_str().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let build = |out: &Path| {
+        let mut c = TestCommand::new();
+        c.args(["build", "--path", d, "--tag", "v1", "--json", "--output"])
+            .arg(out);
+        c
+    };
+    let want = build(&tmp.path().join("open")).json()["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let index_digest = |layout: &Path| -> String {
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(layout.join("index.json")).unwrap())
+                .unwrap();
+        v["manifests"][0]["digest"].as_str().unwrap().to_string()
+    };
+    for i in 0..30 {
+        let out = tmp.path().join(format!("closed-{i}"));
+        let r = build(&out).closed_stdout().run();
+        assert_eq!((r.code, r.stderr.as_str()), (141, ""), "run {i}");
+        assert_eq!(index_digest(&out), want, "run {i}");
+    }
+    let reg = Registry::start(Auth::None);
+    let repo = format!("{}/shop", reg.host());
+    let r = TestCommand::push_json(d, &repo)
+        .tags(&["v1"])
+        .arg("--no-provenance")
+        .closed_stdout()
+        .run();
+    assert_eq!((r.code, r.stderr.as_str()), (141, ""));
+    assert_eq!(
+        skopeo_inspect(&format!("{repo}:v1"), None).unwrap()["Digest"],
+        want.as_str()
+    );
+    // Every command writes through the same place: flux's YAML too.
+    let r = TestCommand::new()
+        .args([
+            "flux",
+            "--repository",
+            "ghcr.io/acme/shop",
+            "--prefix",
+            "main",
+        ])
+        .closed_stdout()
+        .run();
+    assert_eq!((r.code, r.stderr.as_str()), (141, ""));
 }
 
 #[test]

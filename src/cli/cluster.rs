@@ -9,6 +9,7 @@ use crate::cluster::{flux, scan, verify};
 use crate::error::{Error, Result};
 use crate::front::{self, Login};
 use crate::history::Token;
+use crate::output;
 use crate::registry::Credentials;
 
 /// Arguments of `flux`.
@@ -124,15 +125,15 @@ pub fn run_flux(args: &FluxArgs) -> Result<()> {
     };
     let docs = flux::generate(&opts)?;
     for n in &notices {
-        eprintln!("notice: {n}");
+        output::eprintln(&format!("notice: {n}"));
     }
     match &args.output {
         Some(dir) => {
             for p in flux::write(dir, &docs)? {
-                println!("{}", p.display());
+                output::println(&p.display().to_string())?;
             }
         }
-        None => print!("{}", flux::to_stream(&docs)),
+        None => output::print(&flux::to_stream(&docs))?,
     }
     Ok(())
 }
@@ -272,7 +273,7 @@ fn env_credentials(env: &front::Env) -> Option<Credentials> {
 
 fn json<T: serde::Serialize>(v: &T) -> Result<()> {
     let s = serde_json::to_string(v).map_err(|e| Error::json("printing the result", e))?;
-    println!("{s}");
+    output::println(&s)?;
     Ok(())
 }
 
@@ -297,7 +298,7 @@ pub fn run_verify(args: &VerifyArgs) -> Result<i32> {
             if args.json {
                 json(&v)?;
             } else {
-                print!("{}", v.human());
+                output::print(&v.human())?;
             }
             Ok(0)
         }
@@ -308,9 +309,9 @@ pub fn run_verify(args: &VerifyArgs) -> Result<i32> {
                 json(&report)?;
             } else {
                 for s in &report.skipped {
-                    eprintln!("warning: skipped {}: {}", s.file, s.reason);
+                    output::eprintln(&format!("warning: skipped {}: {}", s.file, s.reason));
                 }
-                print!("{}", report.table());
+                output::print(&report.table())?;
             }
             Ok(report.exit_code(&errors))
         }

@@ -211,7 +211,7 @@ fn settings(args: &Args) -> Result<Settings> {
 /// ([`Error::LeaseLost`], exit 8).
 pub fn run(args: Args) -> Result<()> {
     if args.print_crd {
-        print!("{}", crd::crd_yaml()?);
+        crate::output::print(&crd::crd_yaml()?)?;
         return Ok(());
     }
     let settings = settings(&args)?;
