@@ -260,10 +260,26 @@ fn the_validator_rejects_what_flux_would_reject() {
 fn bad_flux_options_are_input_errors_and_print_nothing() {
     // Each bad input, and what its error line must name: the value given
     // and, where the message points at it, the flag.
-    let cases: [(Vec<&str>, &[&str]); 7] = [
+    let cases: [(Vec<&str>, &[&str]); 8] = [
         (
             vec!["--repository", "ghcr.io/acme/s", "--prefix", "/"],
             &["error: the tag prefix \"/\""],
+        ),
+        // `0s` passes Flux's CRD pattern, and Flux would list the tags
+        // and run the automation back to back.
+        (
+            vec![
+                "--repository",
+                "ghcr.io/acme/s",
+                "--prefix",
+                "main",
+                "--interval",
+                "0s",
+            ],
+            &[
+                "error: interval \"0s\" is shorter than 1s: Flux would list the registry's tags and run the automation back to back",
+                "hint: give an interval such as 1m or 5m (the default)",
+            ],
         ),
         (
             vec![
@@ -342,6 +358,30 @@ fn bad_flux_options_are_input_errors_and_print_nothing() {
         for n in names {
             assert!(stderr.contains(n), "{args:?}: wanted {n:?} in:\n{stderr}");
         }
+    }
+}
+
+/// The controller's interval flags refuse zero too, before it connects
+/// to anything: `--min-interval 0s` let a SettingsImage with
+/// `interval: 0s` be checked back to back, and a zero retry period had
+/// candidates ask for the Lease in a loop.
+#[test]
+fn the_controllers_interval_flags_refuse_zero() {
+    for (flag, says) in [
+        (
+            "--min-interval=0s",
+            "error: --min-interval \"0s\" is shorter than 1s: a SettingsImage asking for less would be checked against git and the registry back to back",
+        ),
+        (
+            "--leader-elect-retry-period=0s",
+            "error: --leader-elect-retry-period \"0s\" is zero: candidates would ask for the Lease back to back",
+        ),
+    ] {
+        let out = TestCommand::new()
+            .args(["controller", "--kubeconfig", "/nonexistent", flag])
+            .run();
+        assert_eq!(out.code, 2, "{flag}: {}", out.stderr);
+        assert_eq!(out.stderr.lines().next(), Some(says), "{}", out.stderr);
     }
 }
 

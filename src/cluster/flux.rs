@@ -516,6 +516,23 @@ mod tests {
         assert_eq!(generate(&o).unwrap_err().exit_code(), 2);
         o.interval = "1h30m".into();
         assert!(generate(&o).is_ok());
+        // Zero (the CRDs' pattern takes it) and anything under a second
+        // would have Flux list the tags back to back.
+        for zero in ["0s", "0m", "0h0m0s", "999ms", "0.5s"] {
+            o.interval = zero.into();
+            let err = generate(&o).unwrap_err();
+            assert_eq!(err.exit_code(), 2);
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "interval {zero:?} is shorter than 1s: Flux would list the registry's tags and run the automation back to back"
+                )
+            );
+        }
+        for fine in ["1s", "1000ms", "0.5m", "1h0m0s"] {
+            o.interval = fine.into();
+            assert!(generate(&o).is_ok(), "{fine}");
+        }
         o.namespace = "Flux_System".into();
         assert_eq!(generate(&o).unwrap_err().exit_code(), 2);
         let o = Options::new("ghcr.io/acme/settings", "/");

@@ -198,6 +198,26 @@ fn settings(args: &Args) -> Result<Settings> {
             .clone()
             .unwrap_or_else(|| std::env::temp_dir().join("settings-image-mirrors")),
     };
+    // A zero interval passes the duration grammar: every SettingsImage
+    // (spec.interval 0s) or every candidate would go round back to back.
+    if s.min_interval < Duration::from_secs(1) {
+        return Err(Error::input(
+            format!(
+                "--min-interval {:?} is shorter than 1s: a SettingsImage asking for less would be checked against git and the registry back to back",
+                args.min_interval
+            ),
+            Some("give --min-interval 1m (the default) or more".to_string()),
+        ));
+    }
+    if s.retry_period.is_zero() {
+        return Err(Error::input(
+            format!(
+                "--leader-elect-retry-period {:?} is zero: candidates would ask for the Lease back to back",
+                args.leader_elect_retry_period
+            ),
+            Some("e.g. 2s (the default)".to_string()),
+        ));
+    }
     if s.renew_deadline >= s.lease_duration || s.retry_period >= s.renew_deadline {
         return Err(Error::input(
             "leader election needs --leader-elect-retry-period < --leader-elect-renew-deadline < --leader-elect-lease-duration",
