@@ -385,6 +385,73 @@ fn the_controllers_interval_flags_refuse_zero() {
     }
 }
 
+/// docs/controller.md's worked example: the objects generated from a
+/// SettingsImage land in its namespace, and the automation must name the
+/// bootstrap's GitRepository where it is, `flux-system/flux-system`
+/// (without a namespace Flux looked in the automation's own and said
+/// `GitRepository "flux-system" not found`); `--git-source-namespace`
+/// names another, and a GitRepository of another name is looked for
+/// beside the objects. Flux's own controllers follow the worked example
+/// in tests/flux_observed.rs (`the_controller_publishes_what_source_controller_fetched`).
+#[test]
+fn the_automation_names_the_namespace_of_its_git_repository() {
+    let tmp = TempDir::new();
+    let file = tmp.join("shop.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: settings-image.configbutler.io/v1alpha1\nkind: SettingsImage\n\
+         metadata: {name: shop, namespace: settings-image-system}\n\
+         spec:\n  sourceRef: {kind: GitRepository, name: settings}\n  path: configs/shop\n  \
+         repository: ghcr.io/acme/settings-shop\n  timestampTag: main\n",
+    )
+    .unwrap();
+    let file = file.to_str().unwrap();
+    let automation = |extra: &[&str]| -> Value {
+        let mut args = extra.to_vec();
+        args.extend(["--git-path", "./clusters/prod"]);
+        documents(&flux_ok(&args))
+            .into_iter()
+            .find(|d| d["kind"] == "ImageUpdateAutomation")
+            .expect("an ImageUpdateAutomation")
+    };
+    let a = automation(&["--settings-image", file]);
+    assert_eq!(a["metadata"]["namespace"], "settings-image-system");
+    assert_eq!(
+        a["spec"]["sourceRef"],
+        json!({"kind": "GitRepository", "name": "flux-system", "namespace": "flux-system"})
+    );
+    let a = automation(&["--settings-image", file, "--git-source-namespace", "infra"]);
+    assert_eq!(a["spec"]["sourceRef"]["namespace"], "infra");
+    let a = automation(&["--settings-image", file, "--git-source", "cluster"]);
+    assert_eq!(
+        a["spec"]["sourceRef"],
+        json!({"kind": "GitRepository", "name": "cluster"})
+    );
+    // Objects in flux-system (the default) need no namespace.
+    let a = automation(&[
+        "--repository",
+        "ghcr.io/acme/settings-shop",
+        "--prefix",
+        "main",
+    ]);
+    assert_eq!(
+        a["spec"]["sourceRef"],
+        json!({"kind": "GitRepository", "name": "flux-system"})
+    );
+    let out = flux(&[
+        "--settings-image",
+        file,
+        "--git-source-namespace",
+        "Infra_NS",
+    ]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("git source namespace \"Infra_NS\""),
+        "{}",
+        out.stderr
+    );
+}
+
 #[test]
 fn output_writes_one_file_per_image_and_one_for_the_automation() {
     let tmp = TempDir::new();
@@ -989,6 +1056,7 @@ fn no_generator_option_can_inject_yaml() {
         ("--cert-secret-ref", None),
         ("--automation-name", None),
         ("--git-source", None),
+        ("--git-source-namespace", None),
         ("--repository", None),
         ("--prefix", None),
         ("--path", None),
@@ -1039,6 +1107,7 @@ fn no_generator_option_can_inject_yaml() {
         "--cert-secret-ref",
         "--automation-name",
         "--git-source",
+        "--git-source-namespace",
     ] {
         want.extend(words.map(|w| (flag, w)));
     }
@@ -1105,14 +1174,23 @@ const FOLDERS: &[(&str, &str)] = &[
 /// more than one field or is turned into a grammar first.
 fn fill(docs: &mut [Value], flag: &str, value: &str) {
     let mut set = |i: usize, ptr: &str, v: Value| {
-        *docs[i].pointer_mut(ptr).unwrap_or_else(|| panic!("{ptr}")) = v;
+        // A field the plain objects leave out (sourceRef.namespace) is added.
+        let (parent, key) = ptr.rsplit_once('/').expect("a pointer");
+        docs[i]
+            .pointer_mut(parent)
+            .and_then(Value::as_object_mut)
+            .unwrap_or_else(|| panic!("{ptr}"))
+            .insert(key.to_string(), v);
     };
     match flag {
         "--namespace" => {
             for i in 0..3 {
                 set(i, "/metadata/namespace", value.into());
             }
+            // The bootstrap's GitRepository stays in flux-system.
+            set(2, "/spec/sourceRef/namespace", "flux-system".into());
         }
+        "--git-source-namespace" => set(2, "/spec/sourceRef/namespace", value.into()),
         "--name" => {
             set(0, "/metadata/name", value.into());
             set(1, "/metadata/name", value.into());

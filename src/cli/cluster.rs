@@ -12,6 +12,10 @@ use crate::history::Token;
 use crate::output;
 use crate::registry::Credentials;
 
+/// The name and namespace of the GitRepository Flux's bootstrap makes for
+/// the cluster repository.
+const BOOTSTRAP: &str = "flux-system";
+
 /// Arguments of `flux`.
 #[derive(Debug, Clone, Args)]
 pub struct FluxArgs {
@@ -71,6 +75,11 @@ pub struct FluxArgs {
     /// The GitRepository holding the cluster repository.
     #[arg(long, value_name = "NAME", default_value = "flux-system")]
     pub git_source: String,
+    /// The namespace of the --git-source GitRepository (default: for
+    /// the default `flux-system`, the namespace Flux's bootstrap keeps it
+    /// in, `flux-system`; for another name, the objects' --namespace).
+    #[arg(long, value_name = "NS")]
+    pub git_source_namespace: Option<String>,
     /// The branch the automation checks out and commits to.
     #[arg(long, value_name = "BRANCH", default_value = "main")]
     pub git_branch: String,
@@ -117,6 +126,10 @@ pub fn run_flux(args: &FluxArgs) -> Result<()> {
         automation: (!args.no_automation).then(|| flux::Automation {
             name: args.automation_name.clone(),
             source: args.git_source.clone(),
+            source_namespace: args.git_source_namespace.clone().or_else(|| {
+                // Flux's bootstrap: GitRepository flux-system in flux-system.
+                (args.git_source == BOOTSTRAP).then(|| BOOTSTRAP.to_string())
+            }),
             branch: args.git_branch.clone(),
             push_branch: args.git_push_branch.clone(),
             path: args.git_path.clone(),

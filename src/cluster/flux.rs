@@ -81,6 +81,10 @@ pub struct Automation {
     pub name: String,
     /// The `GitRepository` Flux reads the cluster repository from.
     pub source: String,
+    /// Its namespace, when it is not the objects' own (Flux's bootstrap
+    /// keeps `flux-system` in `flux-system`); written as the
+    /// `sourceRef.namespace` only when it differs.
+    pub source_namespace: Option<String>,
     /// The branch it checks out and commits to.
     pub branch: String,
     /// Push to this branch instead (a pull-request flow), when given.
@@ -98,6 +102,7 @@ impl Default for Automation {
         Automation {
             name: "settings".into(),
             source: "flux-system".into(),
+            source_namespace: None,
             branch: "main".into(),
             push_branch: None,
             path: "./".into(),
@@ -309,6 +314,9 @@ pub fn generate(opts: &Options) -> Result<Vec<Document>> {
     if let Some(a) = &opts.automation {
         check_name("automation name", &a.name)?;
         check_name("git source", &a.source)?;
+        if let Some(ns) = &a.source_namespace {
+            check_name("git source namespace", ns)?;
+        }
         check_branch("--git-branch", &a.branch)?;
         if let Some(b) = &a.push_branch {
             check_branch("--git-push-branch", b)?;
