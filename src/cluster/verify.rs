@@ -401,7 +401,7 @@ fn read_provenance(
     if list.is_empty() {
         return Err(mismatch(
             shown,
-            "the image has no provenance referrer: nothing attests which folder of which commit it was built from (pushed with --no-provenance or by another tool); push it again with provenance",
+            "the image has no provenance referrer: nothing attests which folder of which commit it was built from (pushed with --no-provenance or by another tool, or changed after the push: an annotation or label added by hand makes a new digest that no provenance names); push it again with provenance",
             None,
         ));
     }
