@@ -164,7 +164,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             let req = Request {
                 path: single(args.path),
                 extra: args.metadata.metadata(),
-                ..history_request(&env, args.history, args.tags, Target::Layout(args.output))
+                ..history_request(&env, args.history, args.tags, Target::Layout(args.output))?
             };
             let report = pipeline::run(&Spec::one(req))?.into_report()?;
             done(print_report(&report, args.json, false))
@@ -179,7 +179,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             let req = Request {
                 path,
                 extra,
-                ..push_request(&env, args, options)
+                ..push_request(&env, args, options)?
             };
             let forced = req.forward.forced_before.is_some();
             let report = pipeline::run(&Spec::one(req))?.into_report()?;
@@ -209,21 +209,25 @@ fn history_request(
     history: HistoryArgs,
     tags: Vec<String>,
     target: Target,
-) -> Request {
-    Request {
+) -> Result<Request> {
+    let source_url = match &history.source_url {
+        Some(given) => history::SourceUrl::parse(given)?,
+        None => history::SourceUrl::from_ci(front::source_url(env)),
+    };
+    Ok(Request {
         path: PathBuf::new(),
         tags,
         target,
         source: history.source,
         timestamp_tag: history.timestamp_tag,
         github: front::github_api(env, history.github.token()),
-        source_url: front::source_url(env),
+        source_url,
         ci: front::ci(env),
         forward: request::Forward::default(),
         provenance: false,
         revision: history.revision,
         extra: Default::default(),
-    }
+    })
 }
 
 /// The registry options of `push` (one folder or several): the login
@@ -249,16 +253,16 @@ fn push_options(env: &front::Env, args: &PushArgs) -> Result<registry::Options> 
 }
 
 /// `push`'s request to `options`, with no folder or extra metadata yet.
-fn push_request(env: &front::Env, args: PushArgs, options: registry::Options) -> Request {
-    Request {
+fn push_request(env: &front::Env, args: PushArgs, options: registry::Options) -> Result<Request> {
+    Ok(Request {
         forward: request::Forward {
             branch_tag: args.branch_tag,
             allow_rewind: args.allow_rewind,
             forced_before: args.force_pushed_from,
         },
         provenance: !args.no_provenance,
-        ..history_request(env, args.history, args.tags, Target::Registry(options))
-    }
+        ..history_request(env, args.history, args.tags, Target::Registry(options))?
+    })
 }
 
 /// Turns `promote`'s arguments into a [`crate::promote::Promotion`]; shared

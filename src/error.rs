@@ -333,7 +333,10 @@ impl Error {
                 "a timestamp tag names one commit's content forever; commit the change so a new tag is made, \
                  or build from the commit (",
                 set(Field::Source, "commit"),
-                ") instead of a modified worktree"
+                ") instead of a modified worktree. The same commit pushed from another clone (a mirror, one \
+                 without `origin`) records another source URL: give the one the tag's image records \
+                 (org.opencontainers.image.source) with ",
+                Field::SourceUrl
             ]),
             Error::ChannelMismatch { tag, digest, .. } => Some(text![format!(
                 "{tag} was not written by promote (pushed by hand or by another tool), and Flux following the channel \

@@ -304,6 +304,46 @@ fn exit_3_a_timestamp_tag_never_moves() {
     assert_eq!(i["Digest"], first["digest"]);
 }
 
+/// The tag CI published from GitHub (its source URL recorded), pushed
+/// again from a clone without `origin`: another source URL, another
+/// digest, exit 3, and the hint names `--source-url`; with the URL CI
+/// recorded the push is the same image, `pushed: false`.
+#[test]
+fn exit_3_from_a_clone_that_records_another_source_url_and_the_flag_that_agrees() {
+    let reg = Registry::start(Auth::None);
+    let g = Git::new();
+    g.commit("a: 1\n", 1_700_000_000);
+    let repo = format!("{}/shop", reg.host());
+    let shop = g.shop();
+    let push = |env: &[(&str, &str)], extra: &[&str]| {
+        TestCommand::push(&shop, &repo)
+            .args(["--timestamp-tag", "main", "--json"])
+            .args(extra)
+            .envs(env.iter().copied())
+            .run()
+    };
+    let ci = push(
+        &[
+            ("GITHUB_SERVER_URL", "https://github.com"),
+            ("GITHUB_REPOSITORY", "acme/settings"),
+        ],
+        &[],
+    )
+    .json();
+    let r = push(&[], &[]);
+    expect(&r, 3, "timestamp tags never move");
+    assert!(
+        r.stderr.contains("records another source URL")
+            && r.stderr
+                .contains("(org.opencontainers.image.source) with --source-url"),
+        "{}",
+        r.stderr
+    );
+    let again = push(&[], &["--source-url", "git@github.com:acme/settings.git"]).json();
+    assert_eq!(again["digest"], ci["digest"]);
+    assert_eq!(again["pushed"], false);
+}
+
 #[test]
 fn exit_4_the_registry_refuses_and_no_tag_is_written() {
     let reg = Registry::start(Auth::None);

@@ -57,7 +57,7 @@ pub(super) fn run_push_many(env: &front::Env, args: PushArgs) -> Result<()> {
     }
     let targets = crate::many::registry_targets(&options, repositories);
     let (jobs, json) = (args.jobs, args.json);
-    let base = push_request(env, args, options);
+    let base = push_request(env, args, options)?;
     let outcome = pipeline::run(&Spec::each(base, &folders, targets, jobs))?;
     print_many(outcome, json)
 }
@@ -69,7 +69,7 @@ pub(super) fn run_build_many(env: &front::Env, args: BuildArgs) -> Result<()> {
         .into_iter()
         .map(|o| Target::Layout(PathBuf::from(o)))
         .collect();
-    let base = history_request(env, args.history, args.tags, Target::Layout(args.output));
+    let base = history_request(env, args.history, args.tags, Target::Layout(args.output))?;
     let outcome = pipeline::run(&Spec::each(base, &folders, targets, args.jobs))?;
     print_many(outcome, args.json)
 }

@@ -251,7 +251,8 @@ pub fn verify_with(client: &Client, r: &Reference, req: &Verification) -> Result
         mode: SourceMode::Commit,
         need_commit: true,
         revision: Some(&revision),
-        source_url: None,
+        // The image's own source URL is rebuilt with (`rebuild_metadata`).
+        source_url: &crate::history::SourceUrl::Origin,
         several: false,
     };
     let (_, prepared) = history::prepare(vec![(&req.path, Ok(Some(checkout)))], &reading)
