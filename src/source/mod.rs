@@ -1,6 +1,7 @@
 //! The settings folder as a sorted list of entries, read either from the
 //! working tree on disk or (in the history module) from a git commit.
 
+pub mod lfs;
 pub mod worktree;
 
 use std::io::Read;
