@@ -199,7 +199,7 @@ pub enum Error {
     },
     /// Standard output was closed before everything was written (a
     /// reader such as `head` stopped early): the run says nothing more
-    /// and exits 141, as SIGPIPE would ([`crate::output`]).
+    /// and exits 141, as SIGPIPE would (written by `crate::output`).
     #[error("standard output was closed before everything was written")]
     OutputClosed,
     /// `verify`: the image is not what the commit holds (or nothing
@@ -404,7 +404,8 @@ impl Error {
             // Not an error of the input, nor of the registry: another
             // replica may lead now, and a restart campaigns again.
             Error::LeaseLost { .. } => 8,
-            Error::OutputClosed => crate::output::CLOSED_EXIT_CODE,
+            // As a death by SIGPIPE: 128 + 13.
+            Error::OutputClosed => 128 + libc::SIGPIPE,
             Error::Io { .. }
             | Error::Json { .. }
             | Error::Layout { .. }

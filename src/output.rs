@@ -16,9 +16,6 @@ use std::io::Write;
 
 use crate::error::{Error, Result};
 
-/// The exit code of a run whose standard output was closed: 128 + SIGPIPE.
-pub const CLOSED_EXIT_CODE: i32 = 128 + libc::SIGPIPE;
-
 /// Writes `text` as it is to standard output, and flushes.
 pub fn print(text: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
@@ -46,6 +43,6 @@ pub fn eprintln(line: &str) {
 mod tests {
     #[test]
     fn the_exit_code_is_a_death_by_sigpipe() {
-        assert_eq!(super::CLOSED_EXIT_CODE, 141);
+        assert_eq!(super::Error::OutputClosed.exit_code(), 141);
     }
 }
