@@ -22,10 +22,12 @@ packages=(
   xz-utils       # start.sh unpacks kube-apiserver.xz
   curl           # raw registry requests in the tests
   procps         # kill
-  jq             # the README's look-at-the-result block
+  jq             # scripts/dist.sh reads Cargo.toml's version with it
   util-linux mount # setsid (the control plane's watchdog), umount, flock
   iproute2       # ip: the routable address the TLS registry listens on (tests/flux_observed.rs)
   strace         # counts a run's opens of the repository from outside (tests/checkout.rs)
+  bsdutils       # script: a pseudo-terminal for the progress bars (tests/terminal.rs)
+  man-db         # man: renders the man pages (tests/terminal.rs)
 )
 
 # Every command the tests run, each checked on PATH at the end (after the
@@ -39,6 +41,7 @@ commands=(
   time           # GNU time: a peak resident set in tests/verify.rs
   go flock ip date # scripts/flux.sh builds and runs Flux's controllers (tests/flux_observed.rs)
   strace
+  script man     # tests/terminal.rs
   oras crane referrers-registry # tests/go/oci, built below (tests/oci_peers.rs, scripts/bench-push.sh)
 )
 

@@ -416,6 +416,74 @@ impl Error {
     }
 }
 
+/// Every exit code and what it means, in order: `settings-image --help`
+/// shows it ([`exit_codes_help`]) and docs/reference/exit-codes.md is
+/// generated from it (tests/reference.rs); tests/exit_codes.rs causes
+/// each code for real.
+pub const EXIT_CODES: [(&str, &str); 11] = [
+    (
+        "0",
+        "success: built, pushed or promoted, or already up to date; `verify`: every byte is its commit's",
+    ),
+    (
+        "1",
+        "failure: I/O, git history (a shallow clone the history cannot answer), the GitHub API",
+    ),
+    (
+        "2",
+        "bad input: a flag, input or spec field, a repository or tag, half-given credentials, or an unusable \
+         folder (missing, untracked, or holding what an image cannot); for `verify` also a manifest the scan \
+         cannot read, a mention of the repository it cannot verify, or a scan that finds no reference",
+    ),
+    (
+        "3",
+        "a tag that never moves would move: a timestamp tag already names other content (or a racing run \
+         took it), another ref publishes under the tag prefix, or a channel tag does not hold the candidate \
+         of its name (`promote`); nothing was changed",
+    ),
+    (
+        "4",
+        "the registry failed or refused a request (after retries)",
+    ),
+    ("5", "registry authentication failed (401 or 403)"),
+    (
+        "6",
+        "a branch tag would move to a commit that does not descend from its current one \
+         (`--allow-rewind` moves it anyway); nothing was pushed",
+    ),
+    (
+        "7",
+        "`verify` found an image that is not what its commit holds",
+    ),
+    (
+        "8",
+        "`controller --leader-elect` lost its Lease: it exits so that one replica publishes; the pod \
+         restarts and campaigns again",
+    ),
+    (
+        "141",
+        "standard output was closed before everything was written (a reader such as `head` stopped \
+         early): nothing more is said, as a death by SIGPIPE would; what was built or pushed is done",
+    ),
+    (
+        "128+N",
+        "stopped by signal N (143 for SIGTERM): temporary files are removed first",
+    ),
+];
+
+/// [`EXIT_CODES`] as the end of `--help`.
+pub fn exit_codes_help() -> String {
+    let mut out = String::from("Exit codes:\n");
+    for (code, meaning) in EXIT_CODES {
+        out.push_str(&format!("  {code:<6} {meaning}\n"));
+    }
+    out.push_str(
+        "\nGuides, reference and troubleshooting: docs/README.md in the release archive, or \
+         https://github.com/ConfigButler/settings-image/blob/main/docs/README.md",
+    );
+    out
+}
+
 /// An error and its sources as one line, each cause added unless the text
 /// so far already holds it (the one place the tool flattens a chain).
 pub fn error_chain(e: &dyn std::error::Error) -> String {

@@ -11,6 +11,7 @@ use crate::image::{ANNOTATION_CREATED, ANNOTATION_REVISION, Descriptor};
 use crate::promote;
 use crate::provenance;
 use crate::registry::{self, Client, Options};
+use crate::rollout;
 
 /// One kind of referrer inspect knows how to read.
 pub struct Kind {
@@ -35,7 +36,37 @@ pub const KINDS: &[Kind] = &[
         name: "promotion",
         read: read_promotion,
     },
+    Kind {
+        artifact_type: rollout::ARTIFACT_TYPE,
+        name: "rollout",
+        read: read_rollout,
+    },
 ];
+
+/// Reads a rollout record referrer: where the image ran, from when to
+/// when, and how it ended; a record of another shape (or about another
+/// image) is an error naming what is wrong, as the gate ignores it.
+fn read_rollout(
+    client: &Client,
+    desc: &Descriptor,
+    image_digest: &str,
+) -> Result<serde_json::Value> {
+    let layer = client.referrer_layer(desc, rollout::ARTIFACT_TYPE)?;
+    let bytes = client.get_blob(&layer.digest)?;
+    let bad = |message: String| Error::Registry {
+        reference: client.repository().to_string(),
+        what: format!("reading rollout record {}", desc.digest),
+        message: format!("{message}; promote's requirements ignore it"),
+        hint: None,
+    };
+    let record = rollout::read_record(&bytes).map_err(bad)?;
+    record.check(image_digest).map_err(bad)?;
+    let mut v = serde_json::to_value(&record).map_err(|e| Error::json("showing the rollout", e))?;
+    if let serde_json::Value::Object(map) = &mut v {
+        map.insert("summary".into(), record.human().into());
+    }
+    Ok(v)
+}
 
 /// Reads a promotion record referrer: who promoted the image into which
 /// channel tag, when, from which tag, and why it was allowed.
@@ -114,6 +145,9 @@ pub struct Inspection {
     pub refs: Vec<String>,
     /// Every promotion record's details, oldest first.
     pub promotions: Vec<serde_json::Value>,
+    /// Every rollout record's details (where the image ran), oldest first;
+    /// a record of another shape is among `referrers` with its `error`.
+    pub rollouts: Vec<serde_json::Value>,
 }
 
 /// Splits `HOST/NAME:TAG`, `HOST/NAME@sha256:...` (or both) into the
@@ -246,8 +280,14 @@ pub fn inspect(
         .filter(|r| r.kind.as_deref() == Some("promotion"))
         .filter_map(|r| r.details.clone())
         .collect();
+    let rollouts = referrers
+        .iter()
+        .filter(|r| r.kind.as_deref() == Some("rollout"))
+        .filter_map(|r| r.details.clone())
+        .collect();
     Ok(Inspection {
         promotions,
+        rollouts,
         repository,
         reference: what,
         digest: m.digest,
@@ -283,7 +323,14 @@ impl Inspection {
             if let Some(rev) = r.annotations.get(ANNOTATION_REVISION) {
                 s.push_str(&format!("  revision: {rev}\n"));
             }
-            if let Some(serde_json::Value::Object(map)) = &r.details {
+            let summary = r
+                .details
+                .as_ref()
+                .and_then(|d| d.get("summary"))
+                .and_then(|v| v.as_str());
+            if let (Some("rollout"), Some(line)) = (r.kind.as_deref(), summary) {
+                s.push_str(&format!("  {line}\n"));
+            } else if let Some(serde_json::Value::Object(map)) = &r.details {
                 for (k, v) in map {
                     match v {
                         serde_json::Value::Null => {}

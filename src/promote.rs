@@ -22,7 +22,8 @@ use crate::field::Field;
 use crate::image::artifact::{Artifact, ManifestView};
 use crate::image::{ANNOTATION_CREATED, Descriptor};
 use crate::registry::{self, Client, Credentials, Options};
-use crate::release::channel::{self, Decision, DecisionKind};
+use crate::release::channel::{self, Decision, DecisionKind, Required};
+use crate::release::evidence::Cited;
 use crate::release::policy::{Period, Policy};
 
 /// The `artifactType` (and layer media type) of a promotion record.
@@ -146,6 +147,18 @@ pub struct PromotionReport {
     pub mounted_blobs: usize,
     /// The promotion record's manifest digest.
     pub record: Option<String>,
+    /// When the policy requires evidence: each candidate newer than the
+    /// channel, newest first, and how it fares (a promote that is not
+    /// `--explain` stops at the first eligible one).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub candidates: Vec<CandidateReport>,
+    /// The rollout records the promoted candidate's requirements rest on.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<Cited>,
+    /// True when it waits because no candidate newer than the channel meets
+    /// the requirements (not for the gate).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub unmet: bool,
 }
 
 /// The promotion record, the one layer of the referrer.
@@ -177,6 +190,10 @@ pub struct Record {
     /// The CI run URL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_url: Option<String>,
+    /// The rollout records the release policy's requirements rested on
+    /// (none without requirements, or by break-glass).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<Cited>,
 }
 
 /// Parses `--at`: RFC 3339 with an offset (`2026-12-21T10:00:00Z`).
@@ -299,7 +316,15 @@ pub fn run(req: &Promotion) -> Result<PromotionReport> {
             .filter(|t| channel::parse(&req.to, t).is_some()),
     );
     let current = channel::highest(&req.to, &tags).map(|s| s.tag);
-    let decision = channel::decide(&req.from, &req.to, &tags, &gate, req.force.as_deref());
+    let (candidates, required) = judge_candidates(req, &source, &tags, now)?;
+    let decision = channel::decide(
+        &req.from,
+        &req.to,
+        &tags,
+        &gate,
+        req.force.as_deref(),
+        required.as_ref(),
+    );
     // "Up to date" rests on the channel's highest tag: it must hold the
     // candidate of the same name, or the channel claims a release it does
     // not serve (a tag pushed by hand with other content).
@@ -315,7 +340,12 @@ pub fn run(req: &Promotion) -> Result<PromotionReport> {
             .as_ref()
             .map(|p| channel::tied(&req.from, p, &tags))
             .unwrap_or_default(),
-        candidate: pick.map(|s| s.tag),
+        candidate: match &decision {
+            Decision::Promote { candidate, .. } | Decision::Wait { candidate, .. } => {
+                Some(candidate.tag.clone())
+            }
+            _ => pick.map(|s| s.tag),
+        },
         current,
         tag: None,
         digest: None,
@@ -338,6 +368,10 @@ pub fn run(req: &Promotion) -> Result<PromotionReport> {
         uploaded_blobs: 0,
         mounted_blobs: 0,
         record: None,
+        unmet: matches!(required, Some(Required::NoneEligible(_)))
+            && decision.kind() == DecisionKind::Wait,
+        candidates,
+        evidence: Vec::new(),
     };
     let Decision::Promote {
         candidate,
@@ -354,6 +388,14 @@ pub fn run(req: &Promotion) -> Result<PromotionReport> {
     out.tag = Some(channel_tag.clone());
     out.because = because.clone();
     out.forced = forced;
+    if !forced {
+        out.evidence = out
+            .candidates
+            .iter()
+            .find(|c| c.tag == candidate.tag)
+            .map(|c| c.evidence.clone())
+            .unwrap_or_default();
+    }
     let m = source
         .get_manifest(&candidate.tag)?
         .ok_or_else(|| Error::Registry {
@@ -406,6 +448,7 @@ pub fn run(req: &Promotion) -> Result<PromotionReport> {
             forced,
             reason: if forced { req.force.clone() } else { None },
             run_url: req.run_url.clone(),
+            evidence: out.evidence.clone(),
         };
         let subject = Descriptor {
             media_type: m.media_type.clone(),
@@ -546,6 +589,10 @@ impl PromotionReport {
                 self.current.as_deref().unwrap_or("?"),
                 self.candidate.as_deref().unwrap_or("?")
             ),
+            DecisionKind::Wait if self.unmet => format!(
+                "waiting: no candidate newer than the channel meets the requirements (newest {})",
+                self.candidate.as_deref().unwrap_or("?")
+            ),
             DecisionKind::Wait => format!(
                 "waiting: {} is newer, but the gate is shut",
                 self.candidate.as_deref().unwrap_or("?")
@@ -607,12 +654,44 @@ impl PromotionReport {
                 ));
             }
         }
+        if self.explain && !self.candidates.is_empty() {
+            s.push_str("candidates newer than the channel (newest first):\n");
+            for c in &self.candidates {
+                s.push_str(&format!(
+                    "  {} {}: {}\n",
+                    c.tag,
+                    c.digest,
+                    if c.eligible {
+                        "eligible"
+                    } else {
+                        "not eligible"
+                    }
+                ));
+                for l in &c.because {
+                    s.push_str(&format!("    {l}\n"));
+                }
+                for i in &c.ignored {
+                    s.push_str(&format!("    ignored record {}: {}\n", i.record, i.why));
+                }
+            }
+        }
+        for e in &self.evidence {
+            s.push_str(&format!(
+                "evidence: {} ({} {}, {})\n",
+                e.record, e.cluster, e.workload, e.state
+            ));
+        }
         if let Some(r) = &self.record {
             s.push_str(&format!("record {r}\n"));
         }
         s
     }
 }
+
+#[path = "promote_evidence.rs"]
+mod evidence_of;
+use evidence_of::judge_candidates;
+pub use evidence_of::{CandidateReport, IgnoredRecord};
 
 #[cfg(test)]
 #[path = "promote_tests.rs"]

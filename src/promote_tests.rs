@@ -45,6 +45,7 @@ fn record_is_the_documented_json() {
         forced: false,
         reason: None,
         run_url: None,
+        evidence: vec![],
     };
     let a = artifact(&r).unwrap();
     let media = "application/vnd.settings-image.promotion.v1+json";
@@ -96,6 +97,7 @@ fn record_is_the_documented_json() {
             forced: true,
             reason: Some("incident 7".into()),
             run_url: Some("https://github.com/acme/shop/actions/runs/9/attempts/1".into()),
+            evidence: vec![],
         }
     );
 }

@@ -16,6 +16,8 @@
 //! for the metrics.
 
 mod common;
+#[path = "controller/rollout.rs"]
+mod rollout;
 mod support_login;
 
 use std::collections::BTreeMap;
@@ -90,19 +92,27 @@ fn fastrand_u32() -> u32 {
 /// A kubeconfig for the controller's ServiceAccount (a TokenRequest token).
 /// `server` is the API server's URL (or a relay in front of it).
 fn service_account_kubeconfig_at(k: &Kube, dir: &Path, server: &str) -> PathBuf {
-    static TOKEN: OnceLock<String> = OnceLock::new();
-    let token = TOKEN.get_or_init(|| {
-        stdout_of(k.kubectl().args([
-            "create",
-            "token",
-            "settings-image-controller",
-            "-n",
-            SYSTEM,
-            "--duration=2h",
-        ]))
-        .trim()
-        .to_string()
-    });
+    // One token per API server (a test with a private one runs in the
+    // same process as those on the shared one under `cargo test`).
+    static TOKENS: OnceLock<Mutex<BTreeMap<PathBuf, String>>> = OnceLock::new();
+    let token = TOKENS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap()
+        .entry(k.kubeconfig.clone())
+        .or_insert_with(|| {
+            stdout_of(k.kubectl().args([
+                "create",
+                "token",
+                "settings-image-controller",
+                "-n",
+                SYSTEM,
+                "--duration=2h",
+            ]))
+            .trim()
+            .to_string()
+        })
+        .clone();
     let admin: String = std::fs::read_to_string(&k.kubeconfig).unwrap();
     let ca = admin
         .lines()
@@ -572,15 +582,18 @@ print(json.dumps(out))
 
 #[test]
 fn the_committed_crd_is_what_the_types_generate() {
-    let out = TestCommand::new().args(["controller", "--print-crd"]).ok();
-    let committed = std::fs::read_to_string(
-        repo().join("config/crd/settings-image.configbutler.io_settingsimages.yaml"),
-    )
-    .unwrap();
-    assert_eq!(
-        out, committed,
-        "config/crd/ is stale: run `cargo run -- controller --print-crd > config/crd/settings-image.configbutler.io_settingsimages.yaml`"
-    );
+    for (flag, file) in [
+        ("--print-crd", "settingsimages"),
+        ("--print-crd=settingsrollouts", "settingsrollouts"),
+    ] {
+        let out = TestCommand::new().args(["controller", flag]).ok();
+        let path = format!("config/crd/settings-image.configbutler.io_{file}.yaml");
+        let committed = std::fs::read_to_string(repo().join(&path)).unwrap();
+        assert_eq!(
+            out, committed,
+            "config/crd/ is stale: run `cargo run -- controller {flag} > {path}`"
+        );
+    }
 }
 
 #[test]
@@ -629,6 +642,15 @@ fn config_applies_and_its_service_account_has_least_privilege() {
             ("watch", "gitrepositories.source.toolkit.fluxcd.io"),
             ("get", "secrets"),
             ("create", "events.events.k8s.io"),
+            ("watch", "settingsrollouts.settings-image.configbutler.io"),
+            (
+                "patch",
+                "settingsrollouts.settings-image.configbutler.io/status",
+            ),
+            ("watch", "deployments.apps"),
+            ("watch", "statefulsets.apps"),
+            ("watch", "daemonsets.apps"),
+            ("list", "pods"),
         ] {
             assert!(
                 can(verb, what, Some(ns)),
@@ -671,6 +693,24 @@ fn config_applies_and_its_service_account_has_least_privilege() {
         Some(SYSTEM)
     ));
     assert!(!can("update", "leases.coordination.k8s.io", Some(&other)));
+    // Rollout records read workloads and pods, and write none of them.
+    for (verb, what) in [
+        ("update", "deployments.apps"),
+        ("patch", "deployments.apps"),
+        ("patch", "statefulsets.apps"),
+        ("delete", "pods"),
+        ("create", "pods"),
+        ("get", "pods/log"),
+        ("create", "pods/exec"),
+        ("update", "settingsrollouts.settings-image.configbutler.io"),
+    ] {
+        assert!(
+            !can(verb, what, Some(SYSTEM)),
+            "the controller can {verb} {what}"
+        );
+    }
+    assert!(!can("list", "pods", Some(&unbound)));
+    assert!(!can("list", "deployments.apps", Some(&unbound)));
     // The Deployment as the API server stores it: non-root, read-only
     // root filesystem, limits, probes, the action image run as `controller`.
     let d = get(k, SYSTEM, "deployment/settings-image-controller");

@@ -859,3 +859,211 @@ fn the_release_management_doc_runs_as_printed() {
         );
     }
 }
+
+/// Attaches `record` to `repo@digest` as a rollout record, with oras (as
+/// anyone who can push to the repository can).
+fn attach_record(repo: &str, digest: &str, record: &Value) {
+    const ROLLOUT: &str = "application/vnd.settings-image.rollout.v1+json";
+    let dir = common::TempDir::new();
+    std::fs::write(dir.join("rollout.json"), record.to_string()).expect("write");
+    let out = Command::new(common::require("oras"))
+        .current_dir(dir.path())
+        .env("HOME", dir.path())
+        .args([
+            "attach",
+            "--plain-http",
+            "--artifact-type",
+            ROLLOUT,
+            &format!("{repo}@{digest}"),
+            &format!("rollout.json:{ROLLOUT}"),
+        ])
+        .output()
+        .expect("oras");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn rollout_record(repo: &str, digest: &str, since: Option<&str>, ended: Option<&str>) -> Value {
+    let mut r = serde_json::json!({"cluster": "staging", "namespace": "shop", "kind": "Deployment",
+        "name": "shop", "repository": repo, "digest": digest, "state": "ready", "replicas": 2});
+    if let Some(s) = since {
+        r["readySince"] = s.into();
+    }
+    if let Some(e) = ended {
+        r["state"] = "ended".into();
+        r["endedAt"] = e.into();
+        r["reason"] = "unavailable".into();
+    }
+    r
+}
+
+/// What the release policy's requirements cost on the wire, counted by the
+/// proxy: per candidate newer than the channel, a `HEAD` of its tag, its
+/// referrers listing (distribution 2.8 has no referrers API: one probe
+/// answered 404, then the `sha256-<hex>` index), and a manifest and a blob
+/// read per record. Without requirements none of these is sent. And the
+/// decision: the newest candidate that soaked and never ended unavailable.
+#[test]
+fn requirements_read_each_candidates_records_and_nothing_without_them() {
+    let reg = Registry::start(Auth::None);
+    let proxy = Proxy::start(reg.port);
+    let repo = format!("{}/settings", proxy.host());
+    let c1 = push_candidate(&repo, "main-1700000100-aaaaaaa");
+    let c2 = push_candidate(&repo, "main-1700000200-bbbbbbb");
+    let c3 = push_candidate(&repo, "main-1700000300-ccccccc");
+    let d = |v: &Value| v["digest"].as_str().expect("digest").to_string();
+    let (d1, d2, d3) = (d(&c1), d(&c2), d(&c3));
+    attach_record(
+        &repo,
+        &d1,
+        &rollout_record(&repo, &d1, Some("2026-05-01T00:00:00Z"), None),
+    );
+    attach_record(
+        &repo,
+        &d2,
+        &rollout_record(&repo, &d2, None, Some("2026-05-31T20:00:00Z")),
+    );
+    attach_record(
+        &repo,
+        &d3,
+        &rollout_record(&repo, &d3, Some("2026-05-31T23:00:00Z"), None),
+    );
+    let dir = common::TempDir::new();
+    let policy = dir.join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "requires:\n  - rollout: {cluster: staging, readyFor: 2h, notEnded: unavailable}\n",
+    )
+    .expect("policy");
+    let at = "2026-06-01T00:00:00Z";
+    let kinds = |seen: &[Seen]| -> Vec<String> {
+        seen.iter()
+            .map(|r| {
+                let what = if r.path.contains("/referrers/") {
+                    "referrers-api"
+                } else if r.path.contains("/manifests/sha256-") {
+                    "referrers-tag"
+                } else if r.path.contains("/manifests/sha256:") {
+                    "manifest-by-digest"
+                } else if r.path.contains("/manifests/") {
+                    "manifest-by-tag"
+                } else if r.path.contains("/blobs/") {
+                    "blob"
+                } else if r.path.contains("/tags/list") {
+                    "tags"
+                } else {
+                    "other"
+                };
+                format!("{} {what}", r.method)
+            })
+            .collect()
+    };
+    proxy.take();
+    let plain = promote(&repo, &["--explain", "--at", at], &[]).json();
+    let without = kinds(&proxy.take());
+    assert_eq!(plain["candidate"], "main-1700000300-ccccccc");
+    let policy_arg = policy.to_str().expect("utf-8");
+    let judged = promote(
+        &repo,
+        &["--explain", "--at", at, "--policy", policy_arg],
+        &[],
+    )
+    .json();
+    let with = kinds(&proxy.take());
+    eprintln!(
+        "promote --explain, no requirements: {} requests {without:?}\nwith requirements: {} requests {with:?}",
+        without.len(),
+        with.len()
+    );
+    let mut extra = with.clone();
+    for w in &without {
+        let i = extra
+            .iter()
+            .position(|e| e == w)
+            .expect("a request the plain run made");
+        extra.remove(i);
+    }
+    extra.sort();
+    assert_eq!(
+        extra,
+        [
+            "GET blob",
+            "GET blob",
+            "GET blob",
+            "GET manifest-by-digest",
+            "GET manifest-by-digest",
+            "GET manifest-by-digest",
+            "GET referrers-api",
+            "GET referrers-tag",
+            "GET referrers-tag",
+            "GET referrers-tag",
+            "HEAD manifest-by-tag",
+            "HEAD manifest-by-tag",
+            "HEAD manifest-by-tag",
+        ]
+    );
+    assert!(
+        !without.iter().any(|k| k.contains("referrers")),
+        "{without:?}"
+    );
+    // The newest has Ready for 1h of 2h, the middle one crashed: the
+    // oldest goes.
+    let eligible: Vec<(&str, bool)> = judged["candidates"]
+        .as_array()
+        .expect("candidates")
+        .iter()
+        .map(|c| (c["tag"].as_str().unwrap_or(""), c["eligible"] == true))
+        .collect();
+    assert_eq!(
+        eligible,
+        [
+            ("main-1700000300-ccccccc", false),
+            ("main-1700000200-bbbbbbb", false),
+            ("main-1700000100-aaaaaaa", true)
+        ]
+    );
+    let out = promote(&repo, &["--at", at, "--policy", policy_arg], &[]).json();
+    let promoting = kinds(&proxy.take());
+    eprintln!(
+        "promote with requirements: {} requests {promoting:?}",
+        promoting.len()
+    );
+    assert_eq!(out["tag"], "prod-1700000100-aaaaaaa");
+    assert_eq!(out["evidence"].as_array().map(Vec::len), Some(1));
+    // Break-glass still bypasses, recorded with its reason and no evidence.
+    let forced = promote(
+        &repo,
+        &[
+            "--at",
+            at,
+            "--policy",
+            policy_arg,
+            "--force",
+            "--reason",
+            "hotfix 12",
+        ],
+        &[],
+    )
+    .json();
+    assert_eq!(
+        (forced["tag"].as_str(), forced["forced"].as_bool()),
+        (Some("prod-1700000300-ccccccc"), Some(true))
+    );
+    assert!(forced.get("evidence").is_none(), "{forced}");
+    let shown = cli()
+        .args([
+            "inspect",
+            "--json",
+            &format!("{repo}:prod-1700000300-ccccccc"),
+        ])
+        .json();
+    let rec = &shown["promotions"][0];
+    assert_eq!(
+        (rec["forced"].as_bool(), rec["reason"].as_str()),
+        (Some(true), Some("hotfix 12"))
+    );
+    assert!(rec.get("evidence").is_none(), "{rec}");
+}

@@ -574,8 +574,9 @@ fn a_shallow_checkout_gets_the_same_error_as_push() {
 }
 
 /// A cluster repository with every workload kind, multi-document files,
-/// `kind: List` (as `kustomize build` / `flux build` render), a Helm
-/// template that is not YAML, and references that are not image volumes.
+/// `kind: List` (as `kustomize build` / `flux build` render), files Flux
+/// does not read (`.json`, `.YAML`, under `.git`), and references that are
+/// not image volumes.
 fn cluster(dir: &Path, repo: &str, a: &str, b: &str, bad: &str) {
     let w = |rel: &str, text: String| {
         let p = dir.join(rel);
@@ -643,9 +644,15 @@ fn cluster(dir: &Path, repo: &str, a: &str, b: &str, bad: &str) {
             indent(&pod(&vol("settings", b)), 10)
         ),
     );
+    // Flux reads only `.yaml` and `.yml` files of a path: these are not applied.
     w(
-        "charts/web/templates/deploy.yaml",
-        "spec:\n  replicas: {{ .Values.replicas }}\n  {{- include \"x\" . }}\n".into(),
+        "apps/ignored.json",
+        serde_json::json!({"kind": "Pod", "spec": {"volumes": [{"name": "s", "image": {"reference": bad}}]}})
+            .to_string(),
+    );
+    w(
+        "apps/ignored.YAML",
+        format!("kind: Pod\nspec:\n{}", indent(&pod(&vol("s", bad)), 2)),
     );
     w(
         ".git/objects.yaml",
@@ -718,7 +725,6 @@ fn scan_verifies_every_workload_kind_and_fails_on_one_bad_reference() {
             "StatefulSet/db settings",
         ]
     );
-    assert_eq!(v["skipped"][0]["file"], "charts/web/templates/deploy.yaml");
     // Now tag A's timestamp tag is re-pointed, and one Pod uses it.
     let tag_a = s(&a, "timestamp_tag");
     re_point(&reg, "team/settings", &s(&b, "digest"), &tag_a);
@@ -738,10 +744,6 @@ fn scan_verifies_every_workload_kind_and_fails_on_one_bad_reference() {
             .any(|l| l.contains("apps/pod.yaml:") && l.contains("re-pointed")),
         "{}",
         r.stdout
-    );
-    assert!(
-        r.stderr
-            .contains("skipped charts/web/templates/deploy.yaml")
     );
 
     // The action face, as a cluster repository's workflow runs it: the
@@ -1266,8 +1268,9 @@ items:
         "spec": {"containers": [{"name": "app", "image": "busybox"}],
                  "volumes": [{"name": "settings", "image": {"reference": reference}}]}
     });
+    // JSON is YAML: Flux reads it in a `.yml` file (not in a `.json` one).
     w(
-        "apps/pod.json",
+        "apps/pod-as-json.yml",
         &serde_json::to_string_pretty(&json).unwrap(),
     );
     // A symlinked file and a symlinked folder inside the tree are followed.
@@ -1283,13 +1286,13 @@ items:
         ok("apps/list.yaml", "Deployment/anchored"),
         ok("apps/list.yaml", "StatefulSet/aliased"),
         ok("apps/list.yaml", "DaemonSet/merged"),
-        ok("apps/pod.json", "Pod/from-json"),
+        ok("apps/pod-as-json.yml", "Pod/from-json"),
         ok("apps/rc.yaml", "ReplicationController/legacy"),
         ok("overlays/rc.yaml", "ReplicationController/legacy"),
         ok("mirror/list.yaml", "Deployment/anchored"),
         ok("mirror/list.yaml", "StatefulSet/aliased"),
         ok("mirror/list.yaml", "DaemonSet/merged"),
-        ok("mirror/pod.json", "Pod/from-json"),
+        ok("mirror/pod-as-json.yml", "Pod/from-json"),
         ok("mirror/rc.yaml", "ReplicationController/legacy"),
     ];
     want.sort();
@@ -1340,8 +1343,8 @@ items:
     says("outside.yaml", "outside the scanned folder");
     says("outside-dir", "outside the scanned folder");
     says("latin1.yaml", "is not UTF-8");
-    says("big.yaml", "larger than 16 MiB");
-    says("notyaml.yaml", "is not YAML that can be read");
+    says("big.yaml", "larger than 3 MiB");
+    says("notyaml.yaml", "the scan cannot read");
     assert_eq!(errors.len(), 5, "{errors:?}");
     assert_eq!(
         v["rows"].as_array().unwrap().len(),
@@ -1467,15 +1470,11 @@ fn scan_fails_closed_on_what_the_cluster_may_apply_unverified() {
             pod_spec(reference, 6)
         )
     };
-    // What every case holds: a faithful base, its kustomization, and
-    // Flux's objects (the ImageRepository names the repository it scans,
-    // the Kustomization substitutes the registry's host): one verified row.
+    // What every case holds: a faithful Deployment and Flux's objects (the
+    // ImageRepository names the repository it scans, the Kustomization
+    // applies ./apps as it is): one verified row.
     let base: Vec<(&str, String)> = vec![
         ("apps/base/deployment.yaml", deployment("shop", &reference)),
-        (
-            "apps/base/kustomization.yaml",
-            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [deployment.yaml]\n".into(),
-        ),
         (
             "flux/image-repository.yaml",
             format!(
@@ -1484,9 +1483,7 @@ fn scan_fails_closed_on_what_the_cluster_may_apply_unverified() {
         ),
         (
             "flux/apps.yaml",
-            format!(
-                "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: apps\n  namespace: flux-system\nspec:\n  path: ./apps/prod\n  postBuild:\n    substitute:\n      REGISTRY: \"{host}\"\n"
-            ),
+            "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: apps\n  namespace: flux-system\nspec:\n  path: ./apps\n  prune: true\n".into(),
         ),
     ];
     let case = |extra: &[(&str, String)]| {
@@ -1509,9 +1506,9 @@ fn scan_fails_closed_on_what_the_cluster_may_apply_unverified() {
             "Deployment/shop".to_string()
         )]
     );
-    let overlay = |body: &str| {
+    let flux_kustomization = |spec: &str| {
         format!(
-            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [../base]\n{body}"
+            "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: prod\n  namespace: flux-system\nspec:\n  path: ./apps/prod\n{spec}"
         )
     };
     // (case, files, (file, status, what the detail says) of each row it must add, exit code)
@@ -1519,72 +1516,45 @@ fn scan_fails_closed_on_what_the_cluster_may_apply_unverified() {
     type Case<'a> = (&'a str, Vec<(&'a str, String)>, Vec<Want<'a>>, i32);
     let cases: Vec<Case> = vec![
         (
-            "an overlay's patch file replaces the reference",
+            "an overlay's kustomization (kustomize renders it)",
             vec![
-                ("apps/prod/kustomization.yaml", overlay("patches:\n  - path: settings.yaml\n")),
+                (
+                    "apps/prod/kustomization.yaml",
+                    "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [../base]\npatches:\n  - path: settings.yaml\n".into(),
+                ),
                 ("apps/prod/settings.yaml", deployment("shop", "evil.example/settings:1")),
             ],
             vec![(
-                "apps/prod/settings.yaml",
+                "apps/prod/kustomization.yaml",
                 "error",
-                "a kustomize patch sets image volume \"settings\"".into(),
+                "kubectl kustomize".into(),
             )],
             2,
         ),
         (
-            "an inline JSON 6902 patch replaces the reference",
+            "a Flux Kustomization that substitutes",
             vec![(
-                "apps/prod/kustomization.yaml",
-                overlay(
-                    "patches:\n  - target: {kind: Deployment, name: shop}\n    patch: |-\n      - op: replace\n        path: /spec/template/spec/volumes/0/image/reference\n        value: evil.example/settings:1\n",
-                ),
+                "flux/prod.yaml",
+                flux_kustomization(&format!(
+                    "  postBuild:\n    substitute:\n      REGISTRY: \"{host}\"\n"
+                )),
             )],
             vec![(
-                "apps/prod/kustomization.yaml",
+                "flux/prod.yaml",
                 "error",
-                "a kustomize patch sets image volume \"JSON 6902 /spec/template/spec/volumes/0/image/reference\" (0.value) to evil.example/settings:1".into(),
+                "flux build kustomization prod --path ./apps/prod".into(),
             )],
             2,
         ),
         (
-            "an images transformer configured to reach image volumes",
-            vec![
-                (
-                    "apps/prod/kustomization.yaml",
-                    overlay(&format!(
-                        "configurations: [image-volumes.yaml]\nimages:\n  - name: {repo}\n    newName: evil.example/settings\n"
-                    )),
-                ),
-                (
-                    "apps/prod/image-volumes.yaml",
-                    "images:\n  - path: spec/template/spec/volumes/image/reference\n    kind: Deployment\n".into(),
-                ),
-            ],
-            vec![
-                (
-                    "apps/prod/kustomization.yaml",
-                    "error",
-                    format!("a kustomize image entry (images.0) selects {repo}'s references"),
-                ),
-                (
-                    "apps/prod/image-volumes.yaml",
-                    "error",
-                    "names image-volume fields (spec/template/spec/volumes/image/reference)".into(),
-                ),
-            ],
-            2,
-        ),
-        (
-            "an images entry whose name is a pattern",
+            "a Flux Kustomization's images entry",
             vec![(
-                "apps/prod/kustomization.yaml",
-                overlay("images:\n  - name: \".*/settings\"\n    newName: evil.example/settings\n"),
+                "flux/prod.yaml",
+                flux_kustomization(&format!(
+                    "  images:\n    - name: {repo}\n      newName: evil.example/settings\n"
+                )),
             )],
-            vec![(
-                "apps/prod/kustomization.yaml",
-                "error",
-                "has the name \".*/settings\", which kustomize reads as a regular expression".into(),
-            )],
+            vec![("flux/prod.yaml", "error", "whose images change what it applies".into())],
             2,
         ),
         (
@@ -1608,7 +1578,7 @@ fn scan_fails_closed_on_what_the_cluster_may_apply_unverified() {
             vec![(
                 "apps/substituted.yaml",
                 "error",
-                "holds a substitution variable".into(),
+                "holds a substitution or template".into(),
             )],
             2,
         ),

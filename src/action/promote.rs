@@ -181,6 +181,10 @@ pub fn outputs(out: &PromotionReport) -> Vec<(&'static str, String)> {
 /// break-glass, a notice when up to date or without a candidate.
 pub fn annotation(out: &PromotionReport) -> Option<String> {
     match out.decision {
+        DecisionKind::Wait if out.unmet => Some(commands::warning(
+            "settings-image: promotion waits for evidence",
+            &out.because,
+        )),
         DecisionKind::Wait => Some(commands::warning(
             "settings-image: promotion waits for a release window",
             &format!(
@@ -232,6 +236,9 @@ pub fn summary(out: &PromotionReport) -> String {
         DecisionKind::Promote if out.promoted => "**Promoted**",
         DecisionKind::Promote => "**Already promoted** (the channel tag was there)",
         DecisionKind::UpToDate => "**Up to date**: nothing newer to promote",
+        DecisionKind::Wait if out.unmet => {
+            "**Waiting**: no candidate newer than the channel meets the release policy's requirements"
+        }
         DecisionKind::Wait => "**Waiting**: the release gate is shut",
         DecisionKind::NoCandidate => "**No candidate**",
     };
@@ -257,6 +264,29 @@ pub fn summary(out: &PromotionReport) -> String {
     if let Some(n) = &out.next_open {
         s.push_str(&row("next open", n));
     }
+    for e in &out.evidence {
+        s.push_str(&row(
+            "evidence",
+            &format!("{} ({} {}, {})", e.record, e.cluster, e.workload, e.state),
+        ));
+    }
+    if !out.candidates.is_empty() {
+        s.push_str(
+            "\n### Candidates newer than the channel\n\n| candidate | eligible | why |\n|---|---|---|\n",
+        );
+        for c in &out.candidates {
+            let mut why = c.because.join("<br>");
+            for i in &c.ignored {
+                why.push_str(&format!("<br>ignored record {}: {}", i.record, i.why));
+            }
+            s.push_str(&format!(
+                "| `{}` | {} | {} |\n",
+                c.tag,
+                if c.eligible { "yes" } else { "no" },
+                table_cell(&why)
+            ));
+        }
+    }
     s.push_str(&format!(
         "\n### Release windows, next {SUMMARY_DAYS} days\n\n| from | until | gate |\n|---|---|---|\n"
     ));
@@ -269,6 +299,23 @@ pub fn summary(out: &PromotionReport) -> String {
         ));
     }
     commands::cap_summary(s)
+}
+
+/// `text` inside a Markdown table cell: no pipe, angle bracket or line
+/// break of a record's text (a hand-pushed record's words) shapes the page;
+/// `<br>` is the only markup kept.
+fn table_cell(text: &str) -> String {
+    text.split("<br>")
+        .map(|part| {
+            part.replace('&', "&amp;")
+                .replace('<', "&lt;")
+                .replace('>', "&gt;")
+                .replace('|', "\\|")
+                .replace(['\n', '\r'], " ")
+                .replace('`', "'")
+        })
+        .collect::<Vec<_>>()
+        .join("<br>")
 }
 
 /// The periods of `calendar` within `days` of `at`, the last one cut there.
@@ -478,5 +525,66 @@ mod tests {
         let c = calendar_days(&cal, "2026-01-01T00:00:00Z", 7);
         assert_eq!(c.len(), 2);
         assert_eq!(c[1].end, "2026-01-08T00:00:00Z");
+    }
+
+    /// The job summary lists each candidate newer than the channel and
+    /// why; words from a record pushed by hand cannot shape the page.
+    #[test]
+    fn the_summary_lists_the_candidates_and_escapes_what_records_say() {
+        use crate::promote::{CandidateReport, GateReport, IgnoredRecord};
+        use crate::release::channel::DecisionKind;
+        let out = PromotionReport {
+            decision: DecisionKind::Wait,
+            promoted: false,
+            explain: true,
+            candidate: Some("main-2-bbbbbbb".into()),
+            tied: vec![],
+            current: Some("prod-1-aaaaaaa".into()),
+            tag: None,
+            digest: None,
+            reference: None,
+            because: "none of the 1 candidates newer than the channel meets the requirements"
+                .into(),
+            forced: false,
+            at: "2026-06-01T00:00:00Z".into(),
+            gate: GateReport {
+                open: true,
+                reason: "no windows: always open".into(),
+                active: vec![],
+            },
+            next_open: None,
+            next_close: None,
+            calendar: vec![],
+            uploaded_blobs: 0,
+            mounted_blobs: 0,
+            record: None,
+            candidates: vec![CandidateReport {
+                tag: "main-2-bbbbbbb".into(),
+                digest: "sha256:b".into(),
+                eligible: false,
+                because: vec!["not met: rollout in staging, Ready for 2h (1h of 2h)".into()],
+                evidence: vec![],
+                ignored: vec![IgnoredRecord {
+                    record: "sha256:f".into(),
+                    why: "cluster \"<img src=x>|`\n## pwned\" is not a cluster name".into(),
+                }],
+            }],
+            evidence: vec![],
+            unmet: true,
+        };
+        let s = summary(&out);
+        assert!(
+            s.contains("**Waiting**: no candidate newer than the channel meets the release policy's requirements"),
+            "{s}"
+        );
+        assert!(
+            s.contains(
+                "| `main-2-bbbbbbb` | no | not met: rollout in staging, Ready for 2h (1h of 2h)<br>ignored \
+                 record sha256:f: cluster \"&lt;img src=x&gt;\\|' ## pwned\" is not a cluster name |\n"
+            ),
+            "{s}"
+        );
+        let a = annotation(&out).unwrap();
+        assert!(a.contains("promotion waits for evidence"), "{a}");
     }
 }

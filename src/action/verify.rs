@@ -1,7 +1,9 @@
 //! `settings-image action` with the input `mode: verify`: in a pull request
 //! of the cluster repository, every image-volume reference to `repository`
-//! under `scan` is rebuilt from its commit in the settings checkout at
-//! `path` (the same scan as `settings-image verify --scan`). A reference
+//! in `scan` (a folder of plain manifests, or a file a step before
+//! rendered with `kubectl kustomize`, `flux build` or `helm template`) is
+//! rebuilt from its commit in the settings checkout at `path` (the same
+//! scan as `settings-image verify --scan`). A reference
 //! that is not what its commit holds is an `::error` on its file and line
 //! and fails the step (exit 7); the job summary holds the table.
 
@@ -9,7 +11,7 @@ use std::path::PathBuf;
 
 use super::commands::{self, say};
 use super::inputs::{self, Env};
-use crate::cluster::scan::Report;
+use crate::cluster::report::Report;
 use crate::cluster::verify;
 use crate::error::{Error, Result};
 use crate::front;
@@ -49,7 +51,8 @@ pub struct With {
     pub path: Option<String>,
     /// The image repository whose references are verified (required).
     pub repository: Option<String>,
-    /// The cluster repository folder (or file) to scan (default `.`).
+    /// The cluster repository's folder of plain manifests, or a rendered
+    /// file, to scan (default `.`).
     pub scan: Option<String>,
     /// The login inputs (`login`, `github-token`, the deprecated `token`,
     /// `username`, `password`, the provider facts), as publish reads them.
@@ -91,7 +94,7 @@ fn scan(env: &Env) -> Result<i32> {
         docker_config: front::docker_config(env),
         github: front::github_api(env, login.github_token.and_then(Token::new)),
     };
-    let (report, errors) = crate::cluster::scan::scan_and_verify(
+    let (report, errors) = crate::cluster::report::scan_and_verify(
         &dir,
         &repository,
         &base,

@@ -8,10 +8,30 @@ use clap::{Args, Parser, Subcommand};
 use super::{cluster, metadata};
 use crate::history::{SourceMode, Token};
 
+/// `--version`: the package's version, the commit it was built from, and
+/// whether the files that make the binary differed from that commit
+/// (`build.rs`).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("SETTINGS_IMAGE_BUILT_FROM"),
+    ")"
+);
+
 /// Package a settings folder into an OCI image for Kubernetes image volumes.
 #[derive(Debug, Parser)]
-#[command(name = "settings-image", version, about)]
+#[command(
+    name = "settings-image",
+    version = VERSION,
+    about,
+    after_long_help = crate::error::exit_codes_help()
+)]
 pub struct Cli {
+    /// Show each registry request and each history step on stderr, as the
+    /// action's debug log does (RUNNER_DEBUG=1); for `controller`, the
+    /// same as --log-level debug.
+    #[arg(short, long, global = true)]
+    pub verbose: bool,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -53,6 +73,50 @@ pub enum Command {
     /// The GitHub action's entry point: reads `INPUT_*` and the event,
     /// writes `$GITHUB_OUTPUT` and `$GITHUB_STEP_SUMMARY`.
     Action(ActionArgs),
+    /// Print a shell completion script, e.g. `settings-image completions
+    /// bash > ~/.local/share/bash-completion/completions/settings-image`.
+    Completions(CompletionsArgs),
+    /// Write the man pages (roff), one per command (settings-image.1,
+    /// settings-image-push.1, ...), into DIR: the release archive's man/.
+    #[command(hide = true)]
+    Man(ManArgs),
+}
+
+/// Arguments of the hidden `man`.
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Where the pages go (created if missing).
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+}
+
+/// Arguments of `completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum, value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
+}
+
+impl Command {
+    /// Whether the command prints JSON (`--json`): then nothing but the
+    /// JSON and the messages go to the terminal.
+    pub fn json(&self) -> bool {
+        match self {
+            Command::Build(a) => a.json,
+            Command::Tag(a) => a.json,
+            Command::Push(a) => a.json,
+            Command::Plan(a) => a.json,
+            Command::Inspect(a) => a.json,
+            Command::Promote(a) => a.json,
+            Command::Verify(a) => a.json,
+            Command::Flux(_)
+            | Command::Controller(_)
+            | Command::Action(_)
+            | Command::Completions(_)
+            | Command::Man(_) => false,
+        }
+    }
 }
 
 /// How the reading commands (`inspect`, `verify`) log in, for their help.

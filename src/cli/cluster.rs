@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::cluster::{flux, scan, verify};
+use crate::cluster::{flux, report, verify};
 use crate::error::{Error, Result};
 use crate::front::{self, Login};
 use crate::history::Token;
@@ -245,9 +245,12 @@ pub struct VerifyArgs {
     /// history: the image is rebuilt from its commit).
     #[arg(long, value_name = "DIR")]
     pub path: PathBuf,
-    /// Verify every image-volume reference to --repository in the YAML
-    /// files of this cluster repository folder.
-    #[arg(long, value_name = "DIR", requires = "repository")]
+    /// Verify every image-volume reference to --repository in what the
+    /// cluster applies: a folder of plain manifests (its .yaml and .yml
+    /// files, as Flux reads a path without a kustomization), a rendered
+    /// file, or - for standard input (`kubectl kustomize DIR | ...`). A
+    /// kustomization, a Helm chart or a HelmRelease is refused: render it.
+    #[arg(long, value_name = "INPUT", requires = "repository")]
     pub scan: Option<PathBuf>,
     /// With --scan: the image repository, HOST/NAME.
     #[arg(long, value_name = "HOST/NAME")]
@@ -316,14 +319,11 @@ pub fn run_verify(args: &VerifyArgs) -> Result<i32> {
             Ok(0)
         }
         (None, Some(dir), Some(repository)) => {
-            let report = scan::scan_and_verify(dir, repository, &base, args.allow_empty)?;
+            let report = report::scan_and_verify(dir, repository, &base, args.allow_empty)?;
             let (report, errors) = report;
             if args.json {
                 json(&report)?;
             } else {
-                for s in &report.skipped {
-                    output::eprintln(&format!("warning: skipped {}: {}", s.file, s.reason));
-                }
                 output::print(&report.table())?;
             }
             Ok(report.exit_code(&errors))

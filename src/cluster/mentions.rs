@@ -1,49 +1,40 @@
-//! Every place a manifest names the repository's image, or can change an
-//! image-volume reference before the cluster applies it, for
-//! `verify --scan`.
+//! One document of `verify --scan`: each image-volume reference to the
+//! repository in it (to verify), and each way it may make the cluster run
+//! an image of the repository that the scan cannot verify (an error row).
 //!
-//! The scan reads files as written; the cluster applies what Flux's
-//! kustomize-controller renders (kustomize's patches, image entries and
-//! field specs) and then substitutes (`postBuild`). Rendering needs
-//! kustomize, which this tool does not carry, so the scan fails closed:
-//! an image-volume reference in any object (a Pod's, a Deployment's, an
-//! Argo Rollout's or any other custom resource's pod template, a
-//! strategic-merge or JSON 6902 patch's) is verified when it names the
-//! repository, and anything else that names the repository, or could make
-//! a reference name it or stop naming it, is an [`Unverified`] row that
-//! fails the scan.
+//! The scan reads what the cluster applies as it is applied: plain
+//! manifests, or a stream kustomize, Flux or Helm already rendered
+//! ([`super::scan`]). A document that is itself rendered again in the
+//! cluster is refused, with the command that renders it:
+//! - a HelmRelease: helm-controller renders its chart with its values;
+//! - a Flux Kustomization that changes what it applies (`postBuild`
+//!   substitutions, `patches`, `images`, `components`);
+//! - a kustomization (`kustomize.config.k8s.io`).
+//!
+//! In every other document an image-volume reference is a `volumes` item's
+//! `image.reference` in any object (a Pod's, a Deployment's, an Argo
+//! Rollout's, any custom resource's pod template). It is the repository's
+//! by the reference grammar ([`super::spelling`]), in any spelling.
+//! Anything else that names the repository, and a reference with a
+//! substitution (`${VAR}`, `$(VAR)`) or a template (`{{ .Values.x }}`)
+//! that may become one of it, is an [`Unverified`] row.
 
 use serde_yaml_ng::Value;
 
-use super::finding::{Found, Unverified, in_repository};
+use super::finding::{Found, Unverified};
+use super::spelling::Canonical;
 
-/// Characters of a repository name (`HOST[:PORT]/PATH`): a mention must not
-/// run on into more of them.
-fn name_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/')
-}
-
-/// Whether `text` names `repository` (not as part of a longer name: `R`
-/// in `R:tag`, `R@sha256:...`, `oci://R`, `"R"`, not in `R-old` or `R/x`).
-pub fn mentions(text: &str, repository: &str) -> bool {
-    text.match_indices(repository).any(|(i, _)| {
-        let before = text[..i].chars().next_back();
-        let after = text[i + repository.len()..].chars().next();
-        before.is_none_or(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
-            && after.is_none_or(|c| !name_char(c))
-    })
-}
-
-/// A piece of a reference: literal text, or a substitution (`${VAR}`,
-/// `$VAR`, kustomize's `$(VAR)`) that may become any text.
+/// A piece of a reference: literal text, or a substitution or template
+/// that may become any text.
 #[derive(Debug, PartialEq)]
 enum Piece {
     Char(char),
     Any,
 }
 
-/// `text` split into literal characters and substitutions; `None` when it
-/// holds none.
+/// `text` split into literal characters and substitutions (`${VAR}`,
+/// `$VAR`, kustomize's `$(VAR)`, Helm's and Go's `{{ ... }}`); `None`
+/// when it holds none.
 fn substitutions(text: &str) -> Option<Vec<Piece>> {
     let chars: Vec<char> = text.chars().collect();
     let mut out = Vec::new();
@@ -51,16 +42,18 @@ fn substitutions(text: &str) -> Option<Vec<Piece>> {
     let mut i = 0;
     while i < chars.len() {
         let c = chars[i];
-        let close = match chars.get(i + 1) {
-            Some('{') if c == '$' => Some('}'),
-            Some('(') if c == '$' => Some(')'),
+        let close: Option<&[char]> = match chars.get(i + 1) {
+            Some('{') if c == '$' => Some(&['}']),
+            Some('(') if c == '$' => Some(&[')']),
+            Some('{') if c == '{' => Some(&['}', '}']),
             _ => None,
         };
         if let Some(close) = close {
-            let end = chars[i..].iter().position(|x| *x == close);
+            let end = (i + 2..=chars.len().saturating_sub(close.len()))
+                .find(|&e| chars[e..].starts_with(close));
             out.push(Piece::Any);
             any = true;
-            i = end.map_or(chars.len(), |e| i + e + 1);
+            i = end.map_or(chars.len(), |e| e + close.len());
         } else if c == '$'
             && chars
                 .get(i + 1)
@@ -76,19 +69,19 @@ fn substitutions(text: &str) -> Option<Vec<Piece>> {
                 i += 1;
             }
         } else {
-            out.push(Piece::Char(c));
+            out.push(Piece::Char(c.to_ascii_lowercase()));
             i += 1;
         }
     }
     any.then_some(out)
 }
 
-/// Whether a reference with substitutions can become one of `repository`:
-/// the repository alone, or followed by `:` or `@` and a tag or digest
-/// (which hold no `/`). A small automaton over the pieces: states `0..=n`
-/// have produced that much of the repository, state `n + 1` is in the tag.
-fn can_become(pieces: &[Piece], repository: &str) -> bool {
-    let repo: Vec<char> = repository.chars().collect();
+/// Whether a reference with substitutions can become `spelling` (lower
+/// case) alone, or followed by `:` or `@` and a tag or digest (which hold
+/// no `/`). A small automaton over the pieces: states `0..=n` have produced
+/// that much of the spelling, state `n + 1` is in the tag.
+fn can_become(pieces: &[Piece], spelling: &str) -> bool {
+    let repo: Vec<char> = spelling.chars().collect();
     let n = repo.len();
     let tail = n + 1;
     let mut reach = vec![false; n + 2];
@@ -97,7 +90,7 @@ fn can_become(pieces: &[Piece], repository: &str) -> bool {
         let mut next = vec![false; n + 2];
         match piece {
             Piece::Any => {
-                // Any text: further into the repository, or on into a tag.
+                // Any text: further into the spelling, or on into a tag.
                 if let Some(first) = reach.iter().position(|r| *r) {
                     for r in next.iter_mut().skip(first) {
                         *r = true;
@@ -125,48 +118,15 @@ fn can_become(pieces: &[Piece], repository: &str) -> bool {
     reach[n] || reach[tail]
 }
 
-/// Whether a kustomize image entry's `name` may select a reference of
-/// `repository`: kustomize compiles it into the regular expression
-/// `^NAME(:tag)?(@sha256:digest)?$` unescaped, so `.` is any character and
-/// other metacharacters are a pattern. `None`: a pattern this cannot tell.
-fn image_name_selects(name: &str, repository: &str) -> Option<bool> {
-    if name.chars().any(|c| "\\^$*+?()[]{}|".contains(c)) {
-        return None;
-    }
-    let fits = |n: &str, r: &str| {
-        n.len() == r.len() && n.chars().zip(r.chars()).all(|(a, b)| a == '.' || a == b)
-    };
-    if fits(name, repository) {
-        return Some(true);
-    }
-    // A name with a tag or digest of the repository.
-    Some(
-        name.len() > repository.len()
-            && name.is_char_boundary(repository.len())
-            && fits(&name[..repository.len()], repository)
-            && name[repository.len()..].starts_with([':', '@']),
-    )
-}
-
-/// Whether `text` looks like a field path into image volumes
-/// (`spec/template/spec/volumes/image/reference`,
-/// `spec.template.spec.volumes.[name=settings].image.reference`): a
-/// kustomize field spec, replacement target or transformer configuration
-/// pointed there can rewrite a reference.
-fn reaches_image_volumes(text: &str) -> bool {
-    !text.contains(char::is_whitespace)
-        && text.match_indices("volumes").any(|(i, _)| {
-            let rest = &text[i + "volumes".len()..];
-            rest.starts_with(['.', '/', '['])
-                && (rest.contains("image") || rest.contains("reference"))
-        })
-}
-
 /// One document's walk.
 pub struct Walk<'a> {
-    /// The repository scanned for.
+    /// The repository as the user named it (verified in this spelling).
     pub repository: &'a str,
-    /// The file, relative to the scanned folder.
+    /// Its canonical form.
+    pub canonical: &'a Canonical,
+    /// Every spelling of it ([`Canonical::spellings`]).
+    pub spellings: &'a [String],
+    /// The file, relative to the scanned folder (`-` for standard input).
     pub file: &'a str,
     /// References to verify.
     pub found: &'a mut Vec<Found>,
@@ -178,7 +138,7 @@ pub struct Walk<'a> {
 pub fn label(obj: &Value) -> String {
     let meta = obj.get("metadata");
     let Some(kind) = obj.get("kind").and_then(Value::as_str) else {
-        return String::new(); // a kustomization.yaml, a patch file's list
+        return String::new();
     };
     let name = meta
         .and_then(|m| m.get("name"))
@@ -202,39 +162,102 @@ fn at(path: &[String]) -> String {
     }
 }
 
-/// A sequence of JSON 6902 operations (`op` and `path` in every item).
-fn is_json6902(items: &[Value]) -> bool {
-    !items.is_empty()
-        && items.iter().all(|i| {
-            i.get("op").and_then(Value::as_str).is_some()
-                && i.get("path").and_then(Value::as_str).is_some()
-        })
+/// The fields of a Flux Kustomization that change what it applies.
+const FLUX_RENDERS: [&str; 6] = [
+    "postBuild",
+    "patches",
+    "patchesStrategicMerge",
+    "patchesJson6902",
+    "images",
+    "components",
+];
+
+/// Why the cluster renders `doc` again before it applies what it names,
+/// with the command that renders it; `None` for an object applied as it is.
+fn rendered_in_cluster(doc: &Value) -> Option<String> {
+    let kind = doc.get("kind").and_then(Value::as_str)?;
+    let api = doc
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let name = doc
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or("NAME");
+    let spec = doc.get("spec");
+    match kind {
+        "HelmRelease" => Some(format!(
+            "a HelmRelease: helm-controller renders its chart with these values in the cluster, and \
+             the scan does not render Helm charts; render it (`helm template {name} CHART --values \
+             VALUES`, the values of spec.values) and scan the output, or keep the reference out of \
+             charts"
+        )),
+        "Kustomization" | "Component" if api.starts_with("kustomize.config.k8s.io/") => Some(
+            "a kustomization: kustomize loads and rewrites what it names (resources of any file \
+             name, patches, replacements, transformers), and the scan does not render kustomize; \
+             render its folder (`kubectl kustomize DIR > rendered.yaml`) and scan the output"
+                .to_string(),
+        ),
+        "Kustomization" if api.starts_with("kustomize.toolkit.fluxcd.io/") => {
+            let fields: Vec<&str> = FLUX_RENDERS
+                .into_iter()
+                .filter(|f| {
+                    spec.and_then(|s| s.get(*f)).is_some_and(|v| match v {
+                        Value::Null => false,
+                        Value::Sequence(items) => !items.is_empty(),
+                        Value::Mapping(m) => !m.is_empty(),
+                        _ => true,
+                    })
+                })
+                .collect();
+            let path = spec
+                .and_then(|s| s.get("path"))
+                .and_then(Value::as_str)
+                .unwrap_or("PATH");
+            (!fields.is_empty()).then(|| {
+                format!(
+                    "a Flux Kustomization whose {} change what it applies from {path}, and the scan \
+                     does not render them; render it (`flux build kustomization {name} --path {path} \
+                     --kustomization-file FILE --dry-run > rendered.yaml`) and scan the output",
+                    fields.join(", ")
+                )
+            })
+        }
+        _ => None,
+    }
 }
 
 impl Walk<'_> {
-    /// Walks one document: a file's object (or `kind: List`), or a patch
-    /// (`is_patch`: named by a kustomization, or inline in one).
-    pub fn document(&mut self, doc: &Value, is_patch: bool) {
-        match doc {
-            Value::Sequence(items) if is_json6902(items) => {
-                self.operations(items, "JSON 6902 patch");
-            }
-            Value::Mapping(_) if doc.get("kind").and_then(Value::as_str) == Some("List") => {
-                match doc.get("items").and_then(Value::as_sequence) {
-                    Some(items) => {
-                        for item in items {
-                            self.document(item, is_patch);
-                        }
-                    }
-                    None => self.value(doc, &mut Vec::new(), &label(doc), is_patch),
+    /// Walks one document: an object, a list of them (`kind: List`,
+    /// `DeploymentList`, ...), or any other YAML (which the cluster does
+    /// not apply, but whose mentions of the repository still fail).
+    pub fn document(&mut self, doc: &Value) {
+        if let Some(reason) = rendered_in_cluster(doc) {
+            let object = label(doc);
+            let shown = doc
+                .get("kind")
+                .and_then(Value::as_str)
+                .map(|k| format!("kind: {k}"))
+                .unwrap_or_default();
+            return self.unverified(&object, &shown, reason);
+        }
+        let is_list = doc
+            .get("kind")
+            .and_then(Value::as_str)
+            .is_some_and(|k| k.ends_with("List"));
+        match doc.get("items").and_then(Value::as_sequence) {
+            Some(items) if is_list => {
+                for item in items {
+                    self.document(item);
                 }
             }
-            _ => self.value(doc, &mut Vec::new(), &label(doc), is_patch),
+            _ => self.value(doc, &mut Vec::new(), &label(doc)),
         }
     }
 
     fn unverified(&mut self, object: &str, text: &str, reason: String) {
-        // A row shows one line of a text that spans several (an inline patch).
+        // A row shows one line of a text that spans several.
         let mut shown: String = text
             .trim()
             .lines()
@@ -246,64 +269,47 @@ impl Walk<'_> {
         if shown.len() < text.trim().len() {
             shown.push_str(" ...");
         }
-        let text = shown.as_str();
         self.unverified.push(Unverified {
             found: Found {
                 file: self.file.to_string(),
                 line: None,
                 object: object.to_string(),
                 volume: String::new(),
-                reference: text.to_string(),
+                reference: shown,
+                verify_as: String::new(),
             },
             reason,
         });
     }
 
     /// An image volume's reference.
-    fn reference(
-        &mut self,
-        object: &str,
-        volume: &str,
-        reference: &str,
-        path: &[String],
-        is_patch: bool,
-    ) {
+    fn reference(&mut self, object: &str, volume: &str, reference: &str, path: &[String]) {
         let repository = self.repository;
-        if in_repository(reference, repository) {
+        if let Some(tail) = self.canonical.tail_of(reference) {
             self.found.push(Found {
                 file: self.file.to_string(),
                 line: None,
                 object: object.to_string(),
                 volume: volume.to_string(),
                 reference: reference.to_string(),
+                verify_as: format!("{repository}{tail}"),
             });
         } else if let Some(pieces) = substitutions(reference)
-            && can_become(&pieces, repository)
+            && self.spellings.iter().any(|s| can_become(&pieces, s))
         {
             self.unverified(
                 object,
                 reference,
                 format!(
-                    "image volume {volume:?} ({}) holds a substitution variable: Flux's postBuild (or \
-                     kustomize's vars) replaces it before the cluster applies it, so what is mounted \
-                     may be an image of {repository} that the scan cannot name or verify; write the \
-                     reference to {repository} literally",
+                    "image volume {volume:?} ({}) holds a substitution or template: Flux's postBuild, \
+                     kustomize's vars or a Helm chart replace it before the cluster applies it, so \
+                     what is mounted may be an image of {repository} that the scan cannot name or \
+                     verify; write the reference to {repository} literally, or scan the rendered \
+                     output",
                     at(path)
                 ),
             );
-        } else if is_patch {
-            self.unverified(
-                object,
-                reference,
-                format!(
-                    "a kustomize patch sets image volume {volume:?} ({}) to {reference}: it may replace a \
-                     verified reference to {repository} in the object it targets, and the scan does not \
-                     render kustomize; set the reference in the resource itself, or patch it to a \
-                     reference of {repository} (which is verified)",
-                    at(path)
-                ),
-            );
-        } else if mentions(reference, repository) {
+        } else if super::spelling::mentions(reference, self.canonical) {
             self.mention(object, reference, path);
         }
     }
@@ -316,8 +322,8 @@ impl Walk<'_> {
             format!(
                 "mentions {repository} at {}, which is not an image-volume reference the scan \
                  verifies: the cluster may apply an image of {repository} from here unverified \
-                 (a kustomize image entry, a patch, a container image, chart values); remove it, or \
-                 write the image as an image-volume reference",
+                 (a container image, chart values, a reference that is not a valid one); remove \
+                 it, or write the image as an image-volume reference",
                 at(path)
             ),
         );
@@ -325,33 +331,21 @@ impl Walk<'_> {
 
     /// A string that is not an image-volume reference.
     fn text(&mut self, object: &str, text: &str, path: &[String]) {
-        if mentions(text, self.repository) {
+        if super::spelling::mentions(text, self.canonical) {
             // Flux's ImageRepository names the repository it scans; it
             // mounts nothing.
             let scanned_by_flux = object.starts_with("ImageRepository/")
                 && path.len() == 2
                 && path[0] == "spec"
                 && path[1] == "image"
-                && text == self.repository;
+                && super::spelling::canonical(text).as_ref() == Some(self.canonical);
             if !scanned_by_flux {
                 self.mention(object, text, path);
             }
-        } else if reaches_image_volumes(text) {
-            self.unverified(
-                object,
-                text,
-                format!(
-                    "{} names image-volume fields ({text}): a kustomize field spec, replacement or \
-                     transformer pointed there can rewrite a reference to {} before the cluster \
-                     applies it, and the scan does not render kustomize",
-                    at(path),
-                    self.repository
-                ),
-            );
         }
     }
 
-    fn value(&mut self, v: &Value, path: &mut Vec<String>, object: &str, is_patch: bool) {
+    fn value(&mut self, v: &Value, path: &mut Vec<String>, object: &str) {
         match v {
             Value::Mapping(m) => {
                 for (k, val) in m {
@@ -368,69 +362,41 @@ impl Walk<'_> {
                         ("volumes", Value::Sequence(items)) => {
                             for (i, item) in items.iter().enumerate() {
                                 path.push(i.to_string());
-                                self.volume(item, path, object, is_patch);
+                                self.volume(item, path, object);
                                 path.pop();
                             }
                         }
-                        ("images", Value::Sequence(items))
-                            if items.iter().all(|i| i.get("name").is_some()) =>
-                        {
-                            for (i, item) in items.iter().enumerate() {
-                                path.push(i.to_string());
-                                self.image_entry(item, path, object);
-                                path.pop();
-                            }
-                        }
-                        ("imageTag", Value::Mapping(_)) if item_is_image_entry(val) => {
-                            self.image_entry(val, path, object);
-                        }
-                        ("patch", Value::String(text)) => self.inline_patch(text, path, object),
-                        ("patchesStrategicMerge", Value::Sequence(items)) => {
-                            for (i, item) in items.iter().enumerate() {
-                                path.push(i.to_string());
-                                match item {
-                                    Value::String(text) if text.contains('\n') => {
-                                        self.inline_patch(text, path, object)
-                                    }
-                                    other => self.value(other, path, object, is_patch),
-                                }
-                                path.pop();
-                            }
-                        }
-                        _ => self.value(val, path, object, is_patch),
+                        _ => self.value(val, path, object),
                     }
                     path.pop();
                 }
             }
-            Value::Sequence(items) if is_json6902(items) => {
-                self.operations(items, &format!("JSON 6902 patch at {}", at(path)));
-            }
             Value::Sequence(items) => {
                 for (i, item) in items.iter().enumerate() {
                     path.push(i.to_string());
-                    self.value(item, path, object, is_patch);
+                    self.value(item, path, object);
                     path.pop();
                 }
             }
             Value::String(s) => self.text(object, s, path),
-            Value::Tagged(t) => self.value(&t.value, path, object, is_patch),
+            Value::Tagged(t) => self.value(&t.value, path, object),
             _ => {}
         }
     }
 
     /// One item of a `volumes` list.
-    fn volume(&mut self, item: &Value, path: &mut Vec<String>, object: &str, is_patch: bool) {
+    fn volume(&mut self, item: &Value, path: &mut Vec<String>, object: &str) {
         let reference = item
             .get("image")
             .and_then(|i| i.get("reference"))
             .and_then(Value::as_str);
         let Some(reference) = reference else {
-            return self.value(item, path, object, is_patch);
+            return self.value(item, path, object);
         };
         let name = item.get("name").and_then(Value::as_str).unwrap_or("?");
         let mut here = path.clone();
         here.extend(["image".to_string(), "reference".to_string()]);
-        self.reference(object, name, reference, &here, is_patch);
+        self.reference(object, name, reference, &here);
         // The rest of the volume (its name, pull policy) as any text.
         if let Value::Mapping(m) = item {
             for (k, val) in m {
@@ -444,154 +410,18 @@ impl Walk<'_> {
                             self.text(object, &ik, path);
                             if ik != "reference" {
                                 path.push(ik);
-                                self.value(iv, path, object, is_patch);
+                                self.value(iv, path, object);
                                 path.pop();
                             }
                         }
                     }
                 } else {
-                    self.value(val, path, object, is_patch);
+                    self.value(val, path, object);
                 }
                 path.pop();
             }
         }
     }
-
-    /// A kustomize image entry (`images:` of a kustomization or a Flux
-    /// Kustomization, an ImageTagTransformer's `imageTag`).
-    fn image_entry(&mut self, item: &Value, path: &mut Vec<String>, object: &str) {
-        let repository = self.repository;
-        let Some(name) = item.get("name").and_then(Value::as_str) else {
-            return self.value(item, path, object, false);
-        };
-        match image_name_selects(name, repository) {
-            Some(false) => {}
-            Some(true) => self.unverified(
-                object,
-                name,
-                format!(
-                    "a kustomize image entry ({}) selects {repository}'s references by name: kustomize \
-                     rewrites them (newName, newTag, digest) before the cluster applies them, when its \
-                     image fields reach image volumes, and the scan does not render kustomize; set the \
-                     reference in the manifest instead",
-                    at(path)
-                ),
-            ),
-            None => self.unverified(
-                object,
-                name,
-                format!(
-                    "a kustomize image entry ({}) has the name {name:?}, which kustomize reads as a \
-                     regular expression: it may select {repository}'s references and rewrite them \
-                     before the cluster applies them; name one image literally",
-                    at(path)
-                ),
-            ),
-        }
-        if let Value::Mapping(m) = item {
-            for (k, val) in m {
-                let key = k.as_str().unwrap_or_default().to_string();
-                if key != "name" {
-                    path.push(key);
-                    self.value(val, path, object, false);
-                    path.pop();
-                }
-            }
-        }
-    }
-
-    /// A patch written inline in a kustomization (or a Flux Kustomization).
-    fn inline_patch(&mut self, text: &str, path: &[String], object: &str) {
-        let mut docs = Vec::new();
-        for de in serde_yaml_ng::Deserializer::from_str(text) {
-            match <Value as serde::Deserialize>::deserialize(de).map(|mut v| {
-                let _ = v.apply_merge();
-                v
-            }) {
-                Ok(v) => docs.push(v),
-                Err(_) => return self.text(object, text, path),
-            }
-        }
-        for doc in &docs {
-            match doc {
-                Value::Sequence(items) if is_json6902(items) => {
-                    self.operations(
-                        items,
-                        &format!("inline JSON 6902 patch of {object} at {}", at(path)),
-                    );
-                }
-                _ => {
-                    let inner = format!("{} (a patch in {object})", label(doc));
-                    self.value(doc, &mut Vec::new(), &inner, true);
-                }
-            }
-        }
-    }
-
-    /// JSON 6902 operations: what they write into image volumes.
-    fn operations(&mut self, ops: &[Value], object: &str) {
-        let repository = self.repository;
-        for (i, op) in ops.iter().enumerate() {
-            let kind = op.get("op").and_then(Value::as_str).unwrap_or_default();
-            let target = op.get("path").and_then(Value::as_str).unwrap_or_default();
-            let from = op.get("from").and_then(Value::as_str).unwrap_or_default();
-            let mut path = vec![i.to_string(), "value".to_string()];
-            let touches = |p: &str| {
-                p.contains("/volumes") || p.ends_with("/image") || p.ends_with("/reference")
-            };
-            match (kind, op.get("value")) {
-                ("copy" | "move", _) if touches(target) || touches(from) => self.unverified(
-                    object,
-                    target,
-                    format!(
-                        "operation {i} {kind}s {from} to {target}: it changes an image volume with a value \
-                         the scan cannot see, and the scan does not render kustomize; set the reference \
-                         of {repository} in the resource itself"
-                    ),
-                ),
-                ("add" | "replace", Some(Value::String(value))) if target.ends_with("/reference") => {
-                    let volume = format!("JSON 6902 {target}");
-                    self.reference(object, &volume, value, &path, true);
-                }
-                ("add" | "replace", Some(value @ Value::Mapping(_)))
-                    if (target.ends_with("/image") && value.get("reference").is_some())
-                        || (touches(target) && value.get("image").is_some()) =>
-                {
-                    // One volume, or one volume's `image`.
-                    let item = if target.ends_with("/image") {
-                        let mut m = serde_yaml_ng::Mapping::new();
-                        m.insert("image".into(), value.clone());
-                        Value::Mapping(m)
-                    } else {
-                        value.clone()
-                    };
-                    self.volume(&item, &mut path, object, true);
-                }
-                (_, Some(value)) => {
-                    if let Value::Sequence(items) = value
-                        && target.ends_with("/volumes")
-                    {
-                        for (j, item) in items.iter().enumerate() {
-                            path.push(j.to_string());
-                            self.volume(item, &mut path, object, true);
-                            path.pop();
-                        }
-                    } else {
-                        self.value(value, &mut path, object, true);
-                    }
-                }
-                _ => {}
-            }
-            if mentions(target, repository) || mentions(from, repository) {
-                self.mention(object, target, &[i.to_string(), "path".to_string()]);
-            }
-        }
-    }
-}
-
-/// An `imageTag` mapping with a name (an ImageTagTransformer's).
-fn item_is_image_entry(v: &Value) -> bool {
-    v.get("name").and_then(Value::as_str).is_some()
 }
 
 #[cfg(test)]
@@ -599,33 +429,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn mentions_are_whole_names() {
-        let r = "r.io/team/s";
-        for yes in [
-            "r.io/team/s",
-            "r.io/team/s:t",
-            "r.io/team/s@sha256:0",
-            "oci://r.io/team/s",
-            "x r.io/team/s y",
-            "\"r.io/team/s\"",
-        ] {
-            assert!(mentions(yes, r), "{yes}");
-        }
-        for no in [
-            "r.io/team/settings",
-            "r.io/team/s/x:t",
-            "r.io/team/s-old:t",
-            "xr.io/team/s:t",
-            "r.io/team/",
-        ] {
-            assert!(!mentions(no, r), "{no}");
-        }
-    }
-
-    #[test]
-    fn substitutions_that_can_become_the_repository() {
-        let r = "r.io/team/s";
-        let can = |t: &str| can_become(&substitutions(t).unwrap(), r);
+    fn substitutions_and_templates_that_can_become_the_repository() {
+        let r = Canonical::of("r.io/team/s").unwrap();
+        let spellings = r.spellings();
+        let can = |t: &str| {
+            let pieces = substitutions(t).unwrap();
+            spellings.iter().any(|s| can_become(&pieces, s))
+        };
         for yes in [
             "${REGISTRY}/team/s:main-1-abcdef0",
             "${REF}",
@@ -634,6 +444,8 @@ mod tests {
             "$(SETTINGS)",
             "r.io/team/s:${TAG}",
             "${A}${B}",
+            "{{ .Values.registry }}/team/s@{{ .Values.digest }}",
+            "R.IO:443/team/{{ .Values.name }}:1",
         ] {
             assert!(can(yes), "{yes}");
         }
@@ -642,40 +454,14 @@ mod tests {
             "other.io/team/s:${TAG}",
             "r.io/team/s-${X}:t",
             "${X}/team/sx:t",
+            "{{ .Values.registry }}/team/other:1",
         ] {
             assert!(!can(no), "{no}");
         }
         assert!(substitutions("r.io/team/s:main").is_none());
-    }
-
-    #[test]
-    fn kustomize_image_names_are_patterns() {
-        let r = "r.io/team/s";
-        assert_eq!(image_name_selects("r.io/team/s", r), Some(true));
-        // `.` is any character: this name is not the repository's, yet
-        // kustomize's pattern selects it.
-        assert_eq!(image_name_selects("r.io.team/s", r), Some(true));
-        assert_eq!(image_name_selects("r.io/team/x", r), Some(false));
-        assert_eq!(image_name_selects("rxio/team/s", r), Some(false));
-        assert_eq!(image_name_selects("r.io/team/.", r), Some(true));
-        assert_eq!(image_name_selects("r.io/team/s:main", r), Some(true));
-        assert_eq!(image_name_selects("nginx", r), Some(false));
-        assert_eq!(image_name_selects(".*", r), None);
-        assert_eq!(image_name_selects("r.io/team/(s|t)", r), None);
-    }
-
-    #[test]
-    fn field_paths_into_image_volumes() {
-        assert!(reaches_image_volumes(
-            "spec/template/spec/volumes/image/reference"
-        ));
-        assert!(reaches_image_volumes(
-            "spec.template.spec.volumes.[name=settings].image.reference"
-        ));
-        assert!(reaches_image_volumes("spec.template.spec.volumes.0.image"));
-        assert!(!reaches_image_volumes("spec/template/spec/volumes"));
-        assert!(!reaches_image_volumes(
-            "mounts the settings volumes as an image reference"
-        ));
+        // Docker Hub's short names: `shop` is docker.io/library/shop.
+        let hub = Canonical::of("docker.io/library/shop").unwrap();
+        let pieces = substitutions("shop:${TAG}").unwrap();
+        assert!(hub.spellings().iter().any(|s| can_become(&pieces, s)));
     }
 }

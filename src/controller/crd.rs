@@ -10,6 +10,8 @@
 //! `k8s-openapi`'s `schemars` feature for one struct; this one is the same
 //! shape (metav1.Condition, as Flux's kstatus conditions are).
 
+use std::collections::BTreeMap;
+
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -195,6 +197,157 @@ pub struct Condition {
     pub message: String,
 }
 
+/// Records where the digests of an image repository ran: when a
+/// Deployment, StatefulSet or DaemonSet of this namespace has fully rolled
+/// out an image volume of `spec.repository` (every replica updated,
+/// available and Ready), the controller (started with `--cluster-name`)
+/// attaches a rollout record to that digest as an OCI referrer, and a
+/// closing one when the run ends (`superseded`, `unavailable`, `deleted`).
+#[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[kube(
+    group = "settings-image.configbutler.io",
+    version = "v1alpha1",
+    kind = "SettingsRollout",
+    namespaced,
+    status = "SettingsRolloutStatus",
+    shortname = "sro",
+    category = "flux",
+    derive = "PartialEq",
+    doc = "SettingsRollout records, as OCI referrers, which digests of an image repository the workloads of its namespace have fully rolled out, and when those runs ended.",
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Workloads","type":"string","jsonPath":".status.workloads[*].name"}"#,
+    printcolumn = r#"{"name":"Running","type":"string","jsonPath":".status.workloads[*].digest"}"#,
+    printcolumn = r#"{"name":"Since","type":"string","jsonPath":".status.workloads[*].readySince"}"#,
+    printcolumn = r#"{"name":"Status","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].message","priority":1}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct SettingsRolloutSpec {
+    /// The image repository, `HOST/NAME`, whose digests the workloads
+    /// mount (`volumes[].image.reference: HOST/NAME:TAG@sha256:...`); the
+    /// records go to that repository.
+    #[schemars(length(min = 1))]
+    pub repository: String,
+    /// Plain HTTP to the registry.
+    #[serde(default)]
+    pub insecure: bool,
+    /// A `kubernetes.io/dockerconfigjson` Secret in this namespace with
+    /// the registry's credentials (push access: records are written).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<LocalObjectReference>,
+    /// The registry login, as a SettingsImage's `provider`.
+    #[serde(default)]
+    pub provider: Provider,
+    /// Only the workloads of this namespace whose labels match; default:
+    /// every Deployment, StatefulSet and DaemonSet of the namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<LabelSelector>,
+    /// How long a workload may stay not fully available (or take to become
+    /// so) before its run is recorded as ended `unavailable` (Go duration);
+    /// default `10m`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"))]
+    pub grace_period: Option<String>,
+}
+
+/// A label selector, as `metav1.LabelSelector`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct LabelSelector {
+    /// Labels that must all be present with these values.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub match_labels: BTreeMap<String, String>,
+    /// Requirements that must all hold.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub match_expressions: Vec<LabelSelectorRequirement>,
+}
+
+/// One requirement of a [`LabelSelector`].
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+pub struct LabelSelectorRequirement {
+    /// The label.
+    pub key: String,
+    /// `In`, `NotIn`, `Exists` or `DoesNotExist`.
+    pub operator: SelectorOperator,
+    /// The values of `In` and `NotIn`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
+}
+
+/// A label selector operator.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+pub enum SelectorOperator {
+    /// The label's value is one of `values`.
+    In,
+    /// The label is missing or its value is none of `values`.
+    NotIn,
+    /// The label is present.
+    Exists,
+    /// The label is missing.
+    DoesNotExist,
+}
+
+impl LabelSelector {
+    /// Whether `labels` match.
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.match_labels
+            .iter()
+            .all(|(k, v)| labels.get(k) == Some(v))
+            && self.match_expressions.iter().all(|e| {
+                let v = labels.get(&e.key);
+                match e.operator {
+                    SelectorOperator::In => v.is_some_and(|v| e.values.contains(v)),
+                    SelectorOperator::NotIn => v.is_none_or(|v| !e.values.contains(v)),
+                    SelectorOperator::Exists => v.is_some(),
+                    SelectorOperator::DoesNotExist => v.is_none(),
+                }
+            })
+    }
+}
+
+/// What the controller last saw and recorded.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SettingsRolloutStatus {
+    /// The generation of the spec the status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready` (and `Stalled` while true), in the kstatus convention.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// One entry per workload that references a digest of the repository,
+    /// by kind and name; what is recorded of its run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workloads: Vec<WorkloadStatus>,
+}
+
+/// One workload's run, as recorded.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadStatus {
+    /// `Deployment`, `StatefulSet` or `DaemonSet`.
+    pub kind: String,
+    /// Its name.
+    pub name: String,
+    /// The digest its pod template references.
+    pub digest: String,
+    /// `Progressing` (not yet fully rolled out), `Ready` (recorded),
+    /// `Unavailable` (ended so, recorded).
+    pub state: String,
+    /// When the last replica became Ready (RFC 3339), once `Ready`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_since: Option<String>,
+    /// Since when it has not been fully available, while it is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unavailable_since: Option<String>,
+    /// The replicas it wants.
+    #[serde(default)]
+    pub replicas: u32,
+    /// The digest of the last record written about this run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record: Option<String>,
+}
+
 /// The part of Flux's `GitRepository` (`source.toolkit.fluxcd.io/v1`) the
 /// controller reads; unknown fields are ignored, and it is never written.
 #[derive(CustomResource, Clone, Debug, Deserialize, Serialize)]
@@ -372,16 +525,26 @@ impl Manifest {
     }
 }
 
-/// The SettingsImage CRD as YAML, exactly as committed in `config/crd/`.
-pub fn crd_yaml() -> crate::Result<String> {
+/// A CRD as YAML, exactly as committed in `config/crd/`: `settingsimages`
+/// (`--print-crd`) or `settingsrollouts` (`--print-crd=settingsrollouts`).
+pub fn crd_yaml(plural: &str) -> crate::Result<String> {
     use kube::CustomResourceExt;
-    let crd = SettingsImage::crd();
+    let (crd, flag) = match plural {
+        "settingsimages" => (SettingsImage::crd(), "--print-crd"),
+        "settingsrollouts" => (SettingsRollout::crd(), "--print-crd=settingsrollouts"),
+        other => {
+            return Err(crate::Error::input(
+                format!("--print-crd={other}: no such CRD"),
+                Some("give settingsimages (the default) or settingsrollouts".to_string()),
+            ));
+        }
+    };
     let body = serde_yaml_ng::to_string(&crd).map_err(|e| crate::Error::Input {
-        message: format!("serializing the SettingsImage CRD: {e}").into(),
+        message: format!("serializing the {plural} CRD: {e}").into(),
         hint: None,
     })?;
     Ok(format!(
-        "# Generated by `settings-image controller --print-crd` from src/controller/crd.rs; do not edit.\n---\n{body}"
+        "# Generated by `settings-image controller {flag}` from src/controller/crd.rs; do not edit.\n---\n{body}"
     ))
 }
 

@@ -17,6 +17,7 @@
 //! - `metrics`: Prometheus metrics and the probes;
 //! - `watch`: the watches' health (for `/readyz`) and their retries;
 //! - `redact`: the credentials a reconcile holds, kept out of its words;
+//! - `rollout`: SettingsRollouts, the rollout records (`--cluster-name`);
 //! - [`logs`]: JSON lines on stderr.
 //!
 //! Why a current-thread runtime: the controller's own work is waiting on
@@ -36,6 +37,7 @@ mod metrics;
 mod publish;
 mod reconcile;
 mod redact;
+mod rollout;
 mod source;
 mod spec;
 mod status;
@@ -142,9 +144,15 @@ pub struct Args {
     /// The least severe log lines written.
     #[arg(long, value_enum, default_value = "info")]
     pub log_level: logs::Level,
-    /// Print the SettingsImage CRD (YAML) and exit.
-    #[arg(long)]
-    pub print_crd: bool,
+    /// Print a CRD (YAML) and exit: `settingsimages` (the default) or
+    /// `settingsrollouts`.
+    #[arg(long, value_name = "PLURAL", num_args = 0..=1, default_missing_value = "settingsimages")]
+    pub print_crd: Option<String>,
+    /// This cluster's name in rollout records (a DNS label, e.g.
+    /// `staging`). Without it SettingsRollouts are not watched and nothing
+    /// is recorded.
+    #[arg(long, value_name = "NAME")]
+    pub cluster_name: Option<String>,
 }
 
 /// A duration flag.
@@ -218,6 +226,17 @@ fn settings(args: &Args) -> Result<Settings> {
             Some("e.g. 2s (the default)".to_string()),
         ));
     }
+    if let Some(name) = &args.cluster_name
+        && !crate::rollout::is_label(name)
+    {
+        return Err(Error::input(
+            format!("--cluster-name {name:?} is not a cluster name"),
+            Some(
+                "give a DNS label: lowercase letters, digits and '-', at most 63, e.g. staging"
+                    .to_string(),
+            ),
+        ));
+    }
     if s.renew_deadline >= s.lease_duration || s.retry_period >= s.renew_deadline {
         return Err(Error::input(
             "leader election needs --leader-elect-retry-period < --leader-elect-renew-deadline < --leader-elect-lease-duration",
@@ -230,8 +249,8 @@ fn settings(args: &Args) -> Result<Settings> {
 /// Runs the controller until SIGTERM (exit 0) or a lost Lease
 /// ([`Error::LeaseLost`], exit 8).
 pub fn run(args: Args) -> Result<()> {
-    if args.print_crd {
-        crate::output::print(&crd::crd_yaml()?)?;
+    if let Some(plural) = &args.print_crd {
+        crate::output::print(&crd::crd_yaml(plural)?)?;
         return Ok(());
     }
     let settings = settings(&args)?;
@@ -363,7 +382,32 @@ async fn serve(args: Args, settings: Settings) -> Result<()> {
         },
     ));
     let interrupt = ctx.interrupt.clone();
-    let controller = controller(&args, client, ctx, graceful_rx);
+    let rollouts = match &args.cluster_name {
+        Some(cluster) => {
+            logs::info(&format!(
+                "recording rollouts as cluster {cluster} (SettingsRollouts)"
+            ));
+            let rctx = Arc::new(rollout::Ctx::new(
+                client.clone(),
+                crate::front::process_env(),
+                cluster.clone(),
+            ));
+            futures_util::future::Either::Left(rollout::controller(
+                args.namespace.as_deref(),
+                client.clone(),
+                rctx,
+                stop_rx.clone(),
+            ))
+        }
+        None => {
+            logs::info(
+                "no --cluster-name: SettingsRollouts are not watched and no rollout is recorded",
+            );
+            futures_util::future::Either::Right(std::future::ready(()))
+        }
+    };
+    let controller =
+        futures_util::future::join(controller(&args, client, ctx, graceful_rx), rollouts);
     logs::info(&format!(
         "watching SettingsImages in {}",
         args.namespace

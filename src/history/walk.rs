@@ -147,7 +147,18 @@ pub(crate) fn last_changes(
     // a complete clone rarely has: record them up front only when shallow,
     // else walk again for the folders that ended on one.
     let record = !shallow.is_empty();
+    // On a terminal: the commits visited so far (a long history takes
+    // seconds; the walk says nothing else until it ends).
+    let progress = crate::progress::Task::start(
+        || match folders {
+            [one] => format!("history of {}", if one.is_empty() { "/" } else { one }),
+            many => format!("history of {} folders", many.len()),
+        },
+        None,
+        crate::progress::Unit::Items("commits"),
+    );
     let mut walker = Walker::new(repo, shallow, folders, record)?;
+    walker.progress = &progress;
     let mut walks = walker.run(start)?;
     let mut reads = walker.reads;
     if !record {
@@ -157,6 +168,7 @@ pub(crate) fn last_changes(
         if !cut.is_empty() {
             let again: Vec<&str> = cut.iter().map(|&i| folders[i]).collect();
             let mut walker = Walker::new(repo, shallow, &again, true)?;
+            walker.progress = &progress;
             let redo = walker.run(start)?;
             reads.add(walker.reads);
             for (i, w) in cut.into_iter().zip(redo) {
@@ -190,6 +202,9 @@ struct TrieNode {
     kids: Vec<u32>,
 }
 
+/// A walk's progress until [`last_changes`] gives it its own.
+static NO_PROGRESS: crate::progress::Task = crate::progress::Task::none();
+
 struct Walker<'a> {
     repo: &'a gix::Repository,
     graph: Option<gix::commitgraph::Graph>,
@@ -212,6 +227,8 @@ struct Walker<'a> {
     packs: Packs,
     /// Where this walk read its objects from.
     reads: Reads,
+    /// Counts the commits visited (shown on a terminal).
+    progress: &'a crate::progress::Task,
 }
 
 impl<'a> Walker<'a> {
@@ -288,6 +305,7 @@ impl<'a> Walker<'a> {
             buf: Vec::new(),
             packs: Packs::open(repo),
             reads: Reads::default(),
+            progress: &NO_PROGRESS,
         })
     }
 
@@ -618,6 +636,7 @@ impl<'a> Walker<'a> {
             let Some(folders) = pending.remove(&id) else {
                 continue;
             };
+            self.progress.inc(1);
             // Read again if dropped since (a commit met in a wrong order).
             if !self.load(id)? {
                 return Err(fail(

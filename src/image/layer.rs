@@ -90,12 +90,14 @@ impl Write for ChunkSender {
 
 /// Reads exactly `remaining` bytes and fails if the file is shorter or
 /// longer than when the folder was listed.
-struct Exact<R> {
+struct Exact<'p, R> {
     inner: R,
     remaining: u64,
+    /// Counts the bytes read (shown on a terminal).
+    progress: &'p crate::progress::Task,
 }
 
-impl<R: Read> Read for Exact<R> {
+impl<R: Read> Read for Exact<'_, R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if self.remaining == 0 {
             let mut probe = [0u8; 1];
@@ -117,6 +119,7 @@ impl<R: Read> Read for Exact<R> {
             ));
         }
         self.remaining -= n as u64;
+        self.progress.inc(n as u64);
         Ok(n)
     }
 }
@@ -154,7 +157,11 @@ fn lfs_pointer(source: &Source, path: &str, p: &lfs::Pointer) -> Error {
 }
 
 /// Writes the tar stream of `source` to `out`. Returns the uncompressed digest and size.
-fn write_tar<W: Write>(source: &Source, out: W) -> Result<(String, u64)> {
+fn write_tar<W: Write>(
+    source: &Source,
+    out: W,
+    progress: &crate::progress::Task,
+) -> Result<(String, u64)> {
     let hashing = Hashing {
         inner: out,
         hash: Sha256::new(),
@@ -183,6 +190,7 @@ fn write_tar<W: Write>(source: &Source, out: W) -> Result<(String, u64)> {
                 let mut exact = Exact {
                     inner: reader,
                     remaining: size,
+                    progress,
                 };
                 if size < lfs::MAX_POINTER_BYTES {
                     // Small enough to be a git LFS pointer: read whole, checked.
@@ -233,6 +241,21 @@ fn compress(rx: Receiver<Vec<u8>>, file: &std::fs::File) -> io::Result<(String, 
 /// Packages `source` into a gzip-compressed tar layer in a temporary file.
 pub fn write(source: &Source) -> Result<LayerBlob> {
     let (file, scratch) = crate::scratch::layer_file()?;
+    // On a terminal: the bytes of the folder's files packaged so far.
+    let progress = crate::progress::Task::start(
+        || format!("packaging {}", source.root.display()),
+        Some(
+            source
+                .entries
+                .iter()
+                .map(|e| match e.kind {
+                    EntryKind::File { size, .. } => size,
+                    _ => 0,
+                })
+                .sum(),
+        ),
+        crate::progress::Unit::Bytes,
+    );
     let (tx, rx) = sync_channel::<Vec<u8>>(4);
     let (tar_result, gz_result) = std::thread::scope(|s| {
         let handle = s.spawn(|| compress(rx, file.as_file()));
@@ -240,7 +263,7 @@ pub fn write(source: &Source) -> Result<LayerBlob> {
             tx,
             buf: Vec::with_capacity(CHUNK),
         };
-        let tar_result = write_tar(source, &mut sender).and_then(|r| {
+        let tar_result = write_tar(source, &mut sender, &progress).and_then(|r| {
             sender
                 .send()
                 .map_err(|e| Error::io("packaging the layer", e))?;

@@ -16,6 +16,7 @@ use super::deadline;
 use super::transport::{Attempt, MAX_ATTEMPTS, backoff};
 use crate::error::{Error, Result};
 use crate::image::Descriptor;
+use crate::progress::{Task, Unit};
 
 /// The largest request body sent in a chunked upload (ghcr.io rejects
 /// larger ones).
@@ -145,7 +146,9 @@ impl Session {
         }
     }
 
-    /// Sends one request of an upload session.
+    /// Sends one request of an upload session; `progress` counts its
+    /// body's bytes as they are sent.
+    #[allow(clippy::too_many_arguments)]
     async fn upload_step(
         &self,
         what: &str,
@@ -154,16 +157,17 @@ impl Session {
         body: Body<'_>,
         headers: HeaderMap,
         expect: StatusCode,
+        progress: &Task,
     ) -> Result<Attempt<Response>> {
         let (body, len) = match body {
             Body::Empty => (reqwest::Body::from(Vec::new()), 0),
             Body::Bytes(b) => {
                 let len = b.len() as u64;
-                (reqwest::Body::from(b), len)
+                (bytes_stream(b, progress.clone()), len)
             }
             Body::File(path) => {
                 let len = std::fs::metadata(path).map_or(0, |m| m.len());
-                let body = file_stream(path)
+                let body = file_stream(path, progress.clone())
                     .await
                     .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
                 (body, len)
@@ -189,11 +193,26 @@ impl Session {
         mut opened: Option<Url>,
     ) -> Result<()> {
         let what = format!("uploading blob {}", desc.digest);
+        // On a terminal: the layer's bytes sent so far (config and
+        // provenance blobs are a few hundred bytes: not shown).
+        let progress = match blob {
+            Blob::File(_) => Task::start(
+                || {
+                    let hex = desc.digest.trim_start_matches("sha256:");
+                    format!("uploading {} to {}", &hex[..hex.len().min(12)], self.t.repo)
+                },
+                Some(desc.size),
+                Unit::Bytes,
+            ),
+            Blob::Memory(_) => Task::none(),
+        };
         let mut attempt = 0;
         loop {
             attempt += 1;
+            // A new session sends the blob from its start again.
+            progress.set(0);
             match self
-                .upload_session(&what, desc, &blob, opened.take())
+                .upload_session(&what, desc, &blob, opened.take(), &progress)
                 .await?
             {
                 Attempt::Done(()) => return Ok(()),
@@ -215,6 +234,7 @@ impl Session {
         desc: &Descriptor,
         blob: &Blob<'_>,
         opened: Option<Url>,
+        progress: &Task,
     ) -> Result<Attempt<()>> {
         let mut loc = match opened {
             Some(loc) => loc,
@@ -226,7 +246,9 @@ impl Session {
         let octet = HeaderValue::from_static("application/octet-stream");
         // A blob that fits in one request goes in one PUT either way.
         if self.monolithic || desc.size <= CHUNK_SIZE {
-            return self.put_whole(what, desc, blob, &loc, octet).await;
+            return self
+                .put_whole(what, desc, blob, &loc, octet, progress)
+                .await;
         }
         let file = match blob {
             Blob::File(p) => Some(
@@ -240,7 +262,7 @@ impl Session {
             let len = CHUNK_SIZE.min(desc.size - offset);
             let chunk = read_chunk(file.as_ref(), blob, offset, len)?;
             let step = self
-                .patch_chunk(what, &loc, chunk, offset, len, octet.clone())
+                .patch_chunk(what, &loc, chunk, (offset, len), octet.clone(), progress)
                 .await?;
             loc = match step {
                 Attempt::Done(next) => next,
@@ -253,7 +275,15 @@ impl Session {
         let mut h = HeaderMap::new();
         h.insert(header::CONTENT_LENGTH, HeaderValue::from(0));
         let step = self
-            .upload_step(what, Method::PUT, &url, Body::Empty, h, StatusCode::CREATED)
+            .upload_step(
+                what,
+                Method::PUT,
+                &url,
+                Body::Empty,
+                h,
+                StatusCode::CREATED,
+                &Task::none(),
+            )
             .await?;
         self.finish(what, desc, step)
     }
@@ -271,6 +301,7 @@ impl Session {
                 Body::Empty,
                 h,
                 StatusCode::ACCEPTED,
+                &Task::none(),
             )
             .await?;
         let resp = match step {
@@ -288,6 +319,7 @@ impl Session {
         blob: &Blob<'_>,
         loc: &Url,
         octet: HeaderValue,
+        progress: &Task,
     ) -> Result<Attempt<()>> {
         let mut url = loc.clone();
         url.query_pairs_mut().append_pair("digest", &desc.digest);
@@ -299,21 +331,29 @@ impl Session {
             Blob::File(p) => Body::File(p),
         };
         let step = self
-            .upload_step(what, Method::PUT, &url, body, h, StatusCode::CREATED)
+            .upload_step(
+                what,
+                Method::PUT,
+                &url,
+                body,
+                h,
+                StatusCode::CREATED,
+                progress,
+            )
             .await?;
         self.finish(what, desc, step)
     }
 
-    /// Sends one chunk (`offset`, `len` bytes) in a `PATCH` to the session
-    /// at `loc`: the session's next `Location`.
+    /// Sends one chunk (`len` bytes at `offset`) in a `PATCH` to the
+    /// session at `loc`: the session's next `Location`.
     async fn patch_chunk(
         &self,
         what: &str,
         loc: &Url,
         chunk: Vec<u8>,
-        offset: u64,
-        len: u64,
+        (offset, len): (u64, u64),
         octet: HeaderValue,
+        progress: &Task,
     ) -> Result<Attempt<Url>> {
         let mut h = HeaderMap::new();
         h.insert(header::CONTENT_TYPE, octet);
@@ -331,6 +371,7 @@ impl Session {
                 Body::Bytes(chunk),
                 h,
                 StatusCode::ACCEPTED,
+                progress,
             )
             .await?;
         let resp = match step {
@@ -389,19 +430,38 @@ fn read_chunk(
     })
 }
 
-/// A request body that streams `path` from disk.
-async fn file_stream(path: &Path) -> std::io::Result<reqwest::Body> {
+/// A request body that streams `path` from disk, counting into `progress`
+/// each piece as the connection takes it.
+async fn file_stream(path: &Path, progress: Task) -> std::io::Result<reqwest::Body> {
     use tokio::io::AsyncReadExt;
     let file = tokio::fs::File::open(path).await?;
-    let stream = futures_util::stream::try_unfold(file, |mut f| async move {
-        let mut buf = vec![0u8; STREAM_BUF];
-        let n = f.read(&mut buf).await?;
-        if n == 0 {
-            Ok::<_, std::io::Error>(None)
-        } else {
-            buf.truncate(n);
-            Ok(Some((buf, f)))
+    let stream = futures_util::stream::try_unfold(file, move |mut f| {
+        let progress = progress.clone();
+        async move {
+            let mut buf = vec![0u8; STREAM_BUF];
+            let n = f.read(&mut buf).await?;
+            if n == 0 {
+                Ok::<_, std::io::Error>(None)
+            } else {
+                buf.truncate(n);
+                progress.inc(n as u64);
+                Ok(Some((buf, f)))
+            }
         }
     });
     Ok(reqwest::Body::wrap_stream(stream))
+}
+
+/// A request body of `bytes`: in one piece when nothing shows progress,
+/// else in pieces counted into `progress` as the connection takes them.
+fn bytes_stream(bytes: Vec<u8>, progress: Task) -> reqwest::Body {
+    if !progress.shown() {
+        return reqwest::Body::from(bytes);
+    }
+    let pieces: Vec<Vec<u8>> = bytes.chunks(STREAM_BUF).map(<[u8]>::to_vec).collect();
+    let stream = futures_util::stream::iter(pieces.into_iter().map(move |piece| {
+        progress.inc(piece.len() as u64);
+        Ok::<_, std::io::Error>(piece)
+    }));
+    reqwest::Body::wrap_stream(stream)
 }

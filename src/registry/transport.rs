@@ -446,6 +446,25 @@ impl Transport {
         );
     }
 
+    /// On a terminal, while waiting to try again: what failed, the last
+    /// words of why (`Connection refused (os error 111)`, `503 Service
+    /// Unavailable`: one line; `-v` shows it all) and which attempt comes
+    /// next (a refused connection is tried for seconds).
+    fn retrying(&self, what: &str, attempt: u32, why: &str) -> crate::progress::Task {
+        crate::progress::Task::start(
+            || {
+                let why = why.rsplit(": ").next().unwrap_or(why);
+                self.scrub(format!(
+                    "{}: {what}: {why}; attempt {} of {MAX_ATTEMPTS} next",
+                    self.repo.host,
+                    attempt + 1
+                ))
+            },
+            None,
+            crate::progress::Unit::Wait,
+        )
+    }
+
     /// `path` relative to `/v2/NAME/`.
     pub(crate) fn url(&self, path: &str) -> Result<Url> {
         self.base
@@ -491,12 +510,14 @@ impl Transport {
             match sent {
                 Ok(resp) if can_retry && is_transient_status(resp.status()) => {
                     let wait = retry_after(&resp).unwrap_or_else(|| backoff(attempt));
+                    let _shown = self.retrying(what, attempt, &resp.status().to_string());
                     drop(resp);
                     tokio::time::sleep(wait).await;
                 }
                 Ok(resp) if can_retry && self.ours(&resp) && self.renew(resp.status()).await? => {}
                 Ok(resp) => return Ok(resp),
                 Err(e) if can_retry && is_transient_error(&e) => {
+                    let _shown = self.retrying(what, attempt, &reqwest_chain(&e));
                     tokio::time::sleep(backoff(attempt)).await;
                 }
                 Err(e) => return Err(self.http_err(what, &e)),

@@ -131,20 +131,84 @@ impl Decision {
     }
 }
 
+/// The tags of `from` that Flux, following channel `to`, would move to:
+/// those it orders after the channel's highest tag (all of them when the
+/// channel is empty), newest first in Flux's order, without repeats.
+pub fn newer(from: &str, to: &str, tags: &[String]) -> Vec<Stamped> {
+    let current = highest(to, tags);
+    let mut out: Vec<Stamped> = tags
+        .iter()
+        .filter_map(|t| parse(from, t))
+        .filter(|c| {
+            current
+                .as_ref()
+                .is_none_or(|cur| flux_cmp(cur, c) == Ordering::Less)
+        })
+        .collect();
+    out.sort_by(|a, b| flux_cmp(b, a).then_with(|| a.tag.cmp(&b.tag)));
+    out.dedup_by(|a, b| a.tag == b.tag);
+    out
+}
+
+/// What the release policy's requirements left to promote, when it has
+/// any: the newest candidate newer than the channel that meets them all,
+/// or why none does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Required {
+    /// This candidate meets every requirement.
+    Eligible(Stamped),
+    /// None does; why, in words.
+    NoneEligible(String),
+}
+
 /// Decides a promotion from `from` tags into channel `to`. `force` is the
-/// break-glass reason; it opens a shut gate but never promotes an older
-/// candidate.
-pub fn decide(from: &str, to: &str, tags: &[String], gate: &Gate, force: Option<&str>) -> Decision {
-    let Some(candidate) = highest(from, tags) else {
+/// break-glass reason; it opens a shut gate and bypasses the requirements
+/// (promoting the newest candidate) but never promotes an older candidate.
+/// `required` is `None` when the policy requires nothing: the newest
+/// candidate goes.
+pub fn decide(
+    from: &str,
+    to: &str,
+    tags: &[String],
+    gate: &Gate,
+    force: Option<&str>,
+    required: Option<&Required>,
+) -> Decision {
+    let Some(newest) = highest(from, tags) else {
         return Decision::NoCandidate;
+    };
+    let candidate = match required {
+        Some(Required::Eligible(c)) => c.clone(),
+        _ => newest.clone(),
     };
     // Up to date when Flux, following the channel, already serves the
     // candidate or a tag it orders after it (a same-second tag that sorts
     // first counts: Flux would not move from it to the candidate).
     if let Some(current) = highest(to, tags)
-        && flux_cmp(&current, &candidate) != Ordering::Less
+        && flux_cmp(&current, &newest) != Ordering::Less
     {
-        return Decision::UpToDate { candidate, current };
+        return Decision::UpToDate {
+            candidate: newest,
+            current,
+        };
+    }
+    if let Some(Required::NoneEligible(why)) = required {
+        let channel_tag = format!("{to}-{}-{}", newest.ts, newest.sha7);
+        return match force {
+            Some(reason) => Decision::Promote {
+                candidate: newest,
+                channel_tag,
+                because: format!(
+                    "break-glass: {reason} (no candidate met the requirements: {why}; gate: {})",
+                    gate.reason
+                ),
+                forced: true,
+            },
+            None => Decision::Wait {
+                candidate: newest,
+                reason: why.clone(),
+            },
+        };
     }
     let channel_tag = format!("{to}-{}-{}", candidate.ts, candidate.sha7);
     if gate.open {
@@ -156,9 +220,10 @@ pub fn decide(from: &str, to: &str, tags: &[String], gate: &Gate, force: Option<
         };
     }
     match force {
+        // Break-glass promotes the newest candidate, met or not.
         Some(reason) => Decision::Promote {
-            candidate,
-            channel_tag,
+            channel_tag: format!("{to}-{}-{}", newest.ts, newest.sha7),
+            candidate: newest,
             because: format!("break-glass: {reason} (gate was shut: {})", gate.reason),
             forced: true,
         },
@@ -233,7 +298,7 @@ mod tests {
     #[test]
     fn decisions() {
         let t = tags(&["main-10-aaaaaaa", "main-20-bbbbbbb", "prod-10-aaaaaaa"]);
-        match decide("main", "prod", &t, &gate(true), None) {
+        match decide("main", "prod", &t, &gate(true), None, None) {
             Decision::Promote {
                 channel_tag,
                 forced,
@@ -245,10 +310,10 @@ mod tests {
             d => panic!("{d:?}"),
         }
         assert_eq!(
-            decide("main", "prod", &t, &gate(false), None).kind(),
+            decide("main", "prod", &t, &gate(false), None, None).kind(),
             DecisionKind::Wait
         );
-        match decide("main", "prod", &t, &gate(false), Some("incident 42")) {
+        match decide("main", "prod", &t, &gate(false), Some("incident 42"), None) {
             Decision::Promote {
                 forced, because, ..
             } => assert!(forced && because.contains("incident 42")),
@@ -257,13 +322,13 @@ mod tests {
         // Up to date, and an older candidate is never promoted, not even by force.
         let t = tags(&["main-10-aaaaaaa", "prod-20-bbbbbbb"]);
         assert_eq!(
-            decide("main", "prod", &t, &gate(true), Some("x")).kind(),
+            decide("main", "prod", &t, &gate(true), Some("x"), None).kind(),
             DecisionKind::UpToDate
         );
         // A same-second candidate that sorts first is what Flux serves on
         // the prefix: promoted, and then the channel serves it too.
         let t = tags(&["main-20-ccccccc", "main-20-bbbbbbb", "prod-20-ccccccc"]);
-        match decide("main", "prod", &t, &gate(true), None) {
+        match decide("main", "prod", &t, &gate(true), None, None) {
             Decision::Promote { channel_tag, .. } => assert_eq!(channel_tag, "prod-20-bbbbbbb"),
             d => panic!("{d:?}"),
         }
@@ -274,7 +339,7 @@ mod tests {
             "prod-20-ccccccc",
         ]);
         assert_eq!(
-            decide("main", "prod", &t, &gate(true), None).kind(),
+            decide("main", "prod", &t, &gate(true), None, None).kind(),
             DecisionKind::UpToDate
         );
         assert_eq!(
@@ -283,9 +348,110 @@ mod tests {
                 "prod",
                 &tags(&["prod-1-aaaaaaa"]),
                 &gate(true),
+                None,
                 None
             ),
             Decision::NoCandidate
+        );
+    }
+
+    /// With requirements: the newest eligible candidate goes, however many
+    /// newer ones failed; none eligible waits; break-glass takes the
+    /// newest; an older candidate than the channel never goes.
+    #[test]
+    fn requirements_pick_the_newest_eligible_candidate() {
+        let t = tags(&[
+            "main-10-aaaaaaa",
+            "main-20-bbbbbbb",
+            "main-30-ccccccc",
+            "main-40-ddddddd",
+            "prod-10-aaaaaaa",
+        ]);
+        let listed: Vec<String> = newer("main", "prod", &t)
+            .into_iter()
+            .map(|s| s.tag)
+            .collect();
+        assert_eq!(
+            listed,
+            ["main-40-ddddddd", "main-30-ccccccc", "main-20-bbbbbbb"]
+        );
+        let b = parse("main", "main-20-bbbbbbb").unwrap();
+        match decide(
+            "main",
+            "prod",
+            &t,
+            &gate(true),
+            None,
+            Some(&Required::Eligible(b.clone())),
+        ) {
+            Decision::Promote {
+                candidate,
+                channel_tag,
+                forced,
+                ..
+            } => {
+                assert_eq!(
+                    (candidate, channel_tag.as_str(), forced),
+                    (b.clone(), "prod-20-bbbbbbb", false)
+                );
+            }
+            d => panic!("{d:?}"),
+        }
+        // The gate still applies to an eligible candidate.
+        match decide(
+            "main",
+            "prod",
+            &t,
+            &gate(false),
+            None,
+            Some(&Required::Eligible(b.clone())),
+        ) {
+            Decision::Wait { candidate, reason } => {
+                assert_eq!(
+                    (candidate, reason.as_str()),
+                    (b.clone(), "deny window active: freeze")
+                )
+            }
+            d => panic!("{d:?}"),
+        }
+        let none = Required::NoneEligible("none soaked".into());
+        match decide("main", "prod", &t, &gate(true), None, Some(&none)) {
+            Decision::Wait { candidate, reason } => {
+                assert_eq!(
+                    (candidate.tag.as_str(), reason.as_str()),
+                    ("main-40-ddddddd", "none soaked")
+                )
+            }
+            d => panic!("{d:?}"),
+        }
+        match decide(
+            "main",
+            "prod",
+            &t,
+            &gate(true),
+            Some("incident 7"),
+            Some(&none),
+        ) {
+            Decision::Promote {
+                channel_tag,
+                forced,
+                because,
+                ..
+            } => {
+                assert_eq!(channel_tag, "prod-40-ddddddd");
+                assert!(forced);
+                assert!(
+                    because.contains("incident 7") && because.contains("none soaked"),
+                    "{because}"
+                );
+            }
+            d => panic!("{d:?}"),
+        }
+        let up = tags(&["main-10-aaaaaaa", "prod-20-bbbbbbb"]);
+        assert!(newer("main", "prod", &up).is_empty());
+        assert_eq!(
+            decide("main", "prod", &up, &gate(true), Some("x"), Some(&none)).kind(),
+            DecisionKind::UpToDate
         );
     }
 }

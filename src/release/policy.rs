@@ -32,6 +32,8 @@ pub enum Kind {
 struct PolicyFile {
     #[serde(default)]
     windows: Vec<WindowFile>,
+    #[serde(default)]
+    requires: Vec<super::evidence::RequirementFile>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -86,6 +88,9 @@ pub struct Window {
 pub struct Policy {
     /// The windows, in file order.
     pub windows: Vec<Window>,
+    /// What a candidate must have shown before it is promoted (rollout
+    /// records), in file order; none: every candidate may go.
+    pub requires: Vec<super::evidence::Requirement>,
 }
 
 /// The longest a recurring window's opening may last (a year, leap day
@@ -255,7 +260,19 @@ impl Policy {
                 zone_name,
             });
         }
-        Ok(Policy { windows })
+        let mut requires = Vec::new();
+        for (i, r) in file.requires.into_iter().enumerate() {
+            requires.push(r.validate(parse_duration).map_err(|m| {
+                Error::input(
+                    format!("release policy, requirement {}: {m}", i + 1),
+                    Some(
+                        "fix the requirement; nothing is promoted while the policy is invalid"
+                            .to_string(),
+                    ),
+                )
+            })?);
+        }
+        Ok(Policy { windows, requires })
     }
 }
 

@@ -20,8 +20,8 @@
 //! echoed into it.
 
 mod decide;
-mod observe;
-mod step;
+pub(crate) mod observe;
+pub(crate) mod step;
 mod write;
 
 use std::collections::HashMap;
@@ -107,6 +107,14 @@ impl Ctx {
             env,
             policy,
             state: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// What the registry login reads.
+    pub fn access(&self) -> observe::Access<'_> {
+        observe::Access {
+            client: &self.client,
+            env: &self.env,
         }
     }
 

@@ -14,7 +14,7 @@ use kube::{Api, ResourceExt};
 use super::Ctx;
 use super::decide;
 use super::step::{self, Fetched, Followed, Step, failed, message_of, stalled};
-use crate::controller::crd::{GitRepository, Provider, SettingsImage};
+use crate::controller::crd::{GitRepository, LocalObjectReference, Provider, SettingsImage};
 use crate::controller::publish::{self, Job};
 use crate::controller::redact::Held;
 use crate::controller::{login, source, spec};
@@ -89,7 +89,7 @@ async fn publish_if_new(
         return Ok(Step::Unchanged { wait });
     }
     let remote = git_remote(ctx, &repo, &source, held).await?;
-    let registry = registry_options(si, ctx, &ns, held).await?;
+    let registry = registry_options(&Login::of_image(&si.spec), &ctx.access(), &ns, held).await?;
     let revision = fetched.revision.clone();
     let job = job(si, &ns, checked, fetched, remote, registry);
     Ok(run(ctx, job, revision).await)
@@ -196,23 +196,56 @@ fn hold_git_secret(held: &Held, data: &BTreeMap<String, Vec<u8>>) {
     }
 }
 
+/// The registry fields of a resource's spec: a SettingsImage's, or a
+/// SettingsRollout's (the same fields, the same login).
+pub struct Login<'a> {
+    /// `spec.repository` (a template for a glob).
+    pub repository: &'a str,
+    /// `spec.insecure`.
+    pub insecure: bool,
+    /// `spec.secretRef`.
+    pub secret_ref: Option<&'a LocalObjectReference>,
+    /// `spec.provider`.
+    pub provider: Provider,
+}
+
+impl<'a> Login<'a> {
+    /// A SettingsImage's.
+    pub fn of_image(spec: &'a crate::controller::crd::SettingsImageSpec) -> Login<'a> {
+        Login {
+            repository: &spec.repository,
+            insecure: spec.insecure,
+            secret_ref: spec.secret_ref.as_ref(),
+            provider: spec.provider,
+        }
+    }
+}
+
+/// What the registry login reads: the API (Secrets) and the process
+/// environment (workload identity).
+pub struct Access<'a> {
+    /// The API client.
+    pub client: &'a kube::Client,
+    /// The controller's environment.
+    pub env: &'a crate::front::Env,
+}
+
 /// The registry options: the repository (a template for a glob), plain
 /// HTTP, and the login `spec.secretRef` or `spec.provider` says.
-async fn registry_options(
-    si: &SettingsImage,
-    ctx: &Ctx,
+pub async fn registry_options(
+    spec: &Login<'_>,
+    ctx: &Access<'_>,
     ns: &str,
     held: &Held,
 ) -> Result<registry::Options, Step> {
-    let spec = &si.spec;
     let host = spec
         .repository
         .split_once('/')
         .map(|(h, _)| h.to_string())
         .unwrap_or_default();
     let mut options =
-        registry::Options::new(spec.repository.clone(), spec.insecure, None, None, None);
-    if let Some(r) = &spec.secret_ref {
+        registry::Options::new(spec.repository.to_string(), spec.insecure, None, None, None);
+    if let Some(r) = spec.secret_ref {
         let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
         let secret = step::secret_found(secrets.get_opt(&r.name).await, ns, &r.name)
             .map_err(|e| e.within("spec.secretRef"))?;
@@ -227,7 +260,7 @@ async fn registry_options(
         } else {
             "https"
         };
-        let mut l = login::workload_identity(spec.provider, &host, scheme, &ctx.env)
+        let mut l = login::workload_identity(spec.provider, &host, scheme, ctx.env)
             .map_err(|m| stalled("InvalidProvider", format!("spec.provider: {m}")))?;
         // The projected token and what the exchanges hand out.
         l.on_secret = Some(held.sink());

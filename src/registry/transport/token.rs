@@ -46,8 +46,15 @@ impl Transport {
                     self.auth.use_credentials();
                     return Ok(());
                 }
-                Err(Round::Retry(_)) if attempt < MAX_ATTEMPTS => {
-                    tokio::time::sleep(backoff(attempt)).await;
+                Err(Round::Retry(e)) if attempt < MAX_ATTEMPTS => {
+                    let wait = backoff(attempt);
+                    log::debug!(
+                        "{e}; attempt {} of {MAX_ATTEMPTS} in {} ms",
+                        attempt + 1,
+                        wait.as_millis()
+                    );
+                    let _shown = self.retrying("contacting the registry", attempt, &e.to_string());
+                    tokio::time::sleep(wait).await;
                 }
                 Err(Round::Retry(e) | Round::Failed(e)) => return Err(e),
             }

@@ -1,0 +1,106 @@
+//! The evidence part of `promote` (`super`): each candidate newer than the
+//! channel judged against the release policy's requirements, from the
+//! rollout records attached to its digest.
+
+use jiff::Timestamp;
+use serde::Serialize;
+
+use super::Promotion;
+use crate::error::Result;
+use crate::registry::Client;
+use crate::release::channel::{self, Required};
+use crate::release::evidence::{self, Cited};
+
+/// One candidate newer than the channel, judged against the policy's
+/// requirements.
+#[derive(Debug, Clone, Serialize)]
+pub struct CandidateReport {
+    /// The candidate tag.
+    pub tag: String,
+    /// Its manifest digest.
+    pub digest: String,
+    /// Whether it meets every requirement.
+    pub eligible: bool,
+    /// One line per requirement: `met: ...` or `not met: ...`.
+    pub because: Vec<String>,
+    /// The records the met requirements rest on.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<Cited>,
+    /// Rollout referrers ignored: not records of the documented shape, or
+    /// about another image.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ignored: Vec<IgnoredRecord>,
+}
+
+/// A rollout referrer the gate ignored, and why.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct IgnoredRecord {
+    /// The referrer's digest.
+    pub record: String,
+    /// Why it is ignored.
+    pub why: String,
+}
+
+/// Judges each candidate newer than the channel against the policy's
+/// requirements at `now`, newest first: its digest (one `HEAD`), its
+/// rollout records (a referrers listing, then each record's manifest and
+/// layer). A promote stops at the first eligible candidate; `--explain`
+/// judges them all. `(vec![], None)` when the policy requires nothing: no
+/// request is sent.
+pub(super) fn judge_candidates(
+    req: &Promotion,
+    source: &Client,
+    tags: &[String],
+    now: Timestamp,
+) -> Result<(Vec<CandidateReport>, Option<Required>)> {
+    if req.policy.requires.is_empty() {
+        return Ok((Vec::new(), None));
+    }
+    let mut reports = Vec::new();
+    let mut eligible = None;
+    for c in channel::newer(&req.from, &req.to, tags) {
+        let Some(d) = source.head_manifest(&c.tag)? else {
+            continue; // deleted since it was listed
+        };
+        let records = crate::rollout::records_of(source, &d.digest)?;
+        let j = evidence::judge(&req.policy.requires, &records, now);
+        reports.push(CandidateReport {
+            tag: c.tag.clone(),
+            digest: d.digest,
+            eligible: j.eligible,
+            because: j.lines,
+            evidence: j.evidence,
+            ignored: j
+                .ignored
+                .into_iter()
+                .map(|(record, why)| IgnoredRecord { record, why })
+                .collect(),
+        });
+        if j.eligible && eligible.is_none() {
+            eligible = Some(c);
+            if !req.explain {
+                break;
+            }
+        }
+    }
+    let required = match eligible {
+        Some(c) => Required::Eligible(c),
+        None if reports.is_empty() => {
+            Required::NoneEligible("no candidate is newer than the channel".into())
+        }
+        None => Required::NoneEligible(format!(
+            "none of the {} candidates newer than the channel meets the release policy's \
+             requirements (newest {}: {})",
+            reports.len(),
+            reports[0].tag,
+            reports[0]
+                .because
+                .iter()
+                .filter(|l| l.starts_with("not met"))
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("; ")
+        )),
+    };
+    Ok((reports, Some(required)))
+}
