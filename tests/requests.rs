@@ -365,11 +365,14 @@ fn a_push_makes_no_more_requests_than_it_needs() {
     assert_eq!(docs_counts(), totals, "docs/push.md states other counts");
 }
 
-/// The request counts docs/push.md states: its table's rows (first push,
-/// re-push), and step 2's "N requests ... for one tag, M with
-/// `--no-provenance`", which must be the table's re-push counts.
+/// The request counts the docs state: docs/evidence.md's table's rows
+/// (first push, re-push), and docs/push.md's step 2, "N requests ... for
+/// one tag, M with `--no-provenance`", which must be the table's re-push
+/// counts.
 fn docs_counts() -> Vec<(&'static str, usize)> {
-    let text = std::fs::read_to_string(common::repo().join("docs/push.md")).expect("push.md");
+    let text =
+        std::fs::read_to_string(common::repo().join("docs/evidence.md")).expect("evidence.md");
+    let push_md = std::fs::read_to_string(common::repo().join("docs/push.md")).expect("push.md");
     let leading = |cell: &str| -> usize {
         cell.trim()
             .split(|c: char| !c.is_ascii_digit())
@@ -381,7 +384,7 @@ fn docs_counts() -> Vec<(&'static str, usize)> {
         let line = text
             .lines()
             .find(|l| l.starts_with(&format!("| {name} |")))
-            .unwrap_or_else(|| panic!("no row {name:?} in docs/push.md"));
+            .unwrap_or_else(|| panic!("no row {name:?} in docs/evidence.md"));
         let cells: Vec<&str> = line.split(" | ").collect();
         (leading(cells[1]), leading(cells[2]))
     };
@@ -389,7 +392,7 @@ fn docs_counts() -> Vec<(&'static str, usize)> {
     let stamped = row("`--timestamp-tag main --branch-tag main`, provenance on");
     let noprov = row("`--tag latest --no-provenance`");
     let next = row("the second row, the next commit into a repository with earlier ones");
-    let step2 = text
+    let step2 = push_md
         .split("a re-push of unchanged content")
         .nth(1)
         .and_then(|t| t.split("(the table").next())
@@ -400,7 +403,7 @@ fn docs_counts() -> Vec<(&'static str, usize)> {
             "{} requests after authentication for one tag, {} with `--no-provenance`",
             plain.1, noprov.1
         )),
-        "step 2 says other counts than the table: {step2}"
+        "docs/push.md's step 2 says other counts than the table: {step2}"
     );
     vec![
         ("plain first", plain.0),
