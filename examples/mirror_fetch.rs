@@ -37,7 +37,7 @@ fn main() {
                     source: SourceMode::Commit,
                     timestamp_tag: Some(args[2].clone()),
                     github: None,
-                    source_url: None,
+                    source_url: settings_image::history::SourceUrl::Origin,
                     ci: Default::default(),
                     forward: Forward::default(),
                     provenance: false,

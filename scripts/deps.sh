@@ -6,6 +6,7 @@ set -euo pipefail
 
 packages=(
   git            # the oracle for history questions
+  git-lfs        # writes the LFS pointers a build refuses (tests/errors.rs)
   docker-registry # CNCF distribution registry 2.8
   apache2-utils  # htpasswd for the basic-auth registry
   skopeo umoci   # independent OCI readers
@@ -33,7 +34,7 @@ packages=(
 # node and kubectl steps below). tests/newcomer.rs reads this list and fails
 # when a test runs a command that is not in it.
 commands=(
-  git docker-registry htpasswd skopeo umoci podman runc containerd ctr busybox
+  git git-lfs docker-registry htpasswd skopeo umoci podman runc containerd ctr busybox
   openssl python3 gzip tar xz etcd curl jq kill setsid umount bash sh
   cp chown id mkfifo touch sha256sum du  # coreutils
   node npm kubectl buildah

@@ -8,11 +8,11 @@ use crate::branch_tag::{BranchTagOutcome, Change};
 use crate::error::{Error, Result};
 use crate::front::{self, Login};
 use crate::history;
+use crate::output;
 use crate::pipeline::{self, Spec};
 use crate::promote::BreakGlass;
 use crate::registry::{self, Credentials};
 use crate::request::{self, Request, Target};
-use std::io::Read;
 
 mod args;
 pub mod cluster;
@@ -36,10 +36,7 @@ fn credentials(
     password_stdin: bool,
 ) -> Result<Option<Credentials>> {
     let password = if password_stdin {
-        let mut s = String::new();
-        std::io::stdin()
-            .read_to_string(&mut s)
-            .map_err(|e| Error::io("reading the password from standard input", e))?;
+        let s = crate::named_file::read_stdin(crate::field::Field::Password)?;
         Some(s.trim_end_matches(['\n', '\r']).to_string())
     } else {
         env.get("SETTINGS_IMAGE_PASSWORD").cloned()
@@ -87,19 +84,19 @@ fn password_given(env: &front::Env, stdin: bool) -> bool {
 /// branch-tag notice).
 fn print_report(report: &crate::report::Report, json: bool, forced: bool) -> Result<()> {
     if let Some(a) = &report.anomaly {
-        eprintln!("warning: {}: {}", a.kind.as_str(), a.message);
+        output::eprintln(&format!("warning: {}: {}", a.kind.as_str(), a.message));
     }
     if let Some(line) = BranchTagOutcome::of(report, forced).and_then(|b| branch_line(&b)) {
-        eprintln!("{line}");
+        output::eprintln(&line);
     }
     for w in &report.warnings {
-        eprintln!("warning: {w}");
+        output::eprintln(&format!("warning: {w}"));
     }
     if json {
         let s = serde_json::to_string(report).map_err(|e| Error::json("printing the report", e))?;
-        println!("{s}");
+        output::println(&s)?;
     } else {
-        print!("{}", report.human());
+        output::print(&report.human())?;
     }
     Ok(())
 }
@@ -186,7 +183,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             let req = Request {
                 path: single(args.path),
                 extra: args.metadata.metadata(),
-                ..history_request(&env, args.history, args.tags, Target::Layout(args.output))
+                ..history_request(&env, args.history, args.tags, Target::Layout(args.output))?
             };
             let report = pipeline::run(&Spec::one(req))?.into_report()?;
             done(print_report(&report, args.json, false))
@@ -201,7 +198,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             let req = Request {
                 path,
                 extra,
-                ..push_request(&env, args, options)
+                ..push_request(&env, args, options)?
             };
             let forced = req.forward.forced_before.is_some();
             let report = pipeline::run(&Spec::one(req))?.into_report()?;
@@ -229,7 +226,6 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
 /// tests/terminal.rs completes `push --mono` in bash.
 fn print_completions(shell: clap_complete::Shell) -> Result<()> {
     use clap::CommandFactory;
-    use std::io::Write;
     let mut cmd = Cli::command();
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut cmd, "settings-image", &mut script);
@@ -237,9 +233,7 @@ fn print_completions(shell: clap_complete::Shell) -> Result<()> {
     if shell == clap_complete::Shell::Bash {
         script = script.replace("settings__subcmd__image", "settings__image");
     }
-    std::io::stdout()
-        .write_all(script.as_bytes())
-        .map_err(|e| Error::io("printing the completion script", e))
+    output::print(&script)
 }
 
 /// Writes the man pages, one per command, into `dir`.
@@ -263,21 +257,25 @@ fn history_request(
     history: HistoryArgs,
     tags: Vec<String>,
     target: Target,
-) -> Request {
-    Request {
+) -> Result<Request> {
+    let source_url = match &history.source_url {
+        Some(given) => history::SourceUrl::parse(given)?,
+        None => history::SourceUrl::from_ci(front::source_url(env)),
+    };
+    Ok(Request {
         path: PathBuf::new(),
         tags,
         target,
         source: history.source,
         timestamp_tag: history.timestamp_tag,
         github: front::github_api(env, history.github.token()),
-        source_url: front::source_url(env),
+        source_url,
         ci: front::ci(env),
         forward: request::Forward::default(),
         provenance: false,
         revision: history.revision,
         extra: Default::default(),
-    }
+    })
 }
 
 /// The registry options of `push` (one folder or several): the login
@@ -303,16 +301,16 @@ fn push_options(env: &front::Env, args: &PushArgs) -> Result<registry::Options> 
 }
 
 /// `push`'s request to `options`, with no folder or extra metadata yet.
-fn push_request(env: &front::Env, args: PushArgs, options: registry::Options) -> Request {
-    Request {
+fn push_request(env: &front::Env, args: PushArgs, options: registry::Options) -> Result<Request> {
+    Ok(Request {
         forward: request::Forward {
             branch_tag: args.branch_tag,
             allow_rewind: args.allow_rewind,
             forced_before: args.force_pushed_from,
         },
         provenance: !args.no_provenance,
-        ..history_request(env, args.history, args.tags, Target::Registry(options))
-    }
+        ..history_request(env, args.history, args.tags, Target::Registry(options))?
+    })
 }
 
 /// Turns `promote`'s arguments into a [`crate::promote::Promotion`]; shared
@@ -373,29 +371,29 @@ fn break_glass_error(e: BreakGlass) -> Error {
 fn run_promote(env: &front::Env, args: &PromoteArgs) -> Result<()> {
     let req = promote_request(env, args)?;
     if let Some(reason) = &req.force {
-        eprintln!("BREAK-GLASS requested by {}: {reason}", req.actor);
+        output::eprintln(&format!("BREAK-GLASS requested by {}: {reason}", req.actor));
     }
     if let (Some(at), false) = (&req.at, req.explain) {
-        eprintln!(
+        output::eprintln(&format!(
             "warning: --at judges the release windows at {at}, not now; a promotion records both times"
-        );
+        ));
     }
     let mut out = crate::promote::run(&req)?;
     out.diff = crate::promote::review(&req, &out, &crate::diff::Limits::DEFAULT);
     if out.forced && out.promoted {
-        eprintln!(
+        output::eprintln(&format!(
             "BREAK-GLASS: {} promoted outside the release windows: {}",
             out.tag.as_deref().unwrap_or("?"),
             out.because
-        );
+        ));
     }
     if args.json {
         let s = serde_json::to_string(&out).map_err(|e| Error::json("printing the outcome", e))?;
-        println!("{s}");
+        output::println(&s)?;
     } else {
-        print!("{}", out.human());
+        output::print(&out.human())?;
         if let Some(review) = &out.diff {
-            print!("\nwhat changes:\n{}", review.human());
+            output::print(&format!("\nwhat changes:\n{}", review.human()))?;
         }
     }
     Ok(())
@@ -473,14 +471,14 @@ fn run_diff(env: &front::Env, args: &DiffArgs) -> Result<ExitCode> {
         }
     };
     for w in &new.warnings {
-        eprintln!("warning: {w}");
+        output::eprintln(&format!("warning: {w}"));
     }
     let diff = crate::diff::compare(&old, &new, &limits)?;
     if args.json {
         let s = serde_json::to_string(&diff).map_err(|e| Error::json("printing the diff", e))?;
-        println!("{s}");
+        output::println(&s)?;
     } else {
-        print!("{}", diff.human());
+        output::print(&diff.human())?;
     }
     Ok(if args.exit_code && diff.different {
         ExitCode::from(crate::diff::DIFFERENT)
@@ -500,9 +498,9 @@ fn run_inspect(env: &front::Env, args: &InspectArgs) -> Result<()> {
     if args.json {
         let s =
             serde_json::to_string(&found).map_err(|e| Error::json("printing the inspection", e))?;
-        println!("{s}");
+        output::println(&s)?;
     } else {
-        print!("{}", found.human());
+        output::print(&found.human())?;
     }
     Ok(())
 }
@@ -510,16 +508,16 @@ fn run_inspect(env: &front::Env, args: &InspectArgs) -> Result<()> {
 fn run_tag(env: &front::Env, args: &TagArgs) -> Result<()> {
     crate::tag::sanitize_prefix(&args.prefix)?;
     if let Some(note) = crate::tag::shared_prefix_note(&args.prefix) {
-        eprintln!("{}: {}", note.label(), note.text);
+        output::eprintln(&format!("{}: {}", note.label(), note.text));
     }
     let api = front::github_api(env, args.github.token());
     let path = args.path.first().cloned().unwrap_or_default();
     let lc = history::last_change(&path, args.revision.as_deref(), api)?;
     if lc.from_github {
-        eprintln!(
+        output::eprintln(&format!(
             "note: shallow clone; the GitHub API named commit {} as the last change of {}",
             lc.commit.id, lc.repo_path
-        );
+        ));
     }
     let tag = crate::tag::timestamp_tag(&args.prefix, lc.commit.timestamp, &lc.commit.id)?;
     if args.json {
@@ -530,9 +528,9 @@ fn run_tag(env: &front::Env, args: &TagArgs) -> Result<()> {
             "committed_at": lc.commit.committed_at(),
             "path": lc.repo_path,
         });
-        println!("{v}");
+        output::println(&v.to_string())?;
     } else {
-        println!("{tag}");
+        output::println(&tag)?;
     }
     Ok(())
 }
@@ -540,9 +538,12 @@ fn run_tag(env: &front::Env, args: &TagArgs) -> Result<()> {
 /// Prints an error with its hint to stderr, in the CLI's words, and
 /// returns the exit code.
 pub fn report_error(err: &Error) -> ExitCode {
-    eprintln!("error: {err}");
-    if let Some(hint) = err.hint() {
-        eprintln!("hint: {hint}");
+    // The reader went away: nothing more to say (see `crate::output`).
+    if !matches!(err, Error::OutputClosed) {
+        output::eprintln(&format!("error: {err}"));
+        if let Some(hint) = err.hint() {
+            output::eprintln(&format!("hint: {hint}"));
+        }
     }
     exit_code(err.exit_code())
 }

@@ -197,6 +197,11 @@ pub enum Error {
         /// The Lease's name (`--leader-election-id`).
         lease: String,
     },
+    /// Standard output was closed before everything was written (a
+    /// reader such as `head` stopped early): the run says nothing more
+    /// and exits 141, as SIGPIPE would (written by `crate::output`).
+    #[error("standard output was closed before everything was written")]
+    OutputClosed,
     /// `verify`: the image is not what the commit holds (or nothing
     /// proves which commit it holds).
     #[error("{reference} is not what its commit holds: {reason}")]
@@ -328,7 +333,10 @@ impl Error {
                 "a timestamp tag names one commit's content forever; commit the change so a new tag is made, \
                  or build from the commit (",
                 set(Field::Source, "commit"),
-                ") instead of a modified worktree"
+                ") instead of a modified worktree. The same commit pushed from another clone (a mirror, one \
+                 without `origin`) records another source URL: give the one the tag's image records \
+                 (org.opencontainers.image.source) with ",
+                Field::SourceUrl
             ]),
             Error::ChannelMismatch { tag, digest, .. } => Some(text![format!(
                 "{tag} was not written by promote (pushed by hand or by another tool), and Flux following the channel \
@@ -367,6 +375,7 @@ impl Error {
             Error::LeaseLost { .. } => Some(text![
                 "the API server was unreachable or slow; the pod restarts and campaigns again"
             ]),
+            Error::OutputClosed => None,
             Error::Mismatch { .. } => Some(text![
                 "do not deploy this reference; push the folder from its commit again (a faithful push is byte-identical), \
                  or find out who wrote this image"
@@ -378,7 +387,8 @@ impl Error {
     /// move of an immutable tag, 4 for a registry failure, 5 for a registry
     /// authentication failure, 6 for a refused sideways move of a branch
     /// tag, 7 when `verify` finds an image that is not what its commit
-    /// holds, 8 when the controller loses its leader election Lease, 1 for
+    /// holds, 8 when the controller loses its leader election Lease, 141
+    /// when standard output was closed (as SIGPIPE would), 1 for
     /// everything else (history and GitHub API failures included).
     pub fn exit_code(&self) -> i32 {
         match self {
@@ -394,6 +404,8 @@ impl Error {
             // Not an error of the input, nor of the registry: another
             // replica may lead now, and a restart campaigns again.
             Error::LeaseLost { .. } => 8,
+            // As a death by SIGPIPE: 128 + 13.
+            Error::OutputClosed => 128 + libc::SIGPIPE,
             Error::Io { .. }
             | Error::Json { .. }
             | Error::Layout { .. }
@@ -408,7 +420,7 @@ impl Error {
 /// shows it ([`exit_codes_help`]) and docs/reference/exit-codes.md is
 /// generated from it (tests/reference.rs); tests/exit_codes.rs causes
 /// each code for real.
-pub const EXIT_CODES: [(&str, &str); 11] = [
+pub const EXIT_CODES: [(&str, &str); 12] = [
     (
         "0",
         "success: built, pushed or promoted, or already up to date; `verify`: every byte is its commit's",
@@ -451,6 +463,11 @@ pub const EXIT_CODES: [(&str, &str); 11] = [
     (
         "9",
         "`diff --exit-code` found differences (without `--exit-code`, `diff` exits 0 either way)",
+    ),
+    (
+        "141",
+        "standard output was closed before everything was written (a reader such as `head` stopped \
+         early): nothing more is said, as a death by SIGPIPE would; what was built or pushed is done",
     ),
     (
         "128+N",

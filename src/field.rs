@@ -63,6 +63,8 @@ pub enum Field {
     Explain,
     /// Decide as if it were this time (`--at`).
     At,
+    /// The repository URL the image records, or `none` (`--source-url`).
+    SourceUrl,
 }
 
 /// How a sentence names the registry credentials: a username joined to a
@@ -144,6 +146,7 @@ impl Field {
             Field::Reason => "--reason",
             Field::Explain => "--explain",
             Field::At => "--at",
+            Field::SourceUrl => "--source-url",
         }
     }
 }

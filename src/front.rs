@@ -192,8 +192,7 @@ pub fn workspace(env: &Env) -> Result<PathBuf> {
 pub fn policy(path: Option<&Path>) -> Result<Policy> {
     match path {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| Error::io(format!("reading the policy {}", path.display()), e))?;
+            let text = crate::named_file::read(path, crate::field::Field::Policy)?;
             Policy::from_yaml(&text)
         }
         None => Ok(Policy::default()),

@@ -20,6 +20,8 @@ pub mod image;
 pub mod inspect;
 pub mod login;
 pub mod many;
+pub mod named_file;
+pub mod output;
 pub mod pipeline;
 pub mod progress;
 pub mod promote;

@@ -164,7 +164,7 @@ pub fn run(spec: &Spec<'_>) -> Result<RunReport> {
         mode: base.source,
         need_commit: base.timestamp_tag.is_some(),
         revision: base.revision.as_deref(),
-        source_url: base.source_url.as_deref(),
+        source_url: &base.source_url,
         several: spec.several,
     };
     let folders = paths.iter().map(PathBuf::as_path).zip(opened).collect();

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use crate::error::{Error, Result};
 use crate::field::{Field, Mention};
 use crate::history::mirror::Mirror;
-use crate::history::{SourceMode, github};
+use crate::history::{SourceMode, SourceUrl, github};
 use crate::image;
 use crate::provenance;
 use crate::publish::Publisher;
@@ -43,9 +43,9 @@ pub struct Request {
     /// The GitHub API that answers what a shallow clone cannot (the last
     /// change, ancestry), when the front end has a repository and a token.
     pub github: Option<github::Api>,
-    /// The repository's URL as the CI names it (else the `origin` remote's
-    /// is used): the `source` annotation and the provenance's repository.
-    pub source_url: Option<String>,
+    /// Where the `source` annotation and the provenance's repository come
+    /// from: given, left out, or the `origin` remote's.
+    pub source_url: SourceUrl,
     /// What the CI run says about the build, for the provenance.
     pub ci: provenance::Ci,
     /// Forward-only options of a registry push.
@@ -234,8 +234,10 @@ pub(crate) fn for_mirror(req: &Request, mirror: &Mirror) -> Result<Request> {
         ));
     }
     req.revision = Some(revision);
-    if req.source_url.is_none() {
-        req.source_url = mirror.source_url();
+    if req.source_url == SourceUrl::Origin {
+        req.source_url = mirror
+            .source_url()
+            .map_or(SourceUrl::Omitted, SourceUrl::Given);
     }
     if req.ci.git_ref.is_none() {
         req.ci.git_ref = Some(mirror.git_ref());

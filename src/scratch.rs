@@ -166,7 +166,9 @@ pub fn handle_signals() {
                     continue;
                 }
                 remove_live();
-                eprintln!("settings-image: stopped by {name}; its temporary files are removed");
+                crate::output::eprintln(&format!(
+                    "settings-image: stopped by {name}; its temporary files are removed"
+                ));
                 std::process::exit(128 + sig);
             }
         });

@@ -2335,6 +2335,150 @@ fn a_tenant_cannot_publish_another_tenants_repository() {
     assert!(tags_of(&reg, "stolen").contains(&up.tag("main", &c1, "app")));
 }
 
+/// A commit whose folder nests more trees than the walk allows (served by
+/// a git server that serves anything: `core.maxTreeDepth` raised, as a
+/// hostile server would) stalls its SettingsImage, `BuildFailed`, naming
+/// the bound; the controller, which aborted on a stack overflow with the
+/// recursive walk, runs on and publishes the next tenant's folder.
+#[test]
+fn a_folder_nested_past_the_depth_bound_stalls_and_others_still_publish() {
+    let k = cluster();
+    let ns = namespace(k, "nested");
+    let reg = Registry::start(Auth::None);
+    let up = Upstream::start(GitOptions::default());
+    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
+    let bare = up._root.join("srv/settings.git");
+    run_ok(git_cmd(&up.home, &bare).args(["config", "core.maxTreeDepth", "100000"]));
+    // 2100 folders: past the bound, few enough that git's warnings about
+    // paths longer than PATH_MAX stay short.
+    let deep = common::git::commit_nested(&up.home, &bare, "deep", 2100, 1_700_000_100);
+    git_repository(k, &ns, "settings", &up.url(), None);
+    fetched(k, &ns, "settings", &deep);
+    let spec = |path: &str, name: &str| {
+        format!(
+            "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: {path}\n  repository: {}/{name}\n",
+            reg.host()
+        )
+    };
+    settings_image(k, &ns, "deep", &spec("deep", "deep"));
+    let mut ctl = Controller::start(k, &ns, &[]);
+    let v = ctl.wait(k, &ns, "deep", "Stalled", |v| {
+        condition(v, "Stalled").is_some_and(|c| c.0 == "True")
+    });
+    let (_, reason, message) = condition(&v, "Stalled").unwrap();
+    assert_eq!(reason, "BuildFailed", "{message}");
+    assert!(
+        message.contains(&format!(
+            "deep: holds a folder nested more than 2048 levels deep in commit {deep}"
+        )) && message.contains("2048 levels is the most a settings image holds"),
+        "{message}"
+    );
+    assert!(tags_of(&reg, "deep").is_empty());
+    // Still running: the next tenant's folder publishes.
+    settings_image(k, &ns, "fine", &spec("app", "fine"));
+    ctl.wait(
+        k,
+        &ns,
+        "fine",
+        "published beside the stalled one",
+        is_ready_for(&format!("main@sha1:{deep}")),
+    );
+    assert!(
+        ctl.child.as_mut().unwrap().try_wait().unwrap().is_none(),
+        "{}",
+        ctl.logs()
+    );
+    // The folder's last change is the first commit (git names it).
+    assert!(tags_of(&reg, "fine").contains(&up.tag("main", &c1, "app")));
+}
+
+/// A namespace where the controller may read SettingsImages but has no
+/// RoleBinding to write their status: the failed write was logged as an
+/// error every 5 s, for ever. Now it is one error line naming the missing
+/// RoleBinding, then debug lines while retries back off (5 s, 10 s,
+/// 20 s); once the RoleBinding is there, the status is written.
+#[test]
+fn a_namespace_without_a_role_binding_is_said_once_and_retried_with_backoff() {
+    let k = cluster();
+    let ns = format!("unbound-{:x}", fastrand_u32());
+    k.namespace(&ns);
+    // Enough to see the objects, not to write their status.
+    k.apply(&format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: read-only\n  namespace: {ns}\n\
+         rules:\n- apiGroups: [settings-image.configbutler.io, source.toolkit.fluxcd.io]\n  resources: [settingsimages, gitrepositories]\n  verbs: [get, list, watch]\n\
+         ---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: read-only\n  namespace: {ns}\n\
+         roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: read-only\n\
+         subjects:\n- kind: ServiceAccount\n  name: settings-image-controller\n  namespace: {SYSTEM}\n"
+    ));
+    git_repository(k, &ns, "settings", "http://127.0.0.1:9/settings.git", None);
+    settings_image(
+        k,
+        &ns,
+        "shop",
+        "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: app\n  repository: 127.0.0.1:9/shop\n",
+    );
+    let ctl = Controller::start(k, &ns, &["--log-level", "debug"]);
+    let failed = "settings_image_reconciles_total{result=\"failed\"}";
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while scrape(ctl.metrics).get(failed).copied().unwrap_or(0.0) < 3.0 {
+        assert!(
+            Instant::now() < deadline,
+            "no third attempt:\n{}",
+            ctl.logs()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let lines: Vec<Value> = ctl
+        .logs()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| {
+            v["settingsimage"] == "shop"
+                && v["msg"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("writing the status"))
+        })
+        .collect();
+    let errors: Vec<&Value> = lines.iter().filter(|v| v["level"] == "error").collect();
+    assert_eq!(errors.len(), 1, "one error line: {lines:#?}");
+    assert_eq!(errors[0]["retryInSeconds"], 5);
+    assert!(
+        errors[0]["hint"]
+            .as_str()
+            .is_some_and(|h| h.contains(&format!("in namespace {ns} with a RoleBinding"))),
+        "{:#}",
+        errors[0]
+    );
+    let retries: Vec<(u64, u64)> = lines
+        .iter()
+        .filter(|v| v["level"] == "debug")
+        .map(|v| {
+            (
+                v["failures"].as_u64().unwrap(),
+                v["retryInSeconds"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert!(retries.starts_with(&[(2, 10), (3, 20)]), "{retries:?}");
+    // Bound: the status is written (no artifact yet), on the next change.
+    k.apply(&format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: settings-image-controller\n  namespace: {ns}\n\
+         roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: settings-image-controller\n\
+         subjects:\n- kind: ServiceAccount\n  name: settings-image-controller\n  namespace: {SYSTEM}\n"
+    ));
+    run_ok(k.kubectl().args([
+        "annotate",
+        "--overwrite",
+        "-n",
+        &ns,
+        "settingsimage/shop",
+        "touched=1",
+    ]));
+    ctl.wait(k, &ns, "shop", "Ready=False ArtifactNotReady", |v| {
+        condition(v, "Ready").is_some_and(|c| c.1 == "ArtifactNotReady")
+    });
+}
+
 /// `interval: 1ms` (the CRD's pattern accepts it) is raised to
 /// `--min-interval`, and the Ready message says so: a reconcile within it
 /// (Flux's requestedAt annotation) asks neither git nor the registry, where

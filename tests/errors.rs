@@ -210,6 +210,58 @@ fn symlink_escaping_through_another_symlink_in_a_commit() {
     );
 }
 
+/// A file tracked with git LFS: the commit holds the pointer git-lfs
+/// wrote (git-lfs is the oracle for the format), so the image would mount
+/// the pointer's text. The build refuses it by name, exit 2, writing
+/// nothing; with the LFS files checked out, `--source worktree` packages
+/// the file itself.
+#[test]
+fn a_git_lfs_pointer_is_refused_and_the_checked_out_file_packages() {
+    common::require("git-lfs");
+    let r = common::git::ScratchRepo::new();
+    r.git(&["lfs", "install", "--local"]);
+    r.git(&["lfs", "track", "*.bin"]);
+    let src = r.dir.join("settings");
+    common::write_file(&src, "ok.yaml", b"ok: true\n", 0o644);
+    let data: Vec<u8> = (0..3000u32).map(|i| (i * 7 % 251) as u8).collect();
+    common::write_file(&src, "model.bin", &data, 0o644);
+    r.git(&["add", "."]);
+    r.git(&["commit", "-q", "-m", "settings"]);
+    let pointer = r.git(&["cat-file", "-p", "HEAD:settings/model.bin"]);
+    assert!(
+        pointer.starts_with("version https://git-lfs.github.com/spec/v1\noid sha256:"),
+        "{pointer}"
+    );
+    let oid = pointer
+        .lines()
+        .find_map(|l| l.strip_prefix("oid "))
+        .expect("an oid line")
+        .to_string();
+    let tmp = TempDir::new();
+    let stderr = refused(&tmp, &src, &[]);
+    assert_eq!(
+        stderr.lines().next().unwrap_or_default(),
+        format!(
+            "error: {}: is a git LFS pointer (oid {oid}, size 3000): the commit holds only this \
+             pointer, so the image would mount its text, not the file",
+            shown(&src.join("model.bin"))
+        )
+    );
+    assert!(stderr.contains("--source worktree"), "{stderr}");
+    // The disk holds the file (git-lfs's smudge wrote it): packaged as it is.
+    let out = tmp.join("worktree");
+    let v = TestCommand::new()
+        .args(["build", "--source", "worktree", "--json", "--output"])
+        .arg(&out)
+        .arg("--path")
+        .arg(&src)
+        .json();
+    let digest = v["layer"]["digest"].as_str().unwrap();
+    let blob = out.join("blobs/sha256").join(&digest["sha256:".len()..]);
+    let listed = common::run_ok(common::tool("tar").arg("-xOzf").arg(&blob).arg("model.bin"));
+    assert_eq!(listed.stdout, data);
+}
+
 #[test]
 fn help_shows_no_value_for_an_unset_variable() {
     // clap prints `[env: NAME=]` for an unset variable: it reads as if the

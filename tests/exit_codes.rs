@@ -11,8 +11,8 @@ use common::cmd::{Run, TestCommand};
 use common::registry::{Action, Auth, Proxy, Registry, settings, skopeo_inspect, skopeo_tags};
 
 /// The codes of `push` this file causes (128+n for a signal is in
-/// `tests/hostile.rs`).
-const TESTED: [i32; 7] = [0, 1, 2, 3, 4, 5, 6];
+/// `tests/hostile.rs`; 141, a closed standard output, is here).
+const TESTED: [i32; 8] = [0, 1, 2, 3, 4, 5, 6, 141];
 /// The codes of other commands this file causes: `verify`'s mismatch.
 const TESTED_OTHER: [i32; 1] = [7];
 /// The codes other files cause: `controller --leader-elect`'s lost Lease
@@ -160,6 +160,63 @@ fn exit_0_pushed_and_exit_2_bad_input_pushes_nothing() {
     assert_eq!(skopeo_tags(&repo, None), ["v1"]);
 }
 
+/// A closed standard output (`build --json | true`, the reader gone
+/// before the first write) made the run panic, exit 101, 30 runs of 30.
+/// Now it says nothing and exits 141, as a death by SIGPIPE would, its
+/// work done: the layout holds the image, the registry the tag.
+#[test]
+fn exit_141_a_closed_stdout_ends_the_run_quietly_with_its_work_done() {
+    let dir = settings(2, "closed");
+    let d = dir.path().to_str().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let build = |out: &Path| {
+        let mut c = TestCommand::new();
+        c.args(["build", "--path", d, "--tag", "v1", "--json", "--output"])
+            .arg(out);
+        c
+    };
+    let want = build(&tmp.path().join("open")).json()["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let index_digest = |layout: &Path| -> String {
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(layout.join("index.json")).unwrap())
+                .unwrap();
+        v["manifests"][0]["digest"].as_str().unwrap().to_string()
+    };
+    for i in 0..30 {
+        let out = tmp.path().join(format!("closed-{i}"));
+        let r = build(&out).closed_stdout().run();
+        assert_eq!((r.code, r.stderr.as_str()), (141, ""), "run {i}");
+        assert_eq!(index_digest(&out), want, "run {i}");
+    }
+    let reg = Registry::start(Auth::None);
+    let repo = format!("{}/shop", reg.host());
+    let r = TestCommand::push_json(d, &repo)
+        .tags(&["v1"])
+        .arg("--no-provenance")
+        .closed_stdout()
+        .run();
+    assert_eq!((r.code, r.stderr.as_str()), (141, ""));
+    assert_eq!(
+        skopeo_inspect(&format!("{repo}:v1"), None).unwrap()["Digest"],
+        want.as_str()
+    );
+    // Every command writes through the same place: flux's YAML too.
+    let r = TestCommand::new()
+        .args([
+            "flux",
+            "--repository",
+            "ghcr.io/acme/shop",
+            "--prefix",
+            "main",
+        ])
+        .closed_stdout()
+        .run();
+    assert_eq!((r.code, r.stderr.as_str()), (141, ""));
+}
+
 #[test]
 fn exit_2_a_commit_asked_of_a_folder_outside_git() {
     let reg = Registry::start(Auth::None);
@@ -241,6 +298,46 @@ fn exit_3_a_timestamp_tag_never_moves() {
     );
     let i = skopeo_inspect(&format!("{repo}:{tag}"), None).unwrap();
     assert_eq!(i["Digest"], first["digest"]);
+}
+
+/// The tag CI published from GitHub (its source URL recorded), pushed
+/// again from a clone without `origin`: another source URL, another
+/// digest, exit 3, and the hint names `--source-url`; with the URL CI
+/// recorded the push is the same image, `pushed: false`.
+#[test]
+fn exit_3_from_a_clone_that_records_another_source_url_and_the_flag_that_agrees() {
+    let reg = Registry::start(Auth::None);
+    let g = Git::new();
+    g.commit("a: 1\n", 1_700_000_000);
+    let repo = format!("{}/shop", reg.host());
+    let shop = g.shop();
+    let push = |env: &[(&str, &str)], extra: &[&str]| {
+        TestCommand::push(&shop, &repo)
+            .args(["--timestamp-tag", "main", "--json"])
+            .args(extra)
+            .envs(env.iter().copied())
+            .run()
+    };
+    let ci = push(
+        &[
+            ("GITHUB_SERVER_URL", "https://github.com"),
+            ("GITHUB_REPOSITORY", "acme/settings"),
+        ],
+        &[],
+    )
+    .json();
+    let r = push(&[], &[]);
+    expect(&r, 3, "timestamp tags never move");
+    assert!(
+        r.stderr.contains("records another source URL")
+            && r.stderr
+                .contains("(org.opencontainers.image.source) with --source-url"),
+        "{}",
+        r.stderr
+    );
+    let again = push(&[], &["--source-url", "git@github.com:acme/settings.git"]).json();
+    assert_eq!(again["digest"], ci["digest"]);
+    assert_eq!(again["pushed"], false);
 }
 
 #[test]

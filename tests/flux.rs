@@ -260,10 +260,26 @@ fn the_validator_rejects_what_flux_would_reject() {
 fn bad_flux_options_are_input_errors_and_print_nothing() {
     // Each bad input, and what its error line must name: the value given
     // and, where the message points at it, the flag.
-    let cases: [(Vec<&str>, &[&str]); 7] = [
+    let cases: [(Vec<&str>, &[&str]); 8] = [
         (
             vec!["--repository", "ghcr.io/acme/s", "--prefix", "/"],
             &["error: the tag prefix \"/\""],
+        ),
+        // `0s` passes Flux's CRD pattern, and Flux would list the tags
+        // and run the automation back to back.
+        (
+            vec![
+                "--repository",
+                "ghcr.io/acme/s",
+                "--prefix",
+                "main",
+                "--interval",
+                "0s",
+            ],
+            &[
+                "error: interval \"0s\" is shorter than 1s: Flux would list the registry's tags and run the automation back to back",
+                "hint: give an interval such as 1m or 5m (the default)",
+            ],
         ),
         (
             vec![
@@ -343,6 +359,97 @@ fn bad_flux_options_are_input_errors_and_print_nothing() {
             assert!(stderr.contains(n), "{args:?}: wanted {n:?} in:\n{stderr}");
         }
     }
+}
+
+/// The controller's interval flags refuse zero too, before it connects
+/// to anything: `--min-interval 0s` let a SettingsImage with
+/// `interval: 0s` be checked back to back, and a zero retry period had
+/// candidates ask for the Lease in a loop.
+#[test]
+fn the_controllers_interval_flags_refuse_zero() {
+    for (flag, says) in [
+        (
+            "--min-interval=0s",
+            "error: --min-interval \"0s\" is shorter than 1s: a SettingsImage asking for less would be checked against git and the registry back to back",
+        ),
+        (
+            "--leader-elect-retry-period=0s",
+            "error: --leader-elect-retry-period \"0s\" is zero: candidates would ask for the Lease back to back",
+        ),
+    ] {
+        let out = TestCommand::new()
+            .args(["controller", "--kubeconfig", "/nonexistent", flag])
+            .run();
+        assert_eq!(out.code, 2, "{flag}: {}", out.stderr);
+        assert_eq!(out.stderr.lines().next(), Some(says), "{}", out.stderr);
+    }
+}
+
+/// docs/controller.md's worked example: the objects generated from a
+/// SettingsImage land in its namespace, and the automation must name the
+/// bootstrap's GitRepository where it is, `flux-system/flux-system`
+/// (without a namespace Flux looked in the automation's own and said
+/// `GitRepository "flux-system" not found`); `--git-source-namespace`
+/// names another, and a GitRepository of another name is looked for
+/// beside the objects. Flux's own controllers follow the worked example
+/// in tests/flux_observed.rs (`the_controller_publishes_what_source_controller_fetched`).
+#[test]
+fn the_automation_names_the_namespace_of_its_git_repository() {
+    let tmp = TempDir::new();
+    let file = tmp.join("shop.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: settings-image.configbutler.io/v1alpha1\nkind: SettingsImage\n\
+         metadata: {name: shop, namespace: settings-image-system}\n\
+         spec:\n  sourceRef: {kind: GitRepository, name: settings}\n  path: configs/shop\n  \
+         repository: ghcr.io/acme/settings-shop\n  timestampTag: main\n",
+    )
+    .unwrap();
+    let file = file.to_str().unwrap();
+    let automation = |extra: &[&str]| -> Value {
+        let mut args = extra.to_vec();
+        args.extend(["--git-path", "./clusters/prod"]);
+        documents(&flux_ok(&args))
+            .into_iter()
+            .find(|d| d["kind"] == "ImageUpdateAutomation")
+            .expect("an ImageUpdateAutomation")
+    };
+    let a = automation(&["--settings-image", file]);
+    assert_eq!(a["metadata"]["namespace"], "settings-image-system");
+    assert_eq!(
+        a["spec"]["sourceRef"],
+        json!({"kind": "GitRepository", "name": "flux-system", "namespace": "flux-system"})
+    );
+    let a = automation(&["--settings-image", file, "--git-source-namespace", "infra"]);
+    assert_eq!(a["spec"]["sourceRef"]["namespace"], "infra");
+    let a = automation(&["--settings-image", file, "--git-source", "cluster"]);
+    assert_eq!(
+        a["spec"]["sourceRef"],
+        json!({"kind": "GitRepository", "name": "cluster"})
+    );
+    // Objects in flux-system (the default) need no namespace.
+    let a = automation(&[
+        "--repository",
+        "ghcr.io/acme/settings-shop",
+        "--prefix",
+        "main",
+    ]);
+    assert_eq!(
+        a["spec"]["sourceRef"],
+        json!({"kind": "GitRepository", "name": "flux-system"})
+    );
+    let out = flux(&[
+        "--settings-image",
+        file,
+        "--git-source-namespace",
+        "Infra_NS",
+    ]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("git source namespace \"Infra_NS\""),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]
@@ -949,6 +1056,7 @@ fn no_generator_option_can_inject_yaml() {
         ("--cert-secret-ref", None),
         ("--automation-name", None),
         ("--git-source", None),
+        ("--git-source-namespace", None),
         ("--repository", None),
         ("--prefix", None),
         ("--path", None),
@@ -999,6 +1107,7 @@ fn no_generator_option_can_inject_yaml() {
         "--cert-secret-ref",
         "--automation-name",
         "--git-source",
+        "--git-source-namespace",
     ] {
         want.extend(words.map(|w| (flag, w)));
     }
@@ -1065,14 +1174,23 @@ const FOLDERS: &[(&str, &str)] = &[
 /// more than one field or is turned into a grammar first.
 fn fill(docs: &mut [Value], flag: &str, value: &str) {
     let mut set = |i: usize, ptr: &str, v: Value| {
-        *docs[i].pointer_mut(ptr).unwrap_or_else(|| panic!("{ptr}")) = v;
+        // A field the plain objects leave out (sourceRef.namespace) is added.
+        let (parent, key) = ptr.rsplit_once('/').expect("a pointer");
+        docs[i]
+            .pointer_mut(parent)
+            .and_then(Value::as_object_mut)
+            .unwrap_or_else(|| panic!("{ptr}"))
+            .insert(key.to_string(), v);
     };
     match flag {
         "--namespace" => {
             for i in 0..3 {
                 set(i, "/metadata/namespace", value.into());
             }
+            // The bootstrap's GitRepository stays in flux-system.
+            set(2, "/spec/sourceRef/namespace", "flux-system".into());
         }
+        "--git-source-namespace" => set(2, "/spec/sourceRef/namespace", value.into()),
         "--name" => {
             set(0, "/metadata/name", value.into());
             set(1, "/metadata/name", value.into());
@@ -1180,7 +1298,16 @@ fn every_documented_workload_with_an_image_volume_passes_the_api_server() {
         let mut rest = text.as_str();
         while let Some(start) = rest.find("```yaml\n") {
             let body = &rest[start + 8..];
-            let end = body.find("\n```").expect("the block ends");
+            // A fence may be indented (a block inside a list item).
+            let end = body
+                .match_indices("\n")
+                .map(|(i, _)| i)
+                .find(|&i| {
+                    body[i + 1..]
+                        .trim_start_matches([' ', '\t'])
+                        .starts_with("```")
+                })
+                .expect("the block ends");
             let block = &body[..end];
             rest = &body[end..];
             if !block.contains("volumes:") {

@@ -966,7 +966,9 @@ fn a_channel_moves_only_when_promote_moves_it() {
 /// repository from `git http-backend` and announces the commit; `settings-image
 /// controller` publishes it (nothing in the test writes a status); the
 /// objects `flux --settings-image` generates from the SettingsImage follow
-/// it, and the chain ends in Flux's commit and the applied Deployment.
+/// it, committing through the bootstrap's GitRepository in `flux-system`
+/// as the worked example does, and the chain ends in Flux's commit and the
+/// applied Deployment.
 #[test]
 fn the_controller_publishes_what_source_controller_fetched() {
     let w = World::new("controller", "main");
@@ -1052,11 +1054,22 @@ fn the_controller_publishes_what_source_controller_fetched() {
 
     // The objects generated from the SettingsImage itself (no --prefix:
     // it comes from spec.timestampTag), applied as generated, replacing
-    // the world's.
+    // the world's. As in docs/controller.md's worked example, the cluster
+    // repository is Flux's bootstrap GitRepository, `flux-system` in
+    // namespace `flux-system`, and no flag names it: the automation, in
+    // the SettingsImage's namespace, must find it there (Flux said
+    // `GitRepository "flux-system" not found` when it was looked for in
+    // the automation's own namespace).
+    w.flux.apply(&format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: flux-system\n---\n\
+         apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: flux-system\n  namespace: flux-system\n\
+         spec:\n  interval: 10m\n  url: {url}\n  ref:\n    branch: main\n",
+        url = w.git.url("cluster.git"),
+    ));
     let out = Command::new(bin())
         .args(["flux", "--settings-image"])
         .arg(&manifest_file)
-        .args(["--interval", "10m", "--git-source", "cluster"])
+        .args(["--interval", "10m"])
         .args([
             "--git-path",
             "./clusters/prod",

@@ -1259,6 +1259,180 @@ fn outside_git_the_worktree_is_used_and_timestamp_tags_are_refused() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("not inside a git repository"));
 }
 
+/// README: "the same commit always yields the same digest" wherever it is
+/// built from. The one input a clone decides is the source URL the image
+/// records; it is normalized (ssh or https, credentials, the scheme's port,
+/// the host's case, `.git`, doubled slashes), so a laptop's clone over ssh,
+/// one over https with a token, the GitHub action (its variables, no
+/// `origin`), and a mirror or a clone without `origin` given
+/// `--source-url` all build one digest. `--source-url none` leaves it out
+/// (the digest of a clone without `origin`); a mirror on another host
+/// without the flag records its own URL, another digest, as
+/// docs/format.md says.
+#[test]
+fn one_commit_gives_one_digest_from_every_clone_of_the_repository() {
+    let r = Repo::new();
+    r.write("s/a.yaml", "a: 1\n");
+    r.commit("base", 1_600_000_000);
+    let tmp = common::TempDir::new();
+    let clone = |name: &str, origin: Option<&str>| -> PathBuf {
+        let dir = tmp.path().join(name);
+        r.git(&[
+            "clone",
+            "-q",
+            r.dir.to_str().expect("utf-8"),
+            dir.to_str().expect("utf-8"),
+        ]);
+        match origin {
+            Some(url) => r.git_in(&dir, &["remote", "set-url", "origin", url]),
+            None => r.git_in(&dir, &["remote", "remove", "origin"]),
+        };
+        dir
+    };
+    let built = |dir: &Path, extra: &[&str], env: &[(&str, &str)]| -> (String, Value) {
+        let out = tmp.path().join(format!("out-{}", next_id()));
+        let mut args = vec!["--path", "s", "--output", out.to_str().expect("utf-8")];
+        args.extend_from_slice(extra);
+        let (v, _) = build_json(dir, &args, env);
+        let digest = v["digest"].as_str().expect("digest").to_string();
+        let m = manifest(&out, &digest);
+        (
+            digest,
+            m["annotations"]["org.opencontainers.image.source"].clone(),
+        )
+    };
+    let github = "https://github.com/acme/settings";
+    let laptop = clone("laptop", Some("git@github.com:acme/settings.git"));
+    let token = clone(
+        "token",
+        Some("https://x-access-token:ghs_T0ken@GitHub.com:443//acme/settings.git/"),
+    );
+    let action = clone("action", None);
+    let mirror = clone("mirror", Some("http://127.0.0.1:8080/settings.git"));
+    let bare = clone("bare", None);
+    let (want, source) = built(&laptop, &[], &[]);
+    assert_eq!(source, github);
+    for (dir, extra, env) in [
+        (&token, &[][..], &[][..]),
+        (
+            &action,
+            &[],
+            &[
+                ("GITHUB_SERVER_URL", "https://github.com"),
+                ("GITHUB_REPOSITORY", "acme/settings"),
+            ][..],
+        ),
+        (
+            &mirror,
+            &["--source-url", "git@github.com:acme/settings.git"],
+            &[],
+        ),
+        (
+            &bare,
+            &["--source-url", "https://github.com/acme/settings"],
+            &[],
+        ),
+    ] {
+        assert_eq!(
+            built(dir, extra, env),
+            (want.clone(), Value::from(github)),
+            "{}",
+            dir.display()
+        );
+    }
+    // Left out: the same digest from any clone, and a clone without origin's.
+    let (none, source) = built(&laptop, &["--source-url", "none"], &[]);
+    assert_eq!(source, Value::Null);
+    assert_ne!(none, want);
+    assert_eq!(built(&mirror, &["--source-url", "none"], &[]).0, none);
+    assert_eq!(built(&bare, &[], &[]).0, none);
+    // A mirror on another host, no flag: its own URL, its own digest.
+    let (other, source) = built(&mirror, &[], &[]);
+    assert_eq!(source, "https://127.0.0.1:8080/settings");
+    assert!(other != want && other != none);
+    // Not a repository URL: exit 2, naming the flag, nothing written.
+    let out = run(
+        &laptop,
+        &[
+            "build",
+            "--path",
+            "s",
+            "--output",
+            tmp.path().join("bad").to_str().expect("utf-8"),
+            "--source-url",
+            "/srv/settings",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("error: --source-url \"/srv/settings\" is not a repository URL\nhint: "),
+        "{err}"
+    );
+    assert!(!tmp.path().join("bad").exists());
+}
+
+/// A name no other call in this process gives.
+fn next_id() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::Relaxed)
+}
+
+/// A commit whose folder nests 20,000 trees (a few kilobytes of pack) is
+/// refused by name, exit 2, where the recursive walk overflowed its stack
+/// (SIGABRT, exit 134); a folder at the bound (a file 2048 path
+/// components deep) still builds, and the image holds that file.
+#[test]
+fn a_folder_nested_past_the_depth_bound_is_refused_by_name() {
+    let r = Repo::new();
+    let tmp = common::TempDir::new();
+    let build = |out: &str| {
+        run(
+            &r.dir,
+            &[
+                "build",
+                "--path",
+                "s",
+                "--source",
+                "commit",
+                "--json",
+                "--output",
+                tmp.path().join(out).to_str().expect("utf-8"),
+            ],
+            &[],
+        )
+    };
+    // 2047 folders and the file: 2048 components.
+    common::git::commit_nested(&r.home, &r.dir, "s", 2047, 1_600_000_000);
+    let out = build("at-bound");
+    let v: Value = serde_json::from_str(&ok(&out, "build at the bound")).expect("json");
+    let deep = format!("{}deep.yaml", "a/".repeat(2047));
+    let blob = layer_blob(
+        &tmp.path().join("at-bound"),
+        v["layer"]["digest"].as_str().expect("layer"),
+    );
+    assert_eq!(tar_cat(&blob, &deep), "deep: 1\n");
+    for (levels, out) in [(2048, "past"), (20_000, "far")] {
+        let commit = common::git::commit_nested(&r.home, &r.dir, "s", levels, 1_600_000_100);
+        let run = build(out);
+        let err = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{levels} levels: {err}");
+        assert_eq!(
+            err.lines().next().expect("an error line"),
+            format!(
+                "error: s: holds a folder nested more than 2048 levels deep in commit {commit} \
+                 ({}...): 2048 levels is the most a settings image holds, as no deeper path fits \
+                 Linux's PATH_MAX of 4096 bytes",
+                "a/".repeat(30)
+            ),
+            "{levels} levels"
+        );
+        assert!(!tmp.path().join(out).join("index.json").exists());
+    }
+}
+
 #[test]
 fn submodules_and_escaping_symlinks_in_the_commit_are_errors() {
     let r = Repo::new();

@@ -199,6 +199,120 @@ fn a_symlink_chain_error_reads_as_one_sentence() {
     assert!(!out.exists());
 }
 
+/// Runs `cmd` (its address space capped at 1 GiB) and returns the result;
+/// a run still going after two minutes (blocked on a FIFO) is killed and
+/// fails the test.
+fn run_bounded(cmd: &mut TestCommand) -> common::cmd::Run {
+    let mut running = cmd.memory_limit(1 << 30).spawn();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while running.child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = running.child.kill();
+            panic!("still running after two minutes: {:?}", running.wait());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    running.wait()
+}
+
+/// Every file a flag or input names is read the same bounded way: a
+/// device (`/dev/zero`, or a symlink to it, as a checkout may hold), a
+/// FIFO and a directory are refused without reading or waiting, and a
+/// file over 1 MiB names the bound; each exit 2, naming the flag and the
+/// file. Before, `/dev/zero` ran out of memory and a FIFO blocked for ever.
+#[test]
+fn files_named_by_flags_are_read_bounded_and_only_when_regular() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("ws/shop")).unwrap();
+    std::fs::write(d.join("ws/shop/app.yaml"), "a: 1\n").unwrap();
+    std::os::unix::fs::symlink("/dev/zero", d.join("ws/zero.yaml")).unwrap();
+    let fifo = d.join("fifo");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let large = d.join("large");
+    std::fs::write(&large, vec![b'#'; (1 << 20) + 1]).unwrap();
+    let shop = d.join("ws/shop");
+    // The command that reads `file` as what `words` names.
+    let command = |words: &str, file: &Path| {
+        let mut c = match words {
+            "--policy" => {
+                let mut c = TestCommand::new();
+                c.args(["promote", "--repository", "127.0.0.1:9/acme/shop"])
+                    .args(["--from", "main", "--to", "prod", "--policy"]);
+                c
+            }
+            "--settings-image" => {
+                let mut c = TestCommand::new();
+                c.args(["flux", "--settings-image"]);
+                c
+            }
+            _ => {
+                let mut c = TestCommand::push(&shop, "127.0.0.1:9/acme/shop");
+                c.args([
+                    "--tag",
+                    "v1",
+                    "--login",
+                    "jfrog",
+                    "--jfrog-provider-name",
+                    "ci",
+                ])
+                .arg("--id-token-file");
+                c
+            }
+        };
+        c.arg(file);
+        c
+    };
+    let flags = ["--policy", "--settings-image", "the ID token file"];
+    let only = "not a regular file; a file named by a flag or input is read only when it is a regular file";
+    let cases = [
+        (Path::new("/dev/zero"), format!("is a device, {only}")),
+        (&d.join("ws/zero.yaml"), format!("is a device, {only}")),
+        (&fifo, format!("is a FIFO (named pipe), {only}")),
+        (d, format!("is a directory, {only}")),
+        (
+            &large,
+            "is larger than 1 MiB, the most a file named by a flag or input may hold".to_string(),
+        ),
+    ];
+    for words in flags {
+        for (file, says) in &cases {
+            let r = run_bounded(&mut command(words, file));
+            assert_eq!(r.code, 2, "{words} {}: {r:?}", file.display());
+            assert_eq!(
+                r.stderr.lines().next().unwrap_or_default(),
+                format!("error: {words} {}: {says}", file.display()),
+                "{r:?}"
+            );
+        }
+    }
+    // The action's `policy` input: a path in the checkout, a symlink to
+    // /dev/zero there.
+    let r = run_bounded(
+        TestCommand::new()
+            .args(["action", "promote"])
+            .env("GITHUB_WORKSPACE", d.join("ws"))
+            .env("INPUT_REPOSITORY", "127.0.0.1:9/acme/shop")
+            .env("INPUT_FROM", "main")
+            .env("INPUT_TO", "prod")
+            .env("INPUT_POLICY", "zero.yaml"),
+    );
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stdout.contains(&format!(
+            "the input `policy` {}: is a device, not a regular file",
+            d.join("ws/zero.yaml").display()
+        )),
+        "{r:?}"
+    );
+}
+
 /// Our temporary layer files in `dir`.
 fn layer_files(dir: &Path) -> Vec<PathBuf> {
     std::fs::read_dir(dir)

@@ -260,7 +260,7 @@ fn child_fetch_if_asked() {
                     source: SourceMode::Commit,
                     timestamp_tag: Some("main".into()),
                     github: None,
-                    source_url: None,
+                    source_url: settings_image::history::SourceUrl::Origin,
                     ci: Default::default(),
                     forward: Forward::default(),
                     provenance: false,

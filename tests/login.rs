@@ -581,7 +581,7 @@ fn credentials_that_expire_during_a_push_are_renewed_once() {
         mode: SourceMode::Worktree,
         need_commit: false,
         revision: None,
-        source_url: None,
+        source_url: &history::SourceUrl::Origin,
         several: false,
     };
     let cfg = ws.path().join("cfg");

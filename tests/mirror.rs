@@ -31,7 +31,7 @@ fn request(folder: &str, commit: &str, target: Target) -> Request {
         source: SourceMode::Commit,
         timestamp_tag: Some("main".into()),
         github: None,
-        source_url: None,
+        source_url: settings_image::history::SourceUrl::Origin,
         ci: Default::default(),
         forward: Forward::default(),
         provenance: true,

@@ -362,6 +362,59 @@ fn a_push_makes_no_more_requests_than_it_needs() {
         (&false.into(), &prov.into())
     );
     eprintln!("requests after authentication: {totals:?}");
+    assert_eq!(docs_counts(), totals, "docs/push.md states other counts");
+}
+
+/// The request counts the docs state: docs/evidence.md's table's rows
+/// (first push, re-push), and docs/push.md's step 2, "N requests ... for
+/// one tag, M with `--no-provenance`", which must be the table's re-push
+/// counts.
+fn docs_counts() -> Vec<(&'static str, usize)> {
+    let text =
+        std::fs::read_to_string(common::repo().join("docs/evidence.md")).expect("evidence.md");
+    let push_md = std::fs::read_to_string(common::repo().join("docs/push.md")).expect("push.md");
+    let leading = |cell: &str| -> usize {
+        cell.trim()
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no count in {cell:?}"))
+    };
+    let row = |name: &str| -> (usize, usize) {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("| {name} |")))
+            .unwrap_or_else(|| panic!("no row {name:?} in docs/evidence.md"));
+        let cells: Vec<&str> = line.split(" | ").collect();
+        (leading(cells[1]), leading(cells[2]))
+    };
+    let plain = row("`--tag latest`, provenance on");
+    let stamped = row("`--timestamp-tag main --branch-tag main`, provenance on");
+    let noprov = row("`--tag latest --no-provenance`");
+    let next = row("the second row, the next commit into a repository with earlier ones");
+    let step2 = push_md
+        .split("a re-push of unchanged content")
+        .nth(1)
+        .and_then(|t| t.split("(the table").next())
+        .expect("step 2's re-push sentence");
+    let step2 = step2.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        step2.contains(&format!(
+            "{} requests after authentication for one tag, {} with `--no-provenance`",
+            plain.1, noprov.1
+        )),
+        "docs/push.md's step 2 says other counts than the table: {step2}"
+    );
+    vec![
+        ("plain first", plain.0),
+        ("plain again", plain.1),
+        ("stamped first", stamped.0),
+        ("stamped again", stamped.1),
+        ("noprov first", noprov.0),
+        ("noprov again", noprov.1),
+        ("next first", next.0),
+        ("next again", next.1),
+    ]
 }
 
 #[test]

@@ -280,6 +280,36 @@ fn a_manifest_with_an_extra_annotation_fails() {
     assert!(r.stderr.contains("hint:"), "{}", r.stderr);
 }
 
+/// docs/flux.md §7: an annotation added by hand after the push (the
+/// manifest copied with one more, nothing else) is a new digest that no
+/// provenance names, and verify says so, exit 7.
+#[test]
+fn an_annotation_added_by_hand_after_the_push_has_no_provenance() {
+    let reg = Registry::start(Auth::None);
+    let repo = format!("{}/team/settings", reg.host());
+    let st = Settings::new();
+    let a = push(&st.folder(), &repo, &[]);
+    let edited = forge::image(
+        &reg.host(),
+        ("team/settings", &s(&a, "digest")),
+        ("team/settings", "approved"),
+        &[Edit::Annotation("org.example.approved", "yes")],
+    );
+    assert_ne!(edited, s(&a, "digest"));
+    assert_eq!(
+        annotations(&reg, "team/settings", &edited)["org.example.approved"],
+        "yes"
+    );
+    let r = verify(&st.folder(), &format!("{repo}:approved"));
+    assert_mismatch(
+        &r,
+        &[
+            "the image has no provenance referrer",
+            "or changed after the push: an annotation or label added by hand makes a new digest that no provenance names",
+        ],
+    );
+}
+
 #[test]
 fn annotations_and_labels_from_the_cli_are_attested_and_verify() {
     let reg = Registry::start(Auth::None);

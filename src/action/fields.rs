@@ -43,6 +43,7 @@ impl Inputs {
             }
             (Inputs::Publish, Field::AllowEmpty) => Some("`allow-empty: true`"),
             (Inputs::Publish, Field::Scan) => Some("`scan`"),
+            (Inputs::Publish, Field::SourceUrl) => Some("`source-url`"),
             (Inputs::Promote, Field::From) => Some("`from`"),
             (Inputs::Promote, Field::To) => Some("`to`"),
             (Inputs::Promote, Field::TargetRepository) => Some("`target-repository`"),

@@ -217,8 +217,11 @@ fn payload(env: &Env) -> Result<Value> {
     let Some(p) = env.get("GITHUB_EVENT_PATH").filter(|p| !p.is_empty()) else {
         return Ok(Value::Null);
     };
-    let text = std::fs::read_to_string(p)
-        .map_err(|e| Error::io(format!("reading the event payload {p}"), e))?;
+    let text = crate::named_file::read_bounded(
+        Path::new(p),
+        "the event payload (GITHUB_EVENT_PATH)",
+        crate::named_file::MAX_EVENT_BYTES,
+    )?;
     serde_json::from_str(&text)
         .map_err(|e| Error::input(format!("the event payload {p} is not JSON: {e}"), None))
 }

@@ -124,7 +124,7 @@ pub fn publish(env: &Env) -> Result<()> {
         source: inputs.source,
         timestamp_tag: inputs.timestamp_tag.clone(),
         github: front::github_api(env, inputs.github_token.clone()),
-        source_url: front::source_url(env),
+        source_url: inputs.source_url.clone(),
         ci: front::ci(env),
         forward: inputs.forward.clone(),
         provenance: inputs.provenance,

@@ -31,15 +31,13 @@ pub fn run(mode: Mode) -> i32 {
     // A bug must still fail the step with an annotation, not only a trace.
     let default_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        println!(
-            "{}",
-            commands::error(
-                "settings-image: internal error",
-                &format!(
-                    "{info}\nhint: this is a bug in settings-image; please report it with this message"
-                ),
-            )
-        );
+        // `say` ignores a closed stdout: a panic inside the hook aborts.
+        commands::say(&commands::error(
+            "settings-image: internal error",
+            &format!(
+                "{info}\nhint: this is a bug in settings-image; please report it with this message"
+            ),
+        ));
         default_hook(info);
     }));
     let env: inputs::Env = std::env::vars().collect();

@@ -114,15 +114,18 @@ pub fn read_request(env: &Env) -> Result<promote::Promotion> {
         Some(p) => {
             let workspace = inputs::workspace(env)?;
             let path = inputs::workspace_path(&workspace, "policy", &p)?;
-            let text = std::fs::read_to_string(&path).map_err(|e| {
-                Error::input(
-                    format!("the input `policy` ({p}) cannot be read: {e}"),
-                    Some(format!(
-                        "give the release policy's path relative to the repository root ({}), and check the file out before this step",
-                        workspace.display()
-                    )),
-                )
-            })?;
+            let text =
+                crate::named_file::read(&path, crate::text!["the input ", crate::field::Field::Policy])
+                    .map_err(|e| match e {
+                        Error::Input { message, .. } => Error::Input {
+                            message,
+                            hint: Some(format!(
+                                "give the release policy's path relative to the repository root ({}): a regular file, checked out before this step",
+                                workspace.display()
+                            ).into()),
+                        },
+                        other => other,
+                    })?;
             Policy::from_yaml(&text).map_err(|e| match e {
                 Error::Input { message, hint } => Error::Input {
                     message: crate::text![format!("the input `policy` ({p}): ")].then(message),

@@ -71,6 +71,9 @@ pub struct With {
     /// Config labels, `KEY=VALUE` per line (metadata-action's `labels`).
     #[serde(deserialize_with = "inputs::lines")]
     pub labels: Vec<String>,
+    /// The repository URL the image records, or `none` (default: the
+    /// run's `GITHUB_SERVER_URL/GITHUB_REPOSITORY`).
+    pub source_url: Option<String>,
     /// With several folders, how many build and push at once (default 4;
     /// read by src/action/many.rs).
     pub jobs: Option<String>,
@@ -113,6 +116,7 @@ pub(super) struct PublishInputs {
     pub(super) push: bool,
     pub(super) forward: request::Forward,
     pub(super) extra: Metadata,
+    pub(super) source_url: crate::history::SourceUrl,
 }
 
 /// The annotation title's subject.
@@ -206,6 +210,10 @@ pub(super) fn read_inputs(env: &Env) -> Result<PublishInputs> {
         extra: Metadata {
             annotations: key_values("annotations", &with.annotations, true)?,
             labels: key_values("labels", &with.labels, false)?,
+        },
+        source_url: match with.source_url.as_deref().filter(|u| !u.trim().is_empty()) {
+            Some(given) => crate::history::SourceUrl::parse(given)?,
+            None => crate::history::SourceUrl::from_ci(front::source_url(env)),
         },
     })
 }
@@ -376,7 +384,7 @@ fn request_for(
         source: inputs.source,
         timestamp_tag: inputs.timestamp_tag.clone(),
         github: front::github_api(env, inputs.github_token.clone()),
-        source_url: front::source_url(env),
+        source_url: inputs.source_url.clone(),
         ci: front::ci(env),
         revision,
         // As `push` does by default: the commit, ref and run as a referrer.

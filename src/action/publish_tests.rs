@@ -134,7 +134,7 @@ fn hints_name_inputs_not_flags() {
                 source: SourceMode::Commit,
                 timestamp_tag: None,
                 github: None,
-                source_url: None,
+                source_url: crate::history::SourceUrl::Origin,
                 ci: Default::default(),
                 forward: request::Forward {
                     branch_tag: Some("main".into()),

@@ -292,6 +292,12 @@ pub struct HistoryArgs {
     /// comes from it too.
     #[arg(long, value_name = "REV")]
     pub revision: Option<String>,
+    /// The repository URL the image records (`org.opencontainers.image.source`,
+    /// and the provenance's), normalized; `none` records none. Default:
+    /// GITHUB_SERVER_URL/GITHUB_REPOSITORY in GitHub Actions, else the
+    /// `origin` remote. It is part of the digest.
+    #[arg(long, value_name = "URL|none")]
+    pub source_url: Option<String>,
     /// GitHub token for the API fallback on shallow clones.
     #[command(flatten)]
     pub github: GitHubArgs,

@@ -9,7 +9,12 @@ use crate::cluster::{flux, report, verify};
 use crate::error::{Error, Result};
 use crate::front::{self, Login};
 use crate::history::Token;
+use crate::output;
 use crate::registry::Credentials;
+
+/// The name and namespace of the GitRepository Flux's bootstrap makes for
+/// the cluster repository.
+const BOOTSTRAP: &str = "flux-system";
 
 /// Arguments of `flux`.
 #[derive(Debug, Clone, Args)]
@@ -70,6 +75,11 @@ pub struct FluxArgs {
     /// The GitRepository holding the cluster repository.
     #[arg(long, value_name = "NAME", default_value = "flux-system")]
     pub git_source: String,
+    /// The namespace of the --git-source GitRepository (default: for
+    /// the default `flux-system`, the namespace Flux's bootstrap keeps it
+    /// in, `flux-system`; for another name, the objects' --namespace).
+    #[arg(long, value_name = "NS")]
+    pub git_source_namespace: Option<String>,
     /// The branch the automation checks out and commits to.
     #[arg(long, value_name = "BRANCH", default_value = "main")]
     pub git_branch: String,
@@ -116,6 +126,10 @@ pub fn run_flux(args: &FluxArgs) -> Result<()> {
         automation: (!args.no_automation).then(|| flux::Automation {
             name: args.automation_name.clone(),
             source: args.git_source.clone(),
+            source_namespace: args.git_source_namespace.clone().or_else(|| {
+                // Flux's bootstrap: GitRepository flux-system in flux-system.
+                (args.git_source == BOOTSTRAP).then(|| BOOTSTRAP.to_string())
+            }),
             branch: args.git_branch.clone(),
             push_branch: args.git_push_branch.clone(),
             path: args.git_path.clone(),
@@ -124,15 +138,15 @@ pub fn run_flux(args: &FluxArgs) -> Result<()> {
     };
     let docs = flux::generate(&opts)?;
     for n in &notices {
-        eprintln!("notice: {n}");
+        output::eprintln(&format!("notice: {n}"));
     }
     match &args.output {
         Some(dir) => {
             for p in flux::write(dir, &docs)? {
-                println!("{}", p.display());
+                output::println(&p.display().to_string())?;
             }
         }
-        None => print!("{}", flux::to_stream(&docs)),
+        None => output::print(&flux::to_stream(&docs))?,
     }
     Ok(())
 }
@@ -140,8 +154,7 @@ pub fn run_flux(args: &FluxArgs) -> Result<()> {
 /// `args` with what a SettingsImage manifest says filled in where the
 /// flags left it open.
 fn from_settings_image(args: &FluxArgs, file: &std::path::Path) -> Result<FluxArgs> {
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| Error::io(format!("reading --settings-image {}", file.display()), e))?;
+    let text = crate::named_file::read(file, "--settings-image")?;
     let si = crate::controller::crd::Manifest::parse(&text).map_err(|m| {
         Error::input(
             format!("--settings-image {}: {m}", file.display()),
@@ -276,7 +289,7 @@ fn env_credentials(env: &front::Env) -> Option<Credentials> {
 
 fn json<T: serde::Serialize>(v: &T) -> Result<()> {
     let s = serde_json::to_string(v).map_err(|e| Error::json("printing the result", e))?;
-    println!("{s}");
+    output::println(&s)?;
     Ok(())
 }
 
@@ -301,7 +314,7 @@ pub fn run_verify(args: &VerifyArgs) -> Result<i32> {
             if args.json {
                 json(&v)?;
             } else {
-                print!("{}", v.human());
+                output::print(&v.human())?;
             }
             Ok(0)
         }
@@ -311,7 +324,7 @@ pub fn run_verify(args: &VerifyArgs) -> Result<i32> {
             if args.json {
                 json(&report)?;
             } else {
-                print!("{}", report.table());
+                output::print(&report.table())?;
             }
             Ok(report.exit_code(&errors))
         }

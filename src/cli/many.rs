@@ -11,6 +11,7 @@ use super::{
 use crate::error::{Error, Result};
 use crate::front;
 use crate::history;
+use crate::output;
 use crate::pipeline::{self, RunReport, Spec};
 use crate::registry;
 use crate::request::Target;
@@ -29,18 +30,18 @@ pub(super) fn is_many(paths: &[PathBuf]) -> bool {
 fn print_many(outcome: RunReport, json: bool) -> Result<()> {
     for (report, image) in outcome.reports.iter().zip(&outcome.images) {
         for w in report.iter().flat_map(|r| &r.warnings) {
-            eprintln!("warning: {}: {w}", image.path);
+            output::eprintln(&format!("warning: {}: {w}", image.path));
         }
     }
     if json {
         let s = serde_json::to_string(&outcome.images)
             .map_err(|e| Error::io("printing the report", std::io::Error::other(e)))?;
-        println!("{s}");
+        output::println(&s)?;
     } else {
-        print!("{}", outcome.human());
+        output::print(&outcome.human())?;
     }
     for (path, e) in &outcome.errors {
-        eprintln!("error: {path}: {e}");
+        output::eprintln(&format!("error: {path}: {e}"));
     }
     outcome.into_result()
 }
@@ -52,11 +53,11 @@ pub(super) fn run_push_many(env: &front::Env, args: PushArgs) -> Result<()> {
     let mut options = push_options(env, &args)?;
     options.repository = String::new();
     for n in &notices {
-        eprintln!("notice: {n}");
+        output::eprintln(&format!("notice: {n}"));
     }
     let targets = crate::many::registry_targets(&options, repositories);
     let (jobs, json) = (args.jobs, args.json);
-    let base = push_request(env, args, options);
+    let base = push_request(env, args, options)?;
     let outcome = pipeline::run(&Spec::each(base, &folders, targets, jobs))?;
     print_many(outcome, json)
 }
@@ -68,7 +69,7 @@ pub(super) fn run_build_many(env: &front::Env, args: BuildArgs) -> Result<()> {
         .into_iter()
         .map(|o| Target::Layout(PathBuf::from(o)))
         .collect();
-    let base = history_request(env, args.history, args.tags, Target::Layout(args.output));
+    let base = history_request(env, args.history, args.tags, Target::Layout(args.output))?;
     let outcome = pipeline::run(&Spec::each(base, &folders, targets, args.jobs))?;
     print_many(outcome, args.json)
 }
@@ -76,7 +77,7 @@ pub(super) fn run_build_many(env: &front::Env, args: BuildArgs) -> Result<()> {
 pub(super) fn run_tag_many(env: &front::Env, args: &TagArgs) -> Result<()> {
     crate::tag::sanitize_prefix(&args.prefix)?;
     if let Some(note) = crate::tag::shared_prefix_note(&args.prefix) {
-        eprintln!("{}: {}", note.label(), note.text);
+        output::eprintln(&format!("{}: {}", note.label(), note.text));
     }
     let folders = crate::many::select(&as_strings(&args.path), "--path")?;
     let paths: Vec<PathBuf> = folders.iter().map(|f| f.path.clone()).collect();
@@ -105,16 +106,16 @@ pub(super) fn run_tag_many(env: &front::Env, args: &TagArgs) -> Result<()> {
         }
     }
     if args.json {
-        println!("{}", serde_json::Value::Array(rows));
+        output::println(&serde_json::Value::Array(rows).to_string())?;
     } else {
         for r in &rows {
             if let Some(tag) = r["tag"].as_str() {
-                println!("{} {tag}", r["path"].as_str().unwrap_or_default());
+                output::println(&format!("{} {tag}", r["path"].as_str().unwrap_or_default()))?;
             }
         }
     }
     for (path, e) in &errors {
-        eprintln!("error: {path}: {e}");
+        output::eprintln(&format!("error: {path}: {e}"));
     }
     let n = errors.len();
     match errors.into_iter().next() {
@@ -133,7 +134,7 @@ pub(super) fn run_plan(env: &front::Env, args: &PlanArgs) -> Result<()> {
     let (repositories, notices) =
         crate::many::repositories(&args.repository, &folders, "--repository")?;
     for n in &notices {
-        eprintln!("notice: {n}");
+        output::eprintln(&format!("notice: {n}"));
     }
     let options = registry::Options::new(
         String::new(),
@@ -147,7 +148,7 @@ pub(super) fn run_plan(env: &front::Env, args: &PlanArgs) -> Result<()> {
         None,
     );
     if let Some(note) = crate::tag::shared_prefix_note(&args.timestamp_tag) {
-        eprintln!("{}: {}", note.label(), note.text);
+        output::eprintln(&format!("{}: {}", note.label(), note.text));
     }
     let api = front::github_api(env, args.github.token());
     let plan = crate::many::plan(
@@ -161,13 +162,16 @@ pub(super) fn run_plan(env: &front::Env, args: &PlanArgs) -> Result<()> {
     if args.json {
         let s = serde_json::to_string(&plan)
             .map_err(|e| Error::io("printing the plan", std::io::Error::other(e)))?;
-        println!("{s}");
+        output::println(&s)?;
     } else {
         for e in &plan.include {
-            println!("{}: needs {}:{}", e.path, e.repository, e.tag);
+            output::println(&format!("{}: needs {}:{}", e.path, e.repository, e.tag))?;
         }
         for e in &plan.up_to_date {
-            println!("{}: up to date ({}:{})", e.path, e.repository, e.tag);
+            output::println(&format!(
+                "{}: up to date ({}:{})",
+                e.path, e.repository, e.tag
+            ))?;
         }
     }
     Ok(())

@@ -34,8 +34,8 @@ pub fn install() {
 /// Prints `line` on stderr, above any bars being drawn.
 fn eprint_line(line: &str) {
     match BARS.get() {
-        Some(bars) => bars.suspend(|| eprintln!("{line}")),
-        None => eprintln!("{line}"),
+        Some(bars) => bars.suspend(|| crate::output::eprintln(line)),
+        None => crate::output::eprintln(line),
     }
 }
 

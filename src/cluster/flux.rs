@@ -81,6 +81,10 @@ pub struct Automation {
     pub name: String,
     /// The `GitRepository` Flux reads the cluster repository from.
     pub source: String,
+    /// Its namespace, when it is not the objects' own (Flux's bootstrap
+    /// keeps `flux-system` in `flux-system`); written as the
+    /// `sourceRef.namespace` only when it differs.
+    pub source_namespace: Option<String>,
     /// The branch it checks out and commits to.
     pub branch: String,
     /// Push to this branch instead (a pull-request flow), when given.
@@ -98,6 +102,7 @@ impl Default for Automation {
         Automation {
             name: "settings".into(),
             source: "flux-system".into(),
+            source_namespace: None,
             branch: "main".into(),
             push_branch: None,
             path: "./".into(),
@@ -309,6 +314,9 @@ pub fn generate(opts: &Options) -> Result<Vec<Document>> {
     if let Some(a) = &opts.automation {
         check_name("automation name", &a.name)?;
         check_name("git source", &a.source)?;
+        if let Some(ns) = &a.source_namespace {
+            check_name("git source namespace", ns)?;
+        }
         check_branch("--git-branch", &a.branch)?;
         if let Some(b) = &a.push_branch {
             check_branch("--git-push-branch", b)?;
@@ -516,6 +524,23 @@ mod tests {
         assert_eq!(generate(&o).unwrap_err().exit_code(), 2);
         o.interval = "1h30m".into();
         assert!(generate(&o).is_ok());
+        // Zero (the CRDs' pattern takes it) and anything under a second
+        // would have Flux list the tags back to back.
+        for zero in ["0s", "0m", "0h0m0s", "999ms", "0.5s"] {
+            o.interval = zero.into();
+            let err = generate(&o).unwrap_err();
+            assert_eq!(err.exit_code(), 2);
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "interval {zero:?} is shorter than 1s: Flux would list the registry's tags and run the automation back to back"
+                )
+            );
+        }
+        for fine in ["1s", "1000ms", "0.5m", "1h0m0s"] {
+            o.interval = fine.into();
+            assert!(generate(&o).is_ok(), "{fine}");
+        }
         o.namespace = "Flux_System".into();
         assert_eq!(generate(&o).unwrap_err().exit_code(), 2);
         let o = Options::new("ghcr.io/acme/settings", "/");

@@ -250,7 +250,8 @@ pub fn verify_with(client: &Client, r: &Reference, req: &Verification) -> Result
         mode: SourceMode::Commit,
         need_commit: true,
         revision: Some(&revision),
-        source_url: None,
+        // The image's own source URL is rebuilt with (`rebuild_metadata`).
+        source_url: &crate::history::SourceUrl::Origin,
         several: false,
     };
     let (_, prepared) = history::prepare(vec![(&req.path, Ok(Some(checkout)))], &reading)
@@ -400,7 +401,7 @@ fn read_provenance(
     if list.is_empty() {
         return Err(mismatch(
             shown,
-            "the image has no provenance referrer: nothing attests which folder of which commit it was built from (pushed with --no-provenance or by another tool); push it again with provenance",
+            "the image has no provenance referrer: nothing attests which folder of which commit it was built from (pushed with --no-provenance or by another tool, or changed after the push: an annotation or label added by hand makes a new digest that no provenance names); push it again with provenance",
             None,
         ));
     }

@@ -94,8 +94,9 @@ fn name(p: Provider) -> &'static str {
 
 /// The facts of a Google `external_account` credential configuration.
 fn gcp(file: &str) -> Result<(Exchange, Facts, String), String> {
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| format!("reading GOOGLE_APPLICATION_CREDENTIALS {file}: {e}"))?;
+    let text =
+        crate::named_file::read(std::path::Path::new(file), "GOOGLE_APPLICATION_CREDENTIALS")
+            .map_err(|e| e.to_string())?;
     let v: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| format!("GOOGLE_APPLICATION_CREDENTIALS {file} is not JSON: {e}"))?;
     if v.get("type").and_then(|t| t.as_str()) != Some("external_account") {

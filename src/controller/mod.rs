@@ -206,6 +206,26 @@ fn settings(args: &Args) -> Result<Settings> {
             .clone()
             .unwrap_or_else(|| std::env::temp_dir().join("settings-image-mirrors")),
     };
+    // A zero interval passes the duration grammar: every SettingsImage
+    // (spec.interval 0s) or every candidate would go round back to back.
+    if s.min_interval < Duration::from_secs(1) {
+        return Err(Error::input(
+            format!(
+                "--min-interval {:?} is shorter than 1s: a SettingsImage asking for less would be checked against git and the registry back to back",
+                args.min_interval
+            ),
+            Some("give --min-interval 1m (the default) or more".to_string()),
+        ));
+    }
+    if s.retry_period.is_zero() {
+        return Err(Error::input(
+            format!(
+                "--leader-elect-retry-period {:?} is zero: candidates would ask for the Lease back to back",
+                args.leader_elect_retry_period
+            ),
+            Some("e.g. 2s (the default)".to_string()),
+        ));
+    }
     if let Some(name) = &args.cluster_name
         && !crate::rollout::is_label(name)
     {
@@ -230,7 +250,7 @@ fn settings(args: &Args) -> Result<Settings> {
 /// ([`Error::LeaseLost`], exit 8).
 pub fn run(args: Args) -> Result<()> {
     if let Some(plural) = &args.print_crd {
-        print!("{}", crd::crd_yaml(plural)?);
+        crate::output::print(&crd::crd_yaml(plural)?)?;
         return Ok(());
     }
     let settings = settings(&args)?;
@@ -266,7 +286,8 @@ fn kube_error(doing: &str, e: impl std::fmt::Display) -> Error {
 async fn client_config(args: &Args) -> Result<kube::Config> {
     let opts = KubeConfigOptions::default();
     if let Some(path) = &args.kubeconfig {
-        let kc = Kubeconfig::read_from(path)
+        let text = crate::named_file::read(path, "--kubeconfig")?;
+        let kc = Kubeconfig::from_yaml(&text)
             .map_err(|e| kube_error(&format!("reading --kubeconfig {}", path.display()), e))?;
         return kube::Config::from_custom_kubeconfig(kc, &opts)
             .await

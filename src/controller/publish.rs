@@ -78,7 +78,7 @@ pub fn run(job: &Job, mirrors: &Mirrors, interrupt: &AtomicBool) -> Result<Publi
         source: SourceMode::Commit,
         timestamp_tag: Some(job.prefix.clone()),
         github: None,
-        source_url: None,
+        source_url: crate::history::SourceUrl::Origin,
         ci: job.ci.clone(),
         forward: Forward {
             branch_tag: job.branch_tag.clone(),

@@ -240,7 +240,7 @@ impl Image {
             mode,
             need_commit: false,
             revision,
-            source_url: None,
+            source_url: &history::SourceUrl::Origin,
             several: false,
         };
         let (_, prepared) = history::prepare(vec![(path, checkout)], &reading)

@@ -278,7 +278,10 @@ pub fn normalize_remote_url(url: &str) -> Option<String> {
             // The ssh or git-daemon port says nothing about the web URL.
             strip_port(host_port)
         } else {
-            host_port
+            // The scheme's own port is no port: `https://github.com:443/o/r`
+            // is `https://github.com/o/r` (and `http://...:80` becomes https).
+            let default = if scheme == "https" { ":443" } else { ":80" };
+            host_port.strip_suffix(default).unwrap_or(host_port)
         };
         (host_port.to_string(), path.to_string())
     } else {
@@ -299,10 +302,15 @@ pub fn normalize_remote_url(url: &str) -> Option<String> {
         return None;
     }
     let path = path.split(['?', '#']).next().unwrap_or("");
-    let path = path.trim_matches('/');
+    // Empty segments (`//`) name the same repository on every forge.
+    let path = path
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join("/");
     let path = path
         .strip_suffix(".git")
-        .unwrap_or(path)
+        .unwrap_or(&path)
         .trim_end_matches('/');
     if path.is_empty() {
         return None;
@@ -342,6 +350,15 @@ mod tests {
         assert_eq!(n("ssh://git@github.com:22/o/r.git"), want);
         assert_eq!(n("git://github.com/o/r.git"), want);
         assert_eq!(n("https://GitHub.com/o/r.git?x=1#y"), want);
+        // The scheme's own port, case, doubled slashes: the same repository.
+        assert_eq!(n("https://github.com:443/o/r.git"), want);
+        assert_eq!(n("http://github.com:80/o/r"), want);
+        assert_eq!(n("HTTPS://GITHUB.COM//o//r.git/"), want);
+        assert_eq!(n("ssh://git@GitHub.com:22//o/r.git"), want);
+        assert_eq!(
+            n("http://github.com:443/o/r"),
+            Some("https://github.com:443/o/r".to_string())
+        );
         assert_eq!(
             n("https://ghe.example.com:8443/team/r.git"),
             Some("https://ghe.example.com:8443/team/r".to_string())

@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::field::Field;
+use crate::field::{Field, Mention};
 use crate::image::{ANNOTATION_CREATED, ANNOTATION_REVISION, ANNOTATION_SOURCE, Metadata};
 use crate::source::{Source, worktree};
 use shallow::{resolve, settle};
@@ -231,13 +231,61 @@ pub struct Reading<'a> {
     /// The commit (a full id or a reference name) history starts from
     /// instead of HEAD.
     pub revision: Option<&'a str>,
-    /// The repository's URL as the CI names it, else the `origin`
-    /// remote's is used.
-    pub source_url: Option<&'a str>,
+    /// Where the image's source URL comes from.
+    pub source_url: &'a SourceUrl,
     /// A run of several folders (a list or glob, a mirror's selection),
     /// even of one: a history walk's error is each folder's, naming it. A
     /// single-folder run gets the walk's error as it is.
     pub several: bool,
+}
+
+/// Where an image's source URL (`org.opencontainers.image.source`, its
+/// annotation and label, and the provenance's repository) comes from. It
+/// is the one input of the digest a clone decides rather than the commit
+/// (docs/format.md, "What the digest depends on").
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum SourceUrl {
+    /// The clone's `origin` remote (a mirror's: its URL), normalized by
+    /// [`github::normalize_remote_url`]; none when it has none.
+    #[default]
+    Origin,
+    /// This URL (normalized), from a flag, an input or the CI's variables.
+    Given(String),
+    /// None: the image records no source URL.
+    Omitted,
+}
+
+impl SourceUrl {
+    /// `--source-url VALUE` (or the action's `source-url`): `none` leaves
+    /// the URL out; anything else must be a repository URL, normalized
+    /// (`git@github.com:Acme/shop.git` gives `https://github.com/Acme/shop`).
+    pub fn parse(value: &str) -> Result<SourceUrl> {
+        let value = value.trim();
+        if value == "none" {
+            return Ok(SourceUrl::Omitted);
+        }
+        github::normalize_remote_url(value)
+            .map(SourceUrl::Given)
+            .ok_or_else(|| {
+                Error::input_hinted(
+                    crate::text![
+                        Field::SourceUrl,
+                        format!(" {value:?} is not a repository URL")
+                    ],
+                    crate::text![
+                        "give the repository's URL (https://HOST/OWNER/REPO, or the ssh form git clones), or ",
+                        Mention::Set(Field::SourceUrl, "none".into()),
+                        " to record none"
+                    ],
+                )
+            })
+    }
+
+    /// [`SourceUrl::Given`] of `url` when the CI names one, else
+    /// [`SourceUrl::Origin`].
+    pub fn from_ci(url: Option<String>) -> SourceUrl {
+        url.map_or(SourceUrl::Origin, SourceUrl::Given)
+    }
 }
 
 /// Reads each folder for a build, and hands it back with its checkout
@@ -488,12 +536,15 @@ fn read(
         source_url,
         several: _,
     } = *reading;
-    let source_url = source_url.map(str::to_string);
     let Some(checkout) = checkout else {
         return read_outside_git(path, revision, need_commit);
     };
     let repo = checkout.repo();
-    let source_url = source_url.or_else(|| repo.remote_url());
+    let source_url = match source_url {
+        SourceUrl::Origin => repo.remote_url(),
+        SourceUrl::Given(url) => Some(url.clone()),
+        SourceUrl::Omitted => None,
+    };
     let resolve = |checkout: &Checkout, path: &Path, revision| match walk {
         Some(walk) => walk.and_then(|w| settle(checkout, path, revision, w)),
         None => resolve(checkout, path, revision),

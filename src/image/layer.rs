@@ -11,7 +11,7 @@ use tempfile::NamedTempFile;
 
 use super::gzip::GzipWriter;
 use crate::error::{Error, Result};
-use crate::source::{EntryKind, Source};
+use crate::source::{EntryKind, Source, lfs};
 
 /// The mtime of every entry: fixed, so the layer depends only on paths,
 /// modes and contents.
@@ -135,6 +135,27 @@ fn header(kind: tar::EntryType, mode: u32, size: u64) -> tar::Header {
     h
 }
 
+/// The refusal of a git LFS pointer at `path`: the image would mount the
+/// pointer's text, never the file (the commit holds only the pointer).
+fn lfs_pointer(source: &Source, path: &str, p: &lfs::Pointer) -> Error {
+    Error::Source {
+        path: source.root.join(path),
+        message: format!(
+            "is a git LFS pointer (oid {}, size {}): the commit holds only this pointer, so the image \
+             would mount its text, not the file",
+            p.oid, p.size
+        )
+        .into(),
+        hint: Some(crate::text![
+            "settings files are small: stop tracking the file with LFS (`git lfs untrack PATTERN`, \
+             `git add --renormalize .`, commit), or check the LFS files out (`git lfs pull`; \
+             actions/checkout `lfs: true`) and package the disk (",
+            crate::field::Mention::Set(crate::field::Field::Source, "worktree".into()),
+            ")"
+        ]),
+    }
+}
+
 /// Writes the tar stream of `source` to `out`. Returns the uncompressed digest and size.
 fn write_tar<W: Write>(
     source: &Source,
@@ -166,12 +187,23 @@ fn write_tar<W: Write>(
                 let mode = if executable { 0o755 } else { 0o644 };
                 let mut h = header(tar::EntryType::Regular, mode, size);
                 let reader = source.open(entry.path, content, size).map_err(fail)?;
-                let exact = Exact {
+                let mut exact = Exact {
                     inner: reader,
                     remaining: size,
                     progress,
                 };
-                tar.append_data(&mut h, entry.path, exact).map_err(fail)?;
+                if size < lfs::MAX_POINTER_BYTES {
+                    // Small enough to be a git LFS pointer: read whole, checked.
+                    let mut bytes = Vec::new();
+                    exact.read_to_end(&mut bytes).map_err(fail)?;
+                    if let Some(p) = lfs::pointer(&bytes) {
+                        return Err(lfs_pointer(source, entry.path, &p));
+                    }
+                    tar.append_data(&mut h, entry.path, bytes.as_slice())
+                        .map_err(fail)?;
+                } else {
+                    tar.append_data(&mut h, entry.path, exact).map_err(fail)?;
+                }
             }
             EntryKind::Symlink { target } => {
                 let mut h = header(tar::EntryType::Symlink, 0o777, 0);

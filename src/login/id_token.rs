@@ -88,9 +88,7 @@ impl IdTokenSource {
                 ));
             }
             IdTokenSource::File(path) => {
-                let text = std::fs::read_to_string(path).map_err(|e| {
-                    Error::io(format!("reading the ID token file {}", path.display()), e)
-                })?;
+                let text = crate::named_file::read(path, "the ID token file")?;
                 let jwt = text.trim().to_string();
                 ctx.secret(&jwt);
                 jwt

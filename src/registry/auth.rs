@@ -435,10 +435,8 @@ pub fn from_docker_config(path: Option<&Path>, host: &str) -> Result<Option<Cred
     let Some(path) = path else {
         return Ok(None);
     };
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
+    let Some(text) = crate::named_file::read_if_present(path, "the docker config")? else {
+        return Ok(None);
     };
     let config: Value = serde_json::from_str(&text)
         .map_err(|e| config_err(path, format!("not valid JSON: {e}")))?;

@@ -1,6 +1,7 @@
 //! The settings folder as a sorted list of entries, read either from the
 //! working tree on disk or (in the history module) from a git commit.
 
+pub mod lfs;
 pub mod worktree;
 
 use std::io::Read;
@@ -39,6 +40,44 @@ pub enum EntryKind<'a> {
         /// The link target, exactly as stored.
         target: &'a str,
     },
+}
+
+/// The deepest a folder may nest: a path holds at most this many
+/// components below the settings folder. Linux opens no path longer than
+/// `PATH_MAX` (4096 bytes with its NUL), and a path of 2049 components
+/// (one character each, `/` between) is already 4097 bytes: nothing in a
+/// pod could open a file deeper than this by its path, and a commit of a
+/// few kilobytes nesting 20,000 trees would otherwise be listed (paths of
+/// every level, about depth² bytes) before that was noticed. Both
+/// readers (the disk and a commit) walk without recursion and stop here.
+pub const MAX_DEPTH: usize = 2048;
+
+/// The error for `path` (relative to `root`, `depth` components) when it
+/// goes deeper than [`MAX_DEPTH`]; `commit` is the commit read, if any,
+/// for the message. The path is shown cut: it is thousands of bytes long.
+pub fn check_depth(
+    root: &std::path::Path,
+    path: &str,
+    depth: usize,
+    commit: Option<&dyn std::fmt::Display>,
+) -> Result<()> {
+    if depth <= MAX_DEPTH {
+        return Ok(());
+    }
+    let shown: String = path.chars().take(60).collect();
+    let in_commit = commit
+        .map(|c| format!(" in commit {c}"))
+        .unwrap_or_default();
+    Err(Error::Source {
+        path: root.to_path_buf(),
+        message: format!(
+            "holds a folder nested more than {MAX_DEPTH} levels deep{in_commit} ({shown}...): \
+             {MAX_DEPTH} levels is the most a settings image holds, as no deeper path fits Linux's \
+             PATH_MAX of 4096 bytes"
+        )
+        .into(),
+        hint: Some("flatten the folder: keep the settings files at most a few levels deep".into()),
+    })
 }
 
 /// Where a file's bytes are read from.

@@ -32,7 +32,7 @@ pub fn read(root: &Path) -> Result<Source> {
         });
     }
     let mut entries = Entries::new();
-    walk(root, root, "", &mut entries)?;
+    walk(root, &mut entries)?;
     entries.sort();
     check_symlink_chains(&entries).map_err(|(link, message)| Error::Source {
         path: root.join(&link),
@@ -59,9 +59,19 @@ pub fn read(root: &Path) -> Result<Source> {
     })
 }
 
-fn walk(root: &Path, dir: &Path, rel: &str, out: &mut Entries) -> Result<()> {
-    let rd = fs::read_dir(dir).map_err(|e| Error::io(format!("reading {}", dir.display()), e))?;
-    for item in rd {
+/// Lists `root` into `out`, depth first in `read_dir`'s order: a stack of
+/// the directories being read, not recursion, and at most
+/// [`super::MAX_DEPTH`] levels.
+fn walk(root: &Path, out: &mut Entries) -> Result<()> {
+    let open = |dir: &Path| {
+        fs::read_dir(dir).map_err(|e| Error::io(format!("reading {}", dir.display()), e))
+    };
+    let mut stack = vec![(root.to_path_buf(), String::new(), open(root)?)];
+    while let Some((dir, rel, rd)) = stack.last_mut() {
+        let Some(item) = rd.next() else {
+            stack.pop();
+            continue;
+        };
         let item = item.map_err(|e| Error::io(format!("reading {}", dir.display()), e))?;
         let full: PathBuf = item.path();
         let name = item.file_name();
@@ -80,12 +90,14 @@ fn walk(root: &Path, dir: &Path, rel: &str, out: &mut Entries) -> Result<()> {
         } else {
             format!("{rel}/{name}")
         };
+        super::check_depth(root, &path, stack.len(), None)?;
         let meta = fs::symlink_metadata(&full)
             .map_err(|e| Error::io(format!("reading {}", full.display()), e))?;
         let ft = meta.file_type();
         if ft.is_dir() {
             out.push_dir(&path)?;
-            walk(root, &full, &path, out)?;
+            let rd = open(&full)?;
+            stack.push((full, path, rd));
         } else if ft.is_file() {
             // Read again at root/path when packaged: no path kept per file.
             out.push_file(

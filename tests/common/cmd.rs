@@ -109,6 +109,8 @@ impl fmt::Debug for Run {
 pub struct TestCommand {
     cmd: Command,
     stdin: Option<Vec<u8>>,
+    /// Standard output is a pipe whose reader is already closed.
+    closed_stdout: bool,
     /// The empty docker config directory, kept while the command or a run
     /// of it lives.
     docker: Rc<TempDir>,
@@ -133,6 +135,7 @@ impl TestCommand {
         TestCommand {
             cmd,
             stdin: None,
+            closed_stdout: false,
             docker: Rc::new(docker),
         }
     }
@@ -215,6 +218,37 @@ impl TestCommand {
         self
     }
 
+    /// Caps the run's address space at `bytes` (`RLIMIT_AS`): a run that
+    /// would read without bound fails its allocation there (an abort)
+    /// instead of taking the machine's memory.
+    pub fn memory_limit(&mut self, bytes: u64) -> &mut TestCommand {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: setrlimit is async-signal-safe; nothing else runs
+        // between fork and exec.
+        unsafe {
+            self.cmd.pre_exec(move || {
+                let limit = libc::rlimit {
+                    rlim_cur: bytes,
+                    rlim_max: bytes,
+                };
+                if libc::setrlimit(libc::RLIMIT_AS, &limit) == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
+        self
+    }
+
+    /// Makes standard output a pipe whose reading end is closed before
+    /// the run starts (`... | true` where `true` is always first): every
+    /// write to it fails with `EPIPE`. The run's stdout reads empty.
+    pub fn closed_stdout(&mut self) -> &mut TestCommand {
+        self.closed_stdout = true;
+        self
+    }
+
     /// Gives `text` on stdin (none by default).
     pub fn stdin(&mut self, text: impl AsRef<[u8]>) -> &mut TestCommand {
         self.stdin = Some(text.as_ref().to_vec());
@@ -229,8 +263,14 @@ impl TestCommand {
             } else {
                 Stdio::null()
             })
-            .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        if self.closed_stdout {
+            let (reader, writer) = std::io::pipe().expect("a pipe");
+            drop(reader);
+            self.cmd.stdout(writer);
+        } else {
+            self.cmd.stdout(Stdio::piped());
+        }
         let mut child = self
             .cmd
             .spawn()

@@ -99,3 +99,47 @@ impl ScratchRepo {
         self.git_in(&self.dir, args)
     }
 }
+
+/// Commits on `main` of the repository at `dir` (after its current head,
+/// if any), with `git fast-import`, `FOLDER/app.yaml` and a file
+/// `FOLDER/a/a/.../a/deep.yaml` under `levels` nested folders `a`, at
+/// committer time `time`: a commit no checkout can write (git refuses trees
+/// deeper than its `core.maxTreeDepth`), a few kilobytes of pack however
+/// deep. Returns the commit's id. The index and work tree are left as they
+/// were.
+pub fn commit_nested(home: &Path, dir: &Path, folder: &str, levels: usize, time: i64) -> String {
+    use std::io::Write;
+    let parent = git_cmd(home, dir)
+        .args(["rev-parse", "--verify", "-q", "refs/heads/main"])
+        .output()
+        .expect("git rev-parse");
+    let from = if parent.status.success() {
+        format!("from {}\n", String::from_utf8_lossy(&parent.stdout).trim())
+    } else {
+        String::new()
+    };
+    let deep = format!("{folder}/{}deep.yaml", "a/".repeat(levels));
+    let stream = format!(
+        "commit refs/heads/main\ncommitter C O Mitter <committer@example.com> {time} +0000\n\
+         data 6\nnested\n{from}\
+         M 100644 inline {folder}/app.yaml\ndata 12\nreplicas: 2\n\n\
+         M 100644 inline {deep}\ndata 8\ndeep: 1\n\n"
+    );
+    let mut child = git_cmd(home, dir)
+        .args(["fast-import", "--quiet"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("git fast-import");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stream.as_bytes())
+        .expect("fast-import input");
+    assert!(child.wait().expect("git fast-import").success());
+    run(
+        &mut git_cmd(home, dir),
+        &["rev-parse", "refs/heads/main"],
+        None,
+    )
+}

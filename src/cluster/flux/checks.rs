@@ -100,36 +100,56 @@ pub(super) fn check_name(what: &str, name: &str) -> Result<()> {
     }
 }
 
-/// Checks a Go duration as Flux's CRDs accept it (`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`).
+/// The shortest interval the generated objects get: below a second Flux
+/// lists the registry's tags and runs the automation back to back (`0s`
+/// passes the CRDs' pattern).
+pub(super) const MIN_INTERVAL_SECONDS: f64 = 1.0;
+
+/// Checks a Go duration as Flux's CRDs accept it (`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`),
+/// at least [`MIN_INTERVAL_SECONDS`].
 pub(super) fn check_interval(s: &str) -> Result<String> {
     let mut rest = s;
     let mut ok = !s.is_empty();
+    let mut seconds = 0f64;
     while ok && !rest.is_empty() {
-        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
+        let mut len = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if len == 0 {
             ok = false;
             break;
         }
-        rest = &rest[digits..];
-        if let Some(r) = rest.strip_prefix('.') {
-            let d = r.bytes().take_while(u8::is_ascii_digit).count();
+        if rest[len..].starts_with('.') {
+            let d = rest[len + 1..]
+                .bytes()
+                .take_while(u8::is_ascii_digit)
+                .count();
             ok = d > 0;
-            rest = &r[d..];
+            len += 1 + d;
         }
-        let unit = ["ms", "s", "m", "h"]
+        let (number, after) = rest.split_at(len);
+        let unit = [("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)]
             .into_iter()
-            .find(|u| rest.starts_with(u));
+            .find(|(u, _)| after.starts_with(u));
         match unit {
-            Some(u) => rest = &rest[u.len()..],
+            Some((u, scale)) => {
+                rest = &after[u.len()..];
+                seconds += number.parse::<f64>().unwrap_or(0.0) * scale;
+            }
             None => ok = false,
         }
     }
-    if ok {
-        Ok(s.to_string())
-    } else {
-        Err(Error::input(
+    if !ok {
+        return Err(Error::input(
             format!("interval {s:?} is not a duration"),
             Some("give a Go duration such as 1m, 5m or 1h30m".into()),
-        ))
+        ));
     }
+    if seconds < MIN_INTERVAL_SECONDS {
+        return Err(Error::input(
+            format!(
+                "interval {s:?} is shorter than 1s: Flux would list the registry's tags and run the automation back to back"
+            ),
+            Some("give an interval such as 1m or 5m (the default)".into()),
+        ));
+    }
+    Ok(s.to_string())
 }

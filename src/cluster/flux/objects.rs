@@ -78,6 +78,8 @@ pub(super) struct AutomationSpec {
 struct SourceRef {
     kind: &'static str,
     name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    namespace: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -202,6 +204,10 @@ pub(super) fn image_update_automation(
             source_ref: SourceRef {
                 kind: "GitRepository",
                 name: a.source.clone(),
+                namespace: a
+                    .source_namespace
+                    .clone()
+                    .filter(|ns| ns.as_str() != namespace),
             },
             git: Git {
                 checkout: Checkout {

@@ -77,11 +77,14 @@ pub struct Ctx {
     state: Mutex<HashMap<String, ObjectState>>,
 }
 
-/// Per object: failures in a row, and when its revision was last checked.
-#[derive(Debug, Default, Clone, Copy)]
+/// Per object: failures in a row, when its revision was last checked,
+/// and its status writes that failed in a row with the last error logged.
+#[derive(Debug, Default, Clone)]
 struct ObjectState {
     failures: u32,
     checked: Option<Instant>,
+    status_failures: u32,
+    status_error: Option<String>,
 }
 
 impl Ctx {
@@ -119,7 +122,7 @@ impl Ctx {
         self.state
             .lock()
             .ok()
-            .and_then(|m| m.get(key).copied())
+            .and_then(|m| m.get(key).cloned())
             .unwrap_or_default()
     }
 
@@ -130,14 +133,21 @@ impl Ctx {
     }
 }
 
-/// A failure to write the status (the API server is unreachable); the
-/// controller retries.
+/// A failure to write the status (the API server is unreachable, or
+/// refuses: no RoleBinding); the controller retries with backoff.
 #[derive(Debug, thiserror::Error)]
 #[error("writing the status of SettingsImage {object}: {source}")]
 pub struct StatusError {
     object: String,
     #[source]
     source: kube::Error,
+}
+
+impl StatusError {
+    /// Whether the API server refused the write (403: no RoleBinding).
+    fn forbidden(&self) -> bool {
+        matches!(&self.source, kube::Error::Api(e) if e.code == 403)
+    }
 }
 
 /// Reconciles one SettingsImage: observe, decide, write.
@@ -173,15 +183,74 @@ pub async fn reconcile(si: Arc<SettingsImage>, ctx: Arc<Ctx>) -> Result<Action, 
     write::apply(&si, &ctx, &key, decision, started).await
 }
 
-/// After a failed reconcile whose status could not be written.
+/// The first retry after a status write failed; it doubles up to
+/// [`STATUS_RETRY_MAX`].
+const STATUS_RETRY_FIRST: Duration = Duration::from_secs(5);
+/// The longest wait between status writes that fail.
+const STATUS_RETRY_MAX: Duration = Duration::from_secs(300);
+
+/// The wait after the `failures`-th status write in a row failed: 5 s,
+/// doubling, at most 5 min.
+fn status_retry(failures: u32) -> Duration {
+    let exp = failures.saturating_sub(1).min(16);
+    (STATUS_RETRY_FIRST * 2u32.pow(exp)).min(STATUS_RETRY_MAX)
+}
+
+/// After a failed reconcile whose status could not be written (the API
+/// server unreachable, or no RoleBinding in the object's namespace): a
+/// retry with backoff, 5 s doubling to 5 min, and an error line only when
+/// the error is new for the object (the repeats are debug lines), so a
+/// namespace the controller may not write in is said once, not every 5 s
+/// for ever. A status written resets both ([`write::apply`]).
 pub fn error_policy(si: Arc<SettingsImage>, err: &StatusError, ctx: Arc<Ctx>) -> Action {
     ctx.metrics.reconciled("failed", 0.0);
-    logs::object(
-        Level::Error,
-        &si.namespace().unwrap_or_default(),
-        &si.name_any(),
-        &err.to_string(),
-        &[],
-    );
-    Action::requeue(Duration::from_secs(5))
+    let (ns, name) = (si.namespace().unwrap_or_default(), si.name_any());
+    let key = format!("{ns}/{name}");
+    let message = err.to_string();
+    let (mut failures, mut new) = (0, false);
+    ctx.remember(&key, |m| {
+        m.status_failures = m.status_failures.saturating_add(1);
+        failures = m.status_failures;
+        new = m.status_error.as_deref() != Some(message.as_str());
+        m.status_error = Some(message.clone());
+    });
+    let wait = status_retry(failures);
+    let mut fields = vec![
+        ("failures", serde_json::Value::from(failures)),
+        ("retryInSeconds", serde_json::Value::from(wait.as_secs())),
+    ];
+    if new {
+        if err.forbidden() {
+            fields.push((
+                "hint",
+                serde_json::Value::from(format!(
+                    "the controller may not write here: bind the ClusterRole settings-image-controller \
+                     in namespace {ns} with a RoleBinding (docs/controller.md)"
+                )),
+            ));
+        }
+        fields.push((
+            "retry",
+            serde_json::Value::from(
+                "with backoff, 5s doubling to 5m; logged again when the error changes (debug lines until then)",
+            ),
+        ));
+    }
+    let level = if new { Level::Error } else { Level::Debug };
+    logs::object(level, &ns, &name, &message, &fields);
+    Action::requeue(wait)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A status write that keeps failing is retried at 5 s, 10 s, 20 s, ...
+    /// and never less often than every 5 minutes.
+    #[test]
+    fn failed_status_writes_back_off_to_five_minutes() {
+        let waits: Vec<u64> = (1..=8).map(|n| status_retry(n).as_secs()).collect();
+        assert_eq!(waits, [5, 10, 20, 40, 80, 160, 300, 300]);
+        assert_eq!(status_retry(u32::MAX).as_secs(), 300);
+    }
 }

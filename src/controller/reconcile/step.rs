@@ -125,6 +125,7 @@ pub fn classify(e: &Error) -> (&'static str, bool) {
         | Error::Layout { .. }
         | Error::GitHub { .. }
         | Error::Mismatch { .. }
+        | Error::OutputClosed
         // Never the error of a publish (the process exits on it).
         | Error::LeaseLost { .. } => ("PublishFailed", false),
     }

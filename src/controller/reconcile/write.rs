@@ -50,6 +50,11 @@ pub async fn apply(
                 source,
             })?;
         written(ctx, si, w).await;
+        // Written: a later failure is new again, and retried from 5 s.
+        ctx.remember(key, |m| {
+            m.status_failures = 0;
+            m.status_error = None;
+        });
     }
     for e in d.events {
         match e {

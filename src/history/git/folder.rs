@@ -49,7 +49,7 @@ impl Repo {
             });
         }
         let mut entries = Entries::new();
-        self.walk_tree(&repo, tree_id, "", shown, &mut entries)?;
+        self.walk_tree(&repo, tree_id, &id, shown, &mut entries)?;
         entries.sort();
         check_symlink_chains(&entries).map_err(|(link, message)| Error::Source {
             path: shown.join(&link),
@@ -123,26 +123,52 @@ impl Repo {
         Ok(target)
     }
 
-    fn walk_tree(
+    /// The entries of tree `tree_id`, owned (name bytes, kind, id), in
+    /// the tree's order.
+    fn tree_entries(
         &self,
         repo: &gix::Repository,
         tree_id: ObjectId,
-        rel: &str,
-        shown: &Path,
-        out: &mut Entries,
-    ) -> Result<()> {
+    ) -> Result<std::vec::IntoIter<(Vec<u8>, GitKind, ObjectId)>> {
         let tree = repo
             .find_tree(tree_id)
             .map_err(|e| self.err(&format!("cannot read tree {tree_id}"), e))?;
         let decoded = tree
             .decode()
             .map_err(|e| self.err(&format!("cannot decode tree {tree_id}"), e))?;
-        for e in &decoded.entries {
-            let Ok(name) = std::str::from_utf8(e.filename) else {
+        Ok(decoded
+            .entries
+            .iter()
+            .map(|e| (e.filename.to_vec(), e.mode.kind(), e.oid.to_owned()))
+            .collect::<Vec<_>>()
+            .into_iter())
+    }
+
+    /// Lists the folder's tree `tree_id` into `out`, depth first in the
+    /// trees' order (the first bad entry is always the same one). A stack
+    /// of the trees being read, not recursion: a commit can nest trees far
+    /// deeper than a thread's stack holds frames, so the depth is bounded
+    /// by [`crate::source::MAX_DEPTH`] with an error naming it instead.
+    fn walk_tree(
+        &self,
+        repo: &gix::Repository,
+        tree_id: ObjectId,
+        commit: &ObjectId,
+        shown: &Path,
+        out: &mut Entries,
+    ) -> Result<()> {
+        // Each level: its path (relative to the folder) and the entries left.
+        let mut stack = vec![(String::new(), self.tree_entries(repo, tree_id)?)];
+        while let Some((rel, pending)) = stack.last_mut() {
+            let Some((name, kind, oid)) = pending.next() else {
+                stack.pop();
+                continue;
+            };
+            let Ok(name) = std::str::from_utf8(&name) else {
                 return Err(Error::Source {
                     path: shown
-                        .join(rel)
-                        .join(String::from_utf8_lossy(e.filename).as_ref()),
+                        .join(rel.as_str())
+                        .join(String::from_utf8_lossy(&name).as_ref()),
                     message: "the name is not valid UTF-8".into(),
                     hint: Some(
                         "rename the file; image layers and Kubernetes need UTF-8 paths".into(),
@@ -154,11 +180,13 @@ impl Repo {
             } else {
                 format!("{rel}/{name}")
             };
-            let oid = e.oid.to_owned();
-            match e.mode.kind() {
+            // The entry's depth: one component per open tree.
+            crate::source::check_depth(shown, &path, stack.len(), Some(commit))?;
+            match kind {
                 GitKind::Tree => {
                     out.push_dir(&path)?;
-                    self.walk_tree(repo, oid, &path, shown, out)?;
+                    let entries = self.tree_entries(repo, oid)?;
+                    stack.push((path, entries));
                 }
                 kind @ (GitKind::Blob | GitKind::BlobExecutable) => {
                     let header = repo.find_header(oid).map_err(|err| {
