@@ -41,25 +41,20 @@ impl Service {
 
 /// The service `name` of this test run: `bash SCRIPT up DIR ARGS...`
 /// (SCRIPT relative to the repository) by the first process that asks.
+/// Without nextest, this process's own ([`private`]).
 pub fn shared(name: &str, script: &str, args: &[&str]) -> Service {
-    let (dir, owner) = match std::env::var("NEXTEST_RUN_ID") {
-        // Short: the kubelet's sockets live under the state folder.
-        Ok(run) if !run.is_empty() => (
-            std::env::temp_dir().join(format!(
-                "si-{name}-{}",
-                run.chars()
-                    .filter(char::is_ascii_hexdigit)
-                    .take(12)
-                    .collect::<String>()
-            )),
-            // nextest spawns every test process itself.
-            std::os::unix::process::parent_id(),
-        ),
-        _ => (
-            std::env::temp_dir().join(format!("si-{name}-p{}", std::process::id())),
-            std::process::id(),
-        ),
+    let run = match std::env::var("NEXTEST_RUN_ID") {
+        Ok(run) if !run.is_empty() => run,
+        _ => return private(name, script, args),
     };
+    // Short: the kubelet's sockets live under the state folder.
+    let dir = std::env::temp_dir().join(format!(
+        "si-{name}-{}",
+        run.chars()
+            .filter(char::is_ascii_hexdigit)
+            .take(12)
+            .collect::<String>()
+    ));
     fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
     let lock = fs::File::create(dir.join("lock")).expect("creating the lock file");
     lock.lock().expect("locking the shared service");
@@ -68,7 +63,9 @@ pub fn shared(name: &str, script: &str, args: &[&str]) -> Service {
     let printed = match fs::read_to_string(&saved) {
         Ok(text) => text,
         Err(_) => {
-            let text = up(script, &state, args, owner);
+            // nextest spawns every test process itself: the service lives
+            // as long as it does.
+            let text = up(script, &state, args, std::os::unix::process::parent_id());
             fs::write(&saved, &text).expect("writing up.env");
             text
         }
@@ -80,8 +77,14 @@ pub fn shared(name: &str, script: &str, args: &[&str]) -> Service {
 /// stopped once the process exits.
 pub fn private(name: &str, script: &str, args: &[&str]) -> Service {
     static N: AtomicU32 = AtomicU32::new(0);
+    // The clock too: a folder of an earlier process with the same PID is
+    // never taken for this one's.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
     let dir = std::env::temp_dir().join(format!(
-        "si-{name}-p{}-{}",
+        "si-{name}-p{}-{}-{nanos:x}",
         std::process::id(),
         N.fetch_add(1, Ordering::Relaxed)
     ));
