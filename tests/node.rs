@@ -392,11 +392,12 @@ fn a_registry_that_needs_a_login_mounts_only_with_the_pods_pull_secret() {
 }
 
 /// docs/format.md ("Why `amd64`") and the troubleshooting entry on
-/// platforms: the plain manifest `push` writes mounts on this node whatever
-/// its config says; the same manifest inside an OCI index mounts only while
-/// the index lists it for the node's platform: an index that names only
-/// another platform fails the pull with containerd's "no match for
-/// platform".
+/// platforms: a plain manifest mounts on this node whatever architecture
+/// its config names (the one `push` wrote, and the same layer under a
+/// config naming the other architecture); the manifest inside an OCI index
+/// mounts only while the index lists it for the node's platform: an index
+/// that names only another platform fails the pull with containerd's "no
+/// match for platform".
 #[test]
 fn an_index_must_list_the_nodes_platform_a_plain_manifest_need_not() {
     let p = Place::new("platform", Auth::None);
@@ -467,6 +468,88 @@ fn an_index_must_list_the_nodes_platform_a_plain_manifest_need_not() {
     p.pod("plain", &reference, "", None);
     assert_eq!(p.running("plain"), "Running");
     assert_eq!(p.flux.printed(&p.ns, "plain"), "platform: any\n");
+    // The same layer under a config that names the other architecture, in
+    // a plain manifest: the node mounts it all the same.
+    let mut image: serde_json::Value = serde_json::from_slice(&manifest).expect("the manifest");
+    let config_digest = image["config"]["digest"]
+        .as_str()
+        .expect("config digest")
+        .to_string();
+    let blobs = format!("{}/v2/{path}/blobs", p.registry.base());
+    let config = run_ok(
+        p.registry
+            .curl()
+            .args(["-fsS", &format!("{blobs}/{config_digest}")]),
+    )
+    .stdout;
+    let mut config: serde_json::Value = serde_json::from_slice(&config).expect("the config");
+    assert_eq!(config["architecture"], "amd64", "{config}");
+    config["architecture"] = other.into();
+    let config = config.to_string();
+    let config_digest = format!("sha256:{}", hex::encode(Sha256::digest(config.as_bytes())));
+    let upload = run_ok(p.registry.curl().args([
+        "-fsS",
+        "-X",
+        "POST",
+        "-o",
+        "/dev/null",
+        "-D",
+        "-",
+        &format!("{blobs}/uploads/"),
+    ]))
+    .stdout;
+    let location = String::from_utf8_lossy(&upload)
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("Location: ")
+                .or_else(|| l.strip_prefix("location: "))
+        })
+        .expect("the upload's Location")
+        .trim()
+        .to_string();
+    let location = if location.starts_with('/') {
+        format!("{}{location}", p.registry.base())
+    } else {
+        location
+    };
+    let sep = if location.contains('?') { '&' } else { '?' };
+    run_ok(p.registry.curl().args([
+        "-fsS",
+        "-X",
+        "PUT",
+        "-H",
+        "Content-Type: application/octet-stream",
+        "--data-binary",
+        &config,
+        &format!("{location}{sep}digest={config_digest}"),
+    ]));
+    image["config"]["digest"] = config_digest.into();
+    image["config"]["size"] = config.len().into();
+    let other_manifest = image.to_string();
+    let tmp = TempDir::new();
+    let file = tmp.join("manifest.json");
+    std::fs::write(&file, &other_manifest).expect("manifest.json");
+    run_ok(p.registry.curl().args([
+        "-fsS",
+        "-X",
+        "PUT",
+        "-H",
+        "Content-Type: application/vnd.oci.image.manifest.v1+json",
+        "--data-binary",
+        &format!("@{}", file.display()),
+        &format!("{}/v2/{path}/manifests/plain-{other}", p.registry.base()),
+    ]));
+    p.pod(
+        "plain-other",
+        &format!(
+            "{name}:plain-{other}@sha256:{}",
+            hex::encode(Sha256::digest(other_manifest.as_bytes()))
+        ),
+        "",
+        None,
+    );
+    assert_eq!(p.running("plain-other"), "Running");
+    assert_eq!(p.flux.printed(&p.ns, "plain-other"), "platform: any\n");
     p.pod("index-node", &index_of(&node_arch), "", None);
     assert_eq!(p.running("index-node"), "Running");
     assert_eq!(p.flux.printed(&p.ns, "index-node"), "platform: any\n");
