@@ -38,10 +38,16 @@ struct Place {
 
 impl Place {
     fn new(name: &str, auth: Auth) -> Place {
+        let p = Place::untrusted(name, auth);
+        p.flux.trust_registry(&p.registry);
+        p
+    }
+
+    /// A place whose registry the node does not know yet.
+    fn untrusted(name: &str, auth: Auth) -> Place {
         let flux = flux_cluster();
         let ns = flux.namespace(name);
         let registry = Registry::start_tls(auth);
-        flux.trust_registry(&registry);
         Place { flux, ns, registry }
     }
 
@@ -283,9 +289,10 @@ fn the_mount_holds_what_git_archive_holds() {
     );
 }
 
-/// docs/troubleshooting: a reference whose digest the registry does not
-/// have: the pod never runs, and its status and Events say the image was
-/// not found, naming the digest.
+/// docs/kubernetes.md, troubleshooting: a reference whose digest the
+/// registry does not have: the pod never runs, and its status and Events
+/// say the image was not found, naming the digest. A tag the registry does
+/// not have with a digest it has mounts.
 #[test]
 fn a_digest_that_does_not_exist_is_what_the_pod_says() {
     let p = Place::new("missing", Auth::None);
@@ -327,9 +334,20 @@ fn a_digest_that_does_not_exist_is_what_the_pod_says() {
             .is_some_and(|m| m.contains(&missing)),
         "{waiting}"
     );
+    // The other way round: a tag the registry does not have, with the
+    // right digest, mounts: the node pulls by digest alone.
+    let name = name_tag.rsplit_once(':').expect("NAME:TAG").0;
+    p.pod(
+        "wrong-tag",
+        &format!("{name}:no-such-tag@{digest}"),
+        "",
+        None,
+    );
+    assert_eq!(p.running("wrong-tag"), "Running");
+    assert_eq!(p.flux.printed(&p.ns, "wrong-tag"), "a: 1\n");
 }
 
-/// docs/troubleshooting, "a private registry": an image on a registry
+/// docs/kubernetes.md, a private ghcr.io package: an image on a registry
 /// that needs a login. Without the pod's `imagePullSecrets` the kubelet's
 /// pull is refused (the Event says why) and the pod never runs; with a
 /// `kubernetes.io/dockerconfigjson` Secret it mounts, and the registry saw
@@ -391,8 +409,8 @@ fn a_registry_that_needs_a_login_mounts_only_with_the_pods_pull_secret() {
     assert_eq!(pod["status"]["phase"], "Pending", "{:#}", pod["status"]);
 }
 
-/// docs/format.md ("Why `amd64`") and the troubleshooting entry on
-/// platforms: a plain manifest mounts on this node whatever architecture
+/// docs/format.md ("Why `amd64`") and docs/kubernetes.md's troubleshooting
+/// entry on platforms: a plain manifest mounts on this node whatever architecture
 /// its config names (the one `push` wrote, and the same layer under a
 /// config naming the other architecture); the manifest inside an OCI index
 /// mounts only while the index lists it for the node's platform: an index
@@ -564,4 +582,32 @@ fn an_index_must_list_the_nodes_platform_a_plain_manifest_need_not() {
     assert!(message.contains("no match for platform"), "{message}");
     let pod = p.flux.get(&p.ns, "pod/index-other");
     assert_eq!(pod["status"]["phase"], "Pending", "{:#}", pod["status"]);
+}
+
+/// docs/kubernetes.md, troubleshooting, a private CA: a registry whose certificate
+/// a CA the node does not know signed is refused with the x509 error in
+/// the pod's Events; once the node's containerd is given the CA (a
+/// hosts.toml), the kubelet's next pull of the same pod mounts.
+#[test]
+fn a_registry_of_a_ca_the_node_does_not_know_is_refused_until_it_does() {
+    let p = Place::untrusted("ca", Auth::None);
+    let repo = ScratchRepo::new();
+    write_file(&repo.dir, "configs/shop/app.yaml", b"ca: private\n", 0o644);
+    repo.git(&["add", "-A"]);
+    common::git::git_at(&repo.dir, &["commit", "-q", "-m", "settings"], T);
+    let reference = p.push(&repo, "configs/shop", "settings-shop", None);
+    p.pod("shop", &reference, "", None);
+    let (_, reason, message) =
+        p.flux
+            .wait_event(&p.ns, "shop", "saying the certificate is unknown", |e| {
+                e.1 == "Failed" && e.2.contains("x509")
+            });
+    assert_eq!(reason, "Failed");
+    assert!(
+        message.contains("certificate signed by unknown authority"),
+        "{message}"
+    );
+    p.flux.trust_registry(&p.registry);
+    assert_eq!(p.running("shop"), "Running");
+    assert_eq!(p.flux.printed(&p.ns, "shop"), "ca: private\n");
 }
