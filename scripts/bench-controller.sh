@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The controller's speed and memory against real things: the kube-apiserver
-# of shared/kube (start.sh), Flux's GitRepository CRD, a loopback CNCF
+# of scripts/kube.sh (v1.36.3, etcd), Flux's GitRepository CRD, a loopback CNCF
 # distribution registry and a smart-HTTP git server (git http-backend behind
 # tests/support_git/serve.py).
 #
@@ -25,14 +25,9 @@ rounds="${1:-20}"
 # after another, for the memory figures (default 5).
 revisions="${REVISIONS:-5}"
 
-for t in docker-registry git python3 kubectl etcd curl; do
+for t in docker-registry git python3 etcd curl; do
   command -v "$t" >/dev/null || { echo "bench-controller: $t is missing: run scripts/deps.sh" >&2; exit 1; }
 done
-kube_dir="${SETTINGS_IMAGE_KUBE_DIR:-}"
-for d in "$kube_dir" ../shared/kube /work/shared/kube; do
-  [ -n "$d" ] && [ -f "$d/start.sh" ] && { kube_dir="$d"; break; }
-done
-[ -f "$kube_dir/start.sh" ] || { echo "bench-controller: shared/kube/start.sh not found (set SETTINGS_IMAGE_KUBE_DIR)" >&2; exit 1; }
 # SETTINGS_IMAGE_BIN: a release binary built elsewhere (else one is built).
 if [ -n "${SETTINGS_IMAGE_BIN:-}" ]; then
   bin="$SETTINGS_IMAGE_BIN"
@@ -43,19 +38,20 @@ fi
 
 work="$(mktemp -d)"
 pids=()
-kube_state=""
+kube_up=""
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-  [ -n "$kube_state" ] && bash "$kube_dir/stop.sh" "$kube_state" >/dev/null 2>&1 || true
+  [ -n "$kube_up" ] && bash scripts/kube.sh down "$work/kube" >/dev/null 2>&1 || true
   rm -rf "$work"
 }
 trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # --- the API server, Flux's GitRepository CRD, ours
-eval "$(KUBE_STATE_DIR="$work/kube" KUBECONFIG_OUT="$work/kubeconfig" bash "$kube_dir/start.sh")"
-kube_state="$KUBE_STATE_DIR"
-export KUBECONFIG="$work/kubeconfig"
+kube_up=1
+eval "$(bash scripts/kube.sh up "$work/kube")"
+export KUBECONFIG="$KUBECONFIG_OUT"
+kubectl() { "$KUBECTL" "$@"; }
 kubectl apply --server-side -f tests/fixtures/flux-crds/source.toolkit.fluxcd.io_gitrepositories.yaml >/dev/null
 kubectl apply --server-side -f config/crd/settings-image.configbutler.io_settingsimages.yaml >/dev/null
 kubectl wait --for=condition=Established --timeout=60s crd/gitrepositories.source.toolkit.fluxcd.io crd/settingsimages.settings-image.configbutler.io >/dev/null

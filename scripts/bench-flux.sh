@@ -29,7 +29,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-5}"
-for t in docker-registry git python3 kubectl curl jq openssl ip; do
+for t in docker-registry git python3 curl jq openssl ip; do
   command -v "$t" >/dev/null || { echo "bench-flux: $t is missing: run scripts/deps.sh" >&2; exit 1; }
 done
 if [ -n "${SETTINGS_IMAGE_BIN:-}" ]; then
@@ -55,6 +55,7 @@ ms() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%d", (b-a)*1000}'; }
 flux_cache=$(bash scripts/flux.sh build)
 eval "$(bash scripts/flux.sh up "$work/flux")"
 export KUBECONFIG
+kubectl() { "$KUBECTL" "$@"; }
 certs="$KUBE_STATE_DIR/certs"
 api() { curl -fsS --cacert "$certs/ca.crt" --cert "$certs/admin.crt" --key "$certs/admin.key" "$APISERVER_URL$1"; }
 kubectl apply --server-side -f config/crd/settings-image.configbutler.io_settingsimages.yaml >/dev/null

@@ -8,7 +8,7 @@
 #   push        `settings-image push --source commit` in the checkout, to a
 #               loopback CNCF distribution registry;
 #   controller  `settings-image controller` (the kube-apiserver of
-#               shared/kube, Flux's GitRepository CRD written as
+#               scripts/kube.sh, Flux's GitRepository CRD written as
 #               source-controller writes it) publishing the commit: the git
 #               fetch from a smart-HTTP server (git http-backend behind
 #               tests/support_git/serve.py) into a fresh mirror cache, the
@@ -28,23 +28,18 @@
 #   BEFORE_BIN=PATH          an older build: `push` measured with it too
 #                            (the controller of an older build needs the
 #                            same flags; it is not run)
-# Needs: docker-registry git python3 kubectl etcd curl, GNU time.
+# Needs: docker-registry git python3 etcd curl, GNU time (and what scripts/kube.sh needs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo_root=$PWD
 sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(64M 512M 2G)
 
-for t in docker-registry git python3 kubectl etcd curl; do
+for t in docker-registry git python3 etcd curl; do
   command -v "$t" >/dev/null || { echo "bench-large-files: $t is missing: run scripts/deps.sh" >&2; exit 1; }
 done
 gnu_time=/usr/bin/time
 "$gnu_time" -v true 2>&1 | grep -q "Maximum resident set size" || { echo "bench-large-files: GNU time (/usr/bin/time) is missing: run scripts/deps.sh" >&2; exit 1; }
-kube_dir="${SETTINGS_IMAGE_KUBE_DIR:-}"
-for d in "$kube_dir" ../shared/kube /work/shared/kube; do
-  [ -n "$d" ] && [ -f "$d/start.sh" ] && { kube_dir="$d"; break; }
-done
-[ -f "$kube_dir/start.sh" ] || { echo "bench-large-files: shared/kube/start.sh not found (set SETTINGS_IMAGE_KUBE_DIR)" >&2; exit 1; }
 if [ -n "${SETTINGS_IMAGE_BIN:-}" ]; then
   bin="$SETTINGS_IMAGE_BIN"
 else
@@ -55,10 +50,10 @@ before="${BEFORE_BIN:-}"
 
 work="$(mktemp -d)"
 pids=()
-kube_state=""
+kube_up=""
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-  [ -n "$kube_state" ] && bash "$kube_dir/stop.sh" "$kube_state" >/dev/null 2>&1 || true
+  [ -n "$kube_up" ] && bash scripts/kube.sh down "$work/kube" >/dev/null 2>&1 || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -67,9 +62,10 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 peak_mib() { awk -F: '/Maximum resident set size/ { printf "%.1f", $2 / 1024 }' "$1"; }
 
 # --- the API server, Flux's GitRepository CRD, ours
-eval "$(KUBE_STATE_DIR="$work/kube" KUBECONFIG_OUT="$work/kubeconfig" bash "$kube_dir/start.sh")"
-kube_state="$KUBE_STATE_DIR"
-export KUBECONFIG="$work/kubeconfig"
+kube_up=1
+eval "$(bash scripts/kube.sh up "$work/kube")"
+export KUBECONFIG="$KUBECONFIG_OUT"
+kubectl() { "$KUBECTL" "$@"; }
 kubectl apply --server-side -f tests/fixtures/flux-crds/source.toolkit.fluxcd.io_gitrepositories.yaml >/dev/null
 kubectl apply --server-side -f config/crd/settings-image.configbutler.io_settingsimages.yaml >/dev/null
 kubectl wait --for=condition=Established --timeout=60s crd/gitrepositories.source.toolkit.fluxcd.io crd/settingsimages.settings-image.configbutler.io >/dev/null

@@ -18,8 +18,10 @@ packages=(
   gzip tar coreutils python3
   python3-jsonschema # draft-04 validator for the OCI schema tests
   time           # /usr/bin/time -v for peak RSS in scripts/bench-build.sh
-  etcd-server    # etcd for the real kube-apiserver (../shared/kube/start.sh)
-  xz-utils       # start.sh unpacks kube-apiserver.xz
+  etcd-server    # etcd for the kube-apiserver of scripts/kube.sh
+  containernetworking-plugins # the node's pod network (bridge, host-local, loopback)
+  libseccomp-dev # runc's seccomp (tests/go/runc builds it with cgo)
+  gcc libc6-dev  # runc's cgo, and the node's pause image (pause.c, gcc -static)
   curl           # raw registry requests in the tests
   procps         # kill
   jq             # scripts/dist.sh reads Cargo.toml's version with it
@@ -31,17 +33,18 @@ packages=(
 )
 
 # Every command the tests run, each checked on PATH at the end (after the
-# node and kubectl steps below). tests/newcomer.rs reads this list and fails
+# node step below). tests/newcomer.rs reads this list and fails
 # when a test runs a command that is not in it.
 commands=(
   git git-lfs docker-registry htpasswd skopeo umoci podman runc containerd ctr busybox
-  openssl python3 gzip tar xz etcd curl jq kill setsid umount bash sh
+  openssl python3 gzip tar etcd curl jq kill setsid umount bash sh
   cp chown id mkfifo touch sha256sum du  # coreutils
-  node npm kubectl buildah
+  node npm buildah
   time           # GNU time: a peak resident set in tests/verify.rs
   go flock ip date # scripts/flux.sh builds and runs Flux's controllers (tests/flux_observed.rs)
   strace
   script man     # tests/terminal.rs
+  gcc strip mountpoint sysctl # scripts/kube.sh --node: the pause image, the kubelet's cgroups and kernel settings
   oras crane referrers-registry # tests/go/oci, built below (tests/oci_peers.rs, scripts/bench-push.sh)
 )
 
@@ -90,17 +93,11 @@ if ! git_version_ok; then
   git_version_ok || { echo "scripts/deps.sh: $(command -v git) is still $(git version)" >&2; exit 1; }
 fi
 
-# kubectl talks to the test API server (tests/common/kube.rs); the machines
-# carry one that matches the server (1.27-1.33). Debian's kubernetes-client
-# (1.20) is too old for server-side dry runs of CRDs with CEL rules.
-if ! command -v kubectl >/dev/null; then
-  echo "scripts/deps.sh: kubectl is missing: install a kubectl between 1.27 and 1.33 (the package \`kubectl\` from Kubernetes' or Google Cloud's apt repository)" >&2
-  exit 1
-fi
-
-# Flux's controllers (scripts/flux.sh, tests/flux_observed.rs) are built from
-# their Go modules: Go 1.26 or later (go.mod of tests/go/flux says 1.26.0;
-# Debian's golang package is too old), and the Go module proxy.
+# Flux's controllers (scripts/flux.sh, tests/flux_observed.rs) and the
+# cluster they run on (scripts/kube.sh: Kubernetes with its kubectl,
+# containerd, runc) are built from their Go modules: Go 1.26 or later
+# (go.mod of tests/go/flux says 1.26.0; Debian's golang package is too
+# old), and the Go module proxy.
 if ! command -v go >/dev/null; then
   echo "scripts/deps.sh: go is missing: install Go 1.26 or later (https://go.dev/dl/), which builds Flux's controllers for the tests" >&2
   exit 1

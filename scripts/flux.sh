@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Flux's own controllers against a real kube-apiserver, as processes on
-# loopback (no kubelet here): what the end-to-end tests (tests/flux_observed.rs)
-# and scripts/bench-flux.sh run the project against.
+# Flux's own controllers against a real Kubernetes (scripts/kube.sh), as
+# processes on loopback: what the end-to-end tests (tests/flux_observed.rs,
+# tests/node.rs) and scripts/bench-flux.sh and scripts/bench-rollout.sh run
+# the project against.
 #
-#   scripts/flux.sh build        build the controllers once (cached), print the cache folder
-#   scripts/flux.sh up DIR       start kube-apiserver + etcd, install the controllers' CRDs,
-#                                start the controllers; print shell-sourceable variables
-#   scripts/flux.sh down DIR     stop what `up DIR` started, by PID
+#   scripts/flux.sh build             build the controllers once (cached), print the cache folder
+#   scripts/flux.sh up DIR [--node]   start the cluster (`scripts/kube.sh up DIR/kube`, with
+#                                     --node a whole node that runs the Deployments Flux
+#                                     applies), install the controllers' CRDs, start the
+#                                     controllers; print shell-sourceable variables
+#   scripts/flux.sh down DIR          stop what `up DIR` started, by PID
 #
 # The controllers, pinned by tests/go/flux/go.mod and go.sum (one Flux release
 # train, client-go 0.36 and controller-runtime 0.24):
@@ -19,8 +22,7 @@
 # modules (about 200 MB) and compiles Kubernetes' client libraries: about
 # 5 minutes on 2 cores; after that `up` starts in seconds.
 #
-# `up` needs: go (1.26), etcd, kubectl, openssl, curl, and the control plane
-# of ../shared/kube (SETTINGS_IMAGE_KUBE_DIR names another copy). Each
+# `up` needs: go (1.26), curl, and what scripts/kube.sh needs. Each
 # controller runs with KUBECONFIG (these builds have no --kubeconfig flag:
 # controller-runtime reads the variable), leader election off,
 # --watch-all-namespaces, metrics and health on free loopback ports, and
@@ -28,8 +30,10 @@
 # ...) adds flags to one. `up` waits until each answers /readyz; one that
 # does not prints its log's tail, everything started is stopped, exit 1.
 #
-# Printed by `up` (and kept in DIR/flux.env):
-#   FLUX_DIR KUBECONFIG KUBE_STATE_DIR APISERVER_URL
+# Printed by `up` (and kept in DIR/flux.env): every variable of
+# `scripts/kube.sh up` (KUBE_STATE_DIR, APISERVER_URL, KUBECTL, with --node
+# REGISTRY, BUSYBOX_IMAGE, ...), then
+#   FLUX_DIR KUBECONFIG
 #   SOURCE_CONTROLLER_PID SOURCE_CONTROLLER_LOG SOURCE_CONTROLLER_STORAGE (host:port of its artifacts)
 #   IMAGE_REFLECTOR_CONTROLLER_PID ..._LOG, IMAGE_AUTOMATION_CONTROLLER_PID ..._LOG,
 #   KUSTOMIZE_CONTROLLER_PID ..._LOG, READY_SECONDS
@@ -67,14 +71,6 @@ build() {
   go_tools_build "$MODULE" flux_finish
 }
 
-kube_dir() {
-  local d
-  for d in "${SETTINGS_IMAGE_KUBE_DIR:-}" "$REPO/../shared/kube" /work/shared/kube; do
-    [ -n "$d" ] && [ -f "$d/start.sh" ] && { (cd "$d" && pwd); return; }
-  done
-  die "the Kubernetes control plane (start.sh) is not in ../shared/kube: set SETTINGS_IMAGE_KUBE_DIR"
-}
-
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
@@ -88,7 +84,8 @@ down() {
   for c in "${CONTROLLERS[@]}"; do
     [ -f "$dir/$c.pid" ] || continue
     pid=$(cat "$dir/$c.pid")
-    if kill -0 "$pid" 2>/dev/null; then
+    # Only while the PID still runs that controller (not a reused PID).
+    if [ "$(tr '\0' '\n' < "/proc/$pid/cmdline" 2>/dev/null | head -1 | xargs -r basename)" = "$c" ]; then
       kill -TERM "$pid" 2>/dev/null || true
       for i in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
       kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
@@ -96,27 +93,28 @@ down() {
     rm -f "$dir/$c.pid"
   done
   if [ -d "$dir/kube" ]; then
-    KUBE_KEEP_STATE=1 bash "$(kube_dir)/stop.sh" "$dir/kube" >/dev/null || true
+    bash "$HERE/kube.sh" down "$dir/kube" >/dev/null || true
   fi
 }
 
 up() {
-  local dir=$1 cache kube c v port health pid t0 ready deadline
-  command -v kubectl >/dev/null || die "kubectl is missing"
+  local dir=$1 cache c v port health pid t0 ready deadline
+  shift
   command -v curl >/dev/null || die "curl is missing"
   mkdir -p "$dir"
   dir="$(cd "$dir" && pwd)"
   t0=$(date +%s.%N)
   cache=$(build)
-  kube=$(kube_dir)
+  # A killed earlier run of DIR: its controllers go first.
+  down "$dir" >/dev/null 2>&1 || true
 
-  # The API server: its state (certificates, logs, kubeconfig) under DIR.
-  local env
-  env=$(KUBE_STATE_DIR="$dir/kube" KUBECONFIG_OUT="$dir/kubeconfig" bash "$kube/start.sh") \
-    || die "the kube-apiserver did not start (logs in $dir/kube)"
-  local APISERVER_URL
-  APISERVER_URL=$(sed -n 's/^APISERVER_URL=//p' <<<"$env")
-  export KUBECONFIG="$dir/kubeconfig"
+  # The cluster: its state (certificates, logs, kubeconfig) under DIR/kube.
+  local env kubectl
+  env=$(bash "$HERE/kube.sh" up "$dir/kube" "$@") || die "the cluster did not start (above; logs in $dir/kube)"
+  export KUBECONFIG
+  KUBECONFIG=$(sed -n 's/^KUBECONFIG_OUT=//p' <<<"$env")
+  kubectl=$(sed -n 's/^KUBECTL=//p' <<<"$env")
+  kubectl() { "$kubectl" "$@"; }
   trap 'down "$dir" >/dev/null 2>&1' ERR
 
   # The controllers' own CRDs, as `flux install` applies them.
@@ -126,13 +124,11 @@ up() {
     || die "the controllers' CRDs were not established"
   kubectl create namespace flux-system >/dev/null 2>&1 || true
 
-  : > "$dir/flux.env"
   {
+    grep -v '^READY_SECONDS=' <<<"$env"
     echo "FLUX_DIR=$dir"
-    echo "KUBECONFIG=$dir/kubeconfig"
-    echo "KUBE_STATE_DIR=$dir/kube"
-    echo "APISERVER_URL=$APISERVER_URL"
-  } >> "$dir/flux.env"
+    echo "KUBECONFIG=$KUBECONFIG"
+  } > "$dir/flux.env"
   local -A HEALTH=()
   for c in "${CONTROLLERS[@]}"; do
     v=$(var_of "$c")
@@ -167,7 +163,7 @@ up() {
     # setsid: its own session, so the caller's signals and terminal leave it
     # alone; `down` stops it by PID. TMPDIR: git checkouts and builds under DIR.
     mkdir -p "$dir/tmp-$c"
-    KUBECONFIG="$dir/kubeconfig" RUNTIME_NAMESPACE=flux-system TMPDIR="$dir/tmp-$c" \
+    KUBECONFIG="$KUBECONFIG" RUNTIME_NAMESPACE=flux-system TMPDIR="$dir/tmp-$c" \
       setsid "$cache/bin/$c" "${args[@]}" >"$dir/$c.log" 2>&1 </dev/null &
     pid=$!
     echo "$pid" > "$dir/$c.pid"
@@ -200,7 +196,7 @@ up() {
 
 case "${1:-}" in
   build) build ;;
-  up) [ -n "${2:-}" ] || die "usage: scripts/flux.sh up DIR"; up "$2" ;;
+  up) [ -n "${2:-}" ] || die "usage: scripts/flux.sh up DIR [--node]"; up "$2" "${@:3}" ;;
   down) [ -n "${2:-}" ] || die "usage: scripts/flux.sh down DIR"; down "$2" ;;
-  *) echo "usage: scripts/flux.sh build | up DIR | down DIR" >&2; exit 2 ;;
+  *) echo "usage: scripts/flux.sh build | up DIR [--node] | down DIR" >&2; exit 2 ;;
 esac

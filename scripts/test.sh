@@ -7,12 +7,14 @@ bash scripts/deps.sh
 cargo fmt --check
 # No import cycle between the modules of src/ (docs/design.md).
 python3 scripts/module-cycles.py
-# Flux's controllers for tests/flux_observed.rs, built once into a cache
-# keyed by tests/go/flux/go.sum (about 5 minutes the first time, nothing
-# after): beside the Rust build, which it mostly waits on the network with.
-flux_log=$(mktemp)
-bash scripts/flux.sh build >"$flux_log" 2>&1 &
-flux_build=$!
+# Flux's controllers for tests/flux_observed.rs, and the cluster they and
+# tests/node.rs run on (Kubernetes, containerd, runc: scripts/kube.sh),
+# built once into a cache keyed by each module's go.sum (the first time
+# about 5 minutes for Flux, 16 for Kubernetes, 3 for containerd and runc on
+# 2 cores; nothing after): beside the Rust build, one after the other.
+go_log=$(mktemp)
+{ bash scripts/flux.sh build && bash scripts/kube.sh build; } >"$go_log" 2>&1 &
+go_build=$!
 # Clippy's lints with -D warnings, as `cargo clippy --all-targets --locked
 # -- -D warnings` gives them, run while the workspace's crates compile for
 # the tests: `cargo clippy` is `cargo check` with clippy-driver as the
@@ -24,12 +26,12 @@ export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 # (tests/action.rs builds the image from it and runs it under podman).
 bash scripts/action-image.sh --test-profile
 cargo nextest run --all-targets --locked --no-run
-if ! wait "$flux_build"; then
-  cat "$flux_log" >&2
-  echo "scripts/test.sh: building Flux's controllers failed (scripts/flux.sh build)" >&2
+if ! wait "$go_build"; then
+  cat "$go_log" >&2
+  echo "scripts/test.sh: building Flux's controllers or the cluster failed (scripts/flux.sh build, scripts/kube.sh build)" >&2
   exit 1
 fi
-rm -f "$flux_log"
+rm -f "$go_log"
 # Every test of every target, each in its own process, binaries in
 # parallel (.config/nextest.toml).
 cargo nextest run --all-targets --locked

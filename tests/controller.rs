@@ -1,5 +1,5 @@
 //! `settings-image controller` against real things: the kube-apiserver of
-//! `shared/kube` (one per test binary), Flux's GitRepository CRD, a real
+//! `scripts/kube.sh` (one per test run), Flux's GitRepository CRD, a real
 //! distribution registry, and a real smart-HTTP git server (`git
 //! http-backend`) for the GitRepository's `spec.url`. No source-controller
 //! runs here: the tests write `status.artifact` as it does (`kubectl patch

@@ -2,12 +2,16 @@
 //! Flux does, checked against Flux's own controllers (source-controller
 //! v1.9.1, image-reflector-controller v1.2.0, image-automation-controller
 //! v1.2.3, kustomize-controller v1.9.4, built and started by
-//! `scripts/flux.sh`) on a real kube-apiserver. What each test asserts is
-//! what Flux wrote: the ImagePolicy's `status.latestRef`, the commits
+//! `scripts/flux.sh`) on a whole Kubernetes v1.36.3 node
+//! (`scripts/kube.sh up --node`). What each test asserts is what Flux
+//! wrote: the ImagePolicy's `status.latestRef`, the commits
 //! image-automation-controller pushed to the cluster repository (served by
 //! `git http-backend`, push enabled), and the Deployment kustomize-controller
-//! applied to the API server. The expected tags come from git (`git log`),
-//! the expected digests from what `push` reported and the registry answers.
+//! applied to the API server; and, where a test follows the chain to its
+//! end, what the kubelet did: the pod of the Deployment's new ReplicaSet
+//! prints the settings file it mounts (`kubectl logs`). The expected tags
+//! come from git (`git log`), the expected digests from what `push`
+//! reported and the registry answers, the expected file from `git show`.
 //!
 //! The registry is distribution 2.8 over TLS with a CA of its own, on this
 //! machine's routable address: Flux reads it through the ImageRepository's
@@ -29,6 +33,7 @@ use serde_json::Value;
 use common::flux_cluster::{FluxCluster, condition, flux_cluster};
 use common::git::git_cmd;
 use common::git_server::{GitServer, Options as GitOptions};
+use common::node::{Pod, print_and_wait};
 use common::registry::{Auth, Registry, digest_of, tags_of};
 use common::{TempDir, bin, repo, run_ok, stdout_of};
 
@@ -125,6 +130,12 @@ impl Repo {
             .to_string()
     }
 
+    /// The bytes of `path` at `rev` (`git show`): what a pod mounting the
+    /// image of `rev` must print.
+    fn file_at(&self, rev: &str, path: &str) -> String {
+        stdout_of(git_cmd(&self.home, &self.work).args(["show", &format!("{rev}:{path}")]))
+    }
+
     /// `git log -1 --format=%ct %H REV -- DIR` as a timestamp tag: the
     /// oracle for the tag of the folder at `rev`.
     fn tag_at(&self, prefix: &str, rev: &str) -> String {
@@ -173,6 +184,7 @@ impl World {
         let tmp = TempDir::new();
         let ns = flux.namespace(name);
         let registry = Registry::start_tls(Auth::None);
+        flux.trust_registry(&registry);
         let repository = format!("{}/{NAME}", registry.host());
         let settings = Repo::new(tmp.path(), "settings");
         let cluster = Repo::new(tmp.path(), "cluster");
@@ -460,6 +472,20 @@ impl World {
         commit
     }
 
+    /// The kubelet's side of a rollout: the one pod of the Deployment's
+    /// current ReplicaSet, Running, every older pod gone, mounting the
+    /// applied reference; and what it printed.
+    fn pod(&self) -> (Pod, String) {
+        let pod = self.flux.rolled_out(&self.ns, "shop");
+        assert_eq!(pod.reference, self.deployed("shop"), "{pod:?}");
+        let printed = self.flux.printed(&self.ns, &pod.name);
+        eprintln!(
+            "observed: pod {} {} of {}",
+            pod.name, pod.phase, pod.replica_set
+        );
+        (pod, printed)
+    }
+
     /// Asserts that Flux, asked again, serves (tag, digest) and commits nothing.
     fn assert_unmoved(&self, tag: &str, digest: &str) {
         assert_eq!(self.served(), (tag.to_string(), digest.to_string()));
@@ -500,8 +526,11 @@ fn marker_of(objects: &str) -> String {
     line[at..].trim().to_string()
 }
 
-/// docs/flux.md's Deployment, its image volume at `reference` behind `marker`.
+/// docs/flux.md's Deployment, its image volume at `reference` behind
+/// `marker`; its container, the node's busybox, prints the settings file.
 fn deployment(reference: &str, marker: &str) -> String {
+    let image = flux_cluster().busybox();
+    let command = print_and_wait("/etc/settings/app.yaml");
     format!(
         "apiVersion: apps/v1
 kind: Deployment
@@ -523,7 +552,8 @@ spec:
             pullPolicy: IfNotPresent
       containers:
         - name: shop
-          image: registry.example.com/shop:1.4.2
+          image: {image}
+          command: {command}
           volumeMounts:
             - name: settings
               mountPath: /etc/settings
@@ -551,10 +581,12 @@ fn said_served(report: &Value) -> String {
 /// README and docs/flux.md §1-2: a commit to the settings folder, `push`,
 /// the objects `settings-image flux` generates: Flux serves the tag push
 /// reported, commits `name:tag@sha256:<push's digest>` behind the marker of
-/// the Deployment's image volume, and kustomize-controller applies it. Then
-/// the same for the action face, run as the runner runs it.
+/// the Deployment's image volume, kustomize-controller applies it, and the
+/// kubelet runs a pod that prints the commit's file. Then the same for the
+/// action face, run as the runner runs it: a new ReplicaSet, whose pod
+/// prints the new file, and the old pod gone.
 #[test]
-fn the_designs_flow_ends_in_the_deployment_flux_applied() {
+fn the_designs_flow_ends_in_a_pod_printing_the_commits_file() {
     let w = World::new("flow", "main");
     let c1 = w
         .settings
@@ -590,6 +622,9 @@ fn the_designs_flow_ends_in_the_deployment_flux_applied() {
             w.repository, w.repository
         )
     );
+    let (first, printed) = w.pod();
+    assert_eq!(first.reference, format!("{}:{tag}@{digest}", w.repository));
+    assert_eq!(printed, w.settings.file_at(&c1, "configs/shop/app.yaml"));
 
     // The action face: the next commit, published by `settings-image
     // action` with the runner's environment and inputs.
@@ -608,6 +643,11 @@ fn the_designs_flow_ends_in_the_deployment_flux_applied() {
     );
     w.assert_rolled_out(&tag2, &digest2);
     assert_eq!(w.applied(), outputs["reference"]);
+    let (second, printed) = w.pod();
+    assert_ne!(second.replica_set, first.replica_set, "a new ReplicaSet");
+    assert_eq!(second.reference, outputs["reference"]);
+    assert_eq!(printed, w.settings.file_at(&c2, "configs/shop/app.yaml"));
+    w.flux.gone(&w.ns, &first.name);
 }
 
 /// Runs `settings-image action` (publish) as the runner runs the
@@ -855,8 +895,10 @@ fn each_anomaly_names_the_tag_flux_serves() {
 
 /// docs/release-management.md: an ImagePolicy on the channel `promote`
 /// fills moves only when promote moves the channel: inside a release
-/// window promote makes Flux commit the new reference, outside it nothing
-/// changes, and `--force --reason` releases at once, with its record.
+/// window promote makes Flux commit the new reference and the pod reads
+/// the promoted content, outside it nothing changes (the running pod keeps
+/// reading the old content), and `--force --reason` releases at once, with
+/// its record, to a new pod.
 #[test]
 fn a_channel_moves_only_when_promote_moves_it() {
     let w = World::new("channel", "prod");
@@ -926,6 +968,9 @@ fn a_channel_moves_only_when_promote_moves_it() {
         Some(text(&p1, "/digest").as_str())
     );
     w.assert_rolled_out(&prod1, &text(&p1, "/digest"));
+    let (released, printed) = w.pod();
+    let v1 = w.settings.file_at(&c1, "configs/shop/app.yaml");
+    assert_eq!(printed, v1);
 
     // A newer candidate outside the window: the channel, Flux and the
     // cluster stay.
@@ -938,11 +983,23 @@ fn a_channel_moves_only_when_promote_moves_it() {
     let prod2 = format!("prod-{}-{}", T0 + 20, &c2[..7]);
     assert!(!tags_of(&w.registry, NAME).contains(&prod2));
     w.assert_unmoved(&prod1, &text(&p1, "/digest"));
+    // The running pod: the same one, never restarted, reading the old file.
+    let (kept, _) = w.pod();
+    assert_eq!(kept.name, released.name);
+    let pod = w.flux.get(&w.ns, &format!("pod/{}", kept.name));
+    assert_eq!(pod["status"]["containerStatuses"][0]["restartCount"], 0);
+    let read = w.flux.exec(&w.ns, &kept.name, "cat /etc/settings/app.yaml");
+    assert!(read.status.success(), "{read:?}");
+    assert_eq!(String::from_utf8_lossy(&read.stdout), v1);
 
     // Break-glass: released now, and the record says why.
     let r = promote(&shut, &["--force", "--reason", "incident 42"]);
     assert_eq!(r["decision"], "promote", "{r:#}");
     w.assert_rolled_out(&prod2, &text(&p2, "/digest"));
+    let (forced, printed) = w.pod();
+    assert_ne!(forced.replica_set, released.replica_set);
+    assert_eq!(printed, w.settings.file_at(&c2, "configs/shop/app.yaml"));
+    w.flux.gone(&w.ns, &released.name);
     let out = w.run_in(
         w.tmp.path(),
         &["inspect", &format!("{}:{prod2}", w.repository), "--json"],
@@ -967,8 +1024,9 @@ fn a_channel_moves_only_when_promote_moves_it() {
 /// controller` publishes it (nothing in the test writes a status); the
 /// objects `flux --settings-image` generates from the SettingsImage follow
 /// it, committing through the bootstrap's GitRepository in `flux-system`
-/// as the worked example does, and the chain ends in Flux's commit and the
-/// applied Deployment.
+/// as the worked example does, and the chain ends in Flux's commit, the
+/// applied Deployment and its pod printing the commit's file; the next
+/// commit in a new pod.
 #[test]
 fn the_controller_publishes_what_source_controller_fetched() {
     let w = World::new("controller", "main");
@@ -1087,6 +1145,8 @@ fn the_controller_publishes_what_source_controller_fetched() {
     assert_eq!(marker_of(&objects), w.marker);
     w.flux.apply(&objects);
     w.assert_rolled_out(&tag, &digest);
+    let (first, printed) = w.pod();
+    assert_eq!(printed, w.settings.file_at(&c1, "configs/shop/app.yaml"));
 
     // The next commit: fetched, published, rolled out; no status from the test.
     let c2 = w
@@ -1106,6 +1166,10 @@ fn the_controller_publishes_what_source_controller_fetched() {
     assert_eq!(tag2, w.settings.tag_at("main", &c2));
     let digest2 = text(&si["status"]["images"][0], "/digest");
     w.assert_rolled_out(&tag2, &digest2);
+    let (second, printed) = w.pod();
+    assert_ne!(second.replica_set, first.replica_set, "a new ReplicaSet");
+    assert_eq!(printed, w.settings.file_at(&c2, "configs/shop/app.yaml"));
+    w.flux.gone(&w.ns, &first.name);
     // Both fetched through the Secret: every answered request carried it.
     let hits = private.hits();
     let basic = format!(
@@ -1165,8 +1229,9 @@ impl Drop for Controller {
 }
 
 /// docs/flux.md §7: `verify --scan` of the cluster repository after Flux's
-/// commits passes; after a digest is edited by hand to another image's,
-/// it fails with exit 7 naming the reference.
+/// commits passes, for the reference the running pod mounts; after a
+/// digest is edited by hand to another image's, it fails with exit 7
+/// naming the reference.
 #[test]
 fn verify_scan_passes_fluxs_commits_and_fails_a_hand_edit() {
     let w = World::new("gate", "main");
@@ -1181,6 +1246,9 @@ fn verify_scan_passes_fluxs_commits_and_fails_a_hand_edit() {
     let report = w.push(&[]);
     let (tag, digest) = (text(&report, "/timestamp_tag"), text(&report, "/digest"));
     w.assert_rolled_out(&tag, &digest);
+    // What the running pod mounts, and prints.
+    let (pod, printed) = w.pod();
+    assert_eq!(printed, "v: 2\n");
 
     let clone = w.tmp.join("cluster-clone");
     run_ok(
@@ -1211,9 +1279,18 @@ fn verify_scan_passes_fluxs_commits_and_fails_a_hand_edit() {
         String::from_utf8_lossy(&ok.stderr)
     );
     let rows: Value = serde_json::from_slice(&ok.stdout).expect("verify --json");
+    let verified: Vec<&Value> = rows["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .filter(|r| r["status"] == "verified")
+        .collect();
     assert!(
-        rows.to_string().contains(&format!("{tag}@{digest}")),
-        "the scan verified Flux's reference: {rows:#}"
+        verified
+            .iter()
+            .any(|r| r["reference"] == pod.reference.as_str()),
+        "the scan verified the reference the running pod mounts ({}): {rows:#}",
+        pod.reference
     );
 
     let file = clone.join("clusters/prod/shop.yaml");
@@ -1254,26 +1331,25 @@ fn flux_sh_up_fails_loudly_and_leaves_nothing_running() {
         err.contains("unknown flag: --no-such-flag"),
         "the log's tail: {err}"
     );
-    // Every process it started, by the PIDs it wrote: gone.
+    // Every process it started, by the PIDs it wrote (kube.sh's among
+    // them): gone.
     let env = std::fs::read_to_string(dir.join("flux.env")).expect("flux.env");
-    let kube = std::fs::read_to_string(dir.join("kube/env")).expect("kube/env");
     let pids: Vec<&str> = env
         .lines()
-        .chain(kube.lines())
         .filter(|l| l.split('=').next().is_some_and(|k| k.ends_with("_PID")))
         .filter_map(|l| l.split('=').nth(1))
         .collect();
     assert_eq!(
         pids.len(),
         6,
-        "4 controllers, etcd and the API server: {env}{kube}"
+        "4 controllers, etcd and the API server: {env}"
     );
     for pid in pids {
         let alive = Command::new("kill")
             .args(["-0", pid])
             .status()
             .expect("kill -0");
-        assert!(!alive.success(), "process {pid} still runs:\n{env}{kube}");
+        assert!(!alive.success(), "process {pid} still runs:\n{env}");
     }
 }
 

@@ -540,23 +540,15 @@ fn long_prefixes_are_cut_to_a_valid_tag() {
 
 // ---------------------------------------------------------------- shallow
 
-/// The GitHub REST fixtures: in the repository (tests/fixtures) or the
-/// shared folder beside it (../shared). Missing is a failure, not a skip.
+/// The GitHub REST fixtures of the repository (tests/fixtures/github/rest).
 fn fixtures() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    for c in [
-        root.join("tests/fixtures/github/rest"),
-        root.join("../shared/fixtures/github/rest"),
-    ] {
-        if c.join("commit-items.json").is_file() {
-            return c;
-        }
-    }
-    panic!(
-        "GitHub REST fixtures not found: expected commit-items.json in {}/tests/fixtures/github/rest or {}/../shared/fixtures/github/rest",
-        root.display(),
-        root.display()
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/github/rest");
+    assert!(
+        dir.join("commit-items.json").is_file(),
+        "GitHub REST fixtures not found: expected commit-items.json in {}",
+        dir.display()
     );
+    dir
 }
 
 /// The shared GitHub stub answering every request with `status` and `body`.

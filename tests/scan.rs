@@ -97,9 +97,11 @@ impl World {
     }
 }
 
-/// What `kubectl kustomize DIR` renders (the oracle).
+/// What `kubectl kustomize DIR` renders (the oracle): the kubectl of the
+/// project's own Kubernetes build (scripts/kube.sh), kustomize built in;
+/// rendering asks the API server nothing.
 fn kustomize(dir: &Path) -> String {
-    common::stdout_of(common::tool("kubectl").arg("kustomize").arg(dir))
+    common::stdout_of(common::kube::kube().kubectl().arg("kustomize").arg(dir))
 }
 
 /// A Deployment `name` mounting `reference` as the image volume `settings`.

@@ -1,10 +1,12 @@
 //! Flux's own controllers (source-controller, image-reflector-controller,
-//! image-automation-controller, kustomize-controller) running against a
-//! real kube-apiserver, started by `scripts/flux.sh up` once per test
-//! binary (once per run under cargo-nextest, shared by its processes as
-//! `kube.rs` shares its server) and stopped by `scripts/flux.sh down` when
-//! the run ends. The test asks Flux, through the objects' status and the
-//! commits Flux pushes, what Flux did; nothing here decides it.
+//! image-automation-controller, kustomize-controller) on a whole
+//! Kubernetes v1.36.3 node (`scripts/kube.sh up --node`: control plane,
+//! containerd, kubelet, and a registry the node pulls from), started by
+//! `scripts/flux.sh up --node` once per test run (`service.rs`) and stopped
+//! by `scripts/flux.sh down` when the run ends. The test asks Flux, through
+//! the objects' status and the commits Flux pushes, what Flux did, and the
+//! kubelet, through the pods' own output, what it mounted; nothing here
+//! decides either.
 //!
 //! Reconciles are requested the way `flux reconcile` requests them: the
 //! `reconcile.fluxcd.io/requestedAt` annotation, then a wait until the
@@ -19,16 +21,16 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::{repo, require};
+use super::service::{self, Service};
 
-/// The running controllers and their API server.
+/// The running controllers and their cluster.
 pub struct FluxCluster {
     /// The folder `flux.sh up` was given (state, storage, logs).
     pub dir: PathBuf,
     /// The admin kubeconfig of the API server.
     pub kubeconfig: PathBuf,
-    /// `flux.sh up`'s variables (`SOURCE_CONTROLLER_LOG`, ...).
-    vars: Vec<(String, String)>,
+    /// What `flux.sh up` printed (its own variables and `kube.sh up`'s).
+    service: Service,
 }
 
 /// The four controllers, as `flux.sh` names them.
@@ -39,103 +41,29 @@ pub const CONTROLLERS: [&str; 4] = [
     "kustomize-controller",
 ];
 
-/// The controllers of this test run, started on first use.
+/// The controllers and node of this test run, started on first use.
 pub fn flux_cluster() -> &'static FluxCluster {
     static FLUX: OnceLock<FluxCluster> = OnceLock::new();
     FLUX.get_or_init(|| {
-        let (dir, owner) = match std::env::var("NEXTEST_RUN_ID") {
-            Ok(run) if !run.is_empty() => (
-                std::env::temp_dir().join(format!("flux-env.si-nextest-{run}")),
-                std::os::unix::process::parent_id(),
-            ),
-            _ => (
-                std::env::temp_dir().join(format!("flux-env.si-{}", std::process::id())),
-                std::process::id(),
-            ),
-        };
-        fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
-        let lock = fs::File::create(dir.join("lock")).expect("creating the lock file");
-        lock.lock().expect("locking the shared Flux controllers");
-        let saved = dir.join("up.env");
-        let text = match fs::read_to_string(&saved) {
-            Ok(t) => t,
-            Err(_) => {
-                let t = up(&dir.join("state"), owner);
-                fs::write(&saved, &t).expect("writing up.env");
-                t
-            }
-        };
-        let vars: Vec<(String, String)> = text
-            .lines()
-            .filter_map(|l| l.split_once('='))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        let value = |k: &str| {
-            vars.iter()
-                .find(|(n, _)| n == k)
-                .map(|(_, v)| v.clone())
-                .unwrap_or_else(|| panic!("scripts/flux.sh up printed no {k}:\n{text}"))
-        };
+        let service = service::shared("flux", "scripts/flux.sh", &["--node"]);
         FluxCluster {
-            dir: PathBuf::from(value("FLUX_DIR")),
-            kubeconfig: PathBuf::from(value("KUBECONFIG")),
-            vars,
+            dir: PathBuf::from(service.var("FLUX_DIR")),
+            kubeconfig: PathBuf::from(service.var("KUBECONFIG")),
+            service,
         }
     })
-}
-
-/// `scripts/flux.sh up STATE`, with a watchdog that runs `down` once
-/// process `owner` is gone; what `up` printed.
-fn up(state: &std::path::Path, owner: u32) -> String {
-    for tool in [
-        "go", "etcd", "kubectl", "openssl", "curl", "setsid", "flock",
-    ] {
-        require(tool);
-    }
-    let script = repo().join("scripts/flux.sh");
-    let out = Command::new("bash")
-        .arg(&script)
-        .arg("up")
-        .arg(state)
-        .stdin(Stdio::null())
-        .output()
-        .expect("running scripts/flux.sh up");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "scripts/flux.sh up failed ({}):\n{text}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let watchdog = format!(
-        "while kill -0 {owner} 2>/dev/null; do sleep 1; done; bash '{}' down '{}' >/dev/null 2>&1",
-        script.display(),
-        state.display()
-    );
-    let started = Command::new("setsid")
-        .args(["-f", "bash", "-c", &watchdog])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .expect("starting the Flux controllers' watchdog");
-    assert!(started.success(), "setsid -f failed: {started}");
-    text
 }
 
 impl FluxCluster {
     /// A variable `flux.sh up` printed.
     pub fn var(&self, name: &str) -> &str {
-        self.vars
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-            .unwrap_or_else(|| panic!("scripts/flux.sh up printed no {name}"))
+        self.service.var(name)
     }
 
-    /// `kubectl` against the API server the controllers use, as the admin.
+    /// `kubectl` (the cluster's own build) against the API server the
+    /// controllers use, as the admin.
     pub fn kubectl(&self) -> Command {
-        let mut cmd = Command::new(require("kubectl"));
+        let mut cmd = Command::new(self.var("KUBECTL"));
         cmd.env("KUBECONFIG", &self.kubeconfig)
             .env_remove("KUBERNETES_SERVICE_HOST");
         cmd

@@ -1,178 +1,58 @@
 //! A real Kubernetes API server for the tests: etcd (Debian's `etcd-server`)
-//! and kube-apiserver v1.32 started by `shared/kube/start.sh`, once per test
-//! binary (once per run under cargo-nextest), on free loopback ports, and
-//! stopped when the test binary (or nextest) exits.
-//!
-//! The workplace keeps the control plane beside the repository
-//! (`../shared/kube`); `SETTINGS_IMAGE_KUBE_DIR` names another copy. A
-//! missing one is a failure with the fix, never a skip.
+//! and kube-apiserver v1.36.3, built from the project's own
+//! `tests/go/kube` and started by `scripts/kube.sh up` once per test run
+//! (under cargo-nextest, shared by its processes: `service.rs`), on free
+//! loopback ports, and stopped by `scripts/kube.sh down` when the run ends.
+//! No kubelet and no controller-manager run beside it.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
-use super::{repo, require, run_ok};
+use super::service::{self, Service};
+use super::{repo, run_ok};
 
 /// A running API server: its kubeconfig (admin, `system:masters`) and URL.
 pub struct Kube {
-    /// The admin kubeconfig start.sh wrote.
+    /// The admin kubeconfig `kube.sh up` wrote.
     pub kubeconfig: PathBuf,
     /// `https://127.0.0.1:PORT`.
     pub url: String,
-    /// start.sh's state directory (certificates, logs).
+    /// `kube.sh up`'s state folder (certificates, logs, PID files).
     pub state: PathBuf,
+    /// The kubectl of the same build.
+    kubectl: PathBuf,
 }
 
-/// Where start.sh and stop.sh live.
-pub fn kube_dir() -> PathBuf {
-    let candidates: Vec<PathBuf> = std::env::var_os("SETTINGS_IMAGE_KUBE_DIR")
-        .map(PathBuf::from)
-        .into_iter()
-        .chain([
-            repo().join("../shared/kube"),
-            PathBuf::from("/work/shared/kube"),
-        ])
-        .collect();
-    candidates
-        .iter()
-        .find(|d| d.join("start.sh").is_file())
-        .cloned()
-        .unwrap_or_else(|| {
-            panic!(
-                "the Kubernetes control plane for the tests (start.sh) is not in any of {candidates:?}: \
-                 set SETTINGS_IMAGE_KUBE_DIR to the folder holding start.sh, stop.sh and kube-apiserver.xz"
-            )
-        })
+impl From<Service> for Kube {
+    fn from(s: Service) -> Kube {
+        Kube {
+            kubeconfig: PathBuf::from(s.var("KUBECONFIG_OUT")),
+            url: s.var("APISERVER_URL").to_string(),
+            state: PathBuf::from(s.var("KUBE_STATE_DIR")),
+            kubectl: PathBuf::from(s.var("KUBECTL")),
+        }
+    }
 }
 
-/// The API server of this test binary, started on first use. Under
-/// cargo-nextest (scripts/test.sh), which runs each test in a process of its
-/// own, the processes of one run share one server instead: the first starts
-/// it, the others find it by the run's `NEXTEST_RUN_ID`, and it stops when
-/// nextest exits.
+/// The API server of this test run, started on first use.
 pub fn kube() -> &'static Kube {
     static KUBE: OnceLock<Kube> = OnceLock::new();
-    KUBE.get_or_init(|| match std::env::var("NEXTEST_RUN_ID") {
-        Ok(run) if !run.is_empty() => shared(&run),
-        _ => {
-            let state = std::env::temp_dir().join(format!(
-                "kube-env.si-{}-{}",
-                std::process::id(),
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.subsec_nanos())
-                    .unwrap_or(0)
-            ));
-            start(state, std::process::id())
-        }
-    })
-}
-
-/// The server of nextest run `run`: started by the first test process that
-/// asks (under a file lock), found by the others.
-fn shared(run: &str) -> Kube {
-    let dir = std::env::temp_dir().join(format!("kube-env.si-nextest-{run}"));
-    fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
-    let lock = fs::File::create(dir.join("lock")).expect("creating the lock file");
-    lock.lock().expect("locking the shared API server");
-    let saved = dir.join("kube.env");
-    if let Ok(text) = fs::read_to_string(&saved) {
-        let mut lines = text.lines().map(String::from);
-        let mut next = || lines.next().expect("kube.env holds three lines");
-        return Kube {
-            kubeconfig: PathBuf::from(next()),
-            url: next(),
-            state: PathBuf::from(next()),
-        };
-    }
-    // nextest spawns every test process itself: the server lives as long
-    // as it does.
-    let kube = start(dir.join("state"), std::os::unix::process::parent_id());
-    fs::write(
-        &saved,
-        format!(
-            "{}\n{}\n{}\n",
-            kube.kubeconfig.display(),
-            kube.url,
-            kube.state.display()
-        ),
-    )
-    .expect("writing kube.env");
-    kube
+    KUBE.get_or_init(|| service::shared("kube", "scripts/kube.sh", &[]).into())
 }
 
 /// An API server of this test process alone (not shared with the run's
 /// other tests), for a test that stops and restarts it; stopped when the
 /// process exits.
 pub fn private() -> Kube {
-    let state = std::env::temp_dir().join(format!(
-        "kube-env.si-private-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0)
-    ));
-    start(state, std::process::id())
-}
-
-/// Starts a server with its state in `state`, stopped once process `owner`
-/// is gone.
-fn start(state: PathBuf, owner: u32) -> Kube {
-    require("etcd");
-    require("kubectl");
-    require("openssl");
-    let dir = kube_dir();
-    let out = Command::new("bash")
-        .arg(dir.join("start.sh"))
-        .env("KUBE_STATE_DIR", &state)
-        .env("KUBECONFIG_OUT", state.join("kubeconfig"))
-        .stdin(Stdio::null())
-        .output()
-        .expect("running start.sh");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "start.sh failed ({}):\n{text}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let value = |key: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(&format!("{key}=")))
-            .unwrap_or_else(|| panic!("start.sh printed no {key}: {text}"))
-            .to_string()
-    };
-    let kube = Kube {
-        kubeconfig: PathBuf::from(value("KUBECONFIG_OUT")),
-        url: value("APISERVER_URL"),
-        state: PathBuf::from(value("KUBE_STATE_DIR")),
-    };
-    // The harness has no hook after the last test: a watchdog outside the
-    // process group stops the control plane once its owner is gone.
-    let watchdog = format!(
-        "while kill -0 {pid} 2>/dev/null; do sleep 1; done; bash '{stop}' '{state}' >/dev/null 2>&1",
-        pid = owner,
-        stop = dir.join("stop.sh").display(),
-        state = kube.state.display(),
-    );
-    // `setsid -f` forks the watchdog off and returns at once.
-    let started = Command::new("setsid")
-        .args(["-f", "bash", "-c", &watchdog])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .expect("starting the control plane's watchdog");
-    assert!(started.success(), "setsid -f failed: {started}");
-    kube
+    service::private("kube", "scripts/kube.sh", &[]).into()
 }
 
 impl Kube {
     /// `kubectl` against this API server as the admin.
     pub fn kubectl(&self) -> Command {
-        let mut cmd = Command::new(require("kubectl"));
+        let mut cmd = Command::new(&self.kubectl);
         cmd.env("KUBECONFIG", &self.kubeconfig)
             .env_remove("KUBERNETES_SERVICE_HOST");
         cmd
@@ -253,7 +133,7 @@ impl Kube {
     /// Starts kube-apiserver again with `args` (what
     /// [`Kube::stop_apiserver`] returned) and waits for its /readyz.
     pub fn start_apiserver(&self, args: &[String]) {
-        // Detached as start.sh starts it (bash prints its pid and exits).
+        // Detached as kube.sh starts it (bash prints its pid and exits).
         let out = Command::new("bash")
             .args([
                 "-c",

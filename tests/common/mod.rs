@@ -26,9 +26,11 @@ pub mod git;
 pub mod git_server;
 pub mod github;
 pub mod kube;
+pub mod node;
 pub mod oci;
 pub mod registry;
 pub mod rng;
+pub mod service;
 
 /// The binary under test.
 pub fn bin() -> &'static str {
