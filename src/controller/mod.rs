@@ -107,6 +107,14 @@ pub struct Args {
     /// flag has the opposite polarity: the refusal is the default).
     #[arg(long)]
     pub allow_cross_namespace_refs: bool,
+    /// The namespaces whose SettingsImages may log in with the
+    /// controller's own cloud identity (`spec.provider: aws`, `azure`,
+    /// `gcp`), comma-separated; `*` for every namespace, empty
+    /// (`--provider-namespaces=`) for none. Default: the controller's own
+    /// namespace (the pod's). Elsewhere such a SettingsImage stalls
+    /// (`AccessDenied`) and no token is requested.
+    #[arg(long, value_name = "NS,...")]
+    pub provider_namespaces: Option<String>,
     /// The shortest `spec.interval` honoured: a shorter one is raised to
     /// it (and the Ready message says so), so one SettingsImage cannot
     /// keep the git server, the registry and the workers busy.
@@ -318,10 +326,23 @@ async fn serve(args: Args, settings: Settings) -> Result<()> {
         }
     }
     let (client, default_ns) = connect(&args).await?;
+    let own = own_namespace(default_ns);
+    let policy = reconcile::Policy {
+        cross_namespace_refs: args.allow_cross_namespace_refs,
+        min_interval: settings.min_interval,
+        provider_namespaces: reconcile::ProviderNamespaces::parse(
+            args.provider_namespaces.as_deref(),
+            &own,
+        ),
+    };
+    logs::info(&format!(
+        "spec.provider may use the controller's cloud identity in: {} (--provider-namespaces)",
+        policy.provider_namespaces.shown()
+    ));
     metrics.set_ready("api", None);
     let mut elector = None;
     if args.leader_elect {
-        match campaign(&args, &settings, &client, default_ns, &stop_rx).await {
+        match campaign(&args, &settings, &client, own, &stop_rx).await {
             Some(e) => elector = Some(e),
             None => return Ok(()),
         }
@@ -336,10 +357,7 @@ async fn serve(args: Args, settings: Settings) -> Result<()> {
         metrics.clone(),
         mirrors(&args, &settings)?,
         crate::front::process_env(),
-        reconcile::Policy {
-            cross_namespace_refs: args.allow_cross_namespace_refs,
-            min_interval: settings.min_interval,
-        },
+        policy,
     ));
     let interrupt = ctx.interrupt.clone();
     let controller = controller(&args, client, ctx, graceful_rx);
@@ -433,23 +451,24 @@ async fn connect(args: &Args) -> Result<(Client, String)> {
     Ok((client, default_ns))
 }
 
+/// The controller's own namespace: the pod's, else the kubeconfig's.
+fn own_namespace(default_ns: String) -> String {
+    std::fs::read_to_string(POD_NAMESPACE_FILE)
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or(default_ns)
+}
+
 /// Waits to lead (`--leader-elect`); `None` when a signal came first.
 async fn campaign(
     args: &Args,
     settings: &Settings,
     client: &Client,
-    default_ns: String,
+    own: String,
     stop_rx: &tokio::sync::watch::Receiver<bool>,
 ) -> Option<leader::Elector> {
-    let ns = args
-        .leader_election_namespace
-        .clone()
-        .or_else(|| {
-            std::fs::read_to_string(POD_NAMESPACE_FILE)
-                .ok()
-                .map(|s| s.trim().to_string())
-        })
-        .unwrap_or(default_ns);
+    let ns = args.leader_election_namespace.clone().unwrap_or(own);
     let cfg = leader::Config {
         name: args.leader_election_id.clone(),
         identity: identity(),

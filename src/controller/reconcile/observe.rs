@@ -222,6 +222,7 @@ async fn registry_options(
         held.add_basic(&creds.username, &creds.password);
         options.credentials = Some(creds);
     } else if spec.provider != Provider::Generic {
+        step::provider_allowed(spec, ns, &ctx.policy.provider_namespaces, &host)?;
         let scheme = if spec.insecure || registry::is_loopback(&host) {
             "http"
         } else {

@@ -252,6 +252,45 @@ impl Followed {
     }
 }
 
+/// Whether `spec.provider` may log in to `host` for a SettingsImage in
+/// `ns`: the operator's `--provider-namespaces` allows the namespace (the
+/// identity is the controller's, not the tenant's), and the provider owns
+/// the host (its credential goes to no other: `crate::login::hosts`).
+/// Checked before the pod's identity is read or any token requested.
+pub fn provider_allowed(
+    spec: &SettingsImageSpec,
+    ns: &str,
+    allowed: &super::ProviderNamespaces,
+    host: &str,
+) -> Result<(), Step> {
+    let name = crate::controller::login::name(spec.provider);
+    if !allowed.allows(ns) {
+        return Err(stalled(
+            "AccessDenied",
+            format!(
+                "spec.provider: {name} logs in with the controller's own cloud identity, which SettingsImages in \
+                 namespace {ns} may not use (the controller's --provider-namespaces is {}); give spec.secretRef \
+                 with this registry's credentials instead, or ask the cluster operator to add {ns} to \
+                 --provider-namespaces",
+                allowed.shown()
+            ),
+        ));
+    }
+    if let Some(exchange) = crate::controller::login::exchange_of(spec.provider) {
+        let asked = format!("spec.provider: {name}");
+        crate::login::hosts::check(exchange, host, &asked).map_err(|e| {
+            stalled(
+                "InvalidProvider",
+                format!(
+                    "{e}; set spec.repository to the provider's registry, or use spec.secretRef (and \
+                     spec.provider: generic) for {host}"
+                ),
+            )
+        })?;
+    }
+    Ok(())
+}
+
 /// What source-controller fetched, and the branch the mirror follows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fetched {
