@@ -143,6 +143,15 @@ pub struct Args {
     /// 100 MiB: GitHub refuses larger files.
     #[arg(long, value_name = "BYTES", default_value_t = 100 << 20)]
     pub fetch_max_object_bytes: u64,
+    /// The most bytes a git server may send one fetch before its pack:
+    /// the ref advertisement (`info/refs`, `ls-refs`) and the
+    /// negotiation's answers, which are held in memory.
+    #[arg(long, value_name = "BYTES", default_value_t = 16 << 20)]
+    pub fetch_max_ref_bytes: u64,
+    /// The most refs a git server's ref advertisement may list for one
+    /// fetch.
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    pub fetch_max_refs: u64,
     /// On SIGTERM, how long running publishes may take to finish before
     /// they are abandoned.
     #[arg(long, value_name = "DURATION", default_value = "30s")]
@@ -499,6 +508,8 @@ fn mirrors(args: &Args, settings: &Settings) -> Result<crate::history::mirror::M
             max_fetch_bytes: args.fetch_max_bytes,
             max_objects: args.fetch_max_objects,
             max_object_bytes: args.fetch_max_object_bytes,
+            max_ref_bytes: args.fetch_max_ref_bytes,
+            max_refs: args.fetch_max_refs,
             ..Default::default()
         },
     )
