@@ -212,6 +212,7 @@ fn error_kind(err: &Error) -> &'static str {
         Error::Rewind { .. } => "the branch tag would move backwards",
         Error::Mismatch { .. } => "the image is not what its commit holds",
         Error::LeaseLost { .. } => "lost the leader election Lease",
+        Error::AfterPublish { .. } => "published, then failed",
     }
 }
 

@@ -3,12 +3,13 @@
 //! of a push and how it meets a racing run. `crate::registry` talks HTTP;
 //! this module and its siblings decide the order.
 
-use crate::error::Result;
+use crate::error::{Error, PublishedSoFar, Result};
 use crate::image::Descriptor;
 use crate::image::Image;
 use crate::image::artifact::{self, Artifact};
 use crate::provenance;
 use crate::publish::cache::{RepoCache, TagImage};
+use crate::publish::guards::BranchReport;
 use crate::publish::upload::{self, KnownTag, Pushed, ReferrerProgress};
 use crate::publish::{Provenance, Publication, Published, Publisher, PushReport};
 use crate::registry::{self, Client};
@@ -125,7 +126,9 @@ impl<'a> RegistryPush<'a> {
         })
     }
 
-    /// Publishes in the order of the type's doc comment.
+    /// Publishes in the order of the type's doc comment. A failure after
+    /// the image is under its tags ([`Error::AfterPublish`]) says what is
+    /// in the registry.
     pub fn run(mut self) -> Result<Published> {
         let mut warnings = Vec::new();
         let anomaly = self.check_before_tagging(&mut warnings)?;
@@ -140,8 +143,60 @@ impl<'a> RegistryPush<'a> {
             _ => None,
         };
         let (pushed, progress) = self.upload(referrer.as_ref())?;
+        let mut so_far = PublishedSoFar {
+            reference: pushed.reference.clone(),
+            digest: subject.digest.clone(),
+            tags: self.publication.tags.to_vec(),
+            pushed: pushed.pushed,
+            branch_tag: None,
+            provenance: None,
+            warnings: warnings.clone(),
+        };
+        let after = Upload {
+            pushed,
+            progress,
+            branch_move,
+            referrer,
+            subject,
+        };
+        match self.after_upload(after, &mut warnings, &mut so_far) {
+            Ok((push, branch)) => Ok(Published {
+                output: None,
+                new_blobs: push.uploaded_blobs,
+                push: Some(push),
+                anomaly,
+                branch,
+                warnings,
+            }),
+            Err(error) => Err(Error::AfterPublish {
+                published: Box::new(so_far),
+                error: Box::new(error),
+            }),
+        }
+    }
+
+    /// Step 7, once the image is under its tags: the branch tag, the
+    /// provenance, the branch tag's read-back. Records in `so_far` what
+    /// each step put.
+    fn after_upload(
+        &mut self,
+        after: Upload,
+        warnings: &mut Vec<String>,
+        so_far: &mut PublishedSoFar,
+    ) -> Result<(PushReport, Option<BranchReport>)> {
+        let Upload {
+            pushed,
+            progress,
+            branch_move,
+            referrer,
+            subject,
+        } = after;
         // The branch tag goes up; while a racing put lands, the provenance.
         let moving = self.put_branch(branch_move)?;
+        if let Some(m) = moving.as_ref().filter(|m| m.wrote()) {
+            so_far.branch_tag = Some(m.name().to_string());
+            so_far.pushed = true;
+        }
         let provenance = match (&self.publication.provenance, &referrer) {
             (Provenance::Attach(facts), Some(art)) => Some(
                 self.attach_provenance(&subject, facts, art, progress)
@@ -153,6 +208,10 @@ impl<'a> RegistryPush<'a> {
             }
             _ => None,
         };
+        if let Some(Ok(d)) = &provenance {
+            so_far.provenance = Some(d.clone());
+        }
+        so_far.warnings.clone_from(warnings);
         let branch = self.finish_branch(moving)?;
         if let Some(report) = &branch {
             warnings.extend(report.warnings.iter().cloned());
@@ -160,20 +219,16 @@ impl<'a> RegistryPush<'a> {
         let provenance = provenance.transpose()?;
         // A branch tag made or moved is a change to the registry too.
         let branch_changed = branch.as_ref().is_some_and(|b| b.changed());
-        Ok(Published {
-            output: None,
-            new_blobs: pushed.uploaded_blobs,
-            push: Some(PushReport {
+        Ok((
+            PushReport {
                 reference: pushed.reference,
                 uploaded_blobs: pushed.uploaded_blobs,
                 uploaded_bytes: pushed.uploaded_bytes,
                 pushed: pushed.pushed || branch_changed,
                 provenance,
-            }),
-            anomaly,
+            },
             branch,
-            warnings,
-        })
+        ))
     }
 
     /// Steps 4 to 6: the image under its tags, telling the upload what this
@@ -242,6 +297,15 @@ impl<'a> RegistryPush<'a> {
             Ok(descriptor.digest)
         })
     }
+}
+
+/// What the upload left for step 7.
+struct Upload {
+    pushed: Pushed,
+    progress: ReferrerProgress,
+    branch_move: Option<crate::release::ordering::BranchMove>,
+    referrer: Option<Artifact>,
+    subject: Descriptor,
 }
 
 /// Pushes `image` under `tags` through an open `client`, without the

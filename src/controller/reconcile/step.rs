@@ -105,6 +105,8 @@ impl Step {
 /// object is gone.
 pub fn classify(e: &Error) -> (&'static str, bool) {
     match e {
+        // What failed after the image was published decides.
+        Error::AfterPublish { error, .. } => classify(error),
         Error::Git { kind, .. } => match kind {
             GitFailure::Auth => ("GitAuthenticationFailed", false),
             GitFailure::NotFound => ("GitRevisionNotFound", false),
