@@ -31,5 +31,6 @@ pub mod request;
 pub mod scratch;
 pub mod source;
 pub mod tag;
+pub mod trust;
 
 pub use error::{Error, Result};

@@ -125,6 +125,15 @@ pub(super) fn fetch(
     let _ = rustls::crypto::ring::default_provider().install_default();
     let url = remote.url();
     let fail = |e: gix::Error| describe(remote, &e, interrupt);
+    if url.starts_with("https://") {
+        // A CA bundle the controller's environment names must be usable.
+        crate::trust::check().map_err(|e| Error::Git {
+            url: url.to_string(),
+            message: e.to_string(),
+            hint: e.hint(),
+            kind: GitFailure::Other,
+        })?;
+    }
     let repo = open_mirror(git_dir, url)?;
     let budget = wire::Budget::new(limits.max_ref_bytes, limits.max_refs);
     // A bound passed before the pack is the error, whatever `gix` made of
