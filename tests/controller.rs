@@ -976,6 +976,77 @@ fn a_registry_outage_is_retried_until_it_publishes() {
     );
 }
 
+/// A publish that fails after it published (the branch tag's read-back
+/// gets an unreadable tag list): Ready=False with the registry's failure
+/// and what is already in the registry, in the condition and the Warning
+/// Event; the retry finds it all in place and is Ready (pushed: false).
+#[test]
+fn a_failure_after_publishing_says_what_is_published() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let k = cluster();
+    let ns = namespace(k, "after");
+    let reg = Registry::start(Auth::None);
+    let proxy = Proxy::start(reg.port);
+    let lists = Arc::new(AtomicUsize::new(0));
+    let counted = lists.clone();
+    proxy.set_rule(move |_, path| {
+        if path.contains("/tags/list") && counted.fetch_add(1, Ordering::SeqCst) == 1 {
+            Action::RespondWith(200, Vec::new(), "<html>maintenance</html>".into())
+        } else {
+            Action::Forward
+        }
+    });
+    let up = Upstream::start(GitOptions::default());
+    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
+    git_repository(k, &ns, "settings", &up.url(), None);
+    settings_image(
+        k,
+        &ns,
+        "app",
+        &format!(
+            "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: app\n  repository: {}/app\n  branchTag: main\n  provenance: false\n",
+            proxy.host()
+        ),
+    );
+    fetched(k, &ns, "settings", &c1);
+    let ctl = Controller::start(k, &ns, &[]);
+    let tag = up.tag("main", &c1, "app");
+    let digest = up.digest(&c1, "app", "main");
+    let reference = format!("{}/app:{tag}@{digest}", proxy.host());
+    let says = format!("already published: {reference}, tagged {tag}, main (branch tag)");
+    let noted = wait_events(k, &ns, "app", "Warning RegistryOperationFailed", |ev| {
+        ev.iter()
+            .any(|e| e.0 == "Warning" && e.1 == "RegistryOperationFailed")
+    });
+    let note = &noted
+        .iter()
+        .find(|e| e.1 == "RegistryOperationFailed")
+        .unwrap()
+        .2;
+    assert!(
+        note.contains("unreadable tag list") && note.contains(&says),
+        "{note}"
+    );
+    assert!(
+        note.contains("a re-run of the same push finds them there (pushed: false)"),
+        "{note}"
+    );
+    // The retry: everything in place.
+    let v = ctl.wait(
+        k,
+        &ns,
+        "app",
+        "Ready after the retry",
+        is_ready_for(&format!("main@sha1:{c1}")),
+    );
+    assert_eq!(v["status"]["images"][0]["digest"], digest.as_str());
+    assert_eq!(v["status"]["images"][0]["pushed"], false, "{v:#}");
+    assert_eq!(
+        tags_of(&reg, "app"),
+        std::collections::BTreeSet::from([tag.clone(), "main".to_string()])
+    );
+}
+
 /// One cloud's workload identity as its webhook sets up the pod.
 struct Cloud {
     /// `spec.provider`.

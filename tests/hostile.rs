@@ -1631,3 +1631,115 @@ fn a_push_that_fails_after_publishing_says_what_it_published() {
     assert_eq!(again["digest"], digest.as_str());
     assert_eq!(again["pushed"], false, "{again}");
 }
+
+// ------------------------------------------------------------ SSL_CERT_FILE
+
+/// `SSL_CERT_FILE`, the variable the docs tell users to set for a private
+/// CA, replaces the system's store: set to a file that does not exist or
+/// holds no certificate, no server can be trusted. Before, that was
+/// skipped without a word and the push failed later on `UnknownIssuer`
+/// with a hint at the system store or `insecure`. Now the run stops before
+/// any request, naming the variable and its value (exit 2); a bundle
+/// without the registry's CA fails on the certificate with a hint that
+/// names the variable (exit 4); the CA itself works.
+#[test]
+fn an_unusable_ssl_cert_file_is_named() {
+    let reg = Registry::start_tls(Auth::None);
+    let ca = reg.ca.clone().expect("a TLS registry");
+    let dir = common::TempDir::new();
+    let missing = dir.join("missing.pem");
+    let no_cert = dir.join("no-cert.pem");
+    std::fs::write(&no_cert, "# the CA goes here\n").unwrap();
+    let other = dir.join("other");
+    std::fs::create_dir(&other).unwrap();
+    let (other_ca, _, _) = common::registry::ca_signed(&other, "127.0.0.1");
+    let shop = settings(1, "tls");
+    let repository = format!("{}/shop", reg.host());
+    let push = |file: &Path| {
+        TestCommand::push(shop.path(), &repository)
+            .args(["--tag", "v1"])
+            .env("SSL_CERT_FILE", file)
+            .run()
+    };
+    let log_lines = || {
+        std::fs::read_to_string(&reg.log)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let before = log_lines();
+    for (file, why) in [
+        (&missing, "which cannot be read (".to_string()),
+        (
+            &no_cert,
+            "which holds no PEM certificate (-----BEGIN CERTIFICATE-----)".to_string(),
+        ),
+    ] {
+        let r = push(file);
+        assert_eq!(r.code, 2, "{}", r.stderr);
+        assert!(
+            r.stderr.contains(&format!(
+                "error: SSL_CERT_FILE is set to {}, {why}",
+                file.display()
+            )),
+            "{}",
+            r.stderr
+        );
+        assert!(
+            r.stderr.contains(
+                "HTTPS trusts only the certificates SSL_CERT_FILE names, instead of the system's, so no server could be trusted"
+            ),
+            "{}",
+            r.stderr
+        );
+        assert!(
+            r.stderr
+                .contains("hint: point SSL_CERT_FILE at a PEM bundle"),
+            "{}",
+            r.stderr
+        );
+    }
+    // Not one request reached the registry.
+    assert_eq!(log_lines(), before, "the registry was asked");
+    // A usable bundle without the registry's CA: the certificate, and the
+    // variable, are named.
+    let r = push(&other_ca);
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!(
+            "presented a TLS certificate that is not trusted: SSL_CERT_FILE is set to {}, and HTTPS trusts only the certificates in it",
+            other_ca.display()
+        )),
+        "{}",
+        r.stderr
+    );
+    assert!(skopeo_tags_tls(&reg, &ca).is_empty());
+    // The CA: pushed.
+    let r = push(&ca);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(skopeo_tags_tls(&reg, &ca), ["v1"]);
+}
+
+/// The tags of `shop` as skopeo reads them over TLS, trusting `ca`.
+fn skopeo_tags_tls(reg: &Registry, ca: &Path) -> Vec<String> {
+    let certs = common::TempDir::new();
+    std::fs::copy(ca, certs.join("ca.crt")).unwrap();
+    let out = Command::new(common::require("skopeo"))
+        .args(["list-tags", "--no-creds", "--cert-dir"])
+        .arg(certs.path())
+        .arg(format!("docker://{}/shop", reg.host()))
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        return Vec::new();
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["Tags"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|t| t.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
