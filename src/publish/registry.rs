@@ -9,7 +9,6 @@ use crate::image::Image;
 use crate::image::artifact::{self, Artifact};
 use crate::provenance;
 use crate::publish::cache::{RepoCache, TagImage};
-use crate::publish::guards::BranchReport;
 use crate::publish::upload::{self, KnownTag, Pushed, ReferrerProgress};
 use crate::publish::{Provenance, Publication, Published, Publisher, PushReport};
 use crate::registry::{self, Client};
@@ -159,20 +158,11 @@ impl<'a> RegistryPush<'a> {
             referrer,
             subject,
         };
-        match self.after_upload(after, &mut warnings, &mut so_far) {
-            Ok((push, branch)) => Ok(Published {
-                output: None,
-                new_blobs: push.uploaded_blobs,
-                push: Some(push),
-                anomaly,
-                branch,
-                warnings,
-            }),
-            Err(error) => Err(Error::AfterPublish {
+        self.after_upload(after, anomaly, warnings, &mut so_far)
+            .map_err(|error| Error::AfterPublish {
                 published: Box::new(so_far),
                 error: Box::new(error),
-            }),
-        }
+            })
     }
 
     /// Step 7, once the image is under its tags: the branch tag, the
@@ -181,9 +171,10 @@ impl<'a> RegistryPush<'a> {
     fn after_upload(
         &mut self,
         after: Upload,
-        warnings: &mut Vec<String>,
+        anomaly: Option<crate::release::ordering::Anomaly>,
+        mut warnings: Vec<String>,
         so_far: &mut PublishedSoFar,
-    ) -> Result<(PushReport, Option<BranchReport>)> {
+    ) -> Result<Published> {
         let Upload {
             pushed,
             progress,
@@ -211,7 +202,7 @@ impl<'a> RegistryPush<'a> {
         if let Some(Ok(d)) = &provenance {
             so_far.provenance = Some(d.clone());
         }
-        so_far.warnings.clone_from(warnings);
+        so_far.warnings.clone_from(&warnings);
         let branch = self.finish_branch(moving)?;
         if let Some(report) = &branch {
             warnings.extend(report.warnings.iter().cloned());
@@ -219,16 +210,20 @@ impl<'a> RegistryPush<'a> {
         let provenance = provenance.transpose()?;
         // A branch tag made or moved is a change to the registry too.
         let branch_changed = branch.as_ref().is_some_and(|b| b.changed());
-        Ok((
-            PushReport {
+        Ok(Published {
+            output: None,
+            new_blobs: pushed.uploaded_blobs,
+            push: Some(PushReport {
                 reference: pushed.reference,
                 uploaded_blobs: pushed.uploaded_blobs,
                 uploaded_bytes: pushed.uploaded_bytes,
                 pushed: pushed.pushed || branch_changed,
                 provenance,
-            },
+            }),
+            anomaly,
             branch,
-        ))
+            warnings,
+        })
     }
 
     /// Steps 4 to 6: the image under its tags, telling the upload what this
