@@ -36,5 +36,6 @@ pub mod rollout;
 pub mod scratch;
 pub mod source;
 pub mod tag;
+pub mod trust;
 
 pub use error::{Error, Result};

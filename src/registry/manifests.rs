@@ -1,12 +1,12 @@
 //! Manifests and tags: `HEAD`/`GET`/`PUT` of `manifests/REFERENCE` with our
-//! exact bytes (never re-serialized: the digest is of the bytes), and the
-//! tag list with its `Link` pages.
+//! exact bytes (never re-serialized: the digest is of the bytes). The tag
+//! list is [`super::tags`].
 
 use reqwest::header;
 use reqwest::{Method, Response, StatusCode};
 
 use super::Session;
-use super::transport::{header_str, next_link};
+use super::transport::header_str;
 use crate::error::{Error, Result};
 use crate::image::{Descriptor, MANIFEST_MEDIA_TYPE};
 
@@ -181,49 +181,6 @@ impl Session {
             digest,
             subject: header_str(&resp, "oci-subject"),
         })
-    }
-
-    /// Every tag of the repository, following `Link` pagination. Empty
-    /// when the repository does not exist yet.
-    pub(crate) async fn list_tags(&self) -> Result<Vec<String>> {
-        #[derive(serde::Deserialize)]
-        struct TagList {
-            #[serde(default)]
-            tags: Option<Vec<String>>,
-        }
-        let what = format!("listing tags of {}", self.t.repo);
-        let mut url = self.t.url("tags/list")?;
-        url.query_pairs_mut().append_pair("n", "1000");
-        let mut tags = Vec::new();
-        for _ in 0..10_000 {
-            let resp = self
-                .t
-                .send(&what, true, |s| Ok(s.request(Method::GET, url.clone())))
-                .await?;
-            match resp.status() {
-                StatusCode::OK => {}
-                StatusCode::NOT_FOUND if tags.is_empty() => return Ok(tags),
-                _ => return Err(self.t.fail(&what, resp).await),
-            }
-            let next = next_link(&resp);
-            let body = self.t.small_body(&what, resp, "answer").await?;
-            let page: TagList = serde_json::from_slice(&body).map_err(|e| {
-                self.t
-                    .registry_err(&what, format!("unreadable tag list: {e}"))
-            })?;
-            tags.extend(page.tags.unwrap_or_default());
-            match next {
-                Some(n) => {
-                    url = url
-                        .join(&n)
-                        .map_err(|e| self.t.registry_err(&what, format!("bad Link {n:?}: {e}")))?
-                }
-                None => return Ok(tags),
-            }
-        }
-        Err(self
-            .t
-            .registry_err(&what, "the tag list never ended (more than 10000 pages)"))
     }
 }
 

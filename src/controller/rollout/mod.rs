@@ -52,17 +52,25 @@ pub struct Ctx {
     pub env: crate::front::Env,
     /// `--cluster-name`.
     pub cluster: String,
+    /// `--provider-namespaces`, as for SettingsImages.
+    pub provider_namespaces: crate::controller::reconcile::ProviderNamespaces,
     /// Per object: failed reconciles in a row.
     failures: Mutex<HashMap<String, u32>>,
 }
 
 impl Ctx {
     /// A context with no memory yet.
-    pub fn new(client: Client, env: crate::front::Env, cluster: String) -> Ctx {
+    pub fn new(
+        client: Client,
+        env: crate::front::Env,
+        cluster: String,
+        provider_namespaces: crate::controller::reconcile::ProviderNamespaces,
+    ) -> Ctx {
         Ctx {
             client,
             env,
             cluster,
+            provider_namespaces,
             failures: Mutex::new(HashMap::new()),
         }
     }
@@ -342,6 +350,7 @@ async fn attempt(
         let access = Access {
             client: &ctx.client,
             env: &ctx.env,
+            provider_namespaces: &ctx.provider_namespaces,
         };
         let options = registry_options(&login, &access, ns, held)
             .await
