@@ -271,18 +271,14 @@ fn history_request(
         None => history::SourceUrl::from_ci(front::source_url(env)),
     };
     Ok(Request {
-        path: PathBuf::new(),
         tags,
-        target,
         source: history.source,
         timestamp_tag: history.timestamp_tag,
         github: front::github_api(env, history.github.token()),
         source_url,
         ci: front::ci(env),
-        forward: request::Forward::default(),
-        provenance: false,
         revision: history.revision,
-        extra: Default::default(),
+        ..Request::new(PathBuf::new(), target)
     })
 }
 
@@ -297,15 +293,14 @@ fn push_options(env: &front::Env, args: &PushArgs) -> Result<registry::Options> 
         args.username.as_ref(),
         args.password_stdin,
     )?;
-    let mut options = registry::Options::new(
-        args.repository.clone(),
-        args.insecure,
+    Ok(registry::Options {
+        insecure: args.insecure,
+        monolithic: args.monolithic,
         credentials,
-        front::docker_config(env),
-        login.map(Into::into),
-    );
-    options.monolithic = args.monolithic;
-    Ok(options)
+        docker_config: front::docker_config(env),
+        login: login.map(Into::into),
+        ..registry::Options::new(args.repository.clone())
+    })
 }
 
 /// `push`'s request to `options`, with no folder or extra metadata yet.
@@ -442,13 +437,12 @@ fn run_diff(env: &front::Env, args: &DiffArgs) -> Result<ExitCode> {
         crate::cluster::verify::check_path(path)?;
     }
     let open = |repository: &str| {
-        registry::Client::open_read_only(&registry::Options::new(
-            repository,
-            args.insecure,
-            credentials.clone(),
-            front::docker_config(env),
-            None,
-        ))
+        registry::Client::open_read_only(&registry::Options {
+            insecure: args.insecure,
+            credentials: credentials.clone(),
+            docker_config: front::docker_config(env),
+            ..registry::Options::new(repository)
+        })
     };
     let old_client = open(&old_repo)?;
     let old = Image::from_registry(&old_client, &old_ref, args.old.clone(), &limits)?;

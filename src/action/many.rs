@@ -87,13 +87,10 @@ pub fn publish(env: &Env) -> Result<()> {
     if with.plan != Some(true) {
         super::login::exchange_first(&mut inputs.credentials, inputs.login.as_ref())?;
     }
-    let options = registry::Options::new(
-        String::new(),
-        inputs.insecure,
-        inputs.credentials.clone(),
-        front::docker_config(env),
-        inputs.login.clone().map(Into::into),
-    );
+    let options = registry::Options {
+        repository: String::new(),
+        ..super::publish::registry_options(env, &inputs)
+    };
     let revision = match inputs::event_plan(env)? {
         EventPlan::Skip(why) => {
             say(&commands::notice(
@@ -118,9 +115,7 @@ pub fn publish(env: &Env) -> Result<()> {
     ensure_temp_dir()?;
     let jobs = jobs(&with)?;
     let base = Request {
-        path: PathBuf::new(),
         tags: inputs.tags.clone(),
-        target: Target::Registry(options.clone()),
         source: inputs.source,
         timestamp_tag: inputs.timestamp_tag.clone(),
         github: front::github_api(env, inputs.github_token.clone()),
@@ -130,6 +125,7 @@ pub fn publish(env: &Env) -> Result<()> {
         provenance: inputs.provenance,
         revision: revision.clone(),
         extra: inputs.extra.clone(),
+        ..Request::new(PathBuf::new(), Target::Registry(options.clone()))
     };
     let targets = many::registry_targets(&options, repositories);
     say(&commands::group(&format!(

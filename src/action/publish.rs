@@ -367,13 +367,7 @@ fn request_for(
     revision: Option<String>,
 ) -> Result<Request> {
     let target = match dry_run {
-        None => Target::Registry(registry::Options::new(
-            inputs.repository.clone(),
-            inputs.insecure,
-            inputs.credentials.clone(),
-            front::docker_config(env),
-            inputs.login.clone().map(Into::into),
-        )),
+        None => Target::Registry(registry_options(env, inputs)),
         Some(dir) => {
             registry::parse_repository(&inputs.repository)?;
             Target::Layout(dir.path().join("layout"))
@@ -386,9 +380,7 @@ fn request_for(
         ));
     }
     Ok(Request {
-        path: inputs.path.clone(),
         tags: inputs.tags.clone(),
-        target,
         source: inputs.source,
         timestamp_tag: inputs.timestamp_tag.clone(),
         github: front::github_api(env, inputs.github_token.clone()),
@@ -403,6 +395,7 @@ fn request_for(
             request::Forward::default()
         },
         extra: inputs.extra.clone(),
+        ..Request::new(inputs.path.clone(), target)
     })
 }
 
@@ -532,13 +525,7 @@ fn changes(
 ) -> Option<crate::diff::review::Review> {
     use crate::diff::review::{Pushed, since_previous};
     let tag = report.timestamp_tag.as_deref().filter(|_| inputs.push)?;
-    let options = registry::Options::new(
-        inputs.repository.clone(),
-        inputs.insecure,
-        inputs.credentials.clone(),
-        front::docker_config(env),
-        inputs.login.clone().map(Into::into),
-    );
+    let options = registry_options(env, inputs);
     let pushed = Pushed {
         repository: &inputs.repository,
         tag,
@@ -552,6 +539,17 @@ fn changes(
         &pushed,
         &crate::diff::Limits::SUMMARY,
     ))
+}
+
+/// How the inputs reach the registry of `repository`.
+pub(super) fn registry_options(env: &Env, inputs: &PublishInputs) -> registry::Options {
+    registry::Options {
+        insecure: inputs.insecure,
+        credentials: inputs.credentials.clone(),
+        docker_config: front::docker_config(env),
+        login: inputs.login.clone().map(Into::into),
+        ..registry::Options::new(inputs.repository.clone())
+    }
 }
 
 /// What a run published, in the outputs' terms.

@@ -124,13 +124,7 @@ fn hints_name_inputs_not_flags() {
             request::Request {
                 path: "x".into(),
                 tags: vec![],
-                target: Target::Registry(registry::Options::new(
-                    "ghcr.io/a/b",
-                    false,
-                    None,
-                    None,
-                    None,
-                )),
+                target: Target::Registry(registry::Options::new("ghcr.io/a/b")),
                 source: SourceMode::Commit,
                 timestamp_tag: None,
                 github: None,

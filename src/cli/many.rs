@@ -136,17 +136,16 @@ pub(super) fn run_plan(env: &front::Env, args: &PlanArgs) -> Result<()> {
     for n in &notices {
         output::eprintln(&format!("notice: {n}"));
     }
-    let options = registry::Options::new(
-        String::new(),
-        args.access.insecure,
-        credentials(
+    let options = registry::Options {
+        insecure: args.access.insecure,
+        credentials: credentials(
             env,
             args.access.username.as_ref(),
             args.access.password_stdin,
         )?,
-        front::docker_config(env),
-        None,
-    );
+        docker_config: front::docker_config(env),
+        ..registry::Options::default()
+    };
     if let Some(note) = crate::tag::shared_prefix_note(&args.timestamp_tag) {
         output::eprintln(&format!("{}: {}", note.label(), note.text));
     }

@@ -11,7 +11,6 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 
 use crate::error::Result;
-use crate::history::SourceMode;
 use crate::history::mirror::{Mirrors, Remote};
 use crate::pipeline::Spec;
 use crate::registry;
@@ -72,22 +71,15 @@ pub struct PublishReport {
 pub fn run(job: &Job, mirrors: &Mirrors, interrupt: &AtomicBool) -> Result<PublishReport> {
     let mirror = mirrors.fetch(&job.remote, &job.branch, Some(&job.commit), interrupt)?;
     let base = Request {
-        path: PathBuf::new(),
-        tags: Vec::new(),
-        target: Target::Registry(job.registry.clone()),
-        source: SourceMode::Commit,
         timestamp_tag: Some(job.prefix.clone()),
-        github: None,
-        source_url: crate::history::SourceUrl::Origin,
         ci: job.ci.clone(),
         forward: Forward {
             branch_tag: job.branch_tag.clone(),
-            allow_rewind: false,
-            forced_before: None,
+            ..Forward::default()
         },
         provenance: job.provenance,
         revision: Some(job.commit.clone()),
-        extra: Default::default(),
+        ..Request::new(PathBuf::new(), Target::Registry(job.registry.clone()))
     };
     let folders = crate::many::select_in(&mirror, &job.commit, &[&job.path], "spec.path")?;
     let (repositories, notices) = repositories(&job.registry.repository, &folders)?;
