@@ -27,6 +27,7 @@ OLD=$(readlink -f "$1"); NEW=$(readlink -f "$2")
 command -v docker-registry >/dev/null || die "docker-registry is missing (bash scripts/deps.sh installs it)"
 command -v git >/dev/null || die "git is missing"
 OUT=${3:-$(mktemp -d /tmp/compare-outputs.XXXXXX)}
+rm -rf "$OUT/old" "$OUT/new"
 mkdir -p "$OUT"
 # Every path a run prints is under $WORK, the same for both binaries.
 WORK=/tmp/compare-outputs-work
@@ -251,7 +252,9 @@ for SIDE in old new; do
   rm -rf "$WORK"; mkdir -p "$WORK/home" "$WORK/out"
   make_repo
   start_registry
-  BIN=$OLD; [ "$SIDE" = new ] && BIN=$NEW
+  # One name for both: clap's usage lines print it.
+  mkdir -p "$WORK/bin"; BIN=$WORK/bin/settings-image
+  if [ "$SIDE" = old ]; then cp "$OLD" "$BIN"; else cp "$NEW" "$BIN"; fi
   CASE=0
   runs
   stop_registry

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::branch_tag::{BranchTagOutcome, Change};
+use crate::branch_tag::{BranchTag, Change};
 use crate::error::{Error, Result};
 use crate::front::{self, Login};
 use crate::history;
@@ -80,13 +80,12 @@ fn password_given(env: &front::Env, stdin: bool) -> bool {
     stdin || front::var(env, "SETTINGS_IMAGE_PASSWORD").is_some()
 }
 
-/// Prints the report; `forced`: the push followed a force-push (words the
-/// branch-tag notice).
-fn print_report(report: &crate::report::Report, json: bool, forced: bool) -> Result<()> {
+/// Prints the report.
+fn print_report(report: &crate::report::Report, json: bool) -> Result<()> {
     if let Some(a) = &report.anomaly {
         output::eprintln(&format!("warning: {}: {}", a.kind.as_str(), a.message));
     }
-    if let Some(line) = BranchTagOutcome::of(report, forced).and_then(|b| branch_line(&b)) {
+    if let Some(line) = report.branch_tag.as_ref().and_then(branch_line) {
         output::eprintln(&line);
     }
     for w in &report.warnings {
@@ -103,7 +102,7 @@ fn print_report(report: &crate::report::Report, json: bool, forced: bool) -> Res
 
 /// The line the CLI prints about the branch tag, when there is one worth
 /// a line (held, or moved back or sideways).
-fn branch_line(b: &BranchTagOutcome) -> Option<String> {
+fn branch_line(b: &BranchTag) -> Option<String> {
     let (name, commit) = (&b.name, b.commit.as_deref()?);
     Some(match &b.change {
         Change::Held {
@@ -192,7 +191,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 ..history_request(&env, args.history, args.tags, Target::Layout(args.output))?
             };
             let report = pipeline::run(&Spec::one(req))?.into_report()?;
-            done(print_report(&report, args.json, false))
+            done(print_report(&report, args.json))
         }
         Command::Tag(args) if is_many(&args.path) => done(run_tag_many(&env, &args)),
         Command::Tag(args) => done(run_tag(&env, &args)),
@@ -206,11 +205,10 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 extra,
                 ..push_request(&env, args, options)?
             };
-            let forced = req.forward.forced_before.is_some();
             let report = pipeline::run(&Spec::one(req))?
                 .into_report()
                 .inspect_err(|e| print_published_then_failed(e, json))?;
-            done(print_report(&report, json, forced))
+            done(print_report(&report, json))
         }
         Command::Inspect(args) => done(run_inspect(&env, &args)),
         Command::Diff(args) => run_diff(&env, &args),

@@ -3,8 +3,8 @@
 
 use serde::Serialize;
 
+use crate::branch_tag::BranchTag;
 use crate::publish::PushReport;
-use crate::publish::guards::BranchReport;
 
 /// The layer as the report shows it.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -54,7 +54,7 @@ pub struct Report {
     pub anomaly: Option<crate::release::ordering::Anomaly>,
     /// What `--branch-tag` did.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub branch_tag: Option<BranchReport>,
+    pub branch_tag: Option<BranchTag>,
     /// What a registry push did (`push` only).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub push: Option<PushReport>,
@@ -105,8 +105,8 @@ impl Report {
             s.push_str(&format!(
                 "branch tag {}: {}{}{}\n",
                 b.name,
-                b.outcome.as_str(),
-                b.commit
+                b.outcome(),
+                b.recorded
                     .as_deref()
                     .map(|c| format!(", commit {c}"))
                     .unwrap_or_default(),

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use super::commands::{self, say};
 use super::inputs::{self, Env, EventPlan};
 use super::summary::{self, Facts};
-use crate::branch_tag::{BranchTagOutcome, Change};
+use crate::branch_tag::{BranchTag, Change};
 use crate::error::{Error, Result};
 use crate::front;
 use crate::history::{SourceMode, Token};
@@ -419,8 +419,8 @@ fn announce(inputs: &PublishInputs, report: &Report, published: &Published) {
     if let Some(a) = &report.anomaly {
         say(&anomaly_annotation(a, report.timestamp_tag.as_deref()));
     }
-    if let Some(b) = BranchTagOutcome::of(report, false) {
-        let text = branch_text(&b);
+    if let Some(b) = &report.branch_tag {
+        let text = branch_text(b);
         say(&if b.rewound() {
             commands::warning("settings-image: branch tag rewound", &text)
         } else {
@@ -636,7 +636,7 @@ fn outputs(report: &Report, published: &Published) -> String {
             report
                 .branch_tag
                 .as_ref()
-                .map(|b| b.outcome.as_str().to_string())
+                .map(|b| b.outcome().to_string())
                 .unwrap_or_default(),
         ),
     ]
@@ -661,7 +661,7 @@ fn anomaly_annotation(a: &Anomaly, tag: Option<&str>) -> String {
 }
 
 /// One line on what happened to the branch tag, in the action's words.
-fn branch_text(b: &BranchTagOutcome) -> String {
+fn branch_text(b: &BranchTag) -> String {
     let at = b
         .recorded
         .as_deref()
@@ -724,7 +724,8 @@ fn facts(env: &Env, inputs: &PublishInputs, report: &Report, published: &Publish
             .iter()
             .map(|a| format!("{}: {}", a.kind.as_str(), a.message))
             .chain(
-                BranchTagOutcome::of(report, false)
+                report
+                    .branch_tag
                     .iter()
                     .map(|b| format!("branch tag: {}", branch_text(b))),
             )

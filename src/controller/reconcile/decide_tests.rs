@@ -6,10 +6,10 @@
 
 use super::super::step::{failed, stalled};
 use super::*;
+use crate::branch_tag::{BranchTag, Change};
 use crate::controller::crd::Condition;
 use crate::publish::PushReport;
-use crate::publish::guards::{BranchOutcome, BranchReport};
-use crate::release::ordering::{Anomaly, AnomalyKind, BranchMove};
+use crate::release::ordering::{Anomaly, AnomalyKind};
 use crate::report::{LayerReport, Report};
 
 const NOW: &str = "2026-12-02T20:00:00Z";
@@ -254,15 +254,17 @@ fn the_notes_of_a_publish_are_events_and_part_of_the_ready_message() {
         served: "main-1800000000-1111111".into(),
         other_tag: "main-1800000000-1111111".into(),
     });
-    img.report.branch_tag = Some(BranchReport {
+    img.report.branch_tag = Some(BranchTag {
         name: "main".into(),
-        outcome: BranchOutcome::KeptNewer,
-        commit: Some("1111111".into()),
+        commit: img.report.commit.clone(),
+        recorded: Some("1111111".into()),
         repaired_to: None,
-        plan: BranchMove::KeepNewer {
+        change: Change::Held {
             current: "1111111".into(),
+            force_push: false,
+            rewound: false,
         },
-        warnings: Vec::new(),
+        unordered: None,
     });
     img.report.warnings = vec!["no provenance attached".into()];
     let held = Held::new();
