@@ -1,5 +1,7 @@
-//! The command-line front end: clap arguments (`cli/args.rs`) turned into a
-//! [`Request`] and run; the several-folder faces live in `cli/many.rs`.
+//! The command-line face: clap arguments (`cli/args.rs`) read in one step
+//! into the core's values, the core called once, its outcome printed in
+//! the CLI's words (`cli/show.rs`). `build`, `push`, `tag` and `plan`
+//! (one folder or several, one path) live in `cli/publish.rs`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -9,22 +11,21 @@ use crate::error::{Error, Result};
 use crate::front::{self, Login};
 use crate::history;
 use crate::output;
-use crate::pipeline::{self, Spec};
 use crate::promote::BreakGlass;
 use crate::registry::{self, Credentials};
 use crate::request::{self, Request, Target};
 
 mod args;
 pub mod cluster;
-mod many;
 pub mod metadata;
 mod progress;
+mod publish;
+pub(crate) mod show;
 
 pub use args::{
     AccessArgs, ActionArgs, BuildArgs, Cli, Command, CompletionsArgs, DiffArgs, GitHubArgs,
     HistoryArgs, InspectArgs, ManArgs, PlanArgs, PromoteArgs, PushArgs, TagArgs, VERSION,
 };
-use many::{is_many, run_build_many, run_plan, run_push_many, run_tag_many};
 
 /// The registry login of `push` and `promote`: `--username` (or
 /// `SETTINGS_IMAGE_USERNAME`) with the password from standard input or
@@ -95,7 +96,7 @@ fn print_report(report: &crate::report::Report, json: bool) -> Result<()> {
         let s = serde_json::to_string(report).map_err(|e| Error::json("printing the report", e))?;
         output::println(&s)?;
     } else {
-        output::print(&report.human())?;
+        output::print(&show::report(report))?;
     }
     Ok(())
 }
@@ -181,35 +182,10 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     match command {
         Command::Completions(args) => done(print_completions(args.shell)),
         Command::Man(args) => done(write_man(&args.dir)),
-        Command::Build(args) if is_many(&args.path) => done(run_build_many(&env, args)),
-        Command::Push(args) if is_many(&args.path) => done(run_push_many(&env, args)),
-        Command::Plan(args) => done(run_plan(&env, &args)),
-        Command::Build(args) => {
-            let req = Request {
-                path: single(args.path),
-                extra: args.metadata.metadata(),
-                ..history_request(&env, args.history, args.tags, Target::Layout(args.output))?
-            };
-            let report = pipeline::run(&Spec::one(req))?.into_report()?;
-            done(print_report(&report, args.json))
-        }
-        Command::Tag(args) if is_many(&args.path) => done(run_tag_many(&env, &args)),
-        Command::Tag(args) => done(run_tag(&env, &args)),
-        Command::Push(mut args) => {
-            let options = push_options(&env, &args)?;
-            let path = single(std::mem::take(&mut args.path));
-            let extra = args.metadata.metadata();
-            let json = args.json;
-            let req = Request {
-                path,
-                extra,
-                ..push_request(&env, args, options)?
-            };
-            let report = pipeline::run(&Spec::one(req))?
-                .into_report()
-                .inspect_err(|e| print_published_then_failed(e, json))?;
-            done(print_report(&report, json))
-        }
+        Command::Build(args) => done(publish::run(publish::build(&env, args)?)),
+        Command::Push(args) => done(publish::run(publish::push(&env, args)?)),
+        Command::Tag(args) => done(publish::tag(&env, &args)),
+        Command::Plan(args) => done(publish::plan(&env, &args)),
         Command::Inspect(args) => done(run_inspect(&env, &args)),
         Command::Diff(args) => run_diff(&env, &args),
         Command::Promote(args) => done(run_promote(&env, &args)),
@@ -505,50 +481,6 @@ fn run_inspect(env: &front::Env, args: &InspectArgs) -> Result<()> {
     Ok(())
 }
 
-fn run_tag(env: &front::Env, args: &TagArgs) -> Result<()> {
-    crate::tag::sanitize_prefix(&args.prefix)?;
-    if let Some(note) = crate::tag::shared_prefix_note(&args.prefix) {
-        output::eprintln(&format!("{}: {}", note.label(), note.text));
-    }
-    let api = front::github_api(env, args.github.token());
-    let path = args.path.first().cloned().unwrap_or_default();
-    let lc = history::last_change(&path, args.revision.as_deref(), api)?;
-    if lc.from_github {
-        output::eprintln(&format!(
-            "note: shallow clone; the GitHub API named commit {} as the last change of {}",
-            lc.commit.id, lc.repo_path
-        ));
-    }
-    let tag = crate::tag::timestamp_tag(&args.prefix, lc.commit.timestamp, &lc.commit.id)?;
-    if args.json {
-        let v = serde_json::json!({
-            "tag": tag,
-            "commit": lc.commit.id,
-            "timestamp": lc.commit.timestamp,
-            "committed_at": lc.commit.committed_at(),
-            "path": lc.repo_path,
-        });
-        output::println(&v.to_string())?;
-    } else {
-        output::println(&tag)?;
-    }
-    Ok(())
-}
-
-/// With `--json`, a push that failed after it published prints what it
-/// published on stdout (`{"error", "exit_code", "published"}`), so a
-/// script reading the report learns it as a person reading stderr does.
-fn print_published_then_failed(err: &Error, json: bool) {
-    if let (true, Error::AfterPublish { published, error }) = (json, err) {
-        let v = serde_json::json!({
-            "error": error.to_string(),
-            "exit_code": err.exit_code(),
-            "published": published,
-        });
-        println!("{v}");
-    }
-}
-
 /// Prints an error with its hint to stderr, in the CLI's words, and
 /// returns the exit code. A push that failed after it published prints
 /// its warnings first (they were not printed: the push did not finish).
@@ -566,9 +498,4 @@ pub fn report_error(err: &Error) -> ExitCode {
         }
     }
     exit_code(err.exit_code())
-}
-
-/// The single folder of a one-folder run (clap requires at least one).
-fn single(paths: Vec<PathBuf>) -> PathBuf {
-    paths.into_iter().next().unwrap_or_default()
 }

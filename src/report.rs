@@ -65,57 +65,70 @@ pub struct Report {
     pub warnings: Vec<String>,
 }
 
-impl Report {
-    /// A short human summary.
-    pub fn human(&self) -> String {
-        let mut s = format!(
-            "{} files, {} bytes\ndigest {}\nlayer  {} ({} bytes)\n",
-            self.files, self.size, self.digest, self.layer.digest, self.layer.size
-        );
-        if let Some(commit) = &self.commit {
-            s.push_str(&format!("commit {commit}\n"));
-        }
-        if let Some(out) = &self.output {
-            let tags = if self.tags.is_empty() {
-                "(untagged)".to_string()
-            } else {
-                self.tags.join(", ")
-            };
-            s.push_str(&format!(
-                "wrote  {out} (OCI layout), tags: {tags}, new blobs: {}\n",
-                self.new_blobs
-            ));
-        }
-        if let Some(p) = &self.push {
-            s.push_str(&format!(
-                "{} {}, uploaded {} blobs ({} bytes)\n",
-                if p.pushed { "pushed" } else { "up to date" },
-                p.reference,
-                p.uploaded_blobs,
-                p.uploaded_bytes
-            ));
-            if let Some(d) = &p.provenance {
-                s.push_str(&format!("provenance {d}\n"));
+/// One folder's line in the several-folder outputs (the CLI's `--json`
+/// array, the action's `images`), its error in the face's words.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct ImageLine {
+    /// The folder as selected.
+    pub path: String,
+    /// The repository pushed to (push) or the layout written (build).
+    pub repository: String,
+    /// The tag `reference` names: the timestamp tag when asked for, else
+    /// the first tag.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    /// The manifest digest.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// `HOST/NAME:TAG@sha256:...` after a push.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
+    /// Whether the push changed the registry (false: an unchanged folder).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pushed: Option<bool>,
+    /// What Flux's numerical policy gets wrong about this push.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub anomaly: Option<crate::release::ordering::Anomaly>,
+    /// Why this folder failed (the others still ran).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl ImageLine {
+    /// The line of `folder`, its error rendered by `face`. A folder that
+    /// failed after it published says what is there.
+    pub fn of(folder: &crate::pipeline::FolderReport, face: &dyn crate::field::Face) -> ImageLine {
+        let (path, repository) = (folder.path.clone(), folder.repository.clone());
+        match &folder.result {
+            Ok(report) => ImageLine {
+                path,
+                repository,
+                tag: report
+                    .timestamp_tag
+                    .clone()
+                    .or_else(|| report.tags.first().cloned()),
+                digest: Some(report.digest.clone()),
+                reference: report.push.as_ref().map(|p| p.reference.clone()),
+                pushed: report.push.as_ref().map(|p| p.pushed),
+                anomaly: report.anomaly.clone(),
+                error: None,
+            },
+            Err(e) => {
+                let published = match e {
+                    crate::Error::AfterPublish { published, .. } => Some(published),
+                    _ => None,
+                };
+                ImageLine {
+                    path,
+                    repository,
+                    tag: published.and_then(|p| p.tags.first().cloned()),
+                    digest: published.map(|p| p.digest.clone()),
+                    reference: published.map(|p| p.reference.clone()),
+                    pushed: published.map(|p| p.pushed),
+                    anomaly: None,
+                    error: Some(e.render(face)),
+                }
             }
         }
-        if let Some(a) = &self.anomaly {
-            s.push_str(&format!("anomaly {}: {}\n", a.kind.as_str(), a.message));
-        }
-        if let Some(b) = &self.branch_tag {
-            s.push_str(&format!(
-                "branch tag {}: {}{}{}\n",
-                b.name,
-                b.outcome(),
-                b.recorded
-                    .as_deref()
-                    .map(|c| format!(", commit {c}"))
-                    .unwrap_or_default(),
-                b.repaired_to
-                    .as_deref()
-                    .map(|t| format!(", moved on to {t} after a racing run"))
-                    .unwrap_or_default()
-            ));
-        }
-        s
     }
 }

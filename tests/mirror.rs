@@ -210,35 +210,35 @@ fn a_commit_published_from_the_mirror_is_what_push_makes_in_a_clone() {
     // Several folders by a glob, against the tree of the commit; in the
     // clone the same glob with the commit checked out.
     run_ok(git_cmd(up.home(), &clone).args(["checkout", "-q", &c3]));
-    let folders =
-        settings_image::many::select_in(&mirror, &c3, &["configs/*"], "spec.path").unwrap();
-    let names: Vec<_> = folders
+    let selection = settings_image::many::Selection::in_mirror(
+        &mirror,
+        &c3,
+        &["configs/*"],
+        settings_image::field::Field::Path,
+    )
+    .unwrap();
+    let names: Vec<_> = selection
+        .folders
         .iter()
         .map(|f| f.path.display().to_string())
         .collect();
     assert_eq!(names, ["configs/cart", "configs/shop"]);
     let template = format!("{}/many-{{name}}", registry.host());
-    let repositories =
-        settings_image::many::targets(&template, &folders, "spec.repository").unwrap();
+    let (repositories, _) = selection
+        .repositories(&template, settings_image::field::Field::Repository)
+        .unwrap();
     let targets = settings_image::many::registry_targets(
-        &settings_image::registry::Options {
-            repository: String::new(),
-            insecure: false,
-            monolithic: false,
-            credentials: None,
-            docker_config: None,
-            login: None,
-        },
+        &settings_image::registry::Options::default(),
         repositories,
     );
-    let spec = Spec::each(
+    let spec = Spec::new(
         request(".", &c3, Target::Layout(PathBuf::new())),
-        &folders,
+        &selection,
         targets,
         2,
     );
     let outcome = settings_image::pipeline::run(&spec.in_mirror(&mirror)).unwrap();
-    assert!(outcome.errors.is_empty(), "{:?}", outcome.errors);
+    let ours = outcome.published().unwrap();
     let theirs = TestCommand::push_json(
         "configs/*",
         &format!("{}/many-clone-{{name}}", registry.host()),
@@ -247,11 +247,11 @@ fn a_commit_published_from_the_mirror_is_what_push_makes_in_a_clone() {
     .args(["--revision", &c3, "--timestamp-tag", "main"])
     .json();
     let theirs = theirs.as_array().expect("several folders: a JSON array");
-    assert_eq!(outcome.images.len(), theirs.len());
-    for (ours, theirs) in outcome.images.iter().zip(theirs) {
+    assert_eq!(ours.len(), theirs.len());
+    for (ours, theirs) in ours.iter().zip(theirs) {
         assert_eq!(ours.path, theirs["path"].as_str().unwrap());
-        assert_eq!(ours.digest.as_deref(), theirs["digest"].as_str());
-        assert_eq!(ours.tag.as_deref(), theirs["tag"].as_str());
+        assert_eq!(Some(ours.report.digest.as_str()), theirs["digest"].as_str());
+        assert_eq!(ours.report.timestamp_tag.as_deref(), theirs["tag"].as_str());
     }
 }
 

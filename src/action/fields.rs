@@ -68,7 +68,8 @@ impl Face for Inputs {
             Mention::Credentials(Joint::With | Joint::And) => {
                 "`username` and `password`, or an OIDC `login` (docs/registries.md)".to_string()
             }
-            Mention::Looked(_) | Mention::PathRoot => crate::field::Cli.mention(m),
+            Mention::PathRoot => "the workspace".to_string(),
+            Mention::Looked(_) => crate::field::Cli.mention(m),
         }
     }
 }

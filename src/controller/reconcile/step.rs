@@ -9,10 +9,12 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Secret;
 
 use crate::controller::crd::{GitRepository, Provider, SettingsImageSpec};
-use crate::controller::publish::{PublishReport, Published};
+use crate::controller::publish::PublishReport;
 use crate::controller::redact::Held;
 use crate::controller::{source, spec, watch};
 use crate::error::{Error, GitFailure};
+use crate::many::LowerCased;
+use crate::pipeline::FolderImage;
 
 /// How an attempt ended.
 #[derive(Debug)]
@@ -24,9 +26,9 @@ pub enum Step {
         /// `status.artifact.revision` as source-controller wrote it.
         revision: String,
         /// Each folder's result.
-        images: Vec<Published>,
-        /// The folder->repository mapping's notices.
-        notices: Vec<String>,
+        images: Vec<FolderImage>,
+        /// The folders whose repository name was lower-cased.
+        notices: Vec<LowerCased>,
     },
     /// The same revision and spec, published and checked within the
     /// interval: nobody was asked.
@@ -271,7 +273,7 @@ pub fn provider_allowed(
         return Err(stalled(
             "AccessDenied",
             format!(
-                "provider: {name} logs in with the controller's own cloud identity, which SettingsImages in \
+                "spec.provider: {name} logs in with the controller's own cloud identity, which SettingsImages in \
                  namespace {ns} may not use (the controller's --provider-namespaces is {}); give spec.secretRef \
                  with this registry's credentials instead, or ask the cluster operator to add {ns} to \
                  --provider-namespaces",
@@ -280,7 +282,7 @@ pub fn provider_allowed(
         ));
     }
     if let Some(exchange) = crate::controller::login::exchange_of(provider) {
-        let asked = format!("provider: {name}");
+        let asked = format!("spec.provider: {name}");
         crate::login::hosts::check(exchange, host, &asked).map_err(|e| {
             stalled(
                 "InvalidProvider",
