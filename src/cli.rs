@@ -17,6 +17,7 @@ use crate::request::{self, Request, Target};
 
 mod args;
 pub mod cluster;
+mod login;
 pub mod metadata;
 mod progress;
 mod publish;
@@ -57,10 +58,10 @@ fn credentials(
 }
 
 /// The credentials or OIDC login of `push` and `promote` for `repository`
-/// (see [`crate::login::flags::LoginArgs::resolve`]).
+/// (see [`login::LoginArgs::resolve`]).
 fn resolve_login(
     env: &front::Env,
-    login: &crate::login::flags::LoginArgs,
+    login: &login::LoginArgs,
     repository: &str,
     insecure: bool,
     username: Option<&String>,
