@@ -179,6 +179,8 @@ runs() {
   cli push-login-github push --path configs/shop --repository "$R/shop" --timestamp-tag main --login github
   cli push-login-password push --path configs/shop --repository "$R/shop" --timestamp-tag main --login password
   cli push-fact-elsewhere push --path configs/shop --repository "$R/shop" --timestamp-tag main --aws-role-arn arn:aws:iam::1:role/r
+  cli push-facts-several push --path configs/shop --repository "$R/shop" --timestamp-tag main --aws-role-arn arn:aws:iam::1:role/r --azure-client-id c
+  cli push-fact-no-value push --path configs/shop --repository "$R/shop" --timestamp-tag main --aws-region
   EXTRA_ENV="SETTINGS_IMAGE_USERNAME=u" cli push-half-user push --path configs/shop --repository "$R/shop" --timestamp-tag main
   EXTRA_ENV="SETTINGS_IMAGE_PUSH_TIMEOUT=15m" cli push-bad-deadline push --path configs/shop --repository "$R/shop" --timestamp-tag main
   EXTRA_ENV=
@@ -242,6 +244,13 @@ drafts/new" repository="$R/actf/{name}" timestamp-tag=main
   action allow-rewind path=configs/shop repository="$R/act" timestamp-tag=main allow-rewind=true
   action with-tag path=configs/shop repository="$R/act:v1" timestamp-tag=main
   action login-bad path=configs/shop repository="$R/act" timestamp-tag=main login=vault
+  action login-password path=configs/shop repository="$R/act" timestamp-tag=main login=password
+  action login-password-no-user path=configs/shop repository="$R/act" timestamp-tag=main password=p
+  action login-ecr path=configs/shop repository="$R/act" timestamp-tag=main login=ecr
+  action login-github-elsewhere path=configs/shop repository="$R/act" timestamp-tag=main login=github github-token=ghs_x
+  action login-github-no-token path=configs/shop repository=ghcr.io/acme/act timestamp-tag=main login=github
+  action fact-elsewhere path=configs/shop repository="$R/act" timestamp-tag=main aws-role-arn=arn:aws:iam::1:role/r
+  action facts-several path=configs/shop repository="$R/act" timestamp-tag=main aws-role-arn=arn:aws:iam::1:role/r azure-client-id=c
   action closed path=configs/shop repository="127.0.0.1:$CLOSED/acme/act" timestamp-tag=main
   action same-repository path='configs/*' repository="$R/act-same" timestamp-tag=main
   DIR=$WORK/wt
