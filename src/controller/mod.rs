@@ -396,6 +396,7 @@ async fn serve(args: Args, settings: Settings) -> Result<()> {
                 args.namespace.as_deref(),
                 client.clone(),
                 rctx,
+                metrics.clone(),
                 stop_rx.clone(),
             ))
         }
