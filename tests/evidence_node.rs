@@ -23,7 +23,8 @@
 //! Failure paths here, on the node: the registry refusing the records (the
 //! SettingsRollout's Secret has a wrong password: the status and a Warning
 //! Event say so, and once the Secret is right it is retried and written),
-//! the controller restarted mid-rollout (the same records, none twice), the
+//! the controller down while the workload moves and restarted mid-rollout
+//! (each record from the pods' times, not the restart's; none twice), the
 //! workload deleted, and records pushed by hand (a bad cluster name, an
 //! unknown field) ignored by the gate and named by `inspect`. The plain API
 //! server versions of these (tests/controller/rollout.rs) stay: they choose
@@ -722,19 +723,19 @@ fn three_candidates_on_the_node_gate_production_by_what_ran_in_staging() {
     assert_eq!(v["status"]["workloads"][0]["record"], recs1[0].0.as_str());
 
     // 2. The second candidate crash-loops on the kubelet; the first pod
-    //    keeps serving. Applied once the first has run for the soak.
+    //    keeps serving. It is applied once the first has run for the soak,
+    //    while the controller is down (stopped by SIGTERM): the restarted
+    //    controller ends the first run when the second's pod was created,
+    //    not when it looked.
     while now() < secs(&ready1) + SOAK + 3 {
         std::thread::sleep(Duration::from_millis(500));
     }
+    assert_eq!(ours.terminate(), 0);
     w.deploy(&w.staging, &c2.reference);
-    flux.wait(&w.staging, "pods", "a crash-looping pod", |v| {
+    flux.wait(&w.staging, "pods", "a pod of the second candidate", |v| {
         v["items"].as_array().is_some_and(|ps| {
-            ps.iter().any(|p| {
-                p["spec"]["volumes"][0]["image"]["reference"] == c2.reference.as_str()
-                    && p["status"]["containerStatuses"][0]["restartCount"]
-                        .as_u64()
-                        .is_some_and(|n| n >= 1)
-            })
+            ps.iter()
+                .any(|p| p["spec"]["volumes"][0]["image"]["reference"] == c2.reference.as_str())
         })
     });
     let pod2 = w.pod_of(&w.staging, &c2.reference);
@@ -743,6 +744,20 @@ fn three_candidates_on_the_node_gate_production_by_what_ran_in_staging() {
         .as_str()
         .expect("creationTimestamp")
         .to_string();
+    while now() < secs(&created2) + 5 {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut ours = Ours::start(flux, &w.staging, w.ca());
+    let v = w.rollout(&ours, "the second candidate Progressing", |v| {
+        entry(v).is_some_and(|e| e.0 == c2.digest && e.1 == "Progressing")
+    });
+    assert_eq!(entry(&v).map(|e| e.3), Some(created2.clone()));
+    // The container really exits: restarted, exit code 1, its words.
+    let pod2 = flux.wait(&w.staging, &format!("pod/{name2}"), "restarted", |p| {
+        p["status"]["containerStatuses"][0]["restartCount"]
+            .as_u64()
+            .is_some_and(|n| n >= 1)
+    });
     let last = &pod2["status"]["containerStatuses"][0]["lastState"]["terminated"];
     assert_eq!(last["exitCode"], 1, "{:#}", pod2["status"]);
     let said = flux.kubectl_ok(&["logs", "-n", &w.staging, &name2, "--previous"]);
@@ -754,12 +769,8 @@ fn three_candidates_on_the_node_gate_production_by_what_ran_in_staging() {
     // The first pod still runs and serves the first file.
     let still = flux.get(&w.staging, &format!("pod/{}", pod1.name));
     assert_eq!(still["status"]["phase"], "Running");
-    let v = w.rollout(&ours, "the second candidate Progressing", |v| {
-        entry(v).is_some_and(|e| e.0 == c2.digest && e.1 == "Progressing")
-    });
-    assert_eq!(entry(&v).map(|e| e.3), Some(created2.clone()));
-    // The controller restarts mid-rollout, before the grace period is over;
-    // the new one finds it over.
+    // The controller restarts again mid-rollout, before the grace period
+    // is over; the new one finds it over.
     assert_eq!(ours.terminate(), 0);
     while now() < secs(&created2) + GRACE as i64 + 2 {
         std::thread::sleep(Duration::from_millis(500));
