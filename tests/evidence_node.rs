@@ -760,7 +760,17 @@ fn three_candidates_on_the_node_gate_production_by_what_ran_in_staging() {
     });
     let last = &pod2["status"]["containerStatuses"][0]["lastState"]["terminated"];
     assert_eq!(last["exitCode"], 1, "{:#}", pod2["status"]);
-    let said = flux.kubectl_ok(&["logs", "-n", &w.staging, &name2, "--previous"]);
+    // The kubelet answers "unable to retrieve container logs" while it
+    // replaces the terminated container: asked again until it has one.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let said = loop {
+        let said = flux.kubectl_ok(&["logs", "-n", &w.staging, &name2, "--previous"]);
+        if !said.starts_with("unable to retrieve container logs") {
+            break said;
+        }
+        assert!(Instant::now() < deadline, "{name2}: {said}");
+        std::thread::sleep(Duration::from_millis(500));
+    };
     eprintln!("observed: the crash-looping pod {name2} printed {said:?}");
     assert_eq!(
         said,
