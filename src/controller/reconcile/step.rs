@@ -271,7 +271,7 @@ pub fn provider_allowed(
         return Err(stalled(
             "AccessDenied",
             format!(
-                "provider: {name} logs in with the controller's own cloud identity, which SettingsImages in \
+                "spec.provider: {name} logs in with the controller's own cloud identity, which SettingsImages in \
                  namespace {ns} may not use (the controller's --provider-namespaces is {}); give spec.secretRef \
                  with this registry's credentials instead, or ask the cluster operator to add {ns} to \
                  --provider-namespaces",
@@ -280,13 +280,13 @@ pub fn provider_allowed(
         ));
     }
     if let Some(exchange) = crate::controller::login::exchange_of(provider) {
-        let asked = format!("provider: {name}");
+        let asked = format!("spec.provider: {name}");
         crate::login::hosts::check(exchange, host, &asked).map_err(|e| {
             stalled(
                 "InvalidProvider",
                 format!(
                     "{e}; set spec.repository to the provider's registry, or use spec.secretRef (and \
-                     provider: generic) for {host}"
+                     spec.provider: generic) for {host}"
                 ),
             )
         })?;
