@@ -30,7 +30,9 @@ fn main() {
     for p in INPUTS {
         println!("cargo:rerun-if-changed={p}");
     }
-    println!("cargo:rerun-if-changed=.cargo_vcs_info.json");
+    // Cargo counts a missing path as changed, which would re-run this
+    // script, and recompile the crate, on every build: only paths that exist.
+    rerun_if_changed(&dir.join(".cargo_vcs_info.json"));
     let built_from = match from_git(&dir).or_else(|| from_vcs_info(&dir)) {
         Some((commit, tree)) => format!("commit {commit}, {tree} tree"),
         None => "commit unknown: built outside a git checkout".to_string(),
@@ -69,7 +71,7 @@ fn from_git(dir: &Path) -> Option<(String, String)> {
             dir,
             &["rev-parse", "--path-format=absolute", "--git-path", rel],
         ) {
-            println!("cargo:rerun-if-changed={p}");
+            rerun_if_changed(Path::new(&p));
         }
     }
     if let Some(branch) = git(dir, &["symbolic-ref", "-q", "HEAD"])
@@ -78,7 +80,14 @@ fn from_git(dir: &Path) -> Option<(String, String)> {
             &["rev-parse", "--path-format=absolute", "--git-path", &branch],
         )
     {
-        println!("cargo:rerun-if-changed={p}");
+        // A fresh clone keeps the branch in packed-refs, with no loose ref
+        // file yet: the folder the next commit writes it into.
+        let p = Path::new(&p);
+        if p.exists() {
+            rerun_if_changed(p);
+        } else if let Some(parent) = p.parent() {
+            rerun_if_changed(parent);
+        }
     }
     let mut status = vec!["status", "--porcelain", "--untracked-files=normal", "--"];
     status.extend(INPUTS);
@@ -88,6 +97,14 @@ fn from_git(dir: &Path) -> Option<(String, String)> {
         None => "unknown",
     };
     Some((commit, tree.to_string()))
+}
+
+/// Re-runs this script when `path` changes, if it exists (cargo takes a
+/// missing path for a changed one).
+fn rerun_if_changed(path: &Path) {
+    if path.exists() {
+        println!("cargo:rerun-if-changed={}", path.display());
+    }
 }
 
 /// `{"git": {"sha1": "...", "dirty": true}}` from `cargo package`

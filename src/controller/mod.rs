@@ -424,6 +424,7 @@ async fn serve(args: Args, settings: Settings) -> Result<()> {
                 args.namespace.as_deref(),
                 client.clone(),
                 rctx,
+                metrics.clone(),
                 stop_rx.clone(),
             ))
         }

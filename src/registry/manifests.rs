@@ -16,6 +16,16 @@ const ACCEPT_MANIFESTS: &str = "application/vnd.oci.image.manifest.v1+json, \
      application/vnd.docker.distribution.manifest.v2+json, \
      application/vnd.docker.distribution.manifest.list.v2+json";
 
+/// `REPO:TAG`, or `REPO@DIGEST` for a digest (a tag holds no `:`): a
+/// manifest reference as a person writes it, in errors.
+pub(crate) fn named(repo: &impl std::fmt::Display, reference: &str) -> String {
+    if reference.contains(':') {
+        format!("{repo}@{reference}")
+    } else {
+        format!("{repo}:{reference}")
+    }
+}
+
 /// A manifest as the registry holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Manifest {
@@ -68,7 +78,7 @@ impl Session {
 
     /// What a tag (or digest) names, or `None` when it does not exist.
     pub(crate) async fn head_manifest(&self, reference: &str) -> Result<Option<Descriptor>> {
-        let what = format!("checking manifest {}:{reference}", self.t.repo);
+        let what = format!("checking manifest {}", named(&self.t.repo, reference));
         let Some(resp) = self
             .manifest_request(Method::HEAD, &what, reference)
             .await?
@@ -100,7 +110,7 @@ impl Session {
 
     /// The manifest a tag (or digest) names, or `None` when it does not exist.
     pub(crate) async fn get_manifest(&self, reference: &str) -> Result<Option<Manifest>> {
-        let what = format!("getting manifest {}:{reference}", self.t.repo);
+        let what = format!("getting manifest {}", named(&self.t.repo, reference));
         let Some(resp) = self.manifest_request(Method::GET, &what, reference).await? else {
             return Ok(None);
         };
@@ -137,7 +147,7 @@ impl Session {
         bytes: &[u8],
         media_type: &str,
     ) -> Result<PutManifest> {
-        let what = format!("putting manifest {}:{reference}", self.t.repo);
+        let what = format!("putting manifest {}", named(&self.t.repo, reference));
         let url = self.t.url(&format!("manifests/{reference}"))?;
         let digest = crate::image::sha256_digest(bytes);
         let mut waits = BLOB_SETTLE.iter();
@@ -200,5 +210,20 @@ fn blob_not_settled(err: &Error) -> bool {
             message.contains("MANIFEST_BLOB_UNKNOWN") || message.contains("DIGEST_INVALID")
         }
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod named_tests {
+    use super::named;
+
+    #[test]
+    fn a_digest_is_named_with_an_at_sign_a_tag_with_a_colon() {
+        let d = format!("sha256:{}", "a".repeat(64));
+        assert_eq!(named(&"r.example/shop", &d), format!("r.example/shop@{d}"));
+        assert_eq!(
+            named(&"r.example/shop", "main-1-abcdef0"),
+            "r.example/shop:main-1-abcdef0"
+        );
     }
 }

@@ -288,7 +288,7 @@ pub fn provider_allowed(
                 "InvalidProvider",
                 format!(
                     "{e}; set spec.repository to the provider's registry, or use spec.secretRef (and \
-                     provider: generic) for {host}"
+                     spec.provider: generic) for {host}"
                 ),
             )
         })?;
