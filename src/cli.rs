@@ -1,7 +1,8 @@
 //! The command-line face: clap arguments (`cli/args.rs`) read in one step
 //! into the core's values, the core called once, its outcome printed in
-//! the CLI's words (`cli/show.rs`). `build`, `push`, `tag` and `plan`
-//! (one folder or several, one path) live in `cli/publish.rs`.
+//! plain lines (`show.rs`, which the action's log shares). `build`,
+//! `push`, `tag` and `plan` (one folder or several, one path) live in
+//! `cli/publish.rs`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -14,6 +15,7 @@ use crate::output;
 use crate::promote::BreakGlass;
 use crate::registry::{self, Credentials};
 use crate::request::{self, Request, Target};
+use crate::show;
 
 mod args;
 pub mod cluster;
@@ -21,7 +23,6 @@ mod login;
 pub mod metadata;
 mod progress;
 mod publish;
-pub(crate) mod show;
 
 pub use args::{
     AccessArgs, ActionArgs, BuildArgs, Cli, Command, CompletionsArgs, DiffArgs, GitHubArgs,

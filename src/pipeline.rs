@@ -34,7 +34,7 @@ use crate::many::Selection;
 use crate::provenance;
 use crate::publish::{Provenance, Publication, Stamp};
 use crate::release::ordering::ForcedPush;
-use crate::report::{LayerReport, Report};
+use crate::report::{ImageLine, LayerReport, Report};
 use crate::request::{Request, Target, for_mirror, merge_metadata};
 use crate::tag;
 use crate::text;
@@ -411,6 +411,47 @@ pub struct FolderReport {
     pub repository: String,
     /// What it published, or why it failed (the others still ran).
     pub result: Result<Report>,
+}
+
+/// The several-folder line (the CLI's and the action's `--json` and
+/// `images`), made here: `report` knows nothing of the run.
+impl ImageLine {
+    /// The line of `folder`, its error rendered by `face`. A folder that
+    /// failed after it published says what is there.
+    pub fn of(folder: &FolderReport, face: &dyn crate::field::Face) -> ImageLine {
+        let (path, repository) = (folder.path.clone(), folder.repository.clone());
+        match &folder.result {
+            Ok(report) => ImageLine {
+                path,
+                repository,
+                tag: report
+                    .timestamp_tag
+                    .clone()
+                    .or_else(|| report.tags.first().cloned()),
+                digest: Some(report.digest.clone()),
+                reference: report.push.as_ref().map(|p| p.reference.clone()),
+                pushed: report.push.as_ref().map(|p| p.pushed),
+                anomaly: report.anomaly.clone(),
+                error: None,
+            },
+            Err(e) => {
+                let published = match e {
+                    crate::Error::AfterPublish { published, .. } => Some(published),
+                    _ => None,
+                };
+                ImageLine {
+                    path,
+                    repository,
+                    tag: published.and_then(|p| p.tags.first().cloned()),
+                    digest: published.map(|p| p.digest.clone()),
+                    reference: published.map(|p| p.reference.clone()),
+                    pushed: published.map(|p| p.pushed),
+                    anomaly: None,
+                    error: Some(e.render(face)),
+                }
+            }
+        }
+    }
 }
 
 /// A folder that published ([`RunReport::published`]).

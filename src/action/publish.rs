@@ -422,7 +422,7 @@ pub(super) fn publish(env: &Env) -> Result<()> {
     if several {
         let outcome = outcome?;
         say(&commands::escape_text(
-            crate::cli::show::folders(&outcome).trim_end(),
+            crate::show::folders(&outcome).trim_end(),
         ));
         say(&commands::endgroup());
         report_folders(env, &inputs, &outcome)?;
@@ -431,7 +431,7 @@ pub(super) fn publish(env: &Env) -> Result<()> {
     let result = outcome.and_then(RunReport::into_report);
     if let Ok(report) = &result {
         say(&commands::escape_text(
-            crate::cli::show::report(report).trim_end(),
+            crate::show::report(report).trim_end(),
         ));
     }
     say(&commands::endgroup());

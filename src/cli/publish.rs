@@ -125,7 +125,7 @@ fn print_folders(outcome: RunReport, json: bool) -> Result<()> {
             .map_err(|e| Error::io("printing the report", std::io::Error::other(e)))?;
         output::println(&s)?;
     } else {
-        output::print(&super::show::folders(&outcome))?;
+        output::print(&crate::show::folders(&outcome))?;
     }
     for (path, e) in outcome.errors() {
         output::eprintln(&format!("error: {path}: {e}"));

@@ -1,5 +1,7 @@
-//! The plain-text renderings the command line prints: one function per
-//! value the core returns. `--json` prints the values themselves.
+//! The plain-text renderings of what a run did: one function per value
+//! the core returns. The command line prints them (`--json` prints the
+//! values themselves) and the action writes them into its log's group;
+//! both faces use this module, so neither reaches into the other.
 
 use crate::pipeline::RunReport;
 use crate::report::Report;
