@@ -68,8 +68,9 @@ pub struct Report {
 impl Report {
     /// A short human summary.
     pub fn human(&self) -> String {
+        let files = if self.files == 1 { "file" } else { "files" };
         let mut s = format!(
-            "{} files, {} bytes\ndigest {}\nlayer  {} ({} bytes)\n",
+            "{} {files}, {} bytes\ndigest {}\nlayer  {} ({} bytes)\n",
             self.files, self.size, self.digest, self.layer.digest, self.layer.size
         );
         if let Some(commit) = &self.commit {
