@@ -8,8 +8,9 @@ use crate::report::Report;
 
 /// A report as lines: what was built and where it went.
 pub(crate) fn report(r: &Report) -> String {
+    let files = if r.files == 1 { "file" } else { "files" };
     let mut s = format!(
-        "{} files, {} bytes\ndigest {}\nlayer  {} ({} bytes)\n",
+        "{} {files}, {} bytes\ndigest {}\nlayer  {} ({} bytes)\n",
         r.files, r.size, r.digest, r.layer.digest, r.layer.size
     );
     if let Some(commit) = &r.commit {

@@ -106,8 +106,9 @@ pub struct Verified {
 impl Verified {
     /// One human line.
     pub fn human(&self) -> String {
+        let files = if self.files == 1 { "file" } else { "files" };
         let mut s = format!(
-            "verified {}\n  digest {} is {} at commit {} ({} files, {} blobs identical)\n",
+            "verified {}\n  digest {} is {} at commit {} ({} {files}, {} blobs identical)\n",
             self.reference, self.digest, self.path, self.commit, self.files, self.blobs
         );
         for n in &self.notes {
