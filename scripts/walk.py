@@ -33,6 +33,9 @@ import gdb, os, subprocess
 out = open(os.environ["WALK_OUT"], "w")
 binary = gdb.current_progspace().filename
 gdb.execute("set pagination off"); gdb.execute("set confirm off")
+# No shell between gdb and the run: a shell drops variables whose names it
+# cannot spell, such as the runner's INPUT_TIMESTAMP-TAG.
+gdb.execute("set startup-with-shell off")
 gdb.execute("starti", to_string=True)
 base = None
 for l in gdb.execute("info proc mappings", to_string=True).splitlines():
