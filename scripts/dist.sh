@@ -4,6 +4,8 @@
 #   settings-image-vVERSION-TARGET.tar.gz, one per staged platform, holding
 #     settings-image-vVERSION-TARGET/settings-image   the static binary
 #     README.md, LICENSE* (when the repository has one), docs/
+#     THIRD-PARTY-LICENSES.txt  the licences of the crates compiled into
+#                   the binary (scripts/third-party-licences.py)
 #     completions/  settings-image.bash, _settings-image (zsh), settings-image.fish
 #     man/          settings-image.1 and one page per command (settings-image-push.1, ...)
 #   SHA256SUMS     the archives' sha256 (`sha256sum -c --ignore-missing SHA256SUMS`)
@@ -76,6 +78,7 @@ for dir in "$staged"/*/; do
   install -m 0755 "$dir/settings-image" "$root/settings-image"
   install -m 0644 README.md "$root/README.md"
   for l in "${licences[@]}"; do install -m 0644 "$l" "$root/$l"; done
+  python3 scripts/third-party-licences.py "$target" >"$root/THIRD-PARTY-LICENSES.txt"
   cp -r docs "$root/docs"
   cp -r "$work/completions" "$work/man" "$root/"
   chmod -R u=rwX,go=rX "$root"

@@ -140,6 +140,63 @@ fn the_archive_installs_into_an_empty_container_and_builds() {
             entry(licence);
         }
     }
+    // The crates' licences travel with the binary that holds their code.
+    // The oracle is the binary itself: the source paths its panic messages
+    // keep (`index.crates.io-HASH/NAME-VERSION/src/...`) name crates
+    // compiled into it, each of which the notices must list.
+    assert!(entry("THIRD-PARTY-LICENSES.txt").starts_with("-rw-r--r-- 0/0 "));
+    let notices = common::stdout_of(
+        common::tool("tar")
+            .arg("-xzOf")
+            .arg(&archive)
+            .arg(format!("{top}/THIRD-PARTY-LICENSES.txt")),
+    );
+    let binary = std::fs::read(common::repo().join("target/action-image/amd64/settings-image"))
+        .expect("the staged binary");
+    let paths = regex::bytes::Regex::new(
+        r"index\.crates\.io-[0-9a-f]+/([A-Za-z0-9_-]+?)-([0-9]+\.[0-9]+\.[0-9]+[A-Za-z0-9.+-]*)/",
+    )
+    .unwrap();
+    let in_binary: std::collections::BTreeSet<(String, String)> = paths
+        .captures_iter(&binary)
+        .map(|c| {
+            (
+                String::from_utf8_lossy(&c[1]).into_owned(),
+                String::from_utf8_lossy(&c[2]).into_owned(),
+            )
+        })
+        .collect();
+    assert!(
+        in_binary.len() > 50,
+        "only {} crate source paths in the binary: the oracle no longer sees them",
+        in_binary.len()
+    );
+    let listed: std::collections::BTreeSet<(String, String)> = notices
+        .lines()
+        .filter_map(|l| {
+            let (crate_version, _) = l.split_once(": ")?;
+            let (name, version) = crate_version.split_once(' ')?;
+            Some((name.to_string(), version.to_string()))
+        })
+        .collect();
+    let unlisted: Vec<_> = in_binary.difference(&listed).collect();
+    assert!(
+        unlisted.is_empty(),
+        "crates compiled into the binary without their licence in THIRD-PARTY-LICENSES.txt: {unlisted:?}"
+    );
+    for (name, version) in [("tokio", ""), ("serde", ""), ("gix", "")] {
+        assert!(
+            listed
+                .iter()
+                .any(|(n, v)| n == name && v.starts_with(version)),
+            "{name} is not listed"
+        );
+    }
+    assert!(
+        notices.contains("Permission is hereby granted, free of charge")
+            && notices.contains("Apache License"),
+        "the MIT and Apache-2.0 texts are not in the notices"
+    );
 
     // The README's install, pasted into a shell with a fresh HOME and no
     // network: each `curl -fsSLO URL` takes the file of that name from
