@@ -13,7 +13,7 @@
 //! pull_request event added (`action`, `number`, `pull_request.head/base`):
 //! no pull_request example is among the fixtures, and only `head.sha` is read.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -1503,7 +1503,7 @@ fn metadata_action_annotations_and_labels_reach_the_image_and_history_wins() {
 
 /// `settings-image verify REFERENCE --path DIR` from the CLI, without any
 /// GitHub environment.
-fn verify_cli(reference: &str, folder: &Path) -> common::registry::Run {
+fn verify_cli(reference: &str, folder: &Path) -> common::cmd::Run {
     let blank = [
         "GITHUB_REPOSITORY",
         "GITHUB_TOKEN",

@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-mod common;
+use crate::common;
 
 use common::git::ScratchRepo as Git;
 use common::github;
@@ -19,7 +19,7 @@ use settings_image::history::{self, AncestrySource, Token};
 impl Git {
     /// A commit with `parents` (none: a root) made with commit-tree at
     /// committer time `t`; returns its id.
-    fn commit(&self, parents: &[String], n: usize, t: i64) -> String {
+    fn commit_tree(&self, parents: &[String], n: usize, t: i64) -> String {
         std::fs::write(self.dir.join("f"), format!("{n}\n")).expect("write");
         self.git(&["add", "f"]);
         let tree = self.git(&["write-tree"]);
@@ -45,7 +45,7 @@ impl Git {
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
-    fn oracle(&self, a: &str, d: &str) -> bool {
+    fn is_ancestor_by_git(&self, a: &str, d: &str) -> bool {
         let st = self
             .cmd(&self.dir)
             .args(["merge-base", "--is-ancestor", a, d])
@@ -79,7 +79,7 @@ fn random_history(g: &Git, seed: u64, n: usize) -> Vec<String> {
             }
         }
         let skew = if rng.u32(0..5) == 0 { -5000 } else { 0 };
-        ids.push(g.commit(&parents, i, 1_700_000_000 + i as i64 * 60 + skew));
+        ids.push(g.commit_tree(&parents, i, 1_700_000_000 + i as i64 * 60 + skew));
     }
     g.git(&["update-ref", "refs/heads/main", &ids[n - 1]]);
     for (i, id) in ids.iter().enumerate() {
@@ -97,7 +97,7 @@ fn every_pair_agrees_with_git_merge_base() {
         let (mut yes, mut no) = (0, 0);
         for a in &ids {
             for d in &ids {
-                let want = g.oracle(a, d);
+                let want = g.is_ancestor_by_git(a, d);
                 let got = history::is_ancestor(&repo, a, d, None).expect("local answer");
                 assert_eq!(
                     got,
@@ -118,7 +118,7 @@ fn shallow() -> (Git, PathBuf, Vec<String>) {
     let mut ids = Vec::new();
     for i in 0..6 {
         let parents: Vec<String> = ids.last().cloned().into_iter().collect();
-        ids.push(g.commit(&parents, i, 1_700_000_000 + i as i64));
+        ids.push(g.commit_tree(&parents, i, 1_700_000_000 + i as i64));
     }
     g.git(&["update-ref", "refs/heads/main", &ids[5]]);
     g.git(&["checkout", "-q", "main"]);

@@ -7,7 +7,7 @@
 //! (opening a repository reads its config; nothing after that does); git is
 //! the oracle for the commits.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

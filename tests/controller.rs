@@ -15,10 +15,10 @@
 //! tags, kubectl for status and Events, Python's `prometheus_client` parser
 //! for the metrics.
 
-mod common;
+use crate::common;
 #[path = "controller/rollout.rs"]
 mod rollout;
-mod support_login;
+use crate::support_login;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

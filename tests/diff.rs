@@ -7,7 +7,7 @@
 //! (written by forge.py and the tar crate, never by settings-image), and the
 //! diff that `promote` and the publish action's job summary show.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::PathBuf;

@@ -2,7 +2,7 @@
 //! the fault proxy) and checked with its message, and the docs' lists
 //! checked against the codes tested here, so the two cannot drift.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 //! it to the tags of generated git histories (git is the oracle for which
 //! commit is newest).
 
-mod common;
+use crate::common;
 
 use common::TempDir;
 use common::cmd::{Run, TestCommand};

@@ -22,7 +22,7 @@
 //! awaited on `status.lastHandledReconcileAt`; intervals are long (10m), so
 //! nothing happens between the test's requests but what watches trigger.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

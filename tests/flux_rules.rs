@@ -23,7 +23,7 @@
 //! collide or not, branch tags, a rewind and its fix); the other tests
 //! script single cases.
 
-mod common;
+use crate::common;
 
 use common::rng::Rng;
 

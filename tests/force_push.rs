@@ -14,7 +14,7 @@
 //! text), the branch tag (output and what the registry holds), and Flux's
 //! pick (tests/common/flux.rs, independent of the crate).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -17,7 +17,7 @@ use std::process::Stdio;
 
 use settings_image::history::git::{Repo as GitRepo, Walk};
 
-mod common;
+use crate::common;
 
 use common::rng::Rng;
 

@@ -3,8 +3,8 @@
 //! code, the message, and that nothing is lost or leaked (skopeo reads
 //! every tag afterwards). The action face's cases live in `tests/action.rs`.
 
-mod common;
-mod support_login;
+use crate::common;
+use crate::support_login;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -15,16 +15,17 @@
 //! mirror's packs are (`git fsck`, `git verify-pack`), GNU gzip and tar for
 //! what the pushed or written layer holds.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::AtomicBool;
 
+use common::cmd::Run;
 use common::cmd::TestCommand;
 use common::git::ScratchRepo;
 use common::git_server::{GitServer, Options as GitOptions, Upstream};
-use common::registry::{Auth, Registry, Run, peak_rss};
+use common::registry::{Auth, Registry, peak_rss};
 use common::{TempDir, repo, require, run_ok};
 use serde_json::Value;
 
@@ -293,17 +294,21 @@ fn child_fetch_if_asked() {
 /// these tests are about) fails there, instead of taking the machine's.
 const CHILD_ADDRESS_SPACE_KIB: u64 = 4 << 20;
 
-/// Runs this test binary again for the test `name` alone with `spec` in
-/// `LARGE_FILES_CHILD`, under GNU time, its address space limited.
+/// Runs this test binary again for the test `name` (of this module)
+/// alone with `spec` in `LARGE_FILES_CHILD`, under GNU time, its address
+/// space limited.
 fn in_child(name: &str, spec: Value) -> (Run, u64) {
     let exe = std::env::current_exe().expect("the test binary");
+    // The harness names a test by its path below the crate root.
+    let module = module_path!().split_once("::").map_or("", |(_, m)| m);
+    let name = format!("{module}::{name}");
     let mut cmd = Command::new(require("sh"));
     cmd.args([
         "-c",
         &format!("ulimit -v {CHILD_ADDRESS_SPACE_KIB} && exec \"$0\" \"$@\""),
     ])
     .arg(exe)
-    .args([name, "--exact", "--nocapture", "--test-threads=1"])
+    .args([name.as_str(), "--exact", "--nocapture", "--test-threads=1"])
     .env(CHILD, spec.to_string());
     peak_rss(cmd)
 }

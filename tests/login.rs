@@ -6,8 +6,8 @@
 //! back authenticates a push to a real distribution registry (htpasswd),
 //! which skopeo then reads. Every token is masked and leaks nowhere.
 
-mod common;
-mod support_login;
+use crate::common;
+use crate::support_login;
 
 use common::cmd::TestCommand;
 use common::registry::{Auth, Registry, skopeo_inspect};

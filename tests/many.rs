@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-mod common;
+use crate::common;
 
 use common::cmd::TestCommand;
 use common::git::ScratchRepo;

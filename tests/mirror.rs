@@ -3,7 +3,7 @@
 //! `tests/common/git_server.rs`), with the git CLI and
 //! `settings-image push` run in a `git clone` of the same URL as oracles.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;

@@ -5,7 +5,7 @@
 //! says what the test command costs, and `scripts/deps.sh` names every
 //! command the tests run.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -12,7 +12,7 @@
 //! node's containerd is told about as a cluster admin would (a hosts.toml
 //! naming the CA).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

@@ -15,7 +15,7 @@
 //! nothing; it sends no `OCI-Subject`, so `push` writes the referrers tag
 //! as well (tests/provenance.rs has the stub that answers it).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

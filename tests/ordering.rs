@@ -5,7 +5,7 @@
 //! policy picks (implemented here independently from the crate), the
 //! anomaly each push reports, and where the branch tag points.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -2,10 +2,12 @@
 //! distribution, no referrers API: records go through the `sha256-<hex>`
 //! tag index), with a recording proxy to count what goes over the wire.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 
+use common::bin;
+use common::cmd::Run;
 use common::cmd::TestCommand;
 use common::registry::*;
 use serde_json::Value;

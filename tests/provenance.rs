@@ -8,7 +8,7 @@
 //! `OCI-Subject`, where no fallback tag may be written. `inspect` reads
 //! each back.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -19,6 +19,7 @@ use common::cmd::TestCommand;
 use common::forge;
 use common::oci::ReferrersRegistry;
 use common::registry::*;
+use common::require;
 use serde_json::Value;
 
 const IN_TOTO: &str = "application/vnd.in-toto+json";

@@ -6,10 +6,10 @@
 //! regenerating them fails here, naming the first line that differs.
 //!
 //! Regenerate all three:
-//! `SETTINGS_IMAGE_WRITE_REFERENCE=1 cargo test --test reference`
+//! `SETTINGS_IMAGE_WRITE_REFERENCE=1 cargo test --test integration -- reference::`
 //! (then review the diff and commit it).
 
-mod common;
+use crate::common;
 
 use std::fmt::Write as _;
 
@@ -37,7 +37,7 @@ fn check(rel: &str, generated: &str) {
         .unwrap_or_else(|| on_disk.lines().count().min(generated.lines().count()));
     panic!(
         "{rel} is out of date: line {} is\n  {:?}\nbut the code generates\n  {:?}\n\
-         regenerate it with `{WRITE}=1 cargo test --test reference` and commit it",
+         regenerate it with `{WRITE}=1 cargo test --test integration -- reference::` and commit it",
         line + 1,
         on_disk.lines().nth(line).unwrap_or("(end of file)"),
         generated.lines().nth(line).unwrap_or("(end of file)"),
@@ -48,7 +48,7 @@ fn check(rel: &str, generated: &str) {
 fn generated_from(what: &str) -> String {
     format!(
         "<!-- Generated from {what} by tests/reference.rs: do not edit; regenerate with\n     \
-         {WRITE}=1 cargo test --test reference -->\n"
+         {WRITE}=1 cargo test --test integration -- reference:: -->\n"
     )
 }
 

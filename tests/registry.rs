@@ -2,10 +2,11 @@
 //! read back by independent consumers (skopeo, podman, containerd), with
 //! faults injected by a proxy, and with Basic and Bearer-token auth.
 
-mod common;
+use crate::common;
 
 use common::cmd::TestCommand;
 use common::registry::*;
+use common::require;
 
 fn s(v: &serde_json::Value, k: &str) -> String {
     v[k].as_str()

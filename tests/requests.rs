@@ -13,7 +13,7 @@
 //! into a repository that already holds three (what CI does on every
 //! change). Each first push, then a re-push of the same commit.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

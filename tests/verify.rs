@@ -8,7 +8,7 @@
 //! access (or a buggy tool) would write them, so `verify` meets layers and
 //! manifests it did not write.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::Read as _;

@@ -83,16 +83,6 @@ impl Run {
         );
         self
     }
-
-    /// Asserts that the run exited with `code`.
-    pub fn exited(&self, code: i32) -> &Run {
-        assert_eq!(
-            self.code, code,
-            "wanted exit code {code}:\nstdout:\n{}\nstderr:\n{}",
-            self.stdout, self.stderr
-        );
-        self
-    }
 }
 
 impl fmt::Debug for Run {

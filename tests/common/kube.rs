@@ -167,7 +167,7 @@ impl Kube {
     }
 
     /// Flux's CRDs (image automation and GitRepository) from the fixtures,
-    /// installed once per test binary.
+    /// installed once per test process.
     pub fn install_flux_crds(&self) {
         static DONE: OnceLock<()> = OnceLock::new();
         DONE.get_or_init(|| {

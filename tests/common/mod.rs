@@ -5,8 +5,6 @@
 //! Every tool is required, never optional: a missing tool panics with the
 //! package that provides it (`bash scripts/deps.sh` installs them all).
 
-#![allow(dead_code)] // Each test binary uses its own subset of these helpers.
-
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write;

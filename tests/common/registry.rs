@@ -14,9 +14,8 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 
-pub use super::cmd::Run;
-#[allow(unused_imports)] // `bin` for the files that import it from here.
-pub use super::{bin, require};
+use super::cmd::Run;
+use super::require;
 
 /// A free loopback TCP port.
 pub fn free_port() -> u16 {
@@ -507,7 +506,6 @@ fn url_decode(s: &str) -> String {
 
 /// A parsed request or response head.
 pub struct Head {
-    pub first: String,
     pub method: String,
     pub path: String,
     pub status: u16,
@@ -562,7 +560,6 @@ fn read_head(r: &mut impl BufRead) -> Option<Head> {
         .collect();
     let status = b.parse().unwrap_or(0);
     Some(Head {
-        first,
         method: a,
         path: b,
         status,

@@ -4,8 +4,6 @@
 //! registry API to a real distribution registry), and runs of the action
 //! and the CLI against it.
 
-#![allow(dead_code)]
-
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
