@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::cmd::{Running, TestCommand};
 use common::registry::{Action, Auth, Proxy, Registry, settings, skopeo_inspect, skopeo_tags};
+use common::runner::Runner;
 
 /// Git in `dir` with a fixed identity and committer time, no global config.
 fn git(dir: &Path, args: &[&str], time: i64) {
@@ -294,22 +295,25 @@ fn files_named_by_flags_are_read_bounded_and_only_when_regular() {
     }
     // The action's `policy` input: a path in the checkout, a symlink to
     // /dev/zero there.
-    let r = run_bounded(
-        TestCommand::new()
-            .args(["action", "promote"])
-            .env("GITHUB_WORKSPACE", d.join("ws"))
-            .env("INPUT_REPOSITORY", "127.0.0.1:9/acme/shop")
-            .env("INPUT_FROM", "main")
-            .env("INPUT_TO", "prod")
-            .env("INPUT_POLICY", "zero.yaml"),
-    );
-    assert_eq!(r.code, 2, "{r:?}");
+    let r = Runner::new(common::TempDir::new(), d.join("ws"))
+        .promote()
+        .run_by(
+            &[
+                ("repository", "127.0.0.1:9/acme/shop"),
+                ("from", "main"),
+                ("to", "prod"),
+                ("policy", "zero.yaml"),
+            ],
+            run_bounded,
+        );
+    r.exited(2);
     assert!(
         r.stdout.contains(&format!(
             "the input `policy` {}: is a device, not a regular file",
             d.join("ws/zero.yaml").display()
         )),
-        "{r:?}"
+        "{}",
+        r.stdout
     );
 }
 
@@ -1107,7 +1111,7 @@ fn a_presigned_upload_url_is_printed_without_its_query_in_debug_lines_and_json()
         )),
         "{error}"
     );
-    for text in [&run_.stdout, &run_.stderr, &run_.outputs, &run_.summary] {
+    for text in [&run_.stdout, &run_.stderr, &run_.output_file, &run_.summary] {
         assert_no_presigned_query(text);
     }
     for (m, p, a) in seen_auth(&other) {

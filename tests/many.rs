@@ -11,35 +11,17 @@ use serde_json::Value;
 
 use crate::common;
 
-use common::cmd::TestCommand;
+use common::cmd::{Run, TestCommand};
 use common::git::ScratchRepo;
 use common::registry::{Auth, Registry, skopeo_inspect};
 
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Out {
-    fn json(&self) -> Value {
-        serde_json::from_str(self.stdout.trim())
-            .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}\n{}", self.stdout, self.stderr))
-    }
-}
-
-fn run(cwd: &Path, args: &[&str]) -> Out {
+fn run(cwd: &Path, args: &[&str]) -> Run {
     let home = tempfile::tempdir().expect("tempdir");
-    let r = TestCommand::new()
+    TestCommand::new()
         .current_dir(cwd)
         .args(args)
         .env("HOME", home.path())
-        .run();
-    Out {
-        code: r.code,
-        stdout: r.stdout,
-        stderr: r.stderr,
-    }
+        .run()
 }
 
 fn write(r: &ScratchRepo, rel: &str, content: &str) {
@@ -298,7 +280,7 @@ fn a_failing_folder_does_not_hide_the_others() {
         "{}",
         out.stderr
     );
-    let images = by_path(&out.json());
+    let images = by_path(&out.report());
     assert_eq!(images.len(), 4, "every folder reported");
     let draft = &images["configs/draft"];
     assert!(

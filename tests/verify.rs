@@ -18,6 +18,7 @@ use common::cmd::{Run, TestCommand};
 use common::forge::{self, Edit};
 use common::git::ScratchRepo;
 use common::registry::{Auth, Registry, curl};
+use common::runner::Runner;
 use serde_json::Value;
 
 /// A settings repository with `configs/shop`, commits at fixed times.
@@ -760,42 +761,32 @@ fn scan_verifies_every_workload_kind_and_fails_on_one_bad_reference() {
     );
     let url = format!("file://{}", st.repo.dir.display());
     st.repo.git_in(ws, &["clone", "-q", &url, "settings"]);
-    let files = common::TempDir::new();
-    let out = files.path().join("output");
-    let summary = files.path().join("summary");
-    let mut cmd = TestCommand::new();
-    cmd.arg("action")
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", ws)
-        .env("GITHUB_WORKSPACE", ws)
-        .env("GITHUB_OUTPUT", &out)
-        .env("GITHUB_STEP_SUMMARY", &summary)
-        .env("INPUT_MODE", "verify")
-        .env("INPUT_PATH", "settings/configs/shop")
-        .env("INPUT_REPOSITORY", &repo)
-        .env("INPUT_SCAN", "cluster/apps");
-    let o = cmd.run();
-    let stdout = o.stdout;
+    let runner = Runner::new(common::TempDir::new(), ws.to_path_buf());
+    let with = |mode, scan| {
+        [
+            ("mode", mode),
+            ("path", "settings/configs/shop"),
+            ("repository", repo.as_str()),
+            ("scan", scan),
+        ]
+    };
+    let o = runner.run(&with("verify", "cluster/apps"));
+    let stdout = &o.stdout;
     assert_eq!(o.code, 7, "{stdout}");
     assert!(
         stdout.contains("::error file=cluster/apps/pod.yaml,line=")
             && stdout.contains("re-pointed"),
         "{stdout}"
     );
-    let text = std::fs::read_to_string(&summary).unwrap();
+    let text = &o.summary;
     assert!(text.contains("| ❌ | `pod.yaml:"), "{text}");
     assert!(text.contains("| ✅ | `shop/statefulset.yml:"), "{text}");
-    let outputs = std::fs::read_to_string(&out).unwrap();
-    assert!(outputs.contains("verified<<"), "{outputs}");
-    assert!(outputs.contains("\nfalse\n"), "{outputs}");
+    assert_eq!(o.out("verified"), "false", "{:?}", o.outputs);
     // Only the faithful folder: the step passes.
-    let o = cmd
-        .env("INPUT_SCAN", "cluster/apps/shop/statefulset.yml")
-        .run();
+    let o = runner.run(&with("verify", "cluster/apps/shop/statefulset.yml"));
     assert_eq!(o.code, 0, "{}", o.stdout);
     // A wrong mode is an input error.
-    let o = cmd.env("INPUT_MODE", "audit").run();
+    let o = runner.run(&with("audit", "cluster/apps/shop/statefulset.yml"));
     assert_eq!(o.code, 2);
     assert!(o.stdout.contains("the input `mode`"));
 }
@@ -1408,27 +1399,22 @@ fn a_scan_that_finds_no_reference_fails_unless_allowed() {
     let url = format!("file://{}", st.repo.dir.display());
     st.repo
         .git_in(ws.path(), &["clone", "-q", &url, "settings"]);
-    let files = common::TempDir::new();
-    let mut cmd = TestCommand::new();
-    cmd.arg("action")
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", ws.path())
-        .env("GITHUB_WORKSPACE", ws.path())
-        .env("GITHUB_OUTPUT", files.path().join("output"))
-        .env("GITHUB_STEP_SUMMARY", files.path().join("summary"))
-        .env("INPUT_MODE", "verify")
-        .env("INPUT_PATH", "settings/configs/shop")
-        .env("INPUT_REPOSITORY", &typo)
-        .env("INPUT_SCAN", "cluster");
-    let o = cmd.run();
-    let stdout = o.stdout;
+    let runner = Runner::new(common::TempDir::new(), ws.path().to_path_buf());
+    let mut with = vec![
+        ("mode", "verify"),
+        ("path", "settings/configs/shop"),
+        ("repository", typo.as_str()),
+        ("scan", "cluster"),
+    ];
+    let o = runner.run(&with);
+    let stdout = &o.stdout;
     assert_eq!(o.code, 2, "{stdout}");
     assert!(
         stdout.contains("::error") && stdout.contains("`allow-empty: true`"),
         "{stdout}"
     );
-    let o = cmd.env("INPUT_ALLOW-EMPTY", "true").run();
+    with.push(("allow-empty", "true"));
+    let o = runner.run(&with);
     assert_eq!(o.code, 0, "{}", o.stdout);
 }
 

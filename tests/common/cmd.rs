@@ -73,6 +73,14 @@ impl Run {
         })
     }
 
+    /// The `--json` report whatever the exit code (a run of several
+    /// folders reports the ones that failed too).
+    pub fn report(&self) -> Value {
+        serde_json::from_str(self.stdout.trim()).unwrap_or_else(|e| {
+            panic!("not JSON ({e}): {self:?}");
+        })
+    }
+
     /// Asserts that stderr contains `text`.
     pub fn says(&self, text: &str) -> &Run {
         assert!(

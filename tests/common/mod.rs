@@ -28,6 +28,7 @@ pub mod node;
 pub mod oci;
 pub mod registry;
 pub mod rng;
+pub mod runner;
 pub mod service;
 
 /// The binary under test.
@@ -38,6 +39,30 @@ pub fn bin() -> &'static str {
 /// The repository root.
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Polls `check` every `every` until it gives `Ok`, and returns that.
+/// `check`'s `Err` is the failure's message, what it saw last (a check may
+/// also panic on what can never come right, a process that exited). The
+/// deadline `within` only keeps a broken run from hanging: a working run
+/// never meets it, and no result depends on how long a poll took.
+pub fn eventually<T>(
+    within: Duration,
+    every: Duration,
+    mut check: impl FnMut() -> Result<T, String>,
+) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        match check() {
+            Ok(v) => return v,
+            Err(seen) => assert!(
+                Instant::now() < deadline,
+                "not so after {} s: {seen}",
+                within.as_secs()
+            ),
+        }
+        std::thread::sleep(every);
+    }
 }
 
 /// A temporary directory removed on drop. Its path is all lowercase (podman
