@@ -15,50 +15,6 @@ use settings_image::history::git::{LocalAncestry, Repo};
 use settings_image::history::github::Api;
 use settings_image::history::{self, AncestrySource, Token};
 
-/// This file's helpers on the scratch repository of tests/common/git.rs.
-impl Git {
-    /// A commit with `parents` (none: a root) made with commit-tree at
-    /// committer time `t`; returns its id.
-    fn commit_tree(&self, parents: &[String], n: usize, t: i64) -> String {
-        std::fs::write(self.dir.join("f"), format!("{n}\n")).expect("write");
-        self.git(&["add", "f"]);
-        let tree = self.git(&["write-tree"]);
-        let mut args = vec![
-            "commit-tree".to_string(),
-            tree,
-            "-m".into(),
-            format!("c{n}"),
-        ];
-        for p in parents {
-            args.push("-p".into());
-            args.push(p.clone());
-        }
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let out = self
-            .cmd(&self.dir)
-            .env("GIT_COMMITTER_DATE", format!("@{t} +0000"))
-            .env("GIT_AUTHOR_DATE", format!("@{t} +0000"))
-            .args(&args)
-            .output()
-            .expect("git commit-tree");
-        assert!(out.status.success());
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    }
-
-    fn is_ancestor_by_git(&self, a: &str, d: &str) -> bool {
-        let st = self
-            .cmd(&self.dir)
-            .args(["merge-base", "--is-ancestor", a, d])
-            .status()
-            .expect("git merge-base");
-        match st.code() {
-            Some(0) => true,
-            Some(1) => false,
-            other => panic!("git merge-base --is-ancestor {a} {d}: {other:?}"),
-        }
-    }
-}
-
 /// A random DAG of `n` commits: each picks one or two earlier commits as
 /// parents (sometimes none: a second root), with committer times that go
 /// backwards now and then.
@@ -97,7 +53,7 @@ fn every_pair_agrees_with_git_merge_base() {
         let (mut yes, mut no) = (0, 0);
         for a in &ids {
             for d in &ids {
-                let want = g.is_ancestor_by_git(a, d);
+                let want = g.is_ancestor(a, d);
                 let got = history::is_ancestor(&repo, a, d, None).expect("local answer");
                 assert_eq!(
                     got,

@@ -90,9 +90,7 @@ impl Shop {
     }
 
     fn commit(&mut self, time: i64) {
-        git_at(&self.repo.dir, &["add", "-A"], time);
-        git_at(&self.repo.dir, &["commit", "-q", "-m", "change"], time);
-        self.commits.push(self.repo.git(&["rev-parse", "HEAD"]));
+        self.commits.push(self.repo.commit_all("change", time));
     }
 
     /// Pushes each commit's folder to `repository` as `main-<ts>-<sha7>`

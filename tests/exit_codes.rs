@@ -5,9 +5,10 @@
 use crate::common;
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use common::cmd::{Run, TestCommand};
+use common::git::ScratchRepo;
 use common::registry::{Action, Auth, Proxy, Registry, settings, skopeo_inspect, skopeo_tags};
 
 /// The codes of `push` this file causes (128+n for a signal is in
@@ -30,35 +31,13 @@ fn expect(r: &Run, code: i32, says: &str) {
     }
 }
 
-struct Git {
-    _tmp: tempfile::TempDir,
-    wt: PathBuf,
+/// A repository whose `shop/app.yaml` is committed at given times.
+fn commit_shop(g: &ScratchRepo, content: &str, time: i64) {
+    g.commit_files(&[("shop/app.yaml", content)], content, time);
 }
 
-impl Git {
-    fn new() -> Git {
-        let tmp = tempfile::tempdir().unwrap();
-        let wt = tmp.path().join("repo");
-        std::fs::create_dir_all(&wt).unwrap();
-        let g = Git { _tmp: tmp, wt };
-        g.git(&["init", "-q", "-b", "main"], 0);
-        g
-    }
-
-    fn git(&self, args: &[&str], time: i64) {
-        common::git::git_at(&self.wt, args, time);
-    }
-
-    fn commit(&self, content: &str, time: i64) {
-        std::fs::create_dir_all(self.wt.join("shop")).unwrap();
-        std::fs::write(self.wt.join("shop/app.yaml"), content).unwrap();
-        self.git(&["add", "."], time);
-        self.git(&["commit", "-q", "-m", content], time);
-    }
-
-    fn shop(&self) -> String {
-        self.wt.join("shop").display().to_string()
-    }
+fn shop(g: &ScratchRepo) -> String {
+    g.dir.join("shop").display().to_string()
 }
 
 #[test]
@@ -134,10 +113,10 @@ fn exit_0_pushed_and_exit_2_bad_input_pushes_nothing() {
         expect(&r, 2, &format!("{k} is {v:?}, not a number of seconds"));
     }
     // An unusable folder inside git: missing, or untracked.
-    let g = Git::new();
-    g.commit("a: 1\n", 1_700_000_000);
-    std::fs::create_dir_all(g.wt.join("untracked")).unwrap();
-    std::fs::write(g.wt.join("untracked/x.yaml"), "x: 1\n").unwrap();
+    let g = ScratchRepo::new();
+    commit_shop(&g, "a: 1\n", 1_700_000_000);
+    std::fs::create_dir_all(g.dir.join("untracked")).unwrap();
+    std::fs::write(g.dir.join("untracked/x.yaml"), "x: 1\n").unwrap();
     for (folder, says) in [
         ("untracked", "untracked: is not in the HEAD commit"),
         (
@@ -145,14 +124,14 @@ fn exit_0_pushed_and_exit_2_bad_input_pushes_nothing() {
             "missing: does not exist (not on disk, not in the HEAD commit)",
         ),
     ] {
-        let p = g.wt.join(folder).display().to_string();
+        let p = g.dir.join(folder).display().to_string();
         let r = TestCommand::push(&p, &repo)
             .args(["--timestamp-tag", "main"])
             .run();
         expect(&r, 2, says);
     }
     // A typo is not told to commit the folder or package it from disk.
-    let p = g.wt.join("missing").display().to_string();
+    let p = g.dir.join("missing").display().to_string();
     let r = TestCommand::push(&p, &repo)
         .args(["--timestamp-tag", "main"])
         .run();
@@ -256,14 +235,14 @@ fn exit_1_history_cannot_answer() {
     // reaches the boundary without proof of the folder's last change, and
     // no GitHub API is there to ask.
     let reg = Registry::start(Auth::None);
-    let g = Git::new();
-    g.commit("a: 1\n", 1_700_000_000);
-    std::fs::write(g.wt.join("other.txt"), "x\n").unwrap();
-    g.git(&["add", "."], 1_700_000_100);
-    g.git(&["commit", "-q", "-m", "other"], 1_700_000_100);
-    let clone = g.wt.parent().unwrap().join("shallow");
-    let url = format!("file://{}", g.wt.display());
-    g.git(
+    let g = ScratchRepo::new();
+    commit_shop(&g, "a: 1\n", 1_700_000_000);
+    std::fs::write(g.dir.join("other.txt"), "x\n").unwrap();
+    g.git_at(&["add", "."], 1_700_000_100);
+    g.git_at(&["commit", "-q", "-m", "other"], 1_700_000_100);
+    let clone = g.dir.parent().unwrap().join("shallow");
+    let url = format!("file://{}", g.dir.display());
+    g.git_at(
         &["clone", "-q", "--depth", "1", &url, clone.to_str().unwrap()],
         1_700_000_200,
     );
@@ -280,15 +259,15 @@ fn exit_1_history_cannot_answer() {
 #[test]
 fn exit_3_a_timestamp_tag_never_moves() {
     let reg = Registry::start(Auth::None);
-    let g = Git::new();
-    g.commit("a: 1\n", 1_700_000_000);
+    let g = ScratchRepo::new();
+    commit_shop(&g, "a: 1\n", 1_700_000_000);
     let repo = format!("{}/shop", reg.host());
-    let shop = g.shop();
+    let shop = shop(&g);
     let mut cmd = TestCommand::push(&shop, &repo);
     cmd.args(["--timestamp-tag", "main", "--source", "worktree", "--json"]);
     let first = cmd.json();
     let tag = first["timestamp_tag"].as_str().unwrap().to_string();
-    std::fs::write(g.wt.join("shop/app.yaml"), "a: 2 (not committed)\n").unwrap();
+    std::fs::write(g.dir.join("shop/app.yaml"), "a: 2 (not committed)\n").unwrap();
     let r = cmd.run();
     expect(&r, 3, "timestamp tags never move");
     assert!(
@@ -307,10 +286,10 @@ fn exit_3_a_timestamp_tag_never_moves() {
 #[test]
 fn exit_3_from_a_clone_that_records_another_source_url_and_the_flag_that_agrees() {
     let reg = Registry::start(Auth::None);
-    let g = Git::new();
-    g.commit("a: 1\n", 1_700_000_000);
+    let g = ScratchRepo::new();
+    commit_shop(&g, "a: 1\n", 1_700_000_000);
     let repo = format!("{}/shop", reg.host());
-    let shop = g.shop();
+    let shop = shop(&g);
     let push = |env: &[(&str, &str)], extra: &[&str]| {
         TestCommand::push(&shop, &repo)
             .args(["--timestamp-tag", "main", "--json"])
@@ -397,19 +376,19 @@ fn exit_5_authentication_failed() {
 #[test]
 fn exit_6_a_branch_tag_never_moves_sideways() {
     let reg = Registry::start(Auth::None);
-    let g = Git::new();
-    g.commit("a: 1\n", 1_700_000_000);
+    let g = ScratchRepo::new();
+    commit_shop(&g, "a: 1\n", 1_700_000_000);
     let repo = format!("{}/shop", reg.host());
-    let shop = g.shop();
+    let shop = shop(&g);
     let mut cmd = TestCommand::push(&shop, &repo);
     cmd.args(["--timestamp-tag", "main", "--branch-tag", "live", "--json"]);
     let first = cmd.json();
     // History rewritten: `main` becomes a new root commit that does not
     // descend from it (the same ref: another would be refused as a second
     // ref under the prefix).
-    g.git(&["checkout", "-q", "--orphan", "rewritten"], 0);
-    g.commit("a: 2\n", 1_700_000_100);
-    g.git(&["branch", "-q", "-M", "main"], 0);
+    g.git_at(&["checkout", "-q", "--orphan", "rewritten"], 0);
+    commit_shop(&g, "a: 2\n", 1_700_000_100);
+    g.git_at(&["branch", "-q", "-M", "main"], 0);
     let r = cmd.run();
     expect(&r, 6, "refusing to move it sideways");
     let tags = skopeo_tags(&repo, None);
@@ -463,9 +442,9 @@ fn exit_2_a_deadline_too_long_for_the_clock() {
 
 #[test]
 fn exit_2_a_branch_tag_without_a_timestamp_tag_says_so() {
-    let g = Git::new();
-    g.commit("a: 1\n", 1_700_000_000);
-    let shop = g.shop();
+    let g = ScratchRepo::new();
+    commit_shop(&g, "a: 1\n", 1_700_000_000);
+    let shop = shop(&g);
     // Port 1 is closed: the refusal comes before any request.
     let r = TestCommand::push(&shop, "127.0.0.1:1/shop")
         .args(["--tag", "v1", "--branch-tag", "live"])
@@ -511,14 +490,14 @@ fn the_hint_for_a_missing_tag_runs_as_printed() {
 #[test]
 fn exit_7_verify_finds_an_image_that_is_not_what_its_commit_holds() {
     let reg = Registry::start(Auth::None);
-    let g = Git::new();
-    g.commit("a: 1\n", 1_700_000_000);
+    let g = ScratchRepo::new();
+    commit_shop(&g, "a: 1\n", 1_700_000_000);
     let repo = format!("{}/shop", reg.host());
-    let shop = g.shop();
+    let shop = shop(&g);
     let mut cmd = TestCommand::push(&shop, &repo);
     cmd.args(["--timestamp-tag", "main", "--json"]);
     let first = cmd.json();
-    g.commit("a: 2\n", 1_700_000_100);
+    commit_shop(&g, "a: 2\n", 1_700_000_100);
     let second = cmd.json();
     let tag = first["timestamp_tag"].as_str().unwrap();
     let verify = || {

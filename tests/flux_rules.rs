@@ -68,11 +68,8 @@ impl World {
 
     /// Commits a change to the folder `s` at committer time `t`.
     fn commit(&self, content: &str, t: i64) -> String {
-        std::fs::create_dir_all(self.repo.dir.join("s")).expect("folder");
-        std::fs::write(self.repo.dir.join("s/app.yaml"), content).expect("write");
-        self.repo.git(&["add", "-A"]);
-        common::git::git_at(&self.repo.dir, &["commit", "-q", "-m", "change"], t);
-        self.repo.git(&["rev-parse", "HEAD"])
+        self.repo
+            .commit_files(&[("s/app.yaml", content)], "change", t)
     }
 
     /// Commits a change to `s` at committer time `t` whose sha7 satisfies

@@ -15,20 +15,15 @@ use common::cmd::{Running, TestCommand};
 use common::registry::{Action, Auth, Proxy, Registry, settings, skopeo_inspect, skopeo_tags};
 use common::runner::Runner;
 
-/// Git in `dir` with a fixed identity and committer time, no global config.
-fn git(dir: &Path, args: &[&str], time: i64) {
-    common::git::git_at(dir, args, time);
-}
-
 /// A git repository with `shop/` committed; returns (tempdir, work tree).
 fn repo_with_folder() -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let wt = tmp.path().join("repo");
     std::fs::create_dir_all(wt.join("shop")).unwrap();
     std::fs::write(wt.join("shop/app.yaml"), "replicas: 2\n").unwrap();
-    git(&wt, &["init", "-q", "-b", "main"], 0);
-    git(&wt, &["add", "."], 0);
-    git(&wt, &["commit", "-q", "-m", "shop"], 1_700_000_000);
+    common::git::git_at(&wt, &["init", "-q", "-b", "main"], 0);
+    common::git::git_at(&wt, &["add", "."], 0);
+    common::git::git_at(&wt, &["commit", "-q", "-m", "shop"], 1_700_000_000);
     (tmp, wt)
 }
 
@@ -439,7 +434,7 @@ fn racing_pushes_of_one_commit_leave_the_tag_on_a_run_that_reported_it() {
         .iter()
         .map(|name| {
             let dir = tmp.path().join(name);
-            git(
+            common::git::git_at(
                 tmp.path(),
                 &["clone", "-q", wt.to_str().unwrap(), dir.to_str().unwrap()],
                 0,

@@ -109,14 +109,7 @@ impl Settings {
             "origin",
             "https://github.com/acme/settings.git",
         ]);
-        s.repo.git(&["add", "-A"]);
-        common::run_ok(
-            s.repo
-                .cmd(&s.repo.dir)
-                .args(["commit", "-q", "-m", "shop"])
-                .env("GIT_COMMITTER_DATE", "@1700000000 +0000")
-                .env("GIT_AUTHOR_DATE", "@1700000000 +0000"),
-        );
+        s.repo.commit_all("shop", 1_700_000_000);
         s
     }
 

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use common::cmd::TestCommand;
 use common::forge;
+use common::git::ScratchRepo;
 use common::oci::ReferrersRegistry;
 use common::registry::*;
 use common::require;
@@ -51,56 +52,32 @@ fn sha256(b: &[u8]) -> String {
 
 // ------------------------------------------------------------------ git
 
-/// A git repository with a `conf` folder and fixed dates.
+/// A git repository with a `conf` folder, a GitHub remote and fixed dates.
 struct Repo {
-    dir: common::TempDir,
+    repo: ScratchRepo,
 }
 
 impl Repo {
     fn new() -> Repo {
-        require("git");
-        let r = Repo {
-            dir: common::TempDir::new(),
-        };
-        r.git(&["init", "-q", "-b", "main"]);
-        r.git(&["config", "user.email", "t@example.com"]);
-        r.git(&["config", "user.name", "t"]);
-        r.git(&[
+        let repo = ScratchRepo::new();
+        repo.git(&[
             "remote",
             "add",
             "origin",
             "https://github.com/acme/settings.git",
         ]);
-        std::fs::create_dir(r.dir.path().join("conf")).unwrap();
-        r
+        Repo { repo }
     }
 
-    fn git(&self, args: &[&str]) -> String {
-        let out = std::process::Command::new("git")
-            .args(args)
-            .current_dir(self.dir.path())
-            .env("GIT_AUTHOR_DATE", "2024-01-02T03:04:05Z")
-            .env("GIT_COMMITTER_DATE", "2024-01-02T03:04:05Z")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    }
-
-    /// Commits `conf/a.yaml` with `content`; returns the commit id.
+    /// Commits `conf/a.yaml` with `content` (at 2024-01-02T03:04:05Z);
+    /// returns the commit id.
     fn commit(&self, content: &str) -> String {
-        std::fs::write(self.dir.path().join("conf/a.yaml"), content).unwrap();
-        self.git(&["add", "."]);
-        self.git(&["commit", "-q", "-m", content]);
-        self.git(&["rev-parse", "HEAD"])
+        self.repo
+            .commit_files(&[("conf/a.yaml", content)], content, 1_704_164_645)
     }
 
     fn conf(&self) -> String {
-        self.dir.path().join("conf").to_str().unwrap().to_string()
+        self.repo.dir.join("conf").to_str().unwrap().to_string()
     }
 }
 

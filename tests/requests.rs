@@ -18,7 +18,7 @@ use crate::common;
 use std::collections::BTreeMap;
 
 use common::cmd::TestCommand;
-use common::git::{ScratchRepo, git_at};
+use common::git::ScratchRepo;
 use common::registry::{Auth, Registry, curl, digest_of, revision_of, tags_of};
 use common::runner::Runner;
 
@@ -122,9 +122,7 @@ impl Folder {
     /// Commits what the folder holds, 100 s after the last commit.
     fn commit(&mut self) -> String {
         self.time += 100;
-        git_at(&self.repo.dir, &["add", "-A"], self.time);
-        git_at(&self.repo.dir, &["commit", "-q", "-m", "change"], self.time);
-        self.repo.git(&["rev-parse", "HEAD"])
+        self.repo.commit_all("change", self.time)
     }
 
     /// Changes one file and commits it.

@@ -31,36 +31,16 @@ impl Settings {
         let s = Settings {
             repo: ScratchRepo::new(),
         };
-        s.write("configs/shop/app.yaml", "port: 8080\n");
-        s.write("configs/shop/features/flags.yaml", "beta: false\n");
-        s.write("README.md", "settings\n");
-        s.commit("first", 1_700_000_000);
-        s
-    }
-
-    fn write(&self, rel: &str, content: &str) {
-        let p = self.repo.dir.join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, content).unwrap();
-    }
-
-    fn commit(&self, msg: &str, time: i64) -> String {
-        self.repo.git(&["add", "-A"]);
-        let date = format!("@{time} +0000");
-        let out = self
-            .repo
-            .cmd(&self.repo.dir)
-            .args(["commit", "-q", "-m", msg])
-            .env("GIT_COMMITTER_DATE", &date)
-            .env("GIT_AUTHOR_DATE", &date)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        s.repo.commit_files(
+            &[
+                ("configs/shop/app.yaml", "port: 8080\n"),
+                ("configs/shop/features/flags.yaml", "beta: false\n"),
+                ("README.md", "settings\n"),
+            ],
+            "first",
+            1_700_000_000,
         );
-        self.repo.git(&["rev-parse", "HEAD"])
+        s
     }
 
     fn folder(&self) -> PathBuf {
@@ -205,8 +185,8 @@ fn a_faithful_push_verifies_in_every_reference_form() {
     let a = push(&st.folder(), &repo, &[]);
     let (tag, digest, commit) = (s(&a, "timestamp_tag"), s(&a, "digest"), s(&a, "commit"));
     // History moves on; the old image still verifies from its own commit.
-    st.write("configs/shop/app.yaml", "port: 9090\n");
-    let b_commit = st.commit("second", 1_700_000_100);
+    st.repo.write("configs/shop/app.yaml", "port: 9090\n");
+    let b_commit = st.repo.commit_all("second", 1_700_000_100);
     let b = push(&st.folder(), &repo, &[]);
     for reference in [
         format!("{repo}:{tag}"),
@@ -233,8 +213,8 @@ fn a_re_pointed_tag_fails() {
     let repo = format!("{}/team/settings", reg.host());
     let st = Settings::new();
     let a = push(&st.folder(), &repo, &[]);
-    st.write("configs/shop/app.yaml", "port: 9090\n");
-    st.commit("second", 1_700_000_100);
+    st.repo.write("configs/shop/app.yaml", "port: 9090\n");
+    st.repo.commit_all("second", 1_700_000_100);
     let b = push(&st.folder(), &repo, &[]);
     let (tag_a, digest_a) = (s(&a, "timestamp_tag"), s(&a, "digest"));
     // The registry lets anyone with push access move a tag.
@@ -521,8 +501,8 @@ fn a_shallow_checkout_gets_the_same_error_as_push() {
     let older = push(&st.folder(), &repo, &[]);
     // The folder's last change is HEAD, and not the root commit: a depth-1
     // clone holds it with its parents cut off.
-    st.write("configs/shop/app.yaml", "port: 9090\n");
-    st.commit("second", 1_700_000_050);
+    st.repo.write("configs/shop/app.yaml", "port: 9090\n");
+    st.repo.commit_all("second", 1_700_000_050);
     let a = push(&st.folder(), &repo, &[]);
     // A depth-1 clone, as actions/checkout makes it.
     let clone = common::TempDir::new();
@@ -668,8 +648,8 @@ fn scan_verifies_every_workload_kind_and_fails_on_one_bad_reference() {
     let repo = format!("{}/team/settings", reg.host());
     let st = Settings::new();
     let a = push(&st.folder(), &repo, &[]);
-    st.write("configs/shop/app.yaml", "port: 9090\n");
-    st.commit("second", 1_700_000_100);
+    st.repo.write("configs/shop/app.yaml", "port: 9090\n");
+    st.repo.commit_all("second", 1_700_000_100);
     let b = push(&st.folder(), &repo, &[]);
     let good_b = format!("{repo}@{}", s(&b, "digest"));
     let dir = common::TempDir::new();
