@@ -30,9 +30,10 @@ use std::process::{Command, Output};
 use base64::Engine as _;
 use serde_json::Value;
 
-use common::flux_cluster::{FluxCluster, condition, flux_cluster};
+use common::flux_cluster::{FluxCluster, flux_cluster};
 use common::git::git_cmd;
 use common::git_server::{GitServer, Options as GitOptions};
+use common::kube::condition;
 use common::node::{Pod, print_and_wait};
 use common::registry::{Auth, Registry, digest_of, tags_of};
 use common::runner::Runner;
@@ -183,7 +184,7 @@ impl World {
     fn new(name: &str, prefix: &str) -> World {
         let flux = flux_cluster();
         let tmp = TempDir::new();
-        let ns = flux.namespace(name);
+        let ns = flux.fresh_namespace(name);
         let registry = Registry::start_tls(Auth::None);
         flux.trust_registry(&registry);
         let repository = format!("{}/{NAME}", registry.host());

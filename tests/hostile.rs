@@ -339,19 +339,18 @@ fn push_held_by_a_silent_server(src: &Path, tmpdir: &Path, silent: &TcpListener)
     // The push connects only after the layer is built and closed. A push
     // that exits instead fails at once; the deadline only bounds the wait
     // for one that hangs elsewhere, generously.
-    let deadline = Instant::now() + Duration::from_secs(600);
     silent.set_nonblocking(true).unwrap();
-    loop {
+    common::eventually(Duration::from_secs(600), Duration::from_millis(20), || {
         if let Ok((conn, _)) = silent.accept() {
             std::mem::forget(conn); // held open, never answered
-            break;
+            return Ok(());
         }
-        if child.try_wait().unwrap().is_some() {
-            panic!("the push exited before connecting: {:?}", run.wait());
-        }
-        assert!(Instant::now() < deadline, "the push never connected");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the push exited before connecting"
+        );
+        Err("the push never connected".to_string())
+    });
     assert_eq!(layer_files(tmpdir).len(), 1, "the layer file is staged");
     run
 }

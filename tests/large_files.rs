@@ -594,24 +594,27 @@ impl Hostile {
     /// Bytes of the fetch's answer written before the client hung up, once
     /// the server logged them (it does when its write fails).
     fn fetch_bytes(&self) -> u64 {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        loop {
-            let logged: Vec<u64> = std::fs::read_to_string(&self.log)
-                .unwrap_or_default()
-                .lines()
-                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-                .filter(|v| v["command"] == "fetch")
-                .map(|v| v["bytes"].as_u64().unwrap_or_default())
-                .collect();
-            if !logged.is_empty() {
-                return logged.iter().sum();
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the server never logged the fetch's end (the client still reading?)"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        common::eventually(
+            std::time::Duration::from_secs(60),
+            std::time::Duration::from_millis(20),
+            || {
+                let logged: Vec<u64> = std::fs::read_to_string(&self.log)
+                    .unwrap_or_default()
+                    .lines()
+                    .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                    .filter(|v| v["command"] == "fetch")
+                    .map(|v| v["bytes"].as_u64().unwrap_or_default())
+                    .collect();
+                if logged.is_empty() {
+                    Err(
+                        "the server never logged the fetch's end (the client still reading?)"
+                            .into(),
+                    )
+                } else {
+                    Ok(logged.iter().sum())
+                }
+            },
+        )
     }
 }
 

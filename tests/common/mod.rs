@@ -465,8 +465,7 @@ impl Containerd {
             .spawn()
             .expect("starting containerd");
         let mut ctd = Containerd { child, dir, socket };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
+        eventually(Duration::from_secs(30), Duration::from_millis(100), || {
             let up = ctd
                 .ctr()
                 .arg("version")
@@ -474,18 +473,14 @@ impl Containerd {
                 .map(|o| o.status.success())
                 .unwrap_or(false);
             if up {
-                return ctd;
+                return Ok(());
             }
             if let Ok(Some(status)) = ctd.child.try_wait() {
                 panic!("containerd exited ({status}):\n{}", ctd.log());
             }
-            assert!(
-                Instant::now() < deadline,
-                "containerd did not answer within 30 s:\n{}",
-                ctd.log()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+            Err(format!("containerd did not answer:\n{}", ctd.log()))
+        });
+        ctd
     }
 
     /// `ctr -a SOCKET -n test`.

@@ -27,17 +27,15 @@ pub fn free_port() -> u16 {
 }
 
 fn wait_listening(addr: &str, port: u16, what: &str, child: &mut Child) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
+    super::eventually(Duration::from_secs(20), Duration::from_millis(50), || {
         if TcpStream::connect((addr, port)).is_ok() {
-            return;
+            return Ok(());
         }
         if let Ok(Some(status)) = child.try_wait() {
             panic!("{what} exited early with {status}");
         }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("{what} did not listen on {addr}:{port} within 20s");
+        Err(format!("{what} did not listen on {addr}:{port}"))
+    });
 }
 
 /// How the registry authenticates.
