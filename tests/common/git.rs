@@ -146,21 +146,6 @@ impl ScratchRepo {
         self.head()
     }
 
-    /// A commit with `parents` (none: a root) made with `git commit-tree`
-    /// at committer time `t`, its tree `f` holding `n`; its id (no branch
-    /// moves).
-    pub fn commit_tree(&self, parents: &[String], n: usize, t: i64) -> String {
-        self.write("f", format!("{n}\n"));
-        self.git(&["add", "f"]);
-        let tree = self.git(&["write-tree"]);
-        let msg = format!("c{n}");
-        let mut args = vec!["commit-tree", tree.as_str(), "-m", msg.as_str()];
-        for p in parents {
-            args.extend(["-p", p.as_str()]);
-        }
-        self.git_at(&args, t)
-    }
-
     /// Merges `branch` into the current branch without committing, lets
     /// `resolve` shape the tree (a conflict is fine), then commits at `t`.
     pub fn merge(&self, branch: &str, t: i64, resolve: impl FnOnce(&ScratchRepo)) -> String {
@@ -206,21 +191,6 @@ impl ScratchRepo {
     pub fn tag_at(&self, prefix: &str, rev: &str, path: &str) -> String {
         let (id, ct) = self.last_change(rev, path);
         format!("{prefix}-{ct}-{}", &id[..7])
-    }
-
-    /// Whether `a` is an ancestor of `d` as `git merge-base --is-ancestor`
-    /// says.
-    pub fn is_ancestor(&self, a: &str, d: &str) -> bool {
-        let st = self
-            .cmd(&self.dir)
-            .args(["merge-base", "--is-ancestor", a, d])
-            .status()
-            .expect("git merge-base");
-        match st.code() {
-            Some(0) => true,
-            Some(1) => false,
-            other => panic!("git merge-base --is-ancestor {a} {d}: {other:?}"),
-        }
     }
 }
 

@@ -31,9 +31,13 @@ pub mod rng;
 pub mod runner;
 pub mod service;
 
-/// The binary under test.
+/// The binary under test (cargo builds it for the integration suite; the
+/// library's unit tests, which include this kit, never run it).
 pub fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_settings-image")
+    match option_env!("CARGO_BIN_EXE_settings-image") {
+        Some(bin) => bin,
+        None => panic!("only the integration suite runs the binary (tests/tests.rs)"),
+    }
 }
 
 /// The repository root.
@@ -179,6 +183,35 @@ pub fn field(v: &Value, pointer: &str) -> String {
     v.pointer(pointer)
         .and_then(Value::as_str)
         .unwrap_or_else(|| panic!("{pointer} missing in {v}"))
+        .to_string()
+}
+
+/// `n` bytes of text lines (compressible, deltas between versions of it
+/// small), `salt` changing the line at `changed_line`.
+pub fn large_text(n: usize, changed_line: usize, salt: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(n + 64);
+    let mut i = 0;
+    while out.len() < n {
+        if i == changed_line {
+            out.extend_from_slice(format!("line {i:08}: {salt}\n").as_bytes());
+        } else {
+            out.extend_from_slice(
+                format!("line {i:08}: settings value {}\n", i * 7919 % 1000).as_bytes(),
+            );
+        }
+        i += 1;
+    }
+    out.truncate(n);
+    out
+}
+
+/// `sha256sum` of what `sh -c script` prints.
+pub fn sha256_of(script: &str) -> String {
+    let out = run_ok(Command::new(require("sh")).args(["-c", &format!("{script} | sha256sum")]));
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
         .to_string()
 }
 
