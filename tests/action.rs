@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::cmd::TestCommand;
+use common::forge::{self, Edit};
 use common::registry::{Auth, Registry, skopeo_inspect};
 use common::runner::{Runner, chown_runner, parse_outputs};
 use common::{Podman, TempDir};
@@ -1323,9 +1324,6 @@ fn verify_cli(reference: &str, folder: &Path) -> common::cmd::Run {
 
 #[test]
 fn annotations_and_labels_the_action_adds_are_attested_and_verify() {
-    use settings_image::provenance;
-    use settings_image::registry::{Client, Options};
-
     let reg = Registry::start(Auth::None);
     let tmp = TempDir::new();
     let ws = workspace(tmp.path());
@@ -1377,53 +1375,52 @@ fn annotations_and_labels_the_action_adds_are_attested_and_verify() {
     assert_eq!(ok.code, 0, "{}\n{}", ok.stdout, ok.stderr);
     assert!(ok.stdout.contains("verified"), "{}", ok.stdout);
 
-    // One more annotation added by hand after the push: a new manifest.
-    let c = Client::open(&Options {
-        repository: repository.clone(),
-        insecure: false,
-        monolithic: false,
-        credentials: None,
-        docker_config: None,
-        login: None,
-    })
-    .expect("a client");
-    let m = c
-        .get_manifest(&digest)
-        .unwrap()
-        .expect("the pushed manifest");
-    let mut edited: serde_json::Value = serde_json::from_slice(&m.bytes).unwrap();
-    edited["annotations"]["org.example.approved"] = "yes".into();
-    let bytes = serde_json::to_vec(&edited).unwrap();
-    c.put_manifest("approved", &bytes, &m.media_type).unwrap();
+    // One more annotation added by hand after the push (forge.py): a new
+    // manifest.
+    let name = "acme/attested";
+    let edited = forge::image(
+        &reg.host(),
+        (name, &digest),
+        (name, "approved"),
+        &[Edit::Annotation("org.example.approved", "yes")],
+    );
+    assert_ne!(edited, digest);
     let hand = format!("{repository}:approved");
     let r = verify_cli(&hand, &folder);
     assert_eq!(r.code, 7, "{}\n{}", r.stdout, r.stderr);
     assert!(r.stderr.contains("no provenance referrer"), "{}", r.stderr);
     // Even with the original provenance's claims copied onto the edited
-    // image, the annotation no provenance lists is named.
-    let subject = c
-        .head_manifest("approved")
-        .unwrap()
-        .expect("the edited image");
-    assert_ne!(subject.digest, digest);
-    let s = |k: &str| p[k].as_str().map(String::from);
-    let facts = provenance::Facts {
-        repository: s("repository"),
-        git_ref: s("ref"),
-        path: s("path").expect("a path"),
-        commit: s("commit").expect("a commit"),
-        committed_at: edited["annotations"]["org.opencontainers.image.created"]
-            .as_str()
-            .expect("created")
-            .to_string(),
-        builder_id: s("builder").expect("a builder"),
-        invocation_id: s("run"),
-        workflow_ref: s("workflow"),
+    // image (a statement written by hand, docs/push.md), the annotation no
+    // provenance lists is named.
+    let s = |k: &str| p[k].as_str().expect(k).to_string();
+    let (code, manifest) = common::registry::curl(
+        &format!("http://{}/v2/{name}/manifests/{digest}", reg.host()),
+        Some("application/vnd.oci.image.manifest.v1+json"),
+    );
+    assert_eq!(code, 200, "{manifest}");
+    let manifest: serde_json::Value = serde_json::from_str(&manifest).unwrap();
+    let created = manifest["annotations"]["org.opencontainers.image.created"]
+        .as_str()
+        .expect("created")
+        .to_string();
+    let commit = s("commit");
+    let statement = forge::statement(&forge::Claims {
+        subject_name: &repository,
+        subject_digest: &edited,
+        commit: &commit,
+        path: &s("path"),
+        git_ref: p["ref"].as_str(),
+        builder: &s("builder"),
         annotations: serde_json::from_value(p["annotations"].clone()).unwrap(),
         labels: serde_json::from_value(p["labels"].clone()).unwrap(),
-    };
-    let art = provenance::artifact(&repository, &subject.digest, &facts).unwrap();
-    c.attach_referrer(&subject, &art).unwrap();
+    });
+    forge::attach(
+        &reg.host(),
+        name,
+        &edited,
+        &statement,
+        &forge::referrer_annotations(&commit, &created, p["ref"].as_str()),
+    );
     let r = verify_cli(&hand, &folder);
     assert_eq!(r.code, 7, "{}\n{}", r.stdout, r.stderr);
     assert!(

@@ -539,83 +539,37 @@ fn the_job_token_is_never_sent_to_another_registry() {
 
 #[test]
 fn credentials_that_expire_during_a_push_are_renewed_once() {
-    use settings_image::history::{self, SourceMode};
-    use settings_image::login::{Endpoints, Facts, IdTokenSource, Login, Provider};
-    use settings_image::publish::registry::push_with;
-    use settings_image::registry::{Client, Options};
-
     let reg = registry();
     let p = providers();
     let first = p["aws"]["passwords"][0].as_str().unwrap().to_string();
     let renewed = p["aws"]["passwords"][1].as_str().unwrap().to_string();
-    only_allow(&reg, "AWS", &first);
-    let stub = Stub::start(&reg, p, json!({}));
-    let login = Login {
-        provider: Provider::Ecr,
-        facts: Facts {
-            aws_role_arn: Some("arn:aws:iam::123456789012:role/settings-push".into()),
-            aws_region: Some("eu-west-1".into()),
-            ..Facts::default()
-        },
-        id_token: IdTokenSource::GitHub {
-            url: stub.url("/idtoken?api-version=2.0"),
-            token: REQUEST_TOKEN.into(),
-        },
-        endpoints: Endpoints {
-            aws_sts: Some(stub.url("/sts/")),
-            aws_ecr: Some(stub.url("/ecr/")),
-            ..Endpoints::default()
-        },
-        host: stub.host(),
-        scheme: "http",
-        timeout: std::time::Duration::from_secs(20),
-        on_secret: None,
-    };
-    let client = Client::open(&Options {
-        repository: format!("{}/acme/shop", stub.host()),
-        insecure: false,
-        monolithic: false,
-        credentials: None,
-        docker_config: None,
-        login: Some(Box::new(login)),
-    })
-    .unwrap();
-    let exchanges = || {
+    // The registry already takes only the password the second exchange
+    // hands out: the first one has expired by the time the push uses it.
+    only_allow(&reg, "AWS", &renewed);
+    let exchanges = |stub: &Stub| {
         stub.route("/ecr/")
             .iter()
             .filter(|e| e["ok"] == true)
             .count()
     };
-    assert_eq!(exchanges(), 1);
-
-    // A long push outlives the first password: the registry now takes
-    // only a fresh one (distribution re-reads its htpasswd).
-    only_allow(&reg, "AWS", &renewed);
-    let ws = workspace();
-    let reading = history::Reading {
-        mode: SourceMode::Worktree,
-        need_commit: false,
-        revision: None,
-        source_url: &history::SourceUrl::Origin,
-        several: false,
-    };
-    let cfg = ws.path().join("cfg");
-    let (_, prepared) = history::prepare(vec![(&cfg, Ok(None))], &reading)
-        .remove(0)
-        .unwrap();
-    let img = settings_image::image::build(&prepared.source, &prepared.metadata()).unwrap();
-    let pushed = push_with(&client, &img, &["v1".to_string()]).unwrap();
-    assert!(pushed.pushed);
-    assert_eq!(exchanges(), 2, "the login ran again after the 401");
+    let stub = Stub::start(&reg, p.clone(), json!({}));
+    let run = ecr_run(&stub, &[], &[]);
+    run.ok();
+    assert_eq!(exchanges(&stub), 2, "the login ran again after the 401");
     let found = read_back(&reg, "acme/shop", "v1", &format!("AWS:{renewed}"));
-    assert_eq!(found["Digest"], img.digest);
+    assert_eq!(found["Digest"], run.out("digest"));
+    run.assert_masked(&first);
+    run.assert_hidden(&renewed);
 
-    // Once: a second expiry is an authentication error, not a third exchange.
+    // Once: a second refusal is an authentication error (exit 5), not a
+    // third exchange.
     only_allow(&reg, "AWS", "a-password-nobody-has");
-    let err = push_with(&client, &img, &["v2".to_string()]).unwrap_err();
-    assert_eq!(err.exit_code(), 5, "{err}");
-    assert!(!err.to_string().contains(&renewed), "{err}");
-    assert_eq!(exchanges(), 2);
+    let stub = Stub::start(&reg, p, json!({}));
+    let run = ecr_run(&stub, &[("tags", "v2")], &[]);
+    run.exited(5);
+    assert_eq!(exchanges(&stub), 2);
+    run.assert_hidden(&first);
+    run.assert_hidden(&renewed);
 }
 
 #[test]

@@ -30,6 +30,7 @@ pub mod registry;
 pub mod rng;
 pub mod runner;
 pub mod service;
+pub mod subject_stub;
 
 /// The binary under test (cargo builds it for the integration suite; the
 /// library's unit tests, which include this kit, never run it).
@@ -213,6 +214,27 @@ pub fn sha256_of(script: &str) -> String {
         .next()
         .unwrap_or_default()
         .to_string()
+}
+
+/// `sha256:<hex>` of `b` by coreutils' sha256sum, not by the hash library
+/// the tool itself uses.
+pub fn sha256_digest(b: &[u8]) -> String {
+    let mut child = Command::new(require("sha256sum"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("sha256sum");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let bytes = b.to_vec();
+    let writer = std::thread::spawn(move || stdin.write_all(&bytes));
+    let out = child.wait_with_output().expect("sha256sum");
+    writer.join().expect("writer").expect("write");
+    assert!(out.status.success(), "sha256sum failed");
+    let text = String::from_utf8_lossy(&out.stdout);
+    format!(
+        "sha256:{}",
+        text.split_whitespace().next().unwrap_or_default()
+    )
 }
 
 /// Writes `content` to `root/rel` (creating parents) with `mode`.

@@ -311,8 +311,16 @@ impl Step {
             "something was printed before the secret was masked:\n{}",
             self.stdout
         );
-        for l in lines.iter().filter(|l| l.contains(secret)) {
-            assert_eq!(*l, mask, "{secret} leaks in stdout: {l}");
+        self.assert_hidden(secret);
+    }
+
+    /// `secret` shows only in `::add-mask::` lines: not in other stdout
+    /// lines, stderr, the outputs or the summary (a secret the step learns
+    /// mid-run is masked when it learns it).
+    pub fn assert_hidden(&self, secret: &str) {
+        let mask = format!("::add-mask::{secret}");
+        for l in self.stdout.lines().filter(|l| l.contains(secret)) {
+            assert_eq!(l, mask, "{secret} leaks in stdout: {l}");
         }
         assert!(!self.stderr.contains(secret), "{secret} leaks in stderr");
         assert!(
