@@ -30,6 +30,20 @@ fn ok(out: &Output, what: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Asserts that `out` failed with the documented exit `code`
+/// (docs/exit-codes.md: 1 git history or the GitHub API, 2 bad input) and
+/// that stderr's first line is the error naming `subject`; stderr.
+fn failed(out: &Output, code: i32, subject: &str) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(code), "wanted exit {code}:\n{err}");
+    let first = err.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with("error: ") && first.contains(subject),
+        "the error does not name {subject:?}:\n{err}"
+    );
+    err
+}
+
 fn run(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     TestCommand::new()
         .current_dir(cwd)
@@ -389,9 +403,9 @@ fn folder_deleted_and_re_created() {
     check(&r, &r.dir, "x");
     std::fs::create_dir_all(r.dir.join("s")).expect("mkdir");
     let out = run(&r.dir, &["tag", "--path", "s", "--prefix", "main"], &[]);
-    assert!(!out.status.success(), "a folder not in HEAD has no tag");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("not in the HEAD commit"), "{err}");
+    // A folder not in HEAD has no tag.
+    let err = failed(&out, 2, "s: is not in the HEAD commit");
+    assert!(err.contains("\nhint: "), "{err}");
     r.write("s/a.yaml", "a\n");
     let recreated = r.commit_all("re-create s", 1_600_000_200);
     r.write("x", "2\n");
@@ -474,8 +488,7 @@ fn long_prefixes_are_cut_to_a_valid_tag() {
     assert!(tag.starts_with("release-vvv"));
     assert!(tag.ends_with(&format!("-1600000000-{}", &id[..7])));
     let out = run(&r.dir, &["tag", "--path", "s", "--prefix", "/"], &[]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("prefix"));
+    failed(&out, 2, "the tag prefix \"/\" has no usable characters");
 }
 
 // ---------------------------------------------------------------- shallow
@@ -645,8 +658,8 @@ fn shallow_depth_two_with_head_changing_the_folder_needs_no_api() {
     // boundary, so there is no proof.
     let (_r2, clone2) = origin_and_clone(2, false);
     let out = run(&clone2, &["tag", "--path", "s", "--prefix", "main"], &[]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("fetch-depth: 0"));
+    let err = failed(&out, 1, "shallow");
+    assert!(err.contains("fetch-depth: 0"), "{err}");
 }
 
 #[test]
@@ -790,9 +803,7 @@ fn api_answers_are_checked_against_local_history() {
         ("GITHUB_TOKEN", "ghs_x"),
     ];
     let out = run(&clone, &["tag", "--path", "s", "--prefix", "main"], &env);
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("did not change the folder"), "{err}");
+    failed(&out, 1, "did not change the folder");
 }
 
 #[test]
@@ -812,9 +823,7 @@ fn github_api_errors_are_clear_and_never_show_the_token() {
             ("GITHUB_TOKEN", token),
         ],
     );
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("404"), "{err}");
+    let err = failed(&out, 1, "404");
     assert!(err.contains("fetch-depth: 0"), "{err}");
     assert!(!err.contains(token), "{err}");
     assert!(!String::from_utf8_lossy(&out.stdout).contains(token));
@@ -877,9 +886,7 @@ fn github_api_redirects_are_followed_only_within_the_api_host() {
             ("GITHUB_TOKEN", token),
         ],
     );
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("307"), "{err}");
+    let err = failed(&out, 1, "307");
     assert!(
         err.contains("a redirect to 127.0.0.2, not followed"),
         "{err}"
@@ -1183,12 +1190,9 @@ fn outside_git_the_worktree_is_used_and_timestamp_tags_are_refused() {
         ],
         &[],
     );
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("not inside a git repository"), "{err}");
+    failed(&out, 2, "not inside a git repository");
     let out = run(tmp.path(), &["tag", "--path", "s", "--prefix", "main"], &[]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not inside a git repository"));
+    failed(&out, 2, "not inside a git repository");
 }
 
 /// README: "the same commit always yields the same digest" wherever it is
@@ -1390,9 +1394,8 @@ fn submodules_and_escaping_symlinks_in_the_commit_are_errors() {
         ],
         &[],
     );
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("vendor") && err.contains("submodule"), "{err}");
+    let err = failed(&out, 2, "vendor");
+    assert!(err.contains("submodule"), "{err}");
 
     let r = Repo::new();
     r.write("s/a.yaml", "a\n");
@@ -1430,12 +1433,8 @@ fn submodules_and_escaping_symlinks_in_the_commit_are_errors() {
         ],
         &[],
     );
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("bad") && err.contains("leaves the folder"),
-        "{err}"
-    );
+    let err = failed(&out, 2, "bad");
+    assert!(err.contains("leaves the folder"), "{err}");
 }
 
 #[test]
@@ -1696,12 +1695,7 @@ fn a_revision_is_walked_from_like_git_log_rev() {
             &["tag", "--path", "s", "--prefix", "pr", "--revision", rev],
             &[],
         );
-        assert!(!out.status.success(), "--revision {rev} must fail");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            err.contains(&format!("the revision {rev} is not in this clone")),
-            "{err}"
-        );
+        let err = failed(&out, 1, &format!("the revision {rev} is not in this clone"));
         assert!(err.contains("fetch-depth: 0"), "{err}");
     }
 }
