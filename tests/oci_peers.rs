@@ -13,7 +13,7 @@
 //! in the manifest), so `oras discover` prints that type there and
 //! `oras discover --artifact-type application/vnd.in-toto+json` lists
 //! nothing; it sends no `OCI-Subject`, so `push` writes the referrers tag
-//! as well (tests/provenance.rs has the stub that answers it).
+//! as well (tests/common/subject_stub.rs is the stub that answers it).
 
 use crate::common;
 
