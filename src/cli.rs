@@ -156,6 +156,12 @@ fn deadlines_from_env(env: &front::Env) -> Result<crate::registry::deadline::Dea
 pub fn run(cli: Cli) -> Result<ExitCode> {
     let env = front::process_env();
     crate::registry::deadline::set(deadlines_from_env(&env)?);
+    if let Some(v) = env
+        .get("SETTINGS_IMAGE_MAX_TAGS")
+        .filter(|v| !v.trim().is_empty())
+    {
+        crate::registry::tags::set_max_tags(crate::registry::tags::parse_max_tags(v)?);
+    }
     let done = |r: Result<()>| r.map(|()| ExitCode::SUCCESS);
     let mut command = cli.command;
     match &mut command {
@@ -201,7 +207,9 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 ..push_request(&env, args, options)?
             };
             let forced = req.forward.forced_before.is_some();
-            let report = pipeline::run(&Spec::one(req))?.into_report()?;
+            let report = pipeline::run(&Spec::one(req))?
+                .into_report()
+                .inspect_err(|e| print_published_then_failed(e, json))?;
             done(print_report(&report, json, forced))
         }
         Command::Inspect(args) => done(run_inspect(&env, &args)),
@@ -535,11 +543,31 @@ fn run_tag(env: &front::Env, args: &TagArgs) -> Result<()> {
     Ok(())
 }
 
+/// With `--json`, a push that failed after it published prints what it
+/// published on stdout (`{"error", "exit_code", "published"}`), so a
+/// script reading the report learns it as a person reading stderr does.
+fn print_published_then_failed(err: &Error, json: bool) {
+    if let (true, Error::AfterPublish { published, error }) = (json, err) {
+        let v = serde_json::json!({
+            "error": error.to_string(),
+            "exit_code": err.exit_code(),
+            "published": published,
+        });
+        println!("{v}");
+    }
+}
+
 /// Prints an error with its hint to stderr, in the CLI's words, and
-/// returns the exit code.
+/// returns the exit code. A push that failed after it published prints
+/// its warnings first (they were not printed: the push did not finish).
 pub fn report_error(err: &Error) -> ExitCode {
     // The reader went away: nothing more to say (see `crate::output`).
     if !matches!(err, Error::OutputClosed) {
+        if let Error::AfterPublish { published, .. } = err {
+            for w in &published.warnings {
+                output::eprintln(&format!("warning: {w}"));
+            }
+        }
         output::eprintln(&format!("error: {err}"));
         if let Some(hint) = err.hint() {
             output::eprintln(&format!("hint: {hint}"));

@@ -202,6 +202,17 @@ pub enum Error {
     /// and exits 141, as SIGPIPE would (written by `crate::output`).
     #[error("standard output was closed before everything was written")]
     OutputClosed,
+
+    /// A push failed after it had published: the image and its tags are
+    /// in the registry (a re-run finds them there), and `error` is what
+    /// failed after.
+    #[error("{error}; {published}")]
+    AfterPublish {
+        /// What was in the registry when the push failed.
+        published: Box<PublishedSoFar>,
+        /// What failed.
+        error: Box<Error>,
+    },
     /// `verify`: the image is not what the commit holds (or nothing
     /// proves which commit it holds).
     #[error("{reference} is not what its commit holds: {reason}")]
@@ -213,6 +224,46 @@ pub enum Error {
         /// The first differing file, when the layer differs.
         file: Option<String>,
     },
+}
+
+/// What a push had published when it failed ([`Error::AfterPublish`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PublishedSoFar {
+    /// `HOST/NAME:TAG@sha256:...`.
+    pub reference: String,
+    /// The manifest digest.
+    pub digest: String,
+    /// The tags that name the image now.
+    pub tags: Vec<String>,
+    /// Whether this run wrote any of it (false: the registry had it all
+    /// already).
+    pub pushed: bool,
+    /// The branch tag, when this run put it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub branch_tag: Option<String>,
+    /// The provenance referrer's digest, when it was attached.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<String>,
+    /// What the push warned of before it failed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+impl std::fmt::Display for PublishedSoFar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "already published: {}", self.reference)?;
+        let mut tags = self.tags.clone();
+        if let Some(b) = &self.branch_tag {
+            tags.push(format!("{b} (branch tag)"));
+        }
+        if !tags.is_empty() {
+            write!(f, ", tagged {}", tags.join(", "))?;
+        }
+        if let Some(p) = &self.provenance {
+            write!(f, ", provenance {p}")?;
+        }
+        Ok(())
+    }
 }
 
 /// Why a git fetch failed ([`Error::Git`]).
@@ -315,6 +366,7 @@ impl Error {
             Error::Source { path, message, .. } | Error::History { path, message, .. } => {
                 text![format!("{}: ", path.display())].then(message.clone())
             }
+            Error::AfterPublish { published, error } => error.text().then(format!("; {published}")),
             _ => Text::from(self.to_string()),
         }
     }
@@ -329,6 +381,16 @@ impl Error {
             | Error::Registry { hint, .. } => hint.clone(),
             Error::GitHub { hint, .. } | Error::Git { hint, .. } => hint.clone().map(Text::from),
             Error::Auth { hint, .. } => Some(hint.clone()),
+            Error::AfterPublish { error, .. } => {
+                let after = text![
+                    "the image and those tags are in the registry: a re-run of the same push finds them \
+                     there (pushed: false) and does only what is left"
+                ];
+                Some(match error.hint_text() {
+                    Some(h) => h.then("; ").then(after),
+                    None => after,
+                })
+            }
             Error::TagExists { .. } => Some(text![
                 "a timestamp tag names one commit's content forever; commit the change so a new tag is made, \
                  or build from the commit (",
@@ -406,6 +468,7 @@ impl Error {
             Error::LeaseLost { .. } => 8,
             // As a death by SIGPIPE: 128 + 13.
             Error::OutputClosed => 128 + libc::SIGPIPE,
+            Error::AfterPublish { error, .. } => error.exit_code(),
             Error::Io { .. }
             | Error::Json { .. }
             | Error::Layout { .. }

@@ -36,6 +36,7 @@ pub mod rollout;
 pub mod scratch;
 pub mod source;
 pub mod tag;
+pub mod trust;
 
 pub use error::{Error, Result};
 

@@ -448,13 +448,18 @@ impl RunReport {
                 self.reports.push(Some(report));
             }
             Err(e) => {
+                // Failed after it published: the line says what is there.
+                let published = match &e {
+                    Error::AfterPublish { published, .. } => Some(published),
+                    _ => None,
+                };
                 self.images.push(ImageLine {
                     path: path.clone(),
                     repository,
-                    tag: None,
-                    digest: None,
-                    reference: None,
-                    pushed: None,
+                    tag: published.and_then(|p| p.tags.first().cloned()),
+                    digest: published.map(|p| p.digest.clone()),
+                    reference: published.map(|p| p.reference.clone()),
+                    pushed: published.map(|p| p.pushed),
                     anomaly: None,
                     error: Some(e.to_string()),
                 });

@@ -309,19 +309,24 @@ pub fn run(req: &Promotion) -> Result<PromotionReport> {
         None
     };
     let target_client = target.as_ref().unwrap_or(&source);
-    let mut tags: Vec<String> = source
-        .list_tags()?
+    // One listing when the channel is in the candidates' repository.
+    let listed = source.list_tags()?;
+    let channel_tags = match &target {
+        Some(t) => t.list_tags()?,
+        None => listed.clone(),
+    };
+    let mut tags: Vec<String> = listed
         .into_iter()
         .filter(|t| channel::parse(&req.from, t).is_some())
         .collect();
     tags.extend(
-        target_client
-            .list_tags()?
+        channel_tags
             .into_iter()
             .filter(|t| channel::parse(&req.to, t).is_some()),
     );
     let current = channel::highest(&req.to, &tags).map(|s| s.tag);
-    let (candidates, required) = judge_candidates(req, &source, &tags, now)?;
+    let judged = judge_candidates(req, &source, &tags, now)?;
+    let (candidates, required) = (judged.reports, judged.required);
     let decision = channel::decide(
         &req.from,
         &req.to,
@@ -402,14 +407,18 @@ pub fn run(req: &Promotion) -> Result<PromotionReport> {
             .map(|c| c.evidence.clone())
             .unwrap_or_default();
     }
-    let m = source
-        .get_manifest(&candidate.tag)?
-        .ok_or_else(|| Error::Registry {
-            reference: format!("{source_repo}:{}", candidate.tag),
-            what: "reading the candidate".into(),
-            message: "the tag was listed but is gone".into(),
-            hint: Some("run promote again".into()),
-        })?;
+    // The manifest the requirements were judged on, when they were (a
+    // break-glass promotion of another candidate reads its own).
+    let m = match judged.manifest {
+        Some((tag, m)) if tag == candidate.tag => Some(m),
+        _ => source.get_manifest(&candidate.tag)?,
+    }
+    .ok_or_else(|| Error::Registry {
+        reference: format!("{source_repo}:{}", candidate.tag),
+        what: "reading the candidate".into(),
+        message: "the tag was listed but is gone".into(),
+        hint: Some("run promote again".into()),
+    })?;
     out.digest = Some(m.digest.clone());
     out.reference = Some(format!("{target_repo}:{channel_tag}@{}", m.digest));
     if req.explain {

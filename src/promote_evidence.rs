@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::Promotion;
 use crate::error::Result;
-use crate::registry::Client;
+use crate::registry::{Client, Manifest};
 use crate::release::channel::{self, Required};
 use crate::release::evidence::{self, Cited};
 
@@ -41,32 +41,49 @@ pub struct IgnoredRecord {
     pub why: String,
 }
 
+/// The candidates judged against the policy's requirements.
+pub(super) struct Judged {
+    /// Each candidate judged, newest first.
+    pub reports: Vec<CandidateReport>,
+    /// `None` when the policy requires nothing.
+    pub required: Option<Required>,
+    /// The eligible candidate's tag and manifest, as read to judge it: the
+    /// promotion copies these bytes, so the digest promoted is the digest
+    /// the evidence is about, and the manifest is not read twice.
+    pub manifest: Option<(String, Manifest)>,
+}
+
 /// Judges each candidate newer than the channel against the policy's
-/// requirements at `now`, newest first: its digest (one `HEAD`), its
-/// rollout records (a referrers listing, then each record's manifest and
-/// layer). A promote stops at the first eligible candidate; `--explain`
-/// judges them all. `(vec![], None)` when the policy requires nothing: no
-/// request is sent.
+/// requirements at `now`, newest first: its manifest (one `GET`: its
+/// digest, and the bytes a promotion copies), its rollout records (a
+/// referrers listing, then each record's manifest and layer). A promote
+/// stops at the first eligible candidate; `--explain` judges them all.
+/// Nothing judged when the policy requires nothing: no request is sent.
 pub(super) fn judge_candidates(
     req: &Promotion,
     source: &Client,
     tags: &[String],
     now: Timestamp,
-) -> Result<(Vec<CandidateReport>, Option<Required>)> {
+) -> Result<Judged> {
     if req.policy.requires.is_empty() {
-        return Ok((Vec::new(), None));
+        return Ok(Judged {
+            reports: Vec::new(),
+            required: None,
+            manifest: None,
+        });
     }
     let mut reports = Vec::new();
     let mut eligible = None;
+    let mut manifest = None;
     for c in channel::newer(&req.from, &req.to, tags) {
-        let Some(d) = source.head_manifest(&c.tag)? else {
+        let Some(m) = source.get_manifest(&c.tag)? else {
             continue; // deleted since it was listed
         };
-        let records = crate::rollout::records_of(source, &d.digest)?;
+        let records = crate::rollout::records_of(source, &m.digest)?;
         let j = evidence::judge(&req.policy.requires, &records, now);
         reports.push(CandidateReport {
             tag: c.tag.clone(),
-            digest: d.digest,
+            digest: m.digest.clone(),
             eligible: j.eligible,
             because: j.lines,
             evidence: j.evidence,
@@ -77,6 +94,7 @@ pub(super) fn judge_candidates(
                 .collect(),
         });
         if j.eligible && eligible.is_none() {
+            manifest = Some((c.tag.clone(), m));
             eligible = Some(c);
             if !req.explain {
                 break;
@@ -102,5 +120,9 @@ pub(super) fn judge_candidates(
                 .join("; ")
         )),
     };
-    Ok((reports, Some(required)))
+    Ok(Judged {
+        reports,
+        required: Some(required),
+        manifest,
+    })
 }

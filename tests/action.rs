@@ -1696,3 +1696,67 @@ fn flux_follows_the_repositories_push_plan_and_the_action_write_to() {
         assert_eq!(capital_notices(&notices), want_notices, "{}", step.stdout);
     }
 }
+
+/// A push that fails after it published (the branch tag's read-back gets
+/// an unreadable tag list): the step fails (exit 4) and says what is in the
+/// registry, in its outputs (`failed-after-publish: true`, the digest, the
+/// tags, the reference, `pushed`), its job summary and its `::error` line.
+#[test]
+fn a_push_that_fails_after_publishing_says_so_in_its_outputs_and_summary() {
+    use common::registry::{Action, Proxy};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let reg = Registry::start(Auth::None);
+    let proxy = Proxy::start(reg.port);
+    let lists = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = lists.clone();
+    proxy.set_rule(move |_, path| {
+        if path.contains("/tags/list") && counted.fetch_add(1, Ordering::SeqCst) == 1 {
+            Action::RespondWith(200, Vec::new(), "<html>maintenance</html>".into())
+        } else {
+            Action::Forward
+        }
+    });
+    let tmp = TempDir::new();
+    let ws = workspace(tmp.path());
+    let runner = Runner::new(tmp, ws);
+    let repository = format!("{}/acme/settings-shop", proxy.host());
+    let step = runner.run(&with_base(&repository, &[("branch-tag", "main")]));
+    step.exited(4);
+    let (ct, id) = last_change(&runner.ws, None);
+    let tag = format!("main-{ct}-{}", &id[..7]);
+    let digest = common::registry::digest_of(&reg, "acme/settings-shop", &tag)
+        .unwrap_or_else(|| panic!("{tag} is not in the registry"));
+    assert_eq!(
+        common::registry::digest_of(&reg, "acme/settings-shop", "main").as_deref(),
+        Some(digest.as_str())
+    );
+    let reference = format!("{repository}:{tag}@{digest}");
+    assert_eq!(step.out("failed-after-publish"), "true");
+    assert_eq!(step.out("digest"), digest);
+    assert_eq!(step.out("tag"), tag);
+    assert_eq!(step.out("tags"), tag);
+    assert_eq!(step.out("reference"), reference);
+    assert_eq!(step.out("image"), format!("{repository}@{digest}"));
+    assert_eq!(step.out("pushed"), "true");
+    assert!(
+        step.summary.contains("published, then failed")
+            && step
+                .summary
+                .contains(&format!("| reference | `{reference}` |"))
+            && step.summary.contains("`main` (branch tag)")
+            && step.summary.contains("then the run failed: registry"),
+        "{}",
+        step.summary
+    );
+    let error = step
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("::error title=settings-image%3A published%2C then failed::"))
+        .unwrap_or_else(|| panic!("no ::error line in:\n{}", step.stdout));
+    assert!(
+        error.contains(&format!(
+            "already published: {reference}, tagged {tag}, main (branch tag)"
+        )),
+        "{error}"
+    );
+}

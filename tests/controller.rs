@@ -995,10 +995,84 @@ fn a_registry_outage_is_retried_until_it_publishes() {
     );
 }
 
+/// A publish that fails after it published (the branch tag's read-back
+/// gets an unreadable tag list): Ready=False with the registry's failure
+/// and what is already in the registry, in the condition and the Warning
+/// Event; the retry finds it all in place and is Ready (pushed: false).
+#[test]
+fn a_failure_after_publishing_says_what_is_published() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let k = cluster();
+    let ns = namespace(k, "after");
+    let reg = Registry::start(Auth::None);
+    let proxy = Proxy::start(reg.port);
+    let lists = Arc::new(AtomicUsize::new(0));
+    let counted = lists.clone();
+    proxy.set_rule(move |_, path| {
+        if path.contains("/tags/list") && counted.fetch_add(1, Ordering::SeqCst) == 1 {
+            Action::RespondWith(200, Vec::new(), "<html>maintenance</html>".into())
+        } else {
+            Action::Forward
+        }
+    });
+    let up = Upstream::start(GitOptions::default());
+    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
+    git_repository(k, &ns, "settings", &up.url(), None);
+    settings_image(
+        k,
+        &ns,
+        "app",
+        &format!(
+            "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: app\n  repository: {}/app\n  branchTag: main\n  provenance: false\n",
+            proxy.host()
+        ),
+    );
+    fetched(k, &ns, "settings", &c1);
+    let ctl = Controller::start(k, &ns, &[]);
+    let tag = up.tag("main", &c1, "app");
+    let digest = up.digest(&c1, "app", "main");
+    let reference = format!("{}/app:{tag}@{digest}", proxy.host());
+    let says = format!("already published: {reference}, tagged {tag}, main (branch tag)");
+    let noted = wait_events(k, &ns, "app", "Warning RegistryOperationFailed", |ev| {
+        ev.iter()
+            .any(|e| e.0 == "Warning" && e.1 == "RegistryOperationFailed")
+    });
+    let note = &noted
+        .iter()
+        .find(|e| e.1 == "RegistryOperationFailed")
+        .unwrap()
+        .2;
+    assert!(
+        note.contains("unreadable tag list") && note.contains(&says),
+        "{note}"
+    );
+    assert!(
+        note.contains("a re-run of the same push finds them there (pushed: false)"),
+        "{note}"
+    );
+    // The retry: everything in place.
+    let v = ctl.wait(
+        k,
+        &ns,
+        "app",
+        "Ready after the retry",
+        is_ready_for(&format!("main@sha1:{c1}")),
+    );
+    assert_eq!(v["status"]["images"][0]["digest"], digest.as_str());
+    assert_eq!(v["status"]["images"][0]["pushed"], false, "{v:#}");
+    assert_eq!(
+        tags_of(&reg, "app"),
+        std::collections::BTreeSet::from([tag.clone(), "main".to_string()])
+    );
+}
+
 /// One cloud's workload identity as its webhook sets up the pod.
 struct Cloud {
     /// `spec.provider`.
     provider: &'static str,
+    /// The provider's registry host (the stub plays it as the controller's
+    /// HTTP proxy).
+    host: &'static str,
     /// The registry user the exchange ends in, and its password.
     user: String,
     password: String,
@@ -1020,8 +1094,10 @@ struct Cloud {
 /// and projected token file, the cloud's exchanges at the loopback login
 /// stub (shaped from their documented requests and answers, verifying the
 /// token's signature, audience and subject), in front of a real registry
-/// that takes only what the exchange hands out. No Secret is read; skopeo
-/// reads the tag back with the exchange's credentials.
+/// that takes only what the exchange hands out, reached as the provider's
+/// own host (the stub is the controller's HTTP proxy). The namespace is
+/// allowed the controller's identity (`--provider-namespaces`). No Secret
+/// is read; skopeo reads the tag back with the exchange's credentials.
 fn publishes_with_workload_identity(cloud: impl FnOnce(&Value) -> Cloud) {
     use support_login::{Stub, allow, providers};
     let k = cluster();
@@ -1043,9 +1119,8 @@ fn publishes_with_workload_identity(cloud: impl FnOnce(&Value) -> Cloud) {
         &ns,
         "app",
         &format!(
-            "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: app\n  repository: {}/acme/shop\n  provider: {}\n",
-            stub.host(),
-            cloud.provider
+            "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: app\n  repository: {}/acme/shop\n  provider: {}\n  insecure: true\n",
+            cloud.host, cloud.provider
         ),
     );
     let dir = TempDir::new();
@@ -1060,9 +1135,10 @@ fn publishes_with_workload_identity(cloud: impl FnOnce(&Value) -> Cloud) {
     for (name, content) in &cloud.files {
         std::fs::write(dir.join(name), fill(content)).unwrap();
     }
-    let env: Vec<(&str, String)> = cloud.env.iter().map(|(k, v)| (*k, fill(v))).collect();
+    let mut env: Vec<(&str, String)> = cloud.env.iter().map(|(k, v)| (*k, fill(v))).collect();
+    env.extend(stub.proxy_env());
     let env_refs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let ctl = Controller::start_env(k, &ns, &[], &env_refs);
+    let ctl = Controller::start_env(k, &ns, &["--provider-namespaces", &ns], &env_refs);
     let v = ctl.wait(
         k,
         &ns,
@@ -1121,6 +1197,7 @@ fn strings(v: &[&str]) -> Vec<String> {
 fn provider_aws_logs_in_with_the_pods_web_identity() {
     publishes_with_workload_identity(|p| Cloud {
         provider: "aws",
+        host: support_login::ECR_HOST,
         user: "AWS".into(),
         password: p["aws"]["passwords"][0].as_str().unwrap().into(),
         audience: "sts.amazonaws.com".into(),
@@ -1155,6 +1232,7 @@ fn provider_aws_logs_in_with_the_pods_web_identity() {
 fn provider_azure_logs_in_with_the_pods_federated_token() {
     publishes_with_workload_identity(|p| Cloud {
         provider: "azure",
+        host: support_login::ACR_HOST,
         user: "00000000-0000-0000-0000-000000000000".into(),
         password: p["azure"]["refresh_token"].as_str().unwrap().into(),
         audience: "api://AzureADTokenExchange".into(),
@@ -1203,6 +1281,7 @@ fn provider_gcp_logs_in_with_an_external_account_configuration() {
         });
         Cloud {
             provider: "gcp",
+            host: support_login::GCP_HOST,
             user: "oauth2accesstoken".into(),
             password: p["gcp"]["token"].as_str().unwrap().into(),
             audience: format!("https://iam.googleapis.com/{provider}"),
@@ -1239,6 +1318,165 @@ fn provider_gcp_logs_in_with_an_external_account_configuration() {
             secrets: vec![p["gcp"]["federated"].as_str().unwrap().into()],
         }
     });
+}
+
+/// `spec.provider` is the controller's own cloud identity: a tenant may
+/// not lend it to a host of its own, nor use it at all outside the
+/// namespaces the operator allows (`--provider-namespaces`, by default the
+/// controller's own). Each SettingsImage stalls with the field, the
+/// reason and what to do; the pod's projected token is never read out,
+/// no exchange runs and nothing reaches the tenant's host (the stub, which
+/// plays STS, ECR and the host, logs every request).
+#[test]
+fn a_tenant_cannot_use_the_controllers_identity_elsewhere() {
+    use support_login::{ECR_HOST, Stub, providers};
+    let k = cluster();
+    let ns = namespace(k, "borrower");
+    let reg = Registry::start(Auth::None);
+    let p = providers();
+    let stub = Stub::start(
+        &reg,
+        p.clone(),
+        json!({"hosts": {"registry.evil.example": "self"}}),
+    );
+    let up = Upstream::start(GitOptions::default());
+    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
+    git_repository(k, &ns, "settings", &up.url(), None);
+    fetched(k, &ns, "settings", &c1);
+    let si = |name: &str, provider: &str, repository: &str| {
+        settings_image(
+            k,
+            &ns,
+            name,
+            &format!(
+                "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: app\n  repository: {repository}/acme/shop\n  provider: {provider}\n  insecure: true\n"
+            ),
+        )
+    };
+    si("own-host", "aws", "registry.evil.example");
+    si("own-loopback", "azure", &stub.host());
+    si("ecr", "aws", ECR_HOST);
+    let dir = TempDir::new();
+    let token = dir.join("token");
+    std::fs::write(&token, stub.mint("sts.amazonaws.com", 3600)).unwrap();
+    let mut env = vec![
+        (
+            "AWS_ROLE_ARN",
+            p["aws"]["role_arn"].as_str().unwrap().to_string(),
+        ),
+        ("AWS_REGION", "eu-west-1".to_string()),
+        ("AWS_WEB_IDENTITY_TOKEN_FILE", token.display().to_string()),
+        ("AWS_ENDPOINT_URL_STS", stub.url("/sts/")),
+        ("AWS_ENDPOINT_URL_ECR", stub.url("/ecr/")),
+        (
+            "AZURE_CLIENT_ID",
+            p["azure"]["client"].as_str().unwrap().to_string(),
+        ),
+        (
+            "AZURE_TENANT_ID",
+            p["azure"]["tenant"].as_str().unwrap().to_string(),
+        ),
+        ("AZURE_FEDERATED_TOKEN_FILE", token.display().to_string()),
+        ("AZURE_AUTHORITY_HOST", stub.url("/azure/")),
+    ];
+    env.extend(stub.proxy_env());
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    // Stalled for `reason` (the second controller finds the first one's
+    // status in place).
+    let stalled = |ctl: &Controller, name: &str, reason: &str| {
+        let v = ctl.wait(k, &ns, name, &format!("Stalled {reason}"), |v| {
+            condition(v, "Stalled").is_some_and(|c| c.0 == "True" && c.1 == reason)
+        });
+        let (_, reason, message) = condition(&v, "Stalled").unwrap();
+        assert_eq!(
+            condition(&v, "Ready").map(|c| (c.0, c.1)),
+            Some(("False".to_string(), reason.clone()))
+        );
+        assert!(
+            events(k, &ns, name)
+                .iter()
+                .any(|e| e.0 == "Warning" && e.1 == reason && e.2 == message),
+            "{name}: no Warning {reason} Event"
+        );
+        (reason, message)
+    };
+    // The default: only the controller's own namespace may use it.
+    {
+        let ctl = Controller::start_env(k, &ns, &[], &env);
+        for name in ["own-host", "own-loopback", "ecr"] {
+            let (_, message) = stalled(&ctl, name, "AccessDenied");
+            assert!(
+                message.starts_with("spec.provider: ")
+                    && message.contains(&format!(
+                        "logs in with the controller's own cloud identity, which SettingsImages in namespace {ns} may not use (the controller's --provider-namespaces is {SYSTEM})"
+                    ))
+                    && message.contains(&format!(
+                        "give spec.secretRef with this registry's credentials instead, or ask the cluster operator to add {ns} to --provider-namespaces"
+                    )),
+                "{name}: {message}"
+            );
+        }
+        let seen = stub.log();
+        assert!(seen.is_empty(), "{seen:?}\n{}", ctl.logs());
+    }
+    // Allowed here, but only to the provider's own hosts.
+    let ctl = Controller::start_env(
+        k,
+        &ns,
+        &["--provider-namespaces", &format!("other,{ns}")],
+        &env,
+    );
+    for (name, says) in [
+        (
+            "own-host",
+            "spec.provider: aws logs in only to Amazon ECR's registry hosts (ACCOUNT.dkr.ecr.REGION.amazonaws.com), and registry.evil.example is not one",
+        ),
+        (
+            "own-loopback",
+            "spec.provider: azure logs in only to Azure Container Registry's hosts",
+        ),
+    ] {
+        let (_, message) = stalled(&ctl, name, "InvalidProvider");
+        assert!(message.starts_with(says), "{name}: {message}");
+        assert!(
+            message.contains("nothing was requested or sent")
+                && message.contains(
+                    "set spec.repository to the provider's registry, or use spec.secretRef"
+                ),
+            "{name}: {message}"
+        );
+    }
+    // The ECR one publishes: the namespace may use the identity there.
+    let v = ctl.wait(
+        k,
+        &ns,
+        "ecr",
+        "published to ECR's host",
+        is_ready_for(&format!("main@sha1:{c1}")),
+    );
+    assert_eq!(
+        v["status"]["images"][0]["repository"],
+        format!("{ECR_HOST}/acme/shop")
+    );
+    // Only that one logged in, and only ECR's host was asked: each request
+    // the stub passed on to the registry came for ECR's host (no Entra
+    // exchange, no request for the tenant's hosts).
+    let log = stub.log();
+    let for_ecr = log
+        .iter()
+        .filter(|e| e["route"] == "host" && e["host"] == ECR_HOST)
+        .count();
+    let passed_on = log.iter().filter(|e| e["route"] == "proxy").count();
+    assert!(for_ecr > 0, "{log:?}");
+    assert_eq!(passed_on, for_ecr, "{log:?}");
+    for e in &log {
+        let route = e["route"].as_str().unwrap_or_default();
+        assert!(
+            ["/sts/", "/ecr/", "proxy"].contains(&route)
+                || (route == "host" && e["host"] == ECR_HOST),
+            "a request the tenant's SettingsImages made: {e}"
+        );
+    }
 }
 
 /// A GitRepository behind basic auth, a registry behind basic auth with a

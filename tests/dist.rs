@@ -220,15 +220,15 @@ fn the_archive_installs_into_an_empty_container_and_builds() {
     let run = common::run_ok(
         podman
             .cmd()
-            .args(["run", "--rm", "--network=none", "-e", "TMPDIR=/work", "-v"])
-            .arg(format!("{}:/work", work.display()))
+            .args(["run", "--rm", "--network=none", "-e", "TMPDIR=/out", "-v"])
+            .arg(format!("{}:/out", work.display()))
             .args([
                 image,
                 "/bin/busybox",
                 "sh",
                 "-c",
                 &format!(
-                    "{inside} --version && {inside} build --path /shop --output /work/layout --tag v1"
+                    "{inside} --version && {inside} build --path /shop --output /out/layout --tag v1"
                 ),
             ]),
     );

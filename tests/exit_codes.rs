@@ -462,7 +462,8 @@ fn exit_6_a_branch_tag_never_moves_sideways() {
 #[test]
 fn exit_2_a_deadline_too_long_for_the_clock() {
     // `now + seconds` overflows the clock near u64::MAX: refused before any
-    // request (the registry is never contacted: port 1 is closed), never a panic.
+    // request (the ECR host is never contacted: no name resolves here), never
+    // a panic. (ECR's host: the ecr login is for ECR's hosts only.)
     let dir = settings(1, "deadline");
     let d = dir.path().to_str().unwrap();
     for k in [
@@ -471,7 +472,7 @@ fn exit_2_a_deadline_too_long_for_the_clock() {
         "SETTINGS_IMAGE_LOGIN_TIMEOUT",
     ] {
         for v in ["18446744073709551615", "9223372036854775807", "604801"] {
-            let r = TestCommand::push(d, "127.0.0.1:1/shop")
+            let r = TestCommand::push(d, "123456789012.dkr.ecr.eu-west-1.amazonaws.com/shop")
                 .args(["--tag", "v1", "--login", "ecr", "--id-token-file", d])
                 .env(k, v)
                 .run();

@@ -676,25 +676,28 @@ fn action_publish(w: &World, ws: &Path, sha: &str) -> std::collections::BTreeMap
 /// TLS through the CA in `certSecretRef` (the generator's
 /// `--cert-secret-ref`); without it the scan fails on the certificate,
 /// not quietly over plain HTTP. `push` trusts the CA through
-/// `SSL_CERT_FILE` and fails without it, naming the certificate.
+/// `SSL_CERT_FILE` and fails without it (a bundle of another CA), naming
+/// the certificate and the variable.
 #[test]
 fn flux_and_push_reach_a_tls_registry_only_through_its_ca() {
     let w = World::new("tls", "main");
     w.settings
         .commit(&[("configs/shop/app.yaml", "a: 1\n")], T0 + 10);
+    let elsewhere = TempDir::new();
+    let (other_ca, _, _) = common::registry::ca_signed(elsewhere.path(), "127.0.0.1");
     let untrusted = Command::new(bin())
         .current_dir(&w.settings.work)
         .args(["push", "--path", DIR, "--repository", &w.repository])
         .args(["--timestamp-tag", "main"])
-        .env("SSL_CERT_FILE", "/dev/null")
-        .env("SSL_CERT_DIR", "/nonexistent")
+        .env("SSL_CERT_FILE", &other_ca)
+        .env_remove("SSL_CERT_DIR")
         .output()
         .expect("running push");
     let err = String::from_utf8_lossy(&untrusted.stderr);
     assert_eq!(untrusted.status.code(), Some(4), "{err}");
     assert!(
-        err.contains("certificate") || err.contains("CA"),
-        "the error names the certificate: {err}"
+        err.contains("presented a TLS certificate that is not trusted: SSL_CERT_FILE is set to"),
+        "the error names the certificate and the variable: {err}"
     );
     assert!(tags_of(&w.registry, NAME).is_empty(), "nothing was pushed");
 

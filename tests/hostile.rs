@@ -1478,3 +1478,382 @@ fn a_registry_that_accepts_connections_and_never_answers_meets_the_deadlines() {
         r.stderr
     );
 }
+
+// ------------------------------------------------ the tag list, read in bounds
+
+/// Whether `path` asks for the tag list.
+fn is_tag_list(path: &str) -> bool {
+    path.contains("/tags/list")
+}
+
+/// A tag-list page: `tags`, with a `Link` to `next` when given.
+fn tag_page(tags: &[String], next: Option<&str>) -> Action {
+    let body = serde_json::json!({ "name": "shop", "tags": tags }).to_string();
+    let headers = next
+        .map(|n| vec![("Link".to_string(), format!("<{n}>; rel=\"next\""))])
+        .unwrap_or_default();
+    Action::RespondWith(200, headers, body)
+}
+
+/// Nothing of the push reached the registry: no tag, no manifest put.
+fn assert_nothing_written(reg: &Registry, proxy: &Proxy) {
+    let writes: Vec<String> = proxy
+        .take()
+        .into_iter()
+        .filter(|s| matches!(s.method.as_str(), "PUT" | "POST" | "PATCH"))
+        .map(|s| format!("{} {}", s.method, s.path))
+        .collect();
+    assert!(writes.is_empty(), "written: {writes:?}");
+    assert!(
+        skopeo_tags(&format!("{}/shop", reg.host()), None).is_empty(),
+        "the registry holds tags"
+    );
+}
+
+/// A registry whose `tags/list` pages never end, 20,000 new tags a page:
+/// the push stops at the tag bound (100,000, or SETTINGS_IMAGE_MAX_TAGS),
+/// before anything is written, in bounded memory. Before, it read page
+/// after page (10,000 pages, the 15-minute deadline), growing ~100 MB/s.
+#[test]
+fn a_tag_list_that_pages_for_ever_stops_at_the_tag_bound() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let reg = Registry::start(Auth::None);
+    let proxy = Proxy::start(reg.port);
+    let (_tmp, wt) = repo_with_folder();
+    let pages = Arc::new(AtomicUsize::new(0));
+    let served = pages.clone();
+    proxy.set_rule(move |_, path| {
+        if !is_tag_list(path) {
+            return Action::Forward;
+        }
+        let n = served.fetch_add(1, Ordering::SeqCst);
+        let tags: Vec<String> = (0..20_000)
+            .map(|i| format!("main-{}-{:07x}", 1_700_000_000 + n * 20_000 + i, i))
+            .collect();
+        tag_page(&tags, Some(&format!("/v2/shop/tags/list?n=1000&last=p{n}")))
+    });
+    let shop = wt.join("shop");
+    for (max, env) in [(100_000, None), (30_000, Some("30000"))] {
+        pages.store(0, Ordering::SeqCst);
+        let mut cmd = TestCommand::push(&shop, &format!("{}/shop", proxy.host()));
+        cmd.args(["--timestamp-tag", "main"]);
+        if let Some(v) = env {
+            cmd.env("SETTINGS_IMAGE_MAX_TAGS", v);
+        }
+        let (r, kib) = cmd.peak_rss();
+        assert_eq!(r.code, 4, "{}", r.stderr);
+        assert!(
+            r.stderr.contains(&format!(
+                "the tag list holds more than {max} tags (SETTINGS_IMAGE_MAX_TAGS), the most read; nothing was pushed"
+            )),
+            "{}",
+            r.stderr
+        );
+        assert!(
+            r.stderr
+                .contains("delete old tags or raise SETTINGS_IMAGE_MAX_TAGS"),
+            "{}",
+            r.stderr
+        );
+        // It read pages only until the bound: no more.
+        assert_eq!(pages.load(Ordering::SeqCst), max / 20_000 + 1);
+        eprintln!("endless tag pages, bound {max}: peak {kib} KiB");
+        assert!(kib < 128 * 1024, "the push peaked at {kib} KiB");
+        assert_nothing_written(&reg, &proxy);
+    }
+}
+
+/// A `Link` that leads back to a page already read: the loop is named,
+/// not followed 10,000 times.
+#[test]
+fn a_tag_list_link_loop_is_seen_and_named() {
+    let reg = Registry::start(Auth::None);
+    let proxy = Proxy::start(reg.port);
+    let (_tmp, wt) = repo_with_folder();
+    proxy.set_rule(move |_, path| {
+        if !is_tag_list(path) {
+            return Action::Forward;
+        }
+        // Page 2 links back to page 1 (the same URL, in another spelling
+        // of the same path).
+        if path.contains("last=b") {
+            tag_page(&["b".to_string()], Some("/v2/shop/tags/list?n=1000&last=a"))
+        } else if path.contains("last=a") {
+            tag_page(
+                &["a2".to_string()],
+                Some("/v2/shop/tags/list?n=1000&last=b"),
+            )
+        } else {
+            tag_page(&["a".to_string()], Some("/v2/shop/tags/list?n=1000&last=a"))
+        }
+    });
+    let r = TestCommand::push(wt.join("shop"), &format!("{}/shop", proxy.host()))
+        .args(["--timestamp-tag", "main"])
+        .run();
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!(
+            "the tag list's Link leads back to a page it already sent (http://{}/v2/shop/tags/list): it would never end",
+            proxy.host()
+        )),
+        "{}",
+        r.stderr
+    );
+    let lists = proxy
+        .take()
+        .into_iter()
+        .filter(|s| is_tag_list(&s.path))
+        .count();
+    assert_eq!(lists, 3, "pages read");
+    assert!(skopeo_tags(&format!("{}/shop", reg.host()), None).is_empty());
+}
+
+/// One page larger than the most read of a page (16 MiB): refused there.
+#[test]
+fn a_tag_list_page_past_the_page_bound_is_refused() {
+    let reg = Registry::start(Auth::None);
+    let proxy = Proxy::start(reg.port);
+    let (_tmp, wt) = repo_with_folder();
+    let big = "x".repeat(17 << 20);
+    proxy.set_rule(move |_, path| {
+        if !is_tag_list(path) {
+            return Action::Forward;
+        }
+        tag_page(std::slice::from_ref(&big), None)
+    });
+    let r = TestCommand::push(wt.join("shop"), &format!("{}/shop", proxy.host()))
+        .args(["--timestamp-tag", "main"])
+        .run();
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(
+        r.stderr.contains(
+            "the page of the tag list is larger than 16777216 bytes, more than is read into memory; nothing was pushed"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert_nothing_written(&reg, &proxy);
+}
+
+/// An unreadable tag list (200, not JSON) before the push: the push stops
+/// there, exit 4, saying nothing was pushed: the anomaly and prefix checks
+/// cannot be made, and the branch tag's read-back would fail on the same
+/// list after the image was published. (Before, the answer was passed
+/// over, the checks skipped without a word, and the push went on.)
+#[test]
+fn an_unreadable_tag_list_stops_the_push_before_anything_is_written() {
+    let reg = Registry::start(Auth::None);
+    let proxy = Proxy::start(reg.port);
+    let (_tmp, wt) = repo_with_folder();
+    proxy.set_rule(|_, path| {
+        if is_tag_list(path) {
+            Action::RespondWith(200, Vec::new(), "this is not a tag list".into())
+        } else {
+            Action::Forward
+        }
+    });
+    let r = TestCommand::push(wt.join("shop"), &format!("{}/shop", proxy.host()))
+        .args(["--timestamp-tag", "main", "--branch-tag", "main"])
+        .run();
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!(
+            "error: registry {}/shop: listing tags of {}/shop failed: unreadable tag list: expected ident at line 1 column 2; nothing was pushed: the push checks the existing tags before it writes anything, and cannot trust this list",
+            proxy.host(),
+            proxy.host()
+        )),
+        "{}",
+        r.stderr
+    );
+    assert_nothing_written(&reg, &proxy);
+}
+
+/// The first tag list is fine; the branch tag's read-back gets an
+/// unreadable one. The push has published the image, its timestamp tag,
+/// its provenance and the branch tag: it fails (exit 4) and says so, in
+/// text (with the warnings it had) and in `--json`. A re-run finds it all
+/// in place.
+#[test]
+fn a_push_that_fails_after_publishing_says_what_it_published() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let reg = Registry::start(Auth::None);
+    let proxy = Proxy::start(reg.port);
+    let (_tmp, wt) = repo_with_folder();
+    let lists = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = lists.clone();
+    proxy.set_rule(move |_, path| {
+        if is_tag_list(path) && counted.fetch_add(1, Ordering::SeqCst) == 1 {
+            Action::RespondWith(200, Vec::new(), "<html>maintenance</html>".into())
+        } else {
+            Action::Forward
+        }
+    });
+    let repository = format!("{}/shop", proxy.host());
+    let r = TestCommand::push_json(wt.join("shop"), &repository)
+        .args(["--timestamp-tag", "main", "--branch-tag", "main"])
+        .run();
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert_eq!(lists.load(Ordering::SeqCst), 2);
+    // What the registry holds, by skopeo.
+    let tags = skopeo_tags(&format!("{}/shop", reg.host()), None);
+    let stamp = tags
+        .iter()
+        .find(|t| t.starts_with("main-"))
+        .unwrap_or_else(|| panic!("no timestamp tag: {tags:?}"))
+        .clone();
+    let digest = common::registry::digest_of(&reg, "shop", &stamp).unwrap();
+    assert_eq!(
+        common::registry::digest_of(&reg, "shop", "main").as_deref(),
+        Some(digest.as_str())
+    );
+    let reference = format!("{repository}:{stamp}@{digest}");
+    // --json: what is there, on stdout.
+    let v: serde_json::Value =
+        serde_json::from_str(r.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {:?}", r.stdout));
+    assert_eq!(v["exit_code"], 4);
+    assert!(
+        v["error"].as_str().unwrap().contains("unreadable tag list"),
+        "{v}"
+    );
+    let p = &v["published"];
+    assert_eq!(p["reference"], reference.as_str(), "{v}");
+    assert_eq!(p["digest"], digest.as_str());
+    assert_eq!(p["tags"], serde_json::json!([stamp]));
+    assert_eq!(p["branch_tag"], "main");
+    assert_eq!(p["pushed"], true);
+    let provenance = p["provenance"].as_str().unwrap_or_else(|| panic!("{v}"));
+    assert!(provenance.starts_with("sha256:"), "{v}");
+    // The text says the same.
+    assert!(
+        r.stderr.contains(&format!(
+            "unreadable tag list: expected value at line 1 column 1; already published: {reference}, tagged {stamp}, main (branch tag), provenance {provenance}"
+        )),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains("a re-run of the same push finds them there (pushed: false)"),
+        "{}",
+        r.stderr
+    );
+    // The re-run: everything in place, nothing new.
+    let again = TestCommand::push_json(wt.join("shop"), &repository)
+        .args(["--timestamp-tag", "main", "--branch-tag", "main"])
+        .json();
+    assert_eq!(again["digest"], digest.as_str());
+    assert_eq!(again["pushed"], false, "{again}");
+}
+
+// ------------------------------------------------------------ SSL_CERT_FILE
+
+/// `SSL_CERT_FILE`, the variable the docs tell users to set for a private
+/// CA, replaces the system's store: set to a file that does not exist or
+/// holds no certificate, no server can be trusted. Before, that was
+/// skipped without a word and the push failed later on `UnknownIssuer`
+/// with a hint at the system store or `insecure`. Now the run stops before
+/// any request, naming the variable and its value (exit 2); a bundle
+/// without the registry's CA fails on the certificate with a hint that
+/// names the variable (exit 4); the CA itself works.
+#[test]
+fn an_unusable_ssl_cert_file_is_named() {
+    let reg = Registry::start_tls(Auth::None);
+    let ca = reg.ca.clone().expect("a TLS registry");
+    let dir = common::TempDir::new();
+    let missing = dir.join("missing.pem");
+    let no_cert = dir.join("no-cert.pem");
+    std::fs::write(&no_cert, "# the CA goes here\n").unwrap();
+    let other = dir.join("other");
+    std::fs::create_dir(&other).unwrap();
+    let (other_ca, _, _) = common::registry::ca_signed(&other, "127.0.0.1");
+    let shop = settings(1, "tls");
+    let repository = format!("{}/shop", reg.host());
+    let push = |file: &Path| {
+        TestCommand::push(shop.path(), &repository)
+            .args(["--tag", "v1"])
+            .env("SSL_CERT_FILE", file)
+            .run()
+    };
+    let log_lines = || {
+        std::fs::read_to_string(&reg.log)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let before = log_lines();
+    for (file, why) in [
+        (&missing, "which cannot be read (".to_string()),
+        (
+            &no_cert,
+            "which holds no PEM certificate (-----BEGIN CERTIFICATE-----)".to_string(),
+        ),
+    ] {
+        let r = push(file);
+        assert_eq!(r.code, 2, "{}", r.stderr);
+        assert!(
+            r.stderr.contains(&format!(
+                "error: SSL_CERT_FILE is set to {}, {why}",
+                file.display()
+            )),
+            "{}",
+            r.stderr
+        );
+        assert!(
+            r.stderr.contains(
+                "HTTPS trusts only the certificates SSL_CERT_FILE names, instead of the system's, so no server could be trusted"
+            ),
+            "{}",
+            r.stderr
+        );
+        assert!(
+            r.stderr
+                .contains("hint: point SSL_CERT_FILE at a PEM bundle"),
+            "{}",
+            r.stderr
+        );
+    }
+    // Not one request reached the registry.
+    assert_eq!(log_lines(), before, "the registry was asked");
+    // A usable bundle without the registry's CA: the certificate, and the
+    // variable, are named.
+    let r = push(&other_ca);
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!(
+            "presented a TLS certificate that is not trusted: SSL_CERT_FILE is set to {}, and HTTPS trusts only the certificates in it",
+            other_ca.display()
+        )),
+        "{}",
+        r.stderr
+    );
+    assert!(skopeo_tags_tls(&reg, &ca).is_empty());
+    // The CA: pushed.
+    let r = push(&ca);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(skopeo_tags_tls(&reg, &ca), ["v1"]);
+}
+
+/// The tags of `shop` as skopeo reads them over TLS, trusting `ca`.
+fn skopeo_tags_tls(reg: &Registry, ca: &Path) -> Vec<String> {
+    let certs = common::TempDir::new();
+    std::fs::copy(ca, certs.join("ca.crt")).unwrap();
+    let out = Command::new(common::require("skopeo"))
+        .args(["list-tags", "--no-creds", "--cert-dir"])
+        .arg(certs.path())
+        .arg(format!("docker://{}/shop", reg.host()))
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        return Vec::new();
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["Tags"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|t| t.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}

@@ -46,12 +46,15 @@ fn read_back(reg: &Registry, name: &str, tag: &str, creds: &str) -> Value {
         .unwrap_or_else(|| panic!("skopeo finds no {name}:{tag}"))
 }
 
-/// Pushes through the action with `with` and `env`, asserts success, the
-/// digest skopeo reads back with `creds`, and that every ID token and
-/// `secrets` is masked and leaks nowhere.
+/// Pushes `host/name` (a provider's registry host the stub plays, as the
+/// HTTP proxy, or the stub itself) through the action with `with` and
+/// `env`, asserts success, the digest skopeo reads back with `creds`, and
+/// that every ID token and `secrets` is masked and leaks nowhere.
+#[allow(clippy::too_many_arguments)]
 fn push_and_read_back(
     reg: &Registry,
     stub: &Stub,
+    host: &str,
     name: &str,
     with: &[(&str, &str)],
     env: &[(&str, String)],
@@ -59,16 +62,18 @@ fn push_and_read_back(
     secrets: &[&str],
 ) -> Step {
     let ws = workspace();
-    let repository = format!("{}/{name}", stub.host());
+    let repository = format!("{host}/{name}");
     // `with` first: the runner takes the first value given for an input.
     let mut all = with.to_vec();
     all.extend([
         ("path", "cfg"),
         ("repository", repository.as_str()),
         ("tags", "v1"),
+        ("insecure", "true"),
     ]);
     let mut env = env.to_vec();
     env.extend(id_token_env(stub));
+    env.extend(stub.proxy_env());
     let run = run_action(ws.path(), &all, &env);
     run.ok();
     let found = read_back(reg, name, "v1", &format!("{}:{}", creds.0, creds.1));
@@ -84,11 +89,9 @@ fn push_and_read_back(
     run.assert_masked(REQUEST_TOKEN);
     run.assert_masks_first();
     assert!(
-        run.stdout.lines().any(|l| l.starts_with(&format!(
-            "settings-image: logged in to {} with the ",
-            stub.host()
-        )) && l
-            .ends_with(&format!("as {} (no stored secret)", creds.0))),
+        run.stdout.lines().any(|l| l
+            .starts_with(&format!("settings-image: logged in to {host} with the "))
+            && l.ends_with(&format!("as {} (no stored secret)", creds.0))),
         "{}",
         run.stdout
     );
@@ -106,10 +109,11 @@ fn ecr_assume_role_then_a_sigv4_signed_get_authorization_token() {
         ("AWS_ENDPOINT_URL_STS", stub.url("/sts/")),
         ("AWS_ENDPOINT_URL_ECR", stub.url("/ecr/")),
     ];
-    // `login: auto` with only the ECR facts set picks the ECR exchange.
+    // `login: auto` picks the ECR exchange on an ECR host, with its facts.
     push_and_read_back(
         &reg,
         &stub,
+        ECR_HOST,
         "acme/shop",
         &[
             ("aws-role-arn", p["aws"]["role_arn"].as_str().unwrap()),
@@ -146,6 +150,7 @@ fn gcp_sts_exchange_then_service_account_impersonation() {
     push_and_read_back(
         &reg,
         &stub,
+        GCP_HOST,
         "acme/shop",
         &[
             ("login", "gcp"),
@@ -185,6 +190,7 @@ fn azure_entra_client_assertion_then_the_registry_exchange() {
     push_and_read_back(
         &reg,
         &stub,
+        ACR_HOST,
         "acme/shop",
         &[
             ("login", "azure"),
@@ -213,6 +219,7 @@ fn docker_hub_token_exchange_with_the_connection_id() {
     push_and_read_back(
         &reg,
         &stub,
+        HUB_HOST,
         "acme/shop",
         &[
             ("login", "dockerhub"),
@@ -245,6 +252,7 @@ fn quay_robot_federation_on_the_registry_host() {
     push_and_read_back(
         &reg,
         &stub,
+        &stub.host(),
         "acme/shop",
         &[
             ("login", "quay"),
@@ -313,13 +321,14 @@ fn without_id_token_permission_the_error_names_it_and_nothing_is_pushed() {
     let reg = registry();
     let stub = Stub::start(&reg, providers(), json!({}));
     let ws = workspace();
-    let repository = format!("{}/acme/shop", stub.host());
+    let repository = format!("{ECR_HOST}/acme/shop");
     let run = run_action(
         ws.path(),
         &[
             ("path", "cfg"),
             ("repository", &repository),
             ("tags", "v1"),
+            ("insecure", "true"),
             ("login", "ecr"),
             (
                 "aws-role-arn",
@@ -327,7 +336,11 @@ fn without_id_token_permission_the_error_names_it_and_nothing_is_pushed() {
             ),
             ("aws-region", "eu-west-1"),
         ],
-        &[("AWS_ENDPOINT_URL_STS", stub.url("/sts/"))],
+        &[
+            &[("AWS_ENDPOINT_URL_STS", stub.url("/sts/"))][..],
+            &stub.proxy_env(),
+        ]
+        .concat(),
     );
     assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
     let error = run.error();
@@ -346,11 +359,12 @@ fn without_id_token_permission_the_error_names_it_and_nothing_is_pushed() {
 /// Runs the ECR login through the action with extra inputs and env.
 fn ecr_run(stub: &Stub, with: &[(&str, &str)], env: &[(&str, String)]) -> Step {
     let ws = workspace();
-    let repository = format!("{}/acme/shop", stub.host());
+    let repository = format!("{ECR_HOST}/acme/shop");
     let mut all = vec![
         ("path", "cfg"),
         ("repository", repository.as_str()),
         ("tags", "v1"),
+        ("insecure", "true"),
         ("login", "ecr"),
         (
             "aws-role-arn",
@@ -364,6 +378,7 @@ fn ecr_run(stub: &Stub, with: &[(&str, &str)], env: &[(&str, String)]) -> Step {
         ("AWS_ENDPOINT_URL_ECR", stub.url("/ecr/")),
     ];
     e.extend(id_token_env(stub));
+    e.extend(stub.proxy_env());
     e.extend_from_slice(env);
     run_action(ws.path(), &all, &e)
 }
@@ -420,11 +435,12 @@ fn an_expired_id_token_is_refused_before_it_is_sent() {
     std::fs::write(&file, &jwt).unwrap();
     std::fs::create_dir(dir.path().join("cfg")).unwrap();
     std::fs::write(dir.path().join("cfg/app.yaml"), "a: 1\n").unwrap();
-    let repository = format!("{}/acme/shop", stub.host());
+    let repository = format!("{ECR_HOST}/acme/shop");
     let sts = stub.url("/sts/");
     let run = TestCommand::new()
         .args([
             "push",
+            "--insecure",
             "--path",
             dir.path().join("cfg").to_str().unwrap(),
             "--repository",
@@ -439,6 +455,7 @@ fn an_expired_id_token_is_refused_before_it_is_sent() {
             file.to_str().unwrap(),
         ])
         .env("AWS_ENDPOINT_URL_STS", &sts)
+        .envs(stub.proxy_env())
         .run();
     assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
     assert!(
@@ -589,6 +606,7 @@ fn the_promote_action_logs_in_the_same_way() {
     push_and_read_back(
         &reg,
         &stub,
+        HUB_HOST,
         "acme/shop",
         &[&login[..], &[("tags", "v1, main-1764547200-abcdef1")]].concat(),
         &env,
@@ -596,9 +614,10 @@ fn the_promote_action_logs_in_the_same_way() {
         &[&token],
     );
     let ws = workspace();
-    let repository = format!("{}/acme/shop", stub.host());
+    let repository = format!("{HUB_HOST}/acme/shop");
     let mut e = env.to_vec();
     e.extend(id_token_env(&stub));
+    e.extend(stub.proxy_env());
     let run = run_face(
         ws.path(),
         "promote/action.yml",
@@ -607,6 +626,7 @@ fn the_promote_action_logs_in_the_same_way() {
             &login[..],
             &[
                 ("repository", repository.as_str()),
+                ("insecure", "true"),
                 ("from", "main"),
                 ("to", "prod"),
             ],
@@ -664,6 +684,9 @@ fn the_action_reads_a_docker_config_under_its_home() {
 /// the endpoint variables, and the stub route that redirects.
 struct Case {
     name: &'static str,
+    /// The registry host: the provider's own, or the stub's for the
+    /// self-hosted kinds.
+    host: String,
     with: Vec<(&'static str, String)>,
     env: Vec<(&'static str, String)>,
     route: &'static str,
@@ -708,37 +731,49 @@ fn cases(stub: &Stub, p: &Value) -> Vec<Case> {
         ]
     };
     let azure_env = || vec![("AZURE_AUTHORITY_HOST", stub.url("/azure/"))];
-    let case = |name, with, env, route| Case {
+    let case = |name, host: &str, with, env, route| Case {
         name,
+        host: host.to_string(),
         with,
         env,
         route,
     };
+    let own = stub.host();
     vec![
         case(
             "the runner's ID token endpoint",
+            ECR_HOST,
             ecr(),
             ecr_env(),
             "/idtoken",
         ),
-        case("AWS STS", ecr(), ecr_env(), "/sts/"),
-        case("AWS ECR", ecr(), ecr_env(), "/ecr/"),
-        case("Google STS", gcp(), gcp_env(), "/gcp-sts/v1/token"),
+        case("AWS STS", ECR_HOST, ecr(), ecr_env(), "/sts/"),
+        case("AWS ECR", ECR_HOST, ecr(), ecr_env(), "/ecr/"),
+        case(
+            "Google STS",
+            GCP_HOST,
+            gcp(),
+            gcp_env(),
+            "/gcp-sts/v1/token",
+        ),
         case(
             "Google IAM Credentials",
+            GCP_HOST,
             gcp(),
             gcp_env(),
             "/gcp-iam/v1/projects/-/serviceAccounts/",
         ),
-        case("Microsoft Entra", azure(), azure_env(), "/azure/"),
+        case("Microsoft Entra", ACR_HOST, azure(), azure_env(), "/azure/"),
         case(
             "ACR /oauth2/exchange",
+            ACR_HOST,
             azure(),
             azure_env(),
             "/oauth2/exchange",
         ),
         case(
             "Docker Hub",
+            HUB_HOST,
             vec![
                 ("login", "dockerhub".to_string()),
                 ("username", "acme".to_string()),
@@ -749,6 +784,7 @@ fn cases(stub: &Stub, p: &Value) -> Vec<Case> {
         ),
         case(
             "Quay",
+            &own,
             vec![
                 ("login", "quay".to_string()),
                 ("username", s(&p["quay"]["robot"])),
@@ -758,6 +794,7 @@ fn cases(stub: &Stub, p: &Value) -> Vec<Case> {
         ),
         case(
             "JFrog",
+            &own,
             vec![
                 ("login", "jfrog".to_string()),
                 ("jfrog-provider-name", s(&p["jfrog"]["provider"])),
@@ -775,19 +812,21 @@ fn no_exchange_follows_a_redirect_to_another_host() {
     let away = tempfile::tempdir().unwrap();
     let away_file = away.path().join("away.json");
     let stub = Stub::start(&reg, p.clone(), json!({ "away_file": away_file }));
-    let repository = format!("{}/acme/shop", stub.host());
     let mut turned_away = 0;
     for case in cases(&stub, &p) {
         std::fs::write(&away_file, json!([case.route]).to_string()).unwrap();
         let ws = workspace();
+        let repository = format!("{}/acme/shop", case.host);
         let mut with: Vec<(&str, &str)> = case.with.iter().map(|(k, v)| (*k, v.as_str())).collect();
         with.extend([
             ("path", "cfg"),
             ("repository", repository.as_str()),
             ("tags", "v1"),
+            ("insecure", "true"),
         ]);
         let mut env = case.env.clone();
         env.extend(id_token_env(&stub));
+        env.extend(stub.proxy_env());
         let run = run_action(ws.path(), &with, &env);
         let name = case.name;
         // The stub did turn the request away...
@@ -876,6 +915,7 @@ fn a_user_name_from_a_provider_or_an_input_cannot_write_a_workflow_command() {
         ],
         &id_token_env(&stub),
     );
+    let hub_repository = format!("{HUB_HOST}/acme/shop");
     let hub = run_action(
         ws.path(),
         &[
@@ -886,12 +926,14 @@ fn a_user_name_from_a_provider_or_an_input_cannot_write_a_workflow_command() {
                 p["dockerhub"]["connection"].as_str().unwrap(),
             ),
             ("path", "cfg"),
-            ("repository", &repository),
+            ("repository", &hub_repository),
             ("tags", "v1"),
+            ("insecure", "true"),
         ],
         &[
             &id_token_env(&stub)[..],
             &[("DOCKER_IDENTITY_URL", stub.url("/docker"))],
+            &stub.proxy_env(),
         ]
         .concat(),
     );
@@ -1036,4 +1078,128 @@ fn the_job_token_never_goes_to_a_token_realm_on_another_host() {
             "{host}: something was pushed"
         );
     }
+}
+
+/// A cloud login asked for a registry host its provider does not own (a
+/// host of the pusher's own, here the stub itself or a name it plays
+/// through the proxy): refused before anything is requested, from the
+/// action (by name, and `auto` from the facts given) and the CLI. No ID
+/// token is minted, no exchange runs, nothing reaches the host.
+#[test]
+fn a_cloud_login_sends_nothing_to_a_host_its_provider_does_not_own() {
+    let reg = registry();
+    let p = providers();
+    let stub = Stub::start(
+        &reg,
+        p.clone(),
+        json!({"hosts": {"registry.evil.example": "self"}}),
+    );
+    let s = |v: &Value| v.as_str().unwrap().to_string();
+    // (what, the login inputs, what the refusal says)
+    type Inputs = Vec<(&'static str, String)>;
+    let logins: Vec<(&str, Inputs, &str)> = vec![
+        (
+            "ecr",
+            vec![
+                ("login", "ecr".into()),
+                ("aws-role-arn", s(&p["aws"]["role_arn"])),
+            ],
+            "`login` ecr logs in only to Amazon ECR's registry hosts (ACCOUNT.dkr.ecr.REGION.amazonaws.com)",
+        ),
+        (
+            "ecr, chosen by auto from its facts",
+            vec![("aws-role-arn", s(&p["aws"]["role_arn"]))],
+            "`aws-role-arn` (the ecr login) logs in only to Amazon ECR's registry hosts",
+        ),
+        (
+            "gcp",
+            vec![
+                ("login", "gcp".into()),
+                ("gcp-workload-identity-provider", s(&p["gcp"]["provider"])),
+            ],
+            "`login` gcp logs in only to Google's registry hosts",
+        ),
+        (
+            "azure",
+            vec![
+                ("login", "azure".into()),
+                ("azure-client-id", s(&p["azure"]["client"])),
+                ("azure-tenant-id", s(&p["azure"]["tenant"])),
+            ],
+            "`login` azure logs in only to Azure Container Registry's hosts",
+        ),
+        (
+            "dockerhub",
+            vec![
+                ("login", "dockerhub".into()),
+                ("username", "acme".into()),
+                ("dockerhub-connection-id", s(&p["dockerhub"]["connection"])),
+            ],
+            "`login` dockerhub logs in only to Docker Hub",
+        ),
+    ];
+    let mut env = id_token_env(&stub);
+    env.extend(stub.proxy_env());
+    env.extend([
+        ("AWS_ENDPOINT_URL_STS", stub.url("/sts/")),
+        ("AWS_ENDPOINT_URL_ECR", stub.url("/ecr/")),
+        ("AZURE_AUTHORITY_HOST", stub.url("/azure/")),
+        ("CLOUDSDK_API_ENDPOINT_OVERRIDES_STS", stub.url("/gcp-sts/")),
+        ("DOCKER_IDENTITY_URL", stub.url("/docker")),
+    ]);
+    for host in [stub.host(), "registry.evil.example".to_string()] {
+        let repository = format!("{host}/acme/shop");
+        for (name, login, says) in &logins {
+            let ws = workspace();
+            let mut with: Vec<(&str, &str)> = login.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            with.extend([
+                ("path", "cfg"),
+                ("repository", repository.as_str()),
+                ("tags", "v1"),
+                ("insecure", "true"),
+            ]);
+            let run = run_action(ws.path(), &with, &env);
+            assert_eq!(
+                run.code, 2,
+                "{name} {host}:\n{}\n{}",
+                run.stdout, run.stderr
+            );
+            let error = run.error();
+            assert!(error.contains(says), "{name} {host}: {error}");
+            assert!(
+                error.contains(&format!(
+                    "{host} is not one: its credentials are never sent to another host, so nothing was requested or sent"
+                )),
+                "{name} {host}: {error}"
+            );
+            assert!(run.outputs.is_empty(), "{name}: {:?}", run.outputs);
+        }
+        // The CLI's --login: the same rule.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("cfg")).unwrap();
+        std::fs::write(dir.path().join("cfg/app.yaml"), "a: 1\n").unwrap();
+        let token = dir.path().join("id_token");
+        std::fs::write(&token, stub.mint("sts.amazonaws.com", 300)).unwrap();
+        let run = TestCommand::new()
+            .args(["push", "--insecure", "--path"])
+            .arg(dir.path().join("cfg"))
+            .args(["--repository", &repository, "--tag", "v1"])
+            .args(["--login", "ecr", "--aws-role-arn", "arn:aws:iam::1:role/r"])
+            .arg("--id-token-file")
+            .arg(&token)
+            .envs(env.clone())
+            .run();
+        assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
+        assert!(
+            run.stderr.contains(&format!(
+                "error: --login ecr logs in only to Amazon ECR's registry hosts (ACCOUNT.dkr.ecr.REGION.amazonaws.com), and {host} is not one"
+            )),
+            "{}",
+            run.stderr
+        );
+    }
+    // Nothing was asked of anyone: no ID token, no exchange, no request
+    // to the host (the stub logs each of them).
+    let log = stub.log();
+    assert!(log.is_empty(), "the stub saw {log:?}");
 }

@@ -863,27 +863,7 @@ fn the_release_management_doc_runs_as_printed() {
 /// Attaches `record` to `repo@digest` as a rollout record, with oras (as
 /// anyone who can push to the repository can).
 fn attach_record(repo: &str, digest: &str, record: &Value) {
-    const ROLLOUT: &str = "application/vnd.settings-image.rollout.v1+json";
-    let dir = common::TempDir::new();
-    std::fs::write(dir.join("rollout.json"), record.to_string()).expect("write");
-    let out = Command::new(common::require("oras"))
-        .current_dir(dir.path())
-        .env("HOME", dir.path())
-        .args([
-            "attach",
-            "--plain-http",
-            "--artifact-type",
-            ROLLOUT,
-            &format!("{repo}@{digest}"),
-            &format!("rollout.json:{ROLLOUT}"),
-        ])
-        .output()
-        .expect("oras");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::oci::attach_rollout_record(&format!("{repo}@{digest}"), record, &["--plain-http"]);
 }
 
 fn rollout_record(repo: &str, digest: &str, since: Option<&str>, ended: Option<&str>) -> Value {
@@ -901,11 +881,13 @@ fn rollout_record(repo: &str, digest: &str, since: Option<&str>, ended: Option<&
 }
 
 /// What the release policy's requirements cost on the wire, counted by the
-/// proxy: per candidate newer than the channel, a `HEAD` of its tag, its
-/// referrers listing (distribution 2.8 has no referrers API: one probe
+/// proxy: per candidate newer than the channel, its manifest (a `GET` of
+/// its tag, whose bytes a promotion of it copies), its referrers listing (distribution 2.8 has no referrers API: one probe
 /// answered 404, then the `sha256-<hex>` index), and a manifest and a blob
 /// read per record. Without requirements none of these is sent. And the
-/// decision: the newest candidate that soaked and never ended unavailable.
+/// decision: the newest candidate that soaked and never ended unavailable;
+/// the diff shown (`promote::review`) is of that candidate, the one
+/// promoted or waited on, not of the newest skipped.
 #[test]
 fn requirements_read_each_candidates_records_and_nothing_without_them() {
     let reg = Registry::start(Auth::None);
@@ -996,13 +978,12 @@ fn requirements_read_each_candidates_records_and_nothing_without_them() {
             "GET manifest-by-digest",
             "GET manifest-by-digest",
             "GET manifest-by-digest",
+            "GET manifest-by-tag",
+            "GET manifest-by-tag",
             "GET referrers-api",
             "GET referrers-tag",
             "GET referrers-tag",
             "GET referrers-tag",
-            "HEAD manifest-by-tag",
-            "HEAD manifest-by-tag",
-            "HEAD manifest-by-tag",
         ]
     );
     assert!(
@@ -1033,6 +1014,39 @@ fn requirements_read_each_candidates_records_and_nothing_without_them() {
     );
     assert_eq!(out["tag"], "prod-1700000100-aaaaaaa");
     assert_eq!(out["evidence"].as_array().map(Vec::len), Some(1));
+    // What changes is the candidate promoted, against the empty channel;
+    // --explain showed the same.
+    let sides = |v: &Value| {
+        (
+            v["diff"]["old"]["name"].as_str().map(str::to_string),
+            v["diff"]["new"]["name"].as_str().map(str::to_string),
+            v["diff"]["new"]["digest"].as_str().map(str::to_string),
+        )
+    };
+    let promoted = (
+        Some("channel prod (no release yet)".to_string()),
+        Some(format!("{repo}:main-1700000100-aaaaaaa")),
+        Some(d1.clone()),
+    );
+    assert_eq!(sides(&out), promoted, "{}", out["diff"]);
+    assert_eq!(sides(&judged), promoted, "{}", judged["diff"]);
+    // Then nothing newer is eligible: it waits on the newest, and the diff
+    // is the channel's release against it.
+    let waiting = promote(&repo, &["--at", at, "--policy", policy_arg], &[]).json();
+    assert_eq!(
+        (waiting["decision"].as_str(), waiting["unmet"].as_bool()),
+        (Some("wait"), Some(true))
+    );
+    assert_eq!(
+        sides(&waiting),
+        (
+            Some(format!("{repo}:prod-1700000100-aaaaaaa")),
+            Some(format!("{repo}:main-1700000300-ccccccc")),
+            Some(d3.clone()),
+        ),
+        "{}",
+        waiting["diff"]
+    );
     // Break-glass still bypasses, recorded with its reason and no evidence.
     let forced = promote(
         &repo,

@@ -556,10 +556,11 @@ fn promote_counted(reg: &Registry, name: &str, flags: &[&str]) -> BTreeMap<Kind,
 /// channel's release's manifest and layer when there is one. The
 /// promotion itself reads no blob, so every `GET blobs` is the diff's.
 const PROMOTE_FIRST: Budget = &[
-    // promote: the tag list twice (candidates, channel), the candidate's
-    // manifest and the referrers index (read, then written), the channel
-    // tag, the record's two blobs and manifest.
-    ("GET", "tags", 2),
+    // promote: the tag list (once: candidates and channel share the
+    // repository), the candidate's manifest and the referrers index
+    // (read, then written), the channel tag, the record's two blobs and
+    // manifest.
+    ("GET", "tags", 1),
     ("HEAD", "manifests", 1),
     ("POST", "uploads", 2),
     ("PUT", "uploads", 2),
@@ -569,10 +570,10 @@ const PROMOTE_FIRST: Budget = &[
     // The diff's: the candidate's layer.
     ("GET", "blobs", 1),
 ];
-/// A promotion that waits: the tag lists; the diff's two manifests and
+/// A promotion that waits: the tag list; the diff's two manifests and
 /// two layers.
 const PROMOTE_WAIT: Budget = &[
-    ("GET", "tags", 2),
+    ("GET", "tags", 1),
     ("GET", "manifests", 2),
     ("GET", "blobs", 2),
 ];
@@ -606,4 +607,108 @@ fn a_promotes_diff_reads_two_manifests_and_two_layers() {
     let wait = within("waiting promotion", &n, PROMOTE_WAIT);
     assert_eq!(n[&("GET".to_string(), "blobs")], 2, "{n:?}");
     eprintln!("requests after authentication: first promotion {first}, waiting {wait}");
+}
+
+/// A promotion under `requires:` (docs/release-management.md, "Evidence"):
+/// per candidate judged, its manifest (one `GET`, whose bytes the
+/// promotion copies: the eligible candidate is not read again) and its
+/// referrers listing (distribution 2.8: the referrers API probed once,
+/// answered 404, then the `sha256-<hex>` index), a manifest and a blob per
+/// record; the tag list once (the channel is in the candidates'
+/// repository); then the promotion's own writes and the diff's reads.
+const PROMOTE_REQUIRES: Budget = &[
+    ("GET", "tags", 1),
+    ("GET", "referrers", 1),
+    // The channel tag, before it is written.
+    ("HEAD", "manifests", 1),
+    // Judged: 2 candidates' manifests, 2 referrers indexes, 2 records;
+    // the promotion record's referrers index (read, then written); the
+    // diff's candidate.
+    ("GET", "manifests", 8),
+    // The 2 records' layers, the diff's candidate layer.
+    ("GET", "blobs", 3),
+    ("POST", "uploads", 2),
+    ("PUT", "uploads", 2),
+    ("PUT", "manifests", 3),
+];
+
+/// What the requirements cost a promotion that promotes (the newest
+/// candidate ended unavailable in staging, the older one soaked: the
+/// older goes), per kind.
+#[test]
+fn a_promote_under_requirements_reads_each_candidate_once() {
+    use common::oci::attach_rollout_record;
+    let reg = Registry::start(Auth::None);
+    let name = "gated";
+    let repository = format!("{}/{name}", reg.host());
+    let mut folder = Folder::new();
+    let (c1, _) = push(
+        &reg,
+        &folder,
+        name,
+        &["--timestamp-tag", "main", "--no-provenance"],
+    );
+    folder.change();
+    let (c2, _) = push(
+        &reg,
+        &folder,
+        name,
+        &["--timestamp-tag", "main", "--no-provenance"],
+    );
+    let digest = |v: &serde_json::Value| v["digest"].as_str().expect("digest").to_string();
+    let (d1, d2) = (digest(&c1), digest(&c2));
+    let record = |d: &str, extra: serde_json::Value| {
+        let mut r = serde_json::json!({"cluster": "staging", "namespace": "shop", "kind": "Deployment",
+            "name": "shop", "repository": repository, "digest": d, "replicas": 1});
+        for (k, v) in extra.as_object().expect("an object") {
+            r[k] = v.clone();
+        }
+        r
+    };
+    attach_rollout_record(
+        &format!("{repository}@{d1}"),
+        &record(
+            &d1,
+            serde_json::json!({"state": "ready", "readySince": "2026-05-01T00:00:00Z"}),
+        ),
+        &["--plain-http"],
+    );
+    attach_rollout_record(
+        &format!("{repository}@{d2}"),
+        &record(
+            &d2,
+            serde_json::json!({"state": "ended", "endedAt": "2026-05-31T20:00:00Z", "reason": "unavailable"}),
+        ),
+        &["--plain-http"],
+    );
+    let tmp = common::TempDir::new();
+    let policy = tmp.join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "requires:\n  - rollout: {cluster: staging, readyFor: 2h, notEnded: unavailable}\n",
+    )
+    .expect("policy");
+    let mut n = promote_counted(
+        &reg,
+        name,
+        &[
+            "--policy",
+            policy.to_str().expect("utf-8"),
+            "--at",
+            "2026-06-01T00:00:00Z",
+        ],
+    );
+    let tags = tags_of(&reg, name);
+    assert!(
+        tags.contains(
+            &c1["timestamp_tag"]
+                .as_str()
+                .expect("tag")
+                .replace("main-", "prod-")
+        ),
+        "the older, soaked candidate is promoted: {tags:?}"
+    );
+    assert_eq!(n.remove(&("GET".to_string(), "auth")), Some(2), "{n:?}");
+    let total = within("promotion under requirements", &n, PROMOTE_REQUIRES);
+    eprintln!("promotion under requirements: {total} requests after authentication: {n:?}");
 }

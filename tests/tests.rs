@@ -14,6 +14,7 @@ mod controller;
 mod diff;
 mod dist;
 mod errors;
+mod evidence_node;
 mod exit_codes;
 mod flux;
 mod flux_observed;

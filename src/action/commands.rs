@@ -213,6 +213,7 @@ fn error_kind(err: &Error) -> &'static str {
         Error::Mismatch { .. } => "the image is not what its commit holds",
         Error::LeaseLost { .. } => "lost the leader election Lease",
         Error::OutputClosed => "standard output closed",
+        Error::AfterPublish { .. } => "published, then failed",
     }
 }
 

@@ -250,7 +250,8 @@ mod tests {
             ("ACTIONS_ID_TOKEN_REQUEST_TOKEN", "req"),
             ("SETTINGS_IMAGE_LOGIN_TIMEOUT", "3"),
         ]);
-        let r = resolve(&e, "127.0.0.1:5000/shop", false).unwrap();
+        let ecr = "123456789012.dkr.ecr.eu-west-1.amazonaws.com/shop";
+        let r = resolve(&e, ecr, true).unwrap();
         let l = r.login.unwrap();
         assert_eq!(l.provider, login::Provider::Ecr);
         assert_eq!(l.scheme, "http");
@@ -261,11 +262,16 @@ mod tests {
         );
         assert!(matches!(l.id_token, IdTokenSource::GitHub { .. }));
         let e = env(&[("INPUT_LOGIN", "ecr")]);
-        let l = resolve(&e, "127.0.0.1:5000/shop", false)
-            .unwrap()
-            .login
-            .unwrap();
+        let l = resolve(&e, ecr, false).unwrap().login.unwrap();
         assert_eq!(l.id_token, IdTokenSource::Missing { in_action: true });
+        assert_eq!(l.scheme, "https");
+        // Not ECR's host: refused, naming the input.
+        let err = resolve(&e, "127.0.0.1:5000/shop", false).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("`login` ecr logs in only to Amazon ECR"),
+            "{err}"
+        );
         assert!(resolve(&env(&[("INPUT_LOGIN", "vault")]), "ghcr.io/a/b", false).is_err());
     }
 

@@ -344,7 +344,15 @@ pub(super) fn publish(env: &Env) -> Result<()> {
         say(&commands::escape_text(report.human().trim_end()));
     }
     say(&commands::endgroup());
-    let report = result?;
+    let report = match result {
+        Ok(report) => report,
+        Err(e) => {
+            if let Error::AfterPublish { published, error } = &e {
+                published_then_failed(env, &inputs, published, error)?;
+            }
+            return Err(e);
+        }
+    };
     let published = Published::of(&inputs, &report)?;
     announce(&inputs, &report, &published);
     write_step_outputs(env, &inputs, &report, &published)
@@ -426,6 +434,60 @@ fn announce(inputs: &PublishInputs, report: &Report, published: &Published) {
             commands::notice("settings-image: branch tag", &text)
         });
     }
+}
+
+/// A push that failed after it published: its warnings, the outputs of
+/// what is in the registry (`digest`, `tag`, `tags`, `reference`,
+/// `image`, `pushed`; the rest empty, and `failed-after-publish: true`),
+/// and the summary saying both. The caller then prints the error.
+fn published_then_failed(
+    env: &Env,
+    inputs: &PublishInputs,
+    published: &crate::error::PublishedSoFar,
+    error: &Error,
+) -> Result<()> {
+    for w in &published.warnings {
+        say(&commands::warning("settings-image", w));
+    }
+    say(&commands::escape_text(&format!(
+        "published, then failed: {published}"
+    )));
+    let timestamp_tag = published
+        .tags
+        .iter()
+        .find(|t| crate::tag::timestamp_prefix(t).is_some())
+        .cloned()
+        .unwrap_or_default();
+    if let Some(out) = env.get("GITHUB_OUTPUT").filter(|p| !p.is_empty()) {
+        let entries: String = [
+            ("digest", published.digest.clone()),
+            ("tag", timestamp_tag),
+            ("tags", published.tags.join("\n")),
+            ("reference", published.reference.clone()),
+            (
+                "image",
+                format!("{}@{}", inputs.repository, published.digest),
+            ),
+            ("pushed", published.pushed.to_string()),
+            ("failed-after-publish", "true".to_string()),
+        ]
+        .iter()
+        .map(|(name, value)| commands::output_entry(name, value))
+        .collect();
+        commands::append(Path::new(out), &entries)?;
+    }
+    let summary_file = env.get("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty());
+    if let (true, Some(file)) = (inputs.summary, summary_file) {
+        commands::append(
+            Path::new(file),
+            &commands::cap_summary(summary::render_failed_after_publish(
+                &inputs.repository,
+                published,
+                &error.to_string(),
+            )),
+        )?;
+    }
+    Ok(())
 }
 
 /// Writes the step outputs (or warns that GITHUB_OUTPUT is not set) and,

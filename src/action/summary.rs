@@ -111,6 +111,49 @@ pub fn render(f: &Facts) -> String {
     s
 }
 
+/// The Markdown summary of a push that failed after it published: what
+/// is in the registry, then the error.
+pub fn render_failed_after_publish(
+    repository: &str,
+    published: &crate::error::PublishedSoFar,
+    error: &str,
+) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "### settings-image: `{repository}`: published, then failed\n"
+    );
+    let _ = writeln!(s, "| | |\n|---|---|");
+    let _ = writeln!(s, "| reference | `{}` |", published.reference);
+    let _ = writeln!(s, "| digest | `{}` |", published.digest);
+    let mut tags: Vec<String> = published.tags.iter().map(|t| format!("`{t}`")).collect();
+    if let Some(b) = &published.branch_tag {
+        tags.push(format!("`{b}` (branch tag)"));
+    }
+    let _ = writeln!(s, "| tags | {} |", tags.join(", "));
+    if let Some(p) = &published.provenance {
+        let _ = writeln!(s, "| provenance | `{p}` |");
+    }
+    let _ = writeln!(
+        s,
+        "| pushed | {} |",
+        if published.pushed {
+            "yes, by this run"
+        } else {
+            "no: the registry already had it"
+        }
+    );
+    for w in &published.warnings {
+        let _ = writeln!(s, "\n> [!WARNING]\n> {}", w.replace('\n', "\n> "));
+    }
+    let _ = writeln!(
+        s,
+        "\n> [!CAUTION]\n> The image and its tags above are in the registry; then the run failed: {}",
+        error.replace('\n', "\n> ")
+    );
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -83,7 +83,18 @@ pub fn workload_identity(
     })
 }
 
-fn name(p: Provider) -> &'static str {
+/// The exchange `spec.provider` runs, `None` for `generic`.
+pub(crate) fn exchange_of(p: Provider) -> Option<Exchange> {
+    match p {
+        Provider::Generic => None,
+        Provider::Aws => Some(Exchange::Ecr),
+        Provider::Azure => Some(Exchange::Azure),
+        Provider::Gcp => Some(Exchange::Gcp),
+    }
+}
+
+/// `spec.provider`'s value as written.
+pub(crate) fn name(p: Provider) -> &'static str {
     match p {
         Provider::Generic => "generic",
         Provider::Aws => "aws",

@@ -109,6 +109,14 @@ pub struct Args {
     /// flag has the opposite polarity: the refusal is the default).
     #[arg(long)]
     pub allow_cross_namespace_refs: bool,
+    /// The namespaces whose SettingsImages may log in with the
+    /// controller's own cloud identity (`spec.provider: aws`, `azure`,
+    /// `gcp`), comma-separated; `*` for every namespace, empty
+    /// (`--provider-namespaces=`) for none. Default: the controller's own
+    /// namespace (the pod's). Elsewhere such a SettingsImage stalls
+    /// (`AccessDenied`) and no token is requested.
+    #[arg(long, value_name = "NS,...")]
+    pub provider_namespaces: Option<String>,
     /// The shortest `spec.interval` honoured: a shorter one is raised to
     /// it (and the Ready message says so), so one SettingsImage cannot
     /// keep the git server, the registry and the workers busy.
@@ -137,6 +145,15 @@ pub struct Args {
     /// 100 MiB: GitHub refuses larger files.
     #[arg(long, value_name = "BYTES", default_value_t = 100 << 20)]
     pub fetch_max_object_bytes: u64,
+    /// The most bytes a git server may send one fetch before its pack:
+    /// the ref advertisement (`info/refs`, `ls-refs`) and the
+    /// negotiation's answers, which are held in memory.
+    #[arg(long, value_name = "BYTES", default_value_t = 16 << 20)]
+    pub fetch_max_ref_bytes: u64,
+    /// The most refs a git server's ref advertisement may list for one
+    /// fetch.
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    pub fetch_max_refs: u64,
     /// On SIGTERM, how long running publishes may take to finish before
     /// they are abandoned.
     #[arg(long, value_name = "DURATION", default_value = "30s")]
@@ -358,10 +375,23 @@ async fn serve(args: Args, settings: Settings) -> Result<()> {
         }
     }
     let (client, default_ns) = connect(&args).await?;
+    let own = own_namespace(default_ns);
+    let policy = reconcile::Policy {
+        cross_namespace_refs: args.allow_cross_namespace_refs,
+        min_interval: settings.min_interval,
+        provider_namespaces: reconcile::ProviderNamespaces::parse(
+            args.provider_namespaces.as_deref(),
+            &own,
+        ),
+    };
+    logs::info(&format!(
+        "spec.provider may use the controller's cloud identity in: {} (--provider-namespaces)",
+        policy.provider_namespaces.shown()
+    ));
     metrics.set_ready("api", None);
     let mut elector = None;
     if args.leader_elect {
-        match campaign(&args, &settings, &client, default_ns, &stop_rx).await {
+        match campaign(&args, &settings, &client, own, &stop_rx).await {
             Some(e) => elector = Some(e),
             None => return Ok(()),
         }
@@ -376,10 +406,7 @@ async fn serve(args: Args, settings: Settings) -> Result<()> {
         metrics.clone(),
         mirrors(&args, &settings)?,
         crate::front::process_env(),
-        reconcile::Policy {
-            cross_namespace_refs: args.allow_cross_namespace_refs,
-            min_interval: settings.min_interval,
-        },
+        policy.clone(),
     ));
     let interrupt = ctx.interrupt.clone();
     let rollouts = match &args.cluster_name {
@@ -391,11 +418,13 @@ async fn serve(args: Args, settings: Settings) -> Result<()> {
                 client.clone(),
                 crate::front::process_env(),
                 cluster.clone(),
+                policy.provider_namespaces.clone(),
             ));
             futures_util::future::Either::Left(rollout::controller(
                 args.namespace.as_deref(),
                 client.clone(),
                 rctx,
+                metrics.clone(),
                 stop_rx.clone(),
             ))
         }
@@ -498,23 +527,24 @@ async fn connect(args: &Args) -> Result<(Client, String)> {
     Ok((client, default_ns))
 }
 
+/// The controller's own namespace: the pod's, else the kubeconfig's.
+fn own_namespace(default_ns: String) -> String {
+    std::fs::read_to_string(POD_NAMESPACE_FILE)
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or(default_ns)
+}
+
 /// Waits to lead (`--leader-elect`); `None` when a signal came first.
 async fn campaign(
     args: &Args,
     settings: &Settings,
     client: &Client,
-    default_ns: String,
+    own: String,
     stop_rx: &tokio::sync::watch::Receiver<bool>,
 ) -> Option<leader::Elector> {
-    let ns = args
-        .leader_election_namespace
-        .clone()
-        .or_else(|| {
-            std::fs::read_to_string(POD_NAMESPACE_FILE)
-                .ok()
-                .map(|s| s.trim().to_string())
-        })
-        .unwrap_or(default_ns);
+    let ns = args.leader_election_namespace.clone().unwrap_or(own);
     let cfg = leader::Config {
         name: args.leader_election_id.clone(),
         identity: identity(),
@@ -545,6 +575,8 @@ fn mirrors(args: &Args, settings: &Settings) -> Result<crate::history::mirror::M
             max_fetch_bytes: args.fetch_max_bytes,
             max_objects: args.fetch_max_objects,
             max_object_bytes: args.fetch_max_object_bytes,
+            max_ref_bytes: args.fetch_max_ref_bytes,
+            max_refs: args.fetch_max_refs,
             ..Default::default()
         },
     )

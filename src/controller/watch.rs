@@ -1,4 +1,5 @@
-//! The watches of SettingsImages and GitRepositories: whether each is
+//! The watches of SettingsImages and GitRepositories (and, with
+//! `--cluster-name`, of SettingsRollouts and the workloads they read): whether each is
 //! established (what `/readyz` answers), what a failure means in words an
 //! operator acts on, and how soon a failed one is tried again.
 //!
@@ -41,6 +42,38 @@ pub const SETTINGS_IMAGES: Watched = Watched {
     kind: "SettingsImage",
     api: "settings-image.configbutler.io/v1alpha1",
     install: "kubectl apply -k config/",
+};
+
+/// `settingsrollouts.settings-image.configbutler.io` (`--cluster-name`).
+pub const SETTINGS_ROLLOUTS: Watched = Watched {
+    resource: "settingsrollouts",
+    kind: "SettingsRollout",
+    api: "settings-image.configbutler.io/v1alpha1",
+    install: "kubectl apply -k config/",
+};
+
+/// Deployments (`--cluster-name`): built in, never a missing CRD.
+pub const DEPLOYMENTS: Watched = Watched {
+    resource: "deployments",
+    kind: "Deployment",
+    api: "apps/v1",
+    install: "a built-in type: the API server does not serve apps/v1",
+};
+
+/// StatefulSets (`--cluster-name`).
+pub const STATEFUL_SETS: Watched = Watched {
+    resource: "statefulsets",
+    kind: "StatefulSet",
+    api: "apps/v1",
+    install: DEPLOYMENTS.install,
+};
+
+/// DaemonSets (`--cluster-name`).
+pub const DAEMON_SETS: Watched = Watched {
+    resource: "daemonsets",
+    kind: "DaemonSet",
+    api: "apps/v1",
+    install: DEPLOYMENTS.install,
 };
 
 /// Flux's `gitrepositories.source.toolkit.fluxcd.io`.

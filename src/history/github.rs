@@ -109,6 +109,7 @@ impl Api {
             url.query_pairs_mut().extend_pairs(query);
         }
         let _ = rustls::crypto::ring::default_provider().install_default();
+        crate::trust::check()?;
         let client = reqwest::Client::builder()
             .redirect(crate::redirects::within_origin(5))
             .referer(false)

@@ -79,7 +79,10 @@ impl LoginArgs {
         };
         let facts = self.facts(username);
         let exchange = match choice {
-            Choice::Exchange(p) => Some(p),
+            Choice::Exchange(p) => {
+                super::hosts::check(p, &host, &format!("--login {}", p.name()))?;
+                Some(p)
+            }
             Choice::Auto if !password_given => match super::plan(
                 &LoginOptions {
                     choice,
@@ -196,20 +199,36 @@ mod tests {
     #[test]
     fn auto_exchanges_unless_a_password_is_given() {
         let pw = || Ok(Some(Credentials::new("u", "p")));
+        let ecr = "123456789012.dkr.ecr.eu-west-1.amazonaws.com/shop";
         let (c, l) = args("auto")
-            .resolve(
-                &Default::default(),
-                "127.0.0.1:5000/shop",
-                false,
-                None,
-                false,
-                || panic!("no password is read for an exchange"),
-            )
+            .resolve(&Default::default(), ecr, true, None, false, || {
+                panic!("no password is read for an exchange")
+            })
             .unwrap();
         assert!(c.is_none());
         let l = l.unwrap();
         assert_eq!((l.provider, l.scheme), (Provider::Ecr, "http"));
         assert_eq!(l.id_token, IdTokenSource::Missing { in_action: false });
+        // Another host: refused by name, before any password is read.
+        for (login, starts) in [
+            (
+                "ecr",
+                "--login ecr logs in only to Amazon ECR's registry hosts",
+            ),
+            ("auto", "--aws-role-arn (the ecr login) logs in only to"),
+        ] {
+            let e = args(login)
+                .resolve(
+                    &Default::default(),
+                    "127.0.0.1:5000/shop",
+                    false,
+                    None,
+                    false,
+                    || panic!("no password is read"),
+                )
+                .unwrap_err();
+            assert!(e.to_string().starts_with(starts), "{e}");
+        }
         let (c, l) = args("auto")
             .resolve(
                 &Default::default(),

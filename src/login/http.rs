@@ -42,6 +42,8 @@ pub struct Answer {
 impl Ctx {
     /// A client for `login` (deadline [`Login::timeout`] per request).
     pub fn new(login: &Login) -> Result<Ctx> {
+        // The client loads the CA store the user may have named.
+        crate::trust::check()?;
         // To another origin, the 3xx answer comes back to `send`, which
         // refuses it.
         let http = reqwest::Client::builder()

@@ -29,6 +29,7 @@ pub mod azure;
 pub mod dockerhub;
 pub mod flags;
 pub mod google;
+pub mod hosts;
 pub mod http;
 pub mod id_token;
 pub mod jfrog;
@@ -316,20 +317,21 @@ fn job_token(creds: Credentials, host: &str, server_url: Option<&str>) -> Creden
     }
 }
 
-/// The provider a registry host belongs to, when its name says so.
+/// The provider a registry host belongs to, when its name says so
+/// ([`hosts::owns`] for the clouds and Docker Hub).
 pub fn provider_of_host(host: &str) -> Option<Provider> {
     let h = host.to_ascii_lowercase();
     let h = h.split(':').next().unwrap_or(&h);
-    if h.contains(".dkr.ecr.")
-        && (h.ends_with(".amazonaws.com") || h.ends_with(".amazonaws.com.cn"))
+    if let Some(p) = [
+        Provider::Ecr,
+        Provider::Gcp,
+        Provider::Azure,
+        Provider::DockerHub,
+    ]
+    .into_iter()
+    .find(|p| hosts::owns(*p, host))
     {
-        Some(Provider::Ecr)
-    } else if h.ends_with("-docker.pkg.dev") || h == "gcr.io" || h.ends_with(".gcr.io") {
-        Some(Provider::Gcp)
-    } else if h.ends_with(".azurecr.io") {
-        Some(Provider::Azure)
-    } else if matches!(h, "docker.io" | "index.docker.io" | "registry-1.docker.io") {
-        Some(Provider::DockerHub)
+        Some(p)
     } else if h == "quay.io" {
         Some(Provider::Quay)
     } else if h.ends_with(".jfrog.io") {
@@ -375,7 +377,11 @@ pub fn plan(p: &LoginOptions, names: &dyn Fn(&str) -> String) -> Result<Decision
             )),
         },
         Choice::Github => plan_github(p, names, github_host),
-        Choice::Exchange(provider) => Ok(Decision::Exchange(provider)),
+        Choice::Exchange(provider) => {
+            let asked = format!("{} {}", names("login"), provider.name());
+            hosts::check(provider, &p.host, &asked)?;
+            Ok(Decision::Exchange(provider))
+        }
         Choice::Auto => plan_auto(p, names, password, github_host),
     }
 }
@@ -476,6 +482,8 @@ fn plan_auto(
     .filter(|pr| facts_given(*pr, &p.facts, None))
     .collect();
     if let [only] = given.as_slice() {
+        let asked = format!("{} (the {} login)", names(fact_input(*only)), only.name());
+        hosts::check(*only, &p.host, &asked)?;
         return Ok(Decision::Exchange(*only));
     }
     if given.len() > 1 {
@@ -493,6 +501,18 @@ fn plan_auto(
         ));
     }
     Ok(Decision::None)
+}
+
+/// The input (or flag) whose value makes `auto` choose `provider`.
+fn fact_input(provider: Provider) -> &'static str {
+    match provider {
+        Provider::Ecr => "aws-role-arn",
+        Provider::Gcp => "gcp-workload-identity-provider",
+        Provider::Azure => "azure-client-id",
+        Provider::DockerHub => "dockerhub-connection-id",
+        Provider::Quay => "username",
+        Provider::Jfrog => "jfrog-provider-name",
+    }
 }
 
 /// A provider fact that must be given, or an error naming its input.
@@ -516,6 +536,14 @@ impl Login {
     /// Runs the exchange: gets an ID token, trades it, returns the registry
     /// credentials. Every secret goes to [`Login::on_secret`] first.
     pub async fn credentials(&self) -> Result<Credentials> {
+        // The last word, whatever face built the login: no exchange for a
+        // host the provider does not own (the faces refuse earlier, in
+        // their own words).
+        hosts::check(
+            self.provider,
+            &self.host,
+            &format!("the {} login", self.provider.name()),
+        )?;
         let ctx = http::Ctx::new(self)?;
         let audience = self
             .facts
@@ -576,121 +604,5 @@ impl From<Login> for Box<dyn crate::registry::CredentialSource> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn names(n: &str) -> String {
-        format!("`{n}`")
-    }
-
-    fn plan_of(host: &str, f: impl FnOnce(&mut LoginOptions)) -> Result<Decision> {
-        let mut p = LoginOptions {
-            host: host.into(),
-            username: Some("octocat".into()),
-            github_token: Some("ghs_job".into()),
-            ..LoginOptions::default()
-        };
-        f(&mut p);
-        plan(&p, &names)
-    }
-
-    #[test]
-    fn the_job_token_only_goes_to_github() {
-        assert!(matches!(
-            plan_of("ghcr.io", |_| {}).unwrap(),
-            Decision::Static(c) if c.password == "ghs_job"
-        ));
-        // Another host never gets the job token by default.
-        assert!(matches!(
-            plan_of("registry.example.com", |_| {}).unwrap(),
-            Decision::None
-        ));
-        assert!(matches!(
-            plan_of("quay.io", |_| {}).unwrap(),
-            Decision::None
-        ));
-        let err = plan_of("registry.example.com", |p| p.choice = Choice::Github).unwrap_err();
-        assert!(err.to_string().contains("only sent to ghcr.io"), "{err}");
-        // GitHub Enterprise Server: containers.HOST.
-        let ghes =
-            |p: &mut LoginOptions| p.github_server_url = Some("https://github.acme.com".into());
-        assert!(matches!(
-            plan_of("containers.github.acme.com", ghes).unwrap(),
-            Decision::Static(_)
-        ));
-        assert!(matches!(
-            plan_of("github.acme.com", ghes).unwrap(),
-            Decision::None
-        ));
-        assert!(!is_github_registry(
-            "containers.github.com",
-            Some("https://github.com")
-        ));
-        // An explicit password goes wherever it is asked to, and to the
-        // token realm the registry names (docker's rule).
-        assert!(matches!(
-            plan_of("registry.example.com", |p| p.password = Some("pw".into())).unwrap(),
-            Decision::Static(c) if c.password == "pw" && c.realms == Realms::Any
-        ));
-        // The job token's token realm is on GitHub's own hosts only.
-        assert!(matches!(
-            plan_of("ghcr.io", |_| {}).unwrap(),
-            Decision::Static(c) if c.realms == Realms::Only(vec!["ghcr.io".into()])
-        ));
-        assert!(matches!(
-            plan_of("containers.github.acme.com", |p| {
-                p.choice = Choice::Github;
-                ghes(p)
-            })
-            .unwrap(),
-            Decision::Static(c) if c.realms == Realms::Only(vec![
-                "containers.github.acme.com".into(),
-                "github.acme.com".into(),
-            ])
-        ));
-    }
-
-    #[test]
-    fn auto_picks_the_provider_from_host_and_facts() {
-        let ecr = "123456789012.dkr.ecr.eu-west-1.amazonaws.com";
-        assert_eq!(provider_of_host(ecr), Some(Provider::Ecr));
-        assert!(matches!(plan_of(ecr, |_| {}).unwrap(), Decision::None));
-        assert!(matches!(
-            plan_of(ecr, |p| p.facts.aws_role_arn =
-                Some("arn:aws:iam::1:role/r".into()))
-            .unwrap(),
-            Decision::Exchange(Provider::Ecr)
-        ));
-        assert!(matches!(
-            plan_of("europe-docker.pkg.dev", |p| p
-                .facts
-                .gcp_workload_identity_provider =
-                Some(
-                    "projects/1/locations/global/workloadIdentityPools/p/providers/g".into()
-                ))
-            .unwrap(),
-            Decision::Exchange(Provider::Gcp)
-        ));
-        // Stray provider inputs do not turn a ghcr.io push into an exchange.
-        assert!(matches!(
-            plan_of("ghcr.io", |p| p.facts.aws_role_arn = Some("arn:aws:iam::1:role/r".into())).unwrap(),
-            Decision::Static(c) if c.password == "ghs_job"
-        ));
-        // On another host, the one provider whose inputs are set.
-        assert!(matches!(
-            plan_of("registry.example.com", |p| p.facts.jfrog_provider_name =
-                Some("gh".into()))
-            .unwrap(),
-            Decision::Exchange(Provider::Jfrog)
-        ));
-        let two = plan_of("registry.example.com", |p| {
-            p.facts.jfrog_provider_name = Some("gh".into());
-            p.facts.azure_client_id = Some("c".into());
-        });
-        assert!(two.unwrap_err().to_string().contains("several logins"));
-        assert!(matches!(
-            plan_of("quay.io", |p| p.username = Some("org+robot".into())).unwrap(),
-            Decision::Exchange(Provider::Quay)
-        ));
-    }
-}
+#[path = "plan_tests.rs"]
+mod tests;

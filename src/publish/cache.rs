@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use crate::error::Result;
 use crate::image::artifact::{Index, ManifestView};
 use crate::image::{ANNOTATION_REVISION, Descriptor};
-use crate::registry::Client;
+use crate::registry::{Client, TagListError};
 
 /// The most manifests [`RepoCache::read_all`] asks for at once.
 const READ_AT_ONCE: usize = 8;
@@ -62,6 +62,15 @@ impl RepoCache {
     pub fn tags(&mut self, client: &Client) -> Result<&[String]> {
         if self.tags.is_none() {
             self.tags = Some(client.list_tags()?);
+        }
+        Ok(self.tags.as_deref().unwrap_or_default())
+    }
+
+    /// The repository's tags, read on the first call only, saying why
+    /// they could not be had ([`TagListError`]).
+    pub fn tags_or_why(&mut self, client: &Client) -> Result<&[String], TagListError> {
+        if self.tags.is_none() {
+            self.tags = Some(client.list_tags_or_why()?);
         }
         Ok(self.tags.as_deref().unwrap_or_default())
     }

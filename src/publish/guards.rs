@@ -26,7 +26,7 @@ use super::cache::{TagImage, revision_in};
 use super::registry::RegistryPush;
 use super::upload::settle;
 use crate::error::{Error, Result};
-use crate::registry::Client;
+use crate::registry::{Client, TagListError};
 use crate::release::channel::Stamped;
 use crate::release::ordering::{self, Anomaly, BranchMove, Tagged};
 
@@ -53,8 +53,13 @@ impl RegistryPush<'_> {
     /// Step 2 of the push: with a timestamp tag, the tag list, what the
     /// guards read side by side ([`Self::read_ahead`]), the prefix's
     /// owner and the anomaly check. A prefix another ref publishes under
-    /// is an error; a list or image that cannot be read is a warning (in
-    /// `warnings`), and no anomaly.
+    /// is an error. A list the registry refuses (an HTTP error: some push
+    /// credentials may not list) or an image that cannot be read is a
+    /// warning (in `warnings`), and no anomaly. A list the registry
+    /// answers with something that is not a tag list (not JSON, past a
+    /// bound, a `Link` loop) stops the push here, before anything is
+    /// written: the checks cannot be made on it, and the branch tag's
+    /// read-back would fail on it after the image was published.
     pub(super) fn check_before_tagging(
         &mut self,
         warnings: &mut Vec<String>,
@@ -63,7 +68,11 @@ impl RegistryPush<'_> {
             return Ok(None);
         }
         // One read serves both checks.
-        let listed = self.cache.tags(&self.client).map(|_| ());
+        let listed = match self.cache.tags_or_why(&self.client) {
+            Ok(_) => Ok(()),
+            Err(TagListError::NotListed(e)) => Err(e),
+            Err(TagListError::Unreadable(e)) => return Err(nothing_pushed(e)),
+        };
         let checked = match listed {
             Ok(()) => {
                 self.read_ahead();
@@ -307,6 +316,18 @@ pub struct Moving {
     digest: String,
 }
 
+impl Moving {
+    /// Whether this run put the branch tag.
+    pub fn wrote(&self) -> bool {
+        self.put.is_some()
+    }
+
+    /// The branch tag's name.
+    pub fn name(&self) -> &str {
+        &self.report.name
+    }
+}
+
 impl RegistryPush<'_> {
     /// Step 3 of the push: decides, before anything is pushed, whether the
     /// branch tag may move to the stamp's commit; a diverged history is
@@ -537,6 +558,26 @@ impl RegistryPush<'_> {
             ));
         }
         Ok(())
+    }
+}
+
+/// An unreadable tag list, before anything was written: the error says so.
+fn nothing_pushed(e: Error) -> Error {
+    let before = "nothing was pushed: the push checks the existing tags before it writes \
+                  anything, and cannot trust this list";
+    match e {
+        Error::Registry {
+            reference,
+            what,
+            message,
+            hint,
+        } => Error::Registry {
+            reference,
+            what,
+            message: format!("{message}; {before}"),
+            hint,
+        },
+        other => other,
     }
 }
 

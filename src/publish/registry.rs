@@ -3,7 +3,7 @@
 //! of a push and how it meets a racing run. `crate::registry` talks HTTP;
 //! this module and its siblings decide the order.
 
-use crate::error::Result;
+use crate::error::{Error, PublishedSoFar, Result};
 use crate::image::Descriptor;
 use crate::image::Image;
 use crate::image::artifact::{self, Artifact};
@@ -125,7 +125,9 @@ impl<'a> RegistryPush<'a> {
         })
     }
 
-    /// Publishes in the order of the type's doc comment.
+    /// Publishes in the order of the type's doc comment. A failure after
+    /// the image is under its tags ([`Error::AfterPublish`]) says what is
+    /// in the registry.
     pub fn run(mut self) -> Result<Published> {
         let mut warnings = Vec::new();
         let anomaly = self.check_before_tagging(&mut warnings)?;
@@ -140,8 +142,52 @@ impl<'a> RegistryPush<'a> {
             _ => None,
         };
         let (pushed, progress) = self.upload(referrer.as_ref())?;
+        let mut so_far = PublishedSoFar {
+            reference: pushed.reference.clone(),
+            digest: subject.digest.clone(),
+            tags: self.publication.tags.to_vec(),
+            pushed: pushed.pushed,
+            branch_tag: None,
+            provenance: None,
+            warnings: warnings.clone(),
+        };
+        let after = Upload {
+            pushed,
+            progress,
+            branch_move,
+            referrer,
+            subject,
+        };
+        self.after_upload(after, anomaly, warnings, &mut so_far)
+            .map_err(|error| Error::AfterPublish {
+                published: Box::new(so_far),
+                error: Box::new(error),
+            })
+    }
+
+    /// Step 7, once the image is under its tags: the branch tag, the
+    /// provenance, the branch tag's read-back. Records in `so_far` what
+    /// each step put.
+    fn after_upload(
+        &mut self,
+        after: Upload,
+        anomaly: Option<crate::release::ordering::Anomaly>,
+        mut warnings: Vec<String>,
+        so_far: &mut PublishedSoFar,
+    ) -> Result<Published> {
+        let Upload {
+            pushed,
+            progress,
+            branch_move,
+            referrer,
+            subject,
+        } = after;
         // The branch tag goes up; while a racing put lands, the provenance.
         let moving = self.put_branch(branch_move)?;
+        if let Some(m) = moving.as_ref().filter(|m| m.wrote()) {
+            so_far.branch_tag = Some(m.name().to_string());
+            so_far.pushed = true;
+        }
         let provenance = match (&self.publication.provenance, &referrer) {
             (Provenance::Attach(facts), Some(art)) => Some(
                 self.attach_provenance(&subject, facts, art, progress)
@@ -153,6 +199,10 @@ impl<'a> RegistryPush<'a> {
             }
             _ => None,
         };
+        if let Some(Ok(d)) = &provenance {
+            so_far.provenance = Some(d.clone());
+        }
+        so_far.warnings.clone_from(&warnings);
         let branch = self.finish_branch(moving)?;
         if let Some(report) = &branch {
             warnings.extend(report.warnings.iter().cloned());
@@ -242,6 +292,15 @@ impl<'a> RegistryPush<'a> {
             Ok(descriptor.digest)
         })
     }
+}
+
+/// What the upload left for step 7.
+struct Upload {
+    pushed: Pushed,
+    progress: ReferrerProgress,
+    branch_move: Option<crate::release::ordering::BranchMove>,
+    referrer: Option<Artifact>,
+    subject: Descriptor,
 }
 
 /// Pushes `image` under `tags` through an open `client`, without the

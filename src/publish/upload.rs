@@ -239,7 +239,10 @@ async fn put_manifest(s: &Session, image: &Image, reference: &str) -> Result<()>
         .await?;
     if put.digest != image.digest {
         return Err(s.t.registry_err(
-            format!("putting manifest {}:{reference}", s.t.repo),
+            format!(
+                "putting manifest {}",
+                crate::registry::manifests::named(&s.t.repo, reference)
+            ),
             format!("the manifest digest {} is not {}", put.digest, image.digest),
         ));
     }

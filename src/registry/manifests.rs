@@ -1,12 +1,12 @@
 //! Manifests and tags: `HEAD`/`GET`/`PUT` of `manifests/REFERENCE` with our
-//! exact bytes (never re-serialized: the digest is of the bytes), and the
-//! tag list with its `Link` pages.
+//! exact bytes (never re-serialized: the digest is of the bytes). The tag
+//! list is [`super::tags`].
 
 use reqwest::header;
 use reqwest::{Method, Response, StatusCode};
 
 use super::Session;
-use super::transport::{header_str, next_link};
+use super::transport::header_str;
 use crate::error::{Error, Result};
 use crate::image::{Descriptor, MANIFEST_MEDIA_TYPE};
 
@@ -15,6 +15,16 @@ const ACCEPT_MANIFESTS: &str = "application/vnd.oci.image.manifest.v1+json, \
      application/vnd.oci.image.index.v1+json, \
      application/vnd.docker.distribution.manifest.v2+json, \
      application/vnd.docker.distribution.manifest.list.v2+json";
+
+/// `REPO:TAG`, or `REPO@DIGEST` for a digest (a tag holds no `:`): a
+/// manifest reference as a person writes it, in errors.
+pub(crate) fn named(repo: &impl std::fmt::Display, reference: &str) -> String {
+    if reference.contains(':') {
+        format!("{repo}@{reference}")
+    } else {
+        format!("{repo}:{reference}")
+    }
+}
 
 /// A manifest as the registry holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,7 +78,7 @@ impl Session {
 
     /// What a tag (or digest) names, or `None` when it does not exist.
     pub(crate) async fn head_manifest(&self, reference: &str) -> Result<Option<Descriptor>> {
-        let what = format!("checking manifest {}:{reference}", self.t.repo);
+        let what = format!("checking manifest {}", named(&self.t.repo, reference));
         let Some(resp) = self
             .manifest_request(Method::HEAD, &what, reference)
             .await?
@@ -100,7 +110,7 @@ impl Session {
 
     /// The manifest a tag (or digest) names, or `None` when it does not exist.
     pub(crate) async fn get_manifest(&self, reference: &str) -> Result<Option<Manifest>> {
-        let what = format!("getting manifest {}:{reference}", self.t.repo);
+        let what = format!("getting manifest {}", named(&self.t.repo, reference));
         let Some(resp) = self.manifest_request(Method::GET, &what, reference).await? else {
             return Ok(None);
         };
@@ -137,7 +147,7 @@ impl Session {
         bytes: &[u8],
         media_type: &str,
     ) -> Result<PutManifest> {
-        let what = format!("putting manifest {}:{reference}", self.t.repo);
+        let what = format!("putting manifest {}", named(&self.t.repo, reference));
         let url = self.t.url(&format!("manifests/{reference}"))?;
         let digest = crate::image::sha256_digest(bytes);
         let mut waits = BLOB_SETTLE.iter();
@@ -182,49 +192,6 @@ impl Session {
             subject: header_str(&resp, "oci-subject"),
         })
     }
-
-    /// Every tag of the repository, following `Link` pagination. Empty
-    /// when the repository does not exist yet.
-    pub(crate) async fn list_tags(&self) -> Result<Vec<String>> {
-        #[derive(serde::Deserialize)]
-        struct TagList {
-            #[serde(default)]
-            tags: Option<Vec<String>>,
-        }
-        let what = format!("listing tags of {}", self.t.repo);
-        let mut url = self.t.url("tags/list")?;
-        url.query_pairs_mut().append_pair("n", "1000");
-        let mut tags = Vec::new();
-        for _ in 0..10_000 {
-            let resp = self
-                .t
-                .send(&what, true, |s| Ok(s.request(Method::GET, url.clone())))
-                .await?;
-            match resp.status() {
-                StatusCode::OK => {}
-                StatusCode::NOT_FOUND if tags.is_empty() => return Ok(tags),
-                _ => return Err(self.t.fail(&what, resp).await),
-            }
-            let next = next_link(&resp);
-            let body = self.t.small_body(&what, resp, "answer").await?;
-            let page: TagList = serde_json::from_slice(&body).map_err(|e| {
-                self.t
-                    .registry_err(&what, format!("unreadable tag list: {e}"))
-            })?;
-            tags.extend(page.tags.unwrap_or_default());
-            match next {
-                Some(n) => {
-                    url = url
-                        .join(&n)
-                        .map_err(|e| self.t.registry_err(&what, format!("bad Link {n:?}: {e}")))?
-                }
-                None => return Ok(tags),
-            }
-        }
-        Err(self
-            .t
-            .registry_err(&what, "the tag list never ended (more than 10000 pages)"))
-    }
 }
 
 /// How long to wait before putting a manifest again whose blobs the
@@ -243,5 +210,20 @@ fn blob_not_settled(err: &Error) -> bool {
             message.contains("MANIFEST_BLOB_UNKNOWN") || message.contains("DIGEST_INVALID")
         }
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod named_tests {
+    use super::named;
+
+    #[test]
+    fn a_digest_is_named_with_an_at_sign_a_tag_with_a_colon() {
+        let d = format!("sha256:{}", "a".repeat(64));
+        assert_eq!(named(&"r.example/shop", &d), format!("r.example/shop@{d}"));
+        assert_eq!(
+            named(&"r.example/shop", "main-1-abcdef0"),
+            "r.example/shop:main-1-abcdef0"
+        );
     }
 }

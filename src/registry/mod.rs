@@ -7,7 +7,7 @@
 //! - [`auth`]: credentials, docker's config and credential helpers, the
 //!   token flow;
 //! - [`transport`]: send, retry, error classification, scrubbing;
-//! - [`manifests`], [`blobs`], [`referrers`]: the API's resources.
+//! - [`manifests`], [`tags`], [`blobs`], [`referrers`]: the API's resources.
 //!
 //! [`Client`] is the blocking facade: each call runs on the client's own
 //! single-threaded runtime, inside the whole-operation deadline that
@@ -35,6 +35,7 @@ pub mod deadline;
 pub mod manifests;
 pub mod name;
 pub mod referrers;
+pub mod tags;
 pub mod transport;
 
 use std::cell::Cell;
@@ -46,6 +47,7 @@ pub use blobs::CHUNK_SIZE;
 pub use manifests::{Manifest, PutManifest};
 pub use name::{Repository, check_repository_text, is_loopback, parse_repository};
 pub use referrers::Attached;
+pub use tags::TagListError;
 pub use transport::MAX_SMALL;
 
 use crate::error::{Error, Result};
@@ -210,10 +212,21 @@ impl Client {
         self.session.t.requests()
     }
 
-    /// Every tag of the repository (all `Link` pages); empty when the
-    /// repository does not exist yet.
+    /// Every tag of the repository (all `Link` pages, within the bounds of
+    /// [`tags`]); empty when the repository does not exist yet.
     pub fn list_tags(&self) -> Result<Vec<String>> {
-        self.run(|s| s.list_tags())
+        self.list_tags_or_why().map_err(TagListError::into_error)
+    }
+
+    /// [`Client::list_tags`], saying whether the registry refused to list
+    /// or answered something that is not a tag list.
+    pub fn list_tags_or_why(&self) -> std::result::Result<Vec<String>, TagListError> {
+        let listed = self.run(|s| async move { Ok(s.list_tags().await) });
+        match listed {
+            Ok(result) => result,
+            // The whole-operation deadline.
+            Err(e) => Err(TagListError::NotListed(e)),
+        }
     }
 
     /// What `reference` (a tag or `sha256:` digest) names, or `None`.

@@ -278,6 +278,10 @@ impl Transport {
             message: format!("invalid repository {repo}: {e}").into(),
             hint: repo_hint(),
         })?;
+        if !plain {
+            // A CA bundle the user named must be usable: said here, by name.
+            crate::trust::check()?;
+        }
         let mut builder = reqwest::Client::builder();
         if plain {
             // Nothing to verify over plain HTTP: skip loading the system's CA
@@ -385,11 +389,17 @@ impl Transport {
                 " (plain HTTP is only used by itself for loopback hosts)"
             ]
         } else if is_certificate_error(e) {
-            text![
-                format!(
-                    "{host} presented a TLS certificate that is not trusted: install its CA in the \
-                     system trust store, or use "
+            let store = match crate::trust::cert_file() {
+                Some(f) => format!(
+                    "SSL_CERT_FILE is set to {f}, and HTTPS trusts only the certificates in it: add \
+                     the registry's CA there, or unset it to use the system's store; or use "
                 ),
+                None => "install its CA in the system trust store, or point SSL_CERT_FILE at a \
+                         bundle that holds it; or use "
+                    .to_string(),
+            };
+            text![
+                format!("{host} presented a TLS certificate that is not trusted: {store}"),
                 Field::Insecure,
                 " for a registry that serves plain HTTP"
             ]

@@ -142,3 +142,46 @@ pub fn oras_discover(reference: &str, extra: &[&str]) -> serde_json::Value {
 pub fn oras_discover_tree(reference: &str) -> String {
     String::from_utf8_lossy(&oras(&["discover", "--plain-http", reference]).stdout).into()
 }
+
+/// The `artifactType` of a rollout record (docs/format.md).
+pub const ROLLOUT: &str = "application/vnd.settings-image.rollout.v1+json";
+
+/// Attaches `record` (a rollout record's JSON, of any shape) to
+/// `reference` (`HOST/NAME@DIGEST`) as `oras attach` does, with `flags`
+/// (`--plain-http`, or `--ca-file` and a login): what anyone who can push
+/// to the repository can do. The referrer's digest.
+pub fn attach_rollout_record(
+    reference: &str,
+    record: &serde_json::Value,
+    flags: &[&str],
+) -> String {
+    let dir = TempDir::new();
+    std::fs::write(dir.join("rollout.json"), record.to_string()).expect("writing rollout.json");
+    let file = format!("rollout.json:{ROLLOUT}");
+    let mut args = vec!["attach", "--format", "json", "--artifact-type", ROLLOUT];
+    args.extend_from_slice(flags);
+    args.extend_from_slice(&[reference, &file]);
+    let out = Command::new(require("oras"))
+        .current_dir(dir.path())
+        .env("HOME", dir.path())
+        .env("DOCKER_CONFIG", dir.path())
+        .args(&args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("running oras attach");
+    assert!(
+        out.status.success(),
+        "oras {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "oras attach printed no JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    v["digest"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no digest in oras attach's output: {v}"))
+        .to_string()
+}

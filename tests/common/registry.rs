@@ -643,6 +643,9 @@ pub enum Action {
     /// Answer it with this status and this JSON error body, without the
     /// registry.
     RespondBody(u16, String),
+    /// Answer it with this status, these headers and this body, without
+    /// the registry.
+    RespondWith(u16, Vec<(String, String)>, String),
     /// Read part of the body, then drop the connection (a reset).
     Reset,
 }
@@ -724,9 +727,10 @@ fn proxy_conn(
                 let _ = cwriter.shutdown(std::net::Shutdown::Both);
                 return Ok(());
             }
-            Action::Respond(..) | Action::RespondBody(..) => {
+            Action::Respond(..) | Action::RespondBody(..) | Action::RespondWith(..) => {
                 let (status, headers, body) = match action {
                     Action::RespondBody(status, body) => (status, Vec::new(), body),
+                    Action::RespondWith(status, headers, body) => (status, headers, body),
                     Action::Respond(status, headers) => (
                         status,
                         headers,

@@ -102,20 +102,14 @@ fn wait_rollout(
     what: &str,
     pred: impl Fn(&Value) -> bool,
 ) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let v = get(k, ns, "settingsrollout/staging");
-        if pred(&v) {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "SettingsRollout {ns}/staging never got to: {what}\nstatus: {:#}\ncontroller log:\n{}",
-            v["status"],
-            ctl.logs()
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    }
+    k.wait(
+        ns,
+        "settingsrollout/staging",
+        what,
+        Duration::from_millis(250),
+        pred,
+        || format!("controller log:\n{}", ctl.logs()),
+    )
 }
 
 /// The one workload entry of the status: (digest, state, readySince).
@@ -296,14 +290,17 @@ fn three_candidates_in_staging_leave_records_that_gate_production() {
         Some("Progressing".to_string()),
         "nothing recorded: the status does not say Ready"
     );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !rollout_events(k, &ns)
-        .iter()
-        .any(|e| e.0 == "Warning" && e.1 == "RecordFailed")
-    {
-        assert!(Instant::now() < deadline, "no RecordFailed Event");
-        std::thread::sleep(Duration::from_millis(250));
-    }
+    eventually(Duration::from_secs(60), Duration::from_millis(250), || {
+        let events = rollout_events(k, &ns);
+        if events
+            .iter()
+            .any(|e| e.0 == "Warning" && e.1 == "RecordFailed")
+        {
+            Ok(())
+        } else {
+            Err(format!("no Warning RecordFailed Event: {events:?}"))
+        }
+    });
     proxy.set_rule(|_, _| Action::Forward);
     let v = wait_rollout(&ctl, k, &ns, "D1 Ready", |v| {
         entry(v).is_some_and(|e| e.1 == "Ready")
@@ -743,5 +740,79 @@ fn statefulsets_and_daemonsets_are_recorded_from_their_own_status_fields() {
             ("DaemonSet".into(), "agent".into(), 1),
             ("StatefulSet".into(), "db".into(), 2)
         ]
+    );
+}
+
+/// docs/controller.md, `/readyz`: started with `--cluster-name` on an API
+/// server of its own without the SettingsRollout CRD, the controller is
+/// not ready and `/readyz` names the missing CRD and how to install it, as
+/// for a missing GitRepository CRD; the log says it once at `warn`, not
+/// per retry (they are counted); once the CRD is installed it is ready
+/// and a SettingsRollout is reconciled.
+#[test]
+fn without_the_settingsrollout_crd_readyz_names_it() {
+    let k = common::kube::private();
+    let out = k
+        .kubectl()
+        .args(["apply", "--server-side", "-k"])
+        .arg(repo().join("config"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    k.install_crds(&[
+        &common::kube::flux_crd_dir().join("source.toolkit.fluxcd.io_gitrepositories.yaml")
+    ]);
+    run_ok(k.kubectl().args([
+        "delete",
+        "crd",
+        "settingsrollouts.settings-image.configbutler.io",
+    ]));
+    let ns = namespace(&k, "nocrd");
+    let ctl = Controller::start(&k, &ns, &["--cluster-name", "staging"]);
+    let missing = "settingsrollouts: the SettingsRollout CRD (settings-image.configbutler.io/v1alpha1) \
+                   is not installed: kubectl apply -k config/";
+    wait_readyz(&ctl, "503 naming the SettingsRollout CRD", |code, body| {
+        code == 503 && body.contains(missing)
+    });
+    ctl.metrics_until("three retries of the SettingsRollout watch", |m| {
+        m.get("settings_image_watch_errors_total{resource=\"settingsrollouts\"}")
+            .is_some_and(|n| *n >= 3.0)
+    });
+    let (code, body) = readyz(&ctl);
+    eprintln!("/readyz without the CRD: {code}\n{body}");
+    assert_eq!(code, 503);
+    // Every other watch is listed: the CRD is the one thing missing.
+    assert!(
+        !body.contains("gitrepositories")
+            && !body.contains("settingsimages")
+            && !body.contains("deployments"),
+        "{body}"
+    );
+    let logs = ctl.logs();
+    let said: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains("SettingsRollout CRD"))
+        .collect();
+    assert_eq!(said.len(), 1, "said once, not per retry:\n{logs}");
+    assert!(said[0].contains("\"warn\""), "{}", said[0]);
+
+    k.install_crds(&[
+        &repo().join("config/crd/settings-image.configbutler.io_settingsrollouts.yaml")
+    ]);
+    wait_readyz(&ctl, "200 once the CRD is installed", |code, _| code == 200);
+    k.apply(&format!(
+        "apiVersion: settings-image.configbutler.io/v1alpha1\nkind: SettingsRollout\nmetadata:\n  name: staging\n  namespace: {ns}\n\
+         spec:\n  repository: registry.example/team/shop\n"
+    ));
+    let v = wait_rollout(&ctl, &k, &ns, "Ready", |v| {
+        condition(v, "Ready").is_some_and(|c| c.0 == "True")
+    });
+    assert_eq!(
+        condition(&v, "Ready").map(|c| c.2),
+        Some("cluster staging: 0 workload(s) of the repository, 0 fully rolled out".into())
     );
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """A hostile smart-HTTP git server (protocol v2) for the tests: it lists one
-branch, then answers the fetch with a pack built to exhaust the client.
+branch, then answers the fetch with a pack built to exhaust the client; or
+its ref advertisement or negotiation never ends.
 
     hostile_pack.py --mode MODE --log FILE [--bind 127.0.0.1]
 
@@ -16,6 +17,17 @@ commit. The fetch's answer is a `packfile` section (side band 1) whose pack:
   of 100 bytes each;
 - `endless-nothing`: holds one blob claiming 100 bytes whose zlib data is
   empty stored blocks without end (bytes that inflate to nothing).
+
+Before the pack:
+
+- `endless-v1-refs`: `info/refs` is a protocol v1 advertisement (what a
+  server that speaks no v2 sends) listing new branches without end;
+- `endless-ls-refs`: v2, and the `ls-refs` answer lists new branches
+  without end;
+- `many-refs`: v2, the `ls-refs` answer lists `refs/heads/main` and then
+  200,000 short branches, and ends;
+- `endless-acks`: v2, `ls-refs` lists `refs/heads/main`; the fetch's
+  answer is an `acknowledgments` section of `ACK` lines without end.
 
 The stream ends only when the client stops reading. `--log FILE`: one JSON
 line per request: method, path, the git command of a POST, and the bytes of
@@ -104,6 +116,41 @@ def sideband(chunks):
         yield bytes(out)
 
 
+def ref_lines(count):
+    """`<oid> refs/heads/bN` lines, a megabyte a chunk; `count` of them, or
+    without end."""
+    n = 0
+    while count is None or n < count:
+        chunk = bytearray()
+        while len(chunk) < (1 << 20) and (count is None or n < count):
+            chunk += pkt(f"{COMMIT} refs/heads/b{n}\n")
+            n += 1
+        yield bytes(chunk)
+
+
+def v1_refs():
+    """A protocol v1 advertisement that never ends."""
+    yield pkt("# service=git-upload-pack\n") + FLUSH
+    yield pkt(f"{COMMIT} refs/heads/main\0multi_ack_detailed side-band-64k ofs-delta agent=hostile\n")
+    yield from ref_lines(None)
+
+
+def v2_refs(count):
+    """An `ls-refs` answer: main, then `count` branches (or no end), then flush."""
+    yield pkt(f"{COMMIT} refs/heads/main\n")
+    yield from ref_lines(count)
+    yield FLUSH
+
+
+def acks():
+    """An `acknowledgments` section that never ends."""
+    yield pkt("acknowledgments\n")
+    line = pkt(f"ACK {COMMIT}\n")
+    chunk = line * ((1 << 20) // len(line))
+    while True:
+        yield chunk
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.0"
 
@@ -128,6 +175,9 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_GET(self):
+        if ARGS.mode == "endless-v1-refs":
+            self.endless(None, v1_refs())
+            return
         body = (
             pkt("version 2\n")
             + pkt("agent=hostile\n")
@@ -139,10 +189,35 @@ class Handler(BaseHTTPRequestHandler):
         self.send("application/x-git-upload-pack-advertisement", body)
         self.record(None, len(body))
 
+    def endless(self, command, chunks):
+        """Streams `chunks` (without a length) until they or the client end."""
+        self.send_response(200)
+        kind = "advertisement" if command is None else "result"
+        self.send_header("Content-Type", f"application/x-git-upload-pack-{kind}")
+        self.end_headers()
+        written = 0
+        try:
+            for chunk in chunks:
+                self.wfile.write(chunk)
+                written += len(chunk)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        finally:
+            self.record(command or "info/refs", written)
+
     def do_POST(self):
         length = int(self.headers.get("Content-Length") or 0)
         request = self.rfile.read(length) if length else b""
         command = "fetch" if b"command=fetch" in request else "ls-refs"
+        if command == "ls-refs" and ARGS.mode == "endless-ls-refs":
+            self.endless(command, v2_refs(None))
+            return
+        if command == "ls-refs" and ARGS.mode == "many-refs":
+            self.endless(command, v2_refs(200_000))
+            return
+        if command == "fetch" and ARGS.mode == "endless-acks":
+            self.endless(command, acks())
+            return
         if command == "ls-refs":
             body = pkt(f"{COMMIT} refs/heads/main\n") + FLUSH
             self.send("application/x-git-upload-pack-result", body)

@@ -74,9 +74,22 @@ pub fn providers() -> Value {
     })
 }
 
+/// The registry host each cloud provider owns, as the tests name it: the
+/// logins send their credentials to no other host. The stub plays each
+/// one as an HTTP proxy ([`Stub::proxy_env`], with `insecure`).
+pub const ECR_HOST: &str = "123456789012.dkr.ecr.eu-west-1.amazonaws.com";
+/// Artifact Registry.
+pub const GCP_HOST: &str = "europe-docker.pkg.dev";
+/// Azure Container Registry.
+pub const ACR_HOST: &str = "acme.azurecr.io";
+/// Docker Hub (its registry API is `index.docker.io`).
+pub const HUB_HOST: &str = "docker.io";
+
 impl Stub {
     /// Starts the stub in front of `registry` with `providers` (see
-    /// [`providers`]) and `extra` top-level settings.
+    /// [`providers`]) and `extra` top-level settings. It also plays the
+    /// providers' registry hosts ([`ECR_HOST`] ...) for clients that use it
+    /// as their HTTP proxy.
     pub fn start(registry: &Registry, providers: Value, extra: Value) -> Stub {
         require("openssl");
         require("python3");
@@ -115,9 +128,23 @@ impl Stub {
         cfg["sub"] = json!("repo:acme/shop:ref:refs/heads/main");
         cfg["upstream"] = json!(registry.host());
         cfg["log"] = json!(dir.path().join("log.jsonl"));
+        cfg["hosts"] = json!({
+            ECR_HOST: "self",
+            GCP_HOST: "self",
+            ACR_HOST: "self",
+            "index.docker.io": "self",
+            "registry-1.docker.io": "self",
+        });
         if let Value::Object(m) = extra {
             for (k, v) in m {
-                cfg[k] = v;
+                match (k.as_str(), v) {
+                    ("hosts", Value::Object(h)) => {
+                        for (host, to) in h {
+                            cfg["hosts"][host] = to;
+                        }
+                    }
+                    (_, v) => cfg[k] = v,
+                }
             }
         }
         let cfg_path = dir.path().join("config.json");
@@ -152,6 +179,16 @@ impl Stub {
     /// `127.0.0.1:PORT`: the stub is also the registry host the client sees.
     pub fn host(&self) -> String {
         format!("127.0.0.1:{}", self.port)
+    }
+
+    /// The environment that makes the binary reach a provider's registry
+    /// host ([`ECR_HOST`] ...) through the stub: its HTTP proxy (for plain
+    /// HTTP, `insecure`), and no proxy for the stub's own loopback routes.
+    pub fn proxy_env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("http_proxy", self.url("")),
+            ("no_proxy", "127.0.0.1,localhost".to_string()),
+        ]
     }
 
     /// `http://127.0.0.1:PORT{path}`.

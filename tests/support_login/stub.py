@@ -16,7 +16,9 @@ those routes with a 307 redirect to the same path on another host,
 and `hosts` makes the stub an HTTP proxy for named hosts: a request in
 absolute form (`GET http://ghcr.io/v2/`) is logged (route `host`, with its
 Authorization) and passed to the upstream `hosts` maps `HOST/PATH` or
-`HOST` to, so a test can play ghcr.io and a foreign token service.
+`HOST` to, so a test can play ghcr.io and a foreign token service (`self`:
+the stub itself, for a provider's registry host such as
+`123456789012.dkr.ecr.eu-west-1.amazonaws.com`).
 
 Each endpoint checks the request as the real service documents it (method,
 path, grant type, fields) and verifies the ID token the way a provider
@@ -288,6 +290,10 @@ class Handler(BaseHTTPRequestHandler):
         hosts = self.stub.cfg.get("hosts", {})
         self.stub.log({"route": "host", "host": host, "method": self.command, "path": split.path, "authorization": self.headers.get("Authorization", "")})
         upstream = hosts.get(host + split.path) or hosts.get(host)
+        if upstream == "self":
+            # A provider's registry host played by this stub: its own
+            # routes (ACR's /oauth2/exchange ...) and the registry behind.
+            upstream = "127.0.0.1:%d" % self.server.server_address[1]
         if upstream is None:
             self.body()
             self.answer(502, {"message": "no such host here"})

@@ -44,13 +44,61 @@ use observe::Attempt;
 use step::Step;
 
 /// What the operator allows every SettingsImage (the controller's flags).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Policy {
     /// `--allow-cross-namespace-refs`: a source in another namespace may
     /// be read (with that namespace's Secret).
     pub cross_namespace_refs: bool,
     /// `--min-interval`: shorter `spec.interval`s are raised to it.
     pub min_interval: Duration,
+    /// `--provider-namespaces`: where `spec.provider` may log in with the
+    /// controller's own cloud identity.
+    pub provider_namespaces: ProviderNamespaces,
+}
+
+/// The namespaces whose SettingsImages may log in with the controller's
+/// own cloud identity (`spec.provider`), from `--provider-namespaces`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProviderNamespaces {
+    /// `*`: every namespace the controller watches.
+    Every,
+    /// These namespaces only (none: provider logins are off).
+    Only(Vec<String>),
+}
+
+impl ProviderNamespaces {
+    /// `--provider-namespaces`: `*`, a comma-separated list, or empty for
+    /// none; `own` (the controller's namespace) when the flag is not given.
+    pub fn parse(flag: Option<&str>, own: &str) -> ProviderNamespaces {
+        match flag.map(str::trim) {
+            None => ProviderNamespaces::Only(vec![own.to_string()]),
+            Some("*") => ProviderNamespaces::Every,
+            Some(list) => ProviderNamespaces::Only(
+                list.split(',')
+                    .map(str::trim)
+                    .filter(|n| !n.is_empty())
+                    .map(str::to_string)
+                    .collect(),
+            ),
+        }
+    }
+
+    /// Whether a SettingsImage in `ns` may use the identity.
+    pub fn allows(&self, ns: &str) -> bool {
+        match self {
+            ProviderNamespaces::Every => true,
+            ProviderNamespaces::Only(list) => list.iter().any(|n| n == ns),
+        }
+    }
+
+    /// The flag's value, for messages and the log.
+    pub fn shown(&self) -> String {
+        match self {
+            ProviderNamespaces::Every => "*".into(),
+            ProviderNamespaces::Only(list) if list.is_empty() => "empty (no namespace)".into(),
+            ProviderNamespaces::Only(list) => list.join(","),
+        }
+    }
 }
 
 /// What every reconcile shares.
@@ -115,6 +163,7 @@ impl Ctx {
         observe::Access {
             client: &self.client,
             env: &self.env,
+            provider_namespaces: &self.policy.provider_namespaces,
         }
     }
 

@@ -228,6 +228,9 @@ pub struct Access<'a> {
     pub client: &'a kube::Client,
     /// The controller's environment.
     pub env: &'a crate::front::Env,
+    /// `--provider-namespaces`: who may log in with the controller's
+    /// cloud identity.
+    pub provider_namespaces: &'a super::ProviderNamespaces,
 }
 
 /// The registry options: the repository (a template for a glob), plain
@@ -255,6 +258,7 @@ pub async fn registry_options(
         held.add_basic(&creds.username, &creds.password);
         options.credentials = Some(creds);
     } else if spec.provider != Provider::Generic {
+        step::provider_allowed(spec.provider, ns, ctx.provider_namespaces, &host)?;
         let scheme = if spec.insecure || registry::is_loopback(&host) {
             "http"
         } else {

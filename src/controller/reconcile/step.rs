@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
 
-use crate::controller::crd::{GitRepository, SettingsImageSpec};
+use crate::controller::crd::{GitRepository, Provider, SettingsImageSpec};
 use crate::controller::publish::{PublishReport, Published};
 use crate::controller::redact::Held;
 use crate::controller::{source, spec, watch};
@@ -105,6 +105,8 @@ impl Step {
 /// object is gone.
 pub fn classify(e: &Error) -> (&'static str, bool) {
     match e {
+        // What failed after the image was published decides.
+        Error::AfterPublish { error, .. } => classify(error),
         Error::Git { kind, .. } => match kind {
             GitFailure::Auth => ("GitAuthenticationFailed", false),
             GitFailure::NotFound => ("GitRevisionNotFound", false),
@@ -251,6 +253,45 @@ impl Followed {
             Err(e) => Err(failed("SourceUnavailable", format!("reading {what}: {e}"))),
         }
     }
+}
+
+/// Whether `spec.provider` may log in to `host` for a SettingsImage in
+/// `ns`: the operator's `--provider-namespaces` allows the namespace (the
+/// identity is the controller's, not the tenant's), and the provider owns
+/// the host (its credential goes to no other: `crate::login::hosts`).
+/// Checked before the pod's identity is read or any token requested.
+pub fn provider_allowed(
+    provider: Provider,
+    ns: &str,
+    allowed: &super::ProviderNamespaces,
+    host: &str,
+) -> Result<(), Step> {
+    let name = crate::controller::login::name(provider);
+    if !allowed.allows(ns) {
+        return Err(stalled(
+            "AccessDenied",
+            format!(
+                "spec.provider: {name} logs in with the controller's own cloud identity, which SettingsImages in \
+                 namespace {ns} may not use (the controller's --provider-namespaces is {}); give spec.secretRef \
+                 with this registry's credentials instead, or ask the cluster operator to add {ns} to \
+                 --provider-namespaces",
+                allowed.shown()
+            ),
+        ));
+    }
+    if let Some(exchange) = crate::controller::login::exchange_of(provider) {
+        let asked = format!("spec.provider: {name}");
+        crate::login::hosts::check(exchange, host, &asked).map_err(|e| {
+            stalled(
+                "InvalidProvider",
+                format!(
+                    "{e}; set spec.repository to the provider's registry, or use spec.secretRef (and \
+                     spec.provider: generic) for {host}"
+                ),
+            )
+        })?;
+    }
+    Ok(())
 }
 
 /// What source-controller fetched, and the branch the mirror follows.

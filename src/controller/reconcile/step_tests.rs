@@ -297,3 +297,18 @@ fn a_step_carries_no_held_credential() {
         "the token is taken out"
     );
 }
+
+#[test]
+fn provider_namespaces_default_to_the_controllers_own() {
+    use super::super::ProviderNamespaces;
+    let own = ProviderNamespaces::parse(None, "settings-image-system");
+    assert!(own.allows("settings-image-system") && !own.allows("tenant"));
+    assert_eq!(own.shown(), "settings-image-system");
+    let every = ProviderNamespaces::parse(Some("*"), "x");
+    assert!(every.allows("tenant") && every.allows("x"));
+    let none = ProviderNamespaces::parse(Some(""), "x");
+    assert!(!none.allows("x") && !none.allows(""));
+    assert_eq!(none.shown(), "empty (no namespace)");
+    let two = ProviderNamespaces::parse(Some(" a, b ,"), "x");
+    assert!(two.allows("a") && two.allows("b") && !two.allows("x"));
+}

@@ -24,16 +24,17 @@ use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::EventType;
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 
 use super::crd::{SettingsRollout, SettingsRolloutStatus, WorkloadStatus};
 use super::logs::{self, Level};
+use super::metrics::Metrics;
 use super::reconcile::observe::{Access, Login, registry_options};
 use super::reconcile::step::Step;
 use super::redact::Held;
-use super::{spec, status};
+use super::{spec, status, watch};
 use crate::image::Descriptor;
 use crate::registry::{self, Client as Registry};
 use crate::rollout::{self, Record};
@@ -52,17 +53,25 @@ pub struct Ctx {
     pub env: crate::front::Env,
     /// `--cluster-name`.
     pub cluster: String,
+    /// `--provider-namespaces`, as for SettingsImages.
+    pub provider_namespaces: crate::controller::reconcile::ProviderNamespaces,
     /// Per object: failed reconciles in a row.
     failures: Mutex<HashMap<String, u32>>,
 }
 
 impl Ctx {
     /// A context with no memory yet.
-    pub fn new(client: Client, env: crate::front::Env, cluster: String) -> Ctx {
+    pub fn new(
+        client: Client,
+        env: crate::front::Env,
+        cluster: String,
+        provider_namespaces: crate::controller::reconcile::ProviderNamespaces,
+    ) -> Ctx {
         Ctx {
             client,
             env,
             cluster,
+            provider_namespaces,
             failures: Mutex::new(HashMap::new()),
         }
     }
@@ -342,6 +351,7 @@ async fn attempt(
         let access = Access {
             client: &ctx.client,
             env: &ctx.env,
+            provider_namespaces: &ctx.provider_namespaces,
         };
         let options = registry_options(&login, &access, ns, held)
             .await
@@ -525,10 +535,17 @@ pub fn error_policy(sr: Arc<SettingsRollout>, err: &StatusError, _ctx: Arc<Ctx>)
 /// The SettingsRollout controller: SettingsRollouts and the workloads of
 /// their namespaces watched (in `namespace` only, when given); a change of
 /// a workload reconciles every SettingsRollout of its namespace.
+///
+/// Each of the four watches reports its health to `/readyz` and paces its
+/// retries as the SettingsImage watches do ([`watch::resilient`]): a
+/// SettingsRollout CRD that is not installed, or RBAC that does not let
+/// the controller list Deployments, answers 503 naming it, and is said
+/// once in the log at `warn`.
 pub fn controller(
     namespace: Option<&str>,
     client: Client,
     ctx: Arc<Ctx>,
+    metrics: Arc<Metrics>,
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> impl std::future::Future<Output = ()> {
     fn api<K>(client: &Client, ns: Option<&str>) -> Api<K>
@@ -541,11 +558,33 @@ pub fn controller(
             None => Api::all(client.clone()),
         }
     }
-    let c = Controller::new(
-        api::<SettingsRollout>(&client, namespace),
-        watcher::Config::default(),
-    );
-    let store = c.store();
+    /// The objects a watch touched, its failures left to `/readyz` and
+    /// the log ([`watch::resilient`] said them).
+    fn touched<K>(
+        api: Api<K>,
+        w: watch::Watched,
+        metrics: &Arc<Metrics>,
+    ) -> impl futures_util::Stream<Item = Result<K, watcher::Error>> + Send + use<K>
+    where
+        K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+    {
+        watch::resilient(watcher(api, watcher::Config::default()), w, metrics.clone())
+            .touched_objects()
+            .filter(|r| std::future::ready(r.is_ok()))
+    }
+    let (reader, writer) = reflector::store::<SettingsRollout>();
+    let rollouts = watch::resilient(
+        watcher(
+            api::<SettingsRollout>(&client, namespace),
+            watcher::Config::default(),
+        ),
+        watch::SETTINGS_ROLLOUTS,
+        metrics.clone(),
+    )
+    .reflect(writer)
+    .touched_objects()
+    .filter(|r| std::future::ready(r.is_ok()));
+    let store = reader.clone();
     let of_namespace = move |ns: Option<String>| {
         store
             .state()
@@ -556,32 +595,46 @@ pub fn controller(
     };
     let (a, b, d) = (of_namespace.clone(), of_namespace.clone(), of_namespace);
     let mut stop = stop;
-    c.watches(
-        api::<Deployment>(&client, namespace),
-        watcher::Config::default(),
-        move |w| a(w.namespace()),
-    )
-    .watches(
-        api::<StatefulSet>(&client, namespace),
-        watcher::Config::default(),
-        move |w| b(w.namespace()),
-    )
-    .watches(
-        api::<DaemonSet>(&client, namespace),
-        watcher::Config::default(),
-        move |w| d(w.namespace()),
-    )
-    .graceful_shutdown_on(async move {
-        let _ = stop.wait_for(|s| *s).await;
-    })
-    .run(reconcile, error_policy, ctx)
-    .for_each(|r| async move {
-        if let Err(e) = r {
-            logs::write(
-                Level::Debug,
-                &format!("rollout controller: {e}"),
-                Default::default(),
-            );
-        }
-    })
+    Controller::for_stream(rollouts, reader)
+        .watches_stream(
+            touched(
+                api::<Deployment>(&client, namespace),
+                watch::DEPLOYMENTS,
+                &metrics,
+            ),
+            move |w| a(w.namespace()),
+        )
+        .watches_stream(
+            touched(
+                api::<StatefulSet>(&client, namespace),
+                watch::STATEFUL_SETS,
+                &metrics,
+            ),
+            move |w| b(w.namespace()),
+        )
+        .watches_stream(
+            touched(
+                api::<DaemonSet>(&client, namespace),
+                watch::DAEMON_SETS,
+                &metrics,
+            ),
+            move |w| d(w.namespace()),
+        )
+        .graceful_shutdown_on(async move {
+            let _ = stop.wait_for(|s| *s).await;
+        })
+        .run(reconcile, error_policy, ctx)
+        .for_each(|r| async move {
+            match r {
+                // A failed list or watch: `watch::resilient` said so once,
+                // and /readyz says so until it is listed again.
+                Err(kube::runtime::controller::Error::QueueError(e)) => logs::write(
+                    Level::Debug,
+                    &format!("rollout controller: {e}"),
+                    Default::default(),
+                ),
+                Err(e) => logs::warn(&format!("rollout controller: {e}")),
+                Ok(_) => {}
+            }
+        })
 }

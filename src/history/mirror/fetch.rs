@@ -30,6 +30,7 @@ use gix::protocol::transport::client::TransportWithoutIO as _;
 use gix::protocol::transport::client::blocking_io::http;
 
 use super::intake::{self, Stop};
+use super::wire;
 use super::{Credentials, Limits, Remote};
 use crate::error::{Error, GitFailure, Result};
 
@@ -124,8 +125,24 @@ pub(super) fn fetch(
     let _ = rustls::crypto::ring::default_provider().install_default();
     let url = remote.url();
     let fail = |e: gix::Error| describe(remote, &e, interrupt);
+    if url.starts_with("https://") {
+        // A CA bundle the controller's environment names must be usable.
+        crate::trust::check().map_err(|e| Error::Git {
+            url: url.to_string(),
+            message: e.to_string(),
+            hint: e.hint(),
+            kind: GitFailure::Other,
+        })?;
+    }
     let repo = open_mirror(git_dir, url)?;
-    let mut transport = connect(remote, limits, interrupt)?;
+    let budget = wire::Budget::new(limits.max_ref_bytes, limits.max_refs);
+    // A bound passed before the pack is the error, whatever `gix` made of
+    // the failed read.
+    let fail = |e: gix::Error| match budget.tripped() {
+        Some(bound) => too_much(remote, bound),
+        None => fail(e),
+    };
+    let mut transport = connect(remote, limits, budget.clone(), interrupt)?;
     let mut progress = gix::progress::Discard;
     // No helper, no prompt: a 401 fails the fetch.
     let mut handshake = gix::protocol::handshake(
@@ -153,6 +170,7 @@ pub(super) fn fetch(
         .map_err(fail)?
         .fetch_blocking(&mut progress, &mut transport, false)
         .map_err(fail)?;
+    budget.refs_read();
     let mut heads = Vec::new();
     for m in &ref_map.mappings {
         if let (Some(name), Some(id)) = (m.remote.as_name(), m.remote.as_id()) {
@@ -178,6 +196,7 @@ pub(super) fn fetch(
         },
         remote,
         limits,
+        &budget,
         interrupt,
     )?;
     update_refs(&repo, &ref_map, url)?;
@@ -227,12 +246,14 @@ fn open_mirror(git_dir: &Path, url: &str) -> Result<gix::Repository> {
 fn connect(
     remote: &Remote,
     limits: &Limits,
+    budget: Arc<wire::Budget>,
     interrupt: &AtomicBool,
-) -> Result<http::Transport<http::reqwest::Remote>> {
+) -> Result<http::Transport<wire::Bounded>> {
     let url = remote.url();
     let parsed = gix::url::parse(gix::bstr::BStr::new(url))
         .map_err(|e| other_failure(url, "the URL", &e))?;
-    let mut transport = http::connect::<http::reqwest::Remote>(
+    let mut transport = http::connect_http(
+        wire::Bounded::new(budget),
         parsed,
         gix::protocol::transport::Protocol::V2,
         false,
@@ -267,7 +288,7 @@ fn parse_refspecs(url: &str, refspecs: &[String]) -> Result<Vec<gix::refspec::Re
 /// The connection a fetch goes on with after the handshake.
 struct Session<'a> {
     handshake: &'a mut gix::protocol::Handshake,
-    transport: &'a mut http::Transport<http::reqwest::Remote>,
+    transport: &'a mut http::Transport<wire::Bounded>,
     agent: (&'static str, Option<String>),
 }
 
@@ -279,9 +300,13 @@ fn receive_pack(
     session: Session<'_>,
     remote: &Remote,
     limits: &Limits,
+    budget: &wire::Budget,
     interrupt: &AtomicBool,
 ) -> Result<Option<intake::Taken>> {
-    let fail = |e: gix::Error| describe(remote, &e, interrupt);
+    let fail = |e: gix::Error| match budget.tripped() {
+        Some(bound) => too_much(remote, bound),
+        None => describe(remote, &e, interrupt),
+    };
     let mut taken = None;
     let mut stopped = None;
     let graph_repo = {
@@ -303,14 +328,17 @@ fn receive_pack(
     let shallow_file = repo.shallow_file().map_err(fail)?;
     let fetched = gix::protocol::fetch(
         &mut negotiator,
-        |pack, _, should_interrupt| match intake::take(pack, repo, limits, should_interrupt) {
-            Ok(t) => {
-                taken = Some(t);
-                Ok(true)
-            }
-            Err(stop) => {
-                stopped = Some(stop);
-                Err(gix::error::message("the received pack was refused").into())
+        |pack, _, should_interrupt| {
+            budget.pack_started();
+            match intake::take(pack, repo, limits, should_interrupt) {
+                Ok(t) => {
+                    taken = Some(t);
+                    Ok(true)
+                }
+                Err(stop) => {
+                    stopped = Some(stop);
+                    Err(gix::error::message("the received pack was refused").into())
+                }
             }
         },
         gix::progress::Discard,
@@ -356,6 +384,19 @@ fn update_refs(
         }
     }
     Ok(())
+}
+
+/// A bound on what comes before the pack, passed ([`wire::Budget`]).
+fn too_much(remote: &Remote, bound: String) -> Error {
+    Error::Git {
+        url: remote.url().to_string(),
+        message: bound,
+        hint: Some(
+            "the server is failing or hostile, or the repository has that many refs; if it is meant to, raise the controller's flag the message names (docs/controller.md, \"Fetch bounds\")"
+                .to_string(),
+        ),
+        kind: GitFailure::TooLarge,
+    }
 }
 
 /// The intake's refusal as an [`Error::Git`].

@@ -88,7 +88,7 @@ impl std::fmt::Display for Refusal {
 impl std::error::Error for Refusal {}
 
 /// `bytes` as the flags' defaults are written: `1 GiB`, `100 MiB`.
-fn human(bytes: u64) -> String {
+pub(super) fn human(bytes: u64) -> String {
     const MIB: u64 = 1 << 20;
     const GIB: u64 = 1 << 30;
     if bytes >= GIB && bytes.is_multiple_of(GIB) {

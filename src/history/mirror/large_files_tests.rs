@@ -2,7 +2,8 @@
 //! of tests/large_files.rs): a commit that holds one very large file is
 //! fetched and packaged as a stream, as the controller does, whatever git
 //! stores it as; a git server whose pack never ends, or claims huge sizes,
-//! gets a clear error at once. Peak memory is GNU time's (`%M`) for this
+//! or whose ref advertisement or negotiation never ends, gets a clear
+//! error at once. Peak memory is GNU time's (`%M`) for this
 //! test binary run again as a child process (only the test asked for, with
 //! `LARGE_FILES_CHILD` set: it fetches and builds, as the controller does,
 //! and exits). The bounds are generous (64 MiB where the file is 256 MiB,
@@ -53,6 +54,12 @@ fn child_fetch_if_asked() {
     }
     if let Some(b) = spec["max_object_bytes"].as_u64() {
         limits.max_object_bytes = b;
+    }
+    if let Some(b) = spec["max_ref_bytes"].as_u64() {
+        limits.max_ref_bytes = b;
+    }
+    if let Some(n) = spec["max_refs"].as_u64() {
+        limits.max_refs = n;
     }
     let work = || -> crate::Result<String> {
         let mirrors = Mirrors::new(s("cache"), limits)?;
@@ -402,9 +409,9 @@ impl Hostile {
         format!("http://127.0.0.1:{}/settings.git", self.port)
     }
 
-    /// Bytes of the fetch's answer written before the client hung up, once
-    /// the server logged them (it does when its write fails).
-    fn fetch_bytes(&self) -> u64 {
+    /// Bytes of the answers to `command` (`fetch`, `ls-refs`, `info/refs`)
+    /// written before the client hung up, once the server logged them.
+    fn bytes_of(&self, command: &str) -> u64 {
         common::eventually(
             std::time::Duration::from_secs(60),
             std::time::Duration::from_millis(20),
@@ -413,14 +420,13 @@ impl Hostile {
                     .unwrap_or_default()
                     .lines()
                     .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-                    .filter(|v| v["command"] == "fetch")
+                    .filter(|v| v["command"] == command)
                     .map(|v| v["bytes"].as_u64().unwrap_or_default())
                     .collect();
                 if logged.is_empty() {
-                    Err(
-                        "the server never logged the fetch's end (the client still reading?)"
-                            .into(),
-                    )
+                    Err(format!(
+                        "the server never logged the end of its {command} answer (the client still reading?)"
+                    ))
                 } else {
                     Ok(logged.iter().sum())
                 }
@@ -440,6 +446,11 @@ impl Drop for Hostile {
 /// clear failure with flat memory and returns the error text and the bytes
 /// the server got to send.
 fn refused(test: &str, mode: &str, extra: Value, says: &[&str]) -> u64 {
+    refused_at(test, mode, "fetch", extra, says)
+}
+
+/// [`refused`], returning the bytes the server sent for `command`.
+fn refused_at(test: &str, mode: &str, command: &str, extra: Value, says: &[&str]) -> u64 {
     let server = Hostile::start(mode);
     let tmp = TempDir::new();
     let mut spec = serde_json::json!({ "cache": tmp.join("cache"), "url": server.url() });
@@ -462,7 +473,7 @@ fn refused(test: &str, mode: &str, extra: Value, says: &[&str]) -> u64 {
         .filter(|p| p.to_string_lossy().contains("/objects/pack/"))
         .collect();
     assert!(packs.is_empty(), "{packs:?}");
-    server.fetch_bytes()
+    server.bytes_of(command)
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {
@@ -539,4 +550,77 @@ fn a_pack_that_never_ends_stops_at_the_byte_bound() {
     );
     assert!(sent >= 8 << 20, "the server wrote {sent} bytes");
     assert!(sent < 72 << 20, "the server wrote {sent} bytes");
+}
+
+// ------------------------------------------- what comes before the pack
+
+/// A protocol v1 server (no v2) whose `info/refs` lists new branches
+/// without end: stopped at `--fetch-max-refs` (100,000 refs by default,
+/// about 5 MB of these), memory flat. Before, `gix` parsed the stream
+/// into memory until the address space ran out.
+#[test]
+fn an_endless_v1_ref_advertisement_stops_at_the_ref_bound() {
+    child_fetch_if_asked();
+    let sent = refused_at(
+        "an_endless_v1_ref_advertisement_stops_at_the_ref_bound",
+        "endless-v1-refs",
+        "info/refs",
+        Value::Null,
+        &[
+            "the server's ref advertisement lists more than 100000 refs (--fetch-max-refs), and more were coming",
+            "hint: the server is failing or hostile",
+        ],
+    );
+    assert!(sent < 64 << 20, "the server wrote {sent} bytes");
+}
+
+/// A v2 server whose `ls-refs` answer never ends, the ref bound raised:
+/// stopped at `--fetch-max-ref-bytes` (16 MiB by default).
+#[test]
+fn an_endless_ls_refs_answer_stops_at_the_byte_bound() {
+    child_fetch_if_asked();
+    let sent = refused_at(
+        "an_endless_ls_refs_answer_stops_at_the_byte_bound",
+        "endless-ls-refs",
+        "ls-refs",
+        serde_json::json!({ "max_refs": 1u64 << 40 }),
+        &[
+            "the server's ref advertisement is larger than 16 MiB (--fetch-max-ref-bytes), and more was coming",
+        ],
+    );
+    assert!(sent >= 16 << 20, "the server wrote {sent} bytes");
+    assert!(sent < 80 << 20, "the server wrote {sent} bytes");
+}
+
+/// A v2 `ls-refs` answer that ends, but lists 200,001 refs: more than
+/// `--fetch-max-refs` lets in (here 150,000), within the byte bound.
+#[test]
+fn a_ref_advertisement_with_too_many_refs_is_refused() {
+    child_fetch_if_asked();
+    refused_at(
+        "a_ref_advertisement_with_too_many_refs_is_refused",
+        "many-refs",
+        "ls-refs",
+        serde_json::json!({ "max_refs": 150_000 }),
+        &[
+            "the server's ref advertisement lists more than 150000 refs (--fetch-max-refs), and more were coming",
+        ],
+    );
+}
+
+/// A negotiation whose `acknowledgments` section never ends: the same
+/// byte bound covers everything before the pack.
+#[test]
+fn an_endless_negotiation_stops_at_the_byte_bound() {
+    child_fetch_if_asked();
+    let sent = refused(
+        "an_endless_negotiation_stops_at_the_byte_bound",
+        "endless-acks",
+        serde_json::json!({ "max_ref_bytes": 4u64 << 20 }),
+        &[
+            "the server's answers before the pack (the negotiation) is larger than 4 MiB (--fetch-max-ref-bytes), and more was coming",
+        ],
+    );
+    assert!(sent >= 4 << 20, "the server wrote {sent} bytes");
+    assert!(sent < 64 << 20, "the server wrote {sent} bytes");
 }

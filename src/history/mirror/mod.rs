@@ -44,6 +44,7 @@ mod fetch;
 mod intake;
 mod refresh;
 mod store;
+mod wire;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -248,12 +249,19 @@ pub struct Limits {
     /// object's header declares, checked before its data is read; for a
     /// delta, the object it builds too).
     pub max_object_bytes: u64,
+    /// The most bytes a server may send a fetch before its pack: the ref
+    /// advertisement and the negotiation's answers, which are read into
+    /// memory (counted as they arrive).
+    pub max_ref_bytes: u64,
+    /// The most refs (lines naming an object) a server's ref
+    /// advertisement may list.
+    pub max_refs: u64,
 }
 
 impl Default for Limits {
     /// 1 GiB, 32 packs, 10 minutes; a fetch of at most 1 GiB, 1,000,000
     /// objects, and objects of at most 100 MiB (GitHub refuses larger
-    /// files).
+    /// files); before the pack at most 16 MiB and 100,000 refs.
     fn default() -> Limits {
         Limits {
             max_bytes: 1 << 30,
@@ -262,6 +270,8 @@ impl Default for Limits {
             max_fetch_bytes: 1 << 30,
             max_objects: 1_000_000,
             max_object_bytes: 100 << 20,
+            max_ref_bytes: 16 << 20,
+            max_refs: 100_000,
         }
     }
 }
