@@ -63,7 +63,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# git 2.45 or later: tests/history_walk.rs has git write the version-2
+# git 2.45 or later: src/history/walk_tests.rs has git write the version-2
 # changed-path Bloom filters of a commit-graph (commitGraph.changedPathsVersion,
 # new in git 2.45) that the history walk reads. Debian bookworm's git is
 # 2.39: then Debian trixie's git 2.47.3 is built from its source

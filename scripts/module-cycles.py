@@ -8,7 +8,8 @@ Two modules that share a parent (`registry` and `login`, `history::git` and
 directly or through other siblings: `use crate::login::..` in registry/ and
 `use crate::registry::..` in login/. A child naming its parent's items
 (`super::Thing`) is the ordinary direction and is not an edge. Code under
-`#[cfg(test)]` is not read: a test may name anything.
+`#[cfg(test)]` is not read, nor a file only a `#[cfg(test)]` `mod NAME;` includes
+(`#[path = "NAME_tests.rs"]`, a unit test beside the code): a test may name anything.
 
 It reads the source as text (the paths in `use` lines, and `crate::`, `super::`
 and `self::` paths anywhere in code), so it needs nothing but python3.
@@ -82,6 +83,9 @@ def production_text(text):
             pending_test = True
             out.append("")
             continue
+        if pending_test and skip_depth is None and stripped.startswith("#["):
+            out.append("")
+            continue  # another attribute of the test item (`#[path = ..]`)
         if pending_test and skip_depth is None:
             pending_test = False
             if stripped.endswith(";"):
@@ -98,6 +102,30 @@ def production_text(text):
         depth += opens - closes
         out.append(line)
     return "\n".join(out)
+
+
+def test_only_files(files):
+    """The src-relative files that a `#[cfg(test)]` `mod NAME;` includes, with
+    or without `#[path = ..]` (and, for `NAME/mod.rs`, what is under it)."""
+    found = set()
+    pattern = r"#\[cfg\(test\)\]\s*((?:#\[[^\]]*\]\s*)*)(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;"
+    for rel, text in files.items():
+        folder, stem = os.path.split(rel[:-3])
+        for attrs, name in re.findall(pattern, text):
+            path = re.search(r'#\[path\s*=\s*"([^"]+)"\]', attrs)
+            if path:
+                candidates = [os.path.join(folder, path.group(1))]
+            else:
+                base = folder if stem in ("mod", "lib", "main") else os.path.join(folder, stem)
+                candidates = [os.path.join(base, name + ".rs"), os.path.join(base, name, "mod.rs")]
+            for c in candidates:
+                c = os.path.normpath(c)
+                if c in files:
+                    found.add(c)
+                    if c.endswith(os.sep + "mod.rs"):
+                        under = os.path.dirname(c) + os.sep
+                        found.update(f for f in files if f.startswith(under))
+    return found
 
 
 def expand_use(tree):
@@ -158,7 +186,10 @@ def main():
                     files[rel] = f.read()
     modules = {module_of(rel) for rel in files}
     edges = {}
+    tests = test_only_files(files)
     for rel, text in sorted(files.items()):
+        if rel in tests:
+            continue
         here = module_of(rel)
         code = production_text(text)
         paths = []

@@ -40,3 +40,12 @@ pub mod tag;
 pub mod trust;
 
 pub use error::{Error, Result};
+
+/// The test kit of the integration suite (`tests/common/`), for the unit
+/// tests that need what it starts (git, a git server, a registry, the
+/// GitHub API stub): one kit for both. The unit tests use a part of it;
+/// the suite (one binary) checks that every part is used.
+#[cfg(test)]
+#[path = "../tests/common/mod.rs"]
+#[allow(dead_code)]
+pub(crate) mod testkit;

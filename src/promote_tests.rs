@@ -5,8 +5,9 @@ use super::*;
 
 #[test]
 fn break_glass_needs_a_reason() {
-    assert!(break_glass(true, None).is_err());
-    assert!(break_glass(true, Some("  ")).is_err());
+    assert_eq!(break_glass(true, None), Err(BreakGlass::NoReason));
+    // A blank reason is no reason.
+    assert_eq!(break_glass(true, Some("  ")), Err(BreakGlass::NoReason));
     assert_eq!(
         break_glass(true, Some("incident 7")).unwrap().as_deref(),
         Some("incident 7")
@@ -25,7 +26,19 @@ fn at_is_rfc3339() {
         parse_at("2026-12-21T10:00:00Z").unwrap().as_second(),
         1_797_847_200
     );
-    assert!(parse_at("2026-12-21 10:00").is_err());
+    // Bad input (exit 2) naming the field (the CLI words it) and the
+    // text, with the fix.
+    let e = parse_at("2026-12-21 10:00").unwrap_err();
+    assert_eq!(e.exit_code(), 2, "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("--at \"2026-12-21 10:00\" is not a time: "),
+        "{e}"
+    );
+    assert_eq!(
+        e.hint().as_deref(),
+        Some("give RFC 3339 with an offset, e.g. 2026-12-21T10:00:00Z")
+    );
 }
 
 /// The record as docs/release-management.md describes it: the JSON

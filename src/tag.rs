@@ -529,10 +529,15 @@ mod tests {
         ok("./-.x", "x");
         ok("ünï", "n-");
         ok("x//y", "x--y");
-        for bad in ["", "-", ".", "/", "./-"] {
-            assert!(sanitize_prefix(bad).is_err(), "{bad:?}");
+        // Nothing usable left: bad input (exit 2) naming the prefix.
+        for bad in ["", "-", ".", "/", "./-", "ü"] {
+            let e = sanitize_prefix(bad).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{bad:?}: {e}");
+            assert_eq!(
+                e.to_string(),
+                format!("the tag prefix {bad:?} has no usable characters")
+            );
         }
-        assert!(sanitize_prefix("ü").is_err());
     }
 
     #[test]

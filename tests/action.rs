@@ -13,7 +13,7 @@
 //! pull_request event added (`action`, `number`, `pull_request.head/base`):
 //! no pull_request example is among the fixtures, and only `head.sha` is read.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -23,7 +23,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::cmd::TestCommand;
+use common::forge::{self, Edit};
 use common::registry::{Auth, Registry, skopeo_inspect};
+use common::runner::{Runner, chown_runner, parse_outputs};
 use common::{Podman, TempDir};
 
 const SERVER_URL: &str = "https://github.com";
@@ -49,11 +51,6 @@ const ANY_OWNER: [(&str, &str); 3] = [
     ("GIT_CONFIG_KEY_0", "safe.directory"),
     ("GIT_CONFIG_VALUE_0", "*"),
 ];
-
-/// Gives the tree to the runner's user, as actions/checkout leaves it.
-fn chown_runner(path: &Path) {
-    common::run_ok(Command::new("chown").arg("-R").arg("1001:1001").arg(path));
-}
 
 /// A workspace: `configs/shop` changed at T0, then an unrelated commit at
 /// T0+100 (so HEAD is not the commit the tag names).
@@ -85,189 +82,6 @@ fn fixture(rel: &str) -> PathBuf {
     let p = common::repo().join("tests/fixtures/github").join(rel);
     assert!(p.is_file(), "fixture {} is missing", p.display());
     p
-}
-
-/// The `INPUT_*` variables the runner sets for a step of action.yml.
-fn runner_inputs(with: &[(&str, &str)], github_token: &str) -> Vec<(String, String)> {
-    common::github::runner_inputs(
-        &common::repo().join("action.yml"),
-        with,
-        github_token,
-        ACTOR,
-    )
-}
-
-/// One step run and what it left behind.
-struct Step {
-    code: i32,
-    stdout: String,
-    stderr: String,
-    /// The `$GITHUB_OUTPUT` file as written.
-    output_file: String,
-    /// The outputs as the runner reads them.
-    outputs: BTreeMap<String, String>,
-    summary: String,
-}
-
-impl Step {
-    fn out(&self, name: &str) -> &str {
-        self.outputs
-            .get(name)
-            .unwrap_or_else(|| panic!("no output {name} in {:?}", self.outputs))
-    }
-
-    fn assert_ok(&self) {
-        assert_eq!(
-            self.code, 0,
-            "the action failed:\nstdout:\n{}\nstderr:\n{}",
-            self.stdout, self.stderr
-        );
-    }
-
-    /// The secret appears only in the `::add-mask::` line, which comes first.
-    fn assert_masked(&self, secret: &str) {
-        let mask = format!("::add-mask::{secret}");
-        let lines: Vec<&str> = self.stdout.lines().collect();
-        let mask_at = lines
-            .iter()
-            .position(|l| *l == mask)
-            .unwrap_or_else(|| panic!("no {mask} line in stdout:\n{}", self.stdout));
-        assert!(
-            lines[..mask_at]
-                .iter()
-                .all(|l| l.starts_with("::add-mask::")),
-            "something was printed before the secret was masked:\n{}",
-            self.stdout
-        );
-        for l in &lines {
-            assert!(
-                *l == mask || !l.contains(secret),
-                "the secret leaked into stdout: {l}"
-            );
-        }
-        assert!(!self.stderr.contains(secret), "secret in stderr");
-        assert!(!self.output_file.contains(secret), "secret in the outputs");
-        assert!(!self.summary.contains(secret), "secret in the summary");
-    }
-}
-
-/// A simulated runner: a workspace, the file command files, the event.
-struct Runner {
-    tmp: TempDir,
-    ws: PathBuf,
-    event_name: String,
-    event_path: PathBuf,
-    sha: String,
-    github_ref: String,
-    github_token: String,
-    /// More of the runner's environment (e.g. `RUNNER_DEBUG`).
-    extra_env: Vec<(String, String)>,
-}
-
-impl Runner {
-    fn new(tmp: TempDir, ws: PathBuf) -> Runner {
-        let sha = git(&ws, &["rev-parse", "HEAD"], None);
-        Runner {
-            tmp,
-            ws,
-            event_name: "push".into(),
-            event_path: fixture("push/branch-push-1-commit.octokit-webhooks-js.json"),
-            sha,
-            github_ref: "refs/heads/main".into(),
-            github_token: "ghs_unused0000000000000000000000000000".into(),
-            extra_env: Vec::new(),
-        }
-    }
-
-    /// The runner's `GITHUB_*` environment for a step, with the given
-    /// file command paths and working directory.
-    fn github_env(
-        &self,
-        attempt: u32,
-        output: &str,
-        summary: &str,
-        ws: &str,
-        event: &str,
-    ) -> Vec<(String, String)> {
-        let ref_name = self.github_ref.rsplit('/').next().unwrap_or("");
-        [
-            ("CI", "true"),
-            ("GITHUB_ACTIONS", "true"),
-            ("GITHUB_ACTOR", ACTOR),
-            ("GITHUB_API_URL", "http://127.0.0.1:9"), // never needed with full history
-            ("GITHUB_EVENT_NAME", &self.event_name),
-            ("GITHUB_EVENT_PATH", event),
-            ("GITHUB_OUTPUT", output),
-            ("GITHUB_REF", &self.github_ref),
-            ("GITHUB_REF_NAME", ref_name),
-            ("GITHUB_REPOSITORY", GH_REPOSITORY),
-            ("GITHUB_RUN_ATTEMPT", &attempt.to_string()),
-            ("GITHUB_RUN_ID", "4242"),
-            ("GITHUB_SERVER_URL", SERVER_URL),
-            ("GITHUB_SHA", &self.sha),
-            ("GITHUB_STEP_SUMMARY", summary),
-            ("GITHUB_WORKSPACE", ws),
-        ]
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-    }
-
-    /// Fresh, empty file command files owned by the runner's user.
-    fn file_commands(&self, attempt: u32) -> (PathBuf, PathBuf, PathBuf) {
-        let dir = self
-            .tmp
-            .join(&format!("file_commands-{attempt}-{}", fastrand::u32(..)));
-        fs::create_dir_all(&dir).expect("creating the file commands dir");
-        let output = dir.join("set_output_7d1b6c1e");
-        let summary = dir.join("step_summary_7d1b6c1e");
-        fs::write(&output, "").expect("creating GITHUB_OUTPUT");
-        fs::write(&summary, "").expect("creating GITHUB_STEP_SUMMARY");
-        chown_runner(&dir);
-        (dir, output, summary)
-    }
-
-    fn collect(code: i32, stdout: &[u8], stderr: &[u8], output: &Path, summary: &Path) -> Step {
-        let output_file = fs::read_to_string(output).expect("reading GITHUB_OUTPUT");
-        Step {
-            code,
-            stdout: String::from_utf8_lossy(stdout).into_owned(),
-            stderr: String::from_utf8_lossy(stderr).into_owned(),
-            outputs: common::github::parse_outputs(&output_file),
-            output_file,
-            summary: fs::read_to_string(summary).expect("reading GITHUB_STEP_SUMMARY"),
-        }
-    }
-
-    /// Runs the binary as the runner runs the container's entrypoint: only
-    /// the runner's environment, the workspace as working directory.
-    fn run(&self, with: &[(&str, &str)], attempt: u32) -> Step {
-        let (_dir, output, summary) = self.file_commands(attempt);
-        let home = self.tmp.join("home");
-        fs::create_dir_all(&home).expect("creating HOME");
-        let out = TestCommand::new()
-            .arg("action")
-            .env_clear()
-            .env("HOME", &home)
-            .envs(self.github_env(
-                attempt,
-                output.to_str().expect("utf-8"),
-                summary.to_str().expect("utf-8"),
-                self.ws.to_str().expect("utf-8"),
-                self.event_path.to_str().expect("utf-8"),
-            ))
-            .envs(runner_inputs(with, &self.github_token))
-            .envs(self.extra_env.iter().cloned())
-            .current_dir(&self.ws)
-            .run();
-        Self::collect(
-            out.code,
-            out.stdout.as_bytes(),
-            out.stderr.as_bytes(),
-            &output,
-            &summary,
-        )
-    }
 }
 
 fn with_base<'a>(repository: &'a str, extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
@@ -303,7 +117,7 @@ fn a_push_publishes_every_output_and_a_rerun_pushes_nothing() {
     });
     let tmp = TempDir::new();
     let ws = workspace(tmp.path());
-    let runner = Runner::new(tmp, ws);
+    let runner = Runner::on_push(tmp, ws);
     let repository = format!("{}/acme/settings-shop", reg.host());
     // The job token only goes to ghcr.io: any other registry gets `password`.
     let with = with_base(
@@ -311,8 +125,8 @@ fn a_push_publishes_every_output_and_a_rerun_pushes_nothing() {
         &[("tags", "latest, stable"), ("password", password)],
     );
 
-    let step = runner.run(&with, 1);
-    step.assert_ok();
+    let step = runner.attempt(&with, 1);
+    step.ok();
     step.assert_masked(password);
 
     let (ct, id) = last_change(&runner.ws, None);
@@ -409,8 +223,8 @@ fn a_push_publishes_every_output_and_a_rerun_pushes_nothing() {
     );
 
     // A re-run of the same job: same tag and digest, nothing pushed.
-    let again = runner.run(&with, 2);
-    again.assert_ok();
+    let again = runner.attempt(&with, 2);
+    again.ok();
     again.assert_masked(password);
     let mut expected = step.outputs.clone();
     expected.insert("pushed".into(), "false".into());
@@ -418,11 +232,11 @@ fn a_push_publishes_every_output_and_a_rerun_pushes_nothing() {
     assert!(again.summary.contains("| pushed | no"), "{}", again.summary);
 
     // `summary: false` writes none.
-    let quiet = runner.run(
+    let quiet = runner.attempt(
         &with_base(&repository, &[("summary", "false"), ("password", password)]),
         3,
     );
-    quiet.assert_ok();
+    quiet.ok();
     assert_eq!(quiet.summary, "");
     assert_eq!(quiet.out("digest"), digest);
 }
@@ -435,8 +249,8 @@ fn rerunning_an_older_job_pushes_nothing_and_keeps_the_branch_tag() {
     let old = git(&ws, &["rev-parse", "HEAD"], None);
     let repository = format!("{}/acme/rerun", reg.host());
     let with = with_base(&repository, &[("token", ""), ("branch-tag", "main")]);
-    let first = Runner::new(TempDir::new(), ws.clone()).run(&with, 1);
-    first.assert_ok();
+    let first = Runner::on_push(TempDir::new(), ws.clone()).attempt(&with, 1);
+    first.ok();
     assert_eq!(first.out("branch-tag"), "created");
     assert_eq!(first.out("anomaly"), "");
     // A newer commit changes the folder and is published by its own run.
@@ -446,16 +260,16 @@ fn rerunning_an_older_job_pushes_nothing_and_keeps_the_branch_tag() {
         &["commit", "-q", "-am", "five replicas"],
         Some(T0 + 500),
     );
-    let newer = Runner::new(TempDir::new(), ws.clone()).run(&with, 1);
-    newer.assert_ok();
+    let newer = Runner::on_push(TempDir::new(), ws.clone()).attempt(&with, 1);
+    newer.ok();
     assert!(newer.out("timestamp") > first.out("timestamp"));
     assert_eq!(newer.out("branch-tag"), "moved");
     // Re-running the old job (its checkout is the old commit): same tag and
     // digest as back then, nothing pushed, the branch tag stays on the newer
     // image, and notices (not failures) that say so.
     git(&ws, &["checkout", "-q", "--detach", &old], None);
-    let rerun = Runner::new(TempDir::new(), ws.clone()).run(&with, 2);
-    rerun.assert_ok();
+    let rerun = Runner::on_push(TempDir::new(), ws.clone()).attempt(&with, 2);
+    rerun.ok();
     let mut expected = first.outputs.clone();
     expected.insert("pushed".into(), "false".into());
     expected.insert("anomaly".into(), "rerun-of-older".into());
@@ -503,24 +317,21 @@ fn the_password_input_wins_over_the_token_and_neither_leaks() {
     });
     let tmp = TempDir::new();
     let ws = workspace(tmp.path());
-    let mut runner = Runner::new(tmp, ws);
+    let mut runner = Runner::on_push(tmp, ws);
     runner.github_token = token.into();
     let repository = format!("{}/acme/shop", reg.host());
 
-    let step = runner.run(
-        &with_base(
-            &repository,
-            &[("username", "deployer"), ("password", password)],
-        ),
-        1,
-    );
-    step.assert_ok();
+    let step = runner.run(&with_base(
+        &repository,
+        &[("username", "deployer"), ("password", password)],
+    ));
+    step.ok();
     step.assert_masked(password);
     step.assert_masked(token);
     assert_eq!(step.out("pushed"), "true");
 
     // Only the (wrong) token: an auth error annotation, exit 5, no leak.
-    let step = runner.run(&with_base(&repository, &[("username", "deployer")]), 2);
+    let step = runner.attempt(&with_base(&repository, &[("username", "deployer")]), 2);
     assert_eq!(
         step.code, 5,
         "stdout:\n{}\nstderr:\n{}",
@@ -542,7 +353,7 @@ fn the_password_input_wins_over_the_token_and_neither_leaks() {
 fn bad_inputs_are_error_annotations_with_a_nonzero_exit() {
     let tmp = TempDir::new();
     let ws = workspace(tmp.path());
-    let runner = Runner::new(tmp, ws);
+    let runner = Runner::on_push(tmp, ws);
     let secret = "ghs_ErrorPathT0ken";
     let mut runner = runner;
     runner.github_token = secret.into();
@@ -582,7 +393,7 @@ fn bad_inputs_are_error_annotations_with_a_nonzero_exit() {
         ),
     ];
     for (i, (with, want)) in cases.iter().enumerate() {
-        let step = runner.run(with, i as u32 + 1);
+        let step = runner.attempt(with, i as u32 + 1);
         assert_eq!(
             step.code, 2,
             "{with:?}: stdout:\n{}\nstderr:\n{}",
@@ -632,14 +443,14 @@ fn hostile_values_write_no_workflow_command() {
     git(&ws, &["add", "."], None);
     git(&ws, &["commit", "-q", "-m", "hostile name"], Some(T0 + 200));
     chown_runner(&ws);
-    let mut runner = Runner::new(tmp, ws);
+    let mut runner = Runner::on_push(tmp, ws);
     let repository = format!("{}/acme/shop", reg.host());
     let allowed = [
         "add-mask", "group", "endgroup", "error", "warning", "notice",
     ];
 
-    let step = runner.run(&with_base(&repository, &[("path", hostile)]), 1);
-    step.assert_ok();
+    let step = runner.attempt(&with_base(&repository, &[("path", hostile)]), 1);
+    step.ok();
     let cmds = commands_in(&step.stdout);
     assert!(
         cmds.iter().all(|c| allowed.contains(&c.as_str())),
@@ -667,7 +478,7 @@ fn hostile_values_write_no_workflow_command() {
 
     // Values that are refused: checked before anything is printed.
     let bad_repository = "127.0.0.1:9/a\n::stop-commands::pwned";
-    let step = runner.run(&with_base(bad_repository, &[]), 2);
+    let step = runner.attempt(&with_base(bad_repository, &[]), 2);
     assert_eq!(step.code, 2, "{}", step.stdout);
     let cmds = commands_in(&step.stdout);
     assert_eq!(
@@ -688,7 +499,7 @@ fn hostile_values_write_no_workflow_command() {
     );
 
     runner.event_name = "push\n::add-mask::pwned".into();
-    let step = runner.run(&with_base(&repository, &[]), 3);
+    let step = runner.attempt(&with_base(&repository, &[]), 3);
     assert_eq!(step.code, 2, "{}", step.stdout);
     let cmds = commands_in(&step.stdout);
     assert_eq!(
@@ -713,12 +524,12 @@ fn a_registry_echoing_basic_credentials_is_masked_and_scrubbed() {
     let stub = common::registry::echoing_registry();
     let tmp = TempDir::new();
     let ws = workspace(tmp.path());
-    let runner = Runner::new(tmp, ws);
+    let runner = Runner::on_push(tmp, ws);
     let repository = format!("{}/acme/shop", stub.host());
-    let step = runner.run(
-        &with_base(&repository, &[("username", user), ("password", password)]),
-        1,
-    );
+    let step = runner.run(&with_base(
+        &repository,
+        &[("username", user), ("password", password)],
+    ));
     assert_eq!(step.code, 4, "{}\n{}", step.stdout, step.stderr);
     let error = step
         .stdout
@@ -747,9 +558,9 @@ fn credentials_in_the_repository_are_refused_and_never_shown() {
     });
     let tmp = TempDir::new();
     let ws = workspace(tmp.path());
-    let runner = Runner::new(tmp, ws);
+    let runner = Runner::on_push(tmp, ws);
     let repository = format!("alice:{password}@{}/acme/shop", reg.host());
-    let step = runner.run(&with_base(&repository, &[]), 1);
+    let step = runner.attempt(&with_base(&repository, &[]), 1);
     assert_eq!(step.code, 2, "{}\n{}", step.stdout, step.stderr);
     let error = step
         .stdout
@@ -784,12 +595,12 @@ fn a_deleted_branch_is_a_notice_and_nothing_is_pushed() {
     let reg = Registry::start(Auth::None);
     let tmp = TempDir::new();
     let ws = workspace(tmp.path());
-    let mut runner = Runner::new(tmp, ws);
+    let mut runner = Runner::on_push(tmp, ws);
     runner.event_name = "delete".into();
     runner.event_path = fixture("other/delete.octokit-webhooks.json");
     let repository = format!("{}/acme/deleted", reg.host());
-    let step = runner.run(&with_base(&repository, &[("token", "")]), 1);
-    step.assert_ok();
+    let step = runner.attempt(&with_base(&repository, &[("token", "")]), 1);
+    step.ok();
     assert!(
         step.stdout
             .lines()
@@ -809,19 +620,16 @@ fn workflow_dispatch_packages_the_checkout() {
     let reg = Registry::start(Auth::None);
     let tmp = TempDir::new();
     let ws = workspace(tmp.path());
-    let mut runner = Runner::new(tmp, ws);
+    let mut runner = Runner::on_push(tmp, ws);
     runner.event_name = "workflow_dispatch".into();
     runner.event_path = fixture("other/workflow_dispatch.octokit-webhooks.json");
     let repository = format!("{}/acme/dispatch", reg.host());
     // Anonymous: no token, no password.
-    let step = runner.run(
-        &with_base(
-            &repository,
-            &[("token", ""), ("timestamp-tag", "release/1.x")],
-        ),
-        1,
-    );
-    step.assert_ok();
+    let step = runner.run(&with_base(
+        &repository,
+        &[("token", ""), ("timestamp-tag", "release/1.x")],
+    ));
+    step.ok();
     let (ct, id) = last_change(&runner.ws, None);
     assert_eq!(step.out("tag"), format!("release-1.x-{ct}-{}", &id[..7]));
     assert_eq!(step.out("tags"), step.out("tag"));
@@ -885,17 +693,17 @@ fn a_pull_request_packages_its_head_commit_not_the_merge_commit() {
     let event = tmp_path(&ws, "pull_request.json");
     fs::write(&event, payload.to_string()).expect("writing the pull_request payload");
 
-    let mut runner = Runner::new(TempDir::new(), ws.clone());
+    let mut runner = Runner::on_push(TempDir::new(), ws.clone());
     runner.event_name = "pull_request".into();
     runner.event_path = event;
     runner.github_ref = "refs/pull/7/merge".into();
     assert_eq!(runner.sha, merge);
     let repository = format!("{}/acme/pr", reg.host());
-    let step = runner.run(
-        &with_base(&repository, &[("token", ""), ("timestamp-tag", "feature")]),
-        1,
-    );
-    step.assert_ok();
+    let step = runner.run(&with_base(
+        &repository,
+        &[("token", ""), ("timestamp-tag", "feature")],
+    ));
+    step.ok();
     let (ct, id) = last_change(&ws, Some(&head));
     assert_eq!(id, head);
     assert_eq!(step.out("commit"), head);
@@ -1088,7 +896,8 @@ fn the_shipped_image_runs_as_a_container_action_under_podman() {
     )
     .expect("the event");
     chown_runner(&temp);
-    let runner = Runner::new(TempDir::new(), ws.clone());
+    let mut runner = Runner::on_push(TempDir::new(), ws.clone());
+    runner.github_token = String::new();
     // The registry by a host name that only the container's /etc/hosts
     // knows: the static binary resolves it without glibc's NSS modules.
     let target = format!("registry.test:{}/acme/from-container", reg.port);
@@ -1105,10 +914,7 @@ fn the_shipped_image_runs_as_a_container_action_under_podman() {
         .into_iter()
         .filter(|(k, _)| k != "CI" && k != "GITHUB_ACTIONS")
         .chain([("HOME".to_string(), "/github/home".to_string())])
-        .chain(runner_inputs(
-            &with_base(&target, &[("token", ""), ("insecure", "true")]),
-            "",
-        ))
+        .chain(runner.inputs(&with_base(&target, &[("token", ""), ("insecure", "true")])))
         .collect();
     // The runner's `docker run` (actions/runner DockerCommandManager):
     // name, label, workdir, --rm, `-e NAME` for each variable (the value
@@ -1153,7 +959,7 @@ fn the_shipped_image_runs_as_a_container_action_under_podman() {
     );
     let output_file =
         fs::read_to_string(file_commands.join("set_output_5f1c")).expect("reading the outputs");
-    let outputs = common::github::parse_outputs(&output_file);
+    let outputs = parse_outputs(&output_file);
     let (ct, id) = last_change(&ws, None);
     let tag = format!("main-{ct}-{}", &id[..7]);
     assert_eq!(outputs["tag"], tag, "{stdout}");
@@ -1179,8 +985,8 @@ fn worktree_warnings_become_warning_annotations() {
     fs::write(ws.join(DIR).join("app.yaml"), "replicas: 9\n").expect("writing");
     let repository = format!("{}/acme/worktree", reg.host());
     let with = with_base(&repository, &[("token", ""), ("source", "worktree")]);
-    let step = Runner::new(tmp, ws).run(&with, 1);
-    step.assert_ok();
+    let step = Runner::on_push(tmp, ws).attempt(&with, 1);
+    step.ok();
     let warnings: Vec<&str> = step
         .stdout
         .lines()
@@ -1216,7 +1022,7 @@ fn an_owner_with_capitals_is_lower_cased_with_a_notice() {
     let reg = Registry::start(Auth::None);
     let tmp = TempDir::new();
     let ws = workspace(tmp.path());
-    let runner = Runner::new(tmp, ws);
+    let runner = Runner::on_push(tmp, ws);
     // The README's quick start, as written, for the owner ConfigButler
     // (the runner fills in `github.repository_owner`; ghcr.io is the
     // loopback registry here).
@@ -1233,8 +1039,8 @@ fn an_owner_with_capitals_is_lower_cased_with_a_notice() {
         .replace("${{ github.repository_owner }}", "ConfigButler")
         .replace("ghcr.io", &reg.host());
     let lower = format!("{}/configbutler/settings-shop", reg.host());
-    let step = runner.run(&with_base(&given, &[("token", "")]), 1);
-    step.assert_ok();
+    let step = runner.attempt(&with_base(&given, &[("token", "")]), 1);
+    step.ok();
     let notice = step
         .stdout
         .lines()
@@ -1260,7 +1066,7 @@ fn errors_name_the_action_inputs_never_cli_flags() {
     let reg = Registry::start(Auth::None);
     let tmp = TempDir::new();
     let ws = workspace(tmp.path());
-    let runner = Runner::new(tmp, ws.clone());
+    let runner = Runner::on_push(tmp, ws.clone());
     let repository = format!("{}/acme/words", reg.host());
     // Each is bad input: exit 2.
     let cases: [(&[(&str, &str)], &str); 3] = [
@@ -1281,7 +1087,7 @@ fn errors_name_the_action_inputs_never_cli_flags() {
         let mut all = vec![("token", "")];
         all.extend_from_slice(extra);
         let with = with_base(&repository, &all);
-        let step = runner.run(&with, i as u32 + 1);
+        let step = runner.attempt(&with, i as u32 + 1);
         assert_eq!(step.code, 2, "{extra:?}: {}", step.stdout);
         let error = step
             .stdout
@@ -1293,7 +1099,7 @@ fn errors_name_the_action_inputs_never_cli_flags() {
     }
     // A branch tag that would move sideways: exit 6, the hint names the input.
     let with = with_base(&repository, &[("token", ""), ("branch-tag", "main")]);
-    runner.run(&with, 10).assert_ok();
+    runner.attempt(&with, 10).ok();
     // A force-push: the new history does not hold the tagged commit.
     git(&ws, &["checkout", "-q", "--orphan", "rewritten"], None);
     fs::write(ws.join(DIR).join("app.yaml"), "replicas: 7\n").expect("writing");
@@ -1304,7 +1110,7 @@ fn errors_name_the_action_inputs_never_cli_flags() {
         Some(T0 + 900),
     );
     chown_runner(&ws);
-    let step = Runner::new(TempDir::new(), ws).run(&with, 1);
+    let step = Runner::on_push(TempDir::new(), ws).attempt(&with, 1);
     assert_eq!(step.code, 6, "{}", step.stdout);
     let error = step
         .stdout
@@ -1320,24 +1126,24 @@ fn pushed_is_true_when_only_the_branch_tag_changed() {
     let reg = Registry::start(Auth::None);
     let tmp = TempDir::new();
     let ws = workspace(tmp.path());
-    let runner = Runner::new(tmp, ws);
+    let runner = Runner::on_push(tmp, ws);
     let repository = format!("{}/acme/branch", reg.host());
-    let first = runner.run(&with_base(&repository, &[("token", "")]), 1);
-    first.assert_ok();
+    let first = runner.attempt(&with_base(&repository, &[("token", "")]), 1);
+    first.ok();
     assert_eq!(first.out("pushed"), "true");
     // The same commit again, now with a branch tag: the image is there,
     // the tag `main` is new.
     let with = with_base(&repository, &[("token", ""), ("branch-tag", "main")]);
-    let second = runner.run(&with, 2);
-    second.assert_ok();
+    let second = runner.attempt(&with, 2);
+    second.ok();
     assert_eq!(second.out("branch-tag"), "created");
     assert_eq!(second.out("pushed"), "true");
     assert_eq!(second.out("digest"), first.out("digest"));
     let main = skopeo_inspect(&format!("{repository}:main"), None).expect("main exists");
     assert_eq!(main["Digest"], first.out("digest"));
     // Nothing left to change: false.
-    let third = runner.run(&with, 3);
-    third.assert_ok();
+    let third = runner.attempt(&with, 3);
+    third.ok();
     assert_eq!(third.out("branch-tag"), "unchanged");
     assert_eq!(third.out("pushed"), "false");
 }
@@ -1347,15 +1153,15 @@ fn runner_debug_shows_each_registry_request_and_history_step() {
     let reg = Registry::start(Auth::None);
     let tmp = TempDir::new();
     let ws = workspace(tmp.path());
-    let mut runner = Runner::new(tmp, ws);
+    let mut runner = Runner::on_push(tmp, ws);
     let repository = format!("{}/acme/debug", reg.host());
     let with = with_base(&repository, &[("token", "")]);
-    let quiet = runner.run(&with, 1);
-    quiet.assert_ok();
+    let quiet = runner.attempt(&with, 1);
+    quiet.ok();
     assert!(!quiet.stdout.contains("::debug::"), "{}", quiet.stdout);
     runner.extra_env = vec![("RUNNER_DEBUG".into(), "1".into())];
-    let step = runner.run(&with, 2);
-    step.assert_ok();
+    let step = runner.attempt(&with, 2);
+    step.ok();
     let debug: Vec<&str> = step
         .stdout
         .lines()
@@ -1389,21 +1195,18 @@ fn push_false_builds_and_reports_without_touching_the_registry() {
     let reg = Registry::start(Auth::None);
     let tmp = TempDir::new();
     let ws = workspace(tmp.path());
-    let runner = Runner::new(tmp, ws);
+    let runner = Runner::on_push(tmp, ws);
     let repository = format!("{}/acme/dry", reg.host());
-    let dry = runner.run(
-        &with_base(
-            &repository,
-            &[
-                ("token", ""),
-                ("push", "false"),
-                ("tags", "pr-7"),
-                ("branch-tag", "main"),
-            ],
-        ),
-        1,
-    );
-    dry.assert_ok();
+    let dry = runner.run(&with_base(
+        &repository,
+        &[
+            ("token", ""),
+            ("push", "false"),
+            ("tags", "pr-7"),
+            ("branch-tag", "main"),
+        ],
+    ));
+    dry.ok();
     assert_eq!(catalog(reg.port)["repositories"], serde_json::json!([]));
     assert_eq!(dry.out("pushed"), "false");
     assert_eq!(dry.out("image"), "");
@@ -1413,11 +1216,11 @@ fn push_false_builds_and_reports_without_touching_the_registry() {
     let tag = format!("main-{ct}-{}", &id[..7]);
     assert_eq!(dry.out("tags"), format!("{tag}\npr-7"));
     // The digest is the one a real push makes.
-    let real = runner.run(
+    let real = runner.attempt(
         &with_base(&repository, &[("token", ""), ("tags", "pr-7")]),
         2,
     );
-    real.assert_ok();
+    real.ok();
     assert_eq!(real.out("digest"), dry.out("digest"));
     assert_eq!(real.out("reference"), dry.out("reference"));
     assert_eq!(real.out("pushed"), "true");
@@ -1428,7 +1231,7 @@ fn metadata_action_annotations_and_labels_reach_the_image_and_history_wins() {
     let reg = Registry::start(Auth::None);
     let tmp = TempDir::new();
     let ws = workspace(tmp.path());
-    let runner = Runner::new(tmp, ws);
+    let runner = Runner::on_push(tmp, ws);
     let repository = format!("{}/acme/meta", reg.host());
     // docker/metadata-action's outputs, in its format.
     let annotations = "manifest:org.opencontainers.image.created=2030-01-01T00:00:00.000Z\n\
@@ -1447,8 +1250,8 @@ fn metadata_action_annotations_and_labels_reach_the_image_and_history_wins() {
             ("labels", labels),
         ],
     );
-    let step = runner.run(&with, 1);
-    step.assert_ok();
+    let step = runner.attempt(&with, 1);
+    step.ok();
     let (manifest, config) = manifest_and_config(&format!("{repository}:{}", step.out("tag")));
     let a = &manifest["annotations"];
     assert_eq!(a["org.opencontainers.image.description"], "Shop settings");
@@ -1495,15 +1298,15 @@ fn metadata_action_annotations_and_labels_reach_the_image_and_history_wins() {
             ("labels", &labels2),
         ],
     );
-    let again = runner.run(&later, 2);
-    again.assert_ok();
+    let again = runner.attempt(&later, 2);
+    again.ok();
     assert_eq!(again.out("digest"), step.out("digest"));
     assert_eq!(again.out("pushed"), "false");
 }
 
 /// `settings-image verify REFERENCE --path DIR` from the CLI, without any
 /// GitHub environment.
-fn verify_cli(reference: &str, folder: &Path) -> common::registry::Run {
+fn verify_cli(reference: &str, folder: &Path) -> common::cmd::Run {
     let blank = [
         "GITHUB_REPOSITORY",
         "GITHUB_TOKEN",
@@ -1521,14 +1324,11 @@ fn verify_cli(reference: &str, folder: &Path) -> common::registry::Run {
 
 #[test]
 fn annotations_and_labels_the_action_adds_are_attested_and_verify() {
-    use settings_image::provenance;
-    use settings_image::registry::{Client, Options};
-
     let reg = Registry::start(Auth::None);
     let tmp = TempDir::new();
     let ws = workspace(tmp.path());
     let folder = ws.join(DIR);
-    let runner = Runner::new(tmp, ws);
+    let runner = Runner::on_push(tmp, ws);
     let repository = format!("{}/acme/attested", reg.host());
     let annotations = "manifest:org.opencontainers.image.created=2030-01-01T00:00:00.000Z\n\
          manifest:org.opencontainers.image.description=Shop settings\n\
@@ -1543,8 +1343,8 @@ fn annotations_and_labels_the_action_adds_are_attested_and_verify() {
             ("labels", labels),
         ],
     );
-    let step = runner.run(&with, 1);
-    step.assert_ok();
+    let step = runner.attempt(&with, 1);
+    step.ok();
     let digest = step.out("digest").to_string();
     let pinned = format!("{repository}:{}@{digest}", step.out("tag"));
     // The provenance lists what was added, and only that (the history's
@@ -1575,53 +1375,52 @@ fn annotations_and_labels_the_action_adds_are_attested_and_verify() {
     assert_eq!(ok.code, 0, "{}\n{}", ok.stdout, ok.stderr);
     assert!(ok.stdout.contains("verified"), "{}", ok.stdout);
 
-    // One more annotation added by hand after the push: a new manifest.
-    let c = Client::open(&Options {
-        repository: repository.clone(),
-        insecure: false,
-        monolithic: false,
-        credentials: None,
-        docker_config: None,
-        login: None,
-    })
-    .expect("a client");
-    let m = c
-        .get_manifest(&digest)
-        .unwrap()
-        .expect("the pushed manifest");
-    let mut edited: serde_json::Value = serde_json::from_slice(&m.bytes).unwrap();
-    edited["annotations"]["org.example.approved"] = "yes".into();
-    let bytes = serde_json::to_vec(&edited).unwrap();
-    c.put_manifest("approved", &bytes, &m.media_type).unwrap();
+    // One more annotation added by hand after the push (forge.py): a new
+    // manifest.
+    let name = "acme/attested";
+    let edited = forge::image(
+        &reg.host(),
+        (name, &digest),
+        (name, "approved"),
+        &[Edit::Annotation("org.example.approved", "yes")],
+    );
+    assert_ne!(edited, digest);
     let hand = format!("{repository}:approved");
     let r = verify_cli(&hand, &folder);
     assert_eq!(r.code, 7, "{}\n{}", r.stdout, r.stderr);
     assert!(r.stderr.contains("no provenance referrer"), "{}", r.stderr);
     // Even with the original provenance's claims copied onto the edited
-    // image, the annotation no provenance lists is named.
-    let subject = c
-        .head_manifest("approved")
-        .unwrap()
-        .expect("the edited image");
-    assert_ne!(subject.digest, digest);
-    let s = |k: &str| p[k].as_str().map(String::from);
-    let facts = provenance::Facts {
-        repository: s("repository"),
-        git_ref: s("ref"),
-        path: s("path").expect("a path"),
-        commit: s("commit").expect("a commit"),
-        committed_at: edited["annotations"]["org.opencontainers.image.created"]
-            .as_str()
-            .expect("created")
-            .to_string(),
-        builder_id: s("builder").expect("a builder"),
-        invocation_id: s("run"),
-        workflow_ref: s("workflow"),
+    // image (a statement written by hand, docs/push.md), the annotation no
+    // provenance lists is named.
+    let s = |k: &str| p[k].as_str().expect(k).to_string();
+    let (code, manifest) = common::registry::curl(
+        &format!("http://{}/v2/{name}/manifests/{digest}", reg.host()),
+        Some("application/vnd.oci.image.manifest.v1+json"),
+    );
+    assert_eq!(code, 200, "{manifest}");
+    let manifest: serde_json::Value = serde_json::from_str(&manifest).unwrap();
+    let created = manifest["annotations"]["org.opencontainers.image.created"]
+        .as_str()
+        .expect("created")
+        .to_string();
+    let commit = s("commit");
+    let statement = forge::statement(&forge::Claims {
+        subject_name: &repository,
+        subject_digest: &edited,
+        commit: &commit,
+        path: &s("path"),
+        git_ref: p["ref"].as_str(),
+        builder: &s("builder"),
         annotations: serde_json::from_value(p["annotations"].clone()).unwrap(),
         labels: serde_json::from_value(p["labels"].clone()).unwrap(),
-    };
-    let art = provenance::artifact(&repository, &subject.digest, &facts).unwrap();
-    c.attach_referrer(&subject, &art).unwrap();
+    });
+    forge::attach(
+        &reg.host(),
+        name,
+        &edited,
+        &statement,
+        &forge::referrer_annotations(&commit, &created, p["ref"].as_str()),
+    );
     let r = verify_cli(&hand, &folder);
     assert_eq!(r.code, 7, "{}\n{}", r.stdout, r.stderr);
     assert!(
@@ -1657,13 +1456,13 @@ fn several_folders_make_one_image_each_and_the_plan_names_the_changed_one() {
     let reg = Registry::start(Auth::None);
     let tmp = TempDir::new();
     let ws = two_folder_workspace(tmp.path());
-    let mut runner = Runner::new(tmp, ws);
+    let mut runner = Runner::on_push(tmp, ws);
     runner.github_token = String::new(); // anonymous push
     let template = format!("{}/acme/{{name}}", reg.host());
     let with = with_base(&template, &[("path", "configs/*")]);
 
-    let step = runner.run(&with, 1);
-    step.assert_ok();
+    let step = runner.attempt(&with, 1);
+    step.ok();
     let keys: Vec<&str> = step.outputs.keys().map(String::as_str).collect();
     assert_eq!(keys, ["images", "pushed"]);
     assert_eq!(step.out("pushed"), "true");
@@ -1704,11 +1503,11 @@ fn several_folders_make_one_image_each_and_the_plan_names_the_changed_one() {
         Some(T0 + 300),
     );
     chown_runner(&runner.ws);
-    let plan = runner.run(
+    let plan = runner.attempt(
         &with_base(&template, &[("path", "configs/*"), ("plan", "true")]),
         2,
     );
-    plan.assert_ok();
+    plan.ok();
     let matrix: serde_json::Value = serde_json::from_str(plan.out("matrix")).expect("JSON");
     assert_eq!(
         matrix,
@@ -1719,25 +1518,25 @@ fn several_folders_make_one_image_each_and_the_plan_names_the_changed_one() {
         }]})
     );
     // A matrix job for that folder is the single-folder action.
-    let job = runner.run(
+    let job = runner.attempt(
         &with_base(
             &format!("{}/acme/shop", reg.host()),
             &[("path", "configs/shop")],
         ),
         3,
     );
-    job.assert_ok();
+    job.ok();
     assert_eq!(job.out("tag"), tag_of(&runner.ws, "configs/shop"));
     assert_eq!(job.out("pushed"), "true");
     // Now nothing is left to do.
-    let plan = runner.run(
+    let plan = runner.attempt(
         &with_base(&template, &[("path", "configs/*"), ("plan", "true")]),
         4,
     );
-    plan.assert_ok();
+    plan.ok();
     assert_eq!(plan.out("matrix"), r#"{"include":[]}"#);
     // A glob matching nothing is an input error annotation, nothing pushed.
-    let bad = runner.run(
+    let bad = runner.attempt(
         &with_base(&template, &[("path", "configs/*\nnothing/*")]),
         5,
     );
@@ -1879,10 +1678,10 @@ fn flux_follows_the_repositories_push_plan_and_the_action_write_to() {
 
         // The action's several-folder face.
         let (template, flux) = by_face(&action_reg.host());
-        let mut runner = Runner::new(TempDir::new(), ws.clone());
+        let mut runner = Runner::on_push(TempDir::new(), ws.clone());
         runner.github_token = String::new();
-        let step = runner.run(&with_base(&template, &[("path", "configs/*")]), 1);
-        step.assert_ok();
+        let step = runner.attempt(&with_base(&template, &[("path", "configs/*")]), 1);
+        step.ok();
         assert_eq!(
             repositories_of(&action_reg),
             flux,
@@ -1921,8 +1720,8 @@ fn a_push_that_fails_after_publishing_says_so_in_its_outputs_and_summary() {
     let ws = workspace(tmp.path());
     let runner = Runner::new(tmp, ws);
     let repository = format!("{}/acme/settings-shop", proxy.host());
-    let step = runner.run(&with_base(&repository, &[("branch-tag", "main")]), 1);
-    assert_eq!(step.code, 4, "{}\n{}", step.stdout, step.stderr);
+    let step = runner.run(&with_base(&repository, &[("branch-tag", "main")]));
+    step.exited(4);
     let (ct, id) = last_change(&runner.ws, None);
     let tag = format!("main-{ct}-{}", &id[..7]);
     let digest = common::registry::digest_of(&reg, "acme/settings-shop", &tag)

@@ -7,7 +7,7 @@
 //! (opening a repository reads its config; nothing after that does); git is
 //! the oracle for the commits.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;
@@ -16,23 +16,6 @@ use common::git::ScratchRepo;
 use common::registry::{Auth, Registry};
 use common::{TempDir, bin, require};
 use serde_json::Value;
-
-fn commit(repo: &ScratchRepo, file: &str, content: &str, time: u64) -> String {
-    let path = repo.dir.join("configs").join(file);
-    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-    std::fs::write(&path, content).expect("write");
-    repo.git(&["add", "-A"]);
-    let date = format!("@{time} +0000");
-    let out = repo
-        .cmd(&repo.dir)
-        .args(["commit", "-q", "-m", file])
-        .env("GIT_AUTHOR_DATE", &date)
-        .env("GIT_COMMITTER_DATE", &date)
-        .output()
-        .expect("git");
-    assert!(out.status.success(), "{out:?}");
-    repo.git(&["rev-parse", "HEAD"])
-}
 
 /// `settings-image push --path configs --timestamp-tag main --branch-tag
 /// main --json` in `dir`, every process of it traced by strace: the report,
@@ -70,7 +53,7 @@ fn a_push_with_timestamp_and_branch_tags_opens_the_repository_once() {
     let reg = Registry::start(Auth::None);
     let repository = format!("{}/one-checkout", reg.host());
     let repo = ScratchRepo::new();
-    let first = commit(&repo, "app.yaml", "a: 1\n", 1_700_000_000);
+    let first = repo.commit_files(&[("configs/app.yaml", "a: 1\n")], "app.yaml", 1_700_000_000);
 
     let (report, opens) = traced_push(&repo.dir, &repository);
     assert_eq!(
@@ -86,7 +69,7 @@ fn a_push_with_timestamp_and_branch_tags_opens_the_repository_once() {
 
     // A second commit: the anomaly check and the branch tag now ask
     // whether the tagged commit is an ancestor of the new one.
-    let second = commit(&repo, "app.yaml", "a: 2\n", 1_700_000_100);
+    let second = repo.commit_files(&[("configs/app.yaml", "a: 2\n")], "app.yaml", 1_700_000_100);
     let (report, opens) = traced_push(&repo.dir, &repository);
     assert_eq!(
         opens, 1,

@@ -15,10 +15,10 @@
 //! tags, kubectl for status and Events, Python's `prometheus_client` parser
 //! for the metrics.
 
-mod common;
+use crate::common;
 #[path = "controller/rollout.rs"]
 mod rollout;
-mod support_login;
+use crate::support_login;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -32,9 +32,9 @@ use serde_json::{Value, json};
 use common::cmd::TestCommand;
 use common::git::{git_at, git_cmd};
 use common::git_server::{GitServer, Options as GitOptions};
-use common::kube::{Kube, kube};
+use common::kube::{Kube, condition, kube};
 use common::registry::{Action, Auth, Proxy, Registry, free_port, tags_of};
-use common::{Node, TempDir, bin, pulled_files, repo, require, run_ok, stdout_of};
+use common::{Node, TempDir, bin, eventually, pulled_files, repo, require, run_ok, stdout_of};
 
 /// The namespace `config/` installs into.
 const SYSTEM: &str = "settings-image-system";
@@ -290,29 +290,14 @@ fn settings_image(k: &Kube, ns: &str, name: &str, spec: &str) {
     ));
 }
 
+/// [`Kube::get`], as `controller/rollout.rs` calls it.
 fn get(k: &Kube, ns: &str, what: &str) -> Value {
-    let out = stdout_of(k.kubectl().args(["get", what, "-n", ns, "-o", "json"]));
-    serde_json::from_str(&out).unwrap()
-}
-
-/// A condition of a SettingsImage's status: (status, reason, message).
-fn condition(si: &Value, type_: &str) -> Option<(String, String, String)> {
-    si["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == type_)
-        .map(|c| {
-            (
-                c["status"].as_str().unwrap_or_default().to_string(),
-                c["reason"].as_str().unwrap_or_default().to_string(),
-                c["message"].as_str().unwrap_or_default().to_string(),
-            )
-        })
+    k.get(ns, what)
 }
 
 /// The Events on SettingsImage `name`: (type, reason, note).
 fn events(k: &Kube, ns: &str, name: &str) -> Vec<(String, String, String)> {
-    let v = get(k, ns, "events.events.k8s.io");
+    let v = k.get(ns, "events.events.k8s.io");
     v["items"]
         .as_array()
         .unwrap()
@@ -337,15 +322,14 @@ fn wait_events(
     what: &str,
     pred: impl Fn(&[(String, String, String)]) -> bool,
 ) -> Vec<(String, String, String)> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    eventually(Duration::from_secs(60), Duration::from_millis(200), || {
         let ev = events(k, ns, name);
         if pred(&ev) {
-            return ev;
+            Ok(ev)
+        } else {
+            Err(format!("no Events: {what}: {ev:?}"))
         }
-        assert!(Instant::now() < deadline, "no Events: {what}: {ev:?}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    })
 }
 
 /// The notes of the `Normal Published` Events on `name`.
@@ -443,18 +427,15 @@ impl Controller {
         };
         // Started means serving: every test reads /metrics or the probes,
         // and a scrape before the listener is bound sees no answer at all.
-        let deadline = Instant::now() + Duration::from_secs(120);
-        while Controller::http(ctl.metrics, "/metrics").0 != 200 {
+        eventually(Duration::from_secs(120), Duration::from_millis(50), || {
+            if Controller::http(ctl.metrics, "/metrics").0 == 200 {
+                return Ok(());
+            }
             if let Some(status) = ctl.child.as_mut().unwrap().try_wait().unwrap() {
                 panic!("the controller exited ({status}):\n{}", ctl.logs());
             }
-            assert!(
-                Instant::now() < deadline,
-                "no /metrics after two minutes:\n{}",
-                ctl.logs()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+            Err(format!("no /metrics:\n{}", ctl.logs()))
+        });
         ctl
     }
 
@@ -470,18 +451,15 @@ impl Controller {
     /// after two minutes is a failure, not a hang).
     fn terminate(&mut self) -> i32 {
         run_ok(Command::new("kill").args(["-TERM", &self.pid().to_string()]));
-        let mut child = self.child.take().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                return status.code().unwrap_or(-1);
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                panic!("still running two minutes after SIGTERM:\n{}", self.logs());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let child = self.child.as_mut().unwrap();
+        let status = eventually(Duration::from_secs(120), Duration::from_millis(50), || {
+            child
+                .try_wait()
+                .unwrap()
+                .ok_or_else(|| "still running after SIGTERM".to_string())
+        });
+        self.child = None;
+        status.code().unwrap_or(-1)
     }
 
     /// `GET http://127.0.0.1:PORT/PATH`: (status, body).
@@ -506,21 +484,31 @@ impl Controller {
         what: &str,
         pred: impl Fn(&Value) -> bool,
     ) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(180);
-        loop {
-            let v = get(k, ns, &format!("settingsimage/{name}"));
-            if pred(&v) {
-                return v;
+        // Each poll starts kubectl; four a second is plenty.
+        k.wait(
+            ns,
+            &format!("settingsimage/{name}"),
+            &format!("got to: {what}"),
+            Duration::from_millis(250),
+            pred,
+            || format!("controller log:\n{}", self.logs()),
+        )
+    }
+
+    /// Scrapes `/metrics` until `pred` holds of them; the metrics then.
+    fn metrics_until(
+        &self,
+        what: &str,
+        pred: impl Fn(&BTreeMap<String, f64>) -> bool,
+    ) -> BTreeMap<String, f64> {
+        eventually(Duration::from_secs(180), Duration::from_millis(100), || {
+            let m = scrape(self.metrics);
+            if pred(&m) {
+                Ok(m)
+            } else {
+                Err(format!("{what}:\n{}", self.logs()))
             }
-            assert!(
-                Instant::now() < deadline,
-                "SettingsImage {ns}/{name} never got to: {what}\nstatus: {:#}\ncontroller log:\n{}",
-                v["status"],
-                self.logs()
-            );
-            // Each poll starts kubectl; four a second is plenty.
-            std::thread::sleep(Duration::from_millis(250));
-        }
+        })
     }
 }
 
@@ -713,7 +701,7 @@ fn config_applies_and_its_service_account_has_least_privilege() {
     assert!(!can("list", "deployments.apps", Some(&unbound)));
     // The Deployment as the API server stores it: non-root, read-only
     // root filesystem, limits, probes, the action image run as `controller`.
-    let d = get(k, SYSTEM, "deployment/settings-image-controller");
+    let d = k.get(SYSTEM, "deployment/settings-image-controller");
     let pod = &d["spec"]["template"]["spec"];
     let c = &pod["containers"][0];
     assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
@@ -879,23 +867,14 @@ fn publishes_each_fetched_revision_and_only_moves_forward() {
         &ns,
         "reconcile.fluxcd.io/requestedAt=1",
     ]));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while scrape(ctl.metrics)
-        .get("settings_image_reconciles_total{result=\"unchanged\"}")
-        .copied()
-        .unwrap_or(0.0)
-        <= before
-            .get("settings_image_reconciles_total{result=\"unchanged\"}")
+    let unchanged = |m: &BTreeMap<String, f64>| {
+        m.get("settings_image_reconciles_total{result=\"unchanged\"}")
             .copied()
             .unwrap_or(0.0)
-    {
-        assert!(
-            Instant::now() < deadline,
-            "no unchanged reconcile:\n{}",
-            ctl.logs()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    };
+    ctl.metrics_until("no unchanged reconcile", |m| {
+        unchanged(m) > unchanged(&before)
+    });
     assert_eq!(
         proxy.take().len(),
         0,
@@ -1768,7 +1747,8 @@ fn the_cluster_comes_from_kubeconfig_and_without_one_the_error_says_where_it_loo
         }
         let out = cmd.output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(!out.status.success(), "{err}");
+        // No cluster to talk to is the run's input: exit 2.
+        assert_eq!(out.status.code(), Some(2), "{err}");
         err
     };
     // A KUBECONFIG that names nothing is that error, not a search elsewhere.
@@ -1814,16 +1794,14 @@ fn two_replicas_one_publishes_and_the_other_takes_over() {
     ];
     let mut a = Controller::start(k, &ns, &args);
     let holder = || -> String {
-        get(k, SYSTEM, &format!("lease/{lease}"))["spec"]["holderIdentity"]
+        k.get(SYSTEM, &format!("lease/{lease}"))["spec"]["holderIdentity"]
             .as_str()
             .unwrap_or_default()
             .to_string()
     };
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while scrape(a.metrics).get("settings_image_leader") != Some(&1.0) {
-        assert!(Instant::now() < deadline, "A never led:\n{}", a.logs());
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    a.metrics_until("A never led", |m| {
+        m.get("settings_image_leader") == Some(&1.0)
+    });
     let b = Controller::start(k, &ns, &args);
     fetched(k, &ns, "settings", &c1);
     a.wait(
@@ -1961,19 +1939,15 @@ fn sigterm_mid_push_finishes_or_abandons_cleanly() {
         .unwrap_or_else(|_| panic!("no upload started:\n{}", ctl.logs()));
     let pid = ctl.pid();
     run_ok(Command::new("kill").args(["-TERM", &pid.to_string()]));
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !ctl
-        .logs()
-        .contains("SIGTERM: finishing the running publishes")
-        && ctl.child.as_mut().unwrap().try_wait().unwrap().is_none()
-    {
-        assert!(
-            Instant::now() < deadline,
-            "SIGTERM neither taken nor fatal after two minutes:\n{}",
-            ctl.logs()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    eventually(Duration::from_secs(120), Duration::from_millis(20), || {
+        let logs = ctl.logs();
+        let taken = logs.contains("SIGTERM: finishing the running publishes");
+        if taken || ctl.child.as_mut().unwrap().try_wait().unwrap().is_some() {
+            Ok(())
+        } else {
+            Err(format!("SIGTERM neither taken nor fatal:\n{logs}"))
+        }
+    });
     release.send(()).unwrap();
     let status = ctl.child.take().unwrap().wait().unwrap();
     assert_eq!(status.code(), Some(0), "{}", ctl.logs());
@@ -2196,15 +2170,13 @@ fn a_git_outage_is_retried_and_a_suspended_image_waits() {
             .unwrap_or(0.0)
     };
     let wait_suspended = |ctl: &Controller, at_least: f64| {
-        let deadline = Instant::now() + Duration::from_secs(180);
-        while suspended(ctl) < at_least {
-            assert!(
-                Instant::now() < deadline,
-                "no suspended reconcile:\n{}",
-                ctl.logs()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        eventually(Duration::from_secs(180), Duration::from_millis(100), || {
+            if suspended(ctl) >= at_least {
+                Ok(())
+            } else {
+                Err(format!("no suspended reconcile:\n{}", ctl.logs()))
+            }
+        })
     };
     settings_image(k, &ns, "app", &format!("{spec}  suspend: true\n"));
     wait_suspended(&ctl, 1.0);
@@ -2217,7 +2189,7 @@ fn a_git_outage_is_retried_and_a_suspended_image_waits() {
         tags_of(&reg, "app"),
         std::collections::BTreeSet::from([up.tag("main", &c1, "app")])
     );
-    let v = get(k, &ns, "settingsimage/app");
+    let v = k.get(&ns, "settingsimage/app");
     assert_eq!(
         v["status"]["lastHandledRevision"],
         format!("main@sha1:{c1}")
@@ -2322,20 +2294,11 @@ fn a_folder_with_capitals_goes_where_flux_looks() {
         flux_notice.contains("the folder configs/Cart has capitals"),
         "{flux_notice}"
     );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let evs = events(k, &ns, "cart");
-        if evs.iter().any(|(t, r, n)| {
+    wait_events(k, &ns, "cart", "RepositoryLowerCased", |evs| {
+        evs.iter().any(|(t, r, n)| {
             t == "Normal" && r == "RepositoryLowerCased" && n.contains("settings-cart")
-        }) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no RepositoryLowerCased Event: {evs:?}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+        })
+    });
 }
 
 // ------------------------------------------------------------------ hostile
@@ -2657,15 +2620,9 @@ fn a_namespace_without_a_role_binding_is_said_once_and_retried_with_backoff() {
     );
     let ctl = Controller::start(k, &ns, &["--log-level", "debug"]);
     let failed = "settings_image_reconciles_total{result=\"failed\"}";
-    let deadline = Instant::now() + Duration::from_secs(180);
-    while scrape(ctl.metrics).get(failed).copied().unwrap_or(0.0) < 3.0 {
-        assert!(
-            Instant::now() < deadline,
-            "no third attempt:\n{}",
-            ctl.logs()
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    }
+    ctl.metrics_until("no third attempt", |m| {
+        m.get(failed).copied().unwrap_or(0.0) >= 3.0
+    });
     let lines: Vec<Value> = ctl
         .logs()
         .lines()
@@ -2764,19 +2721,7 @@ fn an_interval_below_the_floor_is_raised_to_it() {
         .unwrap_or(0.0)
     };
     // The publish is counted after its status is written: wait for it.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let before = loop {
-        let m = scrape(ctl.metrics);
-        if count(&m, "published") >= 1.0 {
-            break m;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no publish counted:\n{}",
-            ctl.logs()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let before = ctl.metrics_until("no publish counted", |m| count(m, "published") >= 1.0);
     let git_before = up.server.hits().len();
     proxy.take();
     run_ok(k.kubectl().args([
@@ -2789,17 +2734,10 @@ fn an_interval_below_the_floor_is_raised_to_it() {
         "reconcile.fluxcd.io/requestedAt=1",
     ]));
     // The next reconcile, whatever it decides.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let after = loop {
-        let m = scrape(ctl.metrics);
-        if count(&m, "unchanged") + count(&m, "published")
+    let after = ctl.metrics_until("no reconcile", |m| {
+        count(m, "unchanged") + count(m, "published")
             > count(&before, "unchanged") + count(&before, "published")
-        {
-            break m;
-        }
-        assert!(Instant::now() < deadline, "no reconcile:\n{}", ctl.logs());
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    });
     assert_eq!(
         count(&after, "published"),
         count(&before, "published"),
@@ -2924,11 +2862,9 @@ fn a_leader_cut_off_from_the_api_server_exits_before_another_leads() {
         ConfigFrom::Flag,
     );
     let leads = |c: &Controller| scrape(c.metrics).get("settings_image_leader") == Some(&1.0);
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !leads(&a) {
-        assert!(Instant::now() < deadline, "A never led:\n{}", a.logs());
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    a.metrics_until("A never led", |m| {
+        m.get("settings_image_leader") == Some(&1.0)
+    });
     let b = Controller::start(k, &ns, &args);
     // A's first blob upload is held at the registry: A is mid-publish.
     let (started_tx, started_rx) = mpsc::channel::<()>();
@@ -2950,28 +2886,21 @@ fn a_leader_cut_off_from_the_api_server_exits_before_another_leads() {
         .recv_timeout(Duration::from_secs(120))
         .unwrap_or_else(|_| panic!("A started no upload:\n{}", a.logs()));
     relay.freeze();
-    let deadline = Instant::now() + Duration::from_secs(180);
-    loop {
-        if leads(&b) {
-            let a_gone = a.child.as_mut().unwrap().try_wait().unwrap();
-            assert!(
-                a_gone.is_some(),
-                "B leads while A still runs (two leaders):\nA:\n{}\nB:\n{}",
-                a.logs(),
-                b.logs()
-            );
-            // Its own exit code: not bad input (2), not a crash (1).
-            assert_eq!(a_gone.unwrap().code(), Some(8), "{}", a.logs());
-            break;
+    eventually(Duration::from_secs(180), Duration::from_millis(50), || {
+        if !leads(&b) {
+            return Err(format!("B never led:\nA:\n{}\nB:\n{}", a.logs(), b.logs()));
         }
+        let a_gone = a.child.as_mut().unwrap().try_wait().unwrap();
         assert!(
-            Instant::now() < deadline,
-            "B never led:\nA:\n{}\nB:\n{}",
+            a_gone.is_some(),
+            "B leads while A still runs (two leaders):\nA:\n{}\nB:\n{}",
             a.logs(),
             b.logs()
         );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        // Its own exit code: not bad input (2), not a crash (1).
+        assert_eq!(a_gone.unwrap().code(), Some(8), "{}", a.logs());
+        Ok(())
+    });
     assert!(
         a.logs().contains("lost the leader election Lease"),
         "{}",
@@ -2998,19 +2927,17 @@ fn readyz(ctl: &Controller) -> (u16, String) {
 /// broken run from hanging); the time it took.
 fn wait_readyz(ctl: &Controller, what: &str, pred: impl Fn(u16, &str) -> bool) -> Duration {
     let start = Instant::now();
-    let deadline = start + Duration::from_secs(180);
-    loop {
+    eventually(Duration::from_secs(180), Duration::from_millis(50), || {
         let (code, body) = readyz(ctl);
         if pred(code, &body) {
-            return start.elapsed();
+            Ok(start.elapsed())
+        } else {
+            Err(format!(
+                "/readyz never got to: {what} (last: {code} {body})\n{}",
+                ctl.logs()
+            ))
         }
-        assert!(
-            Instant::now() < deadline,
-            "/readyz never got to: {what} (last: {code} {body})\n{}",
-            ctl.logs()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    })
 }
 
 /// An API server of its own (this test stops it): the controller with the
@@ -3068,11 +2995,13 @@ fn readyz_means_able_to_publish_through_a_missing_crd_and_an_api_server_restart(
             .copied()
             .unwrap_or(0.0)
     };
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while errors(&ctl) < 4.0 {
-        assert!(Instant::now() < deadline, "no retries:\n{}", ctl.logs());
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    eventually(Duration::from_secs(120), Duration::from_millis(100), || {
+        if errors(&ctl) >= 4.0 {
+            Ok(())
+        } else {
+            Err(format!("no retries:\n{}", ctl.logs()))
+        }
+    });
     let logs = ctl.logs();
     let said: Vec<&str> = logs
         .lines()
@@ -3281,19 +3210,7 @@ fn a_large_glob_bounds_its_status_and_says_what_it_left_out() {
         .unwrap_or(0.0)
     };
     // The publish is counted after its status is written: wait for it.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let before = loop {
-        let m = scrape(ctl.metrics);
-        if count(&m, "published") >= 1.0 {
-            break m;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no publish counted:\n{}",
-            ctl.logs()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let before = ctl.metrics_until("no publish counted", |m| count(m, "published") >= 1.0);
     let git_before = up.server.hits().len();
     proxy.take();
     run_ok(k.kubectl().args([
@@ -3305,19 +3222,9 @@ fn a_large_glob_bounds_its_status_and_says_what_it_left_out() {
         &ns,
         "reconcile.fluxcd.io/requestedAt=1",
     ]));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let after = loop {
-        let m = scrape(ctl.metrics);
-        if count(&m, "unchanged") > count(&before, "unchanged") {
-            break m;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no unchanged reconcile:\n{}",
-            ctl.logs()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let after = ctl.metrics_until("no unchanged reconcile", |m| {
+        count(m, "unchanged") > count(&before, "unchanged")
+    });
     assert_eq!(count(&after, "published"), count(&before, "published"));
     assert_eq!(up.server.hits().len(), git_before, "git was asked again");
     assert!(proxy.take().is_empty(), "the registry was asked again");

@@ -7,7 +7,7 @@
 //! (written by forge.py and the tar crate, never by settings-image), and the
 //! diff that `promote` and the publish action's job summary show.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::PathBuf;
@@ -16,6 +16,7 @@ use common::cmd::{Run, TestCommand};
 use common::forge::{self, Edit};
 use common::git::{ScratchRepo, git_at};
 use common::registry::{Auth, Registry};
+use common::runner::{Runner, Step};
 use serde_json::{Value, json};
 use sha2::Digest as _;
 
@@ -89,9 +90,7 @@ impl Shop {
     }
 
     fn commit(&mut self, time: i64) {
-        git_at(&self.repo.dir, &["add", "-A"], time);
-        git_at(&self.repo.dir, &["commit", "-q", "-m", "change"], time);
-        self.commits.push(self.repo.git(&["rev-parse", "HEAD"]));
+        self.commits.push(self.repo.commit_all("change", time));
     }
 
     /// Pushes each commit's folder to `repository` as `main-<ts>-<sha7>`
@@ -644,21 +643,16 @@ fn promote_shows_what_changes_in_the_cli_and_the_action_summary() {
     // The action: the same diff in the job summary, as Markdown.
     let ws = common::TempDir::new();
     std::fs::copy(&policy, ws.join("policy.yaml")).expect("copy");
-    let summary = ws.join("summary");
-    std::fs::write(&summary, "").expect("write");
-    let r = TestCommand::new()
-        .args(["action", "promote"])
-        .envs([
-            ("INPUT_REPOSITORY", repo.as_str()),
-            ("INPUT_FROM", "main"),
-            ("INPUT_TO", "prod"),
-            ("INPUT_POLICY", "policy.yaml"),
-            ("GITHUB_WORKSPACE", ws.path().to_str().expect("utf-8")),
-            ("GITHUB_STEP_SUMMARY", summary.to_str().expect("utf-8")),
-        ])
-        .run();
-    assert_eq!(r.code, 0, "{r:?}");
-    let md = std::fs::read_to_string(&summary).expect("summary");
+    let r = Runner::new(common::TempDir::new(), ws.path().to_path_buf())
+        .promote()
+        .run(&[
+            ("repository", repo.as_str()),
+            ("from", "main"),
+            ("to", "prod"),
+            ("policy", "policy.yaml"),
+        ]);
+    r.ok();
+    let md = &r.summary;
     let section = md
         .split_once("### What changes\n\n")
         .expect("a What changes section")
@@ -738,28 +732,21 @@ fn the_publish_summary_shows_what_changed_since_the_image_before() {
     let repo = format!("{}/diff/shop", reg.host());
     let shop = Shop::new();
     let ws = &shop.repo.dir;
-    let run = |revision: &str| -> (Run, String) {
+    let runner = Runner::new(common::TempDir::new(), ws.clone());
+    let run = |revision: &str| -> (Step, String) {
         // The first commit is checked out for the first run.
         shop.repo.git(&["checkout", "-q", revision]);
-        let tmp = common::TempDir::new();
-        let summary = tmp.join("summary");
-        std::fs::write(&summary, "").expect("write");
-        let r = TestCommand::new()
-            .arg("action")
-            .envs([
-                ("INPUT_PATH", "configs/shop"),
-                ("INPUT_REPOSITORY", repo.as_str()),
-                ("INPUT_TIMESTAMP-TAG", "main"),
-                ("INPUT_PROVENANCE", "false"),
-                ("GITHUB_WORKSPACE", ws.to_str().expect("utf-8")),
-                ("GITHUB_STEP_SUMMARY", summary.to_str().expect("utf-8")),
-            ])
-            .current_dir(ws)
-            .run();
-        (r, std::fs::read_to_string(&summary).expect("summary"))
+        let step = runner.run(&[
+            ("path", "configs/shop"),
+            ("repository", repo.as_str()),
+            ("timestamp-tag", "main"),
+            ("provenance", "false"),
+        ]);
+        let md = step.summary.clone();
+        (step, md)
     };
     let (r, md) = run(&shop.commits[0]);
-    assert_eq!(r.code, 0, "{r:?}");
+    r.ok();
     assert!(
         md.contains(
             "\n#### What changed since the image before it\n\nthe first image under the prefix main: nothing to compare with\n"
@@ -767,7 +754,7 @@ fn the_publish_summary_shows_what_changed_since_the_image_before() {
         "{md}"
     );
     let (r, md) = run(&shop.commits[1]);
-    assert_eq!(r.code, 0, "{r:?}");
+    r.ok();
     let t1 = format!("main-1700000100-{}", &shop.commits[0][..7]);
     let t2 = format!("main-1700000200-{}", &shop.commits[1][..7]);
     assert!(

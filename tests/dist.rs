@@ -7,7 +7,7 @@
 //! `cargo binstall` derives from Cargo.toml, its SHA256SUMS checks out,
 //! and two runs give the same bytes.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,7 +1,7 @@
 //! Folders that cannot become a settings image: each fails with exit code 2,
 //! a message naming the path and what to do, and writes nothing.
 
-mod common;
+use crate::common;
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;

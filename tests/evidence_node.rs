@@ -31,22 +31,23 @@
 //! every time by hand (a soak of hours, a 403 from a proxy) where the node
 //! gives real ones.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use common::cmd::TestCommand;
-use common::flux_cluster::{FluxCluster, condition, flux_cluster};
-use common::git::{ScratchRepo, git_at};
+use common::flux_cluster::{FluxCluster, flux_cluster};
+use common::git::ScratchRepo;
+use common::kube::condition;
 use common::node::PRINTED;
 use common::oci::{ROLLOUT, attach_rollout_record, go_tool};
 use common::registry::{Auth, Registry, free_port};
-use common::{TempDir, bin, repo, require, run_ok, stdout_of, write_file};
+use common::{TempDir, bin, eventually, repo, require, run_ok, stdout_of};
 
 /// The namespace `config/` installs into.
 const SYSTEM: &str = "settings-image-system";
@@ -158,11 +159,10 @@ impl Ours {
             _dir: dir,
         };
         // Ready means every watch is listed, the SettingsRollouts' too.
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
+        eventually(Duration::from_secs(120), Duration::from_millis(100), || {
             let (code, body) = ours.readyz();
             if code == 200 {
-                break;
+                return Ok(());
             }
             if let Some(status) = ours
                 .child
@@ -171,13 +171,11 @@ impl Ours {
             {
                 panic!("the controller exited ({status}):\n{}", ours.logs());
             }
-            assert!(
-                Instant::now() < deadline,
+            Err(format!(
                 "/readyz never 200 ({code} {body}):\n{}",
                 ours.logs()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+            ))
+        });
         ours
     }
 
@@ -196,21 +194,21 @@ impl Ours {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    /// SIGTERM, and the exit code.
+    /// SIGTERM, and the exit code (killed on drop if it never exits).
     fn terminate(&mut self) -> i32 {
-        let mut child = self.child.take().expect("running");
+        let child = self.child.as_mut().expect("running");
         run_ok(Command::new("kill").args(["-TERM", &child.id().to_string()]));
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            if let Some(status) = child.try_wait().expect("waiting") {
-                return status.code().unwrap_or(-1);
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                panic!("still running two minutes after SIGTERM:\n{}", self.logs());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let log = &self.log;
+        let status = eventually(Duration::from_secs(120), Duration::from_millis(50), || {
+            child.try_wait().expect("waiting").ok_or_else(|| {
+                format!(
+                    "still running after SIGTERM:\n{}",
+                    std::fs::read_to_string(log).unwrap_or_default()
+                )
+            })
+        });
+        self.child = None;
+        status.code().unwrap_or(-1)
     }
 }
 
@@ -263,19 +261,9 @@ impl World {
     /// Commits `app.yaml` at `time` and pushes the folder with
     /// `--timestamp-tag main`.
     fn candidate(&self, app: &str, time: i64) -> Candidate {
-        write_file(
-            &self.settings.dir,
-            "configs/shop/app.yaml",
-            app.as_bytes(),
-            0o644,
-        );
-        git_at(&self.settings.dir, &["add", "-A"], time);
-        git_at(
-            &self.settings.dir,
-            &["commit", "-q", "-m", "settings"],
-            time,
-        );
-        let head = self.settings.git(&["rev-parse", "HEAD"]);
+        let head = self
+            .settings
+            .commit_files(&[("configs/shop/app.yaml", app)], "settings", time);
         let report = self
             .cli()
             .args(["push", "--path", "configs/shop", "--repository"])
@@ -349,20 +337,14 @@ spec:
 
     /// The SettingsRollout `staging`, once it satisfies `pred`.
     fn rollout(&self, ours: &Ours, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(240);
-        loop {
-            let v = self.flux.get(&self.staging, "settingsrollout/staging");
-            if pred(&v) {
-                return v;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "SettingsRollout staging never got to: {what}\nstatus: {:#}\ncontroller log:\n{}",
-                v["status"],
-                ours.logs()
-            );
-            std::thread::sleep(Duration::from_millis(250));
-        }
+        self.flux.kube.wait(
+            &self.staging,
+            "settingsrollout/staging",
+            what,
+            Duration::from_millis(250),
+            pred,
+            || format!("controller log:\n{}", ours.logs()),
+        )
     }
 
     /// `oras ARGS` with the registry's CA and login.
@@ -578,8 +560,8 @@ fn three_candidates_on_the_node_gate_production_by_what_ran_in_staging() {
         flux,
         repository: format!("{}/settings-shop", registry.host()),
         registry,
-        staging: flux.namespace("staging"),
-        prod: flux.namespace("prod"),
+        staging: flux.fresh_namespace("staging"),
+        prod: flux.fresh_namespace("prod"),
         settings: ScratchRepo::new(),
         tmp: TempDir::new(),
     };
@@ -762,15 +744,14 @@ fn three_candidates_on_the_node_gate_production_by_what_ran_in_staging() {
     assert_eq!(last["exitCode"], 1, "{:#}", pod2["status"]);
     // The kubelet answers "unable to retrieve container logs" while it
     // replaces the terminated container: asked again until it has one.
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let said = loop {
+    let said = eventually(Duration::from_secs(120), Duration::from_millis(500), || {
         let said = flux.kubectl_ok(&["logs", "-n", &w.staging, &name2, "--previous"]);
-        if !said.starts_with("unable to retrieve container logs") {
-            break said;
+        if said.starts_with("unable to retrieve container logs") {
+            Err(format!("{name2}: {said}"))
+        } else {
+            Ok(said)
         }
-        assert!(Instant::now() < deadline, "{name2}: {said}");
-        std::thread::sleep(Duration::from_millis(500));
-    };
+    });
     eprintln!("observed: the crash-looping pod {name2} printed {said:?}");
     assert_eq!(
         said,

@@ -2,12 +2,13 @@
 //! the fault proxy) and checked with its message, and the docs' lists
 //! checked against the codes tested here, so the two cannot drift.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use common::cmd::{Run, TestCommand};
+use common::git::ScratchRepo;
 use common::registry::{Action, Auth, Proxy, Registry, settings, skopeo_inspect, skopeo_tags};
 
 /// The codes of `push` this file causes (128+n for a signal is in
@@ -22,6 +23,25 @@ const TESTED_OTHER: [i32; 1] = [7];
 /// `tests/diff.rs`).
 const TESTED_ELSEWHERE: [i32; 2] = [8, 9];
 
+/// What half-given push credentials say.
+const HALF_GIVEN: &str = "error: a registry username needs a password and a password needs a username\n\
+     hint: give --username USER with --password-stdin (or set SETTINGS_IMAGE_USERNAME and SETTINGS_IMAGE_PASSWORD)\n";
+
+/// What a deadline variable `k` set to `v` (not a number of seconds from 1
+/// to a week) says.
+fn not_seconds(k: &str, v: &str) -> String {
+    format!(
+        "error: {k} is {v:?}, not a number of seconds from 1 to 604800 (a week)\n\
+         hint: set {k} to a whole number of seconds from 1 to 604800, or unset it\n"
+    )
+}
+
+/// `r` exited with `code` and said exactly `stderr` (an error and its
+/// hint).
+fn exactly(r: &Run, code: i32, stderr: &str) {
+    r.exited(code).stderr_is(stderr);
+}
+
 fn expect(r: &Run, code: i32, says: &str) {
     assert_eq!(r.code, code, "stdout: {}\nstderr: {}", r.stdout, r.stderr);
     assert!(r.stderr.contains(says), "wanted {says:?} in:\n{}", r.stderr);
@@ -30,35 +50,13 @@ fn expect(r: &Run, code: i32, says: &str) {
     }
 }
 
-struct Git {
-    _tmp: tempfile::TempDir,
-    wt: PathBuf,
+/// A repository whose `shop/app.yaml` is committed at given times.
+fn commit_shop(g: &ScratchRepo, content: &str, time: i64) {
+    g.commit_files(&[("shop/app.yaml", content)], content, time);
 }
 
-impl Git {
-    fn new() -> Git {
-        let tmp = tempfile::tempdir().unwrap();
-        let wt = tmp.path().join("repo");
-        std::fs::create_dir_all(&wt).unwrap();
-        let g = Git { _tmp: tmp, wt };
-        g.git(&["init", "-q", "-b", "main"], 0);
-        g
-    }
-
-    fn git(&self, args: &[&str], time: i64) {
-        common::git::git_at(&self.wt, args, time);
-    }
-
-    fn commit(&self, content: &str, time: i64) {
-        std::fs::create_dir_all(self.wt.join("shop")).unwrap();
-        std::fs::write(self.wt.join("shop/app.yaml"), content).unwrap();
-        self.git(&["add", "."], time);
-        self.git(&["commit", "-q", "-m", content], time);
-    }
-
-    fn shop(&self) -> String {
-        self.wt.join("shop").display().to_string()
-    }
+fn shop(g: &ScratchRepo) -> String {
+    g.dir.join("shop").display().to_string()
 }
 
 #[test]
@@ -110,18 +108,22 @@ fn exit_0_pushed_and_exit_2_bad_input_pushes_nothing() {
         .args(["--tag", "v2"])
         .env("SETTINGS_IMAGE_PASSWORD", "pw-without-user")
         .run();
-    expect(&half, 2, "a password needs a username");
-    assert!(!half.stderr.contains("pw-without-user"));
+    exactly(&half, 2, HALF_GIVEN);
     let half = TestCommand::push(d, &repo)
         .args(["--tag", "v2"])
         .env("SETTINGS_IMAGE_USERNAME", "u")
         .run();
-    expect(&half, 2, "a registry username needs a password");
+    exactly(&half, 2, HALF_GIVEN);
     let half = TestCommand::new()
         .args(["inspect", &format!("{repo}:v1")])
         .env("SETTINGS_IMAGE_PASSWORD", "pw-without-user")
         .run();
-    expect(&half, 2, "a password needs a username");
+    exactly(
+        &half,
+        2,
+        "error: a registry username needs a password and a password needs a username\n\
+         hint: set both SETTINGS_IMAGE_USERNAME and SETTINGS_IMAGE_PASSWORD, or neither to read anonymously\n",
+    );
     // A deadline that is not a number of seconds.
     for (k, v) in [
         ("SETTINGS_IMAGE_PUSH_TIMEOUT", "15m"),
@@ -131,28 +133,33 @@ fn exit_0_pushed_and_exit_2_bad_input_pushes_nothing() {
             .args(["--tag", "v2"])
             .env(k, v)
             .run();
-        expect(&r, 2, &format!("{k} is {v:?}, not a number of seconds"));
+        exactly(&r, 2, &not_seconds(k, v));
     }
     // An unusable folder inside git: missing, or untracked.
-    let g = Git::new();
-    g.commit("a: 1\n", 1_700_000_000);
-    std::fs::create_dir_all(g.wt.join("untracked")).unwrap();
-    std::fs::write(g.wt.join("untracked/x.yaml"), "x: 1\n").unwrap();
+    let g = ScratchRepo::new();
+    commit_shop(&g, "a: 1\n", 1_700_000_000);
+    std::fs::create_dir_all(g.dir.join("untracked")).unwrap();
+    std::fs::write(g.dir.join("untracked/x.yaml"), "x: 1\n").unwrap();
     for (folder, says) in [
-        ("untracked", "untracked: is not in the HEAD commit"),
+        (
+            "untracked",
+            "is not in the HEAD commit (untracked, ignored or deleted)\n\
+             hint: commit the folder first, or use --source worktree to package it from disk without a timestamp tag",
+        ),
         (
             "missing",
-            "missing: does not exist (not on disk, not in the HEAD commit)",
+            "does not exist (not on disk, not in the HEAD commit)\n\
+             hint: check the folder's name: --path names the settings folder, relative to the current directory",
         ),
     ] {
-        let p = g.wt.join(folder).display().to_string();
+        let p = g.dir.join(folder).display().to_string();
         let r = TestCommand::push(&p, &repo)
             .args(["--timestamp-tag", "main"])
             .run();
-        expect(&r, 2, says);
+        exactly(&r, 2, &format!("error: {p}: {says}\n"));
     }
     // A typo is not told to commit the folder or package it from disk.
-    let p = g.wt.join("missing").display().to_string();
+    let p = g.dir.join("missing").display().to_string();
     let r = TestCommand::push(&p, &repo)
         .args(["--timestamp-tag", "main"])
         .run();
@@ -224,14 +231,25 @@ fn exit_2_a_commit_asked_of_a_folder_outside_git() {
     let d = dir.path().to_str().unwrap();
     let repo = format!("{}/shop", reg.host());
     // Bad input, as a missing folder is: nothing to ask of a history.
+    let no_commit = format!(
+        "error: {d}: is not inside a git repository, so there is no commit to take a timestamp tag from\n\
+         hint: drop --timestamp-tag, or build from a git checkout that holds the folder\n"
+    );
     let r = TestCommand::push(d, &repo)
         .args(["--timestamp-tag", "main"])
         .run();
-    expect(&r, 2, "is not inside a git repository");
+    exactly(&r, 2, &no_commit);
     let r = TestCommand::push(d, &repo)
         .args(["--revision", "HEAD"])
         .run();
-    expect(&r, 2, "is not inside a git repository");
+    exactly(
+        &r,
+        2,
+        &format!(
+            "error: {d}: is not inside a git repository, so there is no revision HEAD to package\n\
+             hint: build from a git checkout that holds the folder\n"
+        ),
+    );
     assert!(skopeo_tags(&repo, None).is_empty());
     let out = dir.path().join("layout");
     let out = out.to_str().unwrap();
@@ -246,7 +264,7 @@ fn exit_2_a_commit_asked_of_a_folder_outside_git() {
             "main",
         ])
         .run();
-    expect(&r, 2, "is not inside a git repository");
+    exactly(&r, 2, &no_commit);
     assert!(!Path::new(out).exists(), "nothing half-written");
 }
 
@@ -256,14 +274,14 @@ fn exit_1_history_cannot_answer() {
     // reaches the boundary without proof of the folder's last change, and
     // no GitHub API is there to ask.
     let reg = Registry::start(Auth::None);
-    let g = Git::new();
-    g.commit("a: 1\n", 1_700_000_000);
-    std::fs::write(g.wt.join("other.txt"), "x\n").unwrap();
-    g.git(&["add", "."], 1_700_000_100);
-    g.git(&["commit", "-q", "-m", "other"], 1_700_000_100);
-    let clone = g.wt.parent().unwrap().join("shallow");
-    let url = format!("file://{}", g.wt.display());
-    g.git(
+    let g = ScratchRepo::new();
+    commit_shop(&g, "a: 1\n", 1_700_000_000);
+    std::fs::write(g.dir.join("other.txt"), "x\n").unwrap();
+    g.git_at(&["add", "."], 1_700_000_100);
+    g.git_at(&["commit", "-q", "-m", "other"], 1_700_000_100);
+    let clone = g.dir.parent().unwrap().join("shallow");
+    let url = format!("file://{}", g.dir.display());
+    g.git_at(
         &["clone", "-q", "--depth", "1", &url, clone.to_str().unwrap()],
         1_700_000_200,
     );
@@ -280,15 +298,15 @@ fn exit_1_history_cannot_answer() {
 #[test]
 fn exit_3_a_timestamp_tag_never_moves() {
     let reg = Registry::start(Auth::None);
-    let g = Git::new();
-    g.commit("a: 1\n", 1_700_000_000);
+    let g = ScratchRepo::new();
+    commit_shop(&g, "a: 1\n", 1_700_000_000);
     let repo = format!("{}/shop", reg.host());
-    let shop = g.shop();
+    let shop = shop(&g);
     let mut cmd = TestCommand::push(&shop, &repo);
     cmd.args(["--timestamp-tag", "main", "--source", "worktree", "--json"]);
     let first = cmd.json();
     let tag = first["timestamp_tag"].as_str().unwrap().to_string();
-    std::fs::write(g.wt.join("shop/app.yaml"), "a: 2 (not committed)\n").unwrap();
+    std::fs::write(g.dir.join("shop/app.yaml"), "a: 2 (not committed)\n").unwrap();
     let r = cmd.run();
     expect(&r, 3, "timestamp tags never move");
     assert!(
@@ -307,10 +325,10 @@ fn exit_3_a_timestamp_tag_never_moves() {
 #[test]
 fn exit_3_from_a_clone_that_records_another_source_url_and_the_flag_that_agrees() {
     let reg = Registry::start(Auth::None);
-    let g = Git::new();
-    g.commit("a: 1\n", 1_700_000_000);
+    let g = ScratchRepo::new();
+    commit_shop(&g, "a: 1\n", 1_700_000_000);
     let repo = format!("{}/shop", reg.host());
-    let shop = g.shop();
+    let shop = shop(&g);
     let push = |env: &[(&str, &str)], extra: &[&str]| {
         TestCommand::push(&shop, &repo)
             .args(["--timestamp-tag", "main", "--json"])
@@ -356,7 +374,15 @@ fn exit_4_the_registry_refuses_and_no_tag_is_written() {
     let r = TestCommand::push(d, &format!("{}/shop", proxy.host()))
         .args(["--tag", "v1"])
         .run();
-    expect(&r, 4, "putting manifest");
+    exactly(
+        &r,
+        4,
+        &format!(
+            "error: registry {host}/shop: putting manifest {host}/shop:v1 failed: HTTP 400 Bad Request: INJECTED: injected 400 by the test proxy\n\
+             hint: the registry refused this request as it was sent; its message says why (often a rule of the registry: immutable tags, sizes, names)\n",
+            host = proxy.host()
+        ),
+    );
     assert!(skopeo_tags(&format!("{}/shop", reg.host()), None).is_empty());
 }
 
@@ -373,14 +399,20 @@ fn exit_5_authentication_failed() {
         .args(["--tag", "v1", "--username", "alice", "--password-stdin"])
         .run();
     // No stdin: an empty password is half-given credentials.
-    expect(&r, 2, "needs a password");
+    exactly(&r, 2, HALF_GIVEN);
     let r = TestCommand::push(d, &repo)
         .args(["--tag", "v1", "--username", "alice", "--password-stdin"])
         .stdin("wrong-password\n")
         .run();
-    expect(&r, 5, "authentication failed");
-    assert!(!r.stderr.contains("wrong-password"), "{}", r.stderr);
-    assert!(r.stderr.contains("may push to"), "{}", r.stderr);
+    let host = reg.host();
+    exactly(
+        &r,
+        5,
+        &format!(
+            "error: authentication failed for {host}: checking manifest {host}/shop:v1 in shop: HTTP 401 Unauthorized\n\
+             hint: give credentials that may push to {host}: --username with --password-stdin, SETTINGS_IMAGE_USERNAME and SETTINGS_IMAGE_PASSWORD, or `docker login {host}`\n"
+        ),
+    );
     // Reading needs pull rights only, and the hint says so.
     let r = TestCommand::new()
         .args(["inspect", &format!("{repo}:v1")])
@@ -389,27 +421,33 @@ fn exit_5_authentication_failed() {
             ("SETTINGS_IMAGE_PASSWORD", "wrong-password"),
         ])
         .run();
-    expect(&r, 5, "may pull from");
-    assert!(!r.stderr.contains("push"), "{}", r.stderr);
+    exactly(
+        &r,
+        5,
+        &format!(
+            "error: authentication failed for {host}: getting manifest {host}/shop:v1 in shop: HTTP 401 Unauthorized: UNAUTHORIZED: authentication required\n\
+             hint: give credentials that may pull from {host}: SETTINGS_IMAGE_USERNAME and SETTINGS_IMAGE_PASSWORD, or `docker login {host}`\n"
+        ),
+    );
     assert!(skopeo_tags(&repo, Some("alice:right")).is_empty());
 }
 
 #[test]
 fn exit_6_a_branch_tag_never_moves_sideways() {
     let reg = Registry::start(Auth::None);
-    let g = Git::new();
-    g.commit("a: 1\n", 1_700_000_000);
+    let g = ScratchRepo::new();
+    commit_shop(&g, "a: 1\n", 1_700_000_000);
     let repo = format!("{}/shop", reg.host());
-    let shop = g.shop();
+    let shop = shop(&g);
     let mut cmd = TestCommand::push(&shop, &repo);
     cmd.args(["--timestamp-tag", "main", "--branch-tag", "live", "--json"]);
     let first = cmd.json();
     // History rewritten: `main` becomes a new root commit that does not
     // descend from it (the same ref: another would be refused as a second
     // ref under the prefix).
-    g.git(&["checkout", "-q", "--orphan", "rewritten"], 0);
-    g.commit("a: 2\n", 1_700_000_100);
-    g.git(&["branch", "-q", "-M", "main"], 0);
+    g.git_at(&["checkout", "-q", "--orphan", "rewritten"], 0);
+    commit_shop(&g, "a: 2\n", 1_700_000_100);
+    g.git_at(&["branch", "-q", "-M", "main"], 0);
     let r = cmd.run();
     expect(&r, 6, "refusing to move it sideways");
     let tags = skopeo_tags(&repo, None);
@@ -438,8 +476,7 @@ fn exit_2_a_deadline_too_long_for_the_clock() {
                 .args(["--tag", "v1", "--login", "ecr", "--id-token-file", d])
                 .env(k, v)
                 .run();
-            expect(&r, 2, &format!("{k} is {v:?}, not a number of seconds"));
-            assert!(r.stderr.contains("604800"), "{}", r.stderr);
+            exactly(&r, 2, &not_seconds(k, v));
         }
     }
     // A week is accepted (the push then fails on the closed port, exit 4,
@@ -464,16 +501,19 @@ fn exit_2_a_deadline_too_long_for_the_clock() {
 
 #[test]
 fn exit_2_a_branch_tag_without_a_timestamp_tag_says_so() {
-    let g = Git::new();
-    g.commit("a: 1\n", 1_700_000_000);
-    let shop = g.shop();
+    let g = ScratchRepo::new();
+    commit_shop(&g, "a: 1\n", 1_700_000_000);
+    let shop = shop(&g);
     // Port 1 is closed: the refusal comes before any request.
     let r = TestCommand::push(&shop, "127.0.0.1:1/shop")
         .args(["--tag", "v1", "--branch-tag", "live"])
         .run();
-    expect(&r, 2, "--branch-tag \"live\" needs --timestamp-tag");
-    assert!(!r.stderr.contains("registry"), "{}", r.stderr);
-    assert!(r.stderr.contains("--timestamp-tag main"), "{}", r.stderr);
+    exactly(
+        &r,
+        2,
+        "error: --branch-tag \"live\" needs --timestamp-tag: the branch tag moves only to a commit that descends from the one the timestamp tags record\n\
+         hint: add --timestamp-tag BRANCH (e.g. --timestamp-tag main)\n",
+    );
 }
 
 #[test]
@@ -512,14 +552,14 @@ fn the_hint_for_a_missing_tag_runs_as_printed() {
 #[test]
 fn exit_7_verify_finds_an_image_that_is_not_what_its_commit_holds() {
     let reg = Registry::start(Auth::None);
-    let g = Git::new();
-    g.commit("a: 1\n", 1_700_000_000);
+    let g = ScratchRepo::new();
+    commit_shop(&g, "a: 1\n", 1_700_000_000);
     let repo = format!("{}/shop", reg.host());
-    let shop = g.shop();
+    let shop = shop(&g);
     let mut cmd = TestCommand::push(&shop, &repo);
     cmd.args(["--timestamp-tag", "main", "--json"]);
     let first = cmd.json();
-    g.commit("a: 2\n", 1_700_000_100);
+    commit_shop(&g, "a: 2\n", 1_700_000_100);
     let second = cmd.json();
     let tag = first["timestamp_tag"].as_str().unwrap();
     let verify = || {

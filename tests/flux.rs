@@ -4,7 +4,7 @@
 //! it to the tags of generated git histories (git is the oracle for which
 //! commit is newest).
 
-mod common;
+use crate::common;
 
 use common::TempDir;
 use common::cmd::{Run, TestCommand};
@@ -764,28 +764,6 @@ struct History {
 }
 
 impl History {
-    fn commit(&self, file: &str, content: &str, time: i64) -> String {
-        let path = self.repo.dir.join(file);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, content).unwrap();
-        self.repo.git(&["add", "-A"]);
-        let date = format!("@{time} +0000");
-        let out = self
-            .repo
-            .cmd(&self.repo.dir)
-            .args(["commit", "-q", "--allow-empty", "-m", file])
-            .env("GIT_COMMITTER_DATE", &date)
-            .env("GIT_AUTHOR_DATE", &date)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        self.repo.git(&["rev-parse", "HEAD"])
-    }
-
     /// `settings-image tag` for the folder at `rev`.
     fn tag(&self, folder: &str, prefix: &str, rev: &str) -> String {
         TestCommand::new()
@@ -802,12 +780,6 @@ impl History {
             .ok()
             .trim()
             .to_string()
-    }
-
-    /// git's answer: `<ct>-<sha7>` of the last commit that changed `folder`.
-    fn oracle(&self, folder: &str) -> String {
-        self.repo
-            .git(&["log", "-1", "--format=%ct-%h", "--abbrev=7", "--", folder])
     }
 }
 
@@ -834,7 +806,9 @@ fn the_policy_picks_the_newest_commit_of_generated_histories() {
             ("other/z.yaml", 5000),
         ];
         for (i, (file, dt)) in plan.iter().enumerate() {
-            let id = h.commit(file, &format!("v{i}\n"), base + dt);
+            let id = h
+                .repo
+                .commit_files(&[(file, &format!("v{i}\n"))], file, base + dt);
             if file.starts_with("configs/shop") {
                 folder_commits.push(id.clone());
             }
@@ -867,7 +841,7 @@ fn the_policy_picks_the_newest_commit_of_generated_histories() {
         let picked = flux_latest(&pattern, &extract, &tags)
             .unwrap()
             .expect("the policy matches the timestamp tags");
-        let want = format!("{flux_prefix}-{}", h.oracle("configs/shop"));
+        let want = h.repo.tag_at(flux_prefix, "HEAD", "configs/shop");
         // The highest committer time among the folder's commits: the
         // skewed commit (200) lost to the later 900, and the newest commit
         // overall (elsewhere) is not a candidate.
@@ -881,14 +855,13 @@ fn the_policy_picks_the_newest_commit_of_generated_histories() {
             );
         }
         // After one more commit to the folder, the new tag wins.
-        let id = h.commit("configs/shop/app.yaml", "new\n", base + 950);
+        let id = h
+            .repo
+            .commit_files(&[("configs/shop/app.yaml", "new\n")], "new", base + 950);
         tags.push(h.tag("configs/shop", prefix, &id));
         tags.sort();
         let picked = flux_latest(&pattern, &extract, &tags).unwrap().unwrap();
-        assert_eq!(
-            picked,
-            format!("{flux_prefix}-{}", h.oracle("configs/shop"))
-        );
+        assert_eq!(picked, h.repo.tag_at(flux_prefix, "HEAD", "configs/shop"));
         assert!(folder_commits.iter().all(|c| !picked.ends_with(&c[..7])));
     }
 }

@@ -22,7 +22,7 @@
 //! awaited on `status.lastHandledReconcileAt`; intervals are long (10m), so
 //! nothing happens between the test's requests but what watches trigger.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -30,11 +30,13 @@ use std::process::{Command, Output};
 use base64::Engine as _;
 use serde_json::Value;
 
-use common::flux_cluster::{FluxCluster, condition, flux_cluster};
+use common::flux_cluster::{FluxCluster, flux_cluster};
 use common::git::git_cmd;
 use common::git_server::{GitServer, Options as GitOptions};
+use common::kube::condition;
 use common::node::{Pod, print_and_wait};
 use common::registry::{Auth, Registry, digest_of, tags_of};
+use common::runner::Runner;
 use common::{TempDir, bin, repo, run_ok, stdout_of};
 
 /// The settings folder.
@@ -182,7 +184,7 @@ impl World {
     fn new(name: &str, prefix: &str) -> World {
         let flux = flux_cluster();
         let tmp = TempDir::new();
-        let ns = flux.namespace(name);
+        let ns = flux.fresh_namespace(name);
         let registry = Registry::start_tls(Auth::None);
         flux.trust_registry(&registry);
         let repository = format!("{}/{NAME}", registry.host());
@@ -650,65 +652,24 @@ fn the_designs_flow_ends_in_a_pod_printing_the_commits_file() {
     w.flux.gone(&w.ns, &first.name);
 }
 
-/// Runs `settings-image action` (publish) as the runner runs the
-/// container's entrypoint: only the runner's environment, inputs from
-/// action.yml's defaults and `with`, a push event, the workspace as the
-/// working directory; plus `SSL_CERT_FILE` as a workflow's `env:` gives it.
-/// The outputs as the runner parses them.
+/// Runs `settings-image action` (publish) on the simulated runner for a
+/// push of `sha` checked out in `ws`, plus `SSL_CERT_FILE` as a workflow's
+/// `env:` gives it. The outputs as the runner parses them.
 fn action_publish(w: &World, ws: &Path, sha: &str) -> std::collections::BTreeMap<String, String> {
-    let files = TempDir::new();
-    let output = files.join("set_output");
-    let summary = files.join("step_summary");
-    std::fs::write(&output, "").expect("GITHUB_OUTPUT");
-    std::fs::write(&summary, "").expect("GITHUB_STEP_SUMMARY");
-    let event =
-        repo().join("tests/fixtures/github/push/branch-push-1-commit.octokit-webhooks-js.json");
+    let mut runner = Runner::on_push(TempDir::new(), ws.to_path_buf());
+    runner.sha = sha.into();
+    runner.extra_env = w
+        .trust()
+        .map(|(k, v)| (k.to_string(), v.display().to_string()))
+        .into();
     let with = [
         ("path", DIR),
         ("repository", w.repository.as_str()),
         ("timestamp-tag", "main"),
     ];
-    let out = Command::new(bin())
-        .arg("action")
-        .env_clear()
-        .env("HOME", files.path())
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .envs([
-            ("CI", "true"),
-            ("GITHUB_ACTIONS", "true"),
-            ("GITHUB_ACTOR", "octocat"),
-            ("GITHUB_API_URL", "http://127.0.0.1:9"),
-            ("GITHUB_EVENT_NAME", "push"),
-            ("GITHUB_REF", "refs/heads/main"),
-            ("GITHUB_REF_NAME", "main"),
-            ("GITHUB_REPOSITORY", "acme/settings"),
-            ("GITHUB_RUN_ATTEMPT", "1"),
-            ("GITHUB_RUN_ID", "4242"),
-            ("GITHUB_SERVER_URL", "https://github.com"),
-            ("GITHUB_SHA", sha),
-        ])
-        .env("GITHUB_EVENT_PATH", &event)
-        .env("GITHUB_OUTPUT", &output)
-        .env("GITHUB_STEP_SUMMARY", &summary)
-        .env("GITHUB_WORKSPACE", ws)
-        .envs(common::github::runner_inputs(
-            &repo().join("action.yml"),
-            &with,
-            "ghs_unused0000000000000000000000000000",
-            "octocat",
-        ))
-        .envs(w.trust())
-        .current_dir(ws)
-        .output()
-        .expect("running settings-image action");
-    assert!(
-        out.status.success(),
-        "the action failed ({}):\n{}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    common::github::parse_outputs(&std::fs::read_to_string(&output).expect("GITHUB_OUTPUT"))
+    let step = runner.run(&with);
+    step.ok();
+    step.outputs
 }
 
 /// docs/flux.md §8 and "Observed with Flux": Flux reads the registry over

@@ -23,38 +23,19 @@
 //! collide or not, branch tags, a rewind and its fix); the other tests
 //! script single cases.
 
-mod common;
+use crate::common;
 
 use common::rng::Rng;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use common::cmd::TestCommand;
+use common::cmd::{Run, TestCommand};
 use common::git::ScratchRepo;
 use common::registry::{Auth, Registry};
 use serde_json::Value;
 
 const NAME: &str = "acme/settings";
-
-/// What one run of the binary did.
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn json(&self) -> Value {
-        serde_json::from_str(self.stdout.trim())
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", self.stdout, self.stderr))
-    }
-
-    fn ok(&self) -> Value {
-        assert_eq!(self.code, 0, "failed:\n{}", self.stderr);
-        self.json()
-    }
-}
 
 fn run(dir: &Path, args: &[&str], git_ref: Option<&str>) -> Run {
     let mut c = TestCommand::new();
@@ -62,12 +43,7 @@ fn run(dir: &Path, args: &[&str], git_ref: Option<&str>) -> Run {
     if let Some(r) = git_ref {
         c.env("GITHUB_REF", r);
     }
-    let r = c.run();
-    Run {
-        code: r.code,
-        stdout: r.stdout,
-        stderr: r.stderr,
-    }
+    c.run()
 }
 
 struct World {
@@ -92,11 +68,8 @@ impl World {
 
     /// Commits a change to the folder `s` at committer time `t`.
     fn commit(&self, content: &str, t: i64) -> String {
-        std::fs::create_dir_all(self.repo.dir.join("s")).expect("folder");
-        std::fs::write(self.repo.dir.join("s/app.yaml"), content).expect("write");
-        self.repo.git(&["add", "-A"]);
-        common::git::git_at(&self.repo.dir, &["commit", "-q", "-m", "change"], t);
-        self.repo.git(&["rev-parse", "HEAD"])
+        self.repo
+            .commit_files(&[("s/app.yaml", content)], "change", t)
     }
 
     /// Commits a change to `s` at committer time `t` whose sha7 satisfies
@@ -188,7 +161,7 @@ impl World {
             ],
             None,
         )
-        .ok();
+        .json();
     }
 
     /// `promote --explain --json`: the candidate it would promote.
@@ -208,7 +181,7 @@ impl World {
             ],
             None,
         );
-        r.ok()["candidate"].as_str().map(str::to_string)
+        r.json()["candidate"].as_str().map(str::to_string)
     }
 }
 
@@ -305,7 +278,7 @@ fn one_imagepolicy_never_follows_two_refs() {
         let before = w.tags();
         let r = w.push(&git_ref, name, &[]);
         if others.is_empty() {
-            let report = r.ok();
+            let report = r.json();
             assert_eq!(report["timestamp_tag"], tag.as_str());
             check_said(&w, &r, &prefix);
             continue;
@@ -329,7 +302,7 @@ fn one_imagepolicy_never_follows_two_refs() {
         assert!(w.refs_followed(&offered).is_empty(), "{offered}");
         let r = w.push(&git_ref, &offered, &[]);
         assert_eq!(
-            prefix_of(r.ok()["timestamp_tag"].as_str().unwrap()),
+            prefix_of(r.json()["timestamp_tag"].as_str().unwrap()),
             offered
         );
     }
@@ -358,7 +331,7 @@ fn one_imagepolicy_never_follows_two_refs() {
     w.repo.git(&["checkout", "-q", &feat]);
     let rerun = w.push("refs/heads/feat-x", "feat-x", &[]);
     assert_eq!(
-        rerun.ok()["anomaly"]["kind"],
+        rerun.json()["anomaly"]["kind"],
         "rerun-of-older",
         "{}",
         rerun.stderr
@@ -394,7 +367,7 @@ fn a_rerun_after_another_ref_pushed_is_the_collision_not_a_rewrite() {
     w.repo.git(&["checkout", "-q", "--orphan", "other"]);
     w.commit("b\n", 1_700_000_200);
     let b = w.push("refs/heads/feat-x", "feat-x", &[]);
-    b.ok();
+    b.json();
     w.repo.git(&["checkout", "-q", &a]);
     let rerun = w.push("refs/heads/feat+x", "feat+x", &[]);
     assert_eq!(rerun.code, 3, "{}", rerun.stderr);
@@ -425,7 +398,7 @@ fn what_the_project_says_flux_serves_is_what_flux_serves() {
         let mut args = with_branch.to_vec();
         args.extend_from_slice(extra);
         let r = w.push(main, "main", &args);
-        r.ok();
+        r.json();
         check_said(w, &r, "main");
         // promote --explain picks what Flux serves on main.
         assert_eq!(w.candidate("main", "prod"), w.served("main"));
@@ -548,11 +521,16 @@ fn an_older_commit_pushed_after_its_same_second_descendant_is_what_flux_serves()
     // Older sorts first: a (t+100), then its child b (t+100) with b7 > a7.
     let a = w.commit_where("a", t + 100, &|_| true);
     let b = w.commit_where("b", t + 100, &|s| s > &a[..7]);
-    w.push(main, "main", &[]).ok();
+    w.push(main, "main", &[]).json();
     w.repo.git(&["checkout", "-q", &a]);
     let r = w.push(main, "main", &[]);
     let a_tag = format!("main-{}-{}", t + 100, &a[..7]);
-    assert_eq!(r.ok()["anomaly"]["kind"], "rerun-of-older", "{}", r.stderr);
+    assert_eq!(
+        r.json()["anomaly"]["kind"],
+        "rerun-of-older",
+        "{}",
+        r.stderr
+    );
     assert_eq!(w.served("main").as_deref(), Some(a_tag.as_str()));
     assert_eq!(
         said_served(&r.stderr),
@@ -571,7 +549,7 @@ fn an_older_commit_pushed_after_its_same_second_descendant_is_what_flux_serves()
     w.repo.git(&["checkout", "-q", "-B", "main", &b]);
     let c = w.commit_where("c", t + 200, &|_| true);
     let d = w.commit_where("d", t + 200, &|s| s > &c[..7]);
-    w.push(main, "main", &["--branch-tag", "main"]).ok();
+    w.push(main, "main", &["--branch-tag", "main"]).json();
     w.repo.git(&["reset", "-q", "--hard", &c]);
     let r = w.push(
         main,
@@ -579,7 +557,12 @@ fn an_older_commit_pushed_after_its_same_second_descendant_is_what_flux_serves()
         &["--branch-tag", "main", "--force-pushed-from", &d],
     );
     let c_tag = format!("main-{}-{}", t + 200, &c[..7]);
-    assert_eq!(r.ok()["anomaly"]["kind"], "rewound-history", "{}", r.stderr);
+    assert_eq!(
+        r.json()["anomaly"]["kind"],
+        "rewound-history",
+        "{}",
+        r.stderr
+    );
     assert_eq!(w.served("main").as_deref(), Some(c_tag.as_str()));
     assert_eq!(
         said_served(&r.stderr),
@@ -697,7 +680,7 @@ fn the_owner_check_reads_only_what_can_tell_something() {
             "--json",
         ];
         let r = run(&w.repo.dir, &args, Some("refs/heads/main"));
-        r.ok()
+        r.json()
     };
     // Requests about another image's referrers than `ours`.
     let about_others = |seen: &[common::registry::Seen], ours: &str| -> Vec<String> {
@@ -835,7 +818,7 @@ fn push_checked(w: &mut World, r: &GenRef, prefix: &str, extra: &[&str]) -> Push
         assert!(w.refs_followed(&offered).is_empty(), "{offered}");
         return Pushed::Refused(offered);
     }
-    let report = run.ok();
+    let report = run.json();
     assert_eq!(report["timestamp_tag"], tag.as_str(), "{what}");
     let served = w.served(&p).expect("a tag Flux serves");
     check_said(w, &run, &p);

@@ -14,7 +14,7 @@
 //! text), the branch tag (output and what the registry holds), and Flux's
 //! pick (tests/common/flux.rs, independent of the crate).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -22,6 +22,7 @@ use std::process::Command;
 
 use common::cmd::TestCommand;
 use common::registry::{Auth, Registry};
+use common::runner::{Runner, Step};
 use serde_json::Value;
 
 const DIR: &str = "configs/shop";
@@ -150,103 +151,19 @@ fn compare_api(origin: &Origin) -> (String, common::github::Asked) {
     })
 }
 
-/// One action run.
-struct Step {
-    code: i32,
-    stdout: String,
-    outputs: std::collections::BTreeMap<String, String>,
-    summary: String,
-}
-
-impl Step {
-    fn out(&self, name: &str) -> &str {
-        self.outputs
-            .get(name)
-            .unwrap_or_else(|| panic!("no output {name}: {:?}\n{}", self.outputs, self.stdout))
-    }
-
-    fn ok(&self) -> &Step {
-        assert_eq!(self.code, 0, "the action failed:\n{}", self.stdout);
-        self
-    }
-
-    /// The annotation line of `level` (`warning`, `notice`, `error`) whose
-    /// title is `title`, its message unescaped.
-    fn annotation(&self, level: &str, title: &str) -> Option<String> {
-        let head = format!("::{level} title={}::", title.replace(':', "%3A"));
-        self.stdout.lines().find_map(|l| {
-            l.strip_prefix(&head).map(|m| {
-                m.replace("%0A", "\n")
-                    .replace("%0D", "\r")
-                    .replace("%25", "%")
-            })
-        })
-    }
-}
-
-/// The `INPUT_*` variables the runner sets: `with`, else action.yml's
-/// default (`github.token` and `github.actor` filled in), else empty.
-fn runner_inputs(with: &[(&str, &str)]) -> Vec<(String, String)> {
-    common::github::runner_inputs(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("action.yml"),
-        with,
-        TOKEN,
-        "octocat",
-    )
-}
-
 /// Runs `settings-image action` in checkout `ws` for the push event at
-/// `event`, with `api` as GitHub's API.
+/// `event`, with `api` as GitHub's API and [`TOKEN`] as the job token,
+/// which never shows.
 fn run_action(ws: &Path, event: &Path, api: &str, with: &[(&str, &str)]) -> Step {
-    let files = common::TempDir::new();
-    let output = files.path().join("output");
-    let summary = files.path().join("summary");
-    std::fs::write(&output, "").expect("output");
-    std::fs::write(&summary, "").expect("summary");
-    let sha = Command::new("git")
-        .current_dir(ws)
-        .args(["rev-parse", "HEAD"])
-        .output()
-        .expect("git");
-    let sha = String::from_utf8_lossy(&sha.stdout).trim().to_string();
-    let out = TestCommand::new()
-        .arg("action")
-        .env_clear()
-        .env("HOME", files.path())
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .envs([
-            ("CI", "true"),
-            ("GITHUB_ACTIONS", "true"),
-            ("GITHUB_ACTOR", "octocat"),
-            ("GITHUB_API_URL", api),
-            ("GITHUB_EVENT_NAME", "push"),
-            ("GITHUB_EVENT_PATH", event.to_str().expect("utf-8")),
-            ("GITHUB_OUTPUT", output.to_str().expect("utf-8")),
-            ("GITHUB_REF", "refs/heads/main"),
-            ("GITHUB_REF_NAME", "main"),
-            ("GITHUB_REPOSITORY", GH_REPOSITORY),
-            ("GITHUB_RUN_ATTEMPT", "1"),
-            ("GITHUB_RUN_ID", "77"),
-            ("GITHUB_SERVER_URL", "https://github.com"),
-            ("GITHUB_SHA", &sha),
-            ("GITHUB_STEP_SUMMARY", summary.to_str().expect("utf-8")),
-            ("GITHUB_WORKSPACE", ws.to_str().expect("utf-8")),
-        ])
-        .envs(runner_inputs(with))
-        .current_dir(ws)
-        .run();
-    let stdout = out.stdout + &out.stderr;
-    let mask = format!("::add-mask::{TOKEN}");
-    assert!(
-        stdout.lines().all(|l| l == mask || !l.contains(TOKEN)),
-        "the token leaked: {stdout}"
-    );
-    Step {
-        code: out.code,
-        stdout,
-        outputs: common::github::parse_outputs(&std::fs::read_to_string(&output).expect("output")),
-        summary: std::fs::read_to_string(&summary).expect("summary"),
-    }
+    let mut runner = Runner::on_push(common::TempDir::new(), ws.to_path_buf());
+    runner.repository = GH_REPOSITORY.into();
+    runner.github_token = TOKEN.into();
+    runner.run_id = "77".into();
+    runner.api_url = api.into();
+    runner.event_path = event.to_path_buf();
+    let step = runner.run(with);
+    step.assert_masked(TOKEN);
+    step
 }
 
 /// The tag Flux serves for the prefix `main` (tests/common/flux.rs).

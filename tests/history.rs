@@ -11,7 +11,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-mod common;
+use crate::common;
 
 use common::rng::Rng;
 
@@ -30,64 +30,18 @@ fn ok(out: &Output, what: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// This file's helpers on the scratch repository of tests/common/git.rs.
-impl Repo {
-    fn write(&self, rel: &str, content: &str) {
-        let p = self.dir.join(rel);
-        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-        std::fs::write(p, content).expect("write");
-    }
-
-    /// Commits everything with committer time `ct` (and author time `at`).
-    fn commit_at(&self, msg: &str, ct: i64, at: i64) -> String {
-        self.git(&["add", "-A"]);
-        self.commit_staged(msg, ct, at)
-    }
-
-    /// Commits the index as it is (no `git add`).
-    fn commit_staged(&self, msg: &str, ct: i64, at: i64) -> String {
-        let out = git_cmd(&self.home, &self.dir)
-            .env("GIT_AUTHOR_DATE", format!("@{at} +0200"))
-            .env("GIT_COMMITTER_DATE", format!("@{ct} -0500"))
-            .args(["commit", "-q", "--allow-empty", "-m", msg])
-            .output()
-            .expect("git commit");
-        ok(&out, "git commit");
-        self.git(&["rev-parse", "HEAD"]).trim().to_string()
-    }
-
-    fn commit(&self, msg: &str, t: i64) -> String {
-        self.commit_at(msg, t, t)
-    }
-
-    /// Merges `branch` into the current branch without committing, then
-    /// lets `resolve` shape the tree, then commits at `t`.
-    fn merge(&self, branch: &str, t: i64, resolve: impl FnOnce(&Repo)) -> String {
-        let out = git_cmd(&self.home, &self.dir)
-            .args(["merge", "--no-ff", "--no-commit", "-q", branch])
-            .output()
-            .expect("git merge");
-        // A conflict (exit 1) is fine, `resolve` settles it; anything else
-        // is a broken scenario. Either way the merge must be in progress.
-        assert!(
-            out.status.success() || out.status.code() == Some(1),
-            "git merge {branch} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        self.git(&["rev-parse", "-q", "--verify", "MERGE_HEAD"]);
-        resolve(self);
-        self.commit(&format!("merge {branch}"), t)
-    }
-
-    /// The oracle: `git log -1 --format='%H %ct' -- DIR` run in `cwd`.
-    fn oracle(&self, cwd: &Path, dir: &str) -> (String, i64) {
-        let line = self.git_in(cwd, &["log", "-1", "--format=%H %ct", "--", dir]);
-        let (h, t) = line
-            .trim()
-            .split_once(' ')
-            .expect("git log printed a commit");
-        (h.to_string(), t.parse().expect("timestamp"))
-    }
+/// Asserts that `out` failed with the documented exit `code`
+/// (docs/exit-codes.md: 1 git history or the GitHub API, 2 bad input) and
+/// that stderr's first line is the error naming `subject`; stderr.
+fn failed(out: &Output, code: i32, subject: &str) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(code), "wanted exit {code}:\n{err}");
+    let first = err.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with("error: ") && first.contains(subject),
+        "the error does not name {subject:?}:\n{err}"
+    );
+    err
 }
 
 fn run(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -117,7 +71,7 @@ fn check(repo: &Repo, cwd: &Path, dir: &str) {
 /// As [`check`], with git asked from `oracle_cwd` (git needs a cwd inside
 /// the repository; an absolute `dir` means the same from anywhere).
 fn check_from(repo: &Repo, oracle_cwd: &Path, cwd: &Path, dir: &str) {
-    let (id, ts) = repo.oracle(oracle_cwd, dir);
+    let (id, ts) = repo.last_change_in(oracle_cwd, "HEAD", dir);
     let v = tag_json(cwd, dir, &[]);
     assert_eq!(
         v["commit"],
@@ -298,7 +252,7 @@ fn linear_histories_agree_with_git() {
                     )
                     .expect("chmod");
                 }
-                Commit(msg, t) => commits.push((msg, r.commit(msg, t))),
+                Commit(msg, t) => commits.push((msg, r.commit_all(msg, t))),
                 CommitAt(msg, ct, at) => commits.push((msg, r.commit_at(msg, ct, at))),
                 Check(dir) => check(&r, &r.dir, dir),
                 Answer(dir, msg) => {
@@ -323,7 +277,7 @@ fn linear_histories_agree_with_git() {
 fn committer_time_not_author_time() {
     let r = Repo::new();
     r.write("s/a.yaml", "a\n");
-    r.commit("base", 1_700_000_000);
+    r.commit_all("base", 1_700_000_000);
     r.write("s/a.yaml", "b\n");
     r.commit_at("backwards", 1_500_000_000, 1_800_000_000);
     let v = tag_json(&r.dir, "s", &[]);
@@ -338,13 +292,13 @@ fn committer_time_not_author_time() {
 fn merge_where_only_the_side_branch_changes_the_folder() {
     let r = Repo::new();
     r.write("s/a.yaml", "a\n");
-    r.commit("base", 1_600_000_000);
+    r.commit_all("base", 1_600_000_000);
     r.git(&["checkout", "-q", "-b", "side"]);
     r.write("s/a.yaml", "side\n");
-    let side = r.commit("side changes s", 1_600_000_100);
+    let side = r.commit_all("side changes s", 1_600_000_100);
     r.git(&["checkout", "-q", "main"]);
     r.write("other", "main\n");
-    r.commit("main changes other", 1_600_000_200);
+    r.commit_all("main changes other", 1_600_000_200);
     r.merge("side", 1_600_000_300, |_| {});
     check_all(&r);
     // TREESAME to the side parent: the answer is the side commit.
@@ -355,13 +309,13 @@ fn merge_where_only_the_side_branch_changes_the_folder() {
 fn merge_where_only_main_changes_the_folder() {
     let r = Repo::new();
     r.write("s/a.yaml", "a\n");
-    r.commit("base", 1_600_000_000);
+    r.commit_all("base", 1_600_000_000);
     r.git(&["checkout", "-q", "-b", "side"]);
     r.write("other", "side\n");
-    r.commit("side changes other", 1_600_000_300);
+    r.commit_all("side changes other", 1_600_000_300);
     r.git(&["checkout", "-q", "main"]);
     r.write("s/a.yaml", "main\n");
-    let main = r.commit("main changes s", 1_600_000_100);
+    let main = r.commit_all("main changes s", 1_600_000_100);
     r.merge("side", 1_600_000_400, |_| {});
     check_all(&r);
     assert_eq!(tag_json(&r.dir, "s", &[])["commit"], main.as_str());
@@ -372,20 +326,20 @@ fn merge_where_both_sides_change_the_folder() {
     let r = Repo::new();
     r.write("s/a.yaml", "a\n");
     r.write("s/b.yaml", "b\n");
-    r.commit("base", 1_600_000_000);
+    r.commit_all("base", 1_600_000_000);
     r.git(&["checkout", "-q", "-b", "side"]);
     r.write("s/b.yaml", "side\n");
-    r.commit("side changes b", 1_600_000_200);
+    r.commit_all("side changes b", 1_600_000_200);
     r.git(&["checkout", "-q", "main"]);
     r.write("s/a.yaml", "main\n");
-    r.commit("main changes a", 1_600_000_100);
+    r.commit_all("main changes a", 1_600_000_100);
     let merge = r.merge("side", 1_600_000_300, |_| {});
     check_all(&r);
     // TREESAME to neither parent: the merge itself.
     assert_eq!(tag_json(&r.dir, "s", &[])["commit"], merge.as_str());
     // After the merge, a commit elsewhere changes nothing.
     r.write("other", "x\n");
-    r.commit("later", 1_600_000_400);
+    r.commit_all("later", 1_600_000_400);
     check_all(&r);
 }
 
@@ -393,13 +347,13 @@ fn merge_where_both_sides_change_the_folder() {
 fn merges_that_resolve_to_one_sides_content() {
     let r = Repo::new();
     r.write("s/a.yaml", "a\n");
-    r.commit("base", 1_600_000_000);
+    r.commit_all("base", 1_600_000_000);
     r.git(&["checkout", "-q", "-b", "side"]);
     r.write("s/a.yaml", "side\n");
-    let side = r.commit("side", 1_600_000_100);
+    let side = r.commit_all("side", 1_600_000_100);
     r.git(&["checkout", "-q", "main"]);
     r.write("s/a.yaml", "main\n");
-    let main = r.commit("main", 1_600_000_200);
+    let main = r.commit_all("main", 1_600_000_200);
     // Conflict resolved to the side's content: TREESAME to the second parent.
     r.merge("side", 1_600_000_300, |r| {
         r.git(&["checkout", "side", "--", "s"]);
@@ -410,7 +364,7 @@ fn merges_that_resolve_to_one_sides_content() {
     // Another round resolved to main's content: TREESAME to the first parent.
     r.git(&["checkout", "-q", "side"]);
     r.write("s/a.yaml", "side 2\n");
-    r.commit("side 2", 1_600_000_400);
+    r.commit_all("side 2", 1_600_000_400);
     r.git(&["checkout", "-q", "main"]);
     r.merge("side", 1_600_000_500, |r| {
         r.git(&["checkout", "HEAD", "--", "s"]);
@@ -424,14 +378,14 @@ fn merges_that_resolve_to_one_sides_content() {
 fn merge_where_both_sides_make_the_same_change() {
     let r = Repo::new();
     r.write("s/a.yaml", "a\n");
-    r.commit("base", 1_600_000_000);
+    r.commit_all("base", 1_600_000_000);
     r.git(&["checkout", "-q", "-b", "side"]);
     r.write("s/a.yaml", "same\n");
-    r.commit("side", 1_600_000_300);
+    r.commit_all("side", 1_600_000_300);
     r.git(&["checkout", "-q", "main"]);
     r.write("s/a.yaml", "same\n");
     r.write("x", "1\n");
-    r.commit("main", 1_600_000_100);
+    r.commit_all("main", 1_600_000_100);
     r.merge("side", 1_600_000_400, |_| {});
     // TREESAME to both parents: git follows the first.
     check_all(&r);
@@ -441,21 +395,21 @@ fn merge_where_both_sides_make_the_same_change() {
 fn folder_deleted_and_re_created() {
     let r = Repo::new();
     r.write("s/a.yaml", "a\n");
-    r.commit("base", 1_600_000_000);
+    r.commit_all("base", 1_600_000_000);
     r.git(&["rm", "-q", "-r", "s"]);
     r.write("x", "1\n");
-    r.commit("delete s", 1_600_000_100);
+    r.commit_all("delete s", 1_600_000_100);
     // Not in HEAD: an error that says so, never a commit.
     check(&r, &r.dir, "x");
     std::fs::create_dir_all(r.dir.join("s")).expect("mkdir");
     let out = run(&r.dir, &["tag", "--path", "s", "--prefix", "main"], &[]);
-    assert!(!out.status.success(), "a folder not in HEAD has no tag");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("not in the HEAD commit"), "{err}");
+    // A folder not in HEAD has no tag.
+    let err = failed(&out, 2, "s: is not in the HEAD commit");
+    assert!(err.contains("\nhint: "), "{err}");
     r.write("s/a.yaml", "a\n");
-    let recreated = r.commit("re-create s", 1_600_000_200);
+    let recreated = r.commit_all("re-create s", 1_600_000_200);
     r.write("x", "2\n");
-    r.commit("unrelated", 1_600_000_300);
+    r.commit_all("unrelated", 1_600_000_300);
     check_all(&r);
     assert_eq!(tag_json(&r.dir, "s", &[])["commit"], recreated.as_str());
 }
@@ -464,20 +418,20 @@ fn folder_deleted_and_re_created() {
 fn file_replaced_by_a_folder_and_a_symlink_named_as_the_folder() {
     let r = Repo::new();
     r.write("s", "a file named s\n");
-    r.commit("file", 1_600_000_000);
+    r.commit_all("file", 1_600_000_000);
     r.git(&["rm", "-q", "s"]);
     r.write("s/sub/a.yaml", "a\n");
-    let folder = r.commit("folder", 1_600_000_100);
+    let folder = r.commit_all("folder", 1_600_000_100);
     r.write("x", "1\n");
-    r.commit("unrelated", 1_600_000_200);
+    r.commit_all("unrelated", 1_600_000_200);
     check(&r, &r.dir, "s");
     check(&r, &r.dir, "s/sub");
     assert_eq!(tag_json(&r.dir, "s", &[])["commit"], folder.as_str());
     // A symlink to the folder: git names the link's own history.
     std::os::unix::fs::symlink("s", r.dir.join("link")).expect("symlink");
-    let link = r.commit("link", 1_600_000_300);
+    let link = r.commit_all("link", 1_600_000_300);
     r.write("s/sub/a.yaml", "b\n");
-    r.commit("change s", 1_600_000_400);
+    r.commit_all("change s", 1_600_000_400);
     check(&r, &r.dir, "link");
     assert_eq!(tag_json(&r.dir, "link", &[])["commit"], link.as_str());
     check(&r, &r.dir, "s");
@@ -489,13 +443,13 @@ fn path_forms_and_working_directories() {
     r.write("s/sub/a.yaml", "a\n");
     r.write("s/b.yaml", "b\n");
     r.write("t/c.yaml", "c\n");
-    r.commit("base", 1_600_000_000);
+    r.commit_all("base", 1_600_000_000);
     r.write("s/sub/a.yaml", "a2\n");
-    r.commit("sub", 1_600_000_100);
+    r.commit_all("sub", 1_600_000_100);
     r.write("s/b.yaml", "b2\n");
-    r.commit("s", 1_600_000_200);
+    r.commit_all("s", 1_600_000_200);
     r.write("t/c.yaml", "c2\n");
-    r.commit("t", 1_600_000_300);
+    r.commit_all("t", 1_600_000_300);
     for form in ["s", "s/", "./s", "./s/", "s/sub/..", "s//"] {
         check(&r, &r.dir, form);
     }
@@ -526,7 +480,7 @@ fn path_forms_and_working_directories() {
 fn long_prefixes_are_cut_to_a_valid_tag() {
     let r = Repo::new();
     r.write("s/a.yaml", "a\n");
-    let id = r.commit("base", 1_600_000_000);
+    let id = r.commit_all("base", 1_600_000_000);
     let prefix = format!("release/{}", "v".repeat(200));
     let out = run(&r.dir, &["tag", "--path", "s", "--prefix", &prefix], &[]);
     let tag = ok(&out, "tag").trim().to_string();
@@ -534,8 +488,7 @@ fn long_prefixes_are_cut_to_a_valid_tag() {
     assert!(tag.starts_with("release-vvv"));
     assert!(tag.ends_with(&format!("-1600000000-{}", &id[..7])));
     let out = run(&r.dir, &["tag", "--path", "s", "--prefix", "/"], &[]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("prefix"));
+    failed(&out, 2, "the tag prefix \"/\" has no usable characters");
 }
 
 // ---------------------------------------------------------------- shallow
@@ -561,17 +514,17 @@ fn stub(status: u16, body: String) -> (String, github::Log) {
 fn origin_and_clone(depth: u32, head_changes_s: bool) -> (Repo, PathBuf) {
     let r = Repo::new();
     r.write("s/a.yaml", "a\n");
-    r.commit("one", 1_600_000_000);
+    r.commit_all("one", 1_600_000_000);
     r.write("s/a.yaml", "a2\n");
-    r.commit("two", 1_600_000_100);
+    r.commit_all("two", 1_600_000_100);
     r.write("x", "1\n");
-    r.commit("three", 1_600_000_200);
+    r.commit_all("three", 1_600_000_200);
     if head_changes_s {
         r.write("s/b.yaml", "b\n");
     } else {
         r.write("x", "2\n");
     }
-    r.commit("four", 1_600_000_300);
+    r.commit_all("four", 1_600_000_300);
     let clone = r
         .dir
         .parent()
@@ -697,7 +650,7 @@ fn shallow_clone_without_api_fails_clearly() {
 #[test]
 fn shallow_depth_two_with_head_changing_the_folder_needs_no_api() {
     let (r, clone) = origin_and_clone(2, true);
-    let (id, ts) = r.oracle(&r.dir, "s");
+    let (id, ts) = r.last_change_in(&r.dir, "HEAD", "s");
     let v = tag_json(&clone, "s", &[]);
     assert_eq!(v["commit"], id.as_str());
     assert_eq!(v["timestamp"], ts);
@@ -705,8 +658,8 @@ fn shallow_depth_two_with_head_changing_the_folder_needs_no_api() {
     // boundary, so there is no proof.
     let (_r2, clone2) = origin_and_clone(2, false);
     let out = run(&clone2, &["tag", "--path", "s", "--prefix", "main"], &[]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("fetch-depth: 0"));
+    let err = failed(&out, 1, "shallow");
+    assert!(err.contains("fetch-depth: 0"), "{err}");
 }
 
 #[test]
@@ -835,7 +788,7 @@ fn api_answers_are_checked_against_local_history() {
         ("GITHUB_TOKEN", "ghs_x"),
     ];
     let v = tag_json(&clone, "s", &env);
-    let (id, ts) = r.oracle(&r.dir, "s");
+    let (id, ts) = r.last_change_in(&r.dir, "HEAD", "s");
     assert_eq!(v["commit"], id.as_str());
     assert_eq!(v["timestamp"], ts);
 
@@ -850,9 +803,7 @@ fn api_answers_are_checked_against_local_history() {
         ("GITHUB_TOKEN", "ghs_x"),
     ];
     let out = run(&clone, &["tag", "--path", "s", "--prefix", "main"], &env);
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("did not change the folder"), "{err}");
+    failed(&out, 1, "did not change the folder");
 }
 
 #[test]
@@ -872,9 +823,7 @@ fn github_api_errors_are_clear_and_never_show_the_token() {
             ("GITHUB_TOKEN", token),
         ],
     );
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("404"), "{err}");
+    let err = failed(&out, 1, "404");
     assert!(err.contains("fetch-depth: 0"), "{err}");
     assert!(!err.contains(token), "{err}");
     assert!(!String::from_utf8_lossy(&out.stdout).contains(token));
@@ -937,9 +886,7 @@ fn github_api_redirects_are_followed_only_within_the_api_host() {
             ("GITHUB_TOKEN", token),
         ],
     );
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("307"), "{err}");
+    let err = failed(&out, 1, "307");
     assert!(
         err.contains("a redirect to 127.0.0.2, not followed"),
         "{err}"
@@ -997,14 +944,14 @@ fn image_holds_tracked_files_only_with_commit_annotations() {
     r.write(".gitignore", "secrets.local.yaml\n");
     r.write("s/a.yaml", "committed\n");
     r.write("s/run.sh", "#!/bin/sh\n");
-    r.commit("base", 1_600_000_000);
+    r.commit_all("base", 1_600_000_000);
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(
         r.dir.join("s/run.sh"),
         std::fs::Permissions::from_mode(0o755),
     )
     .expect("chmod");
-    let id = r.commit("exec", 1_600_000_100);
+    let id = r.commit_all("exec", 1_600_000_100);
     assert!(
         r.git(&["ls-tree", "HEAD", "s/run.sh"])
             .starts_with("100755")
@@ -1157,7 +1104,7 @@ fn worktree_source_equal_to_the_commit_gives_the_same_image_without_warning() {
     let r = Repo::new();
     r.write("s/a.yaml", "a\n");
     r.write("s/d/b.yaml", "b\n");
-    r.commit("base", 1_600_000_000);
+    r.commit_all("base", 1_600_000_000);
     let tmp = common::TempDir::new();
     let (a, stderr_a) = build_json(
         &r.dir,
@@ -1243,12 +1190,9 @@ fn outside_git_the_worktree_is_used_and_timestamp_tags_are_refused() {
         ],
         &[],
     );
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("not inside a git repository"), "{err}");
+    failed(&out, 2, "not inside a git repository");
     let out = run(tmp.path(), &["tag", "--path", "s", "--prefix", "main"], &[]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not inside a git repository"));
+    failed(&out, 2, "not inside a git repository");
 }
 
 /// README: "the same commit always yields the same digest" wherever it is
@@ -1265,7 +1209,7 @@ fn outside_git_the_worktree_is_used_and_timestamp_tags_are_refused() {
 fn one_commit_gives_one_digest_from_every_clone_of_the_repository() {
     let r = Repo::new();
     r.write("s/a.yaml", "a: 1\n");
-    r.commit("base", 1_600_000_000);
+    r.commit_all("base", 1_600_000_000);
     let tmp = common::TempDir::new();
     let clone = |name: &str, origin: Option<&str>| -> PathBuf {
         let dir = tmp.path().join(name);
@@ -1429,7 +1373,7 @@ fn a_folder_nested_past_the_depth_bound_is_refused_by_name() {
 fn submodules_and_escaping_symlinks_in_the_commit_are_errors() {
     let r = Repo::new();
     r.write("s/a.yaml", "a\n");
-    let id = r.commit("base", 1_600_000_000);
+    let id = r.commit_all("base", 1_600_000_000);
     r.git(&[
         "update-index",
         "--add",
@@ -1450,14 +1394,13 @@ fn submodules_and_escaping_symlinks_in_the_commit_are_errors() {
         ],
         &[],
     );
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("vendor") && err.contains("submodule"), "{err}");
+    let err = failed(&out, 2, "vendor");
+    assert!(err.contains("submodule"), "{err}");
 
     let r = Repo::new();
     r.write("s/a.yaml", "a\n");
     std::os::unix::fs::symlink("a.yaml", r.dir.join("s/ok")).expect("symlink");
-    r.commit("base", 1_600_000_000);
+    r.commit_all("base", 1_600_000_000);
     let (v, _) = build_json(
         &r.dir,
         &[
@@ -1478,7 +1421,7 @@ fn submodules_and_escaping_symlinks_in_the_commit_are_errors() {
         "{list:?}"
     );
     std::os::unix::fs::symlink("../../etc/passwd", r.dir.join("s/bad")).expect("symlink");
-    r.commit("bad link", 1_600_000_100);
+    r.commit_all("bad link", 1_600_000_100);
     let out = run(
         &r.dir,
         &[
@@ -1490,12 +1433,8 @@ fn submodules_and_escaping_symlinks_in_the_commit_are_errors() {
         ],
         &[],
     );
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("bad") && err.contains("leaves the folder"),
-        "{err}"
-    );
+    let err = failed(&out, 2, "bad");
+    assert!(err.contains("leaves the folder"), "{err}");
 }
 
 #[test]
@@ -1514,9 +1453,9 @@ fn repository_owned_by_another_uid() {
         .map(|i| format!("{i:031}\n"))
         .collect();
     r.write("s/big.txt", &big);
-    r.commit("one", 1_600_000_000);
+    r.commit_all("one", 1_600_000_000);
     r.write("x", "1\n");
-    r.commit("two", 1_600_000_100);
+    r.commit_all("two", 1_600_000_100);
     r.git(&["gc", "-q"]);
     r.git(&[
         "remote",
@@ -1524,7 +1463,7 @@ fn repository_owned_by_another_uid() {
         "origin",
         "git@github.com:octo-org/settings.git",
     ]);
-    let (id, ts) = r.oracle(&r.dir, "s");
+    let (id, ts) = r.last_change_in(&r.dir, "HEAD", "s");
     let copy = r.dir.parent().expect("parent").join("foreign");
     let out = Command::new("cp")
         .arg("-a")
@@ -1596,7 +1535,7 @@ fn random_histories_agree_with_git() {
             r.write(f, "v0\n");
         }
         let mut t: i64 = 1_600_000_000;
-        r.commit("root", t);
+        r.commit_all("root", t);
         r.git(&["branch", "side"]);
         r.git(&["branch", "third"]);
         let mut current = "main";
@@ -1621,16 +1560,16 @@ fn random_histories_agree_with_git() {
                     &out,
                     &format!("seed {seed} step {step}: merge {strategy} {other}"),
                 );
-                r.commit(&format!("merge {other} into {current} ({strategy})"), t);
+                r.commit_all(&format!("merge {other} into {current} ({strategy})"), t);
             } else {
                 for _ in 0..=rng.below(2) {
                     let f = FILES[rng.below(FILES.len() as u64) as usize];
-                    r.write(f, &format!("v{}\n", rng.below(4)));
+                    r.write(f, format!("v{}\n", rng.below(4)));
                 }
-                r.commit(&format!("step {step} on {current}"), t);
+                r.commit_all(&format!("step {step} on {current}"), t);
             }
             for dir in ["s", "s/sub", "t"] {
-                let (id, ts) = r.oracle(&r.dir, dir);
+                let (id, ts) = r.last_change_in(&r.dir, "HEAD", dir);
                 let v = tag_json(&r.dir, dir, &[]);
                 assert_eq!(
                     (
@@ -1650,10 +1589,10 @@ fn random_histories_agree_with_git() {
 fn linked_worktrees_read_their_own_head() {
     let r = Repo::new();
     r.write("s/a.yaml", "a\n");
-    r.commit("one", 1_600_000_000);
+    r.commit_all("one", 1_600_000_000);
     r.git(&["branch", "other"]);
     r.write("s/a.yaml", "main\n");
-    r.commit("main changes s", 1_600_000_100);
+    r.commit_all("main changes s", 1_600_000_100);
     let wt = r.dir.parent().expect("parent").join("linked");
     r.git(&[
         "worktree",
@@ -1667,8 +1606,8 @@ fn linked_worktrees_read_their_own_head() {
         "a linked worktree has a .git file"
     );
     check(&r, &wt, "s");
-    let (id, _) = r.oracle(&wt, "s");
-    let (main_id, _) = r.oracle(&r.dir, "s");
+    let (id, _) = r.last_change_in(&wt, "HEAD", "s");
+    let (main_id, _) = r.last_change_in(&r.dir, "HEAD", "s");
     assert_ne!(id, main_id, "each worktree answers for its own HEAD");
     let tmp = common::TempDir::new();
     let layout = tmp.path().join("l");
@@ -1687,15 +1626,15 @@ fn linked_worktrees_read_their_own_head() {
 fn a_revision_is_walked_from_like_git_log_rev() {
     let r = Repo::new();
     r.write("s/a.yaml", "a\n");
-    r.commit("base", 1_600_000_000);
+    r.commit_all("base", 1_600_000_000);
     r.git(&["checkout", "-q", "-b", "side"]);
     r.write("s/a.yaml", "side\n");
-    let side = r.commit("side changes s", 1_600_000_100);
+    let side = r.commit_all("side changes s", 1_600_000_100);
     r.write("x", "1\n");
-    let side_tip = r.commit("side changes x", 1_600_000_150);
+    let side_tip = r.commit_all("side changes x", 1_600_000_150);
     r.git(&["checkout", "-q", "main"]);
     r.write("s/b.yaml", "main\n");
-    r.commit("main adds b", 1_600_000_200);
+    r.commit_all("main adds b", 1_600_000_200);
     let merge = r.merge("side", 1_600_000_300, |_| {});
     // HEAD (the merge, like a pull request's merge commit) names itself.
     assert_eq!(tag_json(&r.dir, "s", &[])["commit"], merge.as_str());
@@ -1756,12 +1695,7 @@ fn a_revision_is_walked_from_like_git_log_rev() {
             &["tag", "--path", "s", "--prefix", "pr", "--revision", rev],
             &[],
         );
-        assert!(!out.status.success(), "--revision {rev} must fail");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            err.contains(&format!("the revision {rev} is not in this clone")),
-            "{err}"
-        );
+        let err = failed(&out, 1, &format!("the revision {rev} is not in this clone"));
         assert!(err.contains("fetch-depth: 0"), "{err}");
     }
 }

@@ -1,7 +1,7 @@
 //! Reproducibility of the digest, the golden digest of `examples/shop`, and
 //! how `build` treats an OCI layout it writes into.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::os::unix::fs::{PermissionsExt, lchown, symlink};

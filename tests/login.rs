@@ -6,12 +6,15 @@
 //! back authenticates a push to a real distribution registry (htpasswd),
 //! which skopeo then reads. Every token is masked and leaks nowhere.
 
-mod common;
-mod support_login;
+use crate::common;
+use crate::support_login;
 
 use common::cmd::TestCommand;
 use common::registry::{Auth, Registry, skopeo_inspect};
+use common::runner::Step;
 use support_login::*;
+
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -57,7 +60,7 @@ fn push_and_read_back(
     env: &[(&str, String)],
     creds: (&str, &str),
     secrets: &[&str],
-) -> ActionRun {
+) -> Step {
     let ws = workspace();
     let repository = format!("{host}/{name}");
     // `with` first: the runner takes the first value given for an input.
@@ -72,7 +75,7 @@ fn push_and_read_back(
     env.extend(id_token_env(stub));
     env.extend(stub.proxy_env());
     let run = run_action(ws.path(), &all, &env);
-    run.assert_ok();
+    run.ok();
     let found = read_back(reg, name, "v1", &format!("{}:{}", creds.0, creds.1));
     assert_eq!(found["Digest"], run.out("digest"));
     let minted = stub.minted();
@@ -354,7 +357,7 @@ fn without_id_token_permission_the_error_names_it_and_nothing_is_pushed() {
 }
 
 /// Runs the ECR login through the action with extra inputs and env.
-fn ecr_run(stub: &Stub, with: &[(&str, &str)], env: &[(&str, String)]) -> ActionRun {
+fn ecr_run(stub: &Stub, with: &[(&str, &str)], env: &[(&str, String)]) -> Step {
     let ws = workspace();
     let repository = format!("{ECR_HOST}/acme/shop");
     let mut all = vec![
@@ -399,7 +402,7 @@ fn a_wrong_audience_is_the_providers_refusal_with_a_hint() {
         run.assert_masked(&jwt);
     }
     assert!(stub.route("/ecr/").is_empty());
-    assert!(run.outputs.is_empty(), "{}", run.outputs);
+    assert!(run.output_file.is_empty(), "{}", run.output_file);
 }
 
 #[test]
@@ -491,8 +494,20 @@ fn a_hanging_token_service_fails_within_the_deadline() {
         "{error}"
     );
     assert!(error.contains("SETTINGS_IMAGE_LOGIN_TIMEOUT"), "{error}");
-    // The deadline ended it, not the stub (which holds the request 90s).
-    assert!(run.seconds < 90.0, "took {}s", run.seconds);
+    // The deadline ended it, not the stub: the stub saw the client hang up
+    // while it still held the request (it lets go after 90 s).
+    let held = common::eventually(
+        Duration::from_secs(30),
+        Duration::from_millis(50),
+        || match stub.route("hang").as_slice() {
+            [] => Err(format!(
+                "the stub never let go of the request:\n{:?}",
+                stub.log()
+            )),
+            ends => Ok(ends.to_vec()),
+        },
+    );
+    assert_eq!(held, [json!({"route": "hang", "client_hung_up": true})]);
 }
 
 #[test]
@@ -539,118 +554,39 @@ fn the_job_token_is_never_sent_to_another_registry() {
     }
 }
 
-/// Set in the child process [`credentials_that_expire_during_a_push_are_renewed_once`]
-/// runs itself in.
-const RENEWAL_CHILD: &str = "LOGIN_RENEWAL_CHILD";
-
 #[test]
 fn credentials_that_expire_during_a_push_are_renewed_once() {
-    // The ECR login goes to ECR's host only, which the stub plays as the
-    // HTTP proxy; the client reads its proxy from the process
-    // environment. So the test runs again, alone, in a child process of
-    // this binary, which sets it before any client exists.
-    if std::env::var_os(RENEWAL_CHILD).is_none() {
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "credentials_that_expire_during_a_push_are_renewed_once",
-                "--exact",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(RENEWAL_CHILD, "1")
-            .output()
-            .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(out.status.success(), "the child failed:\n{text}");
-        assert!(text.contains("1 passed"), "the child ran nothing:\n{text}");
-        return;
-    }
-    use settings_image::history::{self, SourceMode};
-    use settings_image::login::{Endpoints, Facts, IdTokenSource, Login, Provider};
-    use settings_image::publish::registry::push_with;
-    use settings_image::registry::{Client, Options};
-
     let reg = registry();
     let p = providers();
     let first = p["aws"]["passwords"][0].as_str().unwrap().to_string();
     let renewed = p["aws"]["passwords"][1].as_str().unwrap().to_string();
-    only_allow(&reg, "AWS", &first);
-    let stub = Stub::start(&reg, p, json!({}));
-    for (k, v) in stub.proxy_env() {
-        // SAFETY: this child process runs this one test on one thread, and
-        // no other thread of it reads the environment yet.
-        unsafe { std::env::set_var(k, v) };
-    }
-    let login = Login {
-        provider: Provider::Ecr,
-        facts: Facts {
-            aws_role_arn: Some("arn:aws:iam::123456789012:role/settings-push".into()),
-            aws_region: Some("eu-west-1".into()),
-            ..Facts::default()
-        },
-        id_token: IdTokenSource::GitHub {
-            url: stub.url("/idtoken?api-version=2.0"),
-            token: REQUEST_TOKEN.into(),
-        },
-        endpoints: Endpoints {
-            aws_sts: Some(stub.url("/sts/")),
-            aws_ecr: Some(stub.url("/ecr/")),
-            ..Endpoints::default()
-        },
-        host: ECR_HOST.to_string(),
-        scheme: "http",
-        timeout: std::time::Duration::from_secs(20),
-        on_secret: None,
-    };
-    let client = Client::open(&Options {
-        repository: format!("{ECR_HOST}/acme/shop"),
-        insecure: true,
-        monolithic: false,
-        credentials: None,
-        docker_config: None,
-        login: Some(Box::new(login)),
-    })
-    .unwrap();
-    let exchanges = || {
+    // The registry already takes only the password the second exchange
+    // hands out: the first one has expired by the time the push uses it.
+    only_allow(&reg, "AWS", &renewed);
+    let exchanges = |stub: &Stub| {
         stub.route("/ecr/")
             .iter()
             .filter(|e| e["ok"] == true)
             .count()
     };
-    assert_eq!(exchanges(), 1);
-
-    // A long push outlives the first password: the registry now takes
-    // only a fresh one (distribution re-reads its htpasswd).
-    only_allow(&reg, "AWS", &renewed);
-    let ws = workspace();
-    let reading = history::Reading {
-        mode: SourceMode::Worktree,
-        need_commit: false,
-        revision: None,
-        source_url: &history::SourceUrl::Origin,
-        several: false,
-    };
-    let cfg = ws.path().join("cfg");
-    let (_, prepared) = history::prepare(vec![(&cfg, Ok(None))], &reading)
-        .remove(0)
-        .unwrap();
-    let img = settings_image::image::build(&prepared.source, &prepared.metadata()).unwrap();
-    let pushed = push_with(&client, &img, &["v1".to_string()]).unwrap();
-    assert!(pushed.pushed);
-    assert_eq!(exchanges(), 2, "the login ran again after the 401");
+    let stub = Stub::start(&reg, p.clone(), json!({}));
+    let run = ecr_run(&stub, &[], &[]);
+    run.ok();
+    assert_eq!(exchanges(&stub), 2, "the login ran again after the 401");
     let found = read_back(&reg, "acme/shop", "v1", &format!("AWS:{renewed}"));
-    assert_eq!(found["Digest"], img.digest);
+    assert_eq!(found["Digest"], run.out("digest"));
+    run.assert_masked(&first);
+    run.assert_hidden(&renewed);
 
-    // Once: a second expiry is an authentication error, not a third exchange.
+    // Once: a second refusal is an authentication error (exit 5), not a
+    // third exchange.
     only_allow(&reg, "AWS", "a-password-nobody-has");
-    let err = push_with(&client, &img, &["v2".to_string()]).unwrap_err();
-    assert_eq!(err.exit_code(), 5, "{err}");
-    assert!(!err.to_string().contains(&renewed), "{err}");
-    assert_eq!(exchanges(), 2);
+    let stub = Stub::start(&reg, p, json!({}));
+    let run = ecr_run(&stub, &[("tags", "v2")], &[]);
+    run.exited(5);
+    assert_eq!(exchanges(&stub), 2);
+    run.assert_hidden(&first);
+    run.assert_hidden(&renewed);
 }
 
 #[test]
@@ -698,11 +634,11 @@ fn the_promote_action_logs_in_the_same_way() {
         .concat(),
         &e,
     );
-    run.assert_ok();
+    run.ok();
     assert_eq!(run.out("promoted"), "true", "{}", run.stdout);
     let tag = run.out("tag");
     assert!(tag.starts_with("prod-1764547200-abcdef1"), "{tag}");
-    read_back(&reg, "acme/shop", &tag, &format!("acme:{token}"));
+    read_back(&reg, "acme/shop", tag, &format!("acme:{token}"));
     run.assert_masked(&token);
     for jwt in stub.minted() {
         assert!(
@@ -737,7 +673,7 @@ fn the_action_reads_a_docker_config_under_its_home() {
         &[("path", "cfg"), ("repository", &repository), ("tags", "v1")],
         &[("HOME", home.path().display().to_string())],
     );
-    run.assert_ok();
+    run.ok();
     read_back(&reg, "acme/shop", "v1", "robot:fr0m-a-docker-config");
     run.assert_absent("fr0m-a-docker-config");
 }
@@ -914,7 +850,7 @@ fn no_exchange_follows_a_redirect_to_another_host() {
             error.contains("a redirect to 127.0.0.2:") && error.contains("it was not followed"),
             "{name}: {error}"
         );
-        assert!(run.outputs.is_empty(), "{name}: {}", run.outputs);
+        assert!(run.output_file.is_empty(), "{name}: {}", run.output_file);
         for jwt in stub.minted() {
             assert!(!error.contains(&jwt), "{name}: {error}");
         }
@@ -1059,7 +995,7 @@ const GHES_REGISTRY: &str = "containers.github.acme.test";
 /// Pushes `HOST/acme/shop` with the action's defaults (the job token)
 /// through the stub as the HTTP proxy; `HOST` is ghcr.io or, with
 /// `GITHUB_SERVER_URL` naming its server, [`GHES_REGISTRY`].
-fn push_to_github(stub: &Stub, host: &str) -> ActionRun {
+fn push_to_github(stub: &Stub, host: &str) -> Step {
     let ws = workspace();
     let repository = format!("{host}/acme/shop");
     run_action(
@@ -1087,7 +1023,7 @@ fn the_job_token_goes_to_github_registries_and_their_own_token_service_only() {
     for host in ["ghcr.io", GHES_REGISTRY] {
         let (reg, stub, ts) = github_registry(&format!("http://{host}/token"));
         let run = push_to_github(&stub, host);
-        run.assert_ok();
+        run.ok();
         run.assert_masked(JOB_TOKEN);
         let issued = ts.issued.lock().unwrap().clone();
         assert!(!issued.is_empty());
@@ -1236,7 +1172,7 @@ fn a_cloud_login_sends_nothing_to_a_host_its_provider_does_not_own() {
                 )),
                 "{name} {host}: {error}"
             );
-            assert!(run.outputs.is_empty(), "{name}: {}", run.outputs);
+            assert!(run.outputs.is_empty(), "{name}: {:?}", run.outputs);
         }
         // The CLI's --login: the same rule.
         let dir = tempfile::tempdir().unwrap();

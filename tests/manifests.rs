@@ -4,7 +4,7 @@
 //! and every workflow in the README and `docs/` (rewritten to `uses: ./`),
 //! and lints `.github/workflows/*.yml` with actionlint.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::{Path, PathBuf};

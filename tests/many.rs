@@ -9,55 +9,19 @@ use std::path::Path;
 
 use serde_json::Value;
 
-mod common;
+use crate::common;
 
-use common::cmd::TestCommand;
+use common::cmd::{Run, TestCommand};
 use common::git::ScratchRepo;
 use common::registry::{Auth, Registry, skopeo_inspect};
 
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Out {
-    fn json(&self) -> Value {
-        serde_json::from_str(self.stdout.trim())
-            .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}\n{}", self.stdout, self.stderr))
-    }
-}
-
-fn run(cwd: &Path, args: &[&str]) -> Out {
+fn run(cwd: &Path, args: &[&str]) -> Run {
     let home = tempfile::tempdir().expect("tempdir");
-    let r = TestCommand::new()
+    TestCommand::new()
         .current_dir(cwd)
         .args(args)
         .env("HOME", home.path())
-        .run();
-    Out {
-        code: r.code,
-        stdout: r.stdout,
-        stderr: r.stderr,
-    }
-}
-
-fn write(r: &ScratchRepo, rel: &str, content: &str) {
-    let p = r.dir.join(rel);
-    std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-    std::fs::write(p, content).expect("write");
-}
-
-fn commit(r: &ScratchRepo, msg: &str, t: i64) {
-    r.git(&["add", "-A"]);
-    let out = r
-        .cmd(&r.dir)
-        .env("GIT_AUTHOR_DATE", format!("@{t} +0000"))
-        .env("GIT_COMMITTER_DATE", format!("@{t} +0000"))
-        .args(["commit", "-q", "-m", msg])
-        .output()
-        .expect("git commit");
-    assert!(out.status.success(), "git commit");
+        .run()
 }
 
 /// `main-<ct>-<sha7>` of `git log -1 -- DIR`.
@@ -71,18 +35,14 @@ fn oracle_tag(r: &ScratchRepo, dir: &str) -> String {
 fn three_folders() -> ScratchRepo {
     let r = ScratchRepo::new();
     for f in ["shop", "billing", "search"] {
-        write(
-            &r,
-            &format!("configs/{f}/app.yaml"),
-            &format!("name: {f}\n"),
-        );
+        r.write(&format!("configs/{f}/app.yaml"), format!("name: {f}\n"));
     }
-    write(&r, "src/main.rs", "fn main() {}\n");
-    commit(&r, "settings", 1_700_000_000);
-    write(&r, "configs/billing/db.yaml", "pool: 4\n");
-    commit(&r, "billing db", 1_700_000_100);
-    write(&r, "src/main.rs", "fn main() { }\n");
-    commit(&r, "code", 1_700_000_200);
+    r.write("src/main.rs", "fn main() {}\n");
+    r.commit_all("settings", 1_700_000_000);
+    r.write("configs/billing/db.yaml", "pool: 4\n");
+    r.commit_all("billing db", 1_700_000_100);
+    r.write("src/main.rs", "fn main() { }\n");
+    r.commit_all("code", 1_700_000_200);
     r
 }
 
@@ -167,8 +127,8 @@ fn a_re_run_with_one_changed_folder_pushes_one_image() {
     assert_eq!(plan.json(), serde_json::json!({ "include": [] }));
 
     // One folder changes.
-    write(&r, "configs/search/app.yaml", "name: search\nreplicas: 3\n");
-    commit(&r, "search replicas", 1_700_000_300);
+    r.write("configs/search/app.yaml", "name: search\nreplicas: 3\n");
+    r.commit_all("search replicas", 1_700_000_300);
     let plan = run(&r.dir, &plan_args);
     assert_eq!(plan.code, 0, "{}", plan.stderr);
     assert_eq!(
@@ -274,7 +234,7 @@ fn a_failing_folder_does_not_hide_the_others() {
     let reg = Registry::start(Auth::None);
     let r = three_folders();
     // Not committed: no commit names it.
-    write(&r, "configs/draft/app.yaml", "name: draft\n");
+    r.write("configs/draft/app.yaml", "name: draft\n");
     let out = run(
         &r.dir,
         &[
@@ -298,7 +258,7 @@ fn a_failing_folder_does_not_hide_the_others() {
         "{}",
         out.stderr
     );
-    let images = by_path(&out.json());
+    let images = by_path(&out.report());
     assert_eq!(images.len(), 4, "every folder reported");
     let draft = &images["configs/draft"];
     assert!(

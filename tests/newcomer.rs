@@ -5,7 +5,7 @@
 //! says what the test command costs, and `scripts/deps.sh` names every
 //! command the tests run.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -363,16 +363,31 @@ fn deps_sh_names_every_command_the_tests_run() {
         .flat_map(|l| l.split('#').next().unwrap().split_whitespace())
         .collect();
     let re = regex::Regex::new(r#"(?:Command::new|require|tool|find_tool)\(\s*"([^"]+)""#).unwrap();
-    let mut run = BTreeSet::new();
-    for dir in ["tests", "tests/common", "tests/support_login"] {
-        for e in std::fs::read_dir(repo().join(dir)).unwrap() {
+    // Every Rust file of tests/ and every unit test file of src/ (the
+    // unit tests that run tools: src/**/*_tests.rs).
+    fn rust_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap() {
             let p = e.unwrap().path();
-            if p.extension().is_some_and(|x| x == "rs") {
-                let text = std::fs::read_to_string(&p).unwrap();
-                for c in re.captures_iter(&text) {
-                    run.insert(c[1].to_string());
-                }
+            if p.is_dir() {
+                rust_files(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
             }
+        }
+    }
+    let mut files = Vec::new();
+    rust_files(&repo().join("tests"), &mut files);
+    let mut src = Vec::new();
+    rust_files(&repo().join("src"), &mut src);
+    files.extend(
+        src.into_iter()
+            .filter(|p| p.to_string_lossy().ends_with("_tests.rs")),
+    );
+    let mut run = BTreeSet::new();
+    for p in files {
+        let text = std::fs::read_to_string(&p).unwrap();
+        for c in re.captures_iter(&text) {
+            run.insert(c[1].to_string());
         }
     }
     assert!(run.len() > 20, "{run:?}");

@@ -12,7 +12,7 @@
 //! node's containerd is told about as a cluster admin would (a hosts.toml
 //! naming the CA).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 
@@ -46,7 +46,7 @@ impl Place {
     /// A place whose registry the node does not know yet.
     fn untrusted(name: &str, auth: Auth) -> Place {
         let flux = flux_cluster();
-        let ns = flux.namespace(name);
+        let ns = flux.fresh_namespace(name);
         let registry = Registry::start_tls(auth);
         Place { flux, ns, registry }
     }

@@ -13,9 +13,9 @@
 //! in the manifest), so `oras discover` prints that type there and
 //! `oras discover --artifact-type application/vnd.in-toto+json` lists
 //! nothing; it sends no `OCI-Subject`, so `push` writes the referrers tag
-//! as well (tests/provenance.rs has the stub that answers it).
+//! as well (tests/common/subject_stub.rs is the stub that answers it).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -109,14 +109,7 @@ impl Settings {
             "origin",
             "https://github.com/acme/settings.git",
         ]);
-        s.repo.git(&["add", "-A"]);
-        common::run_ok(
-            s.repo
-                .cmd(&s.repo.dir)
-                .args(["commit", "-q", "-m", "shop"])
-                .env("GIT_COMMITTER_DATE", "@1700000000 +0000")
-                .env("GIT_AUTHOR_DATE", "@1700000000 +0000"),
-        );
+        s.repo.commit_all("shop", 1_700_000_000);
         s
     }
 

@@ -5,85 +5,43 @@
 //! policy picks (implemented here independently from the crate), the
 //! anomaly each push reports, and where the branch tag points.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::cmd::{Run, TestCommand};
+use common::git::ScratchRepo;
 use common::github;
 use common::registry::{Auth, Registry};
 use serde_json::Value;
 
+/// The scratch repository whose folder `s` the tests push.
 struct Git {
-    tmp: common::TempDir,
-    dir: PathBuf,
+    repo: ScratchRepo,
 }
 
 impl Git {
     fn new() -> Git {
-        let tmp = common::TempDir::new();
-        let dir = tmp.path().join("repo");
-        std::fs::create_dir_all(tmp.path().join("home")).expect("home");
-        std::fs::create_dir_all(&dir).expect("dir");
-        let g = Git { tmp, dir };
-        g.git(&["init", "-q", "-b", "main"]);
-        g
-    }
-
-    fn cmd(&self, cwd: &Path) -> Command {
-        let home = self.tmp.path().join("home");
-        let mut c = Command::new("git");
-        c.current_dir(cwd)
-            .env("HOME", &home)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", home.join("gitconfig"))
-            .env("GIT_AUTHOR_NAME", "A")
-            .env("GIT_AUTHOR_EMAIL", "a@example.com")
-            .env("GIT_COMMITTER_NAME", "C")
-            .env("GIT_COMMITTER_EMAIL", "c@example.com")
-            .env_remove("GIT_DIR")
-            .env_remove("GIT_WORK_TREE");
-        c
-    }
-
-    fn git_env(&self, args: &[&str], env: &[(&str, String)]) -> String {
-        let mut c = self.cmd(&self.dir);
-        for (k, v) in env {
-            c.env(k, v);
+        Git {
+            repo: ScratchRepo::new(),
         }
-        let out = c.args(args).output().expect("git is installed");
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
     fn git(&self, args: &[&str]) -> String {
-        self.git_env(args, &[])
+        self.repo.git(args)
     }
 
     /// Writes `s/app.yaml` and commits at committer time `ct` (author `at`).
     fn change(&self, content: &str, ct: i64, at: i64) -> String {
-        std::fs::create_dir_all(self.dir.join("s")).expect("s");
-        std::fs::write(self.dir.join("s/app.yaml"), content).expect("write");
-        self.git(&["add", "-A"]);
-        self.git_env(
-            &["commit", "-q", "-m", content.trim()],
-            &[
-                ("GIT_AUTHOR_DATE", format!("@{at} +0000")),
-                ("GIT_COMMITTER_DATE", format!("@{ct} +0000")),
-            ],
-        );
-        self.git(&["rev-parse", "HEAD"])
+        self.repo.write("s/app.yaml", content);
+        self.repo.commit_at(content.trim(), ct, at)
     }
 
     /// A worktree detached at `commit`, for a run that must not see HEAD move.
     fn worktree(&self, name: &str, commit: &str) -> PathBuf {
-        let p = self.tmp.path().join(name);
+        let p = self.repo.dir.parent().expect("a parent").join(name);
         self.git(&[
             "worktree",
             "add",
@@ -169,12 +127,12 @@ fn pushed_is_true_when_only_the_branch_tag_is_made_or_moved() {
     let repo = repo_of(&reg);
     let g = Git::new();
     let c1 = g.change("v: 1\n", 1_700_000_100, 1_700_000_100);
-    let first = push_without_branch_tag(&g.dir, &repo);
+    let first = push_without_branch_tag(&g.repo.dir, &repo);
     assert_eq!(first.ok()["pushed"], true);
     assert!(first.ok().get("branch_tag").is_none(), "{}", first.ok());
     // The image is there; only the branch tag is new: a change to the
     // registry (the action's output says true for it too).
-    let made = push(&g.dir, &repo, &[]);
+    let made = push(&g.repo.dir, &repo, &[]);
     assert_eq!(made.ok()["branch_tag"]["outcome"], "created");
     assert_eq!(made.ok()["uploaded_blobs"], 0);
     assert_eq!(made.ok()["pushed"], true, "{}", made.ok());
@@ -185,14 +143,17 @@ fn pushed_is_true_when_only_the_branch_tag_is_made_or_moved() {
     // The next commit's image, pushed without the branch tag; then the
     // branch tag moves to it, nothing else changes.
     let c2 = g.change("v: 2\n", 1_700_000_200, 1_700_000_200);
-    assert_eq!(push_without_branch_tag(&g.dir, &repo).ok()["pushed"], true);
-    let moved = push(&g.dir, &repo, &[]);
+    assert_eq!(
+        push_without_branch_tag(&g.repo.dir, &repo).ok()["pushed"],
+        true
+    );
+    let moved = push(&g.repo.dir, &repo, &[]);
     assert_eq!(moved.ok()["branch_tag"]["outcome"], "moved");
     assert_eq!(moved.ok()["uploaded_blobs"], 0);
     assert_eq!(moved.ok()["pushed"], true, "{}", moved.ok());
     assert_eq!(moved.ok()["commit"], c2.as_str());
     // Nothing left to change.
-    let again = push(&g.dir, &repo, &[]);
+    let again = push(&g.repo.dir, &repo, &[]);
     assert_eq!(again.ok()["branch_tag"]["outcome"], "unchanged");
     assert_eq!(again.ok()["pushed"], false, "{}", again.ok());
     assert_ne!(c1, c2);
@@ -209,7 +170,7 @@ fn rerun_of_an_old_commit_is_a_no_op_and_keeps_the_branch_tag() {
     let p1 = push(&old, &repo, &[]);
     assert_eq!(p1.anomaly(), None);
     assert_eq!(p1.ok()["branch_tag"]["outcome"], "created");
-    let p2 = push(&g.dir, &repo, &[]);
+    let p2 = push(&g.repo.dir, &repo, &[]);
     assert_eq!(p2.anomaly(), None);
     assert_eq!(p2.ok()["branch_tag"]["outcome"], "moved");
     // The re-run of the old job.
@@ -244,7 +205,7 @@ fn concurrent_runs_of_consecutive_commits_converge_forward_in_either_order() {
     let g = Git::new();
     let mut t = 1_700_000_000;
     let c0 = g.change("v: 0\n", t, t);
-    push(&g.dir, &repo, &[]).ok();
+    push(&g.repo.dir, &repo, &[]).ok();
     assert_eq!(revision(&reg, "main"), c0);
     let mut left_behind = 0;
     for round in 0..6 {
@@ -307,7 +268,7 @@ fn same_second_commits_are_reported_with_the_tag_flux_serves() {
         let repo = repo_of(&reg);
         let g = Git::new();
         let c1 = g.change("v: 1\n", 1_700_000_300, 1_700_000_300);
-        push(&g.dir, &repo, &[]).ok();
+        push(&g.repo.dir, &repo, &[]).ok();
         let c2 = (0..64)
             .find_map(|i| {
                 let c = g.change(&format!("v: 2 # {i}\n"), 1_700_000_300, 1_700_000_300);
@@ -319,7 +280,7 @@ fn same_second_commits_are_reported_with_the_tag_flux_serves() {
                 }
             })
             .expect("a commit whose sha7 sorts as wanted");
-        let p = push(&g.dir, &repo, &[]);
+        let p = push(&g.repo.dir, &repo, &[]);
         assert_eq!(p.anomaly().as_deref(), Some("same-timestamp"));
         let msg = p.ok()["anomaly"]["message"].as_str().expect("message");
         assert!(p.stderr.contains("warning: same-timestamp"), "{}", p.stderr);
@@ -353,10 +314,10 @@ fn a_backwards_committer_date_is_reported_with_the_fix() {
     let repo = repo_of(&reg);
     let g = Git::new();
     let c1 = g.change("v: 1\n", 1_700_000_500, 1_700_000_500);
-    push(&g.dir, &repo, &[]).ok();
+    push(&g.repo.dir, &repo, &[]).ok();
     // A skewed clock: the child is "older".
     let c2 = g.change("v: 2\n", 1_700_000_400, 1_700_000_400);
-    let p = push(&g.dir, &repo, &[]);
+    let p = push(&g.repo.dir, &repo, &[]);
     assert_eq!(p.anomaly().as_deref(), Some("backwards-timestamp"));
     let msg = p.ok()["anomaly"]["message"].as_str().expect("message");
     assert!(msg.contains("ignores"), "{msg}");
@@ -382,11 +343,11 @@ fn a_force_push_is_refused_unless_rewinding_is_allowed() {
     let g = Git::new();
     let c1 = g.change("v: 1\n", 1_700_000_100, 1_700_000_100);
     let c2 = g.change("v: 2\n", 1_700_000_200, 1_700_000_200);
-    push(&g.dir, &repo, &[]).ok();
+    push(&g.repo.dir, &repo, &[]).ok();
     // Force-push: the branch is reset and goes another way.
     g.git(&["reset", "-q", "--hard", &c1]);
     let c3 = g.change("v: 3\n", 1_700_000_300, 1_700_000_300);
-    let p = push(&g.dir, &repo, &[]);
+    let p = push(&g.repo.dir, &repo, &[]);
     assert_eq!(p.code, 6, "a distinct exit code: {}", p.stderr);
     assert!(p.stderr.contains("--allow-rewind"), "{}", p.stderr);
     assert!(
@@ -400,7 +361,7 @@ fn a_force_push_is_refused_unless_rewinding_is_allowed() {
         "refused before pushing anything"
     );
     assert_eq!(revision(&reg, "main"), c2);
-    let p = push(&g.dir, &repo, &["--allow-rewind"]);
+    let p = push(&g.repo.dir, &repo, &["--allow-rewind"]);
     assert_eq!(p.ok()["branch_tag"]["outcome"], "rewound");
     assert!(
         p.stderr.contains("--allow-rewind"),
@@ -418,18 +379,12 @@ fn a_revert_moves_the_branch_tag_forward() {
     let repo = repo_of(&reg);
     let g = Git::new();
     g.change("v: 1\n", 1_700_000_100, 1_700_000_100);
-    let first = push(&g.dir, &repo, &[]).ok().clone();
+    let first = push(&g.repo.dir, &repo, &[]).ok().clone();
     let c2 = g.change("v: 2\n", 1_700_000_200, 1_700_000_200);
-    push(&g.dir, &repo, &[]).ok();
-    g.git_env(
-        &["revert", "--no-edit", &c2],
-        &[
-            ("GIT_AUTHOR_DATE", "@1700000300 +0000".into()),
-            ("GIT_COMMITTER_DATE", "@1700000300 +0000".into()),
-        ],
-    );
+    push(&g.repo.dir, &repo, &[]).ok();
+    g.repo.git_at(&["revert", "--no-edit", &c2], 1_700_000_300);
     let c3 = g.git(&["rev-parse", "HEAD"]);
-    let p = push(&g.dir, &repo, &[]);
+    let p = push(&g.repo.dir, &repo, &[]);
     assert_eq!(p.anomaly(), None);
     assert_eq!(p.ok()["branch_tag"]["outcome"], "moved");
     // The content is the first commit's again; the image is a new version.
@@ -445,33 +400,31 @@ fn a_rebase_with_author_dates_goes_backwards_and_is_reported() {
     let repo = repo_of(&reg);
     let g = Git::new();
     g.change("v: 1\n", 1_700_000_100, 1_700_000_100);
-    push(&g.dir, &repo, &[]).ok();
+    push(&g.repo.dir, &repo, &[]).ok();
     // A feature branch written at t=150 (author date).
     g.git(&["checkout", "-q", "-b", "feature"]);
-    std::fs::write(g.dir.join("s/extra.yaml"), "e: 1\n").expect("write");
+    std::fs::write(g.repo.dir.join("s/extra.yaml"), "e: 1\n").expect("write");
     g.git(&["add", "-A"]);
-    g.git_env(
-        &["commit", "-q", "-m", "feature"],
-        &[
-            ("GIT_AUTHOR_DATE", "@1700000150 +0000".into()),
-            ("GIT_COMMITTER_DATE", "@1700000150 +0000".into()),
-        ],
-    );
+    g.repo
+        .git_at(&["commit", "-q", "-m", "feature"], 1_700_000_150);
     // Main moves on at t=200 and is published.
     g.git(&["checkout", "-q", "main"]);
     let c2 = g.change("v: 2\n", 1_700_000_200, 1_700_000_200);
-    push(&g.dir, &repo, &[]).ok();
+    push(&g.repo.dir, &repo, &[]).ok();
     // Rebase keeping the author date as committer date, then fast-forward.
     g.git(&["checkout", "-q", "feature"]);
-    g.git_env(
+    common::git::run(
+        g.repo
+            .cmd(&g.repo.dir)
+            .env("GIT_COMMITTER_DATE", "@1700000900 +0000"),
         &["rebase", "-q", "--committer-date-is-author-date", "main"],
-        &[("GIT_COMMITTER_DATE", "@1700000900 +0000".into())],
+        None,
     );
     let f = g.git(&["rev-parse", "HEAD"]);
     assert_eq!(g.git(&["log", "-1", "--format=%ct"]), "1700000150");
     g.git(&["checkout", "-q", "main"]);
     g.git(&["merge", "-q", "--ff-only", "feature"]);
-    let p = push(&g.dir, &repo, &[]);
+    let p = push(&g.repo.dir, &repo, &[]);
     assert_eq!(p.anomaly().as_deref(), Some("backwards-timestamp"));
     let msg = p.ok()["anomaly"]["message"].as_str().expect("message");
     assert!(msg.contains(&tag_of(1_700_000_200, &c2)), "{msg}");
@@ -493,18 +446,18 @@ fn on_a_shallow_clone_the_branch_tag_is_guarded_by_the_github_compare_api() {
     let repo = repo_of(&reg);
     let g = Git::new();
     let c1 = g.change("v: 1\n", 1_700_000_100, 1_700_000_100);
-    push(&g.dir, &repo, &[]).ok();
+    push(&g.repo.dir, &repo, &[]).ok();
     g.change("v: 2\n", 1_700_000_200, 1_700_000_200);
     let c3 = g.change("v: 3\n", 1_700_000_300, 1_700_000_300);
     let c4 = g.change("v: 4\n", 1_700_000_400, 1_700_000_400);
     // Holds c4 and c3; c3 records its parent c2's id, and c1 is beyond.
-    let clone = g.tmp.path().join("shallow");
+    let clone = g.repo.dir.parent().expect("a parent").join("shallow");
     g.git(&[
         "clone",
         "-q",
         "--depth",
         "2",
-        &format!("file://{}", g.dir.display()),
+        &format!("file://{}", g.repo.dir.display()),
         clone.to_str().expect("utf-8"),
     ]);
     // Without the API the branch tag cannot be proven forward: refused,
@@ -551,10 +504,10 @@ fn racing_runs_in_separate_checkouts_converge_through_the_compare_api() {
     let g = Git::new();
     let mut t = 1_700_000_000;
     g.change("v: 0\n", t, t);
-    push(&g.dir, &repo, &[]).ok();
+    push(&g.repo.dir, &repo, &[]).ok();
     // GitHub, played by the origin repository and git itself.
-    let origin = g.dir.clone();
-    let home = g.tmp.path().join("home");
+    let origin = g.repo.dir.clone();
+    let home = g.repo.home.clone();
     let (base, _seen) = github::compare_api("o/r", move |b, h| {
         let st = Command::new("git")
             .current_dir(&origin)
@@ -570,11 +523,11 @@ fn racing_runs_in_separate_checkouts_converge_through_the_compare_api() {
         }
     });
     let clone = |name: &str| {
-        let p = g.tmp.path().join(name);
+        let p = g.repo.dir.parent().expect("a parent").join(name);
         g.git(&[
             "clone",
             "-q",
-            &format!("file://{}", g.dir.display()),
+            &format!("file://{}", g.repo.dir.display()),
             p.to_str().expect("utf-8"),
         ]);
         p
@@ -638,7 +591,7 @@ fn an_older_branch_tag_put_landing_last_is_moved_on_by_its_read_back() {
     let c2 = g.change("v: 2\n", 1_700_000_200, 1_700_000_200);
     let older = g.worktree("older", &c1);
     let newer: Arc<Mutex<Option<Push>>> = Arc::default();
-    let (held, newer_dir, direct) = (newer.clone(), g.dir.clone(), repo_of(&reg));
+    let (held, newer_dir, direct) = (newer.clone(), g.repo.dir.clone(), repo_of(&reg));
     proxy.set_rule(move |method, path| {
         let mut held = held.lock().expect("lock");
         if method == "PUT" && path == "/v2/settings/manifests/main" && held.is_none() {

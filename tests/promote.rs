@@ -2,12 +2,15 @@
 //! distribution, no referrers API: records go through the `sha256-<hex>`
 //! tag index), with a recording proxy to count what goes over the wire.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 
+use common::bin;
+use common::cmd::Run;
 use common::cmd::TestCommand;
 use common::registry::*;
+use common::runner::{Runner, Step};
 use serde_json::Value;
 
 /// The binary (the variables every run clears cleared, see
@@ -193,7 +196,7 @@ fn a_squatted_channel_tag_is_refused_with_both_digests() {
 
     // The action face: an ::error and exit 3.
     let ws = common::TempDir::new();
-    let (run, out, _) = action(&repo, ws.path(), &[]);
+    let run = action(&repo, ws.path(), &[]);
     assert_eq!(run.code, 3, "{}{}", run.stdout, run.stderr);
     let error = run
         .stdout
@@ -204,7 +207,11 @@ fn a_squatted_channel_tag_is_refused_with_both_digests() {
         error.contains(&squat_digest) && error.contains(&cand_digest),
         "{error}"
     );
-    assert!(!out.contains("up-to-date"), "{out}");
+    assert!(
+        !run.output_file.contains("up-to-date"),
+        "{}",
+        run.output_file
+    );
 }
 
 #[test]
@@ -514,33 +521,19 @@ fn a_target_repository_gets_the_blobs_by_mount() {
     assert_eq!(again["decision"], "up-to-date");
 }
 
-fn action(repo: &str, ws: &std::path::Path, extra: &[(&str, &str)]) -> (Run, String, String) {
-    let out_file = ws.join("output");
-    let summary_file = ws.join("summary");
-    let _ = std::fs::remove_file(&out_file);
-    let _ = std::fs::remove_file(&summary_file);
-    let mut env = vec![
-        ("INPUT_REPOSITORY", repo),
-        ("INPUT_FROM", "main"),
-        ("INPUT_TO", "prod"),
-        ("INPUT_FORCE", "false"),
-        ("GITHUB_WORKSPACE", ws.to_str().expect("utf-8")),
-        ("GITHUB_ACTOR", "octocat"),
-    ];
-    let o = out_file.to_str().expect("utf-8").to_string();
-    let s = summary_file.to_str().expect("utf-8").to_string();
-    env.push(("GITHUB_OUTPUT", &o));
-    env.push(("GITHUB_STEP_SUMMARY", &s));
-    env.extend_from_slice(extra);
-    let run = cli()
-        .args(["action", "promote"])
-        .envs(env.iter().copied())
-        .run();
-    (
-        run,
-        std::fs::read_to_string(&out_file).unwrap_or_default(),
-        std::fs::read_to_string(&summary_file).unwrap_or_default(),
-    )
+/// The promote action from `main` to `prod` of `repo` on the simulated
+/// runner, in workspace `ws`, with the inputs `extra` besides.
+fn action(repo: &str, ws: &std::path::Path, extra: &[(&str, &str)]) -> Step {
+    let runner = Runner::new(common::TempDir::new(), ws.to_path_buf()).promote();
+    // `extra` first: the runner takes the first value given for an input.
+    let mut with = extra.to_vec();
+    with.extend([
+        ("repository", repo),
+        ("from", "main"),
+        ("to", "prod"),
+        ("force", "false"),
+    ]);
+    runner.run(&with)
 }
 
 #[test]
@@ -555,25 +548,30 @@ fn the_action_face_promotes_waits_and_refuses_with_outputs_and_annotations() {
         "windows:\n  - kind: deny\n    description: forever freeze\n    start: \"2000-01-01T00:00:00Z\"\n    end: \"2999-01-01T00:00:00Z\"\n",
     )
     .expect("policy");
-    let (run, out, summary) = action(&repo, ws.path(), &[("INPUT_POLICY", "policy.yaml")]);
+    let run = action(&repo, ws.path(), &[("policy", "policy.yaml")]);
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
-    let o = common::github::parse_outputs(&out);
+    let o = &run.outputs;
     assert_eq!(o["decision"], "wait");
     assert_eq!(o["promoted"], "false");
     assert_eq!(o["next-open"], "");
     assert!(run.stdout.contains("::warning title="), "{}", run.stdout);
-    assert!(summary.contains("**Waiting**"), "{summary}");
-    assert!(summary.contains("main-1700000100-aaaaaaa"), "{summary}");
+    assert!(run.summary.contains("**Waiting**"), "{}", run.summary);
     assert!(
-        summary.contains("Release windows, next 7 days"),
-        "{summary}"
+        run.summary.contains("main-1700000100-aaaaaaa"),
+        "{}",
+        run.summary
     );
-    assert!(summary.contains("| shut |"), "{summary}");
+    assert!(
+        run.summary.contains("Release windows, next 7 days"),
+        "{}",
+        run.summary
+    );
+    assert!(run.summary.contains("| shut |"), "{}", run.summary);
     // Break-glass without a reason: an ::error and exit 2.
-    let (run, _, _) = action(
+    let run = action(
         &repo,
         ws.path(),
-        &[("INPUT_POLICY", "policy.yaml"), ("INPUT_FORCE", "true")],
+        &[("policy", "policy.yaml"), ("force", "true")],
     );
     assert_eq!(run.code, 2, "{}", run.stdout);
     assert!(run.stdout.contains("::error title="), "{}", run.stdout);
@@ -583,9 +581,9 @@ fn the_action_face_promotes_waits_and_refuses_with_outputs_and_annotations() {
             .any(|t| t.starts_with("prod-"))
     );
     // No policy: always open; promoted with the outputs Flux users need.
-    let (run, out, summary) = action(&repo, ws.path(), &[]);
+    let run = action(&repo, ws.path(), &[]);
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
-    let o = common::github::parse_outputs(&out);
+    let o = &run.outputs;
     assert_eq!(o["promoted"], "true");
     assert_eq!(o["decision"], "promote");
     assert_eq!(o["tag"], "prod-1700000100-aaaaaaa");
@@ -594,14 +592,11 @@ fn the_action_face_promotes_waits_and_refuses_with_outputs_and_annotations() {
         o["reference"],
         format!("{repo}:prod-1700000100-aaaaaaa@{}", o["digest"])
     );
-    assert!(summary.contains("**Promoted**"), "{summary}");
-    assert!(summary.contains("| open |"), "{summary}");
+    assert!(run.summary.contains("**Promoted**"), "{}", run.summary);
+    assert!(run.summary.contains("| open |"), "{}", run.summary);
     // Again: up to date, a notice.
-    let (run, out, _) = action(&repo, ws.path(), &[]);
-    assert_eq!(
-        common::github::parse_outputs(&out)["decision"],
-        "up-to-date"
-    );
+    let run = action(&repo, ws.path(), &[]);
+    assert_eq!(run.outputs["decision"], "up-to-date");
     assert!(run.stdout.contains("::notice title="), "{}", run.stdout);
 }
 
@@ -625,24 +620,24 @@ fn the_action_face_has_the_registry_inputs_and_an_explain_dry_run() {
             &given,
             ws.path(),
             &[
-                ("INPUT_POLICY", "policy.yaml"),
-                ("INPUT_TARGET-REPOSITORY", &target),
-                ("INPUT_EXPLAIN", "true"),
-                ("INPUT_AT", at),
-                ("INPUT_INSECURE", "false"),
-                ("INPUT_PASSWORD", ""),
+                ("policy", "policy.yaml"),
+                ("target-repository", &target),
+                ("explain", "true"),
+                ("at", at),
+                ("insecure", "false"),
+                ("password", ""),
             ],
         )
     };
-    let (run, out, summary) = dry("2026-12-20T10:00:00Z");
+    let run = dry("2026-12-20T10:00:00Z");
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
-    let o = common::github::parse_outputs(&out);
+    let o = &run.outputs;
     assert_eq!(o["decision"], "wait", "{}", run.stdout);
     assert_eq!(o["next-open"], "2026-12-21T09:00:00Z");
-    assert!(summary.contains("**Waiting**"), "{summary}");
-    let (run, out, _) = dry("2026-12-21T10:00:00Z");
+    assert!(run.summary.contains("**Waiting**"), "{}", run.summary);
+    let run = dry("2026-12-21T10:00:00Z");
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
-    let o = common::github::parse_outputs(&out);
+    let o = &run.outputs;
     assert_eq!(o["decision"], "promote", "{}", run.stdout);
     assert_eq!(o["promoted"], "false", "explain writes nothing");
     assert!(
@@ -665,7 +660,7 @@ fn the_action_face_has_the_registry_inputs_and_an_explain_dry_run() {
     );
     assert_eq!(code, 404);
     // A bad `at` is an error in the action's words.
-    let (run, _, _) = dry("next monday");
+    let run = dry("next monday");
     assert_eq!(run.code, 2, "{}", run.stdout);
     let error = run
         .stdout

@@ -8,17 +8,18 @@
 //! `OCI-Subject`, where no fallback tag may be written. `inspect` reads
 //! each back.
 
-mod common;
+use crate::common;
 
-use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::{Arc, Mutex};
+use std::net::TcpStream;
 
 use common::cmd::TestCommand;
 use common::forge;
+use common::git::ScratchRepo;
 use common::oci::ReferrersRegistry;
 use common::registry::*;
+use common::sha256_digest as sha256;
+use common::subject_stub::{SubjectStub, read_head};
 use serde_json::Value;
 
 const IN_TOTO: &str = "application/vnd.in-toto+json";
@@ -27,79 +28,34 @@ const MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 const EMPTY_DIGEST: &str =
     "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a";
 
-/// `sha256:<hex>` of `b` by coreutils' sha256sum, not by the hash library
-/// the tool itself uses.
-fn sha256(b: &[u8]) -> String {
-    let mut child = std::process::Command::new(require("sha256sum"))
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("sha256sum");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let bytes = b.to_vec();
-    let writer = std::thread::spawn(move || stdin.write_all(&bytes));
-    let out = child.wait_with_output().expect("sha256sum");
-    writer.join().expect("writer").expect("write");
-    assert!(out.status.success(), "sha256sum failed");
-    let text = String::from_utf8_lossy(&out.stdout);
-    format!(
-        "sha256:{}",
-        text.split_whitespace().next().unwrap_or_default()
-    )
-}
-
 // ------------------------------------------------------------------ git
 
-/// A git repository with a `conf` folder and fixed dates.
+/// A git repository with a `conf` folder, a GitHub remote and fixed dates.
 struct Repo {
-    dir: common::TempDir,
+    repo: ScratchRepo,
 }
 
 impl Repo {
     fn new() -> Repo {
-        require("git");
-        let r = Repo {
-            dir: common::TempDir::new(),
-        };
-        r.git(&["init", "-q", "-b", "main"]);
-        r.git(&["config", "user.email", "t@example.com"]);
-        r.git(&["config", "user.name", "t"]);
-        r.git(&[
+        let repo = ScratchRepo::new();
+        repo.git(&[
             "remote",
             "add",
             "origin",
             "https://github.com/acme/settings.git",
         ]);
-        std::fs::create_dir(r.dir.path().join("conf")).unwrap();
-        r
+        Repo { repo }
     }
 
-    fn git(&self, args: &[&str]) -> String {
-        let out = std::process::Command::new("git")
-            .args(args)
-            .current_dir(self.dir.path())
-            .env("GIT_AUTHOR_DATE", "2024-01-02T03:04:05Z")
-            .env("GIT_COMMITTER_DATE", "2024-01-02T03:04:05Z")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    }
-
-    /// Commits `conf/a.yaml` with `content`; returns the commit id.
+    /// Commits `conf/a.yaml` with `content` (at 2024-01-02T03:04:05Z);
+    /// returns the commit id.
     fn commit(&self, content: &str) -> String {
-        std::fs::write(self.dir.path().join("conf/a.yaml"), content).unwrap();
-        self.git(&["add", "."]);
-        self.git(&["commit", "-q", "-m", content]);
-        self.git(&["rev-parse", "HEAD"])
+        self.repo
+            .commit_files(&[("conf/a.yaml", content)], content, 1_704_164_645)
     }
 
     fn conf(&self) -> String {
-        self.dir.path().join("conf").to_str().unwrap().to_string()
+        self.repo.dir.join("conf").to_str().unwrap().to_string()
     }
 }
 
@@ -176,26 +132,6 @@ fn http_get(host: &str, path: &str, accept: &str) -> Resp {
         headers,
         body,
     }
-}
-
-fn read_head(r: &mut impl BufRead) -> Option<(String, Vec<(String, String)>)> {
-    let mut first = String::new();
-    if r.read_line(&mut first).ok()? == 0 {
-        return None;
-    }
-    let mut headers = Vec::new();
-    loop {
-        let mut line = String::new();
-        r.read_line(&mut line).ok()?;
-        let l = line.trim_end();
-        if l.is_empty() {
-            break;
-        }
-        if let Some((k, v)) = l.split_once(':') {
-            headers.push((k.trim().to_string(), v.trim().to_string()));
-        }
-    }
-    Some((first.trim_end().to_string(), headers))
 }
 
 /// The image manifest's descriptor as the registry serves it.
@@ -506,296 +442,6 @@ fn tokens_never_appear_with_provenance_and_inspect() {
     assert!(anon.stderr.contains("pull"), "{}", anon.stderr);
 }
 
-// ----------------------------------------------- a referrers-API registry
-
-#[derive(Default)]
-struct Store {
-    blobs: HashMap<String, Vec<u8>>,
-    manifests: HashMap<String, (String, Vec<u8>)>,
-    tags: HashMap<String, String>,
-    uploads: HashMap<String, Vec<u8>>,
-    next: u64,
-    /// `METHOD path` of every request.
-    log: Vec<String>,
-}
-
-/// A loopback registry that implements the OCI distribution spec v1.1
-/// referrers API (and just enough else for a push): `GET referrers/DIGEST`
-/// answers an index of the manifests whose `subject` is DIGEST, and a
-/// manifest PUT with a subject answers `OCI-Subject`.
-///
-/// Kept only for what no registry that runs here shows (the referrers API
-/// itself is met on go-containerregistry's registry, [`ReferrersRegistry`]):
-/// the `OCI-Subject` answer (so no referrers tag), the `artifactType`
-/// filter applied by the registry (`OCI-Filters-Applied`), a listing whose
-/// `artifactType` is the manifest's own, and a tag list paged by `Link`.
-/// ECR, ACR, Harbor and zot answer `OCI-Subject`; none of them runs here.
-struct Stub {
-    port: u16,
-    store: Arc<Mutex<Store>>,
-}
-
-impl Stub {
-    fn start() -> Stub {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let store = Arc::new(Mutex::new(Store::default()));
-        let st = store.clone();
-        std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                let Ok(conn) = conn else { continue };
-                let st = st.clone();
-                std::thread::spawn(move || serve(conn, &st));
-            }
-        });
-        Stub { port, store }
-    }
-
-    fn host(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
-    fn log(&self) -> Vec<String> {
-        self.store.lock().unwrap().log.clone()
-    }
-}
-
-fn serve(conn: TcpStream, store: &Mutex<Store>) {
-    let mut w = conn.try_clone().unwrap();
-    let mut r = BufReader::new(conn);
-    while let Some((first, headers)) = read_head(&mut r) {
-        let mut parts = first.split(' ');
-        let method = parts.next().unwrap_or("").to_string();
-        let target = parts.next().unwrap_or("").to_string();
-        let h = |n: &str| {
-            headers
-                .iter()
-                .find(|(k, _)| k.eq_ignore_ascii_case(n))
-                .map(|(_, v)| v.clone())
-        };
-        let mut body = Vec::new();
-        if h("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
-            loop {
-                let mut line = String::new();
-                r.read_line(&mut line).unwrap();
-                let n = usize::from_str_radix(line.trim(), 16).unwrap_or(0);
-                let mut chunk = vec![0; n + 2];
-                r.read_exact(&mut chunk).unwrap();
-                if n == 0 {
-                    break;
-                }
-                body.extend_from_slice(&chunk[..n]);
-            }
-        } else if let Some(n) = h("content-length").and_then(|v| v.parse::<usize>().ok()) {
-            body = vec![0; n];
-            r.read_exact(&mut body).unwrap();
-        }
-        let (status, mut out_headers, out_body) =
-            handle(store, &method, &target, h("content-type"), body);
-        let len = out_body.len();
-        out_headers.push(("Content-Length".into(), len.to_string()));
-        let mut resp = format!("HTTP/1.1 {status} X\r\n");
-        for (k, v) in out_headers {
-            resp.push_str(&format!("{k}: {v}\r\n"));
-        }
-        resp.push_str("\r\n");
-        let mut bytes = resp.into_bytes();
-        if method != "HEAD" {
-            bytes.extend_from_slice(&out_body);
-        }
-        if w.write_all(&bytes).is_err() {
-            return;
-        }
-    }
-}
-
-type Answer = (u16, Vec<(String, String)>, Vec<u8>);
-
-fn handle(
-    store: &Mutex<Store>,
-    method: &str,
-    target: &str,
-    content_type: Option<String>,
-    body: Vec<u8>,
-) -> Answer {
-    let mut s = store.lock().unwrap();
-    s.log.push(format!("{method} {target}"));
-    let (path, query) = target.split_once('?').unwrap_or((target, ""));
-    let q = |k: &str| {
-        query.split('&').find_map(|kv| {
-            let (a, b) = kv.split_once('=')?;
-            (a == k).then(|| {
-                b.replace("%3A", ":")
-                    .replace("%2F", "/")
-                    .replace("%2B", "+")
-            })
-        })
-    };
-    let not_found = (
-        404,
-        vec![],
-        br#"{"errors":[{"code":"NOT_FOUND"}]}"#.to_vec(),
-    );
-    if path == "/v2/" {
-        return (200, vec![], b"{}".to_vec());
-    }
-    let Some(rest) = path.strip_prefix("/v2/") else {
-        return not_found;
-    };
-    let find = |marker: &str| {
-        rest.find(marker)
-            .map(|i| (&rest[..i], &rest[i + marker.len()..]))
-    };
-    if let Some((name, id)) = find("/blobs/uploads/") {
-        if let (Some(digest), Some(_)) = (q("mount"), q("from"))
-            && method == "POST"
-            && s.blobs.contains_key(&digest)
-        {
-            return (
-                201,
-                vec![
-                    ("Location".into(), format!("/v2/{name}/blobs/{digest}")),
-                    ("Docker-Content-Digest".into(), digest),
-                ],
-                vec![],
-            );
-        }
-        return match method {
-            "POST" => {
-                s.next += 1;
-                let id = s.next.to_string();
-                s.uploads.insert(id.clone(), Vec::new());
-                (
-                    202,
-                    vec![("Location".into(), format!("/v2/{name}/blobs/uploads/{id}"))],
-                    vec![],
-                )
-            }
-            "PATCH" => {
-                s.uploads.entry(id.to_string()).or_default().extend(body);
-                (
-                    202,
-                    vec![("Location".into(), format!("/v2/{name}/blobs/uploads/{id}"))],
-                    vec![],
-                )
-            }
-            "PUT" => {
-                let mut data = s.uploads.remove(id).unwrap_or_default();
-                data.extend(body);
-                let digest = q("digest").unwrap_or_default();
-                if sha256(&data) != digest {
-                    return (
-                        400,
-                        vec![],
-                        br#"{"errors":[{"code":"DIGEST_INVALID"}]}"#.to_vec(),
-                    );
-                }
-                s.blobs.insert(digest.clone(), data);
-                (201, vec![("Docker-Content-Digest".into(), digest)], vec![])
-            }
-            _ => (405, vec![], vec![]),
-        };
-    }
-    if let Some((_, digest)) = find("/blobs/") {
-        return match s.blobs.get(digest) {
-            Some(b) => (
-                200,
-                vec![("Docker-Content-Digest".into(), digest.to_string())],
-                b.clone(),
-            ),
-            None => not_found,
-        };
-    }
-    if let Some((name, reference)) = find("/manifests/") {
-        match method {
-            "PUT" => {
-                let digest = sha256(&body);
-                let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                let mt = content_type.unwrap_or_default();
-                s.manifests.insert(digest.clone(), (mt, body));
-                if !reference.starts_with("sha256:") {
-                    s.tags.insert(reference.to_string(), digest.clone());
-                }
-                let mut h = vec![
-                    ("Docker-Content-Digest".into(), digest.clone()),
-                    ("Location".into(), format!("/v2/{name}/manifests/{digest}")),
-                ];
-                if let Some(sub) = v["subject"]["digest"].as_str() {
-                    h.push(("OCI-Subject".into(), sub.to_string()));
-                }
-                return (201, h, vec![]);
-            }
-            "GET" | "HEAD" => {
-                let digest = if reference.starts_with("sha256:") {
-                    reference.to_string()
-                } else {
-                    match s.tags.get(reference) {
-                        Some(d) => d.clone(),
-                        None => return not_found,
-                    }
-                };
-                return match s.manifests.get(&digest) {
-                    Some((mt, b)) => (
-                        200,
-                        vec![
-                            ("Content-Type".into(), mt.clone()),
-                            ("Docker-Content-Digest".into(), digest),
-                        ],
-                        b.clone(),
-                    ),
-                    None => not_found,
-                };
-            }
-            _ => return (405, vec![], vec![]),
-        }
-    }
-    if let Some((_, subject)) = find("/referrers/") {
-        let filter = q("artifactType");
-        let mut list = Vec::new();
-        for (digest, (mt, b)) in &s.manifests {
-            let v: Value = serde_json::from_slice(b).unwrap_or(Value::Null);
-            if v["subject"]["digest"] != subject {
-                continue;
-            }
-            let at = v["artifactType"].clone();
-            if filter.as_deref().is_some_and(|f| at != f) {
-                continue;
-            }
-            list.push(serde_json::json!({
-                "mediaType": mt, "digest": digest, "size": b.len(),
-                "artifactType": at, "annotations": v["annotations"],
-            }));
-        }
-        let mut h = vec![("Content-Type".into(), INDEX.to_string())];
-        if filter.is_some() {
-            h.push(("OCI-Filters-Applied".into(), "artifactType".into()));
-        }
-        let index = serde_json::json!({"schemaVersion": 2, "mediaType": INDEX, "manifests": list});
-        return (200, h, serde_json::to_vec(&index).unwrap());
-    }
-    if let Some(name) = rest.strip_suffix("/tags/list") {
-        // Pages of two, whatever `n` asks, linked as the spec describes.
-        let mut tags: Vec<String> = s.tags.keys().cloned().collect();
-        tags.sort();
-        let last = q("last");
-        let page: Vec<String> = tags
-            .into_iter()
-            .filter(|t| last.as_ref().is_none_or(|l| t > l))
-            .take(2)
-            .collect();
-        let mut h = vec![];
-        if page.len() == 2 {
-            h.push((
-                "Link".into(),
-                format!("</v2/{name}/tags/list?n=2&last={}>; rel=\"next\"", page[1]),
-            ));
-        }
-        let v = serde_json::json!({"name": name, "tags": page});
-        return (200, h, serde_json::to_vec(&v).unwrap());
-    }
-    not_found
-}
-
 /// On a real registry with the referrers API (go-containerregistry's):
 /// the registry lists the referrer itself, `inspect` finds the provenance
 /// through `GET referrers/DIGEST` alone, and a re-run reuses it. This
@@ -882,7 +528,7 @@ fn the_referrers_api_of_a_real_registry_lists_and_finds_the_provenance() {
 /// find the provenance through the referrers API.
 #[test]
 fn no_referrers_tag_when_the_registry_answers_oci_subject() {
-    let stub = Stub::start();
+    let stub = SubjectStub::start();
     let repo = format!("{}/acme/settings", stub.host());
     let git = Repo::new();
     let commit = git.commit("a: 1\n");
@@ -929,206 +575,6 @@ fn no_referrers_tag_when_the_registry_answers_oci_subject() {
             .count()
     };
     assert_eq!(subjects, 1);
-}
-
-// ------------------------------------------- the public registry client
-
-fn client(repository: &str) -> settings_image::registry::Client {
-    settings_image::registry::Client::open(&settings_image::registry::Options {
-        repository: repository.to_string(),
-        insecure: false,
-        monolithic: false,
-        credentials: None,
-        docker_config: None,
-        login: None,
-    })
-    .unwrap()
-}
-
-fn artifact(kind: &str, body: &[u8], rev: &str) -> settings_image::image::artifact::Artifact {
-    settings_image::image::artifact::Artifact {
-        artifact_type: kind.to_string(),
-        layers: vec![(kind.to_string(), body.to_vec())],
-        annotations: [(
-            "org.opencontainers.image.revision".to_string(),
-            rev.to_string(),
-        )]
-        .into_iter()
-        .collect(),
-        title: None,
-    }
-}
-
-/// What a registry does, as [`exercise_client`] expects it.
-struct Shows {
-    /// It answers `GET referrers/DIGEST`.
-    referrers_api: bool,
-    /// It answers a manifest `PUT` with a subject with `OCI-Subject`.
-    oci_subject: bool,
-    /// It mounts a blob from another repository (distribution does;
-    /// go-containerregistry's registry answers every mount with an upload).
-    mounts: bool,
-}
-
-/// Exercises every client call on a registry that does what `shows` says.
-fn exercise_client(host: &str, shows: Shows) {
-    use settings_image::image::Descriptor;
-    let c = client(&format!("{host}/team/a"));
-    assert_eq!(c.list_tags().unwrap(), Vec::<String>::new());
-    assert_eq!(c.head_manifest("nope").unwrap(), None);
-    assert!(c.get_manifest("nope").unwrap().is_none());
-
-    // Blobs: put (twice: the second is a no-op), get, mount elsewhere.
-    let config = c
-        .put_blob("application/vnd.oci.empty.v1+json", b"{}")
-        .unwrap();
-    assert_eq!(config.digest, EMPTY_DIGEST);
-    let layer_bytes = b"layer bytes".to_vec();
-    let layer = c
-        .put_blob("application/octet-stream", &layer_bytes)
-        .unwrap();
-    let before = c.requests();
-    c.put_blob("application/octet-stream", &layer_bytes)
-        .unwrap();
-    if shows.mounts {
-        assert_eq!(
-            c.requests() - before,
-            1,
-            "a present blob costs one request (a mount from this repository)"
-        );
-    }
-    assert_eq!(c.get_blob(&layer.digest).unwrap(), layer_bytes);
-    let other = client(&format!("{host}/team/b"));
-    assert_eq!(
-        other.mount_blob(&layer.digest, "team/a").unwrap(),
-        shows.mounts
-    );
-    assert_eq!(other.get_blob(&layer.digest).unwrap(), layer_bytes);
-    let missing = format!("sha256:{}", "0".repeat(64));
-    assert!(!other.mount_blob(&missing, "team/a").unwrap());
-
-    // Manifests under tags, listed across pages.
-    let manifest = serde_json::to_vec(&serde_json::json!({
-        "schemaVersion": 2, "mediaType": MANIFEST,
-        "config": {"mediaType": "application/vnd.oci.empty.v1+json", "digest": EMPTY_DIGEST, "size": 2},
-        "layers": [{"mediaType": "application/octet-stream", "digest": layer.digest, "size": layer.size}],
-    }))
-    .unwrap();
-    for t in ["t1", "t2", "t3", "t4", "t5"] {
-        let put = c.put_manifest(t, &manifest, MANIFEST).unwrap();
-        assert_eq!(put.digest, sha256(&manifest));
-        assert_eq!(put.subject, None);
-    }
-    let mut tags = c.list_tags().unwrap();
-    tags.sort();
-    assert_eq!(tags, ["t1", "t2", "t3", "t4", "t5"]);
-    let head = c.head_manifest("t3").unwrap().unwrap();
-    assert_eq!(head.digest, sha256(&manifest));
-    assert_eq!(head.size, manifest.len() as u64);
-    assert_eq!(head.media_type, MANIFEST);
-    let got = c.get_manifest(&head.digest).unwrap().unwrap();
-    assert_eq!(got.bytes, manifest);
-    assert_eq!(got.media_type, MANIFEST);
-
-    // Referrers: two kinds on one subject, one on another; re-attaching the
-    // same artifact lists it once.
-    let subject = Descriptor::of(MANIFEST, &manifest);
-    assert_eq!(c.referrers(&subject.digest, None).unwrap(), vec![]);
-    let promo = "application/vnd.settings-image.promotion.v1+json";
-    let p1 = c
-        .attach_referrer(&subject, &artifact(IN_TOTO, b"{\"a\":1}", "r1"))
-        .unwrap();
-    let p2 = c
-        .attach_referrer(&subject, &artifact(promo, b"{\"b\":2}", "r1"))
-        .unwrap();
-    let p3 = c
-        .attach_referrer(&subject, &artifact(IN_TOTO, b"{\"a\":1}", "r1"))
-        .unwrap();
-    assert_eq!(p3.descriptor, p1.descriptor);
-    let tag = subject.digest.replace(':', "-");
-    let expected_tag = (!shows.oci_subject).then(|| tag.clone());
-    assert_eq!(p1.referrers_tag, expected_tag);
-    let all = c.referrers(&subject.digest, None).unwrap();
-    assert_eq!(c.has_referrers_api(), Some(shows.referrers_api));
-    assert_eq!(all.len(), 2, "{all:?}");
-    for d in [&p1.descriptor, &p2.descriptor] {
-        let listed = all.iter().find(|x| x.digest == d.digest).expect("listed");
-        assert_eq!(listed.artifact_type, d.artifact_type);
-        assert_eq!(
-            listed.annotations["org.opencontainers.image.revision"],
-            "r1"
-        );
-        assert_eq!(listed.size, d.size);
-    }
-    let only = c.referrers(&subject.digest, Some(promo)).unwrap();
-    assert_eq!(only.len(), 1);
-    assert_eq!(only[0].digest, p2.descriptor.digest);
-    let m = c.get_manifest(&p2.descriptor.digest).unwrap().unwrap();
-    let v: Value = serde_json::from_slice(&m.bytes).unwrap();
-    assert_eq!(v["subject"]["digest"], subject.digest.as_str());
-    assert_eq!(v["artifactType"], promo);
-    let tags = c.list_tags().unwrap();
-    assert_eq!(tags.contains(&tag), !shows.oci_subject, "{tags:?}");
-}
-
-#[test]
-fn the_client_api_on_distribution() {
-    let reg = Registry::start(Auth::None);
-    exercise_client(
-        &reg.host(),
-        Shows {
-            referrers_api: false,
-            oci_subject: false,
-            mounts: true,
-        },
-    );
-}
-
-/// go-containerregistry's registry: the referrers API (listing each
-/// referrer's config media type as its artifactType: the client reads the
-/// manifests), no `OCI-Subject` (so the referrers tag too), no mounts.
-#[test]
-fn the_client_api_on_a_real_referrers_api_registry() {
-    let reg = ReferrersRegistry::start();
-    exercise_client(
-        &reg.host,
-        Shows {
-            referrers_api: true,
-            oci_subject: false,
-            mounts: false,
-        },
-    );
-    assert!(
-        reg.requests()
-            .iter()
-            .any(|l| l.starts_with("GET /v2/team/a/referrers/sha256:")),
-        "{:?}",
-        reg.requests()
-    );
-}
-
-/// The stub, for what no registry here shows: `OCI-Subject` (no referrers
-/// tag), the registry's own `artifactType` filter and a tag list paged by
-/// `Link`.
-#[test]
-fn the_client_api_on_a_registry_that_answers_oci_subject() {
-    let stub = Stub::start();
-    exercise_client(
-        &stub.host(),
-        Shows {
-            referrers_api: true,
-            oci_subject: true,
-            mounts: true,
-        },
-    );
-    // The tag list took more than one page.
-    assert!(
-        stub.log()
-            .iter()
-            .any(|l| l.contains("/tags/list?n=2&last=")),
-        "{:?}",
-        stub.log()
-    );
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! Our images read by real, independent tools: umoci, skopeo, podman (runc)
 //! and containerd. None of these tests parse the layer themselves.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::fs;

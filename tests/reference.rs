@@ -6,10 +6,10 @@
 //! regenerating them fails here, naming the first line that differs.
 //!
 //! Regenerate all three:
-//! `SETTINGS_IMAGE_WRITE_REFERENCE=1 cargo test --test reference`
+//! `SETTINGS_IMAGE_WRITE_REFERENCE=1 cargo test --test integration -- reference::`
 //! (then review the diff and commit it).
 
-mod common;
+use crate::common;
 
 use std::fmt::Write as _;
 
@@ -37,18 +37,39 @@ fn check(rel: &str, generated: &str) {
         .unwrap_or_else(|| on_disk.lines().count().min(generated.lines().count()));
     panic!(
         "{rel} is out of date: line {} is\n  {:?}\nbut the code generates\n  {:?}\n\
-         regenerate it with `{WRITE}=1 cargo test --test reference` and commit it",
+         regenerate it with `{WRITE}=1 cargo test --test integration -- reference::` and commit it",
         line + 1,
         on_disk.lines().nth(line).unwrap_or("(end of file)"),
         generated.lines().nth(line).unwrap_or("(end of file)"),
     );
 }
 
+/// The exit-code table `settings-image --help` ends with, as printed
+/// (from `Exit codes:` to its end), and its rows: (code, meaning).
+fn help_exit_codes() -> (String, Vec<(String, String)>) {
+    let help = common::cmd::TestCommand::new().arg("--help").ok();
+    let at = help
+        .find("Exit codes:\n")
+        .unwrap_or_else(|| panic!("--help does not end with the exit codes:\n{help}"));
+    let block = help[at..].trim_end().to_string();
+    let rows: Vec<(String, String)> = block
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .map(|l| {
+            let (code, meaning) = l.trim_start().split_once(' ').expect("CODE MEANING");
+            (code.to_string(), meaning.trim().to_string())
+        })
+        .collect();
+    assert!(rows.len() > 10 && rows[0].0 == "0", "{block}");
+    (block, rows)
+}
+
 /// A header saying where the page comes from and how to regenerate it.
 fn generated_from(what: &str) -> String {
     format!(
         "<!-- Generated from {what} by tests/reference.rs: do not edit; regenerate with\n     \
-         {WRITE}=1 cargo test --test reference -->\n"
+         {WRITE}=1 cargo test --test integration -- reference:: -->\n"
     )
 }
 
@@ -60,7 +81,7 @@ fn the_cli_reference_is_what_clap_defines() {
         .show_table_of_contents(true);
     let body = clap_markdown::help_markdown_custom::<settings_image::cli::Cli>(&options);
     // The exit codes `--help` ends with have a page of their own.
-    let help_end = settings_image::error::exit_codes_help();
+    let (help_end, _) = help_exit_codes();
     assert!(
         body.contains(&help_end),
         "the top-level help no longer ends with the exit codes"
@@ -199,19 +220,12 @@ fn the_exit_code_reference_is_the_codes_table() {
          to do about each: [troubleshooting.md](troubleshooting.md).\n\n\
          | code | meaning |\n|---|---|\n",
     );
-    for (code, meaning) in settings_image::error::EXIT_CODES {
-        writeln!(page, "| {code} | {} |", cell(meaning)).unwrap();
+    // The table `--help` ends with (src/error.rs's EXIT_CODES), as the
+    // binary prints it.
+    for (code, meaning) in help_exit_codes().1 {
+        writeln!(page, "| {code} | {} |", cell(&meaning)).unwrap();
     }
     check("docs/exit-codes.md", &page);
-    // And `--help` shows the table as it is.
-    let help = common::cmd::TestCommand::new().arg("--help").ok();
-    for (code, _) in settings_image::error::EXIT_CODES {
-        assert!(
-            help.lines()
-                .any(|l| l.trim_start().starts_with(&format!("{code} "))),
-            "--help does not list exit code {code}:\n{help}"
-        );
-    }
 }
 
 /// The troubleshooting page has a section for every exit code but 0, so
@@ -220,7 +234,7 @@ fn the_exit_code_reference_is_the_codes_table() {
 fn troubleshooting_has_a_section_per_exit_code() {
     let page = std::fs::read_to_string(common::repo().join("docs/troubleshooting.md"))
         .expect("docs/troubleshooting.md");
-    for (code, _) in settings_image::error::EXIT_CODES.iter().skip(1) {
+    for (code, _) in help_exit_codes().1.iter().skip(1) {
         assert!(
             page.lines()
                 .any(|l| l.starts_with("### ") && l.contains(&format!("Exit {code}"))),

@@ -2,10 +2,11 @@
 //! read back by independent consumers (skopeo, podman, containerd), with
 //! faults injected by a proxy, and with Basic and Bearer-token auth.
 
-mod common;
+use crate::common;
 
 use common::cmd::TestCommand;
 use common::registry::*;
+use common::require;
 
 fn s(v: &serde_json::Value, k: &str) -> String {
     v[k].as_str()
@@ -905,14 +906,15 @@ fn https_unless_loopback_or_insecure() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "openssl s_server did not start"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    common::eventually(
+        std::time::Duration::from_secs(10),
+        std::time::Duration::from_millis(50),
+        || {
+            std::net::TcpStream::connect(("127.0.0.1", port))
+                .map(drop)
+                .map_err(|e| format!("openssl s_server did not start: {e}"))
+        },
+    );
     let counter = ConnCounter::start(port);
     let r = TestCommand::push_json(d, &format!("[::ffff:127.0.0.1]:{}/x", counter.port))
         .tags(&["v1"])

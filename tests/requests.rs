@@ -13,13 +13,14 @@
 //! into a repository that already holds three (what CI does on every
 //! change). Each first push, then a re-push of the same commit.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 
 use common::cmd::TestCommand;
-use common::git::{ScratchRepo, git_at};
+use common::git::ScratchRepo;
 use common::registry::{Auth, Registry, curl, digest_of, revision_of, tags_of};
+use common::runner::Runner;
 
 /// A request kind: method and resource (`manifests`, `blobs`, `uploads`
 /// for `blobs/uploads/`, `tags`, `referrers`), or `auth` for `GET /v2/`.
@@ -121,9 +122,7 @@ impl Folder {
     /// Commits what the folder holds, 100 s after the last commit.
     fn commit(&mut self) -> String {
         self.time += 100;
-        git_at(&self.repo.dir, &["add", "-A"], self.time);
-        git_at(&self.repo.dir, &["commit", "-q", "-m", "change"], self.time);
-        self.repo.git(&["rev-parse", "HEAD"])
+        self.repo.commit_all("change", self.time)
     }
 
     /// Changes one file and commits it.
@@ -448,28 +447,16 @@ fn publish_action(
     summary: bool,
 ) -> (String, BTreeMap<Kind, usize>) {
     let before = std::fs::read_to_string(&reg.log).expect("access log").len();
-    let tmp = common::TempDir::new();
-    let file = tmp.join("summary");
-    std::fs::write(&file, "").expect("summary file");
     let repository = format!("{}/{name}", reg.host());
-    let run = TestCommand::new()
-        .arg("action")
-        .envs([
-            ("INPUT_PATH", "configs/shop"),
-            ("INPUT_REPOSITORY", repository.as_str()),
-            ("INPUT_TIMESTAMP-TAG", "main"),
-            ("INPUT_SUMMARY", if summary { "true" } else { "false" }),
-            ("GITHUB_WORKSPACE", folder.repo.dir.to_str().expect("utf-8")),
-            ("GITHUB_STEP_SUMMARY", file.to_str().expect("utf-8")),
-        ])
-        .current_dir(&folder.repo.dir)
-        .run();
-    assert_eq!(run.code, 0, "{run:?}");
+    let run = Runner::new(common::TempDir::new(), folder.repo.dir.clone()).run(&[
+        ("path", "configs/shop"),
+        ("repository", repository.as_str()),
+        ("timestamp-tag", "main"),
+        ("summary", if summary { "true" } else { "false" }),
+    ]);
+    run.ok();
     let log = std::fs::read_to_string(&reg.log).expect("access log");
-    (
-        std::fs::read_to_string(&file).expect("summary"),
-        count(&log[before..], name),
-    )
+    (run.summary, count(&log[before..], name))
 }
 
 /// The requests `with` made beyond `without`, per kind (none fewer).

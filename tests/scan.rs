@@ -6,7 +6,7 @@
 //! refused (exit 2) with the command that renders it; the rendered stream,
 //! piped in with `--scan -`, then shows the unverified image (exit 7).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

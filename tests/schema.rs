@@ -2,7 +2,7 @@
 //! image-spec JSON schemas (draft-04) in `tests/fixtures/oci-schema`, with
 //! python's `jsonschema` (a real draft-04 implementation).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

@@ -7,7 +7,7 @@
 //! silence. `--version` names the commit; completions and man pages
 //! describe every command.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

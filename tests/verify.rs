@@ -8,7 +8,7 @@
 //! access (or a buggy tool) would write them, so `verify` meets layers and
 //! manifests it did not write.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::Read as _;
@@ -18,6 +18,7 @@ use common::cmd::{Run, TestCommand};
 use common::forge::{self, Edit};
 use common::git::ScratchRepo;
 use common::registry::{Auth, Registry, curl};
+use common::runner::Runner;
 use serde_json::Value;
 
 /// A settings repository with `configs/shop`, commits at fixed times.
@@ -30,36 +31,16 @@ impl Settings {
         let s = Settings {
             repo: ScratchRepo::new(),
         };
-        s.write("configs/shop/app.yaml", "port: 8080\n");
-        s.write("configs/shop/features/flags.yaml", "beta: false\n");
-        s.write("README.md", "settings\n");
-        s.commit("first", 1_700_000_000);
-        s
-    }
-
-    fn write(&self, rel: &str, content: &str) {
-        let p = self.repo.dir.join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, content).unwrap();
-    }
-
-    fn commit(&self, msg: &str, time: i64) -> String {
-        self.repo.git(&["add", "-A"]);
-        let date = format!("@{time} +0000");
-        let out = self
-            .repo
-            .cmd(&self.repo.dir)
-            .args(["commit", "-q", "-m", msg])
-            .env("GIT_COMMITTER_DATE", &date)
-            .env("GIT_AUTHOR_DATE", &date)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        s.repo.commit_files(
+            &[
+                ("configs/shop/app.yaml", "port: 8080\n"),
+                ("configs/shop/features/flags.yaml", "beta: false\n"),
+                ("README.md", "settings\n"),
+            ],
+            "first",
+            1_700_000_000,
         );
-        self.repo.git(&["rev-parse", "HEAD"])
+        s
     }
 
     fn folder(&self) -> PathBuf {
@@ -204,8 +185,8 @@ fn a_faithful_push_verifies_in_every_reference_form() {
     let a = push(&st.folder(), &repo, &[]);
     let (tag, digest, commit) = (s(&a, "timestamp_tag"), s(&a, "digest"), s(&a, "commit"));
     // History moves on; the old image still verifies from its own commit.
-    st.write("configs/shop/app.yaml", "port: 9090\n");
-    let b_commit = st.commit("second", 1_700_000_100);
+    st.repo.write("configs/shop/app.yaml", "port: 9090\n");
+    let b_commit = st.repo.commit_all("second", 1_700_000_100);
     let b = push(&st.folder(), &repo, &[]);
     for reference in [
         format!("{repo}:{tag}"),
@@ -232,8 +213,8 @@ fn a_re_pointed_tag_fails() {
     let repo = format!("{}/team/settings", reg.host());
     let st = Settings::new();
     let a = push(&st.folder(), &repo, &[]);
-    st.write("configs/shop/app.yaml", "port: 9090\n");
-    st.commit("second", 1_700_000_100);
+    st.repo.write("configs/shop/app.yaml", "port: 9090\n");
+    st.repo.commit_all("second", 1_700_000_100);
     let b = push(&st.folder(), &repo, &[]);
     let (tag_a, digest_a) = (s(&a, "timestamp_tag"), s(&a, "digest"));
     // The registry lets anyone with push access move a tag.
@@ -520,8 +501,8 @@ fn a_shallow_checkout_gets_the_same_error_as_push() {
     let older = push(&st.folder(), &repo, &[]);
     // The folder's last change is HEAD, and not the root commit: a depth-1
     // clone holds it with its parents cut off.
-    st.write("configs/shop/app.yaml", "port: 9090\n");
-    st.commit("second", 1_700_000_050);
+    st.repo.write("configs/shop/app.yaml", "port: 9090\n");
+    st.repo.commit_all("second", 1_700_000_050);
     let a = push(&st.folder(), &repo, &[]);
     // A depth-1 clone, as actions/checkout makes it.
     let clone = common::TempDir::new();
@@ -542,7 +523,8 @@ fn a_shallow_checkout_gets_the_same_error_as_push() {
             "main",
         ])
         .run();
-    assert_ne!(pushed.code, 0);
+    // A shallow clone the history cannot answer: exit 1.
+    assert_eq!(pushed.code, 1, "{}", pushed.stderr);
     let verified = verify(&folder, &s(&a, "reference"));
     assert_eq!(verified.code, pushed.code, "{}", verified.stderr);
     let first = |t: &str| {
@@ -667,8 +649,8 @@ fn scan_verifies_every_workload_kind_and_fails_on_one_bad_reference() {
     let repo = format!("{}/team/settings", reg.host());
     let st = Settings::new();
     let a = push(&st.folder(), &repo, &[]);
-    st.write("configs/shop/app.yaml", "port: 9090\n");
-    st.commit("second", 1_700_000_100);
+    st.repo.write("configs/shop/app.yaml", "port: 9090\n");
+    st.repo.commit_all("second", 1_700_000_100);
     let b = push(&st.folder(), &repo, &[]);
     let good_b = format!("{repo}@{}", s(&b, "digest"));
     let dir = common::TempDir::new();
@@ -760,42 +742,32 @@ fn scan_verifies_every_workload_kind_and_fails_on_one_bad_reference() {
     );
     let url = format!("file://{}", st.repo.dir.display());
     st.repo.git_in(ws, &["clone", "-q", &url, "settings"]);
-    let files = common::TempDir::new();
-    let out = files.path().join("output");
-    let summary = files.path().join("summary");
-    let mut cmd = TestCommand::new();
-    cmd.arg("action")
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", ws)
-        .env("GITHUB_WORKSPACE", ws)
-        .env("GITHUB_OUTPUT", &out)
-        .env("GITHUB_STEP_SUMMARY", &summary)
-        .env("INPUT_MODE", "verify")
-        .env("INPUT_PATH", "settings/configs/shop")
-        .env("INPUT_REPOSITORY", &repo)
-        .env("INPUT_SCAN", "cluster/apps");
-    let o = cmd.run();
-    let stdout = o.stdout;
+    let runner = Runner::new(common::TempDir::new(), ws.to_path_buf());
+    let with = |mode, scan| {
+        [
+            ("mode", mode),
+            ("path", "settings/configs/shop"),
+            ("repository", repo.as_str()),
+            ("scan", scan),
+        ]
+    };
+    let o = runner.run(&with("verify", "cluster/apps"));
+    let stdout = &o.stdout;
     assert_eq!(o.code, 7, "{stdout}");
     assert!(
         stdout.contains("::error file=cluster/apps/pod.yaml,line=")
             && stdout.contains("re-pointed"),
         "{stdout}"
     );
-    let text = std::fs::read_to_string(&summary).unwrap();
+    let text = &o.summary;
     assert!(text.contains("| ❌ | `pod.yaml:"), "{text}");
     assert!(text.contains("| ✅ | `shop/statefulset.yml:"), "{text}");
-    let outputs = std::fs::read_to_string(&out).unwrap();
-    assert!(outputs.contains("verified<<"), "{outputs}");
-    assert!(outputs.contains("\nfalse\n"), "{outputs}");
+    assert_eq!(o.out("verified"), "false", "{:?}", o.outputs);
     // Only the faithful folder: the step passes.
-    let o = cmd
-        .env("INPUT_SCAN", "cluster/apps/shop/statefulset.yml")
-        .run();
+    let o = runner.run(&with("verify", "cluster/apps/shop/statefulset.yml"));
     assert_eq!(o.code, 0, "{}", o.stdout);
     // A wrong mode is an input error.
-    let o = cmd.env("INPUT_MODE", "audit").run();
+    let o = runner.run(&with("audit", "cluster/apps/shop/statefulset.yml"));
     assert_eq!(o.code, 2);
     assert!(o.stdout.contains("the input `mode`"));
 }
@@ -1408,27 +1380,22 @@ fn a_scan_that_finds_no_reference_fails_unless_allowed() {
     let url = format!("file://{}", st.repo.dir.display());
     st.repo
         .git_in(ws.path(), &["clone", "-q", &url, "settings"]);
-    let files = common::TempDir::new();
-    let mut cmd = TestCommand::new();
-    cmd.arg("action")
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", ws.path())
-        .env("GITHUB_WORKSPACE", ws.path())
-        .env("GITHUB_OUTPUT", files.path().join("output"))
-        .env("GITHUB_STEP_SUMMARY", files.path().join("summary"))
-        .env("INPUT_MODE", "verify")
-        .env("INPUT_PATH", "settings/configs/shop")
-        .env("INPUT_REPOSITORY", &typo)
-        .env("INPUT_SCAN", "cluster");
-    let o = cmd.run();
-    let stdout = o.stdout;
+    let runner = Runner::new(common::TempDir::new(), ws.path().to_path_buf());
+    let mut with = vec![
+        ("mode", "verify"),
+        ("path", "settings/configs/shop"),
+        ("repository", typo.as_str()),
+        ("scan", "cluster"),
+    ];
+    let o = runner.run(&with);
+    let stdout = &o.stdout;
     assert_eq!(o.code, 2, "{stdout}");
     assert!(
         stdout.contains("::error") && stdout.contains("`allow-empty: true`"),
         "{stdout}"
     );
-    let o = cmd.env("INPUT_ALLOW-EMPTY", "true").run();
+    with.push(("allow-empty", "true"));
+    let o = runner.run(&with);
     assert_eq!(o.code, 0, "{}", o.stdout);
 }
 

@@ -456,19 +456,48 @@ mod tests {
         assert_eq!(apply(&big, &delta).unwrap(), want);
     }
 
+    /// How applying `delta` to `base` fails: the error's kind and message.
+    fn refused(base: &[u8], delta: &[u8]) -> (io::ErrorKind, String) {
+        let e = apply(base, delta).expect_err("the delta must be refused");
+        (e.kind(), e.to_string())
+    }
+
     #[test]
     fn a_streamed_delta_out_of_bounds_or_of_another_size_is_refused() {
         let base = b"0123456789";
-        // A copy past the base's end.
-        assert!(apply(base, &[10, 3, 0x91, 9, 3]).is_err());
+        let bad = |m: &str| (io::ErrorKind::InvalidData, m.to_string());
+        // A copy past the base's end (3 bytes at 9), refused before reading.
+        assert_eq!(
+            refused(base, &[10, 3, 0x91, 9, 3]),
+            bad("a delta copies 3 bytes at 9 from a base of 10")
+        );
         // The wrong base size.
-        assert!(apply(base, &[9, 1, 1, b'x']).is_err());
+        assert_eq!(
+            refused(base, &[9, 1, 1, b'x']),
+            bad("a delta for a base of 9 bytes, applied to 10")
+        );
         // A result longer or shorter than announced.
-        assert!(apply(base, &[10, 1, 2, b'x', b'y']).is_err());
-        assert!(apply(base, &[10, 3, 1, b'x']).is_err());
-        // An insert cut short, the reserved instruction, a truncated copy.
-        assert!(apply(base, &[10, 3, 3, b'x']).is_err());
-        assert!(apply(base, &[10, 0, 0]).is_err());
-        assert!(apply(base, &[10, 2, 0x91, 1]).is_err());
+        assert_eq!(
+            refused(base, &[10, 1, 2, b'x', b'y']),
+            bad("a delta builds more than the 1 bytes it announces")
+        );
+        assert_eq!(
+            refused(base, &[10, 3, 1, b'x']),
+            bad("a delta builds 1 bytes, not the 3 it announces")
+        );
+        // The reserved instruction.
+        assert_eq!(
+            refused(base, &[10, 0, 0]),
+            bad("a delta holds the reserved instruction 0")
+        );
+        // An insert cut short, a truncated copy: the delta ends early.
+        assert_eq!(
+            refused(base, &[10, 3, 3, b'x']).0,
+            io::ErrorKind::UnexpectedEof
+        );
+        assert_eq!(
+            refused(base, &[10, 2, 0x91, 1]).0,
+            io::ErrorKind::UnexpectedEof
+        );
     }
 }

@@ -609,6 +609,11 @@ pub fn rfc3339(secs: i64) -> String {
         .unwrap_or_else(|_| format!("@{secs}"))
 }
 
+// Ancestry against `git merge-base --is-ancestor` (once tests/ancestry.rs).
+#[cfg(test)]
+#[path = "ancestry_tests.rs"]
+mod ancestry_tests;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -712,3 +712,9 @@ impl<'a> Walker<'a> {
             .collect()
     }
 }
+
+// The walk against `git log` on generated histories (once
+// tests/history_walk.rs).
+#[cfg(test)]
+#[path = "walk_tests.rs"]
+mod walk_tests;

@@ -360,3 +360,9 @@ impl Client {
         self.run(|s| s.attach_referrer(subject, artifact))
     }
 }
+
+// Every call against real registries and a stub (once part of
+// tests/provenance.rs).
+#[cfg(test)]
+#[path = "client_tests.rs"]
+mod client_tests;

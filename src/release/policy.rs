@@ -694,3 +694,8 @@ impl Policy {
 #[cfg(test)]
 #[path = "policy_tests.rs"]
 mod tests;
+
+// Release-window evaluation with a fixed clock (once tests/windows.rs).
+#[cfg(test)]
+#[path = "windows_tests.rs"]
+mod windows_tests;

@@ -5,7 +5,8 @@
 //! directory and stdin, and its runners assert what a test expects:
 //! [`TestCommand::ok`] (exit 0, stdout), [`TestCommand::json`] (exit 0,
 //! the `--json` report), [`TestCommand::fails_with`] (that exit code), or
-//! [`TestCommand::run`] for a test that looks at the result itself.
+//! [`TestCommand::run`] for a test that looks at the result itself;
+//! [`Run::stderr_is`] states the whole of stderr.
 //! A failed assertion prints the command, its exit code and both streams.
 
 use std::ffi::OsStr;
@@ -73,6 +74,40 @@ impl Run {
         })
     }
 
+    /// The `--json` report whatever the exit code (a run of several
+    /// folders reports the ones that failed too).
+    pub fn report(&self) -> Value {
+        serde_json::from_str(self.stdout.trim()).unwrap_or_else(|e| {
+            panic!("not JSON ({e}): {self:?}");
+        })
+    }
+
+    /// Asserts that the run exited with `code`.
+    pub fn exited(&self, code: i32) -> &Run {
+        assert_eq!(self.code, code, "wanted exit code {code}: {self:?}");
+        self
+    }
+
+    /// Asserts that stderr is exactly `expected` (just's tests state the
+    /// whole of it: a changed word, an added line or a lost hint fails).
+    pub fn stderr_is(&self, expected: &str) -> &Run {
+        if self.stderr != expected {
+            let line = self
+                .stderr
+                .lines()
+                .zip(expected.lines())
+                .position(|(a, b)| a != b)
+                .unwrap_or_else(|| self.stderr.lines().count().min(expected.lines().count()));
+            panic!(
+                "stderr differs at line {}:\n   got: {:?}\nwanted: {:?}\n{self:?}\nwanted stderr:\n{expected}",
+                line + 1,
+                self.stderr.lines().nth(line).unwrap_or("(end)"),
+                expected.lines().nth(line).unwrap_or("(end)"),
+            );
+        }
+        self
+    }
+
     /// Asserts that stderr contains `text`.
     pub fn says(&self, text: &str) -> &Run {
         assert!(
@@ -80,16 +115,6 @@ impl Run {
             "wanted {text:?} in stderr:\n{}\nstdout:\n{}",
             self.stderr,
             self.stdout
-        );
-        self
-    }
-
-    /// Asserts that the run exited with `code`.
-    pub fn exited(&self, code: i32) -> &Run {
-        assert_eq!(
-            self.code, code,
-            "wanted exit code {code}:\nstdout:\n{}\nstderr:\n{}",
-            self.stdout, self.stderr
         );
         self
     }

@@ -13,24 +13,34 @@
 //! object's `status.lastHandledReconcileAt` names that request.
 
 use std::fs;
+use std::ops::Deref;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
+use super::kube::Kube;
 use super::service::{self, Service};
 
-/// The running controllers and their cluster.
+/// The running controllers and their cluster: a [`Kube`] (its API server,
+/// kubectl and the waits), with what Flux adds.
 pub struct FluxCluster {
+    /// The cluster's API server.
+    pub kube: Kube,
     /// The folder `flux.sh up` was given (state, storage, logs).
     pub dir: PathBuf,
-    /// The admin kubeconfig of the API server.
-    pub kubeconfig: PathBuf,
     /// What `flux.sh up` printed (its own variables and `kube.sh up`'s).
     service: Service,
+}
+
+impl Deref for FluxCluster {
+    type Target = Kube;
+
+    fn deref(&self) -> &Kube {
+        &self.kube
+    }
 }
 
 /// The four controllers, as `flux.sh` names them.
@@ -47,8 +57,8 @@ pub fn flux_cluster() -> &'static FluxCluster {
     FLUX.get_or_init(|| {
         let service = service::shared("flux", "scripts/flux.sh", &["--node"]);
         FluxCluster {
+            kube: Kube::from(&service),
             dir: PathBuf::from(service.var("FLUX_DIR")),
-            kubeconfig: PathBuf::from(service.var("KUBECONFIG")),
             service,
         }
     })
@@ -60,54 +70,8 @@ impl FluxCluster {
         self.service.var(name)
     }
 
-    /// `kubectl` (the cluster's own build) against the API server the
-    /// controllers use, as the admin.
-    pub fn kubectl(&self) -> Command {
-        let mut cmd = Command::new(self.var("KUBECTL"));
-        cmd.env("KUBECONFIG", &self.kubeconfig)
-            .env_remove("KUBERNETES_SERVICE_HOST");
-        cmd
-    }
-
-    /// `kubectl ARGS`; panics with kubectl's words unless it succeeds;
-    /// its stdout.
-    pub fn kubectl_ok(&self, args: &[&str]) -> String {
-        let out = self.kubectl().args(args).output().expect("running kubectl");
-        assert!(
-            out.status.success(),
-            "kubectl {args:?} failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// `kubectl apply -f -` of `yaml`.
-    pub fn apply(&self, yaml: &str) {
-        use std::io::Write;
-        let mut child = self
-            .kubectl()
-            .args(["apply", "-f", "-"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("starting kubectl");
-        child
-            .stdin
-            .take()
-            .expect("kubectl's stdin")
-            .write_all(yaml.as_bytes())
-            .expect("writing to kubectl");
-        let out = child.wait_with_output().expect("waiting for kubectl");
-        assert!(
-            out.status.success(),
-            "kubectl apply failed:\n{}\n{yaml}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
     /// A new namespace `PREFIX-N` (namespaces never finish deleting here).
-    pub fn namespace(&self, prefix: &str) -> String {
+    pub fn fresh_namespace(&self, prefix: &str) -> String {
         static N: AtomicU32 = AtomicU32::new(0);
         let ns = format!(
             "{prefix}-{}-{}",
@@ -116,12 +80,6 @@ impl FluxCluster {
         );
         self.kubectl_ok(&["create", "namespace", &ns]);
         ns
-    }
-
-    /// The object `what` (`kind/name`) in `ns`, as JSON.
-    pub fn get(&self, ns: &str, what: &str) -> Value {
-        let out = self.kubectl_ok(&["get", what, "-n", ns, "-o", "json"]);
-        serde_json::from_str(&out).expect("kubectl's JSON")
     }
 
     /// Asks Flux to reconcile `what` now (`flux reconcile`'s annotation)
@@ -154,33 +112,13 @@ impl FluxCluster {
         )
     }
 
-    /// Polls `what` in `ns` until `pred` holds (the deadline only keeps a
-    /// broken run from hanging: it fails, showing the object and the end
-    /// of each controller's log).
+    /// Polls `what` in `ns` until `pred` holds ([`Kube::wait`]; a failure
+    /// shows the end of each controller's log about `ns`).
     pub fn wait(&self, ns: &str, what: &str, desc: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(240);
-        loop {
-            let out = self
-                .kubectl()
-                .args(["get", what, "-n", ns, "-o", "json"])
-                .output()
-                .expect("running kubectl");
-            let v: Value = if out.status.success() {
-                serde_json::from_slice(&out.stdout).expect("kubectl's JSON")
-            } else {
-                Value::Null
-            };
-            if pred(&v) {
-                return v;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{ns}/{what} never {desc}:\n{:#}\n{}",
-                v["status"],
+        self.kube
+            .wait(ns, what, desc, Duration::from_millis(200), pred, || {
                 self.log_tails(ns)
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+            })
     }
 
     /// Each controller's log lines that name `ns`, the last 15 of each.
@@ -197,19 +135,4 @@ impl FluxCluster {
         }
         s
     }
-}
-
-/// The condition `type_` of an object's status: (status, reason, message).
-pub fn condition(v: &Value, type_: &str) -> Option<(String, String, String)> {
-    v["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == type_)
-        .map(|c| {
-            (
-                c["status"].as_str().unwrap_or_default().to_string(),
-                c["reason"].as_str().unwrap_or_default().to_string(),
-                c["message"].as_str().unwrap_or_default().to_string(),
-            )
-        })
 }

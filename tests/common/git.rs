@@ -98,6 +98,100 @@ impl ScratchRepo {
     pub fn git(&self, args: &[&str]) -> String {
         self.git_in(&self.dir, args)
     }
+
+    /// Runs git in the work tree with author and committer time `t`.
+    pub fn git_at(&self, args: &[&str], t: i64) -> String {
+        run(&mut self.cmd(&self.dir), args, Some(t))
+    }
+
+    /// Writes `content` to `rel` in the work tree (parents created).
+    pub fn write(&self, rel: &str, content: impl AsRef<[u8]>) {
+        let p = self.dir.join(rel);
+        std::fs::create_dir_all(p.parent().expect("a parent")).expect("mkdir");
+        std::fs::write(p, content).expect("writing a file");
+    }
+
+    /// `git add -A`, then a commit `msg` (empty or not) with author and
+    /// committer time `t`; the new HEAD.
+    pub fn commit_all(&self, msg: &str, t: i64) -> String {
+        self.commit_at(msg, t, t)
+    }
+
+    /// [`ScratchRepo::write`] of each of `files` (path, content), then
+    /// [`ScratchRepo::commit_all`].
+    pub fn commit_files(&self, files: &[(&str, &str)], msg: &str, t: i64) -> String {
+        for (rel, content) in files {
+            self.write(rel, content);
+        }
+        self.commit_all(msg, t)
+    }
+
+    /// [`ScratchRepo::commit_all`] with committer time `ct` and author time
+    /// `at`, in zones of their own (committer -0500, author +0200: a reader
+    /// that took the author's time or a local time would be seen).
+    pub fn commit_at(&self, msg: &str, ct: i64, at: i64) -> String {
+        self.git(&["add", "-A"]);
+        self.commit_staged(msg, ct, at)
+    }
+
+    /// [`ScratchRepo::commit_at`] of the index as it is (no `git add`).
+    pub fn commit_staged(&self, msg: &str, ct: i64, at: i64) -> String {
+        run(
+            self.cmd(&self.dir)
+                .env("GIT_AUTHOR_DATE", format!("@{at} +0200"))
+                .env("GIT_COMMITTER_DATE", format!("@{ct} -0500")),
+            &["commit", "-q", "--allow-empty", "-m", msg],
+            None,
+        );
+        self.head()
+    }
+
+    /// Merges `branch` into the current branch without committing, lets
+    /// `resolve` shape the tree (a conflict is fine), then commits at `t`.
+    pub fn merge(&self, branch: &str, t: i64, resolve: impl FnOnce(&ScratchRepo)) -> String {
+        let out = self
+            .cmd(&self.dir)
+            .args(["merge", "--no-ff", "--no-commit", "-q", branch])
+            .output()
+            .expect("git merge");
+        // A conflict (exit 1) is fine, `resolve` settles it; anything else
+        // is a broken scenario. Either way the merge must be in progress.
+        assert!(
+            out.status.success() || out.status.code() == Some(1),
+            "git merge {branch} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        self.git(&["rev-parse", "-q", "--verify", "MERGE_HEAD"]);
+        resolve(self);
+        self.commit_all(&format!("merge {branch}"), t)
+    }
+
+    /// The work tree's HEAD commit.
+    pub fn head(&self) -> String {
+        self.git(&["rev-parse", "HEAD"])
+    }
+
+    /// git's answer to what the tool works out: the last commit that
+    /// changed `path` as of `rev` (`git log -1 --format='%H %ct' REV --
+    /// PATH`, run in `cwd`, where a relative `path` is taken): its id and
+    /// committer time.
+    pub fn last_change_in(&self, cwd: &Path, rev: &str, path: &str) -> (String, i64) {
+        let line = self.git_in(cwd, &["log", "-1", "--format=%H %ct", rev, "--", path]);
+        let (id, ct) = line.split_once(' ').expect("git log printed a commit");
+        (id.to_string(), ct.parse().expect("a committer time"))
+    }
+
+    /// [`ScratchRepo::last_change_in`] the work tree.
+    pub fn last_change(&self, rev: &str, path: &str) -> (String, i64) {
+        self.last_change_in(&self.dir, rev, path)
+    }
+
+    /// The timestamp tag git's history gives `path` at `rev`:
+    /// `PREFIX-<committer time>-<sha7>` of [`ScratchRepo::last_change`].
+    pub fn tag_at(&self, prefix: &str, rev: &str, path: &str) -> String {
+        let (id, ct) = self.last_change(rev, path);
+        format!("{prefix}-{ct}-{}", &id[..7])
+    }
 }
 
 /// Commits on `main` of the repository at `dir` (after its current head,

@@ -33,14 +33,17 @@ pub struct Options {
 #[derive(Debug, Clone)]
 pub struct Hit {
     /// `GET` or `POST`.
+    #[allow(dead_code)] // read by history::mirror's unit tests
     pub method: String,
     /// The path without the query.
+    #[allow(dead_code)] // read by history::mirror's unit tests
     pub path: String,
     /// The `Authorization` header as received.
     pub authorization: Option<String>,
     /// The status answered.
     pub status: u16,
     /// The response body's length.
+    #[allow(dead_code)] // read by history::mirror's unit tests
     pub bytes: u64,
 }
 
@@ -134,6 +137,7 @@ impl GitServer {
     }
 
     /// Forgets the requests so far.
+    #[allow(dead_code)] // used by history::mirror's unit tests
     pub fn clear(&self) {
         std::fs::write(&self.log, "").expect("clearing the access log");
     }
@@ -147,6 +151,7 @@ impl Drop for GitServer {
 }
 
 /// A working repository and the bare repository a server serves from it.
+#[allow(dead_code)] // used by history::mirror's unit tests
 pub struct Upstream {
     _tmp: TempDir,
     /// The served root (holds `settings.git`).
@@ -159,6 +164,7 @@ pub struct Upstream {
     clock: std::cell::Cell<i64>,
 }
 
+#[allow(dead_code)] // used by history::mirror's unit tests
 impl Upstream {
     /// An empty repository `settings.git` (branch `main`) and its work tree.
     pub fn new() -> Upstream {
@@ -296,6 +302,7 @@ impl Upstream {
 
 /// A CA and a server certificate for `127.0.0.1` and `127.0.0.2`, made
 /// by `openssl` in `dir`: `(ca.crt, server.crt, server.key)`.
+#[allow(dead_code)] // used by history::mirror's unit tests
 pub fn tls_files(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     require("openssl");
     let ca_key = dir.join("ca.key");

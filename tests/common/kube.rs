@@ -3,15 +3,19 @@
 //! `tests/go/kube` and started by `scripts/kube.sh up` once per test run
 //! (under cargo-nextest, shared by its processes: `service.rs`), on free
 //! loopback ports, and stopped by `scripts/kube.sh down` when the run ends.
-//! No kubelet and no controller-manager run beside it.
+//! No kubelet and no controller-manager run beside it. The node cluster of
+//! `flux_cluster.rs` is a [`Kube`] too.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
+use std::time::Duration;
+
+use serde_json::Value;
 
 use super::service::{self, Service};
-use super::{repo, run_ok};
+use super::{eventually, repo, run_ok};
 
 /// A running API server: its kubeconfig (admin, `system:masters`) and URL.
 pub struct Kube {
@@ -25,8 +29,8 @@ pub struct Kube {
     kubectl: PathBuf,
 }
 
-impl From<Service> for Kube {
-    fn from(s: Service) -> Kube {
+impl From<&Service> for Kube {
+    fn from(s: &Service) -> Kube {
         Kube {
             kubeconfig: PathBuf::from(s.var("KUBECONFIG_OUT")),
             url: s.var("APISERVER_URL").to_string(),
@@ -39,14 +43,14 @@ impl From<Service> for Kube {
 /// The API server of this test run, started on first use.
 pub fn kube() -> &'static Kube {
     static KUBE: OnceLock<Kube> = OnceLock::new();
-    KUBE.get_or_init(|| service::shared("kube", "scripts/kube.sh", &[]).into())
+    KUBE.get_or_init(|| Kube::from(&service::shared("kube", "scripts/kube.sh", &[])))
 }
 
 /// An API server of this test process alone (not shared with the run's
 /// other tests), for a test that stops and restarts it; stopped when the
 /// process exits.
 pub fn private() -> Kube {
-    service::private("kube", "scripts/kube.sh", &[]).into()
+    Kube::from(&service::private("kube", "scripts/kube.sh", &[]))
 }
 
 impl Kube {
@@ -76,6 +80,61 @@ impl Kube {
             .write_all(stdin.as_bytes())
             .expect("writing to kubectl");
         child.wait_with_output().expect("waiting for kubectl")
+    }
+
+    /// `kubectl ARGS`; panics with kubectl's words unless it succeeds;
+    /// its stdout.
+    pub fn kubectl_ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl().args(args).output().expect("running kubectl");
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The object `what` (`kind/name`, or a kind for a list) in `ns`, as
+    /// JSON.
+    pub fn get(&self, ns: &str, what: &str) -> Value {
+        let out = self.kubectl_ok(&["get", what, "-n", ns, "-o", "json"]);
+        serde_json::from_str(&out).expect("kubectl's JSON")
+    }
+
+    /// Polls `what` in `ns` (JSON; `null` while it does not exist) every
+    /// `every` until `pred` holds; the object then. The deadline only keeps
+    /// a broken run from hanging: it fails, showing the object's status
+    /// and `more()` (the logs that say why).
+    pub fn wait(
+        &self,
+        ns: &str,
+        what: &str,
+        desc: &str,
+        every: Duration,
+        pred: impl Fn(&Value) -> bool,
+        more: impl Fn() -> String,
+    ) -> Value {
+        eventually(Duration::from_secs(240), every, || {
+            let out = self
+                .kubectl()
+                .args(["get", what, "-n", ns, "-o", "json"])
+                .output()
+                .expect("running kubectl");
+            let v: Value = if out.status.success() {
+                serde_json::from_slice(&out.stdout).expect("kubectl's JSON")
+            } else {
+                Value::Null
+            };
+            if pred(&v) {
+                Ok(v)
+            } else {
+                Err(format!(
+                    "{ns}/{what} never {desc}:\n{:#}\n{}",
+                    v["status"],
+                    more()
+                ))
+            }
+        })
     }
 
     /// `kubectl apply -f -` of `yaml`; panics unless the server takes it.
@@ -124,9 +183,11 @@ impl Kube {
             .collect();
         run_ok(Command::new("kill").args(["-KILL", pid]));
         // Gone means its port is free for the next one.
-        while Path::new(&format!("/proc/{pid}")).exists() {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
+        eventually(Duration::from_secs(60), Duration::from_millis(50), || {
+            (!Path::new(&format!("/proc/{pid}")).exists())
+                .then_some(())
+                .ok_or_else(|| format!("kube-apiserver {pid} still runs after SIGKILL"))
+        });
         args
     }
 
@@ -148,26 +209,25 @@ impl Kube {
         assert!(out.status.success(), "starting kube-apiserver again failed");
         fs::write(self.state.join("kube-apiserver.pid"), &out.stdout)
             .expect("writing kube-apiserver.pid");
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-        while !self
-            .kubectl()
-            .args(["get", "--raw", "/readyz"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-        {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "kube-apiserver not ready again after two minutes (log: {})",
-                self.state.join("kube-apiserver.log").display()
-            );
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
+        eventually(Duration::from_secs(120), Duration::from_millis(100), || {
+            let ready = self
+                .kubectl()
+                .args(["get", "--raw", "/readyz"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            ready.then_some(()).ok_or_else(|| {
+                format!(
+                    "kube-apiserver not ready again (log: {})",
+                    self.state.join("kube-apiserver.log").display()
+                )
+            })
+        });
     }
 
     /// Flux's CRDs (image automation and GitRepository) from the fixtures,
-    /// installed once per test binary.
+    /// installed once per test process.
     pub fn install_flux_crds(&self) {
         static DONE: OnceLock<()> = OnceLock::new();
         DONE.get_or_init(|| {
@@ -197,6 +257,21 @@ impl Kube {
             "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n"
         ));
     }
+}
+
+/// The condition `type_` of an object's status: (status, reason, message).
+pub fn condition(v: &Value, type_: &str) -> Option<(String, String, String)> {
+    v["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+        .map(|c| {
+            (
+                c["status"].as_str().unwrap_or_default().to_string(),
+                c["reason"].as_str().unwrap_or_default().to_string(),
+                c["message"].as_str().unwrap_or_default().to_string(),
+            )
+        })
 }
 
 /// Flux's CRDs kept in the repository (`tests/fixtures/flux-crds`).

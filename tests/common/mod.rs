@@ -5,8 +5,6 @@
 //! Every tool is required, never optional: a missing tool panics with the
 //! package that provides it (`bash scripts/deps.sh` installs them all).
 
-#![allow(dead_code)] // Each test binary uses its own subset of these helpers.
-
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write;
@@ -30,16 +28,46 @@ pub mod node;
 pub mod oci;
 pub mod registry;
 pub mod rng;
+pub mod runner;
 pub mod service;
+pub mod subject_stub;
 
-/// The binary under test.
+/// The binary under test (cargo builds it for the integration suite; the
+/// library's unit tests, which include this kit, never run it).
 pub fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_settings-image")
+    match option_env!("CARGO_BIN_EXE_settings-image") {
+        Some(bin) => bin,
+        None => panic!("only the integration suite runs the binary (tests/tests.rs)"),
+    }
 }
 
 /// The repository root.
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Polls `check` every `every` until it gives `Ok`, and returns that.
+/// `check`'s `Err` is the failure's message, what it saw last (a check may
+/// also panic on what can never come right, a process that exited). The
+/// deadline `within` only keeps a broken run from hanging: a working run
+/// never meets it, and no result depends on how long a poll took.
+pub fn eventually<T>(
+    within: Duration,
+    every: Duration,
+    mut check: impl FnMut() -> Result<T, String>,
+) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        match check() {
+            Ok(v) => return v,
+            Err(seen) => assert!(
+                Instant::now() < deadline,
+                "not so after {} s: {seen}",
+                within.as_secs()
+            ),
+        }
+        std::thread::sleep(every);
+    }
 }
 
 /// A temporary directory removed on drop. Its path is all lowercase (podman
@@ -157,6 +185,56 @@ pub fn field(v: &Value, pointer: &str) -> String {
         .and_then(Value::as_str)
         .unwrap_or_else(|| panic!("{pointer} missing in {v}"))
         .to_string()
+}
+
+/// `n` bytes of text lines (compressible, deltas between versions of it
+/// small), `salt` changing the line at `changed_line`.
+pub fn large_text(n: usize, changed_line: usize, salt: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(n + 64);
+    let mut i = 0;
+    while out.len() < n {
+        if i == changed_line {
+            out.extend_from_slice(format!("line {i:08}: {salt}\n").as_bytes());
+        } else {
+            out.extend_from_slice(
+                format!("line {i:08}: settings value {}\n", i * 7919 % 1000).as_bytes(),
+            );
+        }
+        i += 1;
+    }
+    out.truncate(n);
+    out
+}
+
+/// `sha256sum` of what `sh -c script` prints.
+pub fn sha256_of(script: &str) -> String {
+    let out = run_ok(Command::new(require("sh")).args(["-c", &format!("{script} | sha256sum")]));
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// `sha256:<hex>` of `b` by coreutils' sha256sum, not by the hash library
+/// the tool itself uses.
+pub fn sha256_digest(b: &[u8]) -> String {
+    let mut child = Command::new(require("sha256sum"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("sha256sum");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let bytes = b.to_vec();
+    let writer = std::thread::spawn(move || stdin.write_all(&bytes));
+    let out = child.wait_with_output().expect("sha256sum");
+    writer.join().expect("writer").expect("write");
+    assert!(out.status.success(), "sha256sum failed");
+    let text = String::from_utf8_lossy(&out.stdout);
+    format!(
+        "sha256:{}",
+        text.split_whitespace().next().unwrap_or_default()
+    )
 }
 
 /// Writes `content` to `root/rel` (creating parents) with `mode`.
@@ -442,8 +520,7 @@ impl Containerd {
             .spawn()
             .expect("starting containerd");
         let mut ctd = Containerd { child, dir, socket };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
+        eventually(Duration::from_secs(30), Duration::from_millis(100), || {
             let up = ctd
                 .ctr()
                 .arg("version")
@@ -451,18 +528,14 @@ impl Containerd {
                 .map(|o| o.status.success())
                 .unwrap_or(false);
             if up {
-                return ctd;
+                return Ok(());
             }
             if let Ok(Some(status)) = ctd.child.try_wait() {
                 panic!("containerd exited ({status}):\n{}", ctd.log());
             }
-            assert!(
-                Instant::now() < deadline,
-                "containerd did not answer within 30 s:\n{}",
-                ctd.log()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+            Err(format!("containerd did not answer:\n{}", ctd.log()))
+        });
+        ctd
     }
 
     /// `ctr -a SOCKET -n test`.

@@ -9,10 +9,11 @@
 
 use std::fs;
 use std::process::Output;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
+use super::eventually;
 use super::flux_cluster::FluxCluster;
 use super::registry::Registry;
 
@@ -113,8 +114,7 @@ impl FluxCluster {
             .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
             .collect();
         let selector = selector.join(",");
-        let deadline = Instant::now() + Duration::from_secs(240);
-        loop {
+        eventually(Duration::from_secs(240), Duration::from_millis(200), || {
             let rs = self.list(ns, "replicasets", &selector);
             let current: Vec<&Value> = rs
                 .iter()
@@ -129,17 +129,15 @@ impl FluxCluster {
             {
                 let pod = Pod::of(pod);
                 if pod.replica_set == current["metadata"]["name"] && pod.phase == "Running" {
-                    return pod;
+                    return Ok(pod);
                 }
             }
-            assert!(
-                Instant::now() < deadline,
+            Err(format!(
                 "{ns}/deployment/{name} never came down to one Running pod of revision {revision}:\n{}\n{}",
                 self.kubectl_ok(&["get", "rs,pods", "-n", ns, "-l", &selector, "-o", "wide"]),
                 self.kubectl_ok(&["get", "events", "-n", ns, "--sort-by=.lastTimestamp"])
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+            ))
+        })
     }
 
     /// The items of `kind` in `ns` with labels `selector`.
@@ -152,8 +150,7 @@ impl FluxCluster {
     /// What the one container of `pod` printed before [`PRINTED`]
     /// (`kubectl logs`), once it has.
     pub fn printed(&self, ns: &str, pod: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
+        eventually(Duration::from_secs(120), Duration::from_millis(200), || {
             let out = self
                 .kubectl()
                 .args(["logs", "-n", ns, pod])
@@ -164,15 +161,13 @@ impl FluxCluster {
             if let Some(text) = log.strip_suffix(&format!("\n{PRINTED}\n")) {
                 let text = text.to_string();
                 eprintln!("observed: pod {ns}/{pod} printed {text:?}");
-                return text;
+                return Ok(text);
             }
-            assert!(
-                Instant::now() < deadline,
+            Err(format!(
                 "{ns}/{pod} never printed {PRINTED}:\n{log}\n{}",
                 String::from_utf8_lossy(&out.stderr)
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+            ))
+        })
     }
 
     /// `kubectl exec POD -- sh -c SCRIPT` in `ns`, whatever the result.
@@ -224,18 +219,15 @@ impl FluxCluster {
         desc: &str,
         pred: impl Fn(&(String, String, String)) -> bool,
     ) -> (String, String, String) {
-        let deadline = Instant::now() + Duration::from_secs(240);
-        loop {
+        eventually(Duration::from_secs(240), Duration::from_millis(300), || {
             let events = self.events(ns, name);
-            if let Some(e) = events.iter().find(|e| pred(e)) {
-                eprintln!("observed: event about {ns}/{name}: {e:?}");
-                return e.clone();
+            match events.iter().find(|e| pred(e)) {
+                Some(e) => {
+                    eprintln!("observed: event about {ns}/{name}: {e:?}");
+                    Ok(e.clone())
+                }
+                None => Err(format!("no Event about {ns}/{name} {desc}: {events:#?}")),
             }
-            assert!(
-                Instant::now() < deadline,
-                "no Event about {ns}/{name} {desc}: {events:#?}"
-            );
-            std::thread::sleep(Duration::from_millis(300));
-        }
+        })
     }
 }

@@ -21,7 +21,7 @@ use super::{TempDir, require};
 pub struct ReferrersRegistry {
     child: Child,
     /// Its blobs, and its request log.
-    pub dir: TempDir,
+    _dir: TempDir,
     /// `127.0.0.1:PORT`.
     pub host: String,
     /// Every request, one line each (`DATE TIME METHOD URL [STATUS ...]`).
@@ -57,7 +57,7 @@ impl ReferrersRegistry {
             .to_string();
         ReferrersRegistry {
             child,
-            dir,
+            _dir: dir,
             host,
             log,
         }

@@ -14,9 +14,8 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 
-pub use super::cmd::Run;
-#[allow(unused_imports)] // `bin` for the files that import it from here.
-pub use super::{bin, require};
+use super::cmd::Run;
+use super::require;
 
 /// A free loopback TCP port.
 pub fn free_port() -> u16 {
@@ -28,17 +27,15 @@ pub fn free_port() -> u16 {
 }
 
 fn wait_listening(addr: &str, port: u16, what: &str, child: &mut Child) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
+    super::eventually(Duration::from_secs(20), Duration::from_millis(50), || {
         if TcpStream::connect((addr, port)).is_ok() {
-            return;
+            return Ok(());
         }
         if let Ok(Some(status)) = child.try_wait() {
             panic!("{what} exited early with {status}");
         }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("{what} did not listen on {addr}:{port} within 20s");
+        Err(format!("{what} did not listen on {addr}:{port}"))
+    });
 }
 
 /// How the registry authenticates.
@@ -507,7 +504,6 @@ fn url_decode(s: &str) -> String {
 
 /// A parsed request or response head.
 pub struct Head {
-    pub first: String,
     pub method: String,
     pub path: String,
     pub status: u16,
@@ -562,7 +558,6 @@ fn read_head(r: &mut impl BufRead) -> Option<Head> {
         .collect();
     let status = b.parse().unwrap_or(0);
     Some(Head {
-        first,
         method: a,
         path: b,
         status,

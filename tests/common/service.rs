@@ -11,16 +11,14 @@
 //! or this process) is gone.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::repo;
 
-/// A running service: where its state is and what `up` printed.
+/// A running service: what its script's `up` printed.
 pub struct Service {
-    /// The folder `up` was given.
-    pub state: PathBuf,
     /// `up`'s `NAME=VALUE` lines.
     pub vars: Vec<(String, String)>,
     /// `up`'s output as it was printed (for messages).
@@ -70,7 +68,7 @@ pub fn shared(name: &str, script: &str, args: &[&str]) -> Service {
             text
         }
     };
-    parse(state, printed)
+    parse(printed)
 }
 
 /// A service of this test process alone (one a test stops and restarts),
@@ -90,20 +88,16 @@ pub fn private(name: &str, script: &str, args: &[&str]) -> Service {
     ));
     let state = dir.join("state");
     let printed = up(script, &state, args, std::process::id());
-    parse(state, printed)
+    parse(printed)
 }
 
-fn parse(state: PathBuf, printed: String) -> Service {
+fn parse(printed: String) -> Service {
     let vars = printed
         .lines()
         .filter_map(|l| l.split_once('='))
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    Service {
-        state,
-        vars,
-        printed,
-    }
+    Service { vars, printed }
 }
 
 /// `bash SCRIPT up STATE ARGS...`, then a watchdog that runs `bash SCRIPT

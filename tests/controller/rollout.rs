@@ -102,20 +102,14 @@ fn wait_rollout(
     what: &str,
     pred: impl Fn(&Value) -> bool,
 ) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let v = get(k, ns, "settingsrollout/staging");
-        if pred(&v) {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "SettingsRollout {ns}/staging never got to: {what}\nstatus: {:#}\ncontroller log:\n{}",
-            v["status"],
-            ctl.logs()
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    }
+    k.wait(
+        ns,
+        "settingsrollout/staging",
+        what,
+        Duration::from_millis(250),
+        pred,
+        || format!("controller log:\n{}", ctl.logs()),
+    )
 }
 
 /// The one workload entry of the status: (digest, state, readySince).
@@ -296,14 +290,17 @@ fn three_candidates_in_staging_leave_records_that_gate_production() {
         Some("Progressing".to_string()),
         "nothing recorded: the status does not say Ready"
     );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !rollout_events(k, &ns)
-        .iter()
-        .any(|e| e.0 == "Warning" && e.1 == "RecordFailed")
-    {
-        assert!(Instant::now() < deadline, "no RecordFailed Event");
-        std::thread::sleep(Duration::from_millis(250));
-    }
+    eventually(Duration::from_secs(60), Duration::from_millis(250), || {
+        let events = rollout_events(k, &ns);
+        if events
+            .iter()
+            .any(|e| e.0 == "Warning" && e.1 == "RecordFailed")
+        {
+            Ok(())
+        } else {
+            Err(format!("no Warning RecordFailed Event: {events:?}"))
+        }
+    });
     proxy.set_rule(|_, _| Action::Forward);
     let v = wait_rollout(&ctl, k, &ns, "D1 Ready", |v| {
         entry(v).is_some_and(|e| e.1 == "Ready")
@@ -781,17 +778,10 @@ fn without_the_settingsrollout_crd_readyz_names_it() {
     wait_readyz(&ctl, "503 naming the SettingsRollout CRD", |code, body| {
         code == 503 && body.contains(missing)
     });
-    let errors = |ctl: &Controller| {
-        scrape(ctl.metrics)
-            .get("settings_image_watch_errors_total{resource=\"settingsrollouts\"}")
-            .copied()
-            .unwrap_or(0.0)
-    };
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while errors(&ctl) < 3.0 {
-        assert!(Instant::now() < deadline, "no retries:\n{}", ctl.logs());
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    ctl.metrics_until("three retries of the SettingsRollout watch", |m| {
+        m.get("settings_image_watch_errors_total{resource=\"settingsrollouts\"}")
+            .is_some_and(|n| *n >= 3.0)
+    });
     let (code, body) = readyz(&ctl);
     eprintln!("/readyz without the CRD: {code}\n{body}");
     assert_eq!(code, 503);

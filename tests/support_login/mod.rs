@@ -4,8 +4,6 @@
 //! registry API to a real distribution registry), and runs of the action
 //! and the CLI against it.
 
-#![allow(dead_code)]
-
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -13,10 +11,10 @@ use std::process::{Child, Command, Stdio};
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-use crate::common::cmd::TestCommand;
-use crate::common::github::runner_inputs;
+use crate::common::TempDir;
 use crate::common::registry::Registry;
 use crate::common::require;
+use crate::common::runner::{Runner, Step};
 
 /// The GitHub actor the action runs as.
 pub const ACTOR: &str = "octocat";
@@ -280,104 +278,6 @@ pub fn only_allow(registry: &Registry, user: &str, password: &str) {
     std::fs::write(registry.dir.path().join("htpasswd"), out.stdout).unwrap();
 }
 
-/// One run of `settings-image action` and what it left.
-pub struct ActionRun {
-    pub code: i32,
-    pub stdout: String,
-    pub stderr: String,
-    pub outputs: String,
-    pub summary: String,
-    pub seconds: f64,
-}
-
-impl ActionRun {
-    /// Exit 0, or a panic with the streams.
-    pub fn assert_ok(&self) {
-        assert_eq!(
-            self.code, 0,
-            "the action failed:\nstdout:\n{}\nstderr:\n{}",
-            self.stdout, self.stderr
-        );
-    }
-
-    /// The `::error` line.
-    pub fn error(&self) -> String {
-        self.stdout
-            .lines()
-            .find(|l| l.starts_with("::error "))
-            .unwrap_or_else(|| panic!("no ::error line in:\n{}", self.stdout))
-            .to_string()
-    }
-
-    /// `secret` is registered with `::add-mask::` before any other line
-    /// could carry it, and appears nowhere but in that registration: not in
-    /// other stdout lines, stderr, outputs or the summary.
-    pub fn assert_masked(&self, secret: &str) {
-        assert!(!secret.is_empty());
-        let mask = format!("::add-mask::{secret}");
-        assert!(
-            self.stdout.lines().any(|l| l == mask),
-            "{secret} is never masked:\n{}",
-            self.stdout
-        );
-        for line in self.stdout.lines().filter(|l| l.contains(secret)) {
-            assert_eq!(line, mask, "{secret} leaks in stdout: {line}");
-        }
-        assert!(!self.stderr.contains(secret), "{secret} leaks in stderr");
-        assert!(!self.outputs.contains(secret), "{secret} leaks in outputs");
-        assert!(!self.summary.contains(secret), "{secret} leaks in summary");
-    }
-
-    /// Every `::add-mask::` line comes before any other line: the secrets
-    /// are registered before anything else is printed.
-    pub fn assert_masks_first(&self) {
-        let lines: Vec<&str> = self.stdout.lines().collect();
-        let first_other = lines
-            .iter()
-            .position(|l| !l.starts_with("::add-mask::"))
-            .unwrap_or(lines.len());
-        assert!(
-            lines[first_other..]
-                .iter()
-                .all(|l| !l.starts_with("::add-mask::")),
-            "a mask comes after other output:\n{}",
-            self.stdout
-        );
-    }
-
-    /// `secret` is nowhere at all, not even masked.
-    pub fn assert_absent(&self, secret: &str) {
-        for (what, text) in [
-            ("stdout", &self.stdout),
-            ("stderr", &self.stderr),
-            ("outputs", &self.outputs),
-            ("summary", &self.summary),
-        ] {
-            assert!(
-                !text.contains(secret),
-                "{secret} appears in {what}:\n{text}"
-            );
-        }
-    }
-
-    /// The `name` output (heredoc form).
-    pub fn out(&self, name: &str) -> String {
-        let mut lines = self.outputs.lines();
-        while let Some(l) = lines.next() {
-            if let Some(delim) = l.strip_prefix(&format!("{name}<<")) {
-                let mut v = Vec::new();
-                for l in lines.by_ref() {
-                    if l == delim {
-                        return v.join("\n");
-                    }
-                    v.push(l);
-                }
-            }
-        }
-        panic!("no output {name} in:\n{}", self.outputs)
-    }
-}
-
 /// A workspace with a settings folder `cfg` (not a git repository: the
 /// login does not care where the content comes from).
 pub fn workspace() -> tempfile::TempDir {
@@ -389,51 +289,31 @@ pub fn workspace() -> tempfile::TempDir {
 
 /// Runs the publish action (`action.yml`) in `ws` with `with` inputs and
 /// `env` (the runner's ID-token variables, endpoint overrides).
-pub fn run_action(ws: &Path, with: &[(&str, &str)], env: &[(&str, String)]) -> ActionRun {
+pub fn run_action(ws: &Path, with: &[(&str, &str)], env: &[(&str, String)]) -> Step {
     run_face(ws, "action.yml", &[], with, env)
 }
 
-/// Runs `settings-image action [mode...]` for `action_yml`'s inputs.
+/// Runs `settings-image action [mode...]` for `action_yml`'s inputs on the
+/// simulated runner, as repository `acme/shop` with [`JOB_TOKEN`] as the
+/// job token.
 pub fn run_face(
     ws: &Path,
     action_yml: &str,
     mode: &[&str],
     with: &[(&str, &str)],
     env: &[(&str, String)],
-) -> ActionRun {
-    let files = tempfile::tempdir().unwrap();
-    let output = files.path().join("output");
-    let summary = files.path().join("summary");
-    let home = files.path().join("home");
-    std::fs::create_dir(&home).unwrap();
-    let action_yml = crate::common::repo().join(action_yml);
-    let started = std::time::Instant::now();
-    let out = TestCommand::new()
-        .arg("action")
-        .args(mode)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", &home)
-        .env("GITHUB_ACTIONS", "true")
-        .env("GITHUB_WORKSPACE", ws)
-        .env("GITHUB_OUTPUT", &output)
-        .env("GITHUB_STEP_SUMMARY", &summary)
-        .env("GITHUB_SERVER_URL", "https://github.com")
-        .env("GITHUB_REPOSITORY", "acme/shop")
-        .env("GITHUB_RUN_ID", "4242")
-        .env("GITHUB_ACTOR", ACTOR)
-        .envs(runner_inputs(&action_yml, with, JOB_TOKEN, ACTOR))
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .current_dir(ws)
-        .run();
-    ActionRun {
-        code: out.code,
-        stdout: out.stdout,
-        stderr: out.stderr,
-        outputs: std::fs::read_to_string(&output).unwrap_or_default(),
-        summary: std::fs::read_to_string(&summary).unwrap_or_default(),
-        seconds: started.elapsed().as_secs_f64(),
-    }
+) -> Step {
+    let mut runner = Runner::new(TempDir::new(), ws.to_path_buf());
+    runner.action_yml = crate::common::repo().join(action_yml);
+    runner.mode = mode.iter().map(|m| m.to_string()).collect();
+    runner.repository = "acme/shop".into();
+    runner.actor = ACTOR.into();
+    runner.github_token = JOB_TOKEN.into();
+    runner.extra_env = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect();
+    runner.run(with)
 }
 
 /// The runner's ID-token variables pointing at the stub (its real URL has

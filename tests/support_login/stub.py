@@ -247,8 +247,16 @@ class Handler(BaseHTTPRequestHandler):
                 self.answer(307, "", "text/plain", extra=[("Location", location)])
                 return
         if path.startswith("/hang/"):
+            # Held unanswered until the client hangs up or `hang_seconds`
+            # pass; the log says which ended it.
             self.body()
-            time.sleep(cfg.get("hang_seconds", 120))
+            self.connection.settimeout(cfg.get("hang_seconds", 120))
+            try:
+                hung_up = self.connection.recv(1) == b""
+            except TimeoutError:
+                hung_up = False
+            self.stub.log({"route": "hang", "client_hung_up": hung_up})
+            self.close_connection = True
             return
         routes = [
             ("/idtoken", self.idtoken),

@@ -617,3 +617,14 @@ pub fn folder_path(folder: &str) -> Result<String> {
 
 #[cfg(test)]
 mod tests;
+
+// Against a real smart-HTTP server and registry (once tests/mirror.rs).
+#[cfg(test)]
+#[path = "server_tests.rs"]
+mod server_tests;
+
+// Large files and hostile servers, memory bounded (once part of
+// tests/large_files.rs).
+#[cfg(test)]
+#[path = "large_files_tests.rs"]
+mod large_files_tests;

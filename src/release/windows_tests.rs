@@ -1,8 +1,8 @@
 //! Release-window evaluation with a fixed clock: allow/deny semantics,
 //! one-shot and recurring windows, midnight and DST edges, validation.
 
+use super::{Policy, parse_duration};
 use jiff::{SignedDuration, Timestamp};
-use settings_image::release::policy::{Policy, parse_duration};
 
 fn t(s: &str) -> Timestamp {
     s.parse().unwrap()

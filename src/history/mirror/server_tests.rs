@@ -1,24 +1,25 @@
 //! The git mirror the controller publishes from (`history::mirror`),
 //! against a real smart-HTTP server (`git http-backend`, see
-//! `tests/common/git_server.rs`), with the git CLI and
-//! `settings-image push` run in a `git clone` of the same URL as oracles.
+//! `tests/common/git_server.rs`) and a real registry, with the git CLI
+//! (`git archive`, `git log`) and skopeo and umoci reading the pushed
+//! images as oracles, and the same request read from a `git clone` of the
+//! same URL.
 
-mod common;
+use crate::testkit as common;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
-use common::cmd::TestCommand;
+use crate::error::{Error, GitFailure};
+use crate::history::SourceMode;
+use crate::history::mirror::{Credentials, Limits, Mirror, Mirrors, Remote};
+use crate::pipeline::{RunReport, Spec};
+use crate::report::Report;
+use crate::request::{Forward, Request, Target};
 use common::git::git_cmd;
 use common::git_server::{GitServer, Options, Upstream, tls_files};
 use common::registry::{self as reg, Auth, Registry};
 use common::{TempDir, run_ok};
-use settings_image::error::{Error, GitFailure};
-use settings_image::history::SourceMode;
-use settings_image::history::mirror::{Credentials, Limits, Mirror, Mirrors, Remote};
-use settings_image::pipeline::{RunReport, Spec};
-use settings_image::report::Report;
-use settings_image::request::{Forward, Request, Target};
 
 static GO: AtomicBool = AtomicBool::new(false);
 
@@ -31,7 +32,7 @@ fn request(folder: &str, commit: &str, target: Target) -> Request {
         source: SourceMode::Commit,
         timestamp_tag: Some("main".into()),
         github: None,
-        source_url: settings_image::history::SourceUrl::Origin,
+        source_url: crate::history::SourceUrl::Origin,
         ci: Default::default(),
         forward: Forward::default(),
         provenance: true,
@@ -41,13 +42,12 @@ fn request(folder: &str, commit: &str, target: Target) -> Request {
 }
 
 /// One folder of a commit of `mirror` through the pipeline.
-fn run_mirror(req: Request, mirror: &Mirror) -> settings_image::Result<Report> {
-    settings_image::pipeline::run(&Spec::one(req).in_mirror(mirror))
-        .and_then(RunReport::into_report)
+fn run_mirror(req: Request, mirror: &Mirror) -> crate::Result<Report> {
+    crate::pipeline::run(&Spec::one(req).in_mirror(mirror)).and_then(RunReport::into_report)
 }
 
 fn registry_target(reg: &Registry, name: &str) -> Target {
-    Target::Registry(settings_image::registry::Options {
+    Target::Registry(crate::registry::Options {
         repository: format!("{}/{name}", reg.host()),
         insecure: false,
         monolithic: false,
@@ -150,18 +150,18 @@ fn a_commit_published_from_the_mirror_is_what_push_makes_in_a_clone() {
             &mirror,
         )
         .unwrap();
-        let theirs = TestCommand::push_json("configs/shop", &format!("{}/clone", registry.host()))
-            .current_dir(&clone)
-            .args(["--revision", commit, "--timestamp-tag", "main"])
-            .json();
+        // What `push --revision COMMIT` makes in a clone: the same request
+        // read from the clone's repository, not the mirror.
+        let theirs = crate::pipeline::run(&Spec::one(request(
+            clone.join("configs/shop").to_str().unwrap(),
+            commit,
+            registry_target(&registry, "clone"),
+        )))
+        .and_then(RunReport::into_report)
+        .unwrap();
+        assert_eq!(ours.digest, theirs.digest, "digest at {commit}");
         assert_eq!(
-            ours.digest,
-            theirs["digest"].as_str().unwrap(),
-            "digest at {commit}"
-        );
-        assert_eq!(
-            ours.timestamp_tag.as_deref(),
-            theirs["timestamp_tag"].as_str(),
+            ours.timestamp_tag, theirs.timestamp_tag,
             "timestamp tag at {commit}"
         );
         assert_eq!(ours.commit.as_deref(), Some(changed.as_str()));
@@ -201,22 +201,16 @@ fn a_commit_published_from_the_mirror_is_what_push_makes_in_a_clone() {
         assert!(!again.pushed, "{again:?}");
         assert_eq!(again.uploaded_blobs, 0);
         assert_eq!(
-            again.provenance.as_deref(),
-            theirs["provenance"].as_str(),
+            again.provenance,
+            theirs.push.and_then(|p| p.provenance),
             "provenance at {commit}"
         );
     }
 
-    // Several folders by a glob, against the tree of the commit; in the
-    // clone the same glob with the commit checked out.
-    run_ok(git_cmd(up.home(), &clone).args(["checkout", "-q", &c3]));
-    let selection = settings_image::many::Selection::in_mirror(
-        &mirror,
-        &c3,
-        &["configs/*"],
-        settings_image::field::Field::Path,
-    )
-    .unwrap();
+    // Several folders by a glob, against the tree of the commit.
+    let selection =
+        crate::many::Selection::in_mirror(&mirror, &c3, &["configs/*"], crate::field::Field::Path)
+            .unwrap();
     let names: Vec<_> = selection
         .folders
         .iter()
@@ -225,34 +219,61 @@ fn a_commit_published_from_the_mirror_is_what_push_makes_in_a_clone() {
     assert_eq!(names, ["configs/cart", "configs/shop"]);
     let template = format!("{}/many-{{name}}", registry.host());
     let (repositories, _) = selection
-        .repositories(&template, settings_image::field::Field::Repository)
+        .repositories(&template, crate::field::Field::Repository)
         .unwrap();
-    let targets = settings_image::many::registry_targets(
-        &settings_image::registry::Options::default(),
-        repositories,
-    );
+    let targets = crate::many::registry_targets(&crate::registry::Options::default(), repositories);
     let spec = Spec::new(
         request(".", &c3, Target::Layout(PathBuf::new())),
         &selection,
         targets,
         2,
     );
-    let outcome = settings_image::pipeline::run(&spec.in_mirror(&mirror)).unwrap();
-    let ours = outcome.published().unwrap();
-    let theirs = TestCommand::push_json(
-        "configs/*",
-        &format!("{}/many-clone-{{name}}", registry.host()),
-    )
-    .current_dir(&clone)
-    .args(["--revision", &c3, "--timestamp-tag", "main"])
-    .json();
-    let theirs = theirs.as_array().expect("several folders: a JSON array");
-    assert_eq!(ours.len(), theirs.len());
-    for (ours, theirs) in ours.iter().zip(theirs) {
-        assert_eq!(ours.path, theirs["path"].as_str().unwrap());
-        assert_eq!(Some(ours.report.digest.as_str()), theirs["digest"].as_str());
-        assert_eq!(ours.report.timestamp_tag.as_deref(), theirs["tag"].as_str());
+    let outcome = crate::pipeline::run(&spec.in_mirror(&mirror)).unwrap();
+    let images = outcome.published().unwrap();
+    // Each folder's image, apart from the pipeline: in the repository its
+    // name gives, tagged from the last commit git says changed the folder
+    // by c3 (c2 for configs/cart), holding what `git archive` gives.
+    assert_eq!(images.len(), 2);
+    for ours in &images {
+        let name = ours.path.rsplit('/').next().unwrap();
+        let repository = format!("{}/many-{name}", registry.host());
+        assert_eq!(ours.repository, repository, "{}", ours.path);
+        let line = up.git(&["log", "-1", "--format=%ct %H", &c3, "--", &ours.path]);
+        let (ct, changed) = line.split_once(' ').unwrap();
+        let tag = format!("main-{ct}-{}", &changed[..7]);
+        assert_eq!(
+            ours.report.timestamp_tag.as_deref(),
+            Some(tag.as_str()),
+            "{}",
+            ours.path
+        );
+        assert_eq!(
+            reg::revision_of(&registry, &format!("many-{name}"), &tag),
+            changed
+        );
+        let tar = work.join(&format!("{name}.tar"));
+        run_ok(
+            git_cmd(up.home(), &up.work)
+                .args(["archive", "--format=tar", "-o"])
+                .arg(&tar)
+                .args([c3.as_str(), ours.path.as_str()]),
+        );
+        assert_eq!(
+            common::pulled_files(&format!("{repository}:{tag}"), None),
+            common::archived_files(&tar, &ours.path),
+            "content of {}",
+            ours.path
+        );
     }
+    assert_eq!(
+        images[0]
+            .report
+            .timestamp_tag
+            .as_deref()
+            .map(|t| t.ends_with(&c2[..7])),
+        Some(true),
+        "configs/cart last changed in c2"
+    );
 }
 
 /// A history of `n` commits, each changing a 2 KiB file of its own

@@ -6,56 +6,42 @@
 
 use std::path::PathBuf;
 
-mod common;
+use crate::testkit as common;
 
 use common::git::ScratchRepo as Git;
 use common::github;
 
-use settings_image::history::git::{LocalAncestry, Repo};
-use settings_image::history::github::Api;
-use settings_image::history::{self, AncestrySource, Token};
+use crate::history::git::{LocalAncestry, Repo};
+use crate::history::github::Api;
+use crate::history::{self, AncestrySource, Token};
 
-/// This file's helpers on the scratch repository of tests/common/git.rs.
-impl Git {
-    /// A commit with `parents` (none: a root) made with commit-tree at
-    /// committer time `t`; returns its id.
-    fn commit(&self, parents: &[String], n: usize, t: i64) -> String {
-        std::fs::write(self.dir.join("f"), format!("{n}\n")).expect("write");
-        self.git(&["add", "f"]);
-        let tree = self.git(&["write-tree"]);
-        let mut args = vec![
-            "commit-tree".to_string(),
-            tree,
-            "-m".into(),
-            format!("c{n}"),
-        ];
-        for p in parents {
-            args.push("-p".into());
-            args.push(p.clone());
-        }
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let out = self
-            .cmd(&self.dir)
-            .env("GIT_COMMITTER_DATE", format!("@{t} +0000"))
-            .env("GIT_AUTHOR_DATE", format!("@{t} +0000"))
-            .args(&args)
-            .output()
-            .expect("git commit-tree");
-        assert!(out.status.success());
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
+/// A commit with `parents` (none: a root) made with `git commit-tree`
+/// at committer time `t`, its tree `f` holding `n`; its id (no branch
+/// moves).
+fn commit_tree(g: &Git, parents: &[String], n: usize, t: i64) -> String {
+    g.write("f", format!("{n}\n"));
+    g.git(&["add", "f"]);
+    let tree = g.git(&["write-tree"]);
+    let msg = format!("c{n}");
+    let mut args = vec!["commit-tree", tree.as_str(), "-m", msg.as_str()];
+    for p in parents {
+        args.extend(["-p", p.as_str()]);
     }
+    g.git_at(&args, t)
+}
 
-    fn oracle(&self, a: &str, d: &str) -> bool {
-        let st = self
-            .cmd(&self.dir)
-            .args(["merge-base", "--is-ancestor", a, d])
-            .status()
-            .expect("git merge-base");
-        match st.code() {
-            Some(0) => true,
-            Some(1) => false,
-            other => panic!("git merge-base --is-ancestor {a} {d}: {other:?}"),
-        }
+/// Whether `a` is an ancestor of `d` as `git merge-base --is-ancestor`
+/// says.
+fn is_ancestor(g: &Git, a: &str, d: &str) -> bool {
+    let st = g
+        .cmd(&g.dir)
+        .args(["merge-base", "--is-ancestor", a, d])
+        .status()
+        .expect("git merge-base");
+    match st.code() {
+        Some(0) => true,
+        Some(1) => false,
+        other => panic!("git merge-base --is-ancestor {a} {d}: {other:?}"),
     }
 }
 
@@ -79,7 +65,12 @@ fn random_history(g: &Git, seed: u64, n: usize) -> Vec<String> {
             }
         }
         let skew = if rng.u32(0..5) == 0 { -5000 } else { 0 };
-        ids.push(g.commit(&parents, i, 1_700_000_000 + i as i64 * 60 + skew));
+        ids.push(commit_tree(
+            g,
+            &parents,
+            i,
+            1_700_000_000 + i as i64 * 60 + skew,
+        ));
     }
     g.git(&["update-ref", "refs/heads/main", &ids[n - 1]]);
     for (i, id) in ids.iter().enumerate() {
@@ -97,7 +88,7 @@ fn every_pair_agrees_with_git_merge_base() {
         let (mut yes, mut no) = (0, 0);
         for a in &ids {
             for d in &ids {
-                let want = g.oracle(a, d);
+                let want = is_ancestor(&g, a, d);
                 let got = history::is_ancestor(&repo, a, d, None).expect("local answer");
                 assert_eq!(
                     got,
@@ -118,7 +109,7 @@ fn shallow() -> (Git, PathBuf, Vec<String>) {
     let mut ids = Vec::new();
     for i in 0..6 {
         let parents: Vec<String> = ids.last().cloned().into_iter().collect();
-        ids.push(g.commit(&parents, i, 1_700_000_000 + i as i64));
+        ids.push(commit_tree(&g, &parents, i, 1_700_000_000 + i as i64));
     }
     g.git(&["update-ref", "refs/heads/main", &ids[5]]);
     g.git(&["checkout", "-q", "main"]);

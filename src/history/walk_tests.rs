@@ -15,9 +15,9 @@ use std::io::Write;
 use std::path::Path;
 use std::process::Stdio;
 
-use settings_image::history::git::{Repo as GitRepo, Walk};
+use crate::history::git::{Repo as GitRepo, Walk};
 
-mod common;
+use crate::testkit as common;
 
 use common::rng::Rng;
 
@@ -723,7 +723,7 @@ fn changed_path_filters_spare_the_tree_reads() {
     let (walk, trees_without) = walk_one(&r.dir, "configs/a");
     assert_eq!(
         walk,
-        Walk::Found(settings_image::history::CommitInfo {
+        Walk::Found(crate::history::CommitInfo {
             id: want.0.clone(),
             timestamp: want.1
         })
@@ -737,7 +737,7 @@ fn changed_path_filters_spare_the_tree_reads() {
         let (walk, trees) = walk_one(&r.dir, "configs/a");
         assert_eq!(
             walk,
-            Walk::Found(settings_image::history::CommitInfo {
+            Walk::Found(crate::history::CommitInfo {
                 id: want.0.clone(),
                 timestamp: want.1
             })
@@ -783,7 +783,7 @@ fn the_walk_trusts_the_filters_as_git_does() {
     let (walk, _) = walk_one(&r.dir, "configs/a");
     assert_eq!(
         walk,
-        Walk::Found(settings_image::history::CommitInfo {
+        Walk::Found(crate::history::CommitInfo {
             id: git.0,
             timestamp: git.1
         })
@@ -795,7 +795,7 @@ fn the_walk_trusts_the_filters_as_git_does() {
     let (walk, _) = walk_one(&r.dir, "configs/a");
     assert_eq!(
         walk,
-        Walk::Found(settings_image::history::CommitInfo {
+        Walk::Found(crate::history::CommitInfo {
             id: truth.0,
             timestamp: truth.1
         })
