@@ -19,7 +19,7 @@ use std::path::{Component, Path, PathBuf};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::field::{Field, Text};
+use crate::field::{Field, Mention, Text};
 use crate::history::mirror::Mirror;
 use crate::history::{self, github};
 use crate::registry;
@@ -431,9 +431,10 @@ pub fn targets(template: &str, folders: &[Folder], field: Field) -> Result<Vec<S
 
 /// Two folders mapped by `template` (given as `field`) to one target.
 fn same_target(field: Field, template: &str, one: &Path, other: &Path, target: &str) -> Error {
+    let field = Mention::Subject(field);
     Error::input_hinted(
         text![
-            field,
+            field.clone(),
             format!(
                 " {template:?} maps the folders {} and {} to the same {target}",
                 one.display(),

@@ -23,7 +23,7 @@ use super::inputs::{self, Env, EventPlan};
 use super::summary::{self, Facts};
 use crate::branch_tag::{BranchTag, Change};
 use crate::error::{Error, Result};
-use crate::field::Field;
+use crate::field::{Face, Field, Mention};
 use crate::front;
 use crate::history::{SourceMode, Token};
 use crate::image::Metadata;
@@ -488,10 +488,11 @@ fn say_lower_cased(inputs: &PublishInputs, folders: &[LowerCased]) {
         } else {
             ("image", "goes")
         };
+        let input = Inputs::Publish.mention(&Mention::Subject(Field::Repository));
         say(&commands::notice(
             title,
             &format!(
-                "the input `repository` is {given}; registries take lower-case names only, so the {image} {goes} to {}",
+                "{input} is {given}; registries take lower-case names only, so the {image} {goes} to {}",
                 inputs.repository
             ),
         ));

@@ -325,3 +325,38 @@ fn several_lines_a_glob_or_the_plan_are_several() {
     let e = env(&[("GITHUB_WORKSPACE", ws), ("INPUT_PLAN", "yes")]);
     assert!(read_inputs(&e).is_err());
 }
+
+#[test]
+fn two_folders_to_one_repository_name_the_input_as_the_notice_does() {
+    let folder = |p: &str| crate::many::Folder {
+        path: p.into(),
+        name: "shop".into(),
+        slug: p.replace('/', "-"),
+    };
+    let err = crate::many::repositories(
+        "ghcr.io/acme/settings",
+        &[folder("eu/shop"), folder("us/shop")],
+        Field::Repository,
+    )
+    .unwrap_err();
+    // The action's other messages about an input's value (the
+    // lower-casing notice, `jobs`, `labels`) say "the input `NAME`".
+    assert_eq!(
+        err.render(&Inputs::Publish),
+        "the input `repository` \"ghcr.io/acme/settings\" maps the folders eu/shop and \
+         us/shop to the same ghcr.io/acme/settings"
+    );
+    assert_eq!(
+        err.hint_in(&Inputs::Publish).as_deref(),
+        Some(
+            "put {name} (the folder's last component) or {path} (its path as a slug) into \
+             the input `repository`"
+        )
+    );
+    // The CLI names its flag, as before.
+    assert!(
+        err.to_string()
+            .starts_with("--repository \"ghcr.io/acme/settings\" maps the folders"),
+        "{err}"
+    );
+}

@@ -73,7 +73,7 @@ impl Spec {
 impl Face for Spec {
     fn mention(&self, m: &Mention) -> String {
         match m {
-            Mention::Field(f) => match Spec::path(*f) {
+            Mention::Field(f) | Mention::Subject(f) => match Spec::path(*f) {
                 Some(p) => p.to_string(),
                 None => format!(
                     "{} (the CLI's; a SettingsImage has no such field)",
