@@ -1,30 +1,33 @@
-//! The command-line front end: clap arguments (`cli/args.rs`) turned into a
-//! [`Request`] and run; the several-folder faces live in `cli/many.rs`.
+//! The command-line face: clap arguments (`cli/args.rs`) read in one step
+//! into the core's values, the core called once, its outcome printed in
+//! plain lines (`show.rs`, which the action's log shares). `build`,
+//! `push`, `tag` and `plan` (one folder or several, one path) live in
+//! `cli/publish.rs`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::branch_tag::{BranchTagOutcome, Change};
+use crate::branch_tag::{BranchTag, Change};
 use crate::error::{Error, Result};
 use crate::front::{self, Login};
 use crate::history;
 use crate::output;
-use crate::pipeline::{self, Spec};
 use crate::promote::BreakGlass;
 use crate::registry::{self, Credentials};
 use crate::request::{self, Request, Target};
+use crate::show;
 
 mod args;
 pub mod cluster;
-mod many;
+mod login;
 pub mod metadata;
 mod progress;
+mod publish;
 
 pub use args::{
     AccessArgs, ActionArgs, BuildArgs, Cli, Command, CompletionsArgs, DiffArgs, GitHubArgs,
     HistoryArgs, InspectArgs, ManArgs, PlanArgs, PromoteArgs, PushArgs, TagArgs, VERSION,
 };
-use many::{is_many, run_build_many, run_plan, run_push_many, run_tag_many};
 
 /// The registry login of `push` and `promote`: `--username` (or
 /// `SETTINGS_IMAGE_USERNAME`) with the password from standard input or
@@ -56,10 +59,10 @@ fn credentials(
 }
 
 /// The credentials or OIDC login of `push` and `promote` for `repository`
-/// (see [`crate::login::flags::LoginArgs::resolve`]).
+/// (see [`login::LoginArgs::resolve`]).
 fn resolve_login(
     env: &front::Env,
-    login: &crate::login::flags::LoginArgs,
+    login: &login::LoginArgs,
     repository: &str,
     insecure: bool,
     username: Option<&String>,
@@ -80,13 +83,12 @@ fn password_given(env: &front::Env, stdin: bool) -> bool {
     stdin || front::var(env, "SETTINGS_IMAGE_PASSWORD").is_some()
 }
 
-/// Prints the report; `forced`: the push followed a force-push (words the
-/// branch-tag notice).
-fn print_report(report: &crate::report::Report, json: bool, forced: bool) -> Result<()> {
+/// Prints the report.
+fn print_report(report: &crate::report::Report, json: bool) -> Result<()> {
     if let Some(a) = &report.anomaly {
         output::eprintln(&format!("warning: {}: {}", a.kind.as_str(), a.message));
     }
-    if let Some(line) = BranchTagOutcome::of(report, forced).and_then(|b| branch_line(&b)) {
+    if let Some(line) = report.branch_tag.as_ref().and_then(branch_line) {
         output::eprintln(&line);
     }
     for w in &report.warnings {
@@ -96,14 +98,14 @@ fn print_report(report: &crate::report::Report, json: bool, forced: bool) -> Res
         let s = serde_json::to_string(report).map_err(|e| Error::json("printing the report", e))?;
         output::println(&s)?;
     } else {
-        output::print(&report.human())?;
+        output::print(&show::report(report))?;
     }
     Ok(())
 }
 
 /// The line the CLI prints about the branch tag, when there is one worth
 /// a line (held, or moved back or sideways).
-fn branch_line(b: &BranchTagOutcome) -> Option<String> {
+fn branch_line(b: &BranchTag) -> Option<String> {
     let (name, commit) = (&b.name, b.commit.as_deref()?);
     Some(match &b.change {
         Change::Held {
@@ -182,36 +184,10 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     match command {
         Command::Completions(args) => done(print_completions(args.shell)),
         Command::Man(args) => done(write_man(&args.dir)),
-        Command::Build(args) if is_many(&args.path) => done(run_build_many(&env, args)),
-        Command::Push(args) if is_many(&args.path) => done(run_push_many(&env, args)),
-        Command::Plan(args) => done(run_plan(&env, &args)),
-        Command::Build(args) => {
-            let req = Request {
-                path: single(args.path),
-                extra: args.metadata.metadata(),
-                ..history_request(&env, args.history, args.tags, Target::Layout(args.output))?
-            };
-            let report = pipeline::run(&Spec::one(req))?.into_report()?;
-            done(print_report(&report, args.json, false))
-        }
-        Command::Tag(args) if is_many(&args.path) => done(run_tag_many(&env, &args)),
-        Command::Tag(args) => done(run_tag(&env, &args)),
-        Command::Push(mut args) => {
-            let options = push_options(&env, &args)?;
-            let path = single(std::mem::take(&mut args.path));
-            let extra = args.metadata.metadata();
-            let json = args.json;
-            let req = Request {
-                path,
-                extra,
-                ..push_request(&env, args, options)?
-            };
-            let forced = req.forward.forced_before.is_some();
-            let report = pipeline::run(&Spec::one(req))?
-                .into_report()
-                .inspect_err(|e| print_published_then_failed(e, json))?;
-            done(print_report(&report, json, forced))
-        }
+        Command::Build(args) => done(publish::run(publish::build(&env, args)?)),
+        Command::Push(args) => done(publish::run(publish::push(&env, args)?)),
+        Command::Tag(args) => done(publish::tag(&env, &args)),
+        Command::Plan(args) => done(publish::plan(&env, &args)),
         Command::Inspect(args) => done(run_inspect(&env, &args)),
         Command::Diff(args) => run_diff(&env, &args),
         Command::Promote(args) => done(run_promote(&env, &args)),
@@ -271,18 +247,14 @@ fn history_request(
         None => history::SourceUrl::from_ci(front::source_url(env)),
     };
     Ok(Request {
-        path: PathBuf::new(),
         tags,
-        target,
         source: history.source,
         timestamp_tag: history.timestamp_tag,
         github: front::github_api(env, history.github.token()),
         source_url,
         ci: front::ci(env),
-        forward: request::Forward::default(),
-        provenance: false,
         revision: history.revision,
-        extra: Default::default(),
+        ..Request::new(PathBuf::new(), target)
     })
 }
 
@@ -297,15 +269,14 @@ fn push_options(env: &front::Env, args: &PushArgs) -> Result<registry::Options> 
         args.username.as_ref(),
         args.password_stdin,
     )?;
-    let mut options = registry::Options::new(
-        args.repository.clone(),
-        args.insecure,
+    Ok(registry::Options {
+        insecure: args.insecure,
+        monolithic: args.monolithic,
         credentials,
-        front::docker_config(env),
-        login.map(Into::into),
-    );
-    options.monolithic = args.monolithic;
-    Ok(options)
+        docker_config: front::docker_config(env),
+        login: login.map(Into::into),
+        ..registry::Options::new(args.repository.clone())
+    })
 }
 
 /// `push`'s request to `options`, with no folder or extra metadata yet.
@@ -442,13 +413,12 @@ fn run_diff(env: &front::Env, args: &DiffArgs) -> Result<ExitCode> {
         crate::cluster::verify::check_path(path)?;
     }
     let open = |repository: &str| {
-        registry::Client::open_read_only(&registry::Options::new(
-            repository,
-            args.insecure,
-            credentials.clone(),
-            front::docker_config(env),
-            None,
-        ))
+        registry::Client::open_read_only(&registry::Options {
+            insecure: args.insecure,
+            credentials: credentials.clone(),
+            docker_config: front::docker_config(env),
+            ..registry::Options::new(repository)
+        })
     };
     let old_client = open(&old_repo)?;
     let old = Image::from_registry(&old_client, &old_ref, args.old.clone(), &limits)?;
@@ -513,50 +483,6 @@ fn run_inspect(env: &front::Env, args: &InspectArgs) -> Result<()> {
     Ok(())
 }
 
-fn run_tag(env: &front::Env, args: &TagArgs) -> Result<()> {
-    crate::tag::sanitize_prefix(&args.prefix)?;
-    if let Some(note) = crate::tag::shared_prefix_note(&args.prefix) {
-        output::eprintln(&format!("{}: {}", note.label(), note.text));
-    }
-    let api = front::github_api(env, args.github.token());
-    let path = args.path.first().cloned().unwrap_or_default();
-    let lc = history::last_change(&path, args.revision.as_deref(), api)?;
-    if lc.from_github {
-        output::eprintln(&format!(
-            "note: shallow clone; the GitHub API named commit {} as the last change of {}",
-            lc.commit.id, lc.repo_path
-        ));
-    }
-    let tag = crate::tag::timestamp_tag(&args.prefix, lc.commit.timestamp, &lc.commit.id)?;
-    if args.json {
-        let v = serde_json::json!({
-            "tag": tag,
-            "commit": lc.commit.id,
-            "timestamp": lc.commit.timestamp,
-            "committed_at": lc.commit.committed_at(),
-            "path": lc.repo_path,
-        });
-        output::println(&v.to_string())?;
-    } else {
-        output::println(&tag)?;
-    }
-    Ok(())
-}
-
-/// With `--json`, a push that failed after it published prints what it
-/// published on stdout (`{"error", "exit_code", "published"}`), so a
-/// script reading the report learns it as a person reading stderr does.
-fn print_published_then_failed(err: &Error, json: bool) {
-    if let (true, Error::AfterPublish { published, error }) = (json, err) {
-        let v = serde_json::json!({
-            "error": error.to_string(),
-            "exit_code": err.exit_code(),
-            "published": published,
-        });
-        println!("{v}");
-    }
-}
-
 /// Prints an error with its hint to stderr, in the CLI's words, and
 /// returns the exit code. A push that failed after it published prints
 /// its warnings first (they were not printed: the push did not finish).
@@ -574,9 +500,4 @@ pub fn report_error(err: &Error) -> ExitCode {
         }
     }
     exit_code(err.exit_code())
-}
-
-/// The single folder of a one-folder run (clap requires at least one).
-fn single(paths: Vec<PathBuf>) -> PathBuf {
-    paths.into_iter().next().unwrap_or_default()
 }

@@ -82,6 +82,10 @@ pub enum Joint {
 pub enum Mention {
     /// The field itself (`--branch-tag`).
     Field(Field),
+    /// The field as the subject of a sentence about the value given to it
+    /// (`--repository "x" maps ...`): the action says `` the input
+    /// `repository` ``, as its other messages about an input's value do.
+    Subject(Field),
     /// The field set to a value (`--source worktree`).
     Set(Field, String),
     /// The registry credentials, a username with its password.
@@ -154,7 +158,7 @@ impl Field {
 impl Face for Cli {
     fn mention(&self, m: &Mention) -> String {
         match m {
-            Mention::Field(f) => f.flag().to_string(),
+            Mention::Field(f) | Mention::Subject(f) => f.flag().to_string(),
             Mention::Set(f, value) => format!("{} {value}", f.flag()),
             Mention::Credentials(Joint::With) => "--username with --password-stdin".to_string(),
             Mention::Credentials(Joint::And) => "--username and --password-stdin".to_string(),

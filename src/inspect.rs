@@ -204,13 +204,12 @@ pub fn inspect(
     docker_config: Option<std::path::PathBuf>,
 ) -> Result<Inspection> {
     let (repository, what) = parse_reference(reference)?;
-    let client = Client::open_read_only(&Options::new(
-        repository.clone(),
+    let client = Client::open_read_only(&Options {
         insecure,
         credentials,
         docker_config,
-        None,
-    ))?;
+        ..Options::new(repository.clone())
+    })?;
     let m = client.get_manifest(&what)?.ok_or_else(|| Error::Registry {
         reference: repository.clone(),
         what: format!("reading {what}"),

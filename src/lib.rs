@@ -34,6 +34,7 @@ pub mod report;
 pub mod request;
 pub mod rollout;
 pub mod scratch;
+mod show;
 pub mod source;
 pub mod tag;
 pub mod trust;

@@ -3,13 +3,15 @@
 //! `{path}`), and the `plan` that lists which folders have no image for
 //! their last commit yet (a GitHub `strategy.matrix`).
 //!
-//! Every front end (the CLI, the action, the controller) uses it the same
-//! way: [`select`] (or [`select_in`]) then [`repositories`] ([`targets`]
-//! for layout directories; all input errors, before anything is pushed),
-//! then the one pipeline ([`crate::pipeline::run`] of a
-//! [`crate::pipeline::Spec::each`]) or [`plan`]. Re-run safety holds per
-//! folder because each folder's push is the single-folder push: an
-//! unchanged folder rebuilds byte-identically and pushes nothing.
+//! Every face (the CLI, the action, the controller) uses it the same way,
+//! for one folder as for several: a [`Selection`] ([`Selection::of`] on
+//! disk, [`Selection::in_mirror`] in a mirror's commit), its targets
+//! ([`Selection::layouts`], [`Selection::repositories`]; all input errors,
+//! before anything is pushed), then the one pipeline
+//! ([`crate::pipeline::run`] of a [`crate::pipeline::Spec::new`]) or
+//! [`plan`]. Re-run safety holds per folder because each folder's push is
+//! the single-folder push: an unchanged folder rebuilds byte-identically
+//! and pushes nothing.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
@@ -17,10 +19,12 @@ use std::path::{Component, Path, PathBuf};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::field::{Field, Mention, Text};
 use crate::history::mirror::Mirror;
 use crate::history::{self, github};
 use crate::registry;
 use crate::request::Target;
+use crate::text;
 
 /// One selected settings folder.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +37,98 @@ pub struct Folder {
     /// `{path}`: the path as a lowercase slug (`configs/shop` ->
     /// `configs-shop`).
     pub slug: String,
+}
+
+/// The folders a face selected, and whether the selection means several
+/// (a list or a glob, even of one folder: the several-folder outputs, each
+/// folder's repository from a template, errors naming each folder).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selection {
+    /// The folders, in the order selected.
+    pub folders: Vec<Folder>,
+    /// A selection of several folders (see [`is_many`]; a mirror's always).
+    pub several: bool,
+}
+
+/// A repository name the folder's name had to be lower-cased for: said by
+/// each face (the CLI's `notice:`, the action's annotation, the
+/// controller's Event).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LowerCased {
+    /// The folder, as selected.
+    pub folder: PathBuf,
+    /// The repository its image goes to.
+    pub repository: String,
+}
+
+impl LowerCased {
+    /// What happened, in words every face says alike.
+    pub fn text(&self) -> Text {
+        text![format!(
+            "the folder {} has capitals in its name; registries take lower-case names only, so its image \
+             goes to {}",
+            self.folder.display(),
+            self.repository
+        )]
+    }
+}
+
+impl Selection {
+    /// The folders `patterns` name on disk (see [`select`]); `field` names
+    /// the input in errors.
+    pub fn of<S: AsRef<str>>(patterns: &[S], field: Field) -> Result<Selection> {
+        Ok(Selection {
+            folders: select(patterns, field)?,
+            several: is_many(patterns),
+        })
+    }
+
+    /// The folders `patterns` name in `commit` of `mirror` (see
+    /// [`select_in`]): always a selection of several, whose errors name
+    /// each folder.
+    pub fn in_mirror<S: AsRef<str>>(
+        mirror: &Mirror,
+        commit: &str,
+        patterns: &[S],
+        field: Field,
+    ) -> Result<Selection> {
+        Ok(Selection {
+            folders: select_in(mirror, commit, patterns, field)?,
+            several: true,
+        })
+    }
+
+    /// Each folder's layout directory: for several, `template` filled
+    /// ([`targets`]); for one, `template` as it is.
+    pub fn layouts(&self, template: &Path, field: Field) -> Result<Vec<Target>> {
+        if !self.several {
+            return Ok(vec![Target::Layout(template.to_path_buf())]);
+        }
+        Ok(targets(&template.to_string_lossy(), &self.folders, field)?
+            .into_iter()
+            .map(|o| Target::Layout(PathBuf::from(o)))
+            .collect())
+    }
+
+    /// Each folder's repository, with the lower-casing notices: for
+    /// several, `template` filled ([`repositories`]); for one, `template`
+    /// as it is (the request checks it, by name). [`registry_targets`]
+    /// makes them targets.
+    pub fn repositories(
+        &self,
+        template: &str,
+        field: Field,
+    ) -> Result<(Vec<String>, Vec<LowerCased>)> {
+        if !self.several {
+            return Ok((vec![template.to_string()], Vec::new()));
+        }
+        repositories(template, &self.folders, field)
+    }
+
+    /// The folders' paths.
+    pub fn paths(&self) -> Vec<PathBuf> {
+        self.folders.iter().map(|f| f.path.clone()).collect()
+    }
 }
 
 /// Whether a selection means several folders (and so the several-folder
@@ -48,14 +144,14 @@ fn has_glob(p: &str) -> bool {
 
 /// Expands folders and globs (`*` and `?` within one path component;
 /// names starting with `.` only match a pattern starting with `.`) into
-/// folders, in the order given, each glob's matches sorted. `what` names
-/// the input in errors (`--path`, `path`). A glob matching no folder, a
-/// folder selected twice and an empty entry are input errors.
-pub fn select<S: AsRef<str>>(patterns: &[S], what: &str) -> Result<Vec<Folder>> {
+/// folders, in the order given, each glob's matches sorted. `field` names
+/// the input in errors. A glob matching no folder, a folder selected twice
+/// and an empty entry are input errors.
+pub fn select<S: AsRef<str>>(patterns: &[S], field: Field) -> Result<Vec<Folder>> {
     let cwd = std::env::current_dir().map_err(|e| Error::io("reading the current directory", e))?;
     select_with(
         patterns,
-        what,
+        field,
         |pattern| Ok(expand(pattern)),
         |path| lexical(&cwd.join(path)),
         "check the pattern against the checkout (`*` and `?` match within one path component, folders only)",
@@ -72,7 +168,7 @@ pub fn select_in<S: AsRef<str>>(
     mirror: &Mirror,
     commit: &str,
     patterns: &[S],
-    what: &str,
+    field: Field,
 ) -> Result<Vec<Folder>> {
     let repo = mirror.repo();
     let clone_dir = mirror
@@ -84,7 +180,7 @@ pub fn select_in<S: AsRef<str>>(
         .unwrap_or_default();
     let mut folders = select_with(
         patterns,
-        what,
+        field,
         |pattern| expand_in(repo, commit, pattern),
         |path| {
             let rel = path.to_string_lossy();
@@ -107,7 +203,7 @@ pub fn select_in<S: AsRef<str>>(
 /// path (two patterns naming one key select one folder twice).
 fn select_with<S: AsRef<str>>(
     patterns: &[S],
-    what: &str,
+    field: Field,
     expand: impl Fn(&str) -> Result<Vec<PathBuf>>,
     key: impl Fn(&Path) -> PathBuf,
     no_match_hint: &str,
@@ -118,7 +214,7 @@ fn select_with<S: AsRef<str>>(
         let pattern = pattern.as_ref().trim();
         if pattern.is_empty() {
             return Err(Error::input(
-                format!("{what} has an empty entry"),
+                text![field, " has an empty entry"],
                 Some("name each settings folder, one per entry".to_string()),
             ));
         }
@@ -126,7 +222,7 @@ fn select_with<S: AsRef<str>>(
             let m = expand(pattern)?;
             if m.is_empty() {
                 return Err(Error::input(
-                    format!("{what} {pattern:?} matches no folder"),
+                    text![field, format!(" {pattern:?} matches no folder")],
                     Some(no_match_hint.to_string()),
                 ));
             }
@@ -138,10 +234,13 @@ fn select_with<S: AsRef<str>>(
             let key = key(&path);
             if let Some(first) = seen.get(&key) {
                 return Err(Error::input(
-                    format!(
-                        "{what} selects the folder {} twice (by {first:?} and by {pattern:?})",
-                        path.display()
-                    ),
+                    text![
+                        field,
+                        format!(
+                            " selects the folder {} twice (by {first:?} and by {pattern:?})",
+                            path.display()
+                        )
+                    ],
                     Some("select each folder once".to_string()),
                 ));
             }
@@ -314,29 +413,39 @@ pub fn fill(template: &str, folder: &Folder) -> String {
 
 /// Each folder's layout directory from `template` (`build --output`), the
 /// template filled as it is; two folders mapping to one is an input error
-/// naming both. `what` names the input. Repositories are named by
+/// naming both. `field` names the input. Repositories are named by
 /// [`repositories`] instead, which lower-cases them as registries need.
-pub fn targets(template: &str, folders: &[Folder], what: &str) -> Result<Vec<String>> {
+pub fn targets(template: &str, folders: &[Folder], field: Field) -> Result<Vec<String>> {
     let mut seen: BTreeMap<String, &Path> = BTreeMap::new();
     let mut out = Vec::new();
     for f in folders {
         let t = fill(template, f);
         if let Some(other) = seen.get(&t) {
-            return Err(Error::input(
-                format!(
-                    "{what} {template:?} maps the folders {} and {} to the same {t}",
-                    other.display(),
-                    f.path.display()
-                ),
-                Some(format!(
-                    "put {{name}} (the folder's last component) or {{path}} (its path as a slug) into {what}"
-                )),
-            ));
+            return Err(same_target(field, template, other, &f.path, &t));
         }
         seen.insert(t.clone(), &f.path);
         out.push(t);
     }
     Ok(out)
+}
+
+/// Two folders mapped by `template` (given as `field`) to one target.
+fn same_target(field: Field, template: &str, one: &Path, other: &Path, target: &str) -> Error {
+    let field = Mention::Subject(field);
+    Error::input_hinted(
+        text![
+            field.clone(),
+            format!(
+                " {template:?} maps the folders {} and {} to the same {target}",
+                one.display(),
+                other.display()
+            )
+        ],
+        text![
+            "put {name} (the folder's last component) or {path} (its path as a slug) into ",
+            field
+        ],
+    )
 }
 
 /// A folder's repository from `template`: the one mapping `push`, `plan`,
@@ -347,7 +456,7 @@ pub fn targets(template: &str, folders: &[Folder], what: &str) -> Result<Vec<Str
 /// Returns the repository and, when the folder's name has capitals, the
 /// notice that says where the image goes instead. A result that is not a
 /// repository name is an input error naming the folder.
-pub fn repository_for(template: &str, folder: &Folder) -> Result<(String, Option<String>)> {
+pub fn repository_for(template: &str, folder: &Folder) -> Result<(String, Option<LowerCased>)> {
     let name = slug(&folder.name);
     let repository = template
         .replace("{name}", &name)
@@ -359,40 +468,27 @@ pub fn repository_for(template: &str, folder: &Folder) -> Result<(String, Option
         });
     }
     let notice = (template.contains("{name}") && folder.name.chars().any(|c| c.is_uppercase()))
-        .then(|| {
-            format!(
-                "the folder {} has capitals in its name; registries take lower-case names only, so its image \
-                 goes to {repository}",
-                folder.path.display()
-            )
+        .then(|| LowerCased {
+            folder: folder.path.clone(),
+            repository: repository.clone(),
         });
     Ok((repository, notice))
 }
 
 /// Each folder's repository from `template` ([`repository_for`]), with
 /// the lower-casing notices; two folders mapping to one is an input error
-/// naming both. `what` names the input (`--repository`, the input
-/// `repository`).
+/// naming both. `field` names the input.
 pub fn repositories(
     template: &str,
     folders: &[Folder],
-    what: &str,
-) -> Result<(Vec<String>, Vec<String>)> {
+    field: Field,
+) -> Result<(Vec<String>, Vec<LowerCased>)> {
     let mut seen: BTreeMap<String, &Path> = BTreeMap::new();
     let (mut out, mut notices) = (Vec::new(), Vec::new());
     for f in folders {
         let (r, notice) = repository_for(template, f)?;
         if let Some(other) = seen.get(&r) {
-            return Err(Error::input(
-                format!(
-                    "{what} {template:?} maps the folders {} and {} to the same {r}",
-                    other.display(),
-                    f.path.display()
-                ),
-                Some(format!(
-                    "put {{name}} (the folder's last component) or {{path}} (its path as a slug) into {what}"
-                )),
-            ));
+            return Err(same_target(field, template, other, &f.path, &r));
         }
         seen.insert(r.clone(), &f.path);
         out.push(r);
@@ -453,7 +549,7 @@ pub fn plan(
         registry::parse_repository(r)?;
     }
     let paths: Vec<PathBuf> = folders.iter().map(|f| f.path.clone()).collect();
-    let changes = history::last_changes(&paths, revision, api);
+    let changes = history::last_changes(&paths, revision, api, true);
     let mut failed = Vec::new();
     let mut wanted = Vec::new();
     for ((f, repo), lc) in folders.iter().zip(repositories).zip(changes) {
@@ -541,11 +637,11 @@ mod tests {
     fn two_folders_one_repository_is_an_input_error() {
         let a = folder(PathBuf::from("eu/shop"), Path::new("/w/eu/shop"));
         let b = folder(PathBuf::from("us/shop"), Path::new("/w/us/shop"));
-        let e = targets("r/{name}", &[a.clone(), b.clone()], "--repository").unwrap_err();
+        let e = targets("r/{name}", &[a.clone(), b.clone()], Field::Repository).unwrap_err();
         assert!(e.to_string().contains("eu/shop") && e.to_string().contains("us/shop"));
         assert_eq!(e.exit_code(), 2);
         assert_eq!(
-            targets("r/{path}", &[a, b], "--repository").unwrap(),
+            targets("r/{path}", &[a, b], Field::Repository).unwrap(),
             vec!["r/eu-shop", "r/us-shop"]
         );
     }
@@ -568,7 +664,7 @@ mod tests {
         );
         let (r, notice) = map("ghcr.io/acme/settings-{name}", "configs/Shop EU");
         assert_eq!(r, "ghcr.io/acme/settings-shop-eu");
-        assert!(notice.unwrap().contains("lower-case"));
+        assert!(notice.unwrap().text().to_string().contains("lower-case"));
         // {path} is documented as lower case: no notice.
         assert_eq!(
             map("ghcr.io/acme/{path}", "Configs/Shop"),

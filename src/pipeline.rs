@@ -25,18 +25,16 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use serde::Serialize;
-
 use crate::error::{Error, Result};
 use crate::field::{Field, Mention};
 use crate::history::mirror::Mirror;
 use crate::history::{self, Checkout, Reading, SourceMode};
 use crate::image;
-use crate::many::Folder;
+use crate::many::Selection;
 use crate::provenance;
 use crate::publish::{Provenance, Publication, Stamp};
 use crate::release::ordering::ForcedPush;
-use crate::report::{LayerReport, Report};
+use crate::report::{ImageLine, LayerReport, Report};
 use crate::request::{Request, Target, for_mirror, merge_metadata};
 use crate::tag;
 use crate::text;
@@ -95,25 +93,42 @@ impl Spec<'static> {
         }
     }
 
-    /// Every folder of `folders` with its target (in the same order, see
-    /// [`crate::many::targets`] and [`crate::many::registry_targets`]),
-    /// `base` for the rest, read from disk, at most `jobs` at once.
-    pub fn each(base: Request, folders: &[Folder], targets: Vec<Target>, jobs: usize) -> Self {
+    /// Every folder of `selection` with its target (in the same order, see
+    /// [`Selection::layouts`] and [`Selection::repositories`]), `base` for
+    /// the rest, read from disk, at most `jobs` at once: what every face
+    /// builds, for one folder as for several.
+    pub fn new(base: Request, selection: &Selection, targets: Vec<Target>, jobs: usize) -> Self {
         Spec {
             base,
-            folders: folders
-                .iter()
-                .map(|f| f.path.clone())
-                .zip(targets)
-                .collect(),
+            folders: selection.paths().into_iter().zip(targets).collect(),
             origin: Origin::Disk,
             jobs,
-            several: true,
+            several: selection.several,
         }
     }
 }
 
 impl Spec<'_> {
+    /// Checks every folder's request before any I/O, as [`run`] does
+    /// first (for a face that says more before it runs).
+    pub fn validate(&self) -> Result<()> {
+        self.requests(&self.base)
+            .iter()
+            .try_for_each(Request::validate)
+    }
+
+    /// Each folder's request: `base` with the folder and its target.
+    fn requests(&self, base: &Request) -> Vec<Request> {
+        self.folders
+            .iter()
+            .map(|(path, target)| Request {
+                path: path.clone(),
+                target: target.clone(),
+                ..base.clone()
+            })
+            .collect()
+    }
+
     /// The same run, reading its folders from a commit of `mirror`
     /// (see [`Origin::Mirror`]).
     pub fn in_mirror(self, mirror: &Mirror) -> Spec<'_> {
@@ -140,15 +155,7 @@ pub fn run(spec: &Spec<'_>) -> Result<RunReport> {
             &mirrored
         }
     };
-    let requests: Vec<Request> = spec
-        .folders
-        .iter()
-        .map(|(path, target)| Request {
-            path: path.clone(),
-            target: target.clone(),
-            ..base.clone()
-        })
-        .collect();
+    let requests = spec.requests(base);
     for r in &requests {
         r.validate()?;
     }
@@ -375,128 +382,109 @@ fn publish_all(requests: &[Request], prepared: Vec<Read>, jobs: usize) -> RunRep
             })
             .collect()
     };
-    let mut report = RunReport {
-        images: Vec::new(),
-        reports: Vec::new(),
-        errors: Vec::new(),
-    };
-    for (req, result) in requests.iter().zip(results) {
-        report.add(req, result);
+    RunReport {
+        folders: requests
+            .iter()
+            .zip(results)
+            .map(|(req, result)| FolderReport {
+                path: req.path.display().to_string(),
+                repository: req.target.publisher().name(),
+                result,
+            })
+            .collect(),
     }
-    report
 }
 
-/// One folder's line in the `images` output and `--json` array.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct ImageLine {
+/// What a run did, folder by folder: the one value every face renders.
+#[derive(Debug)]
+pub struct RunReport {
+    /// One entry per folder, in the spec's order.
+    pub folders: Vec<FolderReport>,
+}
+
+/// One folder's outcome.
+#[derive(Debug)]
+pub struct FolderReport {
     /// The folder as selected.
     pub path: String,
     /// The repository pushed to (push) or the layout written (build).
     pub repository: String,
-    /// The tag `reference` names: the timestamp tag when asked for, else
-    /// the first tag.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tag: Option<String>,
-    /// The manifest digest.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub digest: Option<String>,
-    /// `HOST/NAME:TAG@sha256:...` after a push.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reference: Option<String>,
-    /// Whether the push changed the registry (false: an unchanged folder).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pushed: Option<bool>,
-    /// What Flux's numerical policy gets wrong about this push.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub anomaly: Option<crate::release::ordering::Anomaly>,
-    /// Why this folder failed (the others still ran).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+    /// What it published, or why it failed (the others still ran).
+    pub result: Result<Report>,
 }
 
-/// What a run did, folder by folder.
-#[derive(Debug)]
-pub struct RunReport {
-    /// One entry per folder, in the spec's order.
-    pub images: Vec<ImageLine>,
-    /// The full report of each folder that succeeded.
-    pub reports: Vec<Option<Report>>,
-    /// The errors, with the folder each belongs to, in the spec's order.
-    pub errors: Vec<(String, Error)>,
-}
-
-impl RunReport {
-    /// Adds the folder of `req`'s result.
-    fn add(&mut self, req: &Request, result: Result<Report>) {
-        let path = req.path.display().to_string();
-        let repository = req.target.publisher().name();
-        match result {
-            Ok(report) => {
-                self.images.push(ImageLine {
-                    path,
-                    repository,
-                    tag: report
-                        .timestamp_tag
-                        .clone()
-                        .or_else(|| report.tags.first().cloned()),
-                    digest: Some(report.digest.clone()),
-                    reference: report.push.as_ref().map(|p| p.reference.clone()),
-                    pushed: report.push.as_ref().map(|p| p.pushed),
-                    anomaly: report.anomaly.clone(),
-                    error: None,
-                });
-                self.reports.push(Some(report));
-            }
+/// The several-folder line (the CLI's and the action's `--json` and
+/// `images`), made here: `report` knows nothing of the run.
+impl ImageLine {
+    /// The line of `folder`, its error rendered by `face`. A folder that
+    /// failed after it published says what is there.
+    pub fn of(folder: &FolderReport, face: &dyn crate::field::Face) -> ImageLine {
+        let (path, repository) = (folder.path.clone(), folder.repository.clone());
+        match &folder.result {
+            Ok(report) => ImageLine {
+                path,
+                repository,
+                tag: report
+                    .timestamp_tag
+                    .clone()
+                    .or_else(|| report.tags.first().cloned()),
+                digest: Some(report.digest.clone()),
+                reference: report.push.as_ref().map(|p| p.reference.clone()),
+                pushed: report.push.as_ref().map(|p| p.pushed),
+                anomaly: report.anomaly.clone(),
+                error: None,
+            },
             Err(e) => {
-                // Failed after it published: the line says what is there.
-                let published = match &e {
-                    Error::AfterPublish { published, .. } => Some(published),
+                let published = match e {
+                    crate::Error::AfterPublish { published, .. } => Some(published),
                     _ => None,
                 };
-                self.images.push(ImageLine {
-                    path: path.clone(),
+                ImageLine {
+                    path,
                     repository,
                     tag: published.and_then(|p| p.tags.first().cloned()),
                     digest: published.map(|p| p.digest.clone()),
                     reference: published.map(|p| p.reference.clone()),
                     pushed: published.map(|p| p.pushed),
                     anomaly: None,
-                    error: Some(e.to_string()),
-                });
-                self.reports.push(None);
-                self.errors.push((path, e));
+                    error: Some(e.render(face)),
+                }
             }
         }
     }
+}
 
-    /// One line per folder.
-    pub fn human(&self) -> String {
-        let mut s = String::new();
-        for i in &self.images {
-            let what = match (&i.error, &i.reference, i.pushed) {
-                (Some(e), _, _) => format!("FAILED: {e}"),
-                (None, Some(r), Some(true)) => format!("pushed {r}"),
-                (None, Some(r), _) => format!("up to date {r}"),
-                (None, None, _) => format!(
-                    "wrote {} {}",
-                    i.repository,
-                    i.digest.as_deref().unwrap_or_default()
-                ),
-            };
-            s.push_str(&format!("{}: {what}\n", i.path));
-        }
-        s
+/// A folder that published ([`RunReport::published`]).
+#[derive(Debug, Clone)]
+pub struct FolderImage {
+    /// The folder as selected.
+    pub path: String,
+    /// The repository pushed to.
+    pub repository: String,
+    /// What it published.
+    pub report: Report,
+}
+
+impl RunReport {
+    /// The folders that failed, with their errors, in the spec's order.
+    pub fn errors(&self) -> impl Iterator<Item = (&str, &Error)> {
+        self.folders
+            .iter()
+            .filter_map(|f| f.result.as_ref().err().map(|e| (f.path.as_str(), e)))
     }
 
     /// The error a several-folder run ends with when any folder failed:
     /// the first one's kind (exit code), naming how many failed.
-    pub fn into_result(mut self) -> Result<()> {
-        if self.errors.is_empty() {
+    pub fn into_result(self) -> Result<()> {
+        let total = self.folders.len();
+        let mut errors = self
+            .folders
+            .into_iter()
+            .filter_map(|f| f.result.err().map(|e| (f.path, e)));
+        let Some((path, first)) = errors.next() else {
             return Ok(());
-        }
-        let n = self.errors.len();
-        let total = self.images.len();
-        let (path, first) = self.errors.remove(0);
+        };
+        let n = 1 + errors.count();
         if n == 1 {
             return Err(first);
         }
@@ -511,13 +499,25 @@ impl RunReport {
     /// The first folder's report, or its error: what a single-folder face
     /// prints (a [`Spec::one`] run has that folder only).
     pub fn into_report(self) -> Result<Report> {
-        let mut errors = self.errors.into_iter();
-        match self.reports.into_iter().next().flatten() {
-            Some(report) => Ok(report),
-            None => Err(match errors.next() {
-                Some((_, e)) => e,
-                None => Error::history(".", "no folder was built", None),
-            }),
+        match self.folders.into_iter().next() {
+            Some(f) => f.result,
+            None => Err(Error::history(".", "no folder was built", None)),
         }
+    }
+
+    /// Every folder's image, or the first failed folder's error when one
+    /// failed: what the controller publishes (the others are published: a
+    /// retry of the whole is idempotent).
+    pub fn published(self) -> Result<Vec<FolderImage>> {
+        self.folders
+            .into_iter()
+            .map(|f| {
+                f.result.map(|report| FolderImage {
+                    path: f.path,
+                    repository: f.repository,
+                    report,
+                })
+            })
+            .collect()
     }
 }

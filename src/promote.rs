@@ -271,13 +271,13 @@ fn check_prefixes(req: &Promotion) -> Result<()> {
 }
 
 fn options(req: &Promotion, repository: &str) -> Options {
-    Options::new(
-        repository,
-        req.insecure,
-        req.credentials.clone(),
-        req.docker_config.clone(),
-        req.login.clone().map(Into::into),
-    )
+    Options {
+        insecure: req.insecure,
+        credentials: req.credentials.clone(),
+        docker_config: req.docker_config.clone(),
+        login: req.login.clone().map(Into::into),
+        ..Options::new(repository)
+    }
 }
 
 /// Decides and, unless explaining, promotes (see the module docs).

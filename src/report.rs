@@ -3,8 +3,8 @@
 
 use serde::Serialize;
 
+use crate::branch_tag::BranchTag;
 use crate::publish::PushReport;
-use crate::publish::guards::BranchReport;
 
 /// The layer as the report shows it.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -54,7 +54,7 @@ pub struct Report {
     pub anomaly: Option<crate::release::ordering::Anomaly>,
     /// What `--branch-tag` did.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub branch_tag: Option<BranchReport>,
+    pub branch_tag: Option<BranchTag>,
     /// What a registry push did (`push` only).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub push: Option<PushReport>,
@@ -65,58 +65,31 @@ pub struct Report {
     pub warnings: Vec<String>,
 }
 
-impl Report {
-    /// A short human summary.
-    pub fn human(&self) -> String {
-        let files = if self.files == 1 { "file" } else { "files" };
-        let mut s = format!(
-            "{} {files}, {} bytes\ndigest {}\nlayer  {} ({} bytes)\n",
-            self.files, self.size, self.digest, self.layer.digest, self.layer.size
-        );
-        if let Some(commit) = &self.commit {
-            s.push_str(&format!("commit {commit}\n"));
-        }
-        if let Some(out) = &self.output {
-            let tags = if self.tags.is_empty() {
-                "(untagged)".to_string()
-            } else {
-                self.tags.join(", ")
-            };
-            s.push_str(&format!(
-                "wrote  {out} (OCI layout), tags: {tags}, new blobs: {}\n",
-                self.new_blobs
-            ));
-        }
-        if let Some(p) = &self.push {
-            s.push_str(&format!(
-                "{} {}, uploaded {} blobs ({} bytes)\n",
-                if p.pushed { "pushed" } else { "up to date" },
-                p.reference,
-                p.uploaded_blobs,
-                p.uploaded_bytes
-            ));
-            if let Some(d) = &p.provenance {
-                s.push_str(&format!("provenance {d}\n"));
-            }
-        }
-        if let Some(a) = &self.anomaly {
-            s.push_str(&format!("anomaly {}: {}\n", a.kind.as_str(), a.message));
-        }
-        if let Some(b) = &self.branch_tag {
-            s.push_str(&format!(
-                "branch tag {}: {}{}{}\n",
-                b.name,
-                b.outcome.as_str(),
-                b.commit
-                    .as_deref()
-                    .map(|c| format!(", commit {c}"))
-                    .unwrap_or_default(),
-                b.repaired_to
-                    .as_deref()
-                    .map(|t| format!(", moved on to {t} after a racing run"))
-                    .unwrap_or_default()
-            ));
-        }
-        s
-    }
+/// One folder's line in the several-folder outputs (the CLI's `--json`
+/// array, the action's `images`), its error in the face's words.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct ImageLine {
+    /// The folder as selected.
+    pub path: String,
+    /// The repository pushed to (push) or the layout written (build).
+    pub repository: String,
+    /// The tag `reference` names: the timestamp tag when asked for, else
+    /// the first tag.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    /// The manifest digest.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// `HOST/NAME:TAG@sha256:...` after a push.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
+    /// Whether the push changed the registry (false: an unchanged folder).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pushed: Option<bool>,
+    /// What Flux's numerical policy gets wrong about this push.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub anomaly: Option<crate::release::ordering::Anomaly>,
+    /// Why this folder failed (the others still ran).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }

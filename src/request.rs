@@ -81,6 +81,28 @@ pub struct Forward {
 }
 
 impl Request {
+    /// The folder `path` to `target`, every other field at its default:
+    /// no tags, the commit's folder, no timestamp or branch tag, no GitHub
+    /// API, the source URL from `origin`, no CI facts, no provenance, HEAD,
+    /// no extra metadata. A face names what it sets:
+    /// `Request { tags, ..Request::new(path, target) }`.
+    pub fn new(path: impl Into<PathBuf>, target: Target) -> Request {
+        Request {
+            path: path.into(),
+            tags: Vec::new(),
+            target,
+            source: SourceMode::Commit,
+            timestamp_tag: None,
+            github: None,
+            source_url: SourceUrl::Origin,
+            ci: provenance::Ci::default(),
+            forward: Forward::default(),
+            provenance: false,
+            revision: None,
+            extra: image::Metadata::default(),
+        }
+    }
+
     /// Checks everything that can be checked before any I/O.
     pub fn validate(&self) -> Result<()> {
         for t in &self.tags {

@@ -61,6 +61,14 @@ impl Face for Inputs {
     fn mention(&self, m: &Mention) -> String {
         match m {
             Mention::Field(f) => self.input(*f).unwrap_or(f.flag()).to_string(),
+            // An input by its name alone (`` `repository` ``, not
+            // `` `insecure: true` `` nor the push event's `before`).
+            Mention::Subject(f) => match self.input(*f) {
+                Some(name) if name.starts_with('`') && !name.contains(' ') => {
+                    format!("the input {name}")
+                }
+                _ => self.mention(&Mention::Field(*f)),
+            },
             Mention::Set(Field::Source, value) if *self == Inputs::Publish => {
                 format!("`source: {value}`")
             }
@@ -68,7 +76,8 @@ impl Face for Inputs {
             Mention::Credentials(Joint::With | Joint::And) => {
                 "`username` and `password`, or an OIDC `login` (docs/registries.md)".to_string()
             }
-            Mention::Looked(_) | Mention::PathRoot => crate::field::Cli.mention(m),
+            Mention::PathRoot => "the workspace".to_string(),
+            Mention::Looked(_) => crate::field::Cli.mention(m),
         }
     }
 }

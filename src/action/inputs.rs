@@ -36,13 +36,8 @@ pub fn input_key(name: &str) -> String {
 /// enforce `required`, [`require`] does). An input that does not parse is
 /// an input error that names it.
 pub fn from_env<T: DeserializeOwned>(env: &Env) -> Result<T> {
-    let map: serde_json::Map<String, Value> = env
-        .iter()
-        .filter_map(|(k, v)| {
-            let name = k.strip_prefix("INPUT_")?;
-            let v = v.trim();
-            (!v.is_empty()).then(|| (name.to_lowercase(), Value::String(v.to_string())))
-        })
+    let map: serde_json::Map<String, Value> = given(env)
+        .map(|(name, v)| (name, Value::String(v.to_string())))
         .collect();
     serde_path_to_error::deserialize(Value::Object(map)).map_err(|e| {
         let name = e.path().to_string();
@@ -53,6 +48,26 @@ pub fn from_env<T: DeserializeOwned>(env: &Env) -> Result<T> {
         };
         Error::input(format!("the input `{name}` {message}"), hint)
     })
+}
+
+/// The inputs the runner set, as [`from_env`] reads them: each name
+/// lower-cased without the prefix, with its trimmed value, empty ones left
+/// out.
+fn given(env: &Env) -> impl Iterator<Item = (String, &str)> {
+    env.iter().filter_map(|(k, v)| {
+        let name = k.strip_prefix("INPUT_")?;
+        let v = v.trim();
+        (!v.is_empty()).then(|| (name.to_lowercase(), v))
+    })
+}
+
+/// The input `name`'s value, read as [`from_env`] reads a field (for
+/// inputs declared by a table rather than a struct, such as the login's
+/// provider facts, [`crate::login::Fact::ALL`]).
+pub fn input(env: &Env, name: &str) -> Option<String> {
+    given(env)
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.to_string())
 }
 
 /// A required input's value, or an error that names it.
@@ -261,8 +276,10 @@ pub(crate) fn env_of(pairs: &[(&str, &str)]) -> Env {
 }
 
 /// The names of the inputs the manifest at `rel` (from the repository
-/// root) declares, and those the struct `T` reads, for unit tests that
-/// keep both faces' structs and manifests in step.
+/// root) declares, and those the struct `T` reads (with the login's
+/// provider facts, read by their declaration, [`crate::login::Fact::ALL`],
+/// when `T` reads the login), for unit tests that keep both faces' structs
+/// and manifests in step.
 #[cfg(test)]
 pub(crate) fn declared_and_read<T: serde::Serialize + Default>(
     rel: &str,
@@ -279,13 +296,16 @@ pub(crate) fn declared_and_read<T: serde::Serialize + Default>(
         .keys()
         .map(|k| k.as_str().unwrap().to_string())
         .collect();
-    let read = serde_json::to_value(T::default())
+    let mut read: std::collections::BTreeSet<String> = serde_json::to_value(T::default())
         .unwrap()
         .as_object()
         .unwrap()
         .keys()
         .cloned()
         .collect();
+    if read.contains("login") {
+        read.extend(crate::login::Fact::ALL.map(|f| f.name().to_string()));
+    }
     (declared, read)
 }
 

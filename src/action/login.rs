@@ -13,7 +13,9 @@ use std::sync::Arc;
 use super::commands::{self, say};
 use super::inputs::Env;
 use crate::error::Result;
-use crate::login::{self, Choice, Decision, Endpoints, Facts, IdTokenSource, Login, LoginOptions};
+use crate::login::{
+    self, Choice, Decision, Endpoints, Fact, Facts, IdTokenSource, Login, LoginOptions,
+};
 use crate::registry::{self, Credentials};
 
 /// The secret inputs of both faces, masked before anything is printed.
@@ -58,42 +60,21 @@ pub struct LoginWith {
     pub username: Option<String>,
     /// Registry password for any registry.
     pub password: Option<String>,
-    /// ECR: the role to assume.
-    pub aws_role_arn: Option<String>,
-    /// ECR: the region.
-    pub aws_region: Option<String>,
-    /// GCP: the workload identity provider.
-    pub gcp_workload_identity_provider: Option<String>,
-    /// GCP: a service account to impersonate.
-    pub gcp_service_account: Option<String>,
-    /// Azure: the application (client) id.
-    pub azure_client_id: Option<String>,
-    /// Azure: the tenant id.
-    pub azure_tenant_id: Option<String>,
-    /// Docker Hub: the OIDC connection id.
-    pub dockerhub_connection_id: Option<String>,
-    /// JFrog: the OIDC integration name.
-    pub jfrog_provider_name: Option<String>,
-    /// The ID token's audience instead of the provider's default.
-    pub oidc_audience: Option<String>,
 }
 
-/// The provider facts from the inputs of the same names.
+/// The provider facts from the inputs of their names ([`Fact::ALL`]), the
+/// username, and the run as the session's name.
 fn facts(env: &Env, with: &LoginWith) -> Facts {
-    Facts {
-        aws_role_arn: with.aws_role_arn.clone(),
-        aws_region: with.aws_region.clone(),
-        gcp_workload_identity_provider: with.gcp_workload_identity_provider.clone(),
-        gcp_service_account: with.gcp_service_account.clone(),
-        azure_client_id: with.azure_client_id.clone(),
-        azure_tenant_id: with.azure_tenant_id.clone(),
-        dockerhub_connection_id: with.dockerhub_connection_id.clone(),
-        jfrog_provider_name: with.jfrog_provider_name.clone(),
-        audience: with.oidc_audience.clone(),
+    let mut facts = Facts {
         username: with.username.clone(),
         // Shows in CloudTrail: which run assumed the role.
         session_name: var(env, "GITHUB_RUN_ID").map(|id| format!("settings-image-{id}")),
+        ..Facts::default()
+    };
+    for f in Fact::ALL {
+        f.set(&mut facts, super::inputs::input(env, f.name()));
     }
+    facts
 }
 
 /// Reads the login inputs for pushing to (or reading from) `repository`.
@@ -207,6 +188,19 @@ mod tests {
         super::resolve(e, &with, repository, insecure)
     }
     use std::time::Duration;
+
+    #[test]
+    fn each_fact_input_sets_its_fact_and_only_it() {
+        for (name, want) in crate::login::each_fact_set_to_v() {
+            // As the runner sets it: upper-cased, the value untrimmed.
+            let e = env(&[(inputs::input_key(name).as_str(), " v \n")]);
+            let with: LoginWith = inputs::from_env(&e).unwrap();
+            assert_eq!(facts(&e, &with), want, "{name}");
+        }
+        // An empty input is no fact.
+        let e = env(&[("INPUT_AWS-ROLE-ARN", " ")]);
+        assert_eq!(facts(&e, &LoginWith::default()), Facts::default());
+    }
 
     #[test]
     fn the_job_token_goes_to_github_only() {

@@ -6,7 +6,6 @@ pub mod debug;
 pub mod fields;
 pub mod inputs;
 pub mod login;
-pub mod many;
 pub mod promote;
 pub mod publish;
 pub mod summary;
@@ -67,18 +66,24 @@ pub fn run(mode: Mode) -> i32 {
     }
 }
 
-/// The publish mode: one folder (publish.rs), or several or the plan
-/// (many.rs); returns the exit code.
+/// The runner starts a container action in the workspace
+/// (`GITHUB_WORKSPACE`); a `run:` step with a `working-directory` may not.
+/// The folders of `path` are relative to the workspace, as the checks of
+/// the inputs take them: the publish runs there.
+fn enter_workspace(env: &inputs::Env) -> crate::Result<()> {
+    let ws = inputs::workspace(env)?;
+    std::env::set_current_dir(&ws)
+        .map_err(|e| crate::Error::io(format!("entering the workspace {}", ws.display()), e))
+}
+
+/// The publish mode (publish.rs: one folder, several, or the plan), run
+/// in the workspace; returns the exit code.
 fn run_publish(env: &inputs::Env) -> i32 {
     for line in commands::mask_lines(env, &login::SECRET_INPUTS) {
         commands::say(&line);
     }
     debug::init(env.get("RUNNER_DEBUG").map(String::as_str));
-    let result = match many::wanted(env) {
-        Ok(true) => many::publish(env),
-        Ok(false) => publish::publish(env),
-        Err(err) => Err(err),
-    };
+    let result = enter_workspace(env).and_then(|()| publish::publish(env));
     match result {
         Ok(()) => 0,
         Err(err) => {

@@ -1,7 +1,15 @@
-//! `settings-image action` (mode `publish`): the runner's inputs turned into
-//! the same [`Request`] the CLI builds, run through the same
-//! [`crate::pipeline::run`], and the report turned into step outputs and a job
-//! summary.
+//! `settings-image action` (mode `publish`): the runner's inputs read in
+//! one step into the core's values (a [`Selection`] of folders, their
+//! targets, the shared [`Request`]), the core called once
+//! ([`crate::pipeline::run`]), and its outcome written as step outputs,
+//! annotations and the job summary. One folder is the one-element case:
+//! the selection decides only the shape of what is written. One folder on
+//! one line writes `digest`, `tag`, `reference`, ... (and may be a dry
+//! run, `push: false`); several lines or a glob write `images` (a JSON
+//! array, one entry per folder) and `pushed`, and a job summary with a row
+//! per folder; `plan: true` builds nothing and writes `matrix`, the folders
+//! with no image for their last commit yet, for a later job's
+//! `strategy.matrix`.
 //!
 //! Order matters: the secrets are registered with `::add-mask::` before
 //! anything else is printed, so the runner hides them from every later line.
@@ -10,17 +18,20 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::commands::{self, say};
+use super::fields::Inputs;
 use super::inputs::{self, Env, EventPlan};
 use super::summary::{self, Facts};
-use crate::branch_tag::{BranchTagOutcome, Change};
+use crate::branch_tag::{BranchTag, Change};
 use crate::error::{Error, Result};
+use crate::field::{Face, Field, Mention};
 use crate::front;
 use crate::history::{SourceMode, Token};
 use crate::image::Metadata;
+use crate::many::{LowerCased, Selection};
 use crate::pipeline::{self, RunReport, Spec};
 use crate::registry::{self, Credentials};
 use crate::release::ordering::{Anomaly, AnomalyKind};
-use crate::report::Report;
+use crate::report::{ImageLine, Report};
 use crate::request::{self, Request, Target};
 
 /// The publish action's inputs (action.yml), as the runner passes them.
@@ -74,10 +85,9 @@ pub struct With {
     /// The repository URL the image records, or `none` (default: the
     /// run's `GITHUB_SERVER_URL/GITHUB_REPOSITORY`).
     pub source_url: Option<String>,
-    /// With several folders, how many build and push at once (default 4;
-    /// read by src/action/many.rs).
+    /// With several folders, how many build and push at once (default 4).
     pub jobs: Option<String>,
-    /// Build nothing; write the `matrix` output (src/action/many.rs).
+    /// Build nothing; write the `matrix` output.
     #[serde(deserialize_with = "inputs::flag")]
     pub plan: Option<bool>,
 }
@@ -96,10 +106,12 @@ fn source_mode<'de, D: serde::Deserializer<'de>>(
     }
 }
 
-/// The publish inputs, read and checked.
+/// The publish inputs, read and checked: the folders and what they share.
 #[derive(Debug)]
 pub(super) struct PublishInputs {
-    pub(super) path: PathBuf,
+    /// The folders of `path` (one per line, globs allowed), relative to
+    /// the workspace; `plan: true` counts as several.
+    pub(super) selection: Selection,
     pub(super) repository: String,
     /// The `repository` input as given, when it had to be lower-cased.
     pub(super) repository_given: Option<String>,
@@ -114,6 +126,10 @@ pub(super) struct PublishInputs {
     pub(super) summary: bool,
     pub(super) provenance: bool,
     pub(super) push: bool,
+    /// `plan: true`: write the `matrix` output, build nothing.
+    pub(super) plan: bool,
+    /// The `jobs` input as given (read for several folders only).
+    pub(super) jobs: Option<String>,
     pub(super) forward: request::Forward,
     pub(super) extra: Metadata,
     pub(super) source_url: crate::history::SourceUrl,
@@ -161,16 +177,43 @@ fn key_values(name: &str, lines: &[String], levels: bool) -> Result<BTreeMap<Str
     Ok(out)
 }
 
+/// The folders and globs of the `path` input, one per line.
+fn path_lines(with: &With) -> Vec<String> {
+    with.path
+        .as_deref()
+        .unwrap_or_default()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Reads and checks every input, before anything is printed or asked:
+/// the one step from `INPUT_*` to the core's values. The folders are
+/// selected relative to the workspace, which the action runs in
+/// ([`super::run`] enters it).
 pub(super) fn read_inputs(env: &Env) -> Result<PublishInputs> {
     let with: With = inputs::from_env(env)?;
-    let path = inputs::require(with.path, "path")?;
+    let lines = path_lines(&with);
+    if lines.is_empty() {
+        inputs::require(None, "path")?;
+    }
     let given = inputs::require(with.repository, "repository")?;
     // Checked first, as given: credentials in it are refused unread, and
     // whitespace or `%` get their own words (case is dealt with below).
     registry::check_repository_text(&given)?;
     let workspace = inputs::workspace(env)?;
-    let path = inputs::workspace_path(&workspace, "path", &path)?;
-    check_no_symlink_escape(&workspace, &path)?;
+    for l in &lines {
+        // Refuses a folder or glob that leaves the workspace.
+        inputs::workspace_path(&workspace, "path", l)?;
+    }
+    let plan = with.plan.unwrap_or(false);
+    let mut selection = Selection::of(&lines, Field::Path)?;
+    selection.several |= plan;
+    for f in &selection.folders {
+        check_no_symlink_escape(&workspace, &workspace.join(&f.path))?;
+    }
     let timestamp_tag = with.timestamp_tag;
     let tags = with.tags;
     if timestamp_tag.is_none() && tags.is_empty() {
@@ -188,7 +231,7 @@ pub(super) fn read_inputs(env: &Env) -> Result<PublishInputs> {
     let insecure = with.insecure.unwrap_or(false);
     let login = super::login::resolve(env, &with.login, &repository, insecure)?;
     Ok(PublishInputs {
-        path,
+        selection,
         repository_given: (repository != given).then_some(given),
         repository,
         timestamp_tag,
@@ -202,6 +245,8 @@ pub(super) fn read_inputs(env: &Env) -> Result<PublishInputs> {
         summary: with.summary.unwrap_or(true),
         provenance: with.provenance.unwrap_or(true),
         push: with.push.unwrap_or(true),
+        plan,
+        jobs: with.jobs,
         forward: request::Forward {
             branch_tag: with.branch_tag,
             allow_rewind: with.allow_rewind.unwrap_or(false),
@@ -278,41 +323,54 @@ fn run_facts(env: &Env) -> Result<(String, String)> {
     Ok((event, attempt))
 }
 
-/// Publishes one folder (several, or the plan: src/action/many.rs; the
-/// caller, [`super::run`], picks).
+/// Publishes the folders (or writes the plan); the caller, [`super::run`],
+/// reports the error.
 pub(super) fn publish(env: &Env) -> Result<()> {
     let mut inputs = read_inputs(env)?;
-    registry::parse_repository(&inputs.repository)?;
+    let several = inputs.selection.several;
+    if several && !inputs.push && !inputs.plan {
+        return Err(Error::input(
+            "`push: false` (a dry run) is for one folder; several folders always push",
+            Some("drop `push: false`, or use `plan: true` to see what would be pushed".to_string()),
+        ));
+    }
+    let (repositories, lower_cased) = inputs
+        .selection
+        .repositories(&inputs.repository, Field::Repository)?;
+    for r in &repositories {
+        registry::parse_repository(r)?;
+    }
     let (event, attempt) = run_facts(env)?;
     for n in &inputs.notices {
         say(&commands::warning("settings-image: deprecated input", n));
     }
-    if let Some(given) = &inputs.repository_given {
-        say(&commands::notice(
-            "settings-image: repository lower-cased",
-            &format!(
-                "the input `repository` is {given}; registries take lower-case names only, so the image goes to {}",
-                inputs.repository
-            ),
-        ));
-    }
+    say_lower_cased(&inputs, &lower_cased);
     let revision = match inputs::event_plan(env)? {
         EventPlan::Skip(why) => {
             say(&commands::notice(
                 "settings-image: nothing to package",
                 &why,
             ));
-            if let Some(out) = env.get("GITHUB_OUTPUT").filter(|p| !p.is_empty()) {
-                commands::append(Path::new(out), &commands::output_entry("pushed", "false"))?;
+            let mut skipped = vec![("pushed", "false".to_string())];
+            if several {
+                skipped.push(("images", "[]".to_string()));
             }
-            return Ok(());
+            return write_outputs(env, &skipped);
         }
         EventPlan::Build { revision } => revision,
     };
+    if inputs.plan {
+        return write_plan(env, &inputs, &repositories, revision.as_deref());
+    }
     if inputs.push {
         super::login::exchange_first(&mut inputs.credentials, inputs.login.as_ref())?;
     }
     ensure_temp_dir()?;
+    let jobs = if several {
+        jobs(inputs.jobs.as_deref())?
+    } else {
+        1
+    };
     // `push: false` builds into a throwaway OCI layout: the same image,
     // digest and tags, and not one request to the registry.
     let dry_run = if inputs.push {
@@ -320,28 +378,61 @@ pub(super) fn publish(env: &Env) -> Result<()> {
     } else {
         Some(tempfile::tempdir().map_err(|e| Error::io("creating a temporary directory", e))?)
     };
-    let req = request_for(env, &inputs, dry_run.as_ref(), revision.clone())?;
+    let targets = match &dry_run {
+        None => crate::many::registry_targets(&registry_options(env, &inputs), repositories),
+        Some(dir) => vec![Target::Layout(dir.path().join("layout"))],
+    };
+    let spec = Spec::new(
+        request(env, &inputs, revision.clone()),
+        &inputs.selection,
+        targets,
+        jobs,
+    );
     // Everything printed below comes from checked inputs, and still goes
     // through the escaping functions: no value can write a command.
-    req.validate()?;
-    say(&commands::group(&format!(
-        "settings-image: package {} {} {}",
-        inputs.path.display(),
-        if inputs.push {
-            "and push to"
-        } else {
-            "without pushing (push: false) for"
-        },
-        inputs.repository
-    )));
-    say(&commands::escape_text(&format!(
-        "event {event}, history from {}, source {:?}, run attempt {attempt}",
-        revision.as_deref().unwrap_or("HEAD"),
-        inputs.source,
-    )));
-    let result = pipeline::run(&Spec::one(req)).and_then(RunReport::into_report);
+    spec.validate()?;
+    if several {
+        say(&commands::group(&format!(
+            "settings-image: package {} folders, {jobs} at a time",
+            inputs.selection.folders.len()
+        )));
+    } else {
+        say(&commands::group(&format!(
+            "settings-image: package {} {} {}",
+            inputs
+                .selection
+                .folders
+                .first()
+                .map(|f| f.path.display().to_string())
+                .unwrap_or_default(),
+            if inputs.push {
+                "and push to"
+            } else {
+                "without pushing (push: false) for"
+            },
+            inputs.repository
+        )));
+        say(&commands::escape_text(&format!(
+            "event {event}, history from {}, source {:?}, run attempt {attempt}",
+            revision.as_deref().unwrap_or("HEAD"),
+            inputs.source,
+        )));
+    }
+    let outcome = pipeline::run(&spec);
+    if several {
+        let outcome = outcome?;
+        say(&commands::escape_text(
+            crate::show::folders(&outcome).trim_end(),
+        ));
+        say(&commands::endgroup());
+        report_folders(env, &inputs, &outcome)?;
+        return outcome.into_result();
+    }
+    let result = outcome.and_then(RunReport::into_report);
     if let Ok(report) = &result {
-        say(&commands::escape_text(report.human().trim_end()));
+        say(&commands::escape_text(
+            crate::show::report(report).trim_end(),
+        ));
     }
     say(&commands::endgroup());
     let report = match result {
@@ -358,37 +449,17 @@ pub(super) fn publish(env: &Env) -> Result<()> {
     write_step_outputs(env, &inputs, &report, &published)
 }
 
-/// The request of one folder: to the registry, or (`push: false`) to an
-/// OCI layout in `dry_run`, with no branch tag and no referrer.
-fn request_for(
-    env: &Env,
-    inputs: &PublishInputs,
-    dry_run: Option<&tempfile::TempDir>,
-    revision: Option<String>,
-) -> Result<Request> {
-    let target = match dry_run {
-        None => Target::Registry(registry::Options::new(
-            inputs.repository.clone(),
-            inputs.insecure,
-            inputs.credentials.clone(),
-            front::docker_config(env),
-            inputs.login.clone().map(Into::into),
-        )),
-        Some(dir) => {
-            registry::parse_repository(&inputs.repository)?;
-            Target::Layout(dir.path().join("layout"))
-        }
-    };
-    if dry_run.is_some() && inputs.forward.branch_tag.is_some() {
+/// The request every folder shares: to the registry, or (`push: false`)
+/// to an OCI layout, with no branch tag and no referrer.
+fn request(env: &Env, inputs: &PublishInputs, revision: Option<String>) -> Request {
+    if !inputs.push && inputs.forward.branch_tag.is_some() {
         say(&commands::notice(
             "settings-image: dry run",
             "`push: false`: the branch tag is not looked at or moved",
         ));
     }
-    Ok(Request {
-        path: inputs.path.clone(),
+    Request {
         tags: inputs.tags.clone(),
-        target,
         source: inputs.source,
         timestamp_tag: inputs.timestamp_tag.clone(),
         github: front::github_api(env, inputs.github_token.clone()),
@@ -403,7 +474,171 @@ fn request_for(
             request::Forward::default()
         },
         extra: inputs.extra.clone(),
+        ..Request::new(PathBuf::new(), Target::Layout(PathBuf::new()))
+    }
+}
+
+/// Says that the repository was lower-cased: the input's, then each
+/// folder's.
+fn say_lower_cased(inputs: &PublishInputs, folders: &[LowerCased]) {
+    let title = "settings-image: repository lower-cased";
+    if let Some(given) = &inputs.repository_given {
+        let (image, goes) = if inputs.selection.several {
+            ("images", "go")
+        } else {
+            ("image", "goes")
+        };
+        let input = Inputs::Publish.mention(&Mention::Subject(Field::Repository));
+        say(&commands::notice(
+            title,
+            &format!(
+                "{input} is {given}; registries take lower-case names only, so the {image} {goes} to {}",
+                inputs.repository
+            ),
+        ));
+    }
+    for n in folders {
+        say(&commands::notice(title, &n.text().render(&Inputs::Publish)));
+    }
+}
+
+/// The input `jobs`: how many folders build and push at once (4 if unset).
+fn jobs(given: Option<&str>) -> Result<usize> {
+    Ok(match given.map(str::trim).filter(|v| !v.is_empty()) {
+        None => 4,
+        Some(v) => v.parse::<usize>().ok().filter(|&n| n > 0).ok_or_else(|| {
+            Error::input(
+                format!("the input `jobs` is {v:?}, not a positive number"),
+                Some("set how many folders build and push at once, e.g. 4".to_string()),
+            )
+        })?,
     })
+}
+
+/// Appends `entries` to `$GITHUB_OUTPUT`, or warns that it is not set.
+fn write_outputs(env: &Env, entries: &[(&str, String)]) -> Result<()> {
+    match env.get("GITHUB_OUTPUT").filter(|p| !p.is_empty()) {
+        Some(out) => {
+            let text: String = entries
+                .iter()
+                .map(|(k, v)| commands::output_entry(k, v))
+                .collect();
+            commands::append(Path::new(out), &text)
+        }
+        None => {
+            say(&commands::warning(
+                "settings-image: no outputs",
+                "GITHUB_OUTPUT is not set, so the step outputs were not written",
+            ));
+            Ok(())
+        }
+    }
+}
+
+/// Appends `text` to the job summary (capped), when there is one.
+fn write_summary(env: &Env, text: String) -> Result<()> {
+    match env.get("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
+        Some(file) => commands::append(Path::new(file), &commands::cap_summary(text)),
+        None => Ok(()),
+    }
+}
+
+/// `plan: true`: writes the `matrix` output (and the summary) of the
+/// folders with no image for their last commit yet; builds nothing.
+fn write_plan(
+    env: &Env,
+    inputs: &PublishInputs,
+    repositories: &[String],
+    revision: Option<&str>,
+) -> Result<()> {
+    let Some(prefix) = inputs.timestamp_tag.as_deref() else {
+        return Err(Error::input(
+            "`plan: true` needs `timestamp-tag`: the plan looks for each folder's timestamp tag",
+            Some("set `timestamp-tag: ${{ github.ref_name }}`".to_string()),
+        ));
+    };
+    if let Some(note) = crate::tag::shared_prefix_note(prefix) {
+        let title = "settings-image: shared tag prefix";
+        say(&if note.changed {
+            commands::warning(title, &note.text)
+        } else {
+            commands::notice(title, &note.text)
+        });
+    }
+    let folders = &inputs.selection.folders;
+    let plan = crate::many::plan(
+        folders,
+        repositories,
+        prefix,
+        revision,
+        front::github_api(env, inputs.github_token.clone()),
+        &registry::Options {
+            repository: String::new(),
+            ..registry_options(env, inputs)
+        },
+    )?;
+    let matrix = serde_json::to_string(&plan)
+        .map_err(|e| Error::io("writing the matrix", std::io::Error::other(e)))?;
+    say(&commands::escape_text(&format!(
+        "{} of {} folders need an image: {matrix}",
+        plan.include.len(),
+        folders.len()
+    )));
+    write_outputs(env, &[("matrix", matrix)])?;
+    if inputs.summary {
+        write_summary(env, summary::render_plan(&plan))?;
+    }
+    Ok(())
+}
+
+/// Several folders: annotates each folder's warnings, anomaly and error,
+/// then writes the `images` and `pushed` outputs and the summary.
+fn report_folders(env: &Env, inputs: &PublishInputs, outcome: &RunReport) -> Result<()> {
+    let face = Inputs::Publish;
+    for f in &outcome.folders {
+        let Ok(report) = &f.result else { continue };
+        for w in &report.warnings {
+            say(&commands::warning(
+                "settings-image",
+                &format!("{}: {w}", f.path),
+            ));
+        }
+        if let Some(a) = &report.anomaly {
+            say(&commands::warning(
+                &format!("settings-image: {}: {}", f.path, a.kind.as_str()),
+                &a.message,
+            ));
+        }
+    }
+    for (path, e) in outcome.errors() {
+        let mut line = format!("{path}: {}", e.render(&face));
+        if let Some(h) = e.hint_in(&face) {
+            line.push_str(&format!("\nhint: {h}"));
+        }
+        say(&commands::error("settings-image: a folder failed", &line));
+    }
+    let images: Vec<ImageLine> = outcome
+        .folders
+        .iter()
+        .map(|f| ImageLine::of(f, &face))
+        .collect();
+    let pushed = images.iter().any(|i| i.pushed == Some(true));
+    let images = serde_json::to_string(&images)
+        .map_err(|e| Error::io("writing the images output", std::io::Error::other(e)))?;
+    write_outputs(env, &[("images", images), ("pushed", pushed.to_string())])?;
+    if inputs.summary {
+        let prefix = inputs
+            .timestamp_tag
+            .as_deref()
+            .and_then(|p| crate::tag::sanitize_prefix(p).ok());
+        let lines: Vec<ImageLine> = outcome
+            .folders
+            .iter()
+            .map(|f| ImageLine::of(f, &face))
+            .collect();
+        write_summary(env, summary::render_folders(&lines, prefix.as_deref()))?;
+    }
+    Ok(())
 }
 
 /// Says what the run did (pushed, already there, dry run), then its
@@ -426,8 +661,8 @@ fn announce(inputs: &PublishInputs, report: &Report, published: &Published) {
     if let Some(a) = &report.anomaly {
         say(&anomaly_annotation(a, report.timestamp_tag.as_deref()));
     }
-    if let Some(b) = BranchTagOutcome::of(report, false) {
-        let text = branch_text(&b);
+    if let Some(b) = &report.branch_tag {
+        let text = branch_text(b);
         say(&if b.rewound() {
             commands::warning("settings-image: branch tag rewound", &text)
         } else {
@@ -532,13 +767,7 @@ fn changes(
 ) -> Option<crate::diff::review::Review> {
     use crate::diff::review::{Pushed, since_previous};
     let tag = report.timestamp_tag.as_deref().filter(|_| inputs.push)?;
-    let options = registry::Options::new(
-        inputs.repository.clone(),
-        inputs.insecure,
-        inputs.credentials.clone(),
-        front::docker_config(env),
-        inputs.login.clone().map(Into::into),
-    );
+    let options = registry_options(env, inputs);
     let pushed = Pushed {
         repository: &inputs.repository,
         tag,
@@ -552,6 +781,17 @@ fn changes(
         &pushed,
         &crate::diff::Limits::SUMMARY,
     ))
+}
+
+/// How the inputs reach the registry of `repository`.
+pub(super) fn registry_options(env: &Env, inputs: &PublishInputs) -> registry::Options {
+    registry::Options {
+        insecure: inputs.insecure,
+        credentials: inputs.credentials.clone(),
+        docker_config: front::docker_config(env),
+        login: inputs.login.clone().map(Into::into),
+        ..registry::Options::new(inputs.repository.clone())
+    }
 }
 
 /// What a run published, in the outputs' terms.
@@ -638,7 +878,7 @@ fn outputs(report: &Report, published: &Published) -> String {
             report
                 .branch_tag
                 .as_ref()
-                .map(|b| b.outcome.as_str().to_string())
+                .map(|b| b.outcome().to_string())
                 .unwrap_or_default(),
         ),
     ]
@@ -663,7 +903,7 @@ fn anomaly_annotation(a: &Anomaly, tag: Option<&str>) -> String {
 }
 
 /// One line on what happened to the branch tag, in the action's words.
-fn branch_text(b: &BranchTagOutcome) -> String {
+fn branch_text(b: &BranchTag) -> String {
     let at = b
         .recorded
         .as_deref()
@@ -726,7 +966,8 @@ fn facts(env: &Env, inputs: &PublishInputs, report: &Report, published: &Publish
             .iter()
             .map(|a| format!("{}: {}", a.kind.as_str(), a.message))
             .chain(
-                BranchTagOutcome::of(report, false)
+                report
+                    .branch_tag
                     .iter()
                     .map(|b| format!("branch tag: {}", branch_text(b))),
             )

@@ -124,13 +124,7 @@ fn hints_name_inputs_not_flags() {
             request::Request {
                 path: "x".into(),
                 tags: vec![],
-                target: Target::Registry(registry::Options::new(
-                    "ghcr.io/a/b",
-                    false,
-                    None,
-                    None,
-                    None,
-                )),
+                target: Target::Registry(registry::Options::new("ghcr.io/a/b")),
                 source: SourceMode::Commit,
                 timestamp_tag: None,
                 github: None,
@@ -231,7 +225,7 @@ fn password_wins_over_token_and_needs_a_username() {
     let i = read_inputs(&e).unwrap();
     assert_eq!(i.credentials.unwrap().password, "pw");
     assert_eq!(i.github_token, Token::new("tok"));
-    assert_eq!(i.path, dir.path().join("cfg"));
+    assert_eq!(i.selection.paths(), [PathBuf::from("cfg")]);
     let e = env(&base);
     assert!(
         read_inputs(&e)
@@ -291,4 +285,78 @@ fn a_rerun_is_a_notice_unless_flux_moves_to_the_older_commit() {
     assert!(kept.starts_with("::notice "), "{kept}");
     let moved = anomaly_annotation(&anomaly("main-200-2000000"), tag);
     assert!(moved.starts_with("::warning "), "{moved}");
+}
+
+/// One folder on one line is the one-element case; several lines, a glob
+/// or `plan: true` are several (the `images` outputs), whatever they match.
+#[test]
+fn several_lines_a_glob_or_the_plan_are_several() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().to_str().unwrap();
+    for (path, plan, several) in [
+        ("configs/shop\n", "", false),
+        ("configs/shop\nconfigs/billing", "", true),
+        ("configs/*", "", true),
+        ("configs/shop", "true", true),
+    ] {
+        let e = env(&[
+            ("GITHUB_WORKSPACE", ws),
+            ("INPUT_PATH", path),
+            ("INPUT_PLAN", plan),
+            ("INPUT_REPOSITORY", "ghcr.io/a/{name}"),
+            ("INPUT_TAGS", "v1"),
+        ]);
+        let read = read_inputs(&e);
+        // A glob needs folders to match: none here, an input error.
+        if path.contains('*') {
+            let err = read.unwrap_err();
+            assert_eq!(
+                err.render(&Inputs::Publish),
+                "`path` \"configs/*\" matches no folder"
+            );
+            continue;
+        }
+        assert_eq!(
+            read.unwrap().selection.several,
+            several,
+            "{path:?} {plan:?}"
+        );
+    }
+    let e = env(&[("GITHUB_WORKSPACE", ws), ("INPUT_PLAN", "yes")]);
+    assert!(read_inputs(&e).is_err());
+}
+
+#[test]
+fn two_folders_to_one_repository_name_the_input_as_the_notice_does() {
+    let folder = |p: &str| crate::many::Folder {
+        path: p.into(),
+        name: "shop".into(),
+        slug: p.replace('/', "-"),
+    };
+    let err = crate::many::repositories(
+        "ghcr.io/acme/settings",
+        &[folder("eu/shop"), folder("us/shop")],
+        Field::Repository,
+    )
+    .unwrap_err();
+    // The action's other messages about an input's value (the
+    // lower-casing notice, `jobs`, `labels`) say "the input `NAME`".
+    assert_eq!(
+        err.render(&Inputs::Publish),
+        "the input `repository` \"ghcr.io/acme/settings\" maps the folders eu/shop and \
+         us/shop to the same ghcr.io/acme/settings"
+    );
+    assert_eq!(
+        err.hint_in(&Inputs::Publish).as_deref(),
+        Some(
+            "put {name} (the folder's last component) or {path} (its path as a slug) into \
+             the input `repository`"
+        )
+    );
+    // The CLI names its flag, as before.
+    assert!(
+        err.to_string()
+            .starts_with("--repository \"ghcr.io/acme/settings\" maps the folders"),
+        "{err}"
+    );
 }

@@ -1,7 +1,11 @@
-//! The job summary: what was published, where it came from, and the Flux
-//! objects that follow it, ready to paste.
+//! The job summary: what was published (one image, or a row per folder),
+//! where it came from, and the Flux objects that follow it, ready to
+//! paste; or the plan.
 
 use std::fmt::Write as _;
+
+use crate::many::Matrix;
+use crate::report::ImageLine;
 
 /// The facts the summary shows.
 #[derive(Debug, Clone, Default)]
@@ -154,9 +158,109 @@ pub fn render_failed_after_publish(
     s
 }
 
+/// `|` and newlines would break a table row.
+fn cell(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+/// Several folders: one table row per folder, then the Flux objects for
+/// every image.
+pub fn render_folders(images: &[ImageLine], prefix: Option<&str>) -> String {
+    let mut s = String::new();
+    let failed = images.iter().filter(|i| i.error.is_some()).count();
+    let _ = writeln!(
+        s,
+        "### settings-image: {} folders{}\n",
+        images.len(),
+        if failed > 0 {
+            format!(", {failed} failed")
+        } else {
+            String::new()
+        }
+    );
+    let _ = writeln!(s, "| folder | image | pushed | note |\n|---|---|---|---|");
+    for i in images {
+        let (image, pushed) = match (&i.error, &i.reference) {
+            (Some(_), _) => (format!("`{}`", i.repository), "failed".to_string()),
+            (None, Some(r)) => (
+                format!("`{r}`"),
+                if i.pushed == Some(true) {
+                    "yes"
+                } else {
+                    "no: unchanged"
+                }
+                .to_string(),
+            ),
+            (None, None) => (format!("`{}`", i.repository), String::new()),
+        };
+        let note = match (&i.error, &i.anomaly) {
+            (Some(e), _) => e.clone(),
+            (None, Some(a)) => format!("{}: {}", a.kind.as_str(), a.message),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            s,
+            "| `{}` | {} | {} | {} |",
+            cell(&i.path),
+            cell(&image),
+            pushed,
+            cell(&note)
+        );
+    }
+    if let Some(prefix) = prefix {
+        let yaml: Vec<String> = images
+            .iter()
+            .filter(|i| i.error.is_none())
+            .map(|i| {
+                flux_yaml(
+                    &i.repository,
+                    prefix,
+                    i.reference.as_deref().unwrap_or_default(),
+                )
+            })
+            .collect();
+        if !yaml.is_empty() {
+            let _ = writeln!(
+                s,
+                "\n<details><summary>Flux objects for these images</summary>\n\n```yaml\n{}```\n</details>",
+                yaml.join("---\n")
+            );
+        }
+    }
+    s
+}
+
+/// One table row per folder of the plan: to build, or up to date.
+pub fn render_plan(plan: &Matrix) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "### settings-image plan: {} of {} folders need an image\n",
+        plan.include.len(),
+        plan.include.len() + plan.up_to_date.len()
+    );
+    let _ = writeln!(s, "| folder | image | |\n|---|---|---|");
+    for (e, what) in plan
+        .include
+        .iter()
+        .map(|e| (e, "to build"))
+        .chain(plan.up_to_date.iter().map(|e| (e, "up to date")))
+    {
+        let _ = writeln!(
+            s,
+            "| `{}` | `{}:{}` | {what} |",
+            cell(&e.path),
+            cell(&e.repository),
+            e.tag
+        );
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::many::PlanEntry;
 
     #[test]
     fn flux_pattern_escapes_the_prefix_and_matches_our_tags() {
@@ -197,5 +301,57 @@ mod tests {
         assert!(s.contains("| pushed | no"), "{s}");
         assert!(s.contains("3 (42 bytes)"));
         assert!(s.contains("kind: ImagePolicy"));
+    }
+
+    #[test]
+    fn the_summary_has_one_row_per_folder_and_flux_objects_for_each_image() {
+        let ok = ImageLine {
+            path: "configs/shop".into(),
+            repository: "ghcr.io/acme/shop".into(),
+            tag: Some("main-1-abcdef0".into()),
+            digest: Some("sha256:00".into()),
+            reference: Some("ghcr.io/acme/shop:main-1-abcdef0@sha256:00".into()),
+            pushed: Some(false),
+            anomaly: None,
+            error: None,
+        };
+        let bad = ImageLine {
+            path: "configs/b|x".into(),
+            repository: "ghcr.io/acme/bx".into(),
+            tag: None,
+            digest: None,
+            reference: None,
+            pushed: None,
+            anomaly: None,
+            error: Some("is not in the HEAD commit\nat all".into()),
+        };
+        let s = render_folders(&[ok, bad], Some("main"));
+        assert!(s.contains("2 folders, 1 failed"), "{s}");
+        assert!(
+            s.contains("| `configs/shop` | `ghcr.io/acme/shop:main-1-abcdef0@sha256:00` | no: unchanged |  |"),
+            "{s}"
+        );
+        assert!(
+            s.contains("| `configs/b\\|x` | `ghcr.io/acme/bx` | failed | is not in the HEAD commit at all |"),
+            "{s}"
+        );
+        assert_eq!(
+            s.matches("kind: ImagePolicy").count(),
+            1,
+            "only for images made"
+        );
+        let p = render_plan(&Matrix {
+            include: vec![PlanEntry {
+                path: "configs/a".into(),
+                repository: "r/a".into(),
+                tag: "main-2-abcdef0".into(),
+            }],
+            up_to_date: vec![],
+        });
+        assert!(p.contains("1 of 1 folders need an image"), "{p}");
+        assert!(
+            p.contains("| `configs/a` | `r/a:main-2-abcdef0` | to build |"),
+            "{p}"
+        );
     }
 }

@@ -237,7 +237,7 @@ pub struct PromoteArgs {
     pub json: bool,
     /// OIDC login (no stored secret): --login, --id-token-file, provider facts.
     #[command(flatten)]
-    pub login: crate::login::flags::LoginArgs,
+    pub login: super::login::LoginArgs,
 }
 
 /// The registry access flags of `promote` and `plan` (`push` spells the
@@ -402,7 +402,7 @@ pub struct PushArgs {
     pub json: bool,
     /// OIDC login (no stored secret): --login, --id-token-file, provider facts.
     #[command(flatten)]
-    pub login: crate::login::flags::LoginArgs,
+    pub login: super::login::LoginArgs,
     /// Do not attach SLSA provenance (an in-toto referrer) to the pushed image.
     #[arg(long)]
     pub no_provenance: bool,

@@ -138,7 +138,7 @@ pub fn run_flux(args: &FluxArgs) -> Result<()> {
     };
     let docs = flux::generate(&opts)?;
     for n in &notices {
-        output::eprintln(&format!("notice: {n}"));
+        output::eprintln(&format!("notice: {}", n.text()));
     }
     match &args.output {
         Some(dir) => {

@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::field::Field;
 use crate::registry;
 
 use checks::{check_branch, check_git_path, check_interval, check_name, check_text};
@@ -173,7 +174,10 @@ fn slug(s: &str) -> String {
 /// repositories the images go to; one image from the template itself when
 /// no path is given. Also returns the lower-casing notices. Two folders
 /// mapping to one repository is an error.
-pub fn images(template: &str, paths: &[PathBuf]) -> Result<(Vec<Image>, Vec<String>)> {
+pub fn images(
+    template: &str,
+    paths: &[PathBuf],
+) -> Result<(Vec<Image>, Vec<crate::many::LowerCased>)> {
     let has_placeholder = template.contains("{name}") || template.contains("{path}");
     if paths.len() > 1 && !has_placeholder {
         return Err(Error::input(
@@ -195,8 +199,8 @@ pub fn images(template: &str, paths: &[PathBuf]) -> Result<(Vec<Image>, Vec<Stri
             .iter()
             .map(|p| p.to_string_lossy().into_owned())
             .collect();
-        let folders = crate::many::select(&patterns, "--path")?;
-        crate::many::repositories(template, &folders, "--repository")?
+        let folders = crate::many::select(&patterns, Field::Path)?;
+        crate::many::repositories(template, &folders, Field::Repository)?
     };
     let images = repos
         .into_iter()

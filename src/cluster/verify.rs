@@ -149,13 +149,12 @@ pub fn check_path(path: &std::path::Path) -> Result<()> {
 pub fn verify(req: &Verification) -> Result<Verified> {
     let r = parse_reference(&req.reference)?;
     check_path(&req.path)?;
-    let client = Client::open_read_only(&registry::Options::new(
-        r.repository.clone(),
-        req.insecure,
-        req.credentials.clone(),
-        req.docker_config.clone(),
-        None,
-    ))?;
+    let client = Client::open_read_only(&registry::Options {
+        insecure: req.insecure,
+        credentials: req.credentials.clone(),
+        docker_config: req.docker_config.clone(),
+        ..registry::Options::new(r.repository.clone())
+    })?;
     verify_with(&client, &r, req)
 }
 

@@ -11,11 +11,11 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 
 use crate::error::Result;
-use crate::history::SourceMode;
+use crate::field::Field;
 use crate::history::mirror::{Mirrors, Remote};
-use crate::pipeline::Spec;
+use crate::many::{LowerCased, Selection};
+use crate::pipeline::{FolderImage, Spec};
 use crate::registry;
-use crate::report::Report;
 use crate::request::{Forward, Request, Target};
 
 /// Folders of one SettingsImage published at once (a glob's folders).
@@ -44,25 +44,14 @@ pub struct Job {
     pub ci: crate::provenance::Ci,
 }
 
-/// One folder's result.
-#[derive(Debug, Clone)]
-pub struct Published {
-    /// The folder, repository-relative.
-    pub path: String,
-    /// `HOST/NAME`.
-    pub repository: String,
-    /// What the pipeline did.
-    pub report: Report,
-}
-
-/// What one publish did: each folder's result and the mapping's notices.
+/// What one publish did: each folder's image, and the mapping's
+/// lower-casing notices (a folder name with capitals), as `push` says them.
 #[derive(Debug, Clone)]
 pub struct PublishReport {
-    /// Each folder's result.
-    pub images: Vec<Published>,
-    /// The notices of the folder->repository mapping (a folder name with
-    /// capitals, lower-cased), as `push` prints them.
-    pub notices: Vec<String>,
+    /// Each folder's image.
+    pub images: Vec<FolderImage>,
+    /// The folders whose repository name was lower-cased.
+    pub notices: Vec<LowerCased>,
 }
 
 /// Fetches the commit into the mirror and publishes the folder(s) from it;
@@ -72,61 +61,40 @@ pub struct PublishReport {
 pub fn run(job: &Job, mirrors: &Mirrors, interrupt: &AtomicBool) -> Result<PublishReport> {
     let mirror = mirrors.fetch(&job.remote, &job.branch, Some(&job.commit), interrupt)?;
     let base = Request {
-        path: PathBuf::new(),
-        tags: Vec::new(),
-        target: Target::Registry(job.registry.clone()),
-        source: SourceMode::Commit,
         timestamp_tag: Some(job.prefix.clone()),
-        github: None,
-        source_url: crate::history::SourceUrl::Origin,
         ci: job.ci.clone(),
         forward: Forward {
             branch_tag: job.branch_tag.clone(),
-            allow_rewind: false,
-            forced_before: None,
+            ..Forward::default()
         },
         provenance: job.provenance,
         revision: Some(job.commit.clone()),
-        extra: Default::default(),
+        ..Request::new(PathBuf::new(), Target::Registry(job.registry.clone()))
     };
-    let folders = crate::many::select_in(&mirror, &job.commit, &[&job.path], "spec.path")?;
-    let (repositories, notices) = repositories(&job.registry.repository, &folders)?;
-    let targets = crate::many::registry_targets(&job.registry, repositories.clone());
-    let spec = Spec::each(base, &folders, targets, JOBS).in_mirror(&mirror);
-    let mut outcome = crate::pipeline::run(&spec)?;
-    if !outcome.errors.is_empty() {
-        return Err(outcome.errors.remove(0).1);
-    }
-    let images = folders
-        .iter()
-        .zip(repositories)
-        .zip(outcome.reports)
-        .filter_map(|((f, repository), report)| {
-            report.map(|report| Published {
-                path: f.path.to_string_lossy().into_owned(),
-                repository,
-                report,
-            })
-        })
-        .collect();
+    let selection = Selection::in_mirror(&mirror, &job.commit, &[&job.path], Field::Path)?;
+    let (repositories, notices) =
+        selection.repositories(&job.registry.repository, Field::Repository)?;
+    let targets = crate::many::registry_targets(&job.registry, repositories);
+    let spec = Spec::new(base, &selection, targets, JOBS).in_mirror(&mirror);
+    let images = crate::pipeline::run(&spec)?.published()?;
     Ok(PublishReport { images, notices })
-}
-
-/// Each folder's repository from `spec.repository` (a `{name}`/`{path}`
-/// template for a glob) and the lower-casing notices: the one mapping
-/// ([`crate::many::repositories`]) that `push`, `plan`, the action and
-/// `flux --settings-image` use, so the controller writes where Flux looks.
-pub fn repositories(
-    template: &str,
-    folders: &[crate::many::Folder],
-) -> Result<(Vec<String>, Vec<String>)> {
-    crate::many::repositories(template, folders, "spec.repository")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::many::Folder;
+
+    /// Each folder's repository from `spec.repository` (a `{name}`/`{path}`
+    /// template for a glob) and the lower-casing notices: the one mapping
+    /// ([`crate::many::repositories`]) that `push`, `plan`, the action and
+    /// `flux --settings-image` use, so the controller writes where Flux looks.
+    fn repositories(
+        template: &str,
+        folders: &[crate::many::Folder],
+    ) -> Result<(Vec<String>, Vec<LowerCased>)> {
+        crate::many::repositories(template, folders, Field::Repository)
+    }
 
     /// A folder as `many::select_in` gives it, its `{path}` slug written
     /// out (lower case, `/` as `-`, underscores kept).
@@ -158,8 +126,9 @@ mod tests {
                 "reg.example/acme/settings-shop_eu"
             ]
         );
+        let said: Vec<String> = notices.iter().map(|n| n.text().to_string()).collect();
         assert_eq!(
-            notices,
+            said,
             [
                 "the folder configs/Cart has capitals in its name; registries take lower-case names \
                  only, so its image goes to reg.example/acme/settings-cart"
@@ -173,7 +142,7 @@ mod tests {
                 "reg.example/acme/configs-shop_eu"
             ]
         );
-        assert_eq!(notices, Vec::<String>::new());
+        assert_eq!(notices, []);
         let err = repositories(
             "reg.example/acme/settings",
             &[folder("a/shop", "a-shop"), folder("b/shop", "b-shop")],
@@ -181,7 +150,7 @@ mod tests {
         .unwrap_err();
         assert_eq!(err.exit_code(), 2);
         assert_eq!(
-            err.to_string(),
+            err.render(&crate::controller::spec::Spec),
             "spec.repository \"reg.example/acme/settings\" maps the folders a/shop and b/shop to \
              the same reg.example/acme/settings"
         );

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use super::crd::SettingsImageSpec;
-use crate::branch_tag::{BranchTagOutcome, Change};
+use crate::branch_tag::Change;
 use crate::error::Error;
 use crate::field::{Face, Field, Mention};
 use crate::report::Report;
@@ -73,7 +73,7 @@ impl Spec {
 impl Face for Spec {
     fn mention(&self, m: &Mention) -> String {
         match m {
-            Mention::Field(f) => match Spec::path(*f) {
+            Mention::Field(f) | Mention::Subject(f) => match Spec::path(*f) {
                 Some(p) => p.to_string(),
                 None => format!(
                     "{} (the CLI's; a SettingsImage has no such field)",
@@ -109,7 +109,7 @@ pub fn said(e: &Error) -> String {
 /// `repository`: a line when the tag was held on a newer commit (an older
 /// revision never moves it back), else nothing.
 pub fn branch_note(repository: &str, report: &Report) -> Option<String> {
-    let b = BranchTagOutcome::of(report, false)?;
+    let b = report.branch_tag.as_ref()?;
     match b.change {
         Change::Held { .. } => Some(format!(
             "{repository}: branch tag {} stays on commit {}, newer than {}: an older revision never moves it back",

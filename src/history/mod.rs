@@ -196,16 +196,18 @@ fn not_in_git(path: &Path) -> Error {
     }
 }
 
-/// [`last_change`] for several folders, one walk per repository (see
-/// [`prepare`]). One answer per folder, in order.
+/// [`last_change`] for each folder, one walk per repository (see
+/// [`prepare`]). One answer per folder, in order; `several`: a walk's
+/// error is each folder's, naming it (see [`Reading::several`]).
 pub fn last_changes(
     paths: &[PathBuf],
     revision: Option<&str>,
     api: Option<github::Api>,
+    several: bool,
 ) -> Vec<Result<LastChange>> {
     let opened = Checkout::open_all(paths, api);
     let shown: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
-    let mut walks = walk_each(&shown, &opened, revision, true).into_iter();
+    let mut walks = walk_each(&shown, &opened, revision, several).into_iter();
     opened
         .into_iter()
         .zip(paths)

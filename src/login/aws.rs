@@ -19,7 +19,7 @@ use std::time::SystemTime;
 use base64::Engine as _;
 
 use super::http::{self, Ctx};
-use super::{Login, Provider, need};
+use super::{Fact, Login, Provider, need};
 use crate::error::{Error, Result};
 use crate::registry::Credentials;
 
@@ -76,7 +76,7 @@ struct Keys {
 async fn assume_role(login: &Login, ctx: &Ctx, jwt: &str, region: &str) -> Result<Keys> {
     let role = need(
         &login.facts.aws_role_arn,
-        "aws-role-arn",
+        Fact::AwsRoleArn.name(),
         Provider::Ecr,
         "arn:aws:iam::123456789012:role/settings-push",
     )?;
@@ -206,7 +206,10 @@ pub(crate) async fn login(login: &Login, ctx: &Ctx, jwt: &str) -> Result<Credent
                     "the ecr login needs a region, and {} is not an ACCOUNT.dkr.ecr.REGION.amazonaws.com host",
                     login.host
                 ),
-                Some("set `aws-region` (flag --aws-region), e.g. eu-west-1".into()),
+                Some(format!(
+                    "set `{0}` (flag --{0}), e.g. eu-west-1",
+                    Fact::AwsRegion.name()
+                )),
             ));
         }
     };

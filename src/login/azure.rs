@@ -14,7 +14,7 @@
 //! (sovereign clouds, tests).
 
 use super::http::{self, Ctx};
-use super::{Login, Provider, need};
+use super::{Fact, Login, Provider, need};
 use crate::error::Result;
 use crate::registry::Credentials;
 
@@ -25,13 +25,13 @@ pub const ACR_USER: &str = "00000000-0000-0000-0000-000000000000";
 pub(crate) async fn login(login: &Login, ctx: &Ctx, jwt: &str) -> Result<Credentials> {
     let client = need(
         &login.facts.azure_client_id,
-        "azure-client-id",
+        Fact::AzureClientId.name(),
         Provider::Azure,
         "the application (client) id, a GUID",
     )?;
     let tenant = need(
         &login.facts.azure_tenant_id,
-        "azure-tenant-id",
+        Fact::AzureTenantId.name(),
         Provider::Azure,
         "the directory (tenant) id, a GUID",
     )?;

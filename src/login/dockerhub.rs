@@ -11,7 +11,7 @@
 //! "OIDC in Docker Hub" guide. `DOCKER_IDENTITY_URL` points elsewhere.
 
 use super::http::{self, Ctx};
-use super::{Login, Provider, need};
+use super::{Fact, Login, Provider, need};
 use crate::error::Result;
 use crate::registry::Credentials;
 
@@ -22,7 +22,7 @@ const EXPIRES_IN: &str = "3600";
 pub(crate) async fn login(login: &Login, ctx: &Ctx, jwt: &str) -> Result<Credentials> {
     let connection = need(
         &login.facts.dockerhub_connection_id,
-        "dockerhub-connection-id",
+        Fact::DockerhubConnectionId.name(),
         Provider::DockerHub,
         "the OIDC connection's UUID from the organization's settings",
     )?;

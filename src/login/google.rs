@@ -14,7 +14,7 @@
 //! `CLOUDSDK_API_ENDPOINT_OVERRIDES_IAMCREDENTIALS`.
 
 use super::http::{self, Ctx};
-use super::{Login, Provider, need};
+use super::{Fact, Login, Provider, need};
 use crate::error::Result;
 use crate::registry::Credentials;
 
@@ -32,7 +32,7 @@ fn hint(provider: &str) -> String {
 pub(crate) async fn login(login: &Login, ctx: &Ctx, jwt: &str) -> Result<Credentials> {
     let provider = need(
         &login.facts.gcp_workload_identity_provider,
-        "gcp-workload-identity-provider",
+        Fact::GcpWorkloadIdentityProvider.name(),
         Provider::Gcp,
         "projects/123456789/locations/global/workloadIdentityPools/github/providers/github",
     )?

@@ -9,7 +9,7 @@
 //! exchange lives on the registry host and uses its scheme.
 
 use super::http::{self, Ctx};
-use super::{Login, Provider, need};
+use super::{Fact, Login, Provider, need};
 use crate::error::Result;
 use crate::registry::Credentials;
 
@@ -17,7 +17,7 @@ use crate::registry::Credentials;
 pub(crate) async fn login(login: &Login, ctx: &Ctx, jwt: &str) -> Result<Credentials> {
     let name = need(
         &login.facts.jfrog_provider_name,
-        "jfrog-provider-name",
+        Fact::JfrogProviderName.name(),
         Provider::Jfrog,
         "the OIDC integration's name in the JFrog platform",
     )?;

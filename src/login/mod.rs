@@ -27,7 +27,6 @@
 pub mod aws;
 pub mod azure;
 pub mod dockerhub;
-pub mod flags;
 pub mod google;
 pub mod hosts;
 pub mod http;
@@ -136,8 +135,127 @@ impl Choice {
     }
 }
 
-/// The provider facts a login may need: one per input (`aws-role-arn`, ...).
-/// `names` says how the face the user is using spells each one, for errors.
+/// A provider fact, declared once: the CLI's flag (`--aws-role-arn`,
+/// `cli/login.rs`) and the action's input (`aws-role-arn`,
+/// `action/login.rs`) are both made from [`Fact::ALL`], and errors name it
+/// by [`Fact::name`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Fact {
+    /// ECR: the IAM role to assume.
+    AwsRoleArn,
+    /// ECR: the region, when the host does not say.
+    AwsRegion,
+    /// Artifact Registry: the workload identity provider.
+    GcpWorkloadIdentityProvider,
+    /// Artifact Registry: a service account to impersonate.
+    GcpServiceAccount,
+    /// ACR: the Entra application (client) id.
+    AzureClientId,
+    /// ACR: the Entra tenant id.
+    AzureTenantId,
+    /// Docker Hub: the OIDC connection id.
+    DockerhubConnectionId,
+    /// JFrog: the OIDC integration (provider) name.
+    JfrogProviderName,
+    /// The ID token's audience instead of the provider's default.
+    OidcAudience,
+}
+
+impl Fact {
+    /// Every fact, in the order the CLI's help and action.yml list them.
+    pub const ALL: [Fact; 9] = [
+        Fact::AwsRoleArn,
+        Fact::AwsRegion,
+        Fact::GcpWorkloadIdentityProvider,
+        Fact::GcpServiceAccount,
+        Fact::AzureClientId,
+        Fact::AzureTenantId,
+        Fact::DockerhubConnectionId,
+        Fact::JfrogProviderName,
+        Fact::OidcAudience,
+    ];
+
+    /// The input's name (`aws-role-arn`); the flag is `--` and the name.
+    pub fn name(self) -> &'static str {
+        self.declared().0
+    }
+
+    /// The flag's value name in `--help` (`ARN`).
+    pub fn value_name(self) -> &'static str {
+        self.declared().1
+    }
+
+    /// What the fact is, as `--help` says it.
+    pub fn help(self) -> &'static str {
+        self.declared().2
+    }
+
+    /// (name, value name, help).
+    fn declared(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Fact::AwsRoleArn => ("aws-role-arn", "ARN", "ECR: the IAM role to assume"),
+            Fact::AwsRegion => (
+                "aws-region",
+                "REGION",
+                "ECR: the region, when the host does not say",
+            ),
+            Fact::GcpWorkloadIdentityProvider => (
+                "gcp-workload-identity-provider",
+                "NAME",
+                "Artifact Registry: projects/N/locations/global/workloadIdentityPools/P/providers/R",
+            ),
+            Fact::GcpServiceAccount => (
+                "gcp-service-account",
+                "EMAIL",
+                "Artifact Registry: a service account to impersonate",
+            ),
+            Fact::AzureClientId => (
+                "azure-client-id",
+                "GUID",
+                "ACR: the Entra application (client) id",
+            ),
+            Fact::AzureTenantId => ("azure-tenant-id", "GUID", "ACR: the Entra tenant id"),
+            Fact::DockerhubConnectionId => (
+                "dockerhub-connection-id",
+                "UUID",
+                "Docker Hub: the OIDC connection id",
+            ),
+            Fact::JfrogProviderName => (
+                "jfrog-provider-name",
+                "NAME",
+                "JFrog: the OIDC integration (provider) name",
+            ),
+            Fact::OidcAudience => (
+                "oidc-audience",
+                "AUD",
+                "The audience to put in the ID token (when the source can choose)",
+            ),
+        }
+    }
+
+    /// Sets this fact in `facts`.
+    pub fn set(self, facts: &mut Facts, value: Option<String>) {
+        *self.slot(facts) = value;
+    }
+
+    /// This fact's place in `facts`.
+    fn slot(self, facts: &mut Facts) -> &mut Option<String> {
+        match self {
+            Fact::AwsRoleArn => &mut facts.aws_role_arn,
+            Fact::AwsRegion => &mut facts.aws_region,
+            Fact::GcpWorkloadIdentityProvider => &mut facts.gcp_workload_identity_provider,
+            Fact::GcpServiceAccount => &mut facts.gcp_service_account,
+            Fact::AzureClientId => &mut facts.azure_client_id,
+            Fact::AzureTenantId => &mut facts.azure_tenant_id,
+            Fact::DockerhubConnectionId => &mut facts.dockerhub_connection_id,
+            Fact::JfrogProviderName => &mut facts.jfrog_provider_name,
+            Fact::OidcAudience => &mut facts.audience,
+        }
+    }
+}
+
+/// The provider facts a login may need ([`Fact`]), the username, and the
+/// session's name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Facts {
     /// The IAM role to assume (`arn:aws:iam::ACCOUNT:role/NAME`).
@@ -506,12 +624,12 @@ fn plan_auto(
 /// The input (or flag) whose value makes `auto` choose `provider`.
 fn fact_input(provider: Provider) -> &'static str {
     match provider {
-        Provider::Ecr => "aws-role-arn",
-        Provider::Gcp => "gcp-workload-identity-provider",
-        Provider::Azure => "azure-client-id",
-        Provider::DockerHub => "dockerhub-connection-id",
+        Provider::Ecr => Fact::AwsRoleArn.name(),
+        Provider::Gcp => Fact::GcpWorkloadIdentityProvider.name(),
+        Provider::Azure => Fact::AzureClientId.name(),
+        Provider::DockerHub => Fact::DockerhubConnectionId.name(),
         Provider::Quay => "username",
-        Provider::Jfrog => "jfrog-provider-name",
+        Provider::Jfrog => Fact::JfrogProviderName.name(),
     }
 }
 
@@ -601,6 +719,80 @@ impl From<Login> for Box<dyn crate::registry::CredentialSource> {
     fn from(login: Login) -> Self {
         Box::new(login)
     }
+}
+
+/// Each fact's input name with the [`Facts`] it gives when set to `v`,
+/// written out by hand (not from [`Fact`]'s table), for the faces' tests
+/// that read the facts by the table.
+#[cfg(test)]
+pub(crate) fn each_fact_set_to_v() -> Vec<(&'static str, Facts)> {
+    let v = || Some("v".to_string());
+    let none = Facts::default;
+    vec![
+        (
+            "aws-role-arn",
+            Facts {
+                aws_role_arn: v(),
+                ..none()
+            },
+        ),
+        (
+            "aws-region",
+            Facts {
+                aws_region: v(),
+                ..none()
+            },
+        ),
+        (
+            "gcp-workload-identity-provider",
+            Facts {
+                gcp_workload_identity_provider: v(),
+                ..none()
+            },
+        ),
+        (
+            "gcp-service-account",
+            Facts {
+                gcp_service_account: v(),
+                ..none()
+            },
+        ),
+        (
+            "azure-client-id",
+            Facts {
+                azure_client_id: v(),
+                ..none()
+            },
+        ),
+        (
+            "azure-tenant-id",
+            Facts {
+                azure_tenant_id: v(),
+                ..none()
+            },
+        ),
+        (
+            "dockerhub-connection-id",
+            Facts {
+                dockerhub_connection_id: v(),
+                ..none()
+            },
+        ),
+        (
+            "jfrog-provider-name",
+            Facts {
+                jfrog_provider_name: v(),
+                ..none()
+            },
+        ),
+        (
+            "oidc-audience",
+            Facts {
+                audience: v(),
+                ..none()
+            },
+        ),
+    ]
 }
 
 #[cfg(test)]

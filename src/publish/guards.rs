@@ -19,12 +19,11 @@
 use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
-
 use super::Stamp;
 use super::cache::{TagImage, revision_in};
 use super::registry::RegistryPush;
 use super::upload::settle;
+use crate::branch_tag::{BranchTag, Change, Unordered};
 use crate::error::{Error, Result};
 use crate::registry::{Client, TagListError};
 use crate::release::channel::Stamped;
@@ -235,78 +234,12 @@ impl RegistryPush<'_> {
     }
 }
 
-/// What happened to the branch tag, as `--json` and the action's
-/// `branch-tag` output spell it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum BranchOutcome {
-    /// The tag did not exist and was made.
-    Created,
-    /// Moved forward to a descendant.
-    Moved,
-    /// Already named this commit.
-    Unchanged,
-    /// Left on a newer commit (a re-run of an older job).
-    KeptNewer,
-    /// Moved to a commit that does not descend from its old one (allowed
-    /// rewind).
-    Rewound,
-}
-
-impl BranchOutcome {
-    /// The kebab-case name (`created`, `kept-newer`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BranchOutcome::Created => "created",
-            BranchOutcome::Moved => "moved",
-            BranchOutcome::Unchanged => "unchanged",
-            BranchOutcome::KeptNewer => "kept-newer",
-            BranchOutcome::Rewound => "rewound",
-        }
-    }
-}
-
-/// What `--branch-tag` did, in the report.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct BranchReport {
-    /// The branch tag.
-    pub name: String,
-    /// What happened.
-    pub outcome: BranchOutcome,
-    /// The commit the tag's image records after this run (as far as it
-    /// read: what it put, unless its read-back had to ask).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub commit: Option<String>,
-    /// The timestamp tag whose image the branch tag was moved on to after
-    /// a racing run (repair), if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub repaired_to: Option<String>,
-    /// The move decided before the push (for the front end's words; not
-    /// in `--json`).
-    #[serde(skip)]
-    pub plan: BranchMove,
-    /// What the user should know (racing runs that could not be ordered).
-    #[serde(skip)]
-    pub warnings: Vec<String>,
-}
-
-impl BranchReport {
-    /// Whether the run changed the branch tag in the registry: created,
-    /// moved or rewound it, or moved it on after a racing run.
-    pub fn changed(&self) -> bool {
-        matches!(
-            self.outcome,
-            BranchOutcome::Created | BranchOutcome::Moved | BranchOutcome::Rewound
-        ) || self.repaired_to.is_some()
-    }
-}
-
 /// A branch tag put by [`RegistryPush::put_branch`], to be read back by
 /// [`RegistryPush::finish_branch`] once a racing run's put has had time to
 /// land (work done in between, such as the provenance, shortens the wait).
 #[derive(Debug)]
 pub struct Moving {
-    report: BranchReport,
+    report: BranchTag,
     /// When our put ended, and how long to let a racing put land after
     /// it; `None` when nothing was put.
     put: Option<(Instant, Duration)>,
@@ -384,22 +317,15 @@ impl RegistryPush<'_> {
         };
         let manifest = &self.publication.image.manifest;
         let commit = &stamp.commit.id;
-        let outcome = match plan {
-            BranchMove::Create => BranchOutcome::Created,
-            BranchMove::Forward => BranchOutcome::Moved,
-            BranchMove::Same => BranchOutcome::Unchanged,
-            BranchMove::KeepNewer { .. } => BranchOutcome::KeptNewer,
-            BranchMove::Diverged { .. } | BranchMove::Rewound { .. } => BranchOutcome::Rewound,
-        };
         let digest = crate::image::sha256_digest(manifest);
         let mut moving = Moving {
-            report: BranchReport {
+            report: BranchTag {
                 name: name.to_string(),
-                outcome,
                 commit: Some(commit.to_string()),
+                recorded: Some(commit.to_string()),
                 repaired_to: None,
-                plan: plan.clone(),
-                warnings: Vec::new(),
+                change: Change::of(&plan, self.publication.forced.is_some()),
+                unordered: None,
             },
             put: None,
             done: false,
@@ -407,7 +333,7 @@ impl RegistryPush<'_> {
         };
         let put = match &plan {
             BranchMove::KeepNewer { current } => {
-                moving.report.commit = Some(current.clone());
+                moving.report.recorded = Some(current.clone());
                 moving.done = true;
                 return Ok(Some(moving));
             }
@@ -445,7 +371,7 @@ impl RegistryPush<'_> {
     /// repairs a racing run's backwards move. Without a put of ours there
     /// is nothing to read back or repair (a racing run reads back its own
     /// put).
-    pub fn finish_branch(&mut self, moving: Option<Moving>) -> Result<Option<BranchReport>> {
+    pub fn finish_branch(&mut self, moving: Option<Moving>) -> Result<Option<BranchTag>> {
         let (Some(moving), Some(stamp)) = (moving, self.publication.stamp) else {
             return Ok(None);
         };
@@ -503,7 +429,7 @@ impl RegistryPush<'_> {
     fn repair_branch(
         &mut self,
         stamp: Stamp<'_>,
-        report: &mut BranchReport,
+        report: &mut BranchTag,
         digest: &str,
         tagged: &[Tagged],
     ) -> Result<()> {
@@ -544,18 +470,16 @@ impl RegistryPush<'_> {
         {
             self.client.put_manifest(&name, &m.bytes, &m.media_type)?;
             report.repaired_to = Some(tip.stamped.tag.clone());
-            report.commit = tip.revision.clone();
+            report.recorded = tip.revision.clone();
         } else if now.as_deref() != Some(commit.as_str()) {
-            report.commit = now;
+            report.recorded = now;
         }
         let unknown = unknown.into_inner();
         if let Some(first) = unknown.first() {
-            report.warnings.push(format!(
-                "branch tag {name}: {} tagged commit(s) could not be ordered against this one, so a racing \
-                 run's newer image may not have been followed ({first}); set GITHUB_REPOSITORY and GITHUB_TOKEN so \
-                 the GitHub compare API can answer",
-                unknown.len()
-            ));
+            report.unordered = Some(Unordered {
+                count: unknown.len(),
+                first: first.clone(),
+            });
         }
         Ok(())
     }

@@ -113,7 +113,7 @@ pub struct Published {
     /// What the anomaly check found before tagging.
     pub anomaly: Option<Anomaly>,
     /// What happened to the branch tag.
-    pub branch: Option<guards::BranchReport>,
+    pub branch: Option<crate::branch_tag::BranchTag>,
     /// What the user should know that did not stop the publish.
     pub warnings: Vec<String>,
 }

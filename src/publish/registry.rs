@@ -203,9 +203,23 @@ impl<'a> RegistryPush<'a> {
             so_far.provenance = Some(d.clone());
         }
         so_far.warnings.clone_from(&warnings);
-        let branch = self.finish_branch(moving)?;
-        if let Some(report) = &branch {
-            warnings.extend(report.warnings.iter().cloned());
+        let mut branch = self.finish_branch(moving)?;
+        if let Some(b) = &mut branch {
+            // Held while the timestamp tags went back: the force-push
+            // dropped the commit the tag keeps.
+            if let crate::branch_tag::Change::Held { rewound, .. } = &mut b.change {
+                *rewound = anomaly.as_ref().is_some_and(|a| {
+                    a.kind == crate::release::ordering::AnomalyKind::RewoundHistory
+                });
+            }
+            if let Some(u) = &b.unordered {
+                warnings.push(format!(
+                    "branch tag {}: {} tagged commit(s) could not be ordered against this one, so a racing \
+                     run's newer image may not have been followed ({}); set GITHUB_REPOSITORY and GITHUB_TOKEN so \
+                     the GitHub compare API can answer",
+                    b.name, u.count, u.first
+                ));
+            }
         }
         let provenance = provenance.transpose()?;
         // A branch tag made or moved is a change to the registry too.

@@ -56,10 +56,17 @@ use crate::image::artifact::{Artifact, ManifestView};
 use auth::Access;
 use transport::Transport;
 
-/// How to reach a repository.
-#[derive(Debug, Clone)]
+/// How to reach a repository: plain HTTP only when `insecure` (or on a
+/// loopback host); `credentials` when given, else those `login` makes (and
+/// makes again, once, when they expire), else docker's `config.json` at
+/// `docker_config` and its credential helpers, else anonymous. Large blobs
+/// go up in chunks (set `monolithic` for one streamed `PUT` per blob).
+/// Built as [`Options::new`] with the rest named:
+/// `Options { insecure: true, ..Options::new("ghcr.io/acme/settings") }`.
+#[derive(Debug, Clone, Default)]
 pub struct Options {
-    /// `HOST/NAME`, e.g. `ghcr.io/acme/settings`.
+    /// `HOST/NAME`, e.g. `ghcr.io/acme/settings` (a template or empty
+    /// while the folders' repositories are not named yet).
     pub repository: String,
     /// Use plain HTTP even for a non-loopback host.
     pub insecure: bool,
@@ -79,27 +86,12 @@ pub struct Options {
 }
 
 impl Options {
-    /// How to reach `repository` (`HOST/NAME`; a template or empty while
-    /// the folders' repositories are not named yet): plain HTTP only when
-    /// `insecure` (or on a loopback host); `credentials` when given, else
-    /// those `login` makes (and makes again, once, when they expire), else
-    /// docker's `config.json` at `docker_config` and its credential
-    /// helpers, else anonymous. Large blobs go up in chunks
-    /// (set `monolithic` for one streamed `PUT` per blob).
-    pub fn new(
-        repository: impl Into<String>,
-        insecure: bool,
-        credentials: Option<Credentials>,
-        docker_config: Option<PathBuf>,
-        login: Option<Box<dyn CredentialSource>>,
-    ) -> Options {
+    /// How to reach `repository` over HTTPS, anonymously or with docker's
+    /// defaults: every other field at its default.
+    pub fn new(repository: impl Into<String>) -> Options {
         Options {
             repository: repository.into(),
-            insecure,
-            monolithic: false,
-            credentials,
-            docker_config,
-            login,
+            ..Options::default()
         }
     }
 }

@@ -37,9 +37,10 @@ use serde_json::Value;
 use super::step::Step;
 use crate::controller::crd::{ImageStatus, SettingsImageStatus};
 use crate::controller::logs::Level;
-use crate::controller::publish::Published;
 use crate::controller::redact::Held;
 use crate::controller::status::{self, READY, RECONCILING, STALLED};
+use crate::many::LowerCased;
+use crate::pipeline::FolderImage;
 
 /// The first retry after a failure; it doubles up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
@@ -355,7 +356,7 @@ fn published(
     at: Stamp<'_>,
     interval: Duration,
     revision: String,
-    images: &[Published],
+    images: &[FolderImage],
     notes: Vec<EventNote>,
 ) -> Decision {
     let uploads = images
@@ -363,7 +364,7 @@ fn published(
         .filter_map(|img| img.report.push.as_ref())
         .map(|push| (push.pushed, push.uploaded_bytes))
         .collect();
-    let pushed: Vec<&Published> = images
+    let pushed: Vec<&FolderImage> = images
         .iter()
         .filter(|p| p.report.push.as_ref().is_some_and(|x| x.pushed))
         .collect();
@@ -408,7 +409,7 @@ fn published(
 /// `status.images` leaves out, and each note.
 fn ready_message(
     revision: &str,
-    images: &[Published],
+    images: &[FolderImage],
     pushed: usize,
     listed: usize,
     omitted: usize,
@@ -480,7 +481,7 @@ fn cut(s: &str, max: usize) -> String {
 }
 
 /// `HOST/NAME:TAG@DIGEST` of a folder's image.
-fn reference(p: &Published) -> String {
+fn reference(p: &FolderImage) -> String {
     p.report
         .push
         .as_ref()
@@ -488,7 +489,7 @@ fn reference(p: &Published) -> String {
         .unwrap_or_else(|| format!("{}@{}", p.repository, p.report.digest))
 }
 
-fn image_status(p: &Published) -> ImageStatus {
+fn image_status(p: &FolderImage) -> ImageStatus {
     ImageStatus {
         path: p.path.clone(),
         repository: p.repository.clone(),
@@ -502,12 +503,12 @@ fn image_status(p: &Published) -> ImageStatus {
 /// The mapping's notices (a folder name lower-cased, as `push` and `flux`
 /// print it), then the anomalies, kept branch tags and warnings of a
 /// publish, one note each.
-fn notes(images: &[Published], notices: &[String]) -> Vec<EventNote> {
+fn notes(images: &[FolderImage], notices: &[LowerCased]) -> Vec<EventNote> {
     let mut out: Vec<EventNote> = notices
         .iter()
         .map(|n| EventNote {
             reason: "RepositoryLowerCased",
-            message: n.clone(),
+            message: n.text().render(&crate::controller::spec::Spec),
             warning: false,
         })
         .collect();

@@ -6,10 +6,10 @@
 
 use super::super::step::{failed, stalled};
 use super::*;
+use crate::branch_tag::{BranchTag, Change};
 use crate::controller::crd::Condition;
 use crate::publish::PushReport;
-use crate::publish::guards::{BranchOutcome, BranchReport};
-use crate::release::ordering::{Anomaly, AnomalyKind, BranchMove};
+use crate::release::ordering::{Anomaly, AnomalyKind};
 use crate::report::{LayerReport, Report};
 
 const NOW: &str = "2026-12-02T20:00:00Z";
@@ -70,10 +70,10 @@ fn failing_before() -> SettingsImageStatus {
 }
 
 /// A folder's published image as `publish::run` reports it.
-fn image(path: &str, repository: &str, pushed: bool) -> Published {
+fn image(path: &str, repository: &str, pushed: bool) -> FolderImage {
     let digest = format!("sha256:{}", "d".repeat(64));
     let tag = "main-1700000000-0a1b2c3";
-    Published {
+    FolderImage {
         path: path.into(),
         repository: repository.into(),
         report: Report {
@@ -107,7 +107,7 @@ fn image(path: &str, repository: &str, pushed: bool) -> Published {
     }
 }
 
-fn published(images: Vec<Published>, notices: Vec<String>) -> Step {
+fn published(images: Vec<FolderImage>, notices: Vec<LowerCased>) -> Step {
     Step::Published {
         revision: revision(),
         images,
@@ -215,7 +215,7 @@ fn a_glob_says_how_many_were_pushed_and_what_the_status_leaves_out() {
     assert_eq!(d.events.len(), 1, "{:?}", d.events);
     // 100 folders under a 16 KiB prefix: more than status.images holds.
     let deep = "d".repeat(16 * 1024);
-    let many: Vec<Published> = (0..100)
+    let many: Vec<FolderImage> = (0..100)
         .map(|i| {
             image(
                 &format!("{deep}/f{i:03}"),
@@ -254,15 +254,17 @@ fn the_notes_of_a_publish_are_events_and_part_of_the_ready_message() {
         served: "main-1800000000-1111111".into(),
         other_tag: "main-1800000000-1111111".into(),
     });
-    img.report.branch_tag = Some(BranchReport {
+    img.report.branch_tag = Some(BranchTag {
         name: "main".into(),
-        outcome: BranchOutcome::KeptNewer,
-        commit: Some("1111111".into()),
+        commit: img.report.commit.clone(),
+        recorded: Some("1111111".into()),
         repaired_to: None,
-        plan: BranchMove::KeepNewer {
+        change: Change::Held {
             current: "1111111".into(),
+            force_push: false,
+            rewound: false,
         },
-        warnings: Vec::new(),
+        unordered: None,
     });
     img.report.warnings = vec!["no provenance attached".into()];
     let held = Held::new();
@@ -272,7 +274,10 @@ fn the_notes_of_a_publish_are_events_and_part_of_the_ready_message() {
         status: None,
         step: published(
             vec![img],
-            vec!["the folder configs/Cart has capitals".into()],
+            vec![LowerCased {
+                folder: "configs/Cart".into(),
+                repository: "reg.example/acme/cart".into(),
+            }],
         ),
         interval: INTERVAL,
         raised: Some(
@@ -292,7 +297,8 @@ fn the_notes_of_a_publish_are_events_and_part_of_the_ready_message() {
     let notes = [
         note(
             "RepositoryLowerCased",
-            "the folder configs/Cart has capitals",
+            "the folder configs/Cart has capitals in its name; registries take lower-case names only, \
+             so its image goes to reg.example/acme/cart",
             false,
         ),
         note(
@@ -581,7 +587,13 @@ fn backoff_doubles_to_five_minutes() {
 
 #[test]
 fn a_lower_cased_folder_is_a_notice_not_a_warning() {
-    let n = notes(&[], &["the folder configs/Cart has capitals".to_string()]);
+    let n = notes(
+        &[],
+        &[LowerCased {
+            folder: "configs/Cart".into(),
+            repository: "reg.example/acme/cart".into(),
+        }],
+    );
     assert_eq!(n.len(), 1);
     assert_eq!(n[0].reason, "RepositoryLowerCased");
     assert!(!n[0].warning);

@@ -246,8 +246,10 @@ pub async fn registry_options(
         .split_once('/')
         .map(|(h, _)| h.to_string())
         .unwrap_or_default();
-    let mut options =
-        registry::Options::new(spec.repository.to_string(), spec.insecure, None, None, None);
+    let mut options = registry::Options {
+        insecure: spec.insecure,
+        ..registry::Options::new(spec.repository)
+    };
     if let Some(r) = spec.secret_ref {
         let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
         let secret = step::secret_found(secrets.get_opt(&r.name).await, ns, &r.name)

@@ -9,10 +9,12 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Secret;
 
 use crate::controller::crd::{GitRepository, Provider, SettingsImageSpec};
-use crate::controller::publish::{PublishReport, Published};
+use crate::controller::publish::PublishReport;
 use crate::controller::redact::Held;
 use crate::controller::{source, spec, watch};
 use crate::error::{Error, GitFailure};
+use crate::many::LowerCased;
+use crate::pipeline::FolderImage;
 
 /// How an attempt ended.
 #[derive(Debug)]
@@ -24,9 +26,9 @@ pub enum Step {
         /// `status.artifact.revision` as source-controller wrote it.
         revision: String,
         /// Each folder's result.
-        images: Vec<Published>,
-        /// The folder->repository mapping's notices.
-        notices: Vec<String>,
+        images: Vec<FolderImage>,
+        /// The folders whose repository name was lower-cased.
+        notices: Vec<LowerCased>,
     },
     /// The same revision and spec, published and checked within the
     /// interval: nobody was asked.

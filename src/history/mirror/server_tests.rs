@@ -208,45 +208,45 @@ fn a_commit_published_from_the_mirror_is_what_push_makes_in_a_clone() {
     }
 
     // Several folders by a glob, against the tree of the commit.
-    let folders = crate::many::select_in(&mirror, &c3, &["configs/*"], "spec.path").unwrap();
-    let names: Vec<_> = folders
+    let selection =
+        crate::many::Selection::in_mirror(&mirror, &c3, &["configs/*"], crate::field::Field::Path)
+            .unwrap();
+    let names: Vec<_> = selection
+        .folders
         .iter()
         .map(|f| f.path.display().to_string())
         .collect();
     assert_eq!(names, ["configs/cart", "configs/shop"]);
     let template = format!("{}/many-{{name}}", registry.host());
-    let repositories = crate::many::targets(&template, &folders, "spec.repository").unwrap();
-    let targets = crate::many::registry_targets(
-        &crate::registry::Options {
-            repository: String::new(),
-            insecure: false,
-            monolithic: false,
-            credentials: None,
-            docker_config: None,
-            login: None,
-        },
-        repositories,
-    );
-    let spec = Spec::each(
+    let (repositories, _) = selection
+        .repositories(&template, crate::field::Field::Repository)
+        .unwrap();
+    let targets = crate::many::registry_targets(&crate::registry::Options::default(), repositories);
+    let spec = Spec::new(
         request(".", &c3, Target::Layout(PathBuf::new())),
-        &folders,
+        &selection,
         targets,
         2,
     );
     let outcome = crate::pipeline::run(&spec.in_mirror(&mirror)).unwrap();
-    assert!(outcome.errors.is_empty(), "{:?}", outcome.errors);
+    let images = outcome.published().unwrap();
     // Each folder's image, apart from the pipeline: in the repository its
     // name gives, tagged from the last commit git says changed the folder
     // by c3 (c2 for configs/cart), holding what `git archive` gives.
-    assert_eq!(outcome.images.len(), 2);
-    for ours in &outcome.images {
+    assert_eq!(images.len(), 2);
+    for ours in &images {
         let name = ours.path.rsplit('/').next().unwrap();
         let repository = format!("{}/many-{name}", registry.host());
         assert_eq!(ours.repository, repository, "{}", ours.path);
         let line = up.git(&["log", "-1", "--format=%ct %H", &c3, "--", &ours.path]);
         let (ct, changed) = line.split_once(' ').unwrap();
         let tag = format!("main-{ct}-{}", &changed[..7]);
-        assert_eq!(ours.tag.as_deref(), Some(tag.as_str()), "{}", ours.path);
+        assert_eq!(
+            ours.report.timestamp_tag.as_deref(),
+            Some(tag.as_str()),
+            "{}",
+            ours.path
+        );
         assert_eq!(
             reg::revision_of(&registry, &format!("many-{name}"), &tag),
             changed
@@ -266,8 +266,9 @@ fn a_commit_published_from_the_mirror_is_what_push_makes_in_a_clone() {
         );
     }
     assert_eq!(
-        outcome.images[0]
-            .tag
+        images[0]
+            .report
+            .timestamp_tag
             .as_deref()
             .map(|t| t.ends_with(&c2[..7])),
         Some(true),

@@ -1,54 +1,87 @@
 //! The CLI face of the login: `--login PROVIDER`, `--id-token-file FILE`
-//! and one flag per provider fact, the same names as the action's inputs.
-//! Other CI systems (GitLab `id_tokens`, Buildkite, CircleCI) write their
-//! token to a file and pass it here.
+//! and one flag per provider fact, each made from its one declaration
+//! ([`Fact::ALL`]: the same names as the action's inputs). Other CI systems
+//! (GitLab `id_tokens`, Buildkite, CircleCI) write their token to a file
+//! and pass it here.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use clap::Args;
+use clap::{Arg, ArgMatches, Command};
 
-use super::{Choice, Decision, Endpoints, Facts, IdTokenSource, Login, LoginOptions};
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::login::{
+    Choice, Decision, Endpoints, Fact, Facts, IdTokenSource, Login, LoginOptions, Provider,
+};
 use crate::registry::{self, Credentials};
 
 /// Login flags shared by `push` and `promote`.
-#[derive(Debug, Args, Default, Clone)]
+#[derive(Debug, Default, Clone)]
 pub struct LoginArgs {
-    /// How to log in: auto (from the host and the flags given), password,
-    /// none, github, ecr, gcp, azure, dockerhub, quay or jfrog.
-    #[arg(long = "login", value_name = "PROVIDER", default_value = "auto")]
+    /// `--login`: auto, password, none, github or a provider.
     pub login: String,
-    /// The OIDC ID token, in a file (GitLab `id_tokens`, Buildkite, CircleCI).
-    #[arg(long, value_name = "FILE")]
+    /// `--id-token-file`: the OIDC ID token, in a file.
     pub id_token_file: Option<PathBuf>,
-    /// ECR: the IAM role to assume.
-    #[arg(long, value_name = "ARN")]
-    pub aws_role_arn: Option<String>,
-    /// ECR: the region, when the host does not say.
-    #[arg(long, value_name = "REGION")]
-    pub aws_region: Option<String>,
-    /// Artifact Registry: projects/N/locations/global/workloadIdentityPools/P/providers/R.
-    #[arg(long, value_name = "NAME")]
-    pub gcp_workload_identity_provider: Option<String>,
-    /// Artifact Registry: a service account to impersonate.
-    #[arg(long, value_name = "EMAIL")]
-    pub gcp_service_account: Option<String>,
-    /// ACR: the Entra application (client) id.
-    #[arg(long, value_name = "GUID")]
-    pub azure_client_id: Option<String>,
-    /// ACR: the Entra tenant id.
-    #[arg(long, value_name = "GUID")]
-    pub azure_tenant_id: Option<String>,
-    /// Docker Hub: the OIDC connection id.
-    #[arg(long, value_name = "UUID")]
-    pub dockerhub_connection_id: Option<String>,
-    /// JFrog: the OIDC integration (provider) name.
-    #[arg(long, value_name = "NAME")]
-    pub jfrog_provider_name: Option<String>,
-    /// The audience to put in the ID token (when the source can choose).
-    #[arg(long, value_name = "AUD")]
-    pub oidc_audience: Option<String>,
+    /// The provider facts their flags give ([`Fact`]).
+    pub facts: Facts,
+}
+
+impl clap::Args for LoginArgs {
+    fn augment_args(cmd: Command) -> Command {
+        let cmd = cmd
+            .arg(
+                Arg::new("login")
+                    .long("login")
+                    .value_name("PROVIDER")
+                    .default_value("auto")
+                    .value_parser(clap::value_parser!(String))
+                    .help(
+                        "How to log in: auto (from the host and the flags given), password, none, \
+                         github, ecr, gcp, azure, dockerhub, quay or jfrog",
+                    ),
+            )
+            .arg(
+                Arg::new("id_token_file")
+                    .long("id-token-file")
+                    .value_name("FILE")
+                    .value_parser(clap::value_parser!(PathBuf))
+                    .help("The OIDC ID token, in a file (GitLab `id_tokens`, Buildkite, CircleCI)"),
+            );
+        Fact::ALL.into_iter().fold(cmd, |cmd, f| {
+            cmd.arg(
+                Arg::new(f.name())
+                    .long(f.name())
+                    .value_name(f.value_name())
+                    .value_parser(clap::value_parser!(String))
+                    .help(f.help()),
+            )
+        })
+    }
+
+    fn augment_args_for_update(cmd: Command) -> Command {
+        Self::augment_args(cmd)
+    }
+}
+
+impl clap::FromArgMatches for LoginArgs {
+    fn from_arg_matches(m: &ArgMatches) -> std::result::Result<Self, clap::Error> {
+        let mut args = LoginArgs::default();
+        args.update_from_arg_matches(m)?;
+        Ok(args)
+    }
+
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> std::result::Result<(), clap::Error> {
+        if let Some(login) = m.get_one::<String>("login") {
+            self.login.clone_from(login);
+        }
+        if m.contains_id("id_token_file") {
+            self.id_token_file = m.get_one::<PathBuf>("id_token_file").cloned();
+        }
+        for f in Fact::ALL.into_iter().filter(|f| m.contains_id(f.name())) {
+            f.set(&mut self.facts, m.get_one::<String>(f.name()).cloned());
+        }
+        Ok(())
+    }
 }
 
 impl LoginArgs {
@@ -80,10 +113,10 @@ impl LoginArgs {
         let facts = self.facts(username);
         let exchange = match choice {
             Choice::Exchange(p) => {
-                super::hosts::check(p, &host, &format!("--login {}", p.name()))?;
+                crate::login::hosts::check(p, &host, &format!("--login {}", p.name()))?;
                 Some(p)
             }
-            Choice::Auto if !password_given => match super::plan(
+            Choice::Auto if !password_given => match crate::login::plan(
                 &LoginOptions {
                     choice,
                     host: host.clone(),
@@ -100,14 +133,14 @@ impl LoginArgs {
             Choice::Password => {
                 return match credentials()? {
                     Some(c) => Ok((Some(c), None)),
-                    None => Err(crate::error::Error::input(
+                    None => Err(Error::input(
                         "--login password needs a password",
                         Some("give --username USER with --password-stdin (or SETTINGS_IMAGE_USERNAME and SETTINGS_IMAGE_PASSWORD)".into()),
                     )),
                 };
             }
             Choice::Github => {
-                return Err(crate::error::Error::input(
+                return Err(Error::input(
                     "--login github is the action's login (the job token)",
                     Some(
                         "from the CLI, give the token with --username USER --password-stdin".into(),
@@ -128,17 +161,8 @@ impl LoginArgs {
     /// The provider facts given by the flags, and the username.
     fn facts(&self, username: Option<&str>) -> Facts {
         Facts {
-            aws_role_arn: self.aws_role_arn.clone(),
-            aws_region: self.aws_region.clone(),
-            gcp_workload_identity_provider: self.gcp_workload_identity_provider.clone(),
-            gcp_service_account: self.gcp_service_account.clone(),
-            azure_client_id: self.azure_client_id.clone(),
-            azure_tenant_id: self.azure_tenant_id.clone(),
-            dockerhub_connection_id: self.dockerhub_connection_id.clone(),
-            jfrog_provider_name: self.jfrog_provider_name.clone(),
-            audience: self.oidc_audience.clone(),
             username: username.map(str::to_string),
-            session_name: None,
+            ..self.facts.clone()
         }
     }
 
@@ -147,7 +171,7 @@ impl LoginArgs {
     fn login(
         &self,
         env: &HashMap<String, String>,
-        provider: super::Provider,
+        provider: Provider,
         facts: Facts,
         host: String,
         insecure: bool,
@@ -176,7 +200,7 @@ impl LoginArgs {
             } else {
                 "https"
             },
-            timeout: super::timeout_from(env)?,
+            timeout: crate::login::timeout_from(env)?,
             on_secret: None,
         })
     }
@@ -185,15 +209,48 @@ impl LoginArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::login::Provider;
 
     fn args(login: &str) -> LoginArgs {
         LoginArgs {
             login: login.into(),
-            aws_role_arn: Some("arn:aws:iam::1:role/r".into()),
-            aws_region: Some("eu-west-1".into()),
+            facts: Facts {
+                aws_role_arn: Some("arn:aws:iam::1:role/r".into()),
+                aws_region: Some("eu-west-1".into()),
+                ..Facts::default()
+            },
             ..LoginArgs::default()
         }
+    }
+
+    /// `push`'s login flags as clap parses them.
+    #[derive(clap::Parser)]
+    struct Flags {
+        #[command(flatten)]
+        login: LoginArgs,
+    }
+
+    #[test]
+    fn each_fact_flag_sets_its_fact_and_only_it() {
+        use clap::Parser;
+        let none = Flags::try_parse_from(["push"]).unwrap().login;
+        assert_eq!(
+            (none.login.as_str(), none.facts),
+            ("auto", Facts::default())
+        );
+        let facts = crate::login::each_fact_set_to_v();
+        assert_eq!(facts.len(), Fact::ALL.len());
+        for (name, want) in facts {
+            let flag = format!("--{name}");
+            let got = Flags::try_parse_from(["push", flag.as_str(), "v"])
+                .unwrap_or_else(|e| panic!("{flag}: {e}"))
+                .login;
+            assert_eq!(got.facts, want, "{flag}");
+        }
+        let e = Flags::try_parse_from(["push", "--aws-role-arn"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("'--aws-role-arn <ARN>'"), "{e}");
     }
 
     #[test]
