@@ -148,6 +148,26 @@ mod tests {
     use super::*;
     use crate::field::Field;
 
+    /// A reader larger than the bound is read to one byte past it, then
+    /// refused; one at the bound is taken whole.
+    #[test]
+    fn a_larger_reader_is_read_to_its_bound_only() {
+        /// Counts the bytes read from 1 MiB of `x`.
+        struct Counted(u64, std::io::Take<std::io::Repeat>);
+        impl Read for Counted {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                let n = self.1.read(buf)?;
+                self.0 += n as u64;
+                Ok(n)
+            }
+        }
+        let mut large = Counted(0, std::io::repeat(b'x').take(1 << 20));
+        assert_eq!(take(&mut large, 16).unwrap(), None);
+        assert_eq!(large.0, 17, "read past the bound");
+        let exact = std::io::repeat(b'x').take(16);
+        assert_eq!(take(exact, 16).unwrap(), Some(vec![b'x'; 16]));
+    }
+
     #[test]
     fn a_regular_file_reads_and_a_larger_one_names_the_bound() {
         let dir = tempfile::tempdir().unwrap();

@@ -310,6 +310,19 @@ fn files_named_by_flags_are_read_bounded_and_only_when_regular() {
         "{}",
         r.stdout
     );
+    // Standard input that never ends (`--password-stdin < /dev/zero`) is
+    // read to its bound only, within the run's 1 GiB of memory.
+    let r = run_bounded(
+        TestCommand::push(&shop, "127.0.0.1:9/acme/shop")
+            .args(["--tag", "v1", "--username", "ci", "--password-stdin"])
+            .stdin_from(Path::new("/dev/zero")),
+    );
+    assert_eq!(r.code, 2, "{r:?}");
+    assert_eq!(
+        r.stderr.lines().next().unwrap_or_default(),
+        "error: --password-stdin: standard input holds more than 1 MiB, the most it is read for",
+        "{r:?}"
+    );
 }
 
 /// Our temporary layer files in `dir`.

@@ -134,11 +134,16 @@ fn with_status<'v>(v: &'v Value, status: &str) -> Vec<&'v Value> {
 
 /// The folder is refused at its kustomization, naming the command that
 /// renders it; nothing in it passes.
-fn assert_refused_kustomization(case: &str, (r, v): &(Run, Value)) {
+fn assert_refused_kustomization(case: &str, run: &(Run, Value)) {
+    assert_refused_kustomization_named(case, "kustomization.yaml", run);
+}
+
+/// As [`assert_refused_kustomization`], for a kustomization file `name`.
+fn assert_refused_kustomization_named(case: &str, name: &str, (r, v): &(Run, Value)) {
     assert_eq!(r.code, 2, "{case}: {}\n{}", r.stdout, r.stderr);
     let errors = with_status(v, "error");
     assert!(
-        errors.iter().any(|row| row["file"] == "kustomization.yaml"
+        errors.iter().any(|row| row["file"] == name
             && row["detail"]
                 .as_str()
                 .unwrap()
@@ -167,14 +172,19 @@ fn assert_rendered_mismatch(case: &str, w: &World, (r, v): &(Run, Value), object
 #[test]
 fn kustomize_resources_of_any_name_are_refused_and_seen_once_rendered() {
     let w = World::new();
-    for evil in ["evil.txt", "evil", "evil.YAML"] {
+    // Each of the three names kustomize looks for.
+    for (evil, kustomization) in [
+        ("evil.txt", "kustomization.yaml"),
+        ("evil", "kustomization.yml"),
+        ("evil.YAML", "Kustomization"),
+    ] {
         let dir = folder(&[
             ("deployment.yaml", deployment("shop", &w.good)),
             (evil, deployment("evil", &w.hand)),
             // A kustomization without apiVersion and kind, as kustomize
             // accepts it: only its file name says what it is.
             (
-                "kustomization.yaml",
+                kustomization,
                 format!("resources: [deployment.yaml, {evil}]\n"),
             ),
         ]);
@@ -183,7 +193,7 @@ fn kustomize_resources_of_any_name_are_refused_and_seen_once_rendered() {
             rendered.contains(&w.hand),
             "kustomize loads {evil}: {rendered}"
         );
-        assert_refused_kustomization(evil, &folder);
+        assert_refused_kustomization_named(evil, kustomization, &folder);
         assert_rendered_mismatch(evil, &w, &piped, "Deployment/evil");
         // The faithful reference is verified in the rendered stream too.
         assert!(
@@ -534,7 +544,8 @@ fn helm_templates_are_refused_like_substitutions() {
 /// at a time: 8 MiB of manifests in 8 files, and as one file of 8 MiB,
 /// take less than 64 MiB (GNU time's peak resident set: about 37 MiB
 /// here; the old scan took 108 MiB for 8 MiB of manifests, and grew with
-/// them: `FILES=8 MIB=1 scripts/bench-scan-memory.sh`).
+/// them: `FILES=8 MIB=1 scripts/bench-scan-memory.sh`), and a stream four
+/// times larger takes less than 12 MiB more.
 #[test]
 fn memory_stays_flat_in_the_manifests_scanned() {
     let w = World::new();
@@ -583,4 +594,17 @@ fn memory_stays_flat_in_the_manifests_scanned() {
     let (r, kib) = run(&file);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(kib < 64 * 1024, "peak {kib} KiB for an 8 MiB stream");
+    // Four times the bytes: the peak grows by the rows reported (about
+    // 2 MiB more here), not by the 24 MiB more that were read. Keeping
+    // each document's text would add those 24 MiB.
+    let stream = stream.repeat(4);
+    std::fs::write(&file, &stream).unwrap();
+    let (r, kib4) = run(&file);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let v: Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    assert_eq!(with_status(&v, "verified").len(), 32 * per_file);
+    assert!(
+        kib4 < kib + 12 * 1024,
+        "peak {kib4} KiB for a 32 MiB stream, {kib} KiB for 8 MiB: it grows with the bytes read"
+    );
 }

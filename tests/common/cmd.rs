@@ -134,6 +134,8 @@ impl fmt::Debug for Run {
 pub struct TestCommand {
     cmd: Command,
     stdin: Option<Vec<u8>>,
+    /// Stdin was set to a file ([`TestCommand::stdin_from`]).
+    stdin_set: bool,
     /// Standard output is a pipe whose reader is already closed.
     closed_stdout: bool,
     /// The empty docker config directory, kept while the command or a run
@@ -160,6 +162,7 @@ impl TestCommand {
         TestCommand {
             cmd,
             stdin: None,
+            stdin_set: false,
             closed_stdout: false,
             docker: Rc::new(docker),
         }
@@ -280,15 +283,25 @@ impl TestCommand {
         self
     }
 
+    /// Gives the file at `path` as stdin, opened for reading (a device
+    /// such as `/dev/zero` never ends). Overrides [`TestCommand::stdin`].
+    pub fn stdin_from(&mut self, path: &Path) -> &mut TestCommand {
+        let file =
+            std::fs::File::open(path).unwrap_or_else(|e| panic!("opening {}: {e}", path.display()));
+        self.stdin = None;
+        self.cmd.stdin(file);
+        self.stdin_set = true;
+        self
+    }
+
     /// Starts the run without waiting for it.
     pub fn spawn(&mut self) -> Running {
-        self.cmd
-            .stdin(if self.stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stderr(Stdio::piped());
+        if self.stdin.is_some() {
+            self.cmd.stdin(Stdio::piped());
+        } else if !self.stdin_set {
+            self.cmd.stdin(Stdio::null());
+        }
+        self.cmd.stderr(Stdio::piped());
         if self.closed_stdout {
             let (reader, writer) = std::io::pipe().expect("a pipe");
             drop(reader);
