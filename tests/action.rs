@@ -851,12 +851,13 @@ fn the_shipped_image_runs_as_a_container_action_under_podman() {
     );
     // The image is the binary and the CA bundle, nothing else (the
     // .dockerignore, the two COPYs). The shipped binary is the release
-    // build (Cargo.toml's [profile.release]): 15.3 MB unpacked with the
-    // controller in it. Issue 23's 10 MiB needs an image without the
-    // controller (README, "The action image"); until that is decided, the
-    // release image is held to a 15 MiB budget, checked here when the
-    // release binary is staged (`bash scripts/action-image.sh`) and in
-    // ci.yml's image job, so a dependency that adds 0.5 MB is seen.
+    // build (Cargo.toml's [profile.release]): 17,967,704 bytes with the
+    // controller and the SettingsRollout's typed watches in it
+    // (CONTRIBUTING.md, "The action image", says where it goes and what
+    // trims it). The release image is held to a 19 MiB budget, checked
+    // here when the release binary is staged (`bash
+    // scripts/action-image.sh`) and in ci.yml's image job, so a dependency
+    // that adds 1 MB is seen.
     // The test command stages the test profile's, several times larger.
     let staged = root.join("target/action-image");
     let content = fs::metadata(staged.join("amd64/settings-image"))
@@ -872,8 +873,8 @@ fn the_shipped_image_runs_as_a_container_action_under_podman() {
     let profile = fs::read_to_string(staged.join("profile")).expect("the staged profile");
     if profile.trim() == "release" {
         assert!(
-            unpacked < 15 * 1024 * 1024,
-            "the action image is {unpacked} bytes unpacked, over its 15 MiB budget"
+            unpacked < 19 * 1024 * 1024,
+            "the action image is {unpacked} bytes unpacked, over its 19 MiB budget"
         );
     }
 
