@@ -10,6 +10,7 @@ use common::TempDir;
 use common::cmd::{Run, TestCommand};
 use common::flux::Pick;
 use common::git::ScratchRepo;
+use common::yaml_documents as documents;
 use serde_json::{Value, json};
 
 fn flux(args: &[&str]) -> Run {
@@ -18,14 +19,6 @@ fn flux(args: &[&str]) -> Run {
 
 fn flux_ok(args: &[&str]) -> String {
     TestCommand::new().arg("flux").args(args).ok()
-}
-
-/// Every document of a YAML stream, as JSON values (comments dropped).
-fn documents(yaml: &str) -> Vec<Value> {
-    serde_yaml_ng::Deserializer::from_str(yaml)
-        .map(|de| serde::Deserialize::deserialize(de).expect("generated YAML parses"))
-        .filter(|v: &Value| !v.is_null())
-        .collect()
 }
 
 /// The served `v1` schema of the CRD for `kind`, from the fixture folder.

@@ -101,6 +101,23 @@ impl Kube {
         serde_json::from_str(&out).expect("kubectl's JSON")
     }
 
+    /// Merges `status` (`{"status": ...}`) into the status of `kind/name`
+    /// in `ns` (`kubectl patch --subresource=status`), as the controller
+    /// that owns it would write it.
+    pub fn patch_status(&self, ns: &str, kind: &str, name: &str, status: &str) {
+        run_ok(self.kubectl().args([
+            "patch",
+            kind,
+            name,
+            "-n",
+            ns,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            status,
+        ]));
+    }
+
     /// Polls `what` in `ns` (JSON; `null` while it does not exist) every
     /// `every` until `pred` holds; the object then. The deadline only keeps
     /// a broken run from hanging: it fails, showing the object's status

@@ -685,6 +685,37 @@ impl Proxy {
         *self.rule.lock().unwrap() = Box::new(rule);
     }
 
+    /// Holds the first request of one of `methods` whose path contains
+    /// `part`: the first receiver hears when it arrives; the request waits
+    /// until the second sender sends (or is dropped), then goes on to the
+    /// registry, or with `reset` is dropped (a client long gone). Every
+    /// other request is forwarded.
+    pub fn hold_first(
+        &self,
+        methods: &'static [&'static str],
+        part: &'static str,
+        reset: bool,
+    ) -> (std::sync::mpsc::Receiver<()>, std::sync::mpsc::Sender<()>) {
+        let (started_tx, started_rx) = std::sync::mpsc::channel::<()>();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let started_tx = Mutex::new(Some(started_tx));
+        let release_rx = Mutex::new(release_rx);
+        self.set_rule(move |method, path| {
+            if methods.contains(&method)
+                && path.contains(part)
+                && let Some(tx) = started_tx.lock().unwrap().take()
+            {
+                let _ = tx.send(());
+                let _ = release_rx.lock().unwrap().recv();
+                if reset {
+                    return Action::Reset;
+                }
+            }
+            Action::Forward
+        });
+        (started_rx, release_tx)
+    }
+
     /// `127.0.0.1:PORT`.
     pub fn host(&self) -> String {
         format!("127.0.0.1:{}", self.port)
