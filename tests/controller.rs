@@ -1854,6 +1854,22 @@ fn sigterm_mid_push_finishes_or_abandons_cleanly() {
     assert_no_layer_files(&ctl);
 }
 
+/// The ImagePolicy among `docs` filters tags by a pattern that starts
+/// with `start`.
+fn assert_policy_pattern(docs: &[Value], start: &str) {
+    let policy = docs
+        .iter()
+        .find(|d| d["kind"] == "ImagePolicy")
+        .expect("an ImagePolicy");
+    assert!(
+        policy["spec"]["filterTags"]["pattern"]
+            .as_str()
+            .unwrap()
+            .starts_with(start),
+        "{policy}"
+    );
+}
+
 /// `settings-image flux --settings-image FILE`: the Flux objects that follow
 /// what a SettingsImage publishes, accepted by the API server with Flux's
 /// CRDs (server dry run).
@@ -1884,23 +1900,8 @@ fn flux_prints_the_objects_that_follow_a_settings_image() {
     assert_eq!(repo["spec"]["image"], "ghcr.io/acme/settings-shop");
     assert_eq!(repo["spec"]["secretRef"]["name"], "ghcr-pull");
     assert_eq!(repo["metadata"]["namespace"], ns.as_str());
-    let policy = docs
-        .iter()
-        .find(|d| d["kind"] == "ImagePolicy")
-        .expect("an ImagePolicy");
-    assert!(
-        policy["spec"]["filterTags"]["pattern"]
-            .as_str()
-            .unwrap()
-            .starts_with("^main-"),
-        "{policy}"
-    );
-    let dry = k.dry_run(&out);
-    assert!(
-        dry.status.success(),
-        "{}",
-        String::from_utf8_lossy(&dry.stderr)
-    );
+    assert_policy_pattern(&docs, "^main-");
+    k.dry_run_ok(&out, "the objects of --settings-image");
     // Without a timestampTag the controller's default is the branch of the
     // GitRepository: read from the same file, as docs/controller.md's
     // worked example keeps them (one file, two documents).
@@ -1930,22 +1931,10 @@ fn flux_prints_the_objects_that_follow_a_settings_image() {
         String::from_utf8_lossy(&out.stderr)
     );
     let printed = String::from_utf8_lossy(&out.stdout).into_owned();
-    let policy: Value = common::yaml_documents(&printed)
-        .into_iter()
-        .find(|d| d["kind"] == "ImagePolicy")
-        .expect("an ImagePolicy");
-    assert!(
-        policy["spec"]["filterTags"]["pattern"]
-            .as_str()
-            .unwrap()
-            .starts_with("^prod-"),
-        "{policy}"
-    );
-    let dry = k.dry_run(&printed);
-    assert!(
-        dry.status.success(),
-        "{}",
-        String::from_utf8_lossy(&dry.stderr)
+    assert_policy_pattern(&common::yaml_documents(&printed), "^prod-");
+    k.dry_run_ok(
+        &printed,
+        "the objects of a GitRepository and a SettingsImage",
     );
     // Neither a timestampTag nor the GitRepository: exit 2, with every way out.
     let out = flux(&without);

@@ -171,6 +171,17 @@ impl Kube {
         self.kubectl_in(&["apply", "--dry-run=server", "-f", "-"], yaml)
     }
 
+    /// [`Kube::dry_run`], which must pass; `what` names the objects in the
+    /// failure.
+    pub fn dry_run_ok(&self, yaml: &str, what: &str) {
+        let out = self.dry_run(yaml);
+        assert!(
+            out.status.success(),
+            "{what}: kubectl apply --dry-run=server refused it:\n{}\n{yaml}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// Applies CRD files and waits until each is Established.
     pub fn install_crds(&self, files: &[&Path]) {
         for f in files {
