@@ -509,21 +509,10 @@ for fam in text_string_to_metric_families(sys.stdin.read()):
         out[s.name + ("{" + labels + "}" if labels else "")] = s.value
 print(json.dumps(out))
 "#;
-    let mut child = Command::new(require("python3"))
-        .args(["-c", script])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(body.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = common::output_with_stdin(
+        Command::new(require("python3")).args(["-c", script]),
+        body.as_bytes(),
+    );
     assert!(
         out.status.success(),
         "prometheus_client could not parse /metrics (run scripts/deps.sh):\n{}\n{body}",
@@ -2846,20 +2835,7 @@ fn readyz_means_able_to_publish_through_a_missing_crd_and_an_api_server_restart(
 
 /// `git` in `dir` with `input` on stdin; its stdout, trimmed.
 fn git_stdin(home: &Path, dir: &Path, args: &[&str], input: &str) -> String {
-    use std::io::Write as _;
-    let mut child = git_cmd(home, dir)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = common::output_with_stdin(git_cmd(home, dir).args(args), input.as_bytes());
     assert!(out.status.success(), "git {args:?} failed");
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }

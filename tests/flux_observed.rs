@@ -1282,18 +1282,7 @@ fn flux_reads_a_tags_digest_once() {
                 .args(["-fsS", "-H", accept, &format!("{manifest}/{other_tag}")]),
         )
         .stdout;
-    let put = w.tmp.join("manifest.json");
-    std::fs::write(&put, &body).expect("manifest");
-    run_ok(w.registry.curl().args([
-        "-fsS",
-        "-X",
-        "PUT",
-        "-H",
-        "Content-Type: application/vnd.oci.image.manifest.v1+json",
-        "--data-binary",
-        &format!("@{}", put.display()),
-        &format!("{manifest}/{tag}"),
-    ]));
+    w.registry.put_manifest(NAME, &tag, &body);
     assert_eq!(
         digest_of(&w.registry, NAME, &tag),
         Some(text(&other, "/digest")),

@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::service::{self, Service};
-use super::{eventually, repo, run_ok};
+use super::{eventually, output_with_stdin, repo, run_ok};
 
 /// A running API server: its kubeconfig (admin, `system:masters`) and URL.
 pub struct Kube {
@@ -64,22 +64,7 @@ impl Kube {
 
     /// `kubectl ARGS` with `stdin`, whatever the result.
     pub fn kubectl_in(&self, args: &[&str], stdin: &str) -> Output {
-        use std::io::Write;
-        let mut child = self
-            .kubectl()
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("starting kubectl");
-        child
-            .stdin
-            .take()
-            .expect("kubectl's stdin")
-            .write_all(stdin.as_bytes())
-            .expect("writing to kubectl");
-        child.wait_with_output().expect("waiting for kubectl")
+        output_with_stdin(self.kubectl().args(args), stdin.as_bytes())
     }
 
     /// `kubectl ARGS`; panics with kubectl's words unless it succeeds;

@@ -186,6 +186,26 @@ pub fn run_ok(cmd: &mut Command) -> Output {
     out
 }
 
+/// Runs `cmd` with `input` on its stdin, its stdout and stderr captured,
+/// whatever the result.
+pub fn output_with_stdin(cmd: &mut Command, input: &[u8]) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {cmd:?}: {e}"));
+    child
+        .stdin
+        .take()
+        .expect("a piped stdin")
+        .write_all(input)
+        .unwrap_or_else(|e| panic!("writing to {cmd:?}: {e}"));
+    child
+        .wait_with_output()
+        .unwrap_or_else(|e| panic!("waiting for {cmd:?}: {e}"))
+}
+
 /// Runs `cmd`, requires success and returns its stdout as text.
 pub fn stdout_of(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&run_ok(cmd).stdout).into_owned()
