@@ -202,6 +202,28 @@ impl Upstream {
     }
 }
 
+/// What most tests start from: the shared API server, a fresh namespace
+/// the controller may work in, a registry without auth and an upstream
+/// whose first commit writes `app/a.yaml`.
+struct Start {
+    k: &'static Kube,
+    ns: String,
+    reg: Registry,
+    up: Upstream,
+    /// The first commit.
+    c1: String,
+}
+
+/// [`Start`], its namespace named after `name`.
+fn start(name: &str) -> Start {
+    let k = cluster();
+    let ns = namespace(k, name);
+    let reg = Registry::start(Auth::None);
+    let up = Upstream::start(GitOptions::default());
+    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
+    Start { k, ns, reg, up, c1 }
+}
+
 // ------------------------------------------------------------------ cluster objects
 
 fn git_repository(k: &Kube, ns: &str, name: &str, url: &str, secret: Option<&str>) {
@@ -875,13 +897,9 @@ fn publishes_each_fetched_revision_and_only_moves_forward() {
 /// retried with backoff, then Ready=True; nothing half-pushed.
 #[test]
 fn a_registry_outage_is_retried_until_it_publishes() {
-    let k = cluster();
-    let ns = namespace(k, "outage");
-    let reg = Registry::start(Auth::None);
+    let Start { k, ns, reg, up, c1 } = start("outage");
     let proxy = Proxy::start(reg.port);
     proxy.set_rule(|_, _| Action::Respond(503, vec![]));
-    let up = Upstream::start(GitOptions::default());
-    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
     follow_app(k, &ns, &up, &proxy.host(), "  provenance: false\n");
     fetched(k, &ns, "settings", &c1);
     let ctl = Controller::start(k, &ns, &[]);
@@ -1506,11 +1524,7 @@ fn base64(s: &str) -> String {
 /// A bad spec stalls with a message naming the field, and pushes nothing.
 #[test]
 fn a_bad_spec_stalls_naming_the_field() {
-    let k = cluster();
-    let ns = namespace(k, "stall");
-    let reg = Registry::start(Auth::None);
-    let up = Upstream::start(GitOptions::default());
-    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
+    let Start { k, ns, reg, up, c1 } = start("stall");
     git_repository(k, &ns, "settings", &up.url(), None);
     fetched(k, &ns, "settings", &c1);
     let source = "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: app\n";
@@ -1616,11 +1630,7 @@ fn a_bad_spec_stalls_naming_the_field() {
 /// ~/.kube/config, it exits saying where it looked.
 #[test]
 fn the_cluster_comes_from_kubeconfig_and_without_one_the_error_says_where_it_looked() {
-    let k = cluster();
-    let ns = namespace(k, "kubeconfig-env");
-    let reg = Registry::start(Auth::None);
-    let up = Upstream::start(GitOptions::default());
-    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
+    let Start { k, ns, reg, up, c1 } = start("kubeconfig-env");
     git_repository(k, &ns, "settings", &up.url(), None);
     fetched(k, &ns, "settings", &c1);
     app_image(k, &ns, &reg.host(), "");
@@ -1681,11 +1691,7 @@ fn the_cluster_comes_from_kubeconfig_and_without_one_the_error_says_where_it_loo
 /// other takes the Lease and publishes the next revision.
 #[test]
 fn two_replicas_one_publishes_and_the_other_takes_over() {
-    let k = cluster();
-    let ns = namespace(k, "leader");
-    let reg = Registry::start(Auth::None);
-    let up = Upstream::start(GitOptions::default());
-    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
+    let Start { k, ns, reg, up, c1 } = start("leader");
     follow_app(k, &ns, &up, &reg.host(), "");
     let lease = format!("lease-{ns}");
     let args = [
@@ -1753,12 +1759,8 @@ fn two_replicas_one_publishes_and_the_other_takes_over() {
 /// 0 without leaving temporary files.
 #[test]
 fn sigterm_mid_push_finishes_or_abandons_cleanly() {
-    let k = cluster();
-    let ns = namespace(k, "sigterm");
-    let reg = Registry::start(Auth::None);
+    let Start { k, ns, reg, up, c1 } = start("sigterm");
     let proxy = Proxy::start(reg.port);
-    let up = Upstream::start(GitOptions::default());
-    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
     follow_app(k, &ns, &up, &proxy.host(), "  provenance: false\n");
     fetched(k, &ns, "settings", &c1);
 
@@ -1951,11 +1953,7 @@ fn flux_prints_the_objects_that_follow_a_settings_image() {
 /// reconcile runs (counted as `suspended`), and resuming publishes it.
 #[test]
 fn a_git_outage_is_retried_and_a_suspended_image_waits() {
-    let k = cluster();
-    let ns = namespace(k, "gitdown");
-    let reg = Registry::start(Auth::None);
-    let up = Upstream::start(GitOptions::default());
-    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
+    let Start { k, ns, reg, up, c1 } = start("gitdown");
     // Nothing listens on this port: the mirror's clone cannot connect.
     let dead = format!("http://127.0.0.1:{}/settings.git", free_port());
     git_repository(k, &ns, "settings", &dead, None);
@@ -2376,11 +2374,7 @@ fn a_tenant_cannot_publish_another_tenants_repository() {
 /// recursive walk, runs on and publishes the next tenant's folder.
 #[test]
 fn a_folder_nested_past_the_depth_bound_stalls_and_others_still_publish() {
-    let k = cluster();
-    let ns = namespace(k, "nested");
-    let reg = Registry::start(Auth::None);
-    let up = Upstream::start(GitOptions::default());
-    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
+    let Start { k, ns, reg, up, c1 } = start("nested");
     let bare = up._root.join("srv/settings.git");
     run_ok(git_cmd(&up.home, &bare).args(["config", "core.maxTreeDepth", "100000"]));
     // 2100 folders: past the bound, few enough that git's warnings about
@@ -2510,12 +2504,8 @@ fn a_namespace_without_a_role_binding_is_said_once_and_retried_with_backoff() {
 /// second, for ever.
 #[test]
 fn an_interval_below_the_floor_is_raised_to_it() {
-    let k = cluster();
-    let ns = namespace(k, "floor");
-    let reg = Registry::start(Auth::None);
+    let Start { k, ns, reg, up, c1 } = start("floor");
     let proxy = Proxy::start(reg.port);
-    let up = Upstream::start(GitOptions::default());
-    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
     git_repository(k, &ns, "settings", &up.url(), None);
     fetched(k, &ns, "settings", &c1);
     app_image(k, &ns, &proxy.host(), "  interval: 1ms\n");
@@ -2630,12 +2620,8 @@ impl Relay {
 /// leader's process is gone. The standby then publishes the revision.
 #[test]
 fn a_leader_cut_off_from_the_api_server_exits_before_another_leads() {
-    let k = cluster();
-    let ns = namespace(k, "cutoff");
-    let reg = Registry::start(Auth::None);
+    let Start { k, ns, reg, up, c1 } = start("cutoff");
     let proxy = Proxy::start(reg.port);
-    let up = Upstream::start(GitOptions::default());
-    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
     follow_app(k, &ns, &up, &proxy.host(), "  provenance: false\n");
     let lease = format!("lease-{ns}");
     let args = [
