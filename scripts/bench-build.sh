@@ -20,30 +20,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if [ ! -x /usr/bin/time ]; then
-  if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time >/dev/null
-  else
-    echo "bench-build.sh: /usr/bin/time is missing: apt-get install time" >&2
-    exit 1
-  fi
-fi
-
-if [ -n "${SETTINGS_IMAGE_BIN:-}" ]; then
-  bin="$SETTINGS_IMAGE_BIN"   # a binary built elsewhere (must be a release build to mean anything)
-else
-  cargo build --release --locked --quiet
-  bin="$PWD/target/release/settings-image"
-fi
-
-if [ $# -ge 1 ]; then
-  work="$1"
-  mkdir -p "$work"
-else
-  work="$(mktemp -d)"
-  trap 'rm -rf "$work"' EXIT
-fi
+. scripts/bench-lib.sh bench-build
+bench_gnu_time
+# SETTINGS_IMAGE_BIN: a binary built elsewhere (a release build, to mean anything).
+bench_bin "${SETTINGS_IMAGE_BIN:-}"
+bench_work_in "${1:-}"
 
 # generate DIR FILES BYTES SEED: a deterministic settings tree.
 generate() {
@@ -97,7 +78,6 @@ for i in range(files):
 PY
 }
 
-now() { date +%s.%N; }
 
 # seconds CMD...: wall-clock seconds of one run.
 seconds() {

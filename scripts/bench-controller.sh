@@ -25,54 +25,20 @@ rounds="${1:-20}"
 # after another, for the memory figures (default 5).
 revisions="${REVISIONS:-5}"
 
-for t in docker-registry git python3 etcd curl; do
-  command -v "$t" >/dev/null || { echo "bench-controller: $t is missing: run scripts/deps.sh" >&2; exit 1; }
-done
+. scripts/bench-lib.sh bench-controller
+bench_need docker-registry git python3 etcd curl
 # SETTINGS_IMAGE_BIN: a release binary built elsewhere (else one is built).
-if [ -n "${SETTINGS_IMAGE_BIN:-}" ]; then
-  bin="$SETTINGS_IMAGE_BIN"
-else
-  cargo build --release --quiet
-  bin="$PWD/target/release/settings-image"
-fi
+bench_bin "${SETTINGS_IMAGE_BIN:-}"
 
-work="$(mktemp -d)"
-pids=()
-kube_up=""
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-  [ -n "$kube_up" ] && bash scripts/kube.sh down "$work/kube" >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+bench_work
 
 # --- the API server, Flux's GitRepository CRD, ours
-kube_up=1
-eval "$(bash scripts/kube.sh up "$work/kube")"
-export KUBECONFIG="$KUBECONFIG_OUT"
-kubectl() { "$KUBECTL" "$@"; }
-kubectl apply --server-side -f tests/fixtures/flux-crds/source.toolkit.fluxcd.io_gitrepositories.yaml >/dev/null
-kubectl apply --server-side -f config/crd/settings-image.configbutler.io_settingsimages.yaml >/dev/null
-kubectl wait --for=condition=Established --timeout=60s crd/gitrepositories.source.toolkit.fluxcd.io crd/settingsimages.settings-image.configbutler.io >/dev/null
+bench_kube_up
 kubectl create namespace bench >/dev/null
 
 # --- the registry
 reg_port="$(free_port)"
-cat > "$work/registry.yml" <<EOF
-version: 0.1
-log:
-  level: error
-  accesslog:
-    disabled: true
-storage:
-  filesystem:
-    rootdirectory: $work/registry
-http:
-  addr: 127.0.0.1:$reg_port
-EOF
-docker-registry serve "$work/registry.yml" > "$work/registry.log" 2>&1 &
-pids+=($!)
+bench_registry "127.0.0.1:$reg_port"
 reg="127.0.0.1:$reg_port"
 
 # --- the upstream repository: a 50-file folder, on the git server

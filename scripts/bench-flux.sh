@@ -29,35 +29,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-5}"
-for t in docker-registry git python3 curl jq openssl ip; do
-  command -v "$t" >/dev/null || { echo "bench-flux: $t is missing: run scripts/deps.sh" >&2; exit 1; }
-done
-if [ -n "${SETTINGS_IMAGE_BIN:-}" ]; then
-  bin="$SETTINGS_IMAGE_BIN"
-else
-  cargo build --release --quiet
-  bin="$PWD/target/release/settings-image"
-fi
+. scripts/bench-lib.sh bench-flux
+bench_need docker-registry git python3 curl jq openssl ip
+bench_bin "${SETTINGS_IMAGE_BIN:-}"
 
-work="$(mktemp -d)"
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-  bash scripts/flux.sh down "$work/flux" >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-now() { date +%s.%N; }
-ms() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%d", (b-a)*1000}'; }
+bench_work
 
 # --- Flux
-flux_cache=$(bash scripts/flux.sh build)
-eval "$(bash scripts/flux.sh up "$work/flux")"
-export KUBECONFIG
-kubectl() { "$KUBECTL" "$@"; }
-certs="$KUBE_STATE_DIR/certs"
-api() { curl -fsS --cacert "$certs/ca.crt" --cert "$certs/admin.crt" --key "$certs/admin.key" "$APISERVER_URL$1"; }
+bench_flux_up
 kubectl apply --server-side -f config/crd/settings-image.configbutler.io_settingsimages.yaml >/dev/null
 kubectl wait --for=condition=Established --timeout=60s crd/settingsimages.settings-image.configbutler.io >/dev/null
 ns=bench
@@ -76,42 +55,14 @@ ip=$(ip -4 -o addr show scope global | awk '{print $4}' | cut -d/ -f1 | head -1)
   openssl x509 -req -in reg.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -sha256 -extfile reg.ext -out reg.crt
 ) 2>/dev/null
 reg_port=$(python3 -c "import socket; s=socket.socket(); s.bind(('$ip',0)); print(s.getsockname()[1])")
-cat > "$work/registry.yml" <<EOF
-version: 0.1
-log:
-  level: error
-  accesslog:
-    disabled: true
-storage:
-  filesystem:
-    rootdirectory: $work/registry
-http:
-  addr: $ip:$reg_port
-  tls:
-    certificate: $work/reg.crt
-    key: $work/reg.key
-EOF
-docker-registry serve "$work/registry.yml" > "$work/registry.log" 2>&1 &
-pids+=($!)
+bench_registry "$ip:$reg_port" --tls "$work/reg.crt" "$work/reg.key"
 reg="$ip:$reg_port"
 export SSL_CERT_FILE="$work/ca.crt"
 for _ in $(seq 100); do curl -fsS --cacert "$work/ca.crt" "https://$reg/v2/" >/dev/null 2>&1 && break; sleep 0.1; done
 kubectl -n "$ns" create secret generic registry-ca --from-file=ca.crt="$work/ca.crt" >/dev/null
 
 # --- git: the settings and cluster repositories behind git http-backend
-export GIT_CONFIG_GLOBAL="$work/gitconfig" GIT_CONFIG_NOSYSTEM=1
-mkdir -p "$work/srv"
-git config --global user.name bench; git config --global user.email bench@example.com
-for r in settings cluster; do
-  git init -q --bare -b main "$work/srv/$r.git"
-  git -C "$work/srv/$r.git" config http.receivepack true
-  git clone -q "$work/srv/$r.git" "$work/$r" 2>/dev/null
-  git -C "$work/$r" checkout -q -B main
-done
-python3 tests/support_git/serve.py --root "$work/srv" --log "$work/git.log" > "$work/git.port" &
-pids+=($!)
-for _ in $(seq 100); do [ -s "$work/git.port" ] && break; sleep 0.1; done
-git_url="http://127.0.0.1:$(cat "$work/git.port")"
+bench_git_repos settings cluster
 
 # 50 files in each folder; one image per path.
 for d in push ctl; do

@@ -55,30 +55,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if [ ! -x /usr/bin/time ]; then
-  if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time >/dev/null
-  else
-    echo "bench-history.sh: /usr/bin/time is missing: apt-get install time" >&2
-    exit 1
-  fi
-fi
-
-if [ -n "${SETTINGS_IMAGE_BIN:-}" ]; then
-  bin="$SETTINGS_IMAGE_BIN"   # a binary built elsewhere (must be a release build to mean anything)
-else
-  cargo build --release --locked --quiet
-  bin="$PWD/target/release/settings-image"
-fi
-
-if [ $# -ge 1 ]; then
-  work="$1"
-  mkdir -p "$work"
-else
-  work="$(mktemp -d)"
-  trap 'rm -rf "$work"' EXIT
-fi
+. scripts/bench-lib.sh bench-history
+bench_gnu_time
+# SETTINGS_IMAGE_BIN: a binary built elsewhere (a release build, to mean anything).
+bench_bin "${SETTINGS_IMAGE_BIN:-}"
+bench_work_in "${1:-}"
 export HOME="$work" GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
 unset GITHUB_TOKEN GITHUB_REPOSITORY GH_TOKEN
 repo="$work/repo"
@@ -240,7 +221,6 @@ while n < TOTAL:
 PY
 }
 
-now() { date +%s.%N; }
 # seconds CMD...: "WALL CPU" of one run. CPU is the user + sys time of the
 # processes it starts: bash's `times` (children, millisecond resolution),
 # run in this shell (not in a `$( )` subshell) just before and after, with

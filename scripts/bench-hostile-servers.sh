@@ -35,39 +35,19 @@ cd "$(dirname "$0")/.."
 cases=(${CASES:-refs-v1 refs-v2 acks tags-endless tags-loop})
 cap_mib="${CAP_MIB:-1024}"
 
-for t in git python3 etcd curl; do
-  command -v "$t" >/dev/null || { echo "bench-hostile-servers: $t is missing: run scripts/deps.sh" >&2; exit 1; }
-done
-if [ -n "${SETTINGS_IMAGE_BIN:-}" ]; then
-  bin="$SETTINGS_IMAGE_BIN"
-else
-  cargo build --release --quiet
-  bin="$PWD/target/release/settings-image"
-fi
+. scripts/bench-lib.sh bench-hostile-servers
+bench_need git python3 etcd curl
+bench_bin "${SETTINGS_IMAGE_BIN:-}"
 bins=()
 [ -n "${BEFORE_BIN:-}" ] && bins+=("before=$BEFORE_BIN")
 bins+=("after=$bin")
 
-work="$(mktemp -d)"
-pids=()
-kube_up=""
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-  [ -n "$kube_up" ] && bash scripts/kube.sh down "$work/kube" >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+bench_work
 # The port a helper prints on its first line, once it is there.
 port_of() { for _ in $(seq 200); do [ -s "$1" ] && { head -1 "$1"; return; }; sleep 0.05; done; echo "bench-hostile-servers: $1 never got a port" >&2; exit 1; }
 
 # --- the API server, Flux's GitRepository CRD, ours
-kube_up=1
-eval "$(bash scripts/kube.sh up "$work/kube")"
-export KUBECONFIG="$KUBECONFIG_OUT"
-kubectl() { "$KUBECTL" "$@"; }
-kubectl apply --server-side -f tests/fixtures/flux-crds/source.toolkit.fluxcd.io_gitrepositories.yaml >/dev/null
-kubectl apply --server-side -f config/crd/settings-image.configbutler.io_settingsimages.yaml >/dev/null
-kubectl wait --for=condition=Established --timeout=60s crd/gitrepositories.source.toolkit.fluxcd.io crd/settingsimages.settings-image.configbutler.io >/dev/null
+bench_kube_up
 
 # --- a real git server with one commit (for the tag-list cases)
 mkdir -p "$work/srv"

@@ -12,44 +12,14 @@
 # is streamed, never held in memory). Exits 1 when it does not.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-for t in docker-registry skopeo python3; do
-  command -v "$t" >/dev/null || { echo "bench-memory: $t is missing: run scripts/deps.sh" >&2; exit 1; }
-done
+. scripts/bench-lib.sh bench-memory
+bench_need docker-registry skopeo python3
 # SETTINGS_IMAGE_BIN names another build (e.g. target/debug/settings-image).
-bin="${SETTINGS_IMAGE_BIN:-}"
-if [ -z "$bin" ]; then
-  cargo build --release --quiet
-  bin="$PWD/target/release/settings-image"
-fi
+bench_bin "${SETTINGS_IMAGE_BIN:-}"
 
-work="$(mktemp -d)"
-reg_pid=""
-cleanup() {
-  if [ -n "$reg_pid" ]; then
-    kill "$reg_pid" 2>/dev/null || true
-    wait "$reg_pid" 2>/dev/null || true
-  fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
-cat > "$work/config.yml" <<CONF
-version: 0.1
-log:
-  level: error
-storage:
-  filesystem:
-    rootdirectory: $work/data
-http:
-  addr: 127.0.0.1:$port
-CONF
-docker-registry serve "$work/config.yml" > "$work/registry.log" 2>&1 &
-reg_pid=$!
-for _ in $(seq 100); do
-  (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-  sleep 0.1
-done
+bench_work
+port="$(free_port)"
+bench_registry "127.0.0.1:$port"
 host="127.0.0.1:$port"
 
 mkdir -p "$work/small" "$work/big" "$work/docker"

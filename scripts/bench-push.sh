@@ -70,15 +70,9 @@ rounds="${1:-5}"
 need=(docker-registry python3 git curl)
 [ -n "$latency" ] || need+=(buildah umoci skopeo)
 [ -z "$peers" ] || need+=(oras crane tar gzip)
-for t in "${need[@]}"; do
-  command -v "$t" >/dev/null || { echo "bench-push: $t is missing: run scripts/deps.sh" >&2; exit 1; }
-done
-if [ -n "${BENCH_BIN:-}" ]; then
-  bin="$BENCH_BIN"
-else
-  cargo build --release --quiet
-  bin="$PWD/target/release/settings-image"
-fi
+. scripts/bench-lib.sh bench-push
+bench_need "${need[@]}"
+bench_bin "${BENCH_BIN:-}"
 baseline="${BASELINE_BIN:-}"
 
 work="$(mktemp -d)"
@@ -105,15 +99,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() {
-  for _ in $(seq 100); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    sleep 0.1
-  done
-  echo "bench-push: nothing listens on 127.0.0.1:$1" >&2
-  exit 1
-}
 
 port="$(free_port)"
 cat > "$work/config.yml" <<EOF
@@ -130,7 +115,7 @@ http:
 EOF
 docker-registry serve "$work/config.yml" > "$work/access.log" 2> "$work/registry.err" &
 pids+=($!)
-wait_port "$port"
+wait_port 127.0.0.1 "$port"
 host="127.0.0.1:$port"
 
 # The 50-file folder.
@@ -220,7 +205,7 @@ asyncio.run(main())
 EOF
   python3 "$work/latency.py" "$pport" "$port" "$latency" 2> "$work/proxy.err" &
   pids+=($!)
-  wait_port "$pport"
+  wait_port 127.0.0.1 "$pport"
   via="127.0.0.1:$pport"
 fi
 

@@ -30,34 +30,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-5}"
-for t in git python3 curl jq; do
-  command -v "$t" >/dev/null || { echo "bench-rollout: $t is missing: run scripts/deps.sh" >&2; exit 1; }
-done
-if [ -n "${SETTINGS_IMAGE_BIN:-}" ]; then
-  bin="$SETTINGS_IMAGE_BIN"
-else
-  cargo build --release --quiet
-  bin="$PWD/target/release/settings-image"
-fi
+. scripts/bench-lib.sh bench-rollout
+bench_need git python3 curl jq
+bench_bin "${SETTINGS_IMAGE_BIN:-}"
 
-work="$(mktemp -d /tmp/si-rollout.XXXXXX)"
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-  bash scripts/flux.sh down "$work/flux" >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-now() { date +%s.%N; }
-ms() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%d", (b-a)*1000}'; }
+bench_work /tmp/si-rollout.XXXXXX
 
 # --- the node and Flux
-flux_cache=$(bash scripts/flux.sh build)
-eval "$(bash scripts/flux.sh up "$work/flux" --node)"
-export KUBECONFIG
-kubectl() { "$KUBECTL" "$@"; }
-certs="$KUBE_STATE_DIR/certs"
-api() { curl -fsS --cacert "$certs/ca.crt" --cert "$certs/admin.crt" --key "$certs/admin.key" "$APISERVER_URL$1"; }
+bench_flux_up --node
 ns=bench
 kubectl create namespace "$ns" >/dev/null
 # The node's own registry: `push` and Flux trust its CA.
@@ -66,19 +46,7 @@ export SSL_CERT_FILE="$REGISTRY_CA"
 kubectl -n "$ns" create secret generic registry-ca --from-file=ca.crt="$REGISTRY_CA" >/dev/null
 
 # --- git: the settings and cluster repositories behind git http-backend
-export GIT_CONFIG_GLOBAL="$work/gitconfig" GIT_CONFIG_NOSYSTEM=1
-mkdir -p "$work/srv"
-git config --global user.name bench; git config --global user.email bench@example.com
-for r in settings cluster; do
-  git init -q --bare -b main "$work/srv/$r.git"
-  git -C "$work/srv/$r.git" config http.receivepack true
-  git clone -q "$work/srv/$r.git" "$work/$r" 2>/dev/null
-  git -C "$work/$r" checkout -q -B main
-done
-python3 tests/support_git/serve.py --root "$work/srv" --log "$work/git.log" > "$work/git.port" &
-pids+=($!)
-for _ in $(seq 100); do [ -s "$work/git.port" ] && break; sleep 0.1; done
-git_url="http://127.0.0.1:$(cat "$work/git.port")"
+bench_git_repos settings cluster
 
 # A 50-file folder; the Deployment's container prints file1.yaml.
 mkdir -p "$work/settings/configs/shop"

@@ -23,12 +23,10 @@ bins=("$@")
 files="${FILES:-4}"
 mib="${MIB:-15}"
 shape="${SHAPE:-docs}"
-for t in python3 /usr/bin/time; do
-  command -v "$t" >/dev/null || { echo "bench-scan-memory: $t is missing: run scripts/deps.sh" >&2; exit 1; }
-done
+. scripts/bench-lib.sh bench-scan-memory
+bench_need python3 /usr/bin/time
 
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
+bench_work
 mkdir -p "$work/cluster" "$work/settings"
 python3 - "$work/cluster" "$files" "$mib" "$shape" <<'PY'
 import sys

@@ -14,35 +14,12 @@ cd "$(dirname "$0")/.."
 bins=("$@")
 [ ${#bins[@]} -eq 0 ] && bins=(target/debug/settings-image)
 mib="${BOMB_MIB:-2048}"
-for t in docker-registry git python3 /usr/bin/time; do
-  command -v "$t" >/dev/null || { echo "bench-verify-bomb: $t is missing: run scripts/deps.sh" >&2; exit 1; }
-done
+. scripts/bench-lib.sh bench-verify-bomb
+bench_need docker-registry git python3 /usr/bin/time
 
-work="$(mktemp -d)"
-reg_pid=""
-cleanup() {
-  [ -n "$reg_pid" ] && kill "$reg_pid" 2>/dev/null && wait "$reg_pid" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
-cat > "$work/config.yml" <<EOF
-version: 0.1
-log:
-  level: error
-storage:
-  filesystem:
-    rootdirectory: $work/data
-http:
-  addr: 127.0.0.1:$port
-EOF
-docker-registry serve "$work/config.yml" > "$work/registry.log" 2>&1 &
-reg_pid=$!
-for _ in $(seq 100); do
-  (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-  sleep 0.1
-done
+bench_work
+port="$(free_port)"
+bench_registry "127.0.0.1:$port"
 repo="127.0.0.1:$port/team/settings"
 
 # A settings repository and a faithful push (with provenance).

@@ -23,35 +23,12 @@ bins=("$@")
 [ ${#bins[@]} -eq 0 ] && bins=(target/release/settings-image)
 runs="${RUNS:-3}"
 limit="${LIMIT:-600}"
-for t in docker-registry python3 /usr/bin/time timeout; do
-  command -v "$t" >/dev/null || { echo "bench-windows: $t is missing: run scripts/deps.sh" >&2; exit 1; }
-done
+. scripts/bench-lib.sh bench-windows
+bench_need docker-registry python3 /usr/bin/time timeout
 
-work="$(mktemp -d)"
-reg_pid=""
-cleanup() {
-  if [ -n "$reg_pid" ]; then kill "$reg_pid" 2>/dev/null; wait "$reg_pid" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
-cat > "$work/config.yml" <<EOF
-version: 0.1
-log:
-  level: error
-storage:
-  filesystem:
-    rootdirectory: $work/data
-http:
-  addr: 127.0.0.1:$port
-EOF
-docker-registry serve "$work/config.yml" > "$work/registry.log" 2>&1 &
-reg_pid=$!
-for _ in $(seq 100); do
-  (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-  sleep 0.1
-done
+bench_work
+port="$(free_port)"
+bench_registry "127.0.0.1:$port"
 repo="127.0.0.1:$port/team/settings"
 mkdir -p "$work/shop" && echo "port: 8080" > "$work/shop/app.yaml"
 "${bins[0]}" push --path "$work/shop" --repository "$repo" --tag main-1700000000-abcdef0 \

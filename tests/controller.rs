@@ -22,22 +22,22 @@ use crate::support_login;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use common::cmd::TestCommand;
+use common::controller::{
+    Process, SYSTEM, apply_config, bind_controller, controller_command, http_get,
+    service_account_kubeconfig, service_account_token,
+};
 use common::git::{git_at, git_cmd};
 use common::git_server::{GitServer, Options as GitOptions};
 use common::kube::{Kube, condition, kube};
 use common::registry::{Action, Auth, Proxy, Registry, free_port, tags_of};
 use common::{Node, TempDir, bin, eventually, pulled_files, repo, require, run_ok, stdout_of};
-
-/// The namespace `config/` installs into.
-const SYSTEM: &str = "settings-image-system";
 
 /// The API server with Flux's CRDs, ours, and `config/` applied (once).
 fn cluster() -> &'static Kube {
@@ -45,19 +45,7 @@ fn cluster() -> &'static Kube {
     let k = kube();
     DONE.get_or_init(|| {
         k.install_flux_crds();
-        // Server-side: each test is a process of its own, and several may
-        // install at once; a client-side apply races (AlreadyExists).
-        let out = k
-            .kubectl()
-            .args(["apply", "--server-side", "--force-conflicts", "-k"])
-            .arg(repo().join("config"))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "kubectl apply -k config/ failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        apply_config(k);
         run_ok(k.kubectl().args([
             "wait",
             "--for=condition=Established",
@@ -73,11 +61,7 @@ fn cluster() -> &'static Kube {
 fn namespace(k: &Kube, name: &str) -> String {
     let ns = format!("{name}-{:x}", fastrand_u32());
     k.namespace(&ns);
-    k.apply(&format!(
-        "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: settings-image-controller\n  namespace: {ns}\n\
-         roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: settings-image-controller\n\
-         subjects:\n- kind: ServiceAccount\n  name: settings-image-controller\n  namespace: {SYSTEM}\n"
-    ));
+    bind_controller(k, &ns);
     ns
 }
 
@@ -100,36 +84,9 @@ fn service_account_kubeconfig_at(k: &Kube, dir: &Path, server: &str) -> PathBuf 
         .lock()
         .unwrap()
         .entry(k.kubeconfig.clone())
-        .or_insert_with(|| {
-            stdout_of(k.kubectl().args([
-                "create",
-                "token",
-                "settings-image-controller",
-                "-n",
-                SYSTEM,
-                "--duration=2h",
-            ]))
-            .trim()
-            .to_string()
-        })
+        .or_insert_with(|| service_account_token(k, "2h"))
         .clone();
-    let admin: String = std::fs::read_to_string(&k.kubeconfig).unwrap();
-    let ca = admin
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("certificate-authority-data: "))
-        .expect("the admin kubeconfig's CA");
-    let path = dir.join("sa.kubeconfig");
-    std::fs::write(
-        &path,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority-data: {ca}\n\
-             users:\n- name: sa\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: sa\n    namespace: {SYSTEM}\n\
-             current-context: c\n",
-            server
-        ),
-    )
-    .unwrap();
-    path
+    service_account_kubeconfig(k, dir, server, &token)
 }
 
 // ------------------------------------------------------------------ git
@@ -245,6 +202,28 @@ impl Upstream {
     }
 }
 
+/// What most tests start from: the shared API server, a fresh namespace
+/// the controller may work in, a registry without auth and an upstream
+/// whose first commit writes `app/a.yaml`.
+struct Start {
+    k: &'static Kube,
+    ns: String,
+    reg: Registry,
+    up: Upstream,
+    /// The first commit.
+    c1: String,
+}
+
+/// [`Start`], its namespace named after `name`.
+fn start(name: &str) -> Start {
+    let k = cluster();
+    let ns = namespace(k, name);
+    let reg = Registry::start(Auth::None);
+    let up = Upstream::start(GitOptions::default());
+    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
+    Start { k, ns, reg, up, c1 }
+}
+
 // ------------------------------------------------------------------ cluster objects
 
 fn git_repository(k: &Kube, ns: &str, name: &str, url: &str, secret: Option<&str>) {
@@ -271,23 +250,32 @@ fn fetched_as(k: &Kube, ns: &str, name: &str, revision: &str, commit: &str) {
         "url": format!("http://source-controller.flux-system.svc.cluster.local./gitrepository/{ns}/{name}/{commit}.tar.gz"),
         "lastUpdateTime": "2026-01-01T00:00:00Z",
     }}});
-    run_ok(k.kubectl().args([
-        "patch",
-        "gitrepository",
-        name,
-        "-n",
-        ns,
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        &status.to_string(),
-    ]));
+    k.patch_status(ns, "gitrepository", name, &status.to_string());
 }
 
 fn settings_image(k: &Kube, ns: &str, name: &str, spec: &str) {
     k.apply(&format!(
         "apiVersion: settings-image.configbutler.io/v1alpha1\nkind: SettingsImage\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n{spec}"
     ));
+}
+
+/// SettingsImage `app`: the folder `app` of GitRepository `settings`
+/// published to `HOST/app`, `more` (spec lines) added.
+fn app_image(k: &Kube, ns: &str, host: &str, more: &str) {
+    settings_image(
+        k,
+        ns,
+        "app",
+        &format!(
+            "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: app\n  repository: {host}/app\n{more}"
+        ),
+    );
+}
+
+/// GitRepository `settings` of `up` (no Secret) and [`app_image`] of it.
+fn follow_app(k: &Kube, ns: &str, up: &Upstream, host: &str, more: &str) {
+    git_repository(k, ns, "settings", &up.url(), None);
+    app_image(k, ns, host, more);
 }
 
 /// [`Kube::get`], as `controller/rollout.rs` calls it.
@@ -297,12 +285,20 @@ fn get(k: &Kube, ns: &str, what: &str) -> Value {
 
 /// The Events on SettingsImage `name`: (type, reason, note).
 fn events(k: &Kube, ns: &str, name: &str) -> Vec<(String, String, String)> {
+    events_of(k, ns, "SettingsImage", Some(name))
+}
+
+/// The Events (events.k8s.io) in `ns` regarding objects of `kind`, of the
+/// one named `name` if given: (type, reason, note).
+fn events_of(k: &Kube, ns: &str, kind: &str, name: Option<&str>) -> Vec<(String, String, String)> {
     let v = k.get(ns, "events.events.k8s.io");
     v["items"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|e| e["regarding"]["name"] == name && e["regarding"]["kind"] == "SettingsImage")
+        .filter(|e| {
+            e["regarding"]["kind"] == kind && name.is_none_or(|n| e["regarding"]["name"] == n)
+        })
         .map(|e| {
             (
                 e["type"].as_str().unwrap_or_default().to_string(),
@@ -351,15 +347,29 @@ enum ConfigFrom {
     Env,
 }
 
-/// `settings-image controller` as a process; killed on drop.
+/// `settings-image controller` as a process ([`Process`]: its log, pid,
+/// SIGTERM and exit); killed on drop.
 struct Controller {
-    child: Option<Child>,
-    log: PathBuf,
+    process: Process,
     /// Its TMPDIR (the temporary layer files land here).
     tmp: PathBuf,
     metrics: u16,
     probes: u16,
     _dir: TempDir,
+}
+
+impl std::ops::Deref for Controller {
+    type Target = Process;
+
+    fn deref(&self) -> &Process {
+        &self.process
+    }
+}
+
+impl std::ops::DerefMut for Controller {
+    fn deref_mut(&mut self) -> &mut Process {
+        &mut self.process
+    }
 }
 
 impl Controller {
@@ -394,32 +404,22 @@ impl Controller {
         let kubeconfig = service_account_kubeconfig_at(k, dir.path(), server);
         let tmp = dir.join("tmp");
         std::fs::create_dir_all(&tmp).unwrap();
-        let log = dir.join("controller.log");
         let (metrics, probes) = (free_port(), free_port());
-        let mut cmd = Command::new(bin());
-        cmd.arg("controller").env_remove("KUBECONFIG");
+        let mut cmd = controller_command(
+            ns,
+            &format!("127.0.0.1:{metrics}"),
+            &format!("127.0.0.1:{probes}"),
+            &dir.join("cache"),
+        );
         match from {
             ConfigFrom::Flag => cmd.arg("--kubeconfig").arg(&kubeconfig),
             ConfigFrom::Env => cmd.env("KUBECONFIG", &kubeconfig),
         };
-        let child = cmd
-            .args(["--namespace", ns])
-            .arg(format!("--metrics-bind-address=127.0.0.1:{metrics}"))
-            .arg(format!("--health-probe-bind-address=127.0.0.1:{probes}"))
-            .arg("--cache-dir")
-            .arg(dir.join("cache"))
-            .args(extra)
+        cmd.args(extra)
             .envs(env.iter().copied())
-            .env("TMPDIR", &tmp)
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
+            .env("TMPDIR", &tmp);
         let mut ctl = Controller {
-            child: Some(child),
-            log,
+            process: Process::spawn(&mut cmd, dir.join("controller.log")),
             tmp,
             metrics,
             probes,
@@ -427,51 +427,9 @@ impl Controller {
         };
         // Started means serving: every test reads /metrics or the probes,
         // and a scrape before the listener is bound sees no answer at all.
-        eventually(Duration::from_secs(120), Duration::from_millis(50), || {
-            if Controller::http(ctl.metrics, "/metrics").0 == 200 {
-                return Ok(());
-            }
-            if let Some(status) = ctl.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!("the controller exited ({status}):\n{}", ctl.logs());
-            }
-            Err(format!("no /metrics:\n{}", ctl.logs()))
-        });
+        ctl.process
+            .wait_serving(metrics, "/metrics", Duration::from_millis(50));
         ctl
-    }
-
-    fn logs(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.as_ref().unwrap().id()
-    }
-
-    /// Sends SIGTERM and waits for the exit code (a process still there
-    /// after two minutes is a failure, not a hang).
-    fn terminate(&mut self) -> i32 {
-        run_ok(Command::new("kill").args(["-TERM", &self.pid().to_string()]));
-        let child = self.child.as_mut().unwrap();
-        let status = eventually(Duration::from_secs(120), Duration::from_millis(50), || {
-            child
-                .try_wait()
-                .unwrap()
-                .ok_or_else(|| "still running after SIGTERM".to_string())
-        });
-        self.child = None;
-        status.code().unwrap_or(-1)
-    }
-
-    /// `GET http://127.0.0.1:PORT/PATH`: (status, body).
-    fn http(port: u16, path: &str) -> (u16, String) {
-        let out = Command::new(require("curl"))
-            .args(["-s", "-o", "-", "-w", "\n%{http_code}"])
-            .arg(format!("http://127.0.0.1:{port}{path}"))
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
-        (code.trim().parse().unwrap_or(0), body.to_string())
     }
 
     /// Waits until SettingsImage `name` satisfies `pred` (polling its
@@ -512,13 +470,43 @@ impl Controller {
     }
 }
 
-impl Drop for Controller {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
+/// No temporary layer file of the controller is left in its TMPDIR.
+fn assert_no_layer_files(ctl: &Controller) {
+    let left: Vec<_> = std::fs::read_dir(&ctl.tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(
+        left.iter()
+            .all(|n| !n.to_string_lossy().starts_with("settings-image-layer-")),
+        "{left:?}"
+    );
+}
+
+/// `settings_image_reconciles_total{result="RESULT"}` of scraped metrics
+/// (0 before the first).
+fn reconciles(m: &BTreeMap<String, f64>, result: &str) -> f64 {
+    m.get(&format!(
+        "settings_image_reconciles_total{{result=\"{result}\"}}"
+    ))
+    .copied()
+    .unwrap_or(0.0)
+}
+
+/// Asks for a reconcile of SettingsImage `name` as Flux's CLI does (the
+/// `reconcile.fluxcd.io/requestedAt` annotation): a trigger that changes
+/// nothing the controller publishes.
+fn request_reconcile(k: &Kube, ns: &str, name: &str) {
+    run_ok(k.kubectl().args([
+        "annotate",
+        "--overwrite",
+        "settingsimage",
+        name,
+        "-n",
+        ns,
+        "reconcile.fluxcd.io/requestedAt=1",
+    ]));
 }
 
 fn is_ready_for(revision: &str) -> impl Fn(&Value) -> bool + '_ {
@@ -531,7 +519,7 @@ fn is_ready_for(revision: &str) -> impl Fn(&Value) -> bool + '_ {
 /// The metric samples of the text `/metrics` serves, parsed by Python's
 /// `prometheus_client` (OpenMetrics parser): name{labels} -> value.
 fn scrape(port: u16) -> BTreeMap<String, f64> {
-    let (code, body) = Controller::http(port, "/metrics");
+    let (code, body) = http_get(port, "/metrics");
     assert_eq!(code, 200, "{body}");
     let script = r#"
 import sys, json
@@ -543,21 +531,10 @@ for fam in text_string_to_metric_families(sys.stdin.read()):
         out[s.name + ("{" + labels + "}" if labels else "")] = s.value
 print(json.dumps(out))
 "#;
-    let mut child = Command::new(require("python3"))
-        .args(["-c", script])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(body.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = common::output_with_stdin(
+        Command::new(require("python3")).args(["-c", script]),
+        body.as_bytes(),
+    );
     assert!(
         out.status.success(),
         "prometheus_client could not parse /metrics (run scripts/deps.sh):\n{}\n{body}",
@@ -844,36 +821,13 @@ fn publishes_each_fetched_revision_and_only_moves_forward() {
     proxy.take();
     let before = scrape(ctl.metrics);
     let status = json!({"status": {"artifact": {"lastUpdateTime": "2026-01-02T00:00:00Z"}}});
-    run_ok(k.kubectl().args([
-        "patch",
-        "gitrepository",
-        "settings",
-        "-n",
-        &ns,
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        &status.to_string(),
-    ]));
+    k.patch_status(&ns, "gitrepository", "settings", &status.to_string());
     // Wait for the controller to have seen the change: the GitRepository's
     // resourceVersion moved and a later, unrelated trigger (an annotation
     // Flux uses to ask for a reconcile) is handled before we count.
-    run_ok(k.kubectl().args([
-        "annotate",
-        "--overwrite",
-        "settingsimage",
-        "shop",
-        "-n",
-        &ns,
-        "reconcile.fluxcd.io/requestedAt=1",
-    ]));
-    let unchanged = |m: &BTreeMap<String, f64>| {
-        m.get("settings_image_reconciles_total{result=\"unchanged\"}")
-            .copied()
-            .unwrap_or(0.0)
-    };
+    request_reconcile(k, &ns, "shop");
     ctl.metrics_until("no unchanged reconcile", |m| {
-        unchanged(m) > unchanged(&before)
+        reconciles(m, "unchanged") > reconciles(&before, "unchanged")
     });
     assert_eq!(
         proxy.take().len(),
@@ -926,8 +880,8 @@ fn publishes_each_fetched_revision_and_only_moves_forward() {
         "{m:?}"
     );
     assert_eq!(m.get("settings_image_leader"), Some(&1.0));
-    assert_eq!(Controller::http(ctl.probes, "/healthz").0, 200);
-    assert_eq!(Controller::http(ctl.probes, "/readyz").0, 200);
+    assert_eq!(http_get(ctl.probes, "/healthz").0, 200);
+    assert_eq!(http_get(ctl.probes, "/readyz").0, 200);
     // JSON logs: every line is one object with ts, level and msg.
     for line in ctl.logs().lines() {
         let v: Value =
@@ -943,23 +897,10 @@ fn publishes_each_fetched_revision_and_only_moves_forward() {
 /// retried with backoff, then Ready=True; nothing half-pushed.
 #[test]
 fn a_registry_outage_is_retried_until_it_publishes() {
-    let k = cluster();
-    let ns = namespace(k, "outage");
-    let reg = Registry::start(Auth::None);
+    let Start { k, ns, reg, up, c1 } = start("outage");
     let proxy = Proxy::start(reg.port);
     proxy.set_rule(|_, _| Action::Respond(503, vec![]));
-    let up = Upstream::start(GitOptions::default());
-    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
-    git_repository(k, &ns, "settings", &up.url(), None);
-    settings_image(
-        k,
-        &ns,
-        "app",
-        &format!(
-            "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: app\n  repository: {}/app\n  provenance: false\n",
-            proxy.host()
-        ),
-    );
+    follow_app(k, &ns, &up, &proxy.host(), "  provenance: false\n");
     fetched(k, &ns, "settings", &c1);
     let ctl = Controller::start(k, &ns, &[]);
     let v = ctl.wait(k, &ns, "app", "Ready=False RegistryOperationFailed", |v| {
@@ -1017,15 +958,12 @@ fn a_failure_after_publishing_says_what_is_published() {
     });
     let up = Upstream::start(GitOptions::default());
     let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
-    git_repository(k, &ns, "settings", &up.url(), None);
-    settings_image(
+    follow_app(
         k,
         &ns,
-        "app",
-        &format!(
-            "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: app\n  repository: {}/app\n  branchTag: main\n  provenance: false\n",
-            proxy.host()
-        ),
+        &up,
+        &proxy.host(),
+        "  branchTag: main\n  provenance: false\n",
     );
     fetched(k, &ns, "settings", &c1);
     let ctl = Controller::start(k, &ns, &[]);
@@ -1586,11 +1524,7 @@ fn base64(s: &str) -> String {
 /// A bad spec stalls with a message naming the field, and pushes nothing.
 #[test]
 fn a_bad_spec_stalls_naming_the_field() {
-    let k = cluster();
-    let ns = namespace(k, "stall");
-    let reg = Registry::start(Auth::None);
-    let up = Upstream::start(GitOptions::default());
-    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
+    let Start { k, ns, reg, up, c1 } = start("stall");
     git_repository(k, &ns, "settings", &up.url(), None);
     fetched(k, &ns, "settings", &c1);
     let source = "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: app\n";
@@ -1696,22 +1630,10 @@ fn a_bad_spec_stalls_naming_the_field() {
 /// ~/.kube/config, it exits saying where it looked.
 #[test]
 fn the_cluster_comes_from_kubeconfig_and_without_one_the_error_says_where_it_looked() {
-    let k = cluster();
-    let ns = namespace(k, "kubeconfig-env");
-    let reg = Registry::start(Auth::None);
-    let up = Upstream::start(GitOptions::default());
-    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
+    let Start { k, ns, reg, up, c1 } = start("kubeconfig-env");
     git_repository(k, &ns, "settings", &up.url(), None);
     fetched(k, &ns, "settings", &c1);
-    settings_image(
-        k,
-        &ns,
-        "app",
-        &format!(
-            "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: app\n  repository: {}/app\n",
-            reg.host()
-        ),
-    );
+    app_image(k, &ns, &reg.host(), "");
     let ctl = Controller::start_from(k, &ns, &[], &[], ConfigFrom::Env);
     ctl.wait(
         k,
@@ -1769,21 +1691,8 @@ fn the_cluster_comes_from_kubeconfig_and_without_one_the_error_says_where_it_loo
 /// other takes the Lease and publishes the next revision.
 #[test]
 fn two_replicas_one_publishes_and_the_other_takes_over() {
-    let k = cluster();
-    let ns = namespace(k, "leader");
-    let reg = Registry::start(Auth::None);
-    let up = Upstream::start(GitOptions::default());
-    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
-    git_repository(k, &ns, "settings", &up.url(), None);
-    settings_image(
-        k,
-        &ns,
-        "app",
-        &format!(
-            "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: app\n  repository: {}/app\n",
-            reg.host()
-        ),
-    );
+    let Start { k, ns, reg, up, c1 } = start("leader");
+    follow_app(k, &ns, &up, &reg.host(), "");
     let lease = format!("lease-{ns}");
     let args = [
         "--leader-elect",
@@ -1850,49 +1759,13 @@ fn two_replicas_one_publishes_and_the_other_takes_over() {
 /// 0 without leaving temporary files.
 #[test]
 fn sigterm_mid_push_finishes_or_abandons_cleanly() {
-    let k = cluster();
-    let ns = namespace(k, "sigterm");
-    let reg = Registry::start(Auth::None);
+    let Start { k, ns, reg, up, c1 } = start("sigterm");
     let proxy = Proxy::start(reg.port);
-    let up = Upstream::start(GitOptions::default());
-    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
-    git_repository(k, &ns, "settings", &up.url(), None);
-    settings_image(
-        k,
-        &ns,
-        "app",
-        &format!(
-            "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: app\n  repository: {}/app\n  provenance: false\n",
-            proxy.host()
-        ),
-    );
+    follow_app(k, &ns, &up, &proxy.host(), "  provenance: false\n");
     fetched(k, &ns, "settings", &c1);
 
-    // Holds the first request whose path holds `what` until `release` is
-    // sent, then forwards it, or drops it when `drop` (a client long gone).
-    let hold = |proxy: &Proxy, what: &'static str, drop: bool| {
-        let (started_tx, started_rx) = mpsc::channel::<()>();
-        let (release_tx, release_rx) = mpsc::channel::<()>();
-        let started_tx = Mutex::new(Some(started_tx));
-        let release_rx = Arc::new(Mutex::new(release_rx));
-        proxy.set_rule(move |method, path| {
-            if (method == "PUT" || method == "PATCH")
-                && path.contains(what)
-                && let Some(tx) = started_tx.lock().unwrap().take()
-            {
-                let _ = tx.send(());
-                let _ = release_rx.lock().unwrap().recv();
-                if drop {
-                    return Action::Reset;
-                }
-            }
-            Action::Forward
-        });
-        (started_rx, release_tx)
-    };
-
     // 1. Abandoned: a blob upload never ends within the 1 s grace.
-    let (started, release) = hold(&proxy, "/blobs/uploads/", true);
+    let (started, release) = proxy.hold_first(&["PUT", "PATCH"], "/blobs/uploads/", true);
     // The registry client would wait an hour for the held upload: only
     // abandoning it lets the process exit.
     let mut ctl = Controller::start_env(
@@ -1914,16 +1787,7 @@ fn sigterm_mid_push_finishes_or_abandons_cleanly() {
         tags_of(&reg, "app").is_empty(),
         "an abandoned push wrote a tag"
     );
-    let left: Vec<_> = std::fs::read_dir(&ctl.tmp)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name())
-        .collect();
-    assert!(
-        left.iter()
-            .all(|n| !n.to_string_lossy().starts_with("settings-image-layer-")),
-        "{left:?}"
-    );
+    assert_no_layer_files(&ctl);
 
     // 2. Finished: the manifest's upload ends after SIGTERM, within the
     // grace. The proxy holds the manifest's PUT, SIGTERM comes, and the PUT
@@ -1932,7 +1796,7 @@ fn sigterm_mid_push_finishes_or_abandons_cleanly() {
     // the controller was still connected when the registry's answer went
     // back to it, which a controller that exits at SIGTERM is not.
     proxy.take();
-    let (started, release) = hold(&proxy, "/manifests/", false);
+    let (started, release) = proxy.hold_first(&["PUT", "PATCH"], "/manifests/", false);
     let mut ctl = Controller::start(k, &ns, &["--graceful-shutdown-timeout=120s"]);
     started
         .recv_timeout(Duration::from_secs(120))
@@ -1942,14 +1806,14 @@ fn sigterm_mid_push_finishes_or_abandons_cleanly() {
     eventually(Duration::from_secs(120), Duration::from_millis(20), || {
         let logs = ctl.logs();
         let taken = logs.contains("SIGTERM: finishing the running publishes");
-        if taken || ctl.child.as_mut().unwrap().try_wait().unwrap().is_some() {
+        if taken || ctl.exited().is_some() {
             Ok(())
         } else {
             Err(format!("SIGTERM neither taken nor fatal:\n{logs}"))
         }
     });
     release.send(()).unwrap();
-    let status = ctl.child.take().unwrap().wait().unwrap();
+    let status = ctl.wait_exit();
     assert_eq!(status.code(), Some(0), "{}", ctl.logs());
     let put = proxy
         .take()
@@ -1978,15 +1842,22 @@ fn sigterm_mid_push_finishes_or_abandons_cleanly() {
         "{}",
         ctl.logs()
     );
-    let left: Vec<_> = std::fs::read_dir(&ctl.tmp)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name())
-        .collect();
+    assert_no_layer_files(&ctl);
+}
+
+/// The ImagePolicy among `docs` filters tags by a pattern that starts
+/// with `start`.
+fn assert_policy_pattern(docs: &[Value], start: &str) {
+    let policy = docs
+        .iter()
+        .find(|d| d["kind"] == "ImagePolicy")
+        .expect("an ImagePolicy");
     assert!(
-        left.iter()
-            .all(|n| !n.to_string_lossy().starts_with("settings-image-layer-")),
-        "{left:?}"
+        policy["spec"]["filterTags"]["pattern"]
+            .as_str()
+            .unwrap()
+            .starts_with(start),
+        "{policy}"
     );
 }
 
@@ -2012,11 +1883,7 @@ fn flux_prints_the_objects_that_follow_a_settings_image() {
         .args(["flux", "--no-automation", "--settings-image"])
         .arg(&file)
         .ok();
-    let docs: Vec<Value> = out
-        .split("\n---\n")
-        .filter(|d| !d.trim().trim_start_matches("---").trim().is_empty())
-        .map(|d| serde_yaml_ng::from_str(d).unwrap())
-        .collect();
+    let docs = common::yaml_documents(&out);
     let repo = docs
         .iter()
         .find(|d| d["kind"] == "ImageRepository")
@@ -2024,23 +1891,8 @@ fn flux_prints_the_objects_that_follow_a_settings_image() {
     assert_eq!(repo["spec"]["image"], "ghcr.io/acme/settings-shop");
     assert_eq!(repo["spec"]["secretRef"]["name"], "ghcr-pull");
     assert_eq!(repo["metadata"]["namespace"], ns.as_str());
-    let policy = docs
-        .iter()
-        .find(|d| d["kind"] == "ImagePolicy")
-        .expect("an ImagePolicy");
-    assert!(
-        policy["spec"]["filterTags"]["pattern"]
-            .as_str()
-            .unwrap()
-            .starts_with("^main-"),
-        "{policy}"
-    );
-    let dry = k.dry_run(&out);
-    assert!(
-        dry.status.success(),
-        "{}",
-        String::from_utf8_lossy(&dry.stderr)
-    );
+    assert_policy_pattern(&docs, "^main-");
+    k.dry_run_ok(&out, "the objects of --settings-image");
     // Without a timestampTag the controller's default is the branch of the
     // GitRepository: read from the same file, as docs/controller.md's
     // worked example keeps them (one file, two documents).
@@ -2070,24 +1922,10 @@ fn flux_prints_the_objects_that_follow_a_settings_image() {
         String::from_utf8_lossy(&out.stderr)
     );
     let printed = String::from_utf8_lossy(&out.stdout).into_owned();
-    let policy: Value = printed
-        .split("\n---\n")
-        .filter(|d| !d.trim().trim_start_matches("---").trim().is_empty())
-        .map(|d| serde_yaml_ng::from_str::<Value>(d).unwrap())
-        .find(|d| d["kind"] == "ImagePolicy")
-        .expect("an ImagePolicy");
-    assert!(
-        policy["spec"]["filterTags"]["pattern"]
-            .as_str()
-            .unwrap()
-            .starts_with("^prod-"),
-        "{policy}"
-    );
-    let dry = k.dry_run(&printed);
-    assert!(
-        dry.status.success(),
-        "{}",
-        String::from_utf8_lossy(&dry.stderr)
+    assert_policy_pattern(&common::yaml_documents(&printed), "^prod-");
+    k.dry_run_ok(
+        &printed,
+        "the objects of a GitRepository and a SettingsImage",
     );
     // Neither a timestampTag nor the GitRepository: exit 2, with every way out.
     let out = flux(&without);
@@ -2115,19 +1953,11 @@ fn flux_prints_the_objects_that_follow_a_settings_image() {
 /// reconcile runs (counted as `suspended`), and resuming publishes it.
 #[test]
 fn a_git_outage_is_retried_and_a_suspended_image_waits() {
-    let k = cluster();
-    let ns = namespace(k, "gitdown");
-    let reg = Registry::start(Auth::None);
-    let up = Upstream::start(GitOptions::default());
-    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
+    let Start { k, ns, reg, up, c1 } = start("gitdown");
     // Nothing listens on this port: the mirror's clone cannot connect.
     let dead = format!("http://127.0.0.1:{}/settings.git", free_port());
     git_repository(k, &ns, "settings", &dead, None);
-    let spec = format!(
-        "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: app\n  repository: {}/app\n  provenance: false\n",
-        reg.host()
-    );
-    settings_image(k, &ns, "app", &spec);
+    app_image(k, &ns, &reg.host(), "  provenance: false\n");
     fetched(k, &ns, "settings", &c1);
     let ctl = Controller::start(k, &ns, &[]);
     let v = ctl.wait(k, &ns, "app", "Ready=False GitOperationFailed", |v| {
@@ -2178,7 +2008,12 @@ fn a_git_outage_is_retried_and_a_suspended_image_waits() {
             }
         })
     };
-    settings_image(k, &ns, "app", &format!("{spec}  suspend: true\n"));
+    app_image(
+        k,
+        &ns,
+        &reg.host(),
+        "  provenance: false\n  suspend: true\n",
+    );
     wait_suspended(&ctl, 1.0);
     let before = suspended(&ctl);
     let c2 = up.commit(&[("app/a.yaml", "a: 2\n")], 1_700_000_100);
@@ -2194,7 +2029,7 @@ fn a_git_outage_is_retried_and_a_suspended_image_waits() {
         v["status"]["lastHandledRevision"],
         format!("main@sha1:{c1}")
     );
-    settings_image(k, &ns, "app", &spec);
+    app_image(k, &ns, &reg.host(), "  provenance: false\n");
     let v = ctl.wait(
         k,
         &ns,
@@ -2261,11 +2096,7 @@ fn a_folder_with_capitals_goes_where_flux_looks() {
         String::from_utf8_lossy(&flux.stderr)
     );
     let flux_notice = String::from_utf8_lossy(&flux.stderr).into_owned();
-    let generated: Vec<Value> = String::from_utf8_lossy(&flux.stdout)
-        .split("\n---\n")
-        .filter(|d| !d.trim().trim_start_matches("---").trim().is_empty())
-        .map(|d| serde_yaml_ng::from_str(d).unwrap())
-        .collect();
+    let generated = common::yaml_documents(&String::from_utf8_lossy(&flux.stdout));
     let watched = generated
         .iter()
         .find(|d| d["kind"] == "ImageRepository")
@@ -2543,11 +2374,7 @@ fn a_tenant_cannot_publish_another_tenants_repository() {
 /// recursive walk, runs on and publishes the next tenant's folder.
 #[test]
 fn a_folder_nested_past_the_depth_bound_stalls_and_others_still_publish() {
-    let k = cluster();
-    let ns = namespace(k, "nested");
-    let reg = Registry::start(Auth::None);
-    let up = Upstream::start(GitOptions::default());
-    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
+    let Start { k, ns, reg, up, c1 } = start("nested");
     let bare = up._root.join("srv/settings.git");
     run_ok(git_cmd(&up.home, &bare).args(["config", "core.maxTreeDepth", "100000"]));
     // 2100 folders: past the bound, few enough that git's warnings about
@@ -2584,11 +2411,7 @@ fn a_folder_nested_past_the_depth_bound_stalls_and_others_still_publish() {
         "published beside the stalled one",
         is_ready_for(&format!("main@sha1:{deep}")),
     );
-    assert!(
-        ctl.child.as_mut().unwrap().try_wait().unwrap().is_none(),
-        "{}",
-        ctl.logs()
-    );
+    assert!(ctl.exited().is_none(), "{}", ctl.logs());
     // The folder's last change is the first commit (git names it).
     assert!(tags_of(&reg, "fine").contains(&up.tag("main", &c1, "app")));
 }
@@ -2681,23 +2504,11 @@ fn a_namespace_without_a_role_binding_is_said_once_and_retried_with_backoff() {
 /// second, for ever.
 #[test]
 fn an_interval_below_the_floor_is_raised_to_it() {
-    let k = cluster();
-    let ns = namespace(k, "floor");
-    let reg = Registry::start(Auth::None);
+    let Start { k, ns, reg, up, c1 } = start("floor");
     let proxy = Proxy::start(reg.port);
-    let up = Upstream::start(GitOptions::default());
-    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
     git_repository(k, &ns, "settings", &up.url(), None);
     fetched(k, &ns, "settings", &c1);
-    settings_image(
-        k,
-        &ns,
-        "app",
-        &format!(
-            "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: app\n  repository: {}/app\n  interval: 1ms\n",
-            proxy.host()
-        ),
-    );
+    app_image(k, &ns, &proxy.host(), "  interval: 1ms\n");
     let ctl = Controller::start(k, &ns, &["--min-interval=1h"]);
     let v = ctl.wait(
         k,
@@ -2713,34 +2524,19 @@ fn an_interval_below_the_floor_is_raised_to_it() {
         ),
         "{ready:?}"
     );
-    let count = |m: &BTreeMap<String, f64>, result: &str| {
-        m.get(&format!(
-            "settings_image_reconciles_total{{result=\"{result}\"}}"
-        ))
-        .copied()
-        .unwrap_or(0.0)
-    };
     // The publish is counted after its status is written: wait for it.
-    let before = ctl.metrics_until("no publish counted", |m| count(m, "published") >= 1.0);
+    let before = ctl.metrics_until("no publish counted", |m| reconciles(m, "published") >= 1.0);
     let git_before = up.server.hits().len();
     proxy.take();
-    run_ok(k.kubectl().args([
-        "annotate",
-        "--overwrite",
-        "settingsimage",
-        "app",
-        "-n",
-        &ns,
-        "reconcile.fluxcd.io/requestedAt=1",
-    ]));
+    request_reconcile(k, &ns, "app");
     // The next reconcile, whatever it decides.
     let after = ctl.metrics_until("no reconcile", |m| {
-        count(m, "unchanged") + count(m, "published")
-            > count(&before, "unchanged") + count(&before, "published")
+        reconciles(m, "unchanged") + reconciles(m, "published")
+            > reconciles(&before, "unchanged") + reconciles(&before, "published")
     });
     assert_eq!(
-        count(&after, "published"),
-        count(&before, "published"),
+        reconciles(&after, "published"),
+        reconciles(&before, "published"),
         "published again within the floor"
     );
     assert_eq!(up.server.hits().len(), git_before, "git was asked again");
@@ -2824,22 +2620,9 @@ impl Relay {
 /// leader's process is gone. The standby then publishes the revision.
 #[test]
 fn a_leader_cut_off_from_the_api_server_exits_before_another_leads() {
-    let k = cluster();
-    let ns = namespace(k, "cutoff");
-    let reg = Registry::start(Auth::None);
+    let Start { k, ns, reg, up, c1 } = start("cutoff");
     let proxy = Proxy::start(reg.port);
-    let up = Upstream::start(GitOptions::default());
-    let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
-    git_repository(k, &ns, "settings", &up.url(), None);
-    settings_image(
-        k,
-        &ns,
-        "app",
-        &format!(
-            "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: app\n  repository: {}/app\n  provenance: false\n",
-            proxy.host()
-        ),
-    );
+    follow_app(k, &ns, &up, &proxy.host(), "  provenance: false\n");
     let lease = format!("lease-{ns}");
     let args = [
         "--leader-elect",
@@ -2867,20 +2650,8 @@ fn a_leader_cut_off_from_the_api_server_exits_before_another_leads() {
     });
     let b = Controller::start(k, &ns, &args);
     // A's first blob upload is held at the registry: A is mid-publish.
-    let (started_tx, started_rx) = mpsc::channel::<()>();
-    let (release_tx, release_rx) = mpsc::channel::<()>();
-    let started_tx = Mutex::new(Some(started_tx));
-    let release_rx = Mutex::new(release_rx);
-    proxy.set_rule(move |method, path| {
-        if (method == "PUT" || method == "PATCH" || method == "POST")
-            && path.contains("/blobs/uploads/")
-            && let Some(tx) = started_tx.lock().unwrap().take()
-        {
-            let _ = tx.send(());
-            let _ = release_rx.lock().unwrap().recv();
-        }
-        Action::Forward
-    });
+    let (started_rx, release_tx) =
+        proxy.hold_first(&["PUT", "PATCH", "POST"], "/blobs/uploads/", false);
     fetched(k, &ns, "settings", &c1);
     started_rx
         .recv_timeout(Duration::from_secs(120))
@@ -2890,7 +2661,7 @@ fn a_leader_cut_off_from_the_api_server_exits_before_another_leads() {
         if !leads(&b) {
             return Err(format!("B never led:\nA:\n{}\nB:\n{}", a.logs(), b.logs()));
         }
-        let a_gone = a.child.as_mut().unwrap().try_wait().unwrap();
+        let a_gone = a.exited();
         assert!(
             a_gone.is_some(),
             "B leads while A still runs (two leaders):\nA:\n{}\nB:\n{}",
@@ -2920,7 +2691,7 @@ fn a_leader_cut_off_from_the_api_server_exits_before_another_leads() {
 
 /// `/readyz`: (status, body).
 fn readyz(ctl: &Controller) -> (u16, String) {
-    Controller::http(ctl.probes, "/readyz")
+    http_get(ctl.probes, "/readyz")
 }
 
 /// Waits until `/readyz` satisfies `pred` (the deadline only keeps a
@@ -2949,17 +2720,7 @@ fn wait_readyz(ctl: &Controller, what: &str, pred: impl Fn(u16, &str) -> bool) -
 #[test]
 fn readyz_means_able_to_publish_through_a_missing_crd_and_an_api_server_restart() {
     let k = common::kube::private();
-    let out = k
-        .kubectl()
-        .args(["apply", "--server-side", "-k"])
-        .arg(repo().join("config"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    apply_config(&k);
     run_ok(k.kubectl().args([
         "wait",
         "--for=condition=Established",
@@ -2970,15 +2731,7 @@ fn readyz_means_able_to_publish_through_a_missing_crd_and_an_api_server_restart(
     let reg = Registry::start(Auth::None);
     let up = Upstream::start(GitOptions::default());
     let c1 = up.commit(&[("app/a.yaml", "a: 1\n")], 1_700_000_000);
-    settings_image(
-        &k,
-        &ns,
-        "app",
-        &format!(
-            "  sourceRef:\n    kind: GitRepository\n    name: settings\n  path: app\n  repository: {}/app\n  provenance: false\n",
-            reg.host()
-        ),
-    );
+    app_image(&k, &ns, &reg.host(), "  provenance: false\n");
     let ctl = Controller::start(&k, &ns, &[]);
 
     // 1. No GitRepository CRD: not ready, said once, in words, and the
@@ -3068,20 +2821,7 @@ fn readyz_means_able_to_publish_through_a_missing_crd_and_an_api_server_restart(
 
 /// `git` in `dir` with `input` on stdin; its stdout, trimmed.
 fn git_stdin(home: &Path, dir: &Path, args: &[&str], input: &str) -> String {
-    use std::io::Write as _;
-    let mut child = git_cmd(home, dir)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = common::output_with_stdin(git_cmd(home, dir).args(args), input.as_bytes());
     assert!(out.status.success(), "git {args:?} failed");
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
@@ -3202,30 +2942,18 @@ fn a_large_glob_bounds_its_status_and_says_what_it_left_out() {
         );
     }
     // Handled once: within the interval nobody is asked again.
-    let count = |m: &BTreeMap<String, f64>, result: &str| {
-        m.get(&format!(
-            "settings_image_reconciles_total{{result=\"{result}\"}}"
-        ))
-        .copied()
-        .unwrap_or(0.0)
-    };
     // The publish is counted after its status is written: wait for it.
-    let before = ctl.metrics_until("no publish counted", |m| count(m, "published") >= 1.0);
+    let before = ctl.metrics_until("no publish counted", |m| reconciles(m, "published") >= 1.0);
     let git_before = up.server.hits().len();
     proxy.take();
-    run_ok(k.kubectl().args([
-        "annotate",
-        "--overwrite",
-        "settingsimage",
-        "all",
-        "-n",
-        &ns,
-        "reconcile.fluxcd.io/requestedAt=1",
-    ]));
+    request_reconcile(k, &ns, "all");
     let after = ctl.metrics_until("no unchanged reconcile", |m| {
-        count(m, "unchanged") > count(&before, "unchanged")
+        reconciles(m, "unchanged") > reconciles(&before, "unchanged")
     });
-    assert_eq!(count(&after, "published"), count(&before, "published"));
+    assert_eq!(
+        reconciles(&after, "published"),
+        reconciles(&before, "published")
+    );
     assert_eq!(up.server.hits().len(), git_before, "git was asked again");
     assert!(proxy.take().is_empty(), "the registry was asked again");
 }

@@ -33,24 +33,25 @@
 
 use crate::common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use common::cmd::TestCommand;
+use common::controller::{
+    Process, bind_controller, controller_command, service_account_kubeconfig, service_account_token,
+};
 use common::flux_cluster::{FluxCluster, flux_cluster};
 use common::git::ScratchRepo;
 use common::kube::condition;
 use common::node::PRINTED;
-use common::oci::{ROLLOUT, attach_rollout_record, go_tool};
+use common::oci::{attach_rollout_record, go_tool, rollout_records};
 use common::registry::{Auth, Registry, free_port};
-use common::{TempDir, bin, eventually, repo, require, run_ok, stdout_of};
+use common::{TempDir, bin, epoch_secs as secs, repo, rfc3339, run_ok, sleep_until, stdout_of};
 
-/// The namespace `config/` installs into.
-const SYSTEM: &str = "settings-image-system";
 /// The registry's login (push and pull).
 const USER: &str = "ci";
 const PASSWORD: &str = "s3cret-evidence-7c1";
@@ -87,137 +88,48 @@ fn install_ours(flux: &FluxCluster) {
     });
 }
 
-/// A kubeconfig in `dir` for the controller's ServiceAccount on the node's
-/// API server (a TokenRequest token).
-fn service_account_kubeconfig(flux: &FluxCluster, dir: &Path) -> PathBuf {
-    let token = flux
-        .kubectl_ok(&[
-            "create",
-            "token",
-            "settings-image-controller",
-            "-n",
-            SYSTEM,
-            "--duration=1h",
-        ])
-        .trim()
-        .to_string();
-    let admin = std::fs::read_to_string(&flux.kubeconfig).expect("the admin kubeconfig");
-    let ca = admin
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("certificate-authority-data: "))
-        .expect("the admin kubeconfig's CA");
-    let path = dir.join("sa.kubeconfig");
-    std::fs::write(
-        &path,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority-data: {ca}\n\
-             users:\n- name: sa\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: sa\n    namespace: {SYSTEM}\n\
-             current-context: c\n",
-            flux.var("APISERVER_URL")
-        ),
-    )
-    .expect("writing the kubeconfig");
-    path
+/// `settings-image controller --cluster-name staging` for one namespace,
+/// as its ServiceAccount, trusting the registry's CA ([`Process`]: its
+/// log, SIGTERM and exit); killed on drop.
+struct Ours {
+    process: Process,
+    _dir: TempDir,
 }
 
-/// `settings-image controller --cluster-name staging` for one namespace,
-/// as its ServiceAccount, trusting the registry's CA; killed on drop.
-struct Ours {
-    child: Option<Child>,
-    log: PathBuf,
-    probes: u16,
-    _dir: TempDir,
+impl std::ops::Deref for Ours {
+    type Target = Process;
+
+    fn deref(&self) -> &Process {
+        &self.process
+    }
+}
+
+impl std::ops::DerefMut for Ours {
+    fn deref_mut(&mut self) -> &mut Process {
+        &mut self.process
+    }
 }
 
 impl Ours {
     fn start(flux: &FluxCluster, ns: &str, ca: &Path) -> Ours {
         let dir = TempDir::new();
-        let kubeconfig = service_account_kubeconfig(flux, dir.path());
-        let log = dir.join("controller.log");
+        let token = service_account_token(flux, "1h");
+        let kubeconfig = service_account_kubeconfig(flux, dir.path(), &flux.url, &token);
         let probes = free_port();
-        let child = Command::new(bin())
-            .arg("controller")
-            .arg("--kubeconfig")
+        let mut cmd =
+            controller_command(ns, "0", &format!("127.0.0.1:{probes}"), &dir.join("cache"));
+        cmd.arg("--kubeconfig")
             .arg(&kubeconfig)
-            .args(["--namespace", ns, "--cluster-name", "staging"])
-            .arg("--metrics-bind-address=0")
-            .arg(format!("--health-probe-bind-address=127.0.0.1:{probes}"))
-            .arg("--cache-dir")
-            .arg(dir.join("cache"))
-            .env_remove("KUBECONFIG")
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .env("SSL_CERT_FILE", ca)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("the log file"))
-            .spawn()
-            .expect("starting the controller");
+            .args(["--cluster-name", "staging"])
+            .env("SSL_CERT_FILE", ca);
         let mut ours = Ours {
-            child: Some(child),
-            log,
-            probes,
+            process: Process::spawn(&mut cmd, dir.join("controller.log")),
             _dir: dir,
         };
         // Ready means every watch is listed, the SettingsRollouts' too.
-        eventually(Duration::from_secs(120), Duration::from_millis(100), || {
-            let (code, body) = ours.readyz();
-            if code == 200 {
-                return Ok(());
-            }
-            if let Some(status) = ours
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
-                panic!("the controller exited ({status}):\n{}", ours.logs());
-            }
-            Err(format!(
-                "/readyz never 200 ({code} {body}):\n{}",
-                ours.logs()
-            ))
-        });
+        ours.process
+            .wait_serving(probes, "/readyz", Duration::from_millis(100));
         ours
-    }
-
-    fn readyz(&self) -> (u16, String) {
-        let out = Command::new(require("curl"))
-            .args(["-s", "-o", "-", "-w", "\n%{http_code}"])
-            .arg(format!("http://127.0.0.1:{}/readyz", self.probes))
-            .output()
-            .expect("curl");
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
-        (code.trim().parse().unwrap_or(0), body.to_string())
-    }
-
-    fn logs(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// SIGTERM, and the exit code (killed on drop if it never exits).
-    fn terminate(&mut self) -> i32 {
-        let child = self.child.as_mut().expect("running");
-        run_ok(Command::new("kill").args(["-TERM", &child.id().to_string()]));
-        let log = &self.log;
-        let status = eventually(Duration::from_secs(120), Duration::from_millis(50), || {
-            child.try_wait().expect("waiting").ok_or_else(|| {
-                format!(
-                    "still running after SIGTERM:\n{}",
-                    std::fs::read_to_string(log).unwrap_or_default()
-                )
-            })
-        });
-        self.child = None;
-        status.code().unwrap_or(-1)
-    }
-}
-
-impl Drop for Ours {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
     }
 }
 
@@ -347,37 +259,24 @@ spec:
         )
     }
 
+    /// oras' flags for the registry: its CA and the login.
+    fn oras_flags(&self) -> [&str; 6] {
+        let ca = self.ca().to_str().expect("UTF-8");
+        ["--ca-file", ca, "-u", USER, "-p", PASSWORD]
+    }
+
     /// `oras ARGS` with the registry's CA and login.
     fn oras(&self, args: &[&str]) -> String {
-        let ca = self.ca().to_str().expect("UTF-8");
         let mut all = args.to_vec();
         let at = all.len() - 1;
-        all.splice(at..at, ["--ca-file", ca, "-u", USER, "-p", PASSWORD]);
+        all.splice(at..at, self.oras_flags());
         String::from_utf8_lossy(&go_tool("oras", &all).stdout).into_owned()
     }
 
     /// The rollout records of `digest` as oras lists and pulls them:
     /// (referrer digest, record), in oras' order.
     fn records(&self, digest: &str) -> Vec<(String, Value)> {
-        let subject = format!("{}@{digest}", self.repository);
-        let d: Value =
-            serde_json::from_str(&self.oras(&["discover", "--format", "json", &subject]))
-                .expect("oras discover's JSON");
-        d["referrers"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-            .iter()
-            .filter(|r| r["artifactType"] == ROLLOUT)
-            .map(|r| {
-                let rd = r["digest"].as_str().expect("a digest").to_string();
-                let out = TempDir::new();
-                let dir = out.path().to_str().expect("UTF-8");
-                self.oras(&["pull", "-o", dir, &format!("{}@{rd}", self.repository)]);
-                let text = std::fs::read_to_string(out.join("rollout.json")).expect("rollout.json");
-                (rd, serde_json::from_str(&text).expect("the record's JSON"))
-            })
-            .collect()
+        rollout_records(&format!("{}@{digest}", self.repository), &self.oras_flags())
     }
 
     /// `oras discover` of `digest` as a person reads it.
@@ -385,27 +284,11 @@ spec:
         self.oras(&["discover", &format!("{}@{digest}", self.repository)])
     }
 
-    /// The staging pod of `shop` running `reference` (the newest).
-    fn pod_of(&self, ns: &str, reference: &str) -> Value {
-        self.flux
-            .list(ns, "pods", "app=shop")
-            .into_iter()
-            .filter(|p| p["spec"]["volumes"][0]["image"]["reference"] == reference)
-            .max_by_key(|p| {
-                p["metadata"]["creationTimestamp"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string()
-            })
-            .unwrap_or_else(|| panic!("no pod of {ns}/shop mounts {reference}"))
-    }
-
     /// `promote --from main --to prod --json --policy POLICY ARGS`.
     fn promote(&self, policy: &Path, args: &[&str]) -> Value {
         self.cli()
-            .args(["promote", "--repository"])
-            .arg(&self.repository)
-            .args(["--from", "main", "--to", "prod", "--json", "--policy"])
+            .promote_main_to_prod(&self.repository)
+            .args(["--json", "--policy"])
             .arg(policy)
             .args(args)
             .json()
@@ -414,9 +297,8 @@ spec:
     /// `promote --explain --at AT` as a person reads it.
     fn explain_text(&self, policy: &Path, at: &str) -> String {
         self.cli()
-            .args(["promote", "--repository"])
-            .arg(&self.repository)
-            .args(["--from", "main", "--to", "prod", "--explain", "--at", at])
+            .promote_main_to_prod(&self.repository)
+            .args(["--explain", "--at", at])
             .arg("--policy")
             .arg(policy)
             .ok()
@@ -444,35 +326,9 @@ spec:
     /// What Flux's ImagePolicy `settings-shop` in the production namespace
     /// serves once Flux has listed the tags as they are now: (tag, digest).
     fn served(&self) -> (String, String) {
-        let name = "settings-shop";
-        let tags = self.tags();
-        let mut repo = Value::Null;
-        for _ in 0..10 {
-            repo = self
-                .flux
-                .reconcile(&self.prod, &format!("imagerepository/{name}"));
-            if repo["status"]["lastScanResult"]["tagCount"].is_u64() {
-                break;
-            }
-        }
-        assert_eq!(
-            repo["status"]["lastScanResult"]["tagCount"].as_u64(),
-            Some(tags.len() as u64),
-            "Flux's scan does not count the registry's tags {tags:?}: {:#}",
-            repo["status"]
-        );
-        let policy = self
-            .flux
-            .reconcile(&self.prod, &format!("imagepolicy/{name}"));
-        let latest = &policy["status"]["latestRef"];
-        let s = |k: &str| {
-            latest[k]
-                .as_str()
-                .unwrap_or_else(|| panic!("no latestRef.{k}: {:#}", policy["status"]))
-                .to_string()
-        };
-        assert_eq!(s("name"), self.repository);
-        (s("tag"), s("digest"))
+        let (name, tag, digest) = self.flux.served(&self.prod, "settings-shop", &self.tags());
+        assert_eq!(name, self.repository);
+        (tag, digest)
     }
 
     /// Rolls the production Deployment out on `reference`; what its pod
@@ -483,25 +339,6 @@ spec:
         assert_eq!(pod.reference, reference, "{pod:?}");
         self.flux.printed(&self.prod, &pod.name)
     }
-}
-
-/// `secs` since the epoch as RFC 3339 (UTC), by GNU date.
-fn rfc3339(secs: i64) -> String {
-    stdout_of(Command::new("date").args(["-u", "-d", &format!("@{secs}"), "+%Y-%m-%dT%H:%M:%SZ"]))
-        .trim()
-        .to_string()
-}
-
-/// RFC 3339 as seconds since the epoch, by GNU date.
-fn secs(rfc: &str) -> i64 {
-    stdout_of(Command::new("date").args(["-u", "-d", rfc, "+%s"]))
-        .trim()
-        .parse()
-        .expect("a number")
-}
-
-fn now() -> i64 {
-    secs("now")
 }
 
 /// The one workload entry of the status: (digest, state, readySince,
@@ -604,12 +441,7 @@ fn three_candidates_on_the_node_gate_production_by_what_ran_in_staging() {
         flux.apply(&String::from_utf8_lossy(&out.stdout));
     };
     records_secret("not-the-password");
-    flux.apply(&format!(
-        "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: settings-image-controller\n  namespace: {ns}\n\
-         roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: settings-image-controller\n\
-         subjects:\n- kind: ServiceAccount\n  name: settings-image-controller\n  namespace: {SYSTEM}\n",
-        ns = w.staging
-    ));
+    bind_controller(flux, &w.staging);
     flux.apply(&format!(
         "apiVersion: settings-image.configbutler.io/v1alpha1\nkind: SettingsRollout\nmetadata:\n  name: staging\n  namespace: {ns}\n\
          spec:\n  repository: {repo}\n  secretRef: {{name: records}}\n  gracePeriod: {GRACE}s\n  selector: {{matchLabels: {{app: shop}}}}\n",
@@ -709,9 +541,7 @@ fn three_candidates_on_the_node_gate_production_by_what_ran_in_staging() {
     //    while the controller is down (stopped by SIGTERM): the restarted
     //    controller ends the first run when the second's pod was created,
     //    not when it looked.
-    while now() < secs(&ready1) + SOAK + 3 {
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    sleep_until(secs(&ready1) + SOAK + 3, Duration::from_millis(500));
     assert_eq!(ours.terminate(), 0);
     w.deploy(&w.staging, &c2.reference);
     flux.wait(&w.staging, "pods", "a pod of the second candidate", |v| {
@@ -720,15 +550,13 @@ fn three_candidates_on_the_node_gate_production_by_what_ran_in_staging() {
                 .any(|p| p["spec"]["volumes"][0]["image"]["reference"] == c2.reference.as_str())
         })
     });
-    let pod2 = w.pod_of(&w.staging, &c2.reference);
+    let pod2 = flux.newest_mounting(&w.staging, "app=shop", &c2.reference);
     let name2 = pod2["metadata"]["name"].as_str().expect("name").to_string();
     let created2 = pod2["metadata"]["creationTimestamp"]
         .as_str()
         .expect("creationTimestamp")
         .to_string();
-    while now() < secs(&created2) + 5 {
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    sleep_until(secs(&created2) + 5, Duration::from_millis(200));
     let mut ours = Ours::start(flux, &w.staging, w.ca());
     let v = w.rollout(&ours, "the second candidate Progressing", |v| {
         entry(v).is_some_and(|e| e.0 == c2.digest && e.1 == "Progressing")
@@ -742,16 +570,7 @@ fn three_candidates_on_the_node_gate_production_by_what_ran_in_staging() {
     });
     let last = &pod2["status"]["containerStatuses"][0]["lastState"]["terminated"];
     assert_eq!(last["exitCode"], 1, "{:#}", pod2["status"]);
-    // The kubelet answers "unable to retrieve container logs" while it
-    // replaces the terminated container: asked again until it has one.
-    let said = eventually(Duration::from_secs(120), Duration::from_millis(500), || {
-        let said = flux.kubectl_ok(&["logs", "-n", &w.staging, &name2, "--previous"]);
-        if said.starts_with("unable to retrieve container logs") {
-            Err(format!("{name2}: {said}"))
-        } else {
-            Ok(said)
-        }
-    });
+    let said = flux.printed_before_restart(&w.staging, &name2);
     eprintln!("observed: the crash-looping pod {name2} printed {said:?}");
     assert_eq!(
         said,
@@ -763,9 +582,10 @@ fn three_candidates_on_the_node_gate_production_by_what_ran_in_staging() {
     // The controller restarts again mid-rollout, before the grace period
     // is over; the new one finds it over.
     assert_eq!(ours.terminate(), 0);
-    while now() < secs(&created2) + GRACE as i64 + 2 {
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    sleep_until(
+        secs(&created2) + GRACE as i64 + 2,
+        Duration::from_millis(500),
+    );
     let mut ours = Ours::start(flux, &w.staging, w.ca());
     let v = w.rollout(&ours, "the second candidate Unavailable", |v| {
         entry(v).is_some_and(|e| e.0 == c2.digest && e.1 == "Unavailable")
@@ -822,8 +642,7 @@ fn three_candidates_on_the_node_gate_production_by_what_ran_in_staging() {
     // Records pushed by hand onto the third candidate, claiming a long
     // soak: a cluster name no controller takes, and another shape.
     let subject3 = format!("{}@{}", w.repository, c3.digest);
-    let ca = w.ca().to_str().expect("UTF-8").to_string();
-    let login = ["--ca-file", &ca, "-u", USER, "-p", PASSWORD];
+    let login = w.oras_flags();
     let mut forged = ready3_record.clone();
     forged["cluster"] = "Staging!".into();
     forged["readySince"] = "2020-01-01T00:00:00Z".into();
@@ -906,16 +725,7 @@ fn three_candidates_on_the_node_gate_production_by_what_ran_in_staging() {
         format!("requires:\n  - rollout: {{cluster: staging, readyFor: {SOAK}s, notEnded: unavailable}}\n"),
     )
     .expect("the policy");
-    let ca_pem = std::fs::read_to_string(w.ca()).expect("the CA");
-    flux.kubectl_ok(&[
-        "create",
-        "secret",
-        "generic",
-        "registry-ca",
-        "-n",
-        &w.prod,
-        &format!("--from-literal=ca.crt={ca_pem}"),
-    ]);
+    flux.registry_ca_secret(&w.prod, &w.registry);
     let objects = stdout_of(
         Command::new(bin())
             .arg("flux")

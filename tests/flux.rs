@@ -10,6 +10,7 @@ use common::TempDir;
 use common::cmd::{Run, TestCommand};
 use common::flux::Pick;
 use common::git::ScratchRepo;
+use common::yaml_documents as documents;
 use serde_json::{Value, json};
 
 fn flux(args: &[&str]) -> Run {
@@ -18,14 +19,6 @@ fn flux(args: &[&str]) -> Run {
 
 fn flux_ok(args: &[&str]) -> String {
     TestCommand::new().arg("flux").args(args).ok()
-}
-
-/// Every document of a YAML stream, as JSON values (comments dropped).
-fn documents(yaml: &str) -> Vec<Value> {
-    serde_yaml_ng::Deserializer::from_str(yaml)
-        .map(|de| serde::Deserialize::deserialize(de).expect("generated YAML parses"))
-        .filter(|v: &Value| !v.is_null())
-        .collect()
 }
 
 /// The served `v1` schema of the CRD for `kind`, from the fixture folder.
@@ -157,12 +150,7 @@ fn generated_objects_validate_against_fluxs_crd_schemas() {
                 kube.namespace(ns);
             }
         }
-        let applied = kube.dry_run(&yaml);
-        assert!(
-            applied.status.success(),
-            "{args:?}: kubectl apply --dry-run=server refused the objects:\n{}",
-            String::from_utf8_lossy(&applied.stderr)
-        );
+        kube.dry_run_ok(&yaml, &format!("{args:?}"));
         for d in &docs {
             assert_eq!(
                 d["metadata"]["labels"]["app.kubernetes.io/managed-by"], "settings-image",
@@ -1311,12 +1299,7 @@ fn every_documented_workload_with_an_image_volume_passes_the_api_server() {
                         .is_some_and(|v| v.iter().any(|v| v["image"]["reference"].is_string())),
                     "{where_}: no image volume"
                 );
-                let out = kube.dry_run(&serde_json::to_string(w).unwrap());
-                assert!(
-                    out.status.success(),
-                    "{where_}: kubectl apply --dry-run=server refused it:\n{}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
+                kube.dry_run_ok(&serde_json::to_string(w).unwrap(), &where_);
                 checked.push(where_.clone());
             }
         }

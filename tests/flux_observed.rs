@@ -30,6 +30,7 @@ use std::process::{Command, Output};
 use base64::Engine as _;
 use serde_json::Value;
 
+use common::controller::{Process, controller_command};
 use common::flux_cluster::{FluxCluster, flux_cluster};
 use common::git::git_cmd;
 use common::git_server::{GitServer, Options as GitOptions};
@@ -191,17 +192,7 @@ impl World {
         let settings = Repo::new(tmp.path(), "settings");
         let cluster = Repo::new(tmp.path(), "cluster");
         let git = GitServer::start(&tmp.join("srv"), GitOptions::default());
-        let ca = std::fs::read_to_string(registry.ca.as_ref().expect("a TLS registry"))
-            .expect("reading the CA");
-        flux.kubectl_ok(&[
-            "create",
-            "secret",
-            "generic",
-            "registry-ca",
-            "-n",
-            &ns,
-            &format!("--from-literal=ca.crt={ca}"),
-        ]);
+        flux.registry_ca_secret(&ns, &registry);
         let mut w = World {
             flux,
             ns,
@@ -320,42 +311,14 @@ impl World {
     /// What the ImagePolicy `name` serves once Flux has listed the
     /// registry's tags as they are now: (tag, digest) of `status.latestRef`.
     fn served_by(&self, name: &str) -> (String, String) {
-        let tags = tags_of(&self.registry, name);
-        // A new ImageRepository can answer its first requested reconcile
-        // before its first scan (`observedGeneration: -1`, no scan result):
-        // ask again until a scan has run, a few times at most.
-        let mut repo = Value::Null;
-        for _ in 0..10 {
-            repo = self
-                .flux
-                .reconcile(&self.ns, &format!("imagerepository/{name}"));
-            if repo["status"]["lastScanResult"]["tagCount"].is_u64() {
-                break;
-            }
-        }
+        let tags: Vec<String> = tags_of(&self.registry, name).into_iter().collect();
+        let (served, tag, digest) = self.flux.served(&self.ns, name, &tags);
         assert_eq!(
-            repo["status"]["lastScanResult"]["tagCount"].as_u64(),
-            Some(tags.len() as u64),
-            "the scan Flux made after the push does not count the registry's tags {tags:?}: {:#}",
-            repo["status"]
-        );
-        let policy = self
-            .flux
-            .reconcile(&self.ns, &format!("imagepolicy/{name}"));
-        let latest = &policy["status"]["latestRef"];
-        assert_eq!(
-            latest["name"],
+            served,
             format!("{}/{name}", self.registry.host()),
-            "latestRef: {:#}",
-            policy["status"]
+            "latestRef's name"
         );
-        (
-            latest["tag"].as_str().expect("latestRef.tag").to_string(),
-            latest["digest"]
-                .as_str()
-                .expect("latestRef.digest (digestReflectionPolicy IfNotPresent)")
-                .to_string(),
-        )
+        (tag, digest)
     }
 
     fn served(&self) -> (String, String) {
@@ -871,16 +834,7 @@ fn a_channel_moves_only_when_promote_moves_it() {
         .expect("clock")
         .as_secs() as i64;
     let policy = |start: i64, end: i64| {
-        let at = |t: i64| {
-            stdout_of(Command::new("date").args([
-                "-u",
-                "-d",
-                &format!("@{t}"),
-                "+%Y-%m-%dT%H:%M:%SZ",
-            ]))
-            .trim()
-            .to_string()
-        };
+        let at = common::rfc3339;
         let file = w.tmp.join(&format!("policy-{start}.yaml"));
         std::fs::write(
             &file,
@@ -1150,45 +1104,27 @@ fn the_controller_publishes_what_source_controller_fetched() {
 /// `settings-image controller` as a process against the Flux cluster's API
 /// server (its admin kubeconfig), trusting the registry's CA; killed on drop.
 struct Controller {
-    child: std::process::Child,
+    _process: Process,
     _dir: TempDir,
 }
 
 impl Controller {
     fn start(w: &World) -> Controller {
         let dir = TempDir::new();
-        let child = Command::new(bin())
-            .arg("controller")
-            .arg("--kubeconfig")
+        let mut cmd = controller_command(
+            &w.ns,
+            &format!("127.0.0.1:{}", common::registry::free_port()),
+            &format!("127.0.0.1:{}", common::registry::free_port()),
+            &dir.join("cache"),
+        );
+        cmd.arg("--kubeconfig")
             .arg(&w.flux.kubeconfig)
-            .args(["--namespace", &w.ns])
-            .arg(format!(
-                "--metrics-bind-address=127.0.0.1:{}",
-                common::registry::free_port()
-            ))
-            .arg(format!(
-                "--health-probe-bind-address=127.0.0.1:{}",
-                common::registry::free_port()
-            ))
-            .arg("--cache-dir")
-            .arg(dir.join("cache"))
             .envs(w.trust())
-            .env("TMPDIR", dir.path())
-            .env_remove("KUBECONFIG")
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::fs::File::create(dir.join("controller.log")).expect("log"))
-            .spawn()
-            .expect("starting settings-image controller");
-        Controller { child, _dir: dir }
-    }
-}
-
-impl Drop for Controller {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+            .env("TMPDIR", dir.path());
+        Controller {
+            _process: Process::spawn(&mut cmd, dir.join("controller.log")),
+            _dir: dir,
+        }
     }
 }
 
@@ -1346,18 +1282,7 @@ fn flux_reads_a_tags_digest_once() {
                 .args(["-fsS", "-H", accept, &format!("{manifest}/{other_tag}")]),
         )
         .stdout;
-    let put = w.tmp.join("manifest.json");
-    std::fs::write(&put, &body).expect("manifest");
-    run_ok(w.registry.curl().args([
-        "-fsS",
-        "-X",
-        "PUT",
-        "-H",
-        "Content-Type: application/vnd.oci.image.manifest.v1+json",
-        "--data-binary",
-        &format!("@{}", put.display()),
-        &format!("{manifest}/{tag}"),
-    ]));
+    w.registry.put_manifest(NAME, &tag, &body);
     assert_eq!(
         digest_of(&w.registry, NAME, &tag),
         Some(text(&other, "/digest")),

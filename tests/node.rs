@@ -544,19 +544,8 @@ fn an_index_must_list_the_nodes_platform_a_plain_manifest_need_not() {
     image["config"]["digest"] = config_digest.into();
     image["config"]["size"] = config.len().into();
     let other_manifest = image.to_string();
-    let tmp = TempDir::new();
-    let file = tmp.join("manifest.json");
-    std::fs::write(&file, &other_manifest).expect("manifest.json");
-    run_ok(p.registry.curl().args([
-        "-fsS",
-        "-X",
-        "PUT",
-        "-H",
-        "Content-Type: application/vnd.oci.image.manifest.v1+json",
-        "--data-binary",
-        &format!("@{}", file.display()),
-        &format!("{}/v2/{path}/manifests/plain-{other}", p.registry.base()),
-    ]));
+    p.registry
+        .put_manifest(path, &format!("plain-{other}"), other_manifest.as_bytes());
     p.pod(
         "plain-other",
         &format!(

@@ -168,6 +168,20 @@ impl TestCommand {
         }
     }
 
+    /// Adds `promote --repository REPOSITORY --from main --to prod`: the
+    /// channel move the promotion tests make.
+    pub fn promote_main_to_prod(&mut self, repository: &str) -> &mut TestCommand {
+        self.args([
+            "promote",
+            "--repository",
+            repository,
+            "--from",
+            "main",
+            "--to",
+            "prod",
+        ])
+    }
+
     /// `settings-image push --path PATH --repository REPOSITORY`.
     pub fn push(path: impl AsRef<OsStr>, repository: &str) -> TestCommand {
         let mut c = TestCommand::new();

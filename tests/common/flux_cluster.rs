@@ -22,6 +22,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::kube::Kube;
+use super::registry::Registry;
 use super::service::{self, Service};
 
 /// The running controllers and their cluster: a [`Kube`] (its API server,
@@ -80,6 +81,54 @@ impl FluxCluster {
         );
         self.kubectl_ok(&["create", "namespace", &ns]);
         ns
+    }
+
+    /// Creates the Secret `registry-ca` in `ns` holding `registry`'s CA as
+    /// `ca.crt`: what an ImageRepository's `certSecretRef` names.
+    pub fn registry_ca_secret(&self, ns: &str, registry: &Registry) {
+        let path = registry.ca.as_ref().expect("a TLS registry");
+        let ca = fs::read_to_string(path)
+            .unwrap_or_else(|e| panic!("reading the CA {}: {e}", path.display()));
+        self.kubectl_ok(&[
+            "create",
+            "secret",
+            "generic",
+            "registry-ca",
+            "-n",
+            ns,
+            &format!("--from-literal=ca.crt={ca}"),
+        ]);
+    }
+
+    /// What ImagePolicy `name` in `ns` serves once Flux has scanned the
+    /// registry's `tags` as they are now: `status.latestRef`'s (name, tag,
+    /// digest). A new ImageRepository can answer its first requested
+    /// reconcile before its first scan (`observedGeneration: -1`, no scan
+    /// result): it is asked again until a scan has run, ten times at most;
+    /// then the scan must count the registry's tags.
+    pub fn served(&self, ns: &str, name: &str, tags: &[String]) -> (String, String, String) {
+        let mut repo = Value::Null;
+        for _ in 0..10 {
+            repo = self.reconcile(ns, &format!("imagerepository/{name}"));
+            if repo["status"]["lastScanResult"]["tagCount"].is_u64() {
+                break;
+            }
+        }
+        assert_eq!(
+            repo["status"]["lastScanResult"]["tagCount"].as_u64(),
+            Some(tags.len() as u64),
+            "the scan Flux made does not count the registry's tags {tags:?}: {:#}",
+            repo["status"]
+        );
+        let policy = self.reconcile(ns, &format!("imagepolicy/{name}"));
+        let latest = &policy["status"]["latestRef"];
+        let s = |k: &str| {
+            latest[k]
+                .as_str()
+                .unwrap_or_else(|| panic!("no latestRef.{k}: {:#}", policy["status"]))
+                .to_string()
+        };
+        (s("name"), s("tag"), s("digest"))
     }
 
     /// Asks Flux to reconcile `what` now (`flux reconcile`'s annotation)

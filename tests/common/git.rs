@@ -202,7 +202,6 @@ impl ScratchRepo {
 /// deep. Returns the commit's id. The index and work tree are left as they
 /// were.
 pub fn commit_nested(home: &Path, dir: &Path, folder: &str, levels: usize, time: i64) -> String {
-    use std::io::Write;
     let parent = git_cmd(home, dir)
         .args(["rev-parse", "--verify", "-q", "refs/heads/main"])
         .output()
@@ -219,18 +218,11 @@ pub fn commit_nested(home: &Path, dir: &Path, folder: &str, levels: usize, time:
          M 100644 inline {folder}/app.yaml\ndata 12\nreplicas: 2\n\n\
          M 100644 inline {deep}\ndata 8\ndeep: 1\n\n"
     );
-    let mut child = git_cmd(home, dir)
-        .args(["fast-import", "--quiet"])
-        .stdin(std::process::Stdio::piped())
-        .spawn()
-        .expect("git fast-import");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(stream.as_bytes())
-        .expect("fast-import input");
-    assert!(child.wait().expect("git fast-import").success());
+    let out = super::output_with_stdin(
+        git_cmd(home, dir).args(["fast-import", "--quiet"]),
+        stream.as_bytes(),
+    );
+    assert!(out.status.success());
     run(
         &mut git_cmd(home, dir),
         &["rev-parse", "refs/heads/main"],

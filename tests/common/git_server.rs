@@ -265,21 +265,11 @@ impl Upstream {
             }
             stream.push(b'\n');
         }
-        let mut child = git_cmd(&self.home, &self.work)
-            .args(["fast-import", "--quiet"])
-            .stdin(Stdio::piped())
-            .spawn()
-            .expect("git fast-import");
-        child
-            .stdin
-            .take()
-            .expect("piped stdin")
-            .write_all(&stream)
-            .expect("feeding git fast-import");
-        assert!(
-            child.wait().expect("git fast-import").success(),
-            "git fast-import failed"
+        let out = super::output_with_stdin(
+            git_cmd(&self.home, &self.work).args(["fast-import", "--quiet"]),
+            &stream,
         );
+        assert!(out.status.success(), "git fast-import failed");
         self.git(&["reset", "-q", "--hard", "HEAD"]);
         self.push();
     }

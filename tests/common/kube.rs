@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::service::{self, Service};
-use super::{eventually, repo, run_ok};
+use super::{eventually, output_with_stdin, repo, run_ok};
 
 /// A running API server: its kubeconfig (admin, `system:masters`) and URL.
 pub struct Kube {
@@ -64,22 +64,7 @@ impl Kube {
 
     /// `kubectl ARGS` with `stdin`, whatever the result.
     pub fn kubectl_in(&self, args: &[&str], stdin: &str) -> Output {
-        use std::io::Write;
-        let mut child = self
-            .kubectl()
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("starting kubectl");
-        child
-            .stdin
-            .take()
-            .expect("kubectl's stdin")
-            .write_all(stdin.as_bytes())
-            .expect("writing to kubectl");
-        child.wait_with_output().expect("waiting for kubectl")
+        output_with_stdin(self.kubectl().args(args), stdin.as_bytes())
     }
 
     /// `kubectl ARGS`; panics with kubectl's words unless it succeeds;
@@ -99,6 +84,23 @@ impl Kube {
     pub fn get(&self, ns: &str, what: &str) -> Value {
         let out = self.kubectl_ok(&["get", what, "-n", ns, "-o", "json"]);
         serde_json::from_str(&out).expect("kubectl's JSON")
+    }
+
+    /// Merges `status` (`{"status": ...}`) into the status of `kind/name`
+    /// in `ns` (`kubectl patch --subresource=status`), as the controller
+    /// that owns it would write it.
+    pub fn patch_status(&self, ns: &str, kind: &str, name: &str, status: &str) {
+        run_ok(self.kubectl().args([
+            "patch",
+            kind,
+            name,
+            "-n",
+            ns,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            status,
+        ]));
     }
 
     /// Polls `what` in `ns` (JSON; `null` while it does not exist) every
@@ -152,6 +154,17 @@ impl Kube {
     /// schema, CEL and admission checks, nothing stored.
     pub fn dry_run(&self, yaml: &str) -> Output {
         self.kubectl_in(&["apply", "--dry-run=server", "-f", "-"], yaml)
+    }
+
+    /// [`Kube::dry_run`], which must pass; `what` names the objects in the
+    /// failure.
+    pub fn dry_run_ok(&self, yaml: &str, what: &str) {
+        let out = self.dry_run(yaml);
+        assert!(
+            out.status.success(),
+            "{what}: kubectl apply --dry-run=server refused it:\n{}\n{yaml}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     /// Applies CRD files and waits until each is Established.

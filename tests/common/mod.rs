@@ -17,6 +17,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 pub mod cmd;
+pub mod controller;
 pub mod flux;
 pub mod flux_cluster;
 pub mod forge;
@@ -66,6 +67,40 @@ pub fn eventually<T>(
                 within.as_secs()
             ),
         }
+        std::thread::sleep(every);
+    }
+}
+
+/// Every document of a YAML stream, as JSON values (comments and empty
+/// documents dropped).
+pub fn yaml_documents(yaml: &str) -> Vec<Value> {
+    serde_yaml_ng::Deserializer::from_str(yaml)
+        .map(|de| serde::Deserialize::deserialize(de).expect("the YAML parses"))
+        .filter(|v: &Value| !v.is_null())
+        .collect()
+}
+
+/// `secs` since the epoch as RFC 3339 (UTC), by GNU date: the times the
+/// tests write or expect in statuses, records and policies.
+pub fn rfc3339(secs: i64) -> String {
+    stdout_of(Command::new("date").args(["-u", "-d", &format!("@{secs}"), "+%Y-%m-%dT%H:%M:%SZ"]))
+        .trim()
+        .to_string()
+}
+
+/// RFC 3339 (or `now`) as seconds since the epoch, by GNU date.
+pub fn epoch_secs(rfc: &str) -> i64 {
+    let out = stdout_of(Command::new("date").args(["-u", "-d", rfc, "+%s"]));
+    out.trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("date printed {out:?} for {rfc:?}: {e}"))
+}
+
+/// Sleeps until the clock (GNU date's) reads `at` seconds since the epoch,
+/// looking every `every`: for a test that needs a span of real time to
+/// pass (a soak, a grace period) between the times a cluster wrote.
+pub fn sleep_until(at: i64, every: Duration) {
+    while epoch_secs("now") < at {
         std::thread::sleep(every);
     }
 }
@@ -149,6 +184,26 @@ pub fn run_ok(cmd: &mut Command) -> Output {
         String::from_utf8_lossy(&out.stderr)
     );
     out
+}
+
+/// Runs `cmd` with `input` on its stdin, its stdout and stderr captured,
+/// whatever the result.
+pub fn output_with_stdin(cmd: &mut Command, input: &[u8]) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {cmd:?}: {e}"));
+    child
+        .stdin
+        .take()
+        .expect("a piped stdin")
+        .write_all(input)
+        .unwrap_or_else(|e| panic!("writing to {cmd:?}: {e}"));
+    child
+        .wait_with_output()
+        .unwrap_or_else(|e| panic!("waiting for {cmd:?}: {e}"))
 }
 
 /// Runs `cmd`, requires success and returns its stdout as text.

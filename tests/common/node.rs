@@ -170,6 +170,36 @@ impl FluxCluster {
         })
     }
 
+    /// What the previous container of `pod` printed (`kubectl logs
+    /// --previous`): of a container that exited and was restarted. The
+    /// kubelet answers "unable to retrieve container logs" while it
+    /// replaces the terminated container: asked again until it has one.
+    pub fn printed_before_restart(&self, ns: &str, pod: &str) -> String {
+        eventually(Duration::from_secs(120), Duration::from_millis(500), || {
+            let said = self.kubectl_ok(&["logs", "-n", ns, pod, "--previous"]);
+            if said.starts_with("unable to retrieve container logs") {
+                Err(format!("{pod}: {said}"))
+            } else {
+                Ok(said)
+            }
+        })
+    }
+
+    /// The newest pod in `ns` with labels `selector` whose first volume
+    /// mounts the image `reference`.
+    pub fn newest_mounting(&self, ns: &str, selector: &str, reference: &str) -> Value {
+        self.list(ns, "pods", selector)
+            .into_iter()
+            .filter(|p| p["spec"]["volumes"][0]["image"]["reference"] == reference)
+            .max_by_key(|p| {
+                p["metadata"]["creationTimestamp"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .unwrap_or_else(|| panic!("no pod of {ns} with {selector} mounts {reference}"))
+    }
+
     /// `kubectl exec POD -- sh -c SCRIPT` in `ns`, whatever the result.
     pub fn exec(&self, ns: &str, pod: &str, script: &str) -> Output {
         self.kubectl()

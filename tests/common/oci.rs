@@ -185,3 +185,45 @@ pub fn attach_rollout_record(
         .unwrap_or_else(|| panic!("no digest in oras attach's output: {v}"))
         .to_string()
 }
+
+/// The rollout records attached to `subject` (`HOST/NAME@DIGEST`) as
+/// `oras discover` lists them and `oras pull` reads them, with `flags`
+/// (`--plain-http`, or `--ca-file` and a login): (referrer digest,
+/// record), in oras' order.
+pub fn rollout_records(subject: &str, flags: &[&str]) -> Vec<(String, serde_json::Value)> {
+    let mut args = vec!["discover", "--format", "json"];
+    args.extend_from_slice(flags);
+    args.push(subject);
+    let listed = go_tool("oras", &args);
+    let d: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap_or_else(|e| {
+        panic!(
+            "oras discover printed no JSON ({e}): {}",
+            String::from_utf8_lossy(&listed.stdout)
+        )
+    });
+    let repository = subject.split('@').next().unwrap_or(subject);
+    d["referrers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .filter(|r| r["artifactType"] == ROLLOUT)
+        .map(|r| {
+            let digest = r["digest"]
+                .as_str()
+                .expect("a referrer's digest")
+                .to_string();
+            let out = TempDir::new();
+            let dir = out.path().to_str().expect("a UTF-8 temporary folder");
+            let reference = format!("{repository}@{digest}");
+            let mut args = vec!["pull", "-o", dir];
+            args.extend_from_slice(flags);
+            args.push(&reference);
+            go_tool("oras", &args);
+            let text = std::fs::read_to_string(out.join("rollout.json")).expect("rollout.json");
+            let record = serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("the record {reference} is no JSON ({e}): {text}"));
+            (digest, record)
+        })
+        .collect()
+}

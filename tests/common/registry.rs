@@ -207,6 +207,25 @@ impl Registry {
         format!("{scheme}://{}", self.host())
     }
 
+    /// PUTs `manifest` (an OCI image manifest's bytes) as
+    /// `NAME:REFERENCE` with curl, by hand (no login); fails the test
+    /// unless the registry takes it.
+    pub fn put_manifest(&self, name: &str, reference: &str, manifest: &[u8]) {
+        let tmp = super::TempDir::new();
+        let file = tmp.join("manifest.json");
+        std::fs::write(&file, manifest).expect("writing manifest.json");
+        super::run_ok(self.curl().args([
+            "-fsS",
+            "-X",
+            "PUT",
+            "-H",
+            "Content-Type: application/vnd.oci.image.manifest.v1+json",
+            "--data-binary",
+            &format!("@{}", file.display()),
+            &format!("{}/v2/{name}/manifests/{reference}", self.base()),
+        ]));
+    }
+
     /// `curl` trusting this registry's CA (when it has one).
     pub fn curl(&self) -> Command {
         let mut c = Command::new(require("curl"));
@@ -389,20 +408,12 @@ impl TokenServer {
     }
 
     fn sign(&self, input: &str) -> Vec<u8> {
-        let mut child = Command::new("openssl")
-            .args(["dgst", "-sha256", "-sign"])
-            .arg(&self.key)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
+        let out = super::output_with_stdin(
+            Command::new("openssl")
+                .args(["dgst", "-sha256", "-sign"])
+                .arg(&self.key),
+            input.as_bytes(),
+        );
         assert!(out.status.success());
         out.stdout
     }
@@ -683,6 +694,37 @@ impl Proxy {
     /// Replaces the fault rule.
     pub fn set_rule(&self, rule: impl FnMut(&str, &str) -> Action + Send + 'static) {
         *self.rule.lock().unwrap() = Box::new(rule);
+    }
+
+    /// Holds the first request of one of `methods` whose path contains
+    /// `part`: the first receiver hears when it arrives; the request waits
+    /// until the second sender sends (or is dropped), then goes on to the
+    /// registry, or with `reset` is dropped (a client long gone). Every
+    /// other request is forwarded.
+    pub fn hold_first(
+        &self,
+        methods: &'static [&'static str],
+        part: &'static str,
+        reset: bool,
+    ) -> (std::sync::mpsc::Receiver<()>, std::sync::mpsc::Sender<()>) {
+        let (started_tx, started_rx) = std::sync::mpsc::channel::<()>();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let started_tx = Mutex::new(Some(started_tx));
+        let release_rx = Mutex::new(release_rx);
+        self.set_rule(move |method, path| {
+            if methods.contains(&method)
+                && path.contains(part)
+                && let Some(tx) = started_tx.lock().unwrap().take()
+            {
+                let _ = tx.send(());
+                let _ = release_rx.lock().unwrap().recv();
+                if reset {
+                    return Action::Reset;
+                }
+            }
+            Action::Forward
+        });
+        (started_rx, release_tx)
     }
 
     /// `127.0.0.1:PORT`.

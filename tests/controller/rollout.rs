@@ -9,10 +9,8 @@
 //! wrote into the pods for `readySince` / `endedAt`.
 
 use super::*;
-use common::oci::{oras, oras_discover, oras_discover_tree};
+use common::oci::{attach_rollout_record, oras_discover_tree, rollout_records};
 use common::registry::settings;
-
-const ROLLOUT: &str = "application/vnd.settings-image.rollout.v1+json";
 
 /// Pushes a fresh folder as `tag`; its digest.
 fn candidate(repo: &str, tag: &str) -> String {
@@ -51,17 +49,7 @@ fn pod(k: &Kube, ns: &str, name: &str, reference: &str, ready: bool, since: &str
     let status = json!({"status": {"conditions": [
         {"type": "Ready", "status": if ready { "True" } else { "False" }, "lastTransitionTime": since}
     ]}});
-    run_ok(k.kubectl().args([
-        "patch",
-        "pod",
-        name,
-        "-n",
-        ns,
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        &status.to_string(),
-    ]));
+    k.patch_status(ns, "pod", name, &status.to_string());
 }
 
 /// The `shop` Deployment mounting `reference`.
@@ -81,17 +69,7 @@ fn counts(k: &Kube, ns: &str, total: u32, updated: u32, ready: u32) {
         "replicas": total, "updatedReplicas": updated,
         "readyReplicas": ready, "availableReplicas": ready,
     }});
-    run_ok(k.kubectl().args([
-        "patch",
-        "deployment",
-        "shop",
-        "-n",
-        ns,
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        &status.to_string(),
-    ]));
+    k.patch_status(ns, "deployment", "shop", &status.to_string());
 }
 
 /// Waits until SettingsRollout `staging` satisfies `pred`.
@@ -127,103 +105,39 @@ fn entry(v: &Value) -> Option<(String, String, String)> {
 /// The rollout records of `subject` as oras pulls them: (referrer digest,
 /// record JSON), in the order oras lists them.
 fn records(subject: &str) -> Vec<(String, Value)> {
-    let d = oras_discover(subject, &[]);
-    d["referrers"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .iter()
-        .filter(|r| r["artifactType"] == ROLLOUT)
-        .map(|r| {
-            let digest = r["digest"].as_str().unwrap().to_string();
-            let repo = subject.split('@').next().unwrap();
-            let out = TempDir::new();
-            oras(&[
-                "pull",
-                "--plain-http",
-                "-o",
-                out.path().to_str().unwrap(),
-                &format!("{repo}@{digest}"),
-            ]);
-            let text = std::fs::read_to_string(out.join("rollout.json")).unwrap();
-            (digest, serde_json::from_str(&text).unwrap())
-        })
-        .collect()
+    rollout_records(subject, &["--plain-http"])
 }
 
+/// The Events on SettingsRollouts: (type, reason, note).
 fn rollout_events(k: &Kube, ns: &str) -> Vec<(String, String, String)> {
-    let v = get(k, ns, "events.events.k8s.io");
-    v["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["regarding"]["kind"] == "SettingsRollout")
-        .map(|e| {
-            (
-                e["type"].as_str().unwrap_or_default().to_string(),
-                e["reason"].as_str().unwrap_or_default().to_string(),
-                e["note"].as_str().unwrap_or_default().to_string(),
-            )
-        })
-        .collect()
+    events_of(k, ns, "SettingsRollout", None)
 }
 
+/// `promote --from main --to prod --json --policy POLICY EXTRA`.
 fn promote(repo: &str, policy: &Path, extra: &[&str]) -> Value {
-    let mut args = vec![
-        "promote",
-        "--repository",
-        repo,
-        "--from",
-        "main",
-        "--to",
-        "prod",
-        "--json",
-        "--policy",
-    ];
-    let p = policy.to_str().unwrap();
-    args.push(p);
-    args.extend_from_slice(extra);
-    let v: Value = TestCommand::new().args(&args).json();
+    let v: Value = TestCommand::new()
+        .promote_main_to_prod(repo)
+        .arg("--json")
+        .arg("--policy")
+        .arg(policy)
+        .args(extra)
+        .json();
     eprintln!("promote {extra:?}:\n{v:#}");
     v
 }
 
+/// `promote --explain --at AT` as a person reads it.
 fn explain_text(repo: &str, policy: &Path, at: &str) -> String {
     TestCommand::new()
-        .args([
-            "promote",
-            "--repository",
-            repo,
-            "--from",
-            "main",
-            "--to",
-            "prod",
-            "--explain",
-            "--at",
-            at,
-            "--policy",
-        ])
+        .promote_main_to_prod(repo)
+        .args(["--explain", "--at", at, "--policy"])
         .arg(policy)
         .ok()
 }
 
 fn rfc3339(t: std::time::SystemTime) -> String {
     let secs = t.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
-    jiff_like(secs)
-}
-
-/// `secs` since the epoch as RFC 3339 (UTC), by `date`.
-fn jiff_like(secs: i64) -> String {
-    stdout_of(Command::new("date").args(["-u", "-d", &format!("@{secs}"), "+%Y-%m-%dT%H:%M:%SZ"]))
-        .trim()
-        .to_string()
-}
-
-fn secs_of(rfc: &str) -> i64 {
-    stdout_of(Command::new("date").args(["-u", "-d", rfc, "+%s"]))
-        .trim()
-        .parse()
-        .unwrap()
+    common::rfc3339(secs)
 }
 
 /// Healthy, crash-looping, healthy: the records, the status, what promote
@@ -396,17 +310,12 @@ fn three_candidates_in_staging_leave_records_that_gate_production() {
     assert_eq!(recs3.len(), 1);
     // The same state derived again (the status lost, as after a restart
     // before the status write): the same bytes, so the same referrer.
-    run_ok(k.kubectl().args([
-        "patch",
+    k.patch_status(
+        &ns,
         "settingsrollout",
         "staging",
-        "-n",
-        &ns,
-        "--subresource=status",
-        "--type=merge",
-        "-p",
         r#"{"status":{"workloads":null}}"#,
-    ]));
+    );
     run_ok(
         k.kubectl()
             .args(["annotate", "deployment", "shop", "-n", &ns, "poke=1"]),
@@ -432,25 +341,13 @@ fn three_candidates_in_staging_leave_records_that_gate_production() {
     // Records pushed by hand onto D3 claiming a long soak: one with a
     // cluster name no controller takes, one of another shape.
     let dir = TempDir::new();
-    for (i, body) in [
+    for body in [
         json!({"cluster": "Staging!", "namespace": ns, "kind": "Deployment", "name": "shop", "repository": repo,
                "digest": d3, "state": "ready", "readySince": "2020-01-01T00:00:00Z", "replicas": 1}),
         json!({"cluster": "staging", "namespace": ns, "kind": "Deployment", "name": "shop", "repository": repo,
                "digest": d3, "state": "ready", "readySince": "2020-01-01T00:00:00Z", "replicas": 1, "trustMe": true}),
-    ]
-    .iter()
-    .enumerate()
-    {
-        let d = dir.join(&format!("{i}"));
-        std::fs::create_dir_all(&d).unwrap();
-        std::fs::write(d.join("rollout.json"), body.to_string()).unwrap();
-        let out = Command::new(require("oras"))
-            .current_dir(&d)
-            .args(["attach", "--plain-http", "--artifact-type", ROLLOUT, &format!("{repo}@{d3}"), &format!("rollout.json:{ROLLOUT}")])
-            .env("HOME", dir.path())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    ] {
+        attach_rollout_record(&format!("{repo}@{d3}"), &body, &["--plain-http"]);
     }
     let inspected = TestCommand::new()
         .args(["inspect", &format!("{repo}@{d3}")])
@@ -490,12 +387,16 @@ fn three_candidates_in_staging_leave_records_that_gate_production() {
         "requires:\n  - rollout: {cluster: staging, readyFor: 2h, notEnded: unavailable}\n",
     )
     .unwrap();
-    let now_s = secs_of(&ready3);
+    let now_s = common::epoch_secs(&ready3);
     // Before the first candidate was Ready: no evidence at all.
     let before = promote(
         &repo,
         &policy,
-        &["--explain", "--at", &jiff_like(secs_of(&ready1) - 60)],
+        &[
+            "--explain",
+            "--at",
+            &common::rfc3339(common::epoch_secs(&ready1) - 60),
+        ],
     );
     assert_eq!(
         (before["decision"].as_str(), before["unmet"].as_bool()),
@@ -503,7 +404,7 @@ fn three_candidates_in_staging_leave_records_that_gate_production() {
     );
     // Now: the newest has not soaked (the hand-pushed records ignored),
     // the crashed one ended unavailable, the first soaked 3h: it goes.
-    let at_now = jiff_like(now_s + 60);
+    let at_now = common::rfc3339(now_s + 60);
     let text = explain_text(&repo, &policy, &at_now);
     eprintln!("promote --explain --at {at_now}:\n{text}");
     let x = promote(&repo, &policy, &["--explain", "--at", &at_now]);
@@ -557,7 +458,7 @@ fn three_candidates_in_staging_leave_records_that_gate_production() {
         "{shown}"
     );
     // Two hours on, the newest has soaked: it goes, the crashed one never.
-    let later = jiff_like(now_s + 2 * 3600 + 60);
+    let later = common::rfc3339(now_s + 2 * 3600 + 60);
     let x = promote(&repo, &policy, &["--explain", "--at", &later]);
     let cands: Vec<(&str, bool)> = x["candidates"]
         .as_array()
@@ -641,17 +542,7 @@ fn statefulsets_and_daemonsets_are_recorded_from_their_own_status_fields() {
         let status = json!({"status": {"conditions": [
             {"type": "Ready", "status": "True", "lastTransitionTime": ready}
         ]}});
-        run_ok(k.kubectl().args([
-            "patch",
-            "pod",
-            name,
-            "-n",
-            &ns,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            &status.to_string(),
-        ]));
+        k.patch_status(&ns, "pod", name, &status.to_string());
     };
     ready_pod("db-0", "db", "2026-12-01T10:00:00Z");
     ready_pod("db-1", "db", "2026-12-01T10:00:40Z");
@@ -663,17 +554,12 @@ fn statefulsets_and_daemonsets_are_recorded_from_their_own_status_fields() {
                 .clone();
         let mut body = body;
         body["observedGeneration"] = generation;
-        run_ok(k.kubectl().args([
-            "patch",
+        k.patch_status(
+            &ns,
             &kind.to_lowercase(),
             name,
-            "-n",
-            &ns,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
             &json!({"status": body}).to_string(),
-        ]));
+        );
     };
     let ds = |available: u32| {
         json!({"desiredNumberScheduled": 1, "currentNumberScheduled": 1, "updatedNumberScheduled": 1,
@@ -752,17 +638,7 @@ fn statefulsets_and_daemonsets_are_recorded_from_their_own_status_fields() {
 #[test]
 fn without_the_settingsrollout_crd_readyz_names_it() {
     let k = common::kube::private();
-    let out = k
-        .kubectl()
-        .args(["apply", "--server-side", "-k"])
-        .arg(repo().join("config"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    apply_config(&k);
     k.install_crds(&[
         &common::kube::flux_crd_dir().join("source.toolkit.fluxcd.io_gitrepositories.yaml")
     ]);
