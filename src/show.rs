@@ -265,3 +265,60 @@ impl<'a> PublishedJson<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::field::Cli;
+    use crate::notice::{Notice, Unattested};
+
+    /// `--json` of a push keeps main's keys, their order and the warnings'
+    /// words (the JSON written out by hand from what main printed).
+    #[test]
+    fn the_report_json_is_main_s() {
+        let r = Report {
+            digest: "sha256:d".into(),
+            config_digest: "sha256:c".into(),
+            layer: LayerReport {
+                digest: "sha256:l".into(),
+                diff_id: "sha256:u".into(),
+                size: 10,
+                uncompressed_size: 20,
+            },
+            files: 1,
+            size: 5,
+            tags: vec!["v1".into()],
+            output: None,
+            new_blobs: 2,
+            commit: Some("abc".into()),
+            timestamp: Some(1700000000),
+            timestamp_tag: None,
+            anomaly: None,
+            branch_tag: None,
+            push: Some(PushReport {
+                reference: "r/s:v1@sha256:d".into(),
+                uploaded_blobs: 2,
+                uploaded_bytes: 30,
+                pushed: true,
+                provenance: None,
+            }),
+            warnings: vec![Notice::NoProvenance(Unattested::Worktree)],
+        };
+        assert_eq!(
+            serde_json::to_string(&ReportJson::of(&r, &Cli)).unwrap(),
+            "{\"digest\":\"sha256:d\",\"config_digest\":\"sha256:c\",\"layer\":{\"digest\":\"sha256:l\",\
+             \"diff_id\":\"sha256:u\",\"size\":10,\"uncompressed_size\":20},\"files\":1,\"size\":5,\
+             \"tags\":[\"v1\"],\"new_blobs\":2,\"commit\":\"abc\",\"timestamp\":1700000000,\
+             \"reference\":\"r/s:v1@sha256:d\",\"uploaded_blobs\":2,\"uploaded_bytes\":30,\"pushed\":true,\
+             \"warnings\":[\"no provenance attached: --source worktree packages the disk, which no commit \
+             attests\"]}"
+        );
+    }
+
+    #[test]
+    fn one_file_many_files() {
+        assert_eq!(files(0), "0 files");
+        assert_eq!(files(1), "1 file");
+        assert_eq!(files(2), "2 files");
+    }
+}
