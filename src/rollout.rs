@@ -320,7 +320,7 @@ pub fn records_of(client: &crate::registry::Client, subject: &str) -> Result<Vec
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn digest(c: char) -> String {

@@ -31,3 +31,36 @@ pub(crate) fn record(r: &Record) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rollout::EndReason;
+
+    /// Each state in the words main printed (written out by hand).
+    #[test]
+    fn each_state_is_one_line() {
+        let mut r = crate::rollout::tests::ready("staging", "2026-12-01T10:00:00Z");
+        assert_eq!(
+            record(&r),
+            "ran in staging: Deployment shop/shop (2 replicas), ready from 2026-12-01T10:00:00Z"
+        );
+        r.state = State::Ended;
+        r.reason = Some(EndReason::Superseded);
+        r.ended_at = Some("2026-12-01T12:00:00Z".into());
+        r.superseded_by = Some("sha256:b".into());
+        assert_eq!(
+            record(&r),
+            "ran in staging: Deployment shop/shop (2 replicas), ready from 2026-12-01T10:00:00Z to \
+             2026-12-01T12:00:00Z, superseded by sha256:b"
+        );
+        r.ready_since = None;
+        r.superseded_by = None;
+        r.reason = Some(EndReason::Unavailable);
+        assert_eq!(
+            record(&r),
+            "ran in staging: Deployment shop/shop (2 replicas), never ready, ended 2026-12-01T12:00:00Z, \
+             unavailable"
+        );
+    }
+}
