@@ -256,8 +256,9 @@ pub fn relevant<'a>(
 /// descends from this one; a rewind when a force-push dropped it),
 /// backwards timestamp (below a tagged ancestor, else below the prefix's
 /// highest tag, which Flux keeps serving either way), same timestamp.
-/// Every message names the tag Flux serves after this push (Flux's pick
-/// over `existing` and `new_tag`, [`channel::flux_cmp`]): for a re-run or
+/// Every anomaly's message (`crate::show::anomaly`) names the tag Flux
+/// serves after this push ([`Anomaly::served`], Flux's pick over
+/// `existing` and `new_tag`, [`channel::flux_cmp`]): for a re-run or
 /// a rewind that is the newest tag, or this commit's when it has the same
 /// second and sorts first, and then the message says Flux moves to the
 /// older commit.
