@@ -197,6 +197,15 @@ runs() {
   cli push-forced-rewind push --path configs/shop --repository "$R/shop2" --timestamp-tag main --branch-tag latest
   cli push-forced-rewind2 push --path configs/shop --repository "$R/shop2" --timestamp-tag main --branch-tag latest --revision "$older" --allow-rewind
   cli push-several-older push --path 'configs/*' --repository "$R/s/{name}" --timestamp-tag main --branch-tag latest --revision "$older"
+  # The reading commands and promote: their words live in show/. (A
+  # promotion that writes is left out: its record holds the wall clock.)
+  cli inspect-one inspect "$R/shop:latest"
+  cli inspect-one-json inspect "$R/shop:latest" --json
+  cli diff-one diff "$R/shop:latest" --path configs/shop --revision "$newer"
+  cli diff-one-json diff "$R/shop:latest" --path configs/shop --revision "$newer" --json
+  cli promote-explain promote --repository "$R/shop" --from main --to prod --explain --at 2026-12-01T10:00:00Z
+  cli promote-no-reason promote --repository "$R/shop" --from main --to prod --force
+  cli promote-reason-only promote --repository "$R/shop" --from main --to prod --reason why
   # tag and plan: one folder, several.
   cli tag-one tag --path configs/shop --prefix main
   cli tag-one-json tag --path configs/shop --prefix main --json

@@ -12,7 +12,6 @@ use crate::error::{Error, Result};
 use crate::front::{self, Login};
 use crate::history;
 use crate::output;
-use crate::promote::BreakGlass;
 use crate::registry::{self, Credentials};
 use crate::request::{self, Request, Target};
 use crate::show;
@@ -86,16 +85,21 @@ fn password_given(env: &front::Env, stdin: bool) -> bool {
 /// Prints the report.
 fn print_report(report: &crate::report::Report, json: bool) -> Result<()> {
     if let Some(a) = &report.anomaly {
-        output::eprintln(&format!("warning: {}: {}", a.kind.as_str(), a.message));
+        output::eprintln(&format!(
+            "warning: {}: {}",
+            a.kind.as_str(),
+            show::anomaly::message(a)
+        ));
     }
     if let Some(line) = report.branch_tag.as_ref().and_then(branch_line) {
         output::eprintln(&line);
     }
     for w in &report.warnings {
-        output::eprintln(&format!("warning: {w}"));
+        output::eprintln(&format!("warning: {}", show::notice(w)));
     }
     if json {
-        let s = serde_json::to_string(report).map_err(|e| Error::json("printing the report", e))?;
+        let s = serde_json::to_string(&show::ReportJson::of(report, &crate::field::Cli))
+            .map_err(|e| Error::json("printing the report", e))?;
         output::println(&s)?;
     } else {
         output::print(&show::report(report))?;
@@ -295,8 +299,7 @@ fn push_request(env: &front::Env, args: PushArgs, options: registry::Options) ->
 /// Turns `promote`'s arguments into a [`crate::promote::Promotion`]; shared
 /// with nothing else, the action face builds its own from inputs.
 fn promote_request(env: &front::Env, args: &PromoteArgs) -> Result<crate::promote::Promotion> {
-    let force = crate::promote::break_glass(args.force, args.reason.as_deref())
-        .map_err(break_glass_error)?;
+    let force = crate::promote::break_glass(args.force, args.reason.as_deref())?;
     let policy = front::policy(args.policy.as_deref())?;
     let at = args
         .at
@@ -330,23 +333,6 @@ fn promote_request(env: &front::Env, args: &PromoteArgs) -> Result<crate::promot
     })
 }
 
-/// A refused break-glass in the CLI's words.
-fn break_glass_error(e: BreakGlass) -> Error {
-    match e {
-        BreakGlass::NoReason => Error::input(
-            "break-glass (--force) needs a reason",
-            Some(
-                "add --reason \"...\" saying why the release cannot wait for a window; it is recorded with the promotion"
-                    .to_string(),
-            ),
-        ),
-        BreakGlass::ReasonWithoutForce => Error::input(
-            "--reason is only used with --force",
-            Some("add --force for break-glass, or drop --reason".to_string()),
-        ),
-    }
-}
-
 fn run_promote(env: &front::Env, args: &PromoteArgs) -> Result<()> {
     let req = promote_request(env, args)?;
     if let Some(reason) = &req.force {
@@ -370,9 +356,9 @@ fn run_promote(env: &front::Env, args: &PromoteArgs) -> Result<()> {
         let s = serde_json::to_string(&out).map_err(|e| Error::json("printing the outcome", e))?;
         output::println(&s)?;
     } else {
-        output::print(&out.human())?;
+        output::print(&show::promote::promotion(&out))?;
         if let Some(review) = &out.diff {
-            output::print(&format!("\nwhat changes:\n{}", review.human()))?;
+            output::print(&format!("\nwhat changes:\n{}", show::diff::review(review)))?;
         }
     }
     Ok(())
@@ -449,14 +435,14 @@ fn run_diff(env: &front::Env, args: &DiffArgs) -> Result<ExitCode> {
         }
     };
     for w in &new.warnings {
-        output::eprintln(&format!("warning: {w}"));
+        output::eprintln(&format!("warning: {}", show::notice(w)));
     }
     let diff = crate::diff::compare(&old, &new, &limits)?;
     if args.json {
         let s = serde_json::to_string(&diff).map_err(|e| Error::json("printing the diff", e))?;
         output::println(&s)?;
     } else {
-        output::print(&diff.human())?;
+        output::print(&show::diff::human(&diff))?;
     }
     Ok(if args.exit_code && diff.different {
         ExitCode::from(crate::diff::DIFFERENT)
@@ -467,18 +453,19 @@ fn run_diff(env: &front::Env, args: &DiffArgs) -> Result<ExitCode> {
 
 fn run_inspect(env: &front::Env, args: &InspectArgs) -> Result<()> {
     let credentials = read_credentials(env)?;
-    let found = crate::inspect::inspect(
+    let mut found = crate::inspect::inspect(
         &args.reference,
         args.insecure,
         credentials,
         front::docker_config(env),
     )?;
+    show::inspect::add_summaries(&mut found);
     if args.json {
         let s =
             serde_json::to_string(&found).map_err(|e| Error::json("printing the inspection", e))?;
         output::println(&s)?;
     } else {
-        output::print(&found.human())?;
+        output::print(&show::inspect::inspection(&found))?;
     }
     Ok(())
 }
@@ -491,7 +478,7 @@ pub fn report_error(err: &Error) -> ExitCode {
     if !matches!(err, Error::OutputClosed) {
         if let Error::AfterPublish { published, .. } = err {
             for w in &published.warnings {
-                output::eprintln(&format!("warning: {w}"));
+                output::eprintln(&format!("warning: {}", show::notice(w)));
             }
         }
         output::eprintln(&format!("error: {err}"));

@@ -227,7 +227,7 @@ pub enum Error {
 }
 
 /// What a push had published when it failed ([`Error::AfterPublish`]).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PublishedSoFar {
     /// `HOST/NAME:TAG@sha256:...`.
     pub reference: String,
@@ -239,14 +239,11 @@ pub struct PublishedSoFar {
     /// already).
     pub pushed: bool,
     /// The branch tag, when this run put it.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub branch_tag: Option<String>,
     /// The provenance referrer's digest, when it was attached.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub provenance: Option<String>,
     /// What the push warned of before it failed.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub warnings: Vec<String>,
+    pub warnings: Vec<crate::notice::Notice>,
 }
 
 impl std::fmt::Display for PublishedSoFar {

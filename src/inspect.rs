@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::image::artifact::ManifestView;
-use crate::image::{ANNOTATION_CREATED, ANNOTATION_REVISION, Descriptor};
+use crate::image::{ANNOTATION_CREATED, Descriptor};
 use crate::promote;
 use crate::provenance;
 use crate::registry::{self, Client, Options};
@@ -61,11 +61,7 @@ fn read_rollout(
     };
     let record = rollout::read_record(&bytes).map_err(bad)?;
     record.check(image_digest).map_err(bad)?;
-    let mut v = serde_json::to_value(&record).map_err(|e| Error::json("showing the rollout", e))?;
-    if let serde_json::Value::Object(map) = &mut v {
-        map.insert("summary".into(), record.human().into());
-    }
-    Ok(v)
+    serde_json::to_value(&record).map_err(|e| Error::json("showing the rollout", e))
 }
 
 /// Reads a promotion record referrer: who promoted the image into which
@@ -296,58 +292,6 @@ pub fn inspect(
         provenance,
         refs,
     })
-}
-
-impl Inspection {
-    /// A short human summary.
-    pub fn human(&self) -> String {
-        let mut s = format!("{}@{}\n", self.repository, self.digest);
-        for (k, v) in &self.annotations {
-            let k = k.strip_prefix("org.opencontainers.image.").unwrap_or(k);
-            s.push_str(&format!("  {k}: {v}\n"));
-        }
-        if self.referrers.is_empty() {
-            s.push_str("no referrers (no provenance)\n");
-        }
-        if !self.refs.is_empty() {
-            s.push_str(&format!("published by: {}\n", self.refs.join(", ")));
-        }
-        for r in &self.referrers {
-            let kind = r
-                .kind
-                .clone()
-                .or_else(|| r.artifact_type.clone())
-                .unwrap_or_else(|| "referrer".into());
-            s.push_str(&format!("{kind} {}\n", r.digest));
-            if let Some(rev) = r.annotations.get(ANNOTATION_REVISION) {
-                s.push_str(&format!("  revision: {rev}\n"));
-            }
-            let summary = r
-                .details
-                .as_ref()
-                .and_then(|d| d.get("summary"))
-                .and_then(|v| v.as_str());
-            if let (Some("rollout"), Some(line)) = (r.kind.as_deref(), summary) {
-                s.push_str(&format!("  {line}\n"));
-            } else if let Some(serde_json::Value::Object(map)) = &r.details {
-                for (k, v) in map {
-                    match v {
-                        serde_json::Value::Null => {}
-                        serde_json::Value::Bool(true) if k == "subject_matches" => {}
-                        serde_json::Value::Bool(false) if k == "subject_matches" => s.push_str(
-                            "  WARNING: the statement is about another image, not this digest\n",
-                        ),
-                        serde_json::Value::String(t) => s.push_str(&format!("  {k}: {t}\n")),
-                        other => s.push_str(&format!("  {k}: {other}\n")),
-                    }
-                }
-            }
-            if let Some(e) = &r.error {
-                s.push_str(&format!("  unreadable: {e}\n"));
-            }
-        }
-        s
-    }
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ pub mod inspect;
 pub mod login;
 pub mod many;
 pub mod named_file;
+pub mod notice;
 pub mod output;
 pub mod pipeline;
 pub mod progress;

@@ -31,10 +31,11 @@ use crate::history::mirror::Mirror;
 use crate::history::{self, Checkout, Reading, SourceMode};
 use crate::image;
 use crate::many::Selection;
+use crate::notice::{Notice, Unattested};
 use crate::provenance;
 use crate::publish::{Provenance, Publication, Stamp};
 use crate::release::ordering::ForcedPush;
-use crate::report::{ImageLine, LayerReport, Report};
+use crate::report::{LayerReport, Report};
 use crate::request::{Request, Target, for_mirror, merge_metadata};
 use crate::tag;
 use crate::text;
@@ -254,7 +255,7 @@ fn build_and_publish(
 fn tags_of(
     req: &Request,
     prepared: &history::Prepared,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Notice>,
 ) -> Result<(Vec<String>, Option<String>)> {
     let mut tags = req.tags.clone();
     let timestamp_tag = match (&req.timestamp_tag, &prepared.commit) {
@@ -294,9 +295,7 @@ fn tags_of(
                     ],
                 ));
             }
-            None => warnings.push(format!(
-                "tag {t} is shaped like a timestamp tag, but the folder is not in a git commit: nothing attests the commit it names"
-            )),
+            None => warnings.push(Notice::StampedOutsideGit { tag: t.clone() }),
         }
     }
     Ok((tags, timestamp_tag))
@@ -322,12 +321,8 @@ fn provenance_of(
                 added,
             )))
         }
-        (None, _, true) | (_, None, true) => {
-            Provenance::Unattested("the folder is not in a git commit")
-        }
-        (Some(_), Some(_), true) => {
-            Provenance::Unattested("--source worktree packages the disk, which no commit attests")
-        }
+        (None, _, true) | (_, None, true) => Provenance::Unattested(Unattested::NoCommit),
+        (Some(_), Some(_), true) => Provenance::Unattested(Unattested::Worktree),
     }
 }
 
@@ -411,47 +406,6 @@ pub struct FolderReport {
     pub repository: String,
     /// What it published, or why it failed (the others still ran).
     pub result: Result<Report>,
-}
-
-/// The several-folder line (the CLI's and the action's `--json` and
-/// `images`), made here: `report` knows nothing of the run.
-impl ImageLine {
-    /// The line of `folder`, its error rendered by `face`. A folder that
-    /// failed after it published says what is there.
-    pub fn of(folder: &FolderReport, face: &dyn crate::field::Face) -> ImageLine {
-        let (path, repository) = (folder.path.clone(), folder.repository.clone());
-        match &folder.result {
-            Ok(report) => ImageLine {
-                path,
-                repository,
-                tag: report
-                    .timestamp_tag
-                    .clone()
-                    .or_else(|| report.tags.first().cloned()),
-                digest: Some(report.digest.clone()),
-                reference: report.push.as_ref().map(|p| p.reference.clone()),
-                pushed: report.push.as_ref().map(|p| p.pushed),
-                anomaly: report.anomaly.clone(),
-                error: None,
-            },
-            Err(e) => {
-                let published = match e {
-                    crate::Error::AfterPublish { published, .. } => Some(published),
-                    _ => None,
-                };
-                ImageLine {
-                    path,
-                    repository,
-                    tag: published.and_then(|p| p.tags.first().cloned()),
-                    digest: published.map(|p| p.digest.clone()),
-                    reference: published.map(|p| p.reference.clone()),
-                    pushed: published.map(|p| p.pushed),
-                    anomaly: None,
-                    error: Some(e.render(face)),
-                }
-            }
-        }
-    }
 }
 
 /// A folder that published ([`RunReport::published`]).

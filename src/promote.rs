@@ -18,7 +18,7 @@ use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::field::Field;
+use crate::field::{Field, Mention};
 use crate::image::artifact::{Artifact, ManifestView};
 use crate::image::{ANNOTATION_CREATED, Descriptor};
 use crate::registry::{self, Client, Credentials, Options};
@@ -211,31 +211,38 @@ pub fn parse_at(text: &str) -> Result<Timestamp> {
     })
 }
 
-/// A break-glass request that does not hold together. Each front end says
-/// it in its own words (flags in the CLI, inputs in the action).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum BreakGlass {
-    /// Forced without a reason.
-    #[error("break-glass needs a reason")]
-    NoReason,
-    /// A reason without forcing.
-    #[error("a reason is only used with break-glass")]
-    ReasonWithoutForce,
-}
-
 /// Checks the break-glass pair: forcing needs a non-empty reason, and a
-/// reason without forcing is a mistake. Returns the reason when forced.
-pub fn break_glass(
-    force: bool,
-    reason: Option<&str>,
-) -> std::result::Result<Option<String>, BreakGlass> {
+/// reason without forcing is a mistake (an input error naming
+/// [`Field::Force`] and [`Field::Reason`], which each face words its own
+/// way). Returns the reason when forced.
+pub fn break_glass(force: bool, reason: Option<&str>) -> Result<Option<String>> {
     let reason = reason.map(str::trim).filter(|r| !r.is_empty());
     match (force, reason) {
         (true, Some(r)) => Ok(Some(r.to_string())),
-        (true, None) => Err(BreakGlass::NoReason),
-        (false, Some(_)) => Err(BreakGlass::ReasonWithoutForce),
+        (true, None) => Err(no_reason()),
+        (false, Some(_)) => Err(Error::input_hinted(
+            crate::text![Field::Reason, " is only used with ", Field::Force],
+            crate::text![
+                "add ",
+                Field::Force,
+                " for break-glass, or drop ",
+                Field::Reason
+            ],
+        )),
         (false, None) => Ok(None),
     }
+}
+
+/// Break-glass without a reason.
+fn no_reason() -> Error {
+    Error::input_hinted(
+        crate::text!["break-glass (", Field::Force, ") needs a reason"],
+        crate::text![
+            "add ",
+            Mention::Set(Field::Reason, "\"...\"".to_string()),
+            " saying why the release cannot wait for a window; it is recorded with the promotion"
+        ],
+    )
 }
 
 fn check_prefixes(req: &Promotion) -> Result<()> {
@@ -265,7 +272,7 @@ fn check_prefixes(req: &Promotion) -> Result<()> {
     if let Some(r) = &req.force
         && r.trim().is_empty()
     {
-        return Err(Error::input(BreakGlass::NoReason.to_string(), None));
+        return Err(no_reason());
     }
     Ok(())
 }
@@ -600,131 +607,6 @@ fn copy_blobs(
         uploaded += 1;
     }
     Ok((mounted, uploaded))
-}
-
-impl PromotionReport {
-    /// A human summary; `--explain` adds the active windows and the
-    /// calendar.
-    pub fn human(&self) -> String {
-        let mut s = String::new();
-        let head = match self.decision {
-            DecisionKind::Promote if self.explain => format!(
-                "would promote {} as {}",
-                self.candidate.as_deref().unwrap_or("?"),
-                self.tag.as_deref().unwrap_or("?")
-            ),
-            DecisionKind::Promote if self.promoted => format!(
-                "promoted {} as {}",
-                self.candidate.as_deref().unwrap_or("?"),
-                self.reference.as_deref().unwrap_or("?")
-            ),
-            DecisionKind::Promote => format!(
-                "{} already holds {}",
-                self.tag.as_deref().unwrap_or("?"),
-                self.candidate.as_deref().unwrap_or("?")
-            ),
-            DecisionKind::UpToDate => format!(
-                "up to date: the channel holds {} (candidate {})",
-                self.current.as_deref().unwrap_or("?"),
-                self.candidate.as_deref().unwrap_or("?")
-            ),
-            DecisionKind::Wait if self.unmet => format!(
-                "waiting: no candidate newer than the channel meets the requirements (newest {})",
-                self.candidate.as_deref().unwrap_or("?")
-            ),
-            DecisionKind::Wait => format!(
-                "waiting: {} is newer, but the gate is shut",
-                self.candidate.as_deref().unwrap_or("?")
-            ),
-            DecisionKind::NoCandidate => {
-                "no candidate: no tag of the source prefix exists".to_string()
-            }
-        };
-        s.push_str(&head);
-        s.push('\n');
-        if self.forced {
-            s.push_str(&format!("BREAK-GLASS: {}\n", self.because));
-        } else {
-            s.push_str(&format!("because: {}\n", self.because));
-        }
-        if self.explain {
-            s.push_str(&format!("decision: {}\n", self.decision.as_str()));
-            s.push_str(&format!(
-                "candidate: {}\ncurrent:   {}\n",
-                self.candidate.as_deref().unwrap_or("(none)"),
-                self.current.as_deref().unwrap_or("(none)")
-            ));
-            s.push_str(
-                "rule: as Flux's numerical policy picks: the highest timestamp; on equal timestamps the \
-                 alphabetically smallest tag\n",
-            );
-            if !self.tied.is_empty() {
-                s.push_str(&format!(
-                    "tie: {} share a timestamp; Flux serves {}, so it is the candidate\n",
-                    self.tied.join(", "),
-                    self.tied[0]
-                ));
-            }
-            s.push_str(&format!("at: {}\n", self.at));
-            s.push_str(&format!(
-                "active windows: {}\n",
-                if self.gate.active.is_empty() {
-                    "(none)".to_string()
-                } else {
-                    self.gate.active.join(", ")
-                }
-            ));
-            s.push_str(&format!(
-                "next open:  {}\nnext close: {}\n",
-                self.next_open.as_deref().unwrap_or(if self.gate.open {
-                    "(open now)"
-                } else {
-                    "(not within 14 days)"
-                }),
-                self.next_close.as_deref().unwrap_or("(not within 14 days)")
-            ));
-            s.push_str("calendar (14 days):\n");
-            for p in &self.calendar {
-                s.push_str(&format!(
-                    "  {} .. {}  {}\n",
-                    p.start,
-                    p.end,
-                    if p.open { "open" } else { "shut" }
-                ));
-            }
-        }
-        if self.explain && !self.candidates.is_empty() {
-            s.push_str("candidates newer than the channel (newest first):\n");
-            for c in &self.candidates {
-                s.push_str(&format!(
-                    "  {} {}: {}\n",
-                    c.tag,
-                    c.digest,
-                    if c.eligible {
-                        "eligible"
-                    } else {
-                        "not eligible"
-                    }
-                ));
-                for l in &c.because {
-                    s.push_str(&format!("    {l}\n"));
-                }
-                for i in &c.ignored {
-                    s.push_str(&format!("    ignored record {}: {}\n", i.record, i.why));
-                }
-            }
-        }
-        for e in &self.evidence {
-            s.push_str(&format!(
-                "evidence: {} ({} {}, {})\n",
-                e.record, e.cluster, e.workload, e.state
-            ));
-        }
-        if let Some(r) = &self.record {
-            s.push_str(&format!("record {r}\n"));
-        }
-        s
-    }
 }
 
 #[path = "promote_evidence.rs"]

@@ -3,21 +3,54 @@
 
 use super::*;
 
+/// The message and hint of a break-glass refusal in `face`'s words.
+fn refusal(force: bool, reason: Option<&str>, face: &dyn crate::field::Face) -> (String, String) {
+    let e = break_glass(force, reason).unwrap_err();
+    assert_eq!(e.exit_code(), 2, "an input error: {e}");
+    (e.render(face), e.hint_in(face).unwrap_or_default())
+}
+
 #[test]
 fn break_glass_needs_a_reason() {
-    assert_eq!(break_glass(true, None), Err(BreakGlass::NoReason));
+    // The CLI's words, as the hand-written wording printed them.
+    let cli = crate::field::Cli;
+    let no_reason = (
+        "break-glass (--force) needs a reason".to_string(),
+        "add --reason \"...\" saying why the release cannot wait for a window; it is recorded with the promotion"
+            .to_string(),
+    );
+    assert_eq!(refusal(true, None, &cli), no_reason);
     // A blank reason is no reason.
-    assert_eq!(break_glass(true, Some("  ")), Err(BreakGlass::NoReason));
+    assert_eq!(refusal(true, Some("  "), &cli), no_reason);
     assert_eq!(
         break_glass(true, Some("incident 7")).unwrap().as_deref(),
         Some("incident 7")
     );
     assert_eq!(
-        break_glass(false, Some("why")),
-        Err(BreakGlass::ReasonWithoutForce)
+        refusal(false, Some("why"), &cli),
+        (
+            "--reason is only used with --force".to_string(),
+            "add --force for break-glass, or drop --reason".to_string()
+        )
     );
     assert_eq!(break_glass(false, None).unwrap(), None);
-    assert_eq!(break_glass(true, None), Err(BreakGlass::NoReason));
+    // The action names its inputs, never a flag.
+    let action = crate::action::fields::Inputs::Promote;
+    assert_eq!(
+        refusal(true, None, &action),
+        (
+            "break-glass (`force: true`) needs a reason".to_string(),
+            "add `reason` \"...\" saying why the release cannot wait for a window; it is recorded with the promotion"
+                .to_string()
+        )
+    );
+    assert_eq!(
+        refusal(false, Some("why"), &action),
+        (
+            "`reason` is only used with `force: true`".to_string(),
+            "add `force: true` for break-glass, or drop `reason`".to_string()
+        )
+    );
 }
 
 #[test]

@@ -8,6 +8,7 @@ use crate::field::{Field, Mention};
 use crate::history::mirror::Mirror;
 use crate::history::{SourceMode, SourceUrl, github};
 use crate::image;
+use crate::notice::{MetadataKind, Notice};
 use crate::provenance;
 use crate::publish::Publisher;
 use crate::publish::layout::LayoutDir;
@@ -198,27 +199,37 @@ impl Request {
 pub fn merge_metadata(
     mut ours: image::Metadata,
     extra: &image::Metadata,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Notice>,
 ) -> (image::Metadata, image::Metadata) {
     let mut added = image::Metadata::default();
     for (what, theirs, mine, taken) in [
         (
-            "annotation",
+            MetadataKind::Annotation,
             &extra.annotations,
             &mut ours.annotations,
             &mut added.annotations,
         ),
-        ("label", &extra.labels, &mut ours.labels, &mut added.labels),
+        (
+            MetadataKind::Label,
+            &extra.labels,
+            &mut ours.labels,
+            &mut added.labels,
+        ),
     ] {
         for (k, v) in theirs {
             match mine.get(k) {
-                Some(kept) if kept != v => warnings.push(format!(
-                    "{what} {k}={v} ignored: the history sets {kept}"
-                )),
+                Some(kept) if kept != v => warnings.push(Notice::MetadataKept {
+                    kind: what,
+                    key: k.clone(),
+                    value: v.clone(),
+                    kept: kept.clone(),
+                }),
                 Some(_) => {}
-                None if k == image::ANNOTATION_CREATED => warnings.push(format!(
-                    "{what} {k}={v} ignored: a build time would make every rebuild of the commit a new image"
-                )),
+                None if k == image::ANNOTATION_CREATED => warnings.push(Notice::CreatedIgnored {
+                    kind: what,
+                    key: k.clone(),
+                    value: v.clone(),
+                }),
                 None => {
                     mine.insert(k.clone(), v.clone());
                     taken.insert(k.clone(), v.clone());

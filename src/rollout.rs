@@ -248,35 +248,6 @@ impl Record {
         }
         Ok(())
     }
-
-    /// A line for people: `ran in staging: Deployment shop, ready from
-    /// ... to ..., superseded`.
-    pub fn human(&self) -> String {
-        let from = self.ready_since.as_deref();
-        let mut s = format!(
-            "ran in {}: {} {}/{} ({} replicas)",
-            self.cluster, self.kind, self.namespace, self.name, self.replicas
-        );
-        match (self.state, from) {
-            (State::Ready, Some(f)) => s.push_str(&format!(", ready from {f}")),
-            (State::Ended, Some(f)) => s.push_str(&format!(
-                ", ready from {f} to {}",
-                self.ended_at.as_deref().unwrap_or("(a time not shown)")
-            )),
-            (State::Ended, None) => s.push_str(&format!(
-                ", never ready, ended {}",
-                self.ended_at.as_deref().unwrap_or("(a time not shown)")
-            )),
-            (State::Ready, None) => {}
-        }
-        if let Some(r) = self.reason {
-            s.push_str(&format!(", {}", r.as_str()));
-        }
-        if let Some(d) = &self.superseded_by {
-            s.push_str(&format!(" by {d}"));
-        }
-        s
-    }
 }
 
 /// The referrer artifact for `record`: its bytes and annotations are a
@@ -349,7 +320,7 @@ pub fn records_of(client: &crate::registry::Client, subject: &str) -> Result<Vec
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn digest(c: char) -> String {
@@ -433,7 +404,7 @@ mod tests {
         ended.ended_at = Some("2026-12-01T12:00:00Z".into());
         assert_eq!(ended.check(&subject), Ok(()));
         assert_eq!(
-            ended.human(),
+            crate::show::rollout::record(&ended),
             "ran in staging: Deployment shop/shop (2 replicas), ready from 2026-12-01T10:00:00Z to \
              2026-12-01T12:00:00Z, unavailable"
         );

@@ -15,7 +15,6 @@ use super::fields::Inputs;
 use super::inputs::{self, Env};
 use crate::error::{Error, Result};
 use crate::front;
-use crate::promote::BreakGlass;
 use crate::promote::{self, PeriodReport, PromotionReport};
 use crate::release::channel::DecisionKind;
 use crate::release::policy::Policy;
@@ -96,20 +95,7 @@ pub fn read_request(env: &Env) -> Result<promote::Promotion> {
         .map(|r| lowered("target-repository", r));
     let from = inputs::require(with.from, "from")?;
     let to = inputs::require(with.to, "to")?;
-    let force = promote::break_glass(with.force.unwrap_or(false), with.reason.as_deref())
-        .map_err(|e| match e {
-            BreakGlass::NoReason => Error::input(
-                "break-glass (`force: true`) needs a reason",
-                Some(
-                    "add `reason: ...` saying why the release cannot wait for a window; it is recorded with the promotion"
-                        .to_string(),
-                ),
-            ),
-            BreakGlass::ReasonWithoutForce => Error::input(
-                "`reason` is only used with `force: true`",
-                Some("add `force: true` for break-glass, or drop `reason`".to_string()),
-            ),
-        })?;
+    let force = promote::break_glass(with.force.unwrap_or(false), with.reason.as_deref())?;
     let policy = match with.policy {
         Some(p) => {
             let workspace = inputs::workspace(env)?;
@@ -288,7 +274,10 @@ pub fn summary(out: &PromotionReport) -> String {
         }
     }
     if let Some(review) = &out.diff {
-        s.push_str(&format!("\n### What changes\n\n{}", review.markdown()));
+        s.push_str(&format!(
+            "\n### What changes\n\n{}",
+            crate::show::diff::review_markdown(review)
+        ));
     }
     s.push_str(&format!(
         "\n### Release windows, next {SUMMARY_DAYS} days\n\n| from | until | gate |\n|---|---|---|\n"
@@ -376,11 +365,13 @@ pub fn run(env: &Env) -> i32 {
     super::debug::init(env.get("RUNNER_DEBUG").map(String::as_str));
     match promote(env) {
         Ok(out) => {
-            say(&commands::escape_text(out.human().trim_end()));
+            say(&commands::escape_text(
+                crate::show::promote::promotion(&out).trim_end(),
+            ));
             if let Some(review) = &out.diff {
                 say(&commands::escape_text(&format!(
                     "what changes:\n{}",
-                    review.human().trim_end()
+                    crate::show::diff::review(review).trim_end()
                 )));
             }
             if let Some(a) = annotation(&out) {

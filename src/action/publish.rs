@@ -31,8 +31,9 @@ use crate::many::{LowerCased, Selection};
 use crate::pipeline::{self, RunReport, Spec};
 use crate::registry::{self, Credentials};
 use crate::release::ordering::{Anomaly, AnomalyKind};
-use crate::report::{ImageLine, Report};
+use crate::report::Report;
 use crate::request::{self, Request, Target};
+use crate::show::{self, ImageLine};
 
 /// The publish action's inputs (action.yml), as the runner passes them.
 /// Each field is one input (kebab-case); the runner sets every declared
@@ -600,13 +601,13 @@ fn report_folders(env: &Env, inputs: &PublishInputs, outcome: &RunReport) -> Res
         for w in &report.warnings {
             say(&commands::warning(
                 "settings-image",
-                &format!("{}: {w}", f.path),
+                &format!("{}: {}", f.path, show::notice(w).render(&face)),
             ));
         }
         if let Some(a) = &report.anomaly {
             say(&commands::warning(
                 &format!("settings-image: {}: {}", f.path, a.kind.as_str()),
-                &a.message,
+                &show::anomaly::message(a),
             ));
         }
     }
@@ -656,7 +657,10 @@ fn announce(inputs: &PublishInputs, report: &Report, published: &Published) {
         ),
     }));
     for w in &report.warnings {
-        say(&commands::warning("settings-image", w));
+        say(&commands::warning(
+            "settings-image",
+            &show::notice(w).render(&Inputs::Publish),
+        ));
     }
     if let Some(a) = &report.anomaly {
         say(&anomaly_annotation(a, report.timestamp_tag.as_deref()));
@@ -682,7 +686,10 @@ fn published_then_failed(
     error: &Error,
 ) -> Result<()> {
     for w in &published.warnings {
-        say(&commands::warning("settings-image", w));
+        say(&commands::warning(
+            "settings-image",
+            &show::notice(w).render(&Inputs::Publish),
+        ));
     }
     say(&commands::escape_text(&format!(
         "published, then failed: {published}"
@@ -870,7 +877,7 @@ fn outputs(report: &Report, published: &Published) -> String {
             report
                 .anomaly
                 .as_ref()
-                .map(|a| a.message.clone())
+                .map(show::anomaly::message)
                 .unwrap_or_default(),
         ),
         (
@@ -897,8 +904,10 @@ fn anomaly_annotation(a: &Anomaly, tag: Option<&str>) -> String {
     let title = format!("settings-image: {}", a.kind.as_str());
     let moves_back = tag.is_some_and(|t| a.serves(t));
     match a.kind {
-        AnomalyKind::RerunOfOlder if !moves_back => commands::notice(&title, &a.message),
-        _ => commands::warning(&title, &a.message),
+        AnomalyKind::RerunOfOlder if !moves_back => {
+            commands::notice(&title, &show::anomaly::message(a))
+        }
+        _ => commands::warning(&title, &show::anomaly::message(a)),
     }
 }
 
@@ -964,7 +973,7 @@ fn facts(env: &Env, inputs: &PublishInputs, report: &Report, published: &Publish
         notes: report
             .anomaly
             .iter()
-            .map(|a| format!("{}: {}", a.kind.as_str(), a.message))
+            .map(|a| format!("{}: {}", a.kind.as_str(), show::anomaly::message(a)))
             .chain(
                 report
                     .branch_tag

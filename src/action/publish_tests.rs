@@ -276,7 +276,14 @@ fn an_error_line_carries_the_hint_escaped() {
 fn a_rerun_is_a_notice_unless_flux_moves_to_the_older_commit() {
     let anomaly = |served: &str| Anomaly {
         kind: AnomalyKind::RerunOfOlder,
-        message: "m".into(),
+        case: crate::release::ordering::Case::Rerun {
+            commit: "2222222".into(),
+            ts: 200,
+            new_tag: "main-200-2000000".into(),
+            newest: crate::release::channel::parse("main", "main-200-3000000").unwrap(),
+            rev: "3000000".into(),
+            moves_to_new: false,
+        },
         served: served.into(),
         other_tag: "main-200-3000000".into(),
     };

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use crate::many::Matrix;
-use crate::report::ImageLine;
+use crate::show::ImageLine;
 
 /// The facts the summary shows.
 #[derive(Debug, Clone, Default)]
@@ -102,7 +102,7 @@ pub fn render(f: &Facts) -> String {
         let _ = write!(
             s,
             "\n#### What changed since the image before it\n\n{}",
-            changes.markdown()
+            crate::show::diff::review_markdown(changes)
         );
     }
     if let Some(prefix) = &f.prefix {
@@ -148,6 +148,7 @@ pub fn render_failed_after_publish(
         }
     );
     for w in &published.warnings {
+        let w = crate::show::notice(w).render(&crate::action::fields::Inputs::Publish);
         let _ = writeln!(s, "\n> [!WARNING]\n> {}", w.replace('\n', "\n> "));
     }
     let _ = writeln!(

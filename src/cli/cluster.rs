@@ -314,7 +314,7 @@ pub fn run_verify(args: &VerifyArgs) -> Result<i32> {
             if args.json {
                 json(&v)?;
             } else {
-                output::print(&v.human())?;
+                output::print(&crate::show::verify::verified(&v))?;
             }
             Ok(0)
         }

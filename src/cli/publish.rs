@@ -19,8 +19,8 @@ use crate::many::{LowerCased, Selection};
 use crate::output;
 use crate::pipeline::{self, RunReport, Spec};
 use crate::registry;
-use crate::report::ImageLine;
 use crate::request::{Request, Target};
+use crate::show::ImageLine;
 
 /// A `build` or `push` read from its flags: what to run and how to print.
 pub(super) struct Publish {
@@ -101,7 +101,7 @@ fn print_published_then_failed(err: &Error, json: bool) {
         let v = serde_json::json!({
             "error": error.to_string(),
             "exit_code": err.exit_code(),
-            "published": published,
+            "published": crate::show::PublishedJson::of(published, &crate::field::Cli),
         });
         println!("{v}");
     }
@@ -112,7 +112,7 @@ fn print_published_then_failed(err: &Error, json: bool) {
 fn print_folders(outcome: RunReport, json: bool) -> Result<()> {
     for f in &outcome.folders {
         for w in f.result.iter().flat_map(|r| &r.warnings) {
-            output::eprintln(&format!("warning: {}: {w}", f.path));
+            output::eprintln(&format!("warning: {}: {}", f.path, crate::show::notice(w)));
         }
     }
     if json {

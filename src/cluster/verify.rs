@@ -103,21 +103,6 @@ pub struct Verified {
     pub notes: Vec<String>,
 }
 
-impl Verified {
-    /// One human line.
-    pub fn human(&self) -> String {
-        let files = if self.files == 1 { "file" } else { "files" };
-        let mut s = format!(
-            "verified {}\n  digest {} is {} at commit {} ({} {files}, {} blobs identical)\n",
-            self.reference, self.digest, self.path, self.commit, self.files, self.blobs
-        );
-        for n in &self.notes {
-            s.push_str(&format!("  note: {n}\n"));
-        }
-        s
-    }
-}
-
 fn mismatch(reference: &str, reason: impl Into<String>, file: Option<String>) -> Error {
     Error::Mismatch {
         reference: reference.to_string(),

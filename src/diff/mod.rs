@@ -22,7 +22,6 @@ mod compare;
 pub mod keys;
 pub mod layer;
 pub mod read;
-mod render;
 pub mod review;
 pub mod text;
 

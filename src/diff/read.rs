@@ -48,7 +48,7 @@ pub struct Image {
     blob: Blob,
     /// Things to know that do not stop the diff (a worktree that differs
     /// from its commit, for a folder).
-    pub warnings: Vec<String>,
+    pub warnings: Vec<crate::notice::Notice>,
 }
 
 impl std::fmt::Debug for Image {

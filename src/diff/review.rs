@@ -43,27 +43,6 @@ impl Review {
         })
     }
 
-    /// In words: the diff's text, the note, or why there is no diff.
-    pub fn human(&self) -> String {
-        match self {
-            Review::Diff(d) => d.human(),
-            Review::Nothing { note } => format!("{note}\n"),
-            Review::Failed { error } => format!("no diff: {error}\n"),
-        }
-    }
-
-    /// As Markdown for a job summary.
-    pub fn markdown(&self) -> String {
-        match self {
-            Review::Diff(d) => d.markdown(),
-            Review::Nothing { note } => format!("{note}\n"),
-            Review::Failed { error } => format!(
-                "> [!NOTE]\n> no diff: {}\n",
-                super::text::shown(error).replace('\n', " ")
-            ),
-        }
-    }
-
     /// Whether it is a diff with differences.
     pub fn different(&self) -> bool {
         matches!(self, Review::Diff(d) if d.different)

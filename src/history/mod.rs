@@ -458,8 +458,8 @@ pub struct Prepared {
     pub commit: Option<CommitInfo>,
     /// The repository's https URL, when known.
     pub source_url: Option<String>,
-    /// Things the user should know (printed to stderr by the caller).
-    pub warnings: Vec<String>,
+    /// Things the user should know (each face words them).
+    pub warnings: Vec<crate::notice::Notice>,
 }
 
 impl Prepared {
@@ -574,18 +574,16 @@ fn read(
                 Ok((lc, content)) => {
                     let committed = repo.read_folder(&content, path)?;
                     if let Some(diff) = repo.first_difference(&source, &committed)? {
-                        warnings.push(format!(
-                            "{}: the folder on disk differs from commit {} ({diff}); the image holds the disk, not the commit",
-                            path.display(),
-                            lc.commit.id
-                        ));
+                        warnings.push(crate::notice::Notice::WorktreeDiffers {
+                            path: path.to_path_buf(),
+                            commit: lc.commit.id.clone(),
+                            difference: diff,
+                        });
                     }
                     Some(lc.commit)
                 }
                 Err(e) if !need_commit && revision.is_none() => {
-                    warnings.push(format!(
-                        "{e}; building without commit annotations (revision, created)"
-                    ));
+                    warnings.push(crate::notice::Notice::NoCommit { cause: e.text() });
                     None
                 }
                 Err(e) => return Err(e),

@@ -25,6 +25,7 @@ use super::registry::RegistryPush;
 use super::upload::settle;
 use crate::branch_tag::{BranchTag, Change, Unordered};
 use crate::error::{Error, Result};
+use crate::notice::Notice;
 use crate::registry::{Client, TagListError};
 use crate::release::channel::Stamped;
 use crate::release::ordering::{self, Anomaly, BranchMove, Tagged};
@@ -61,7 +62,7 @@ impl RegistryPush<'_> {
     /// read-back would fail on it after the image was published.
     pub(super) fn check_before_tagging(
         &mut self,
-        warnings: &mut Vec<String>,
+        warnings: &mut Vec<Notice>,
     ) -> Result<Option<Anomaly>> {
         if self.publication.stamp.is_none() {
             return Ok(None);
@@ -83,9 +84,7 @@ impl RegistryPush<'_> {
             Err(e) => Err(e),
         };
         Ok(checked.unwrap_or_else(|e| {
-            warnings.push(format!(
-                "could not check the existing tags for anomalies: {e}"
-            ));
+            warnings.push(Notice::AnomaliesUnchecked { cause: e.text() });
             None
         }))
     }
@@ -186,7 +185,7 @@ impl RegistryPush<'_> {
     /// cannot be read); nothing without a timestamp tag, when this run's
     /// ref is unknown, the tag has no provenance, or one ref is a pull
     /// request's and the other a branch's.
-    pub fn check_prefix_owner(&mut self) -> Result<Option<String>> {
+    pub fn check_prefix_owner(&mut self) -> Result<Option<Notice>> {
         let publication = self.publication;
         let (Some(stamp), Some(ours)) = (publication.stamp, publication.git_ref.as_deref()) else {
             return Ok(None);
@@ -214,11 +213,10 @@ impl RegistryPush<'_> {
         let refs = match crate::provenance::refs_of(&self.client, &image.digest, listed) {
             Ok(r) => r,
             Err(e) => {
-                return Ok(Some(format!(
-                    "could not read which ref published {} (its provenance): {e}; one ImagePolicy follows every \
-                     ref that publishes under one prefix",
-                    newest.stamped.tag
-                )));
+                return Ok(Some(Notice::PrefixOwnerUnknown {
+                    tag: newest.stamped.tag.clone(),
+                    cause: e.text(),
+                }));
             }
         };
         if refs.is_empty() || refs.iter().any(|r| same_ref(r, ours) != Some(false)) {

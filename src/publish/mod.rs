@@ -98,7 +98,7 @@ pub enum Provenance {
     /// None was asked for.
     Off,
     /// It was asked for but cannot be given; the reason becomes a warning.
-    Unattested(&'static str),
+    Unattested(crate::notice::Unattested),
 }
 
 /// What publishing did, whichever the place.
@@ -115,7 +115,7 @@ pub struct Published {
     /// What happened to the branch tag.
     pub branch: Option<crate::branch_tag::BranchTag>,
     /// What the user should know that did not stop the publish.
-    pub warnings: Vec<String>,
+    pub warnings: Vec<crate::notice::Notice>,
 }
 
 /// The fields `push` adds to the report.

@@ -7,6 +7,7 @@ use crate::error::{Error, PublishedSoFar, Result};
 use crate::image::Descriptor;
 use crate::image::Image;
 use crate::image::artifact::{self, Artifact};
+use crate::notice::Notice;
 use crate::provenance;
 use crate::publish::cache::{RepoCache, TagImage};
 use crate::publish::upload::{self, KnownTag, Pushed, ReferrerProgress};
@@ -172,7 +173,7 @@ impl<'a> RegistryPush<'a> {
         &mut self,
         after: Upload,
         anomaly: Option<crate::release::ordering::Anomaly>,
-        mut warnings: Vec<String>,
+        mut warnings: Vec<Notice>,
         so_far: &mut PublishedSoFar,
     ) -> Result<Published> {
         let Upload {
@@ -194,7 +195,7 @@ impl<'a> RegistryPush<'a> {
                     .map_err(|e| provenance::after_push_error(e, &pushed.reference)),
             ),
             (Provenance::Unattested(why), _) => {
-                warnings.push(format!("no provenance attached: {why}"));
+                warnings.push(Notice::NoProvenance(*why));
                 None
             }
             _ => None,
@@ -213,12 +214,11 @@ impl<'a> RegistryPush<'a> {
                 });
             }
             if let Some(u) = &b.unordered {
-                warnings.push(format!(
-                    "branch tag {}: {} tagged commit(s) could not be ordered against this one, so a racing \
-                     run's newer image may not have been followed ({}); set GITHUB_REPOSITORY and GITHUB_TOKEN so \
-                     the GitHub compare API can answer",
-                    b.name, u.count, u.first
-                ));
+                warnings.push(Notice::BranchUnordered {
+                    tag: b.name.clone(),
+                    count: u.count,
+                    first: u.first.clone(),
+                });
             }
         }
         let provenance = provenance.transpose()?;

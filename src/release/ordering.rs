@@ -64,20 +64,117 @@ impl AnomalyKind {
 }
 
 /// Something about this push that Flux's numerical policy gets wrong or
-/// that the user should know; reported in `--json` and on stderr.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// that the user should know, as values: each face words it from
+/// [`Anomaly::case`] (`crate::show::anomaly`).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Anomaly {
     /// What kind.
     pub kind: AnomalyKind,
-    /// What it means and what to do about it.
-    pub message: String,
+    /// The facts its message states.
+    pub case: Case,
     /// The tag Flux serves after this push (the pick of its numerical
     /// policy over the prefix's tags and this one): the tag the message
     /// names as served.
     pub served: String,
     /// The other tag involved.
-    #[serde(skip)]
     pub other_tag: String,
+}
+
+/// The facts of an [`Anomaly`], one variant per case [`check`] tells
+/// apart. Every case has the pushed commit's full id or tag, its
+/// committer time `ts` and its tag `new_tag`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Case {
+    /// A force-push (the branch named `before`) dropped `rev`, the newest
+    /// tagged commit (`newest`), going back to its ancestor `commit`.
+    /// `moves_to_new`: the new tag has `newest`'s second and sorts first.
+    Rewound {
+        /// The pushed commit.
+        commit: String,
+        /// Its committer time.
+        ts: u64,
+        /// Its tag.
+        new_tag: String,
+        /// The newest tag, whose commit was dropped.
+        newest: Stamped,
+        /// The commit `newest` names.
+        rev: String,
+        /// The branch's head before the force-push.
+        before: String,
+        /// Flux moves to the new tag.
+        moves_to_new: bool,
+    },
+    /// `commit` is an ancestor of `rev`, already published as `newest`: a
+    /// re-run of an older job.
+    Rerun {
+        /// The pushed commit.
+        commit: String,
+        /// Its committer time.
+        ts: u64,
+        /// Its tag.
+        new_tag: String,
+        /// The newest tag, a descendant's.
+        newest: Stamped,
+        /// The commit `newest` names.
+        rev: String,
+        /// Flux moves to the new tag.
+        moves_to_new: bool,
+    },
+    /// The committer time is lower than that of the tagged ancestor
+    /// `ancestor`; Flux keeps serving [`Anomaly::served`].
+    BelowAncestor {
+        /// The pushed commit.
+        commit: String,
+        /// Its committer time.
+        ts: u64,
+        /// Its tag.
+        new_tag: String,
+        /// The ancestor's tag.
+        ancestor: Stamped,
+    },
+    /// The committer time is lower than that of the prefix's highest tag
+    /// `newest`, whose commit `revision` is not in this history.
+    BelowOffHistory {
+        /// The pushed commit.
+        commit: String,
+        /// Its committer time.
+        ts: u64,
+        /// Its tag.
+        new_tag: String,
+        /// The highest tag.
+        newest: Stamped,
+        /// The commit its image records.
+        revision: Option<String>,
+        /// The branch's head before a force-push, when the push event says so.
+        forced_before: Option<String>,
+    },
+    /// Other commits' tags `names` have the same second; the new tag sorts
+    /// first and Flux serves it. `older`: a same-second tag whose commit
+    /// descends from this one.
+    SameSecondServesNew {
+        /// Its committer time.
+        ts: u64,
+        /// Its tag.
+        new_tag: String,
+        /// The other tags of that second.
+        names: Vec<String>,
+        /// A descendant's tag among them.
+        older: Option<String>,
+    },
+    /// Another commit's tag `served` has the same second and sorts first:
+    /// Flux serves it. `newer`: its commit, when this one descends from it.
+    SameSecondServesOther {
+        /// Its committer time.
+        ts: u64,
+        /// Its tag.
+        new_tag: String,
+        /// The 7 hex characters of the pushed commit.
+        sha7: String,
+        /// The tag Flux serves.
+        served: Stamped,
+        /// Its commit, when this one descends from it.
+        newer: Option<String>,
+    },
 }
 
 impl Anomaly {
@@ -159,8 +256,9 @@ pub fn relevant<'a>(
 /// descends from this one; a rewind when a force-push dropped it),
 /// backwards timestamp (below a tagged ancestor, else below the prefix's
 /// highest tag, which Flux keeps serving either way), same timestamp.
-/// Every message names the tag Flux serves after this push (Flux's pick
-/// over `existing` and `new_tag`, [`channel::flux_cmp`]): for a re-run or
+/// Every anomaly's message (`crate::show::anomaly`) names the tag Flux
+/// serves after this push ([`Anomaly::served`], Flux's pick over
+/// `existing` and `new_tag`, [`channel::flux_cmp`]): for a re-run or
 /// a rewind that is the newest tag, or this commit's when it has the same
 /// second and sorts first, and then the message says Flux moves to the
 /// older commit.
@@ -252,79 +350,31 @@ fn descendant_published(
     {
         return Anomaly {
             kind: AnomalyKind::RewoundHistory,
-            message: rewound_message(commit, ts, new_tag, n, rev, f, moves_to_new),
+            case: Case::Rewound {
+                commit: commit.to_string(),
+                ts,
+                new_tag: new_tag.to_string(),
+                newest: n.stamped.clone(),
+                rev: rev.to_string(),
+                before: f.before.clone(),
+                moves_to_new,
+            },
             served,
             other_tag: n.stamped.tag.clone(),
         };
     }
-    let message = if moves_to_new {
-        format!(
-            "commit {} is an ancestor of {rev}, already published as {} in the same second ({ts}): this is the \
-             first run (or a re-run) of an older job after its descendant was published. {TIE_RULE}, and \
-             {new_tag} sorts before {}, so after this push Flux serves {new_tag}: Flux moves to the older \
-             commit's content and stops serving {}'s newer one (`promote` picks it too). {SETTLE}",
-            short(commit),
-            n.stamped.tag,
-            n.stamped.tag,
-            n.stamped.tag
-        )
-    } else {
-        format!(
-            "commit {} is an ancestor of {rev}, already published as {}: this is a re-run of an older job \
-             (or its first run after a newer commit was published); {new_tag} names this older commit's \
-             content and Flux keeps serving {} ({})",
-            short(commit),
-            n.stamped.tag,
-            n.stamped.tag,
-            why_kept(&n.stamped, ts, new_tag)
-        )
-    };
     Anomaly {
         kind: AnomalyKind::RerunOfOlder,
-        message,
+        case: Case::Rerun {
+            commit: commit.to_string(),
+            ts,
+            new_tag: new_tag.to_string(),
+            newest: n.stamped.clone(),
+            rev: rev.to_string(),
+            moves_to_new,
+        },
         served,
         other_tag: n.stamped.tag.clone(),
-    }
-}
-
-/// The message of a rewind: force-push `f` dropped `rev`, the newest
-/// tagged commit `n`, going back to its ancestor `commit`.
-fn rewound_message(
-    commit: &str,
-    ts: u64,
-    new_tag: &str,
-    n: &Tagged,
-    rev: &str,
-    f: &ForcedPush,
-    moves_to_new: bool,
-) -> String {
-    let rewound = format!(
-        "a force-push rewound the branch from {} to {}, an ancestor of {rev}, which the branch no longer \
-         has",
-        short(&f.before),
-        short(commit),
-    );
-    if moves_to_new {
-        format!(
-            "{rewound}. {new_tag} has the same timestamp ({ts}) as {}, the dropped commit's tag, and sorts \
-             before it ({TIE_RULE_LOWER}), so after this push Flux serves {new_tag}, this commit: Flux moves \
-             back to the older commit, the content the rewound branch has, and `promote` picks it too. \
-             Nothing more is needed for Flux: the dropped commit's tag sorts after this one, and the next \
-             commit in a later second is served as usual",
-            n.stamped.tag
-        )
-    } else {
-        format!(
-            "{rewound}: Flux keeps serving {} (the dropped commit's content), because {}. To serve this \
-             commit's content, a new commit must carry it with a current timestamp: push the dropped \
-             commits back and then a commit that reverts them, or commit one more change to the folder on \
-             the rewound branch (an empty commit does not count; edit a comment in a settings file). Into \
-             a gated channel, `promote --force --reason ...` then releases it at once; promoting before \
-             that would copy {} into the channel",
-            n.stamped.tag,
-            why_kept(&n.stamped, ts, new_tag),
-            n.stamped.tag
-        )
     }
 }
 
@@ -350,18 +400,12 @@ fn higher_tagged_ancestor(
             let kept = newest.map_or(&t.stamped.tag, |n| &n.stamped.tag);
             return Ok(Some(Anomaly {
                 kind: AnomalyKind::BackwardsTimestamp,
-                message: format!(
-                    "the committer time of {} ({ts}) is lower than that of its ancestor {} ({}): \
-                     Flux's numerical policy keeps serving {} and ignores {new_tag} until a later commit. The \
-                     committer clock was behind, or history was rewritten (a rebase with \
-                     --committer-date-is-author-date). Fix: commit one more change to the folder with a correct \
-                     clock (an empty commit does not count; edit a comment in a settings file), or merge through \
-                     GitHub, which stamps the time itself",
-                    short(commit),
-                    t.stamped.tag,
-                    t.stamped.ts,
-                    kept,
-                ),
+                case: Case::BelowAncestor {
+                    commit: commit.to_string(),
+                    ts,
+                    new_tag: new_tag.to_string(),
+                    ancestor: t.stamped.clone(),
+                },
                 served: kept.clone(),
                 other_tag: t.stamped.tag.clone(),
             }));
@@ -379,27 +423,16 @@ fn higher_tag_off_history(
     n: &Tagged,
     forced: Option<&ForcedPush>,
 ) -> Anomaly {
-    let what = match &forced {
-        Some(f) => format!(
-            "a force-push rewrote the branch (it named {} before)",
-            short(&f.before)
-        ),
-        None => "history was rewritten (a force-push or reset)".to_string(),
-    };
     Anomaly {
         kind: AnomalyKind::BackwardsTimestamp,
-        message: format!(
-            "the committer time of {} ({ts}) is lower than that of {} ({}), whose commit {} is not in this \
-             commit's history: {what}. Flux's numerical policy keeps serving {}, content the branch no longer \
-             has, and ignores {new_tag} until a commit with a later time. Fix: commit one more change to the \
-             folder with a correct clock (an empty commit does not count; edit a comment in a settings file), \
-             or merge through GitHub, which stamps the time itself",
-            short(commit),
-            n.stamped.tag,
-            n.stamped.ts,
-            n.revision.as_deref().map_or("(none recorded)", short),
-            n.stamped.tag
-        ),
+        case: Case::BelowOffHistory {
+            commit: commit.to_string(),
+            ts,
+            new_tag: new_tag.to_string(),
+            newest: n.stamped.clone(),
+            revision: n.revision.clone(),
+            forced_before: forced.map(|f| f.before.clone()),
+        },
         served: n.stamped.tag.clone(),
         other_tag: n.stamped.tag.clone(),
     }
@@ -423,75 +456,48 @@ fn same_second(
         .iter()
         .min_by(|a, b| a.stamped.tag.cmp(&b.stamped.tag))?;
     if new_tag < smallest.stamped.tag.as_str() {
-        let names: Vec<&str> = same.iter().map(|t| t.stamped.tag.as_str()).collect();
+        let names: Vec<String> = same.iter().map(|t| t.stamped.tag.clone()).collect();
         // A same-second descendant (not the newest tag, or (c) would have
         // answered): Flux moves from it to this older commit.
-        let mut older = String::new();
-        for t in same.iter().take(MAX_ANCESTRY_CHECKS) {
-            if let Some(rev) = &t.revision
-                && is_ancestor(commit, rev).unwrap_or(false)
-            {
-                older = format!(
-                    " This commit is the older one ({} descends from it): Flux moves to the older content.",
-                    t.stamped.tag
-                );
-                break;
-            }
-        }
+        let older = same
+            .iter()
+            .take(MAX_ANCESTRY_CHECKS)
+            .find(|t| {
+                t.revision
+                    .as_ref()
+                    .is_some_and(|rev| is_ancestor(commit, rev).unwrap_or(false))
+            })
+            .map(|t| t.stamped.tag.clone());
         return Some(Anomaly {
             kind: AnomalyKind::SameTimestamp,
-            message: format!(
-                "{} {} the same timestamp ({ts}) as {new_tag} but another commit: {TIE_RULE_LOWER}, so Flux serves \
-                 {new_tag}, this commit, whatever order the registry lists them in.{older} {SETTLE}",
-                names.join(", "),
-                if names.len() == 1 { "has" } else { "have" },
-            ),
+            case: Case::SameSecondServesNew {
+                ts,
+                new_tag: new_tag.to_string(),
+                names,
+                older,
+            },
             served: new_tag.to_string(),
             other_tag: smallest.stamped.tag.clone(),
         });
     }
     let served = &smallest.stamped;
-    let newer = match &smallest.revision {
-        Some(rev) => match is_ancestor(rev, commit) {
-            Ok(true) => format!(
-                " This commit is the newer one (it descends from {}): Flux keeps serving the older content.",
-                short(rev)
-            ),
-            _ => String::new(),
-        },
-        None => String::new(),
-    };
+    let newer = smallest
+        .revision
+        .as_ref()
+        .filter(|rev| matches!(is_ancestor(rev, commit), Ok(true)))
+        .cloned();
     Some(Anomaly {
         kind: AnomalyKind::SameTimestamp,
-        message: format!(
-            "{} has the same timestamp ({ts}) as {new_tag} but another commit: {TIE_RULE_LOWER}, so Flux serves {}, not \
-             this commit, whose {sha7} sorts after {}.{newer} {SETTLE}",
-            served.tag, served.tag, served.sha7,
-        ),
+        case: Case::SameSecondServesOther {
+            ts,
+            new_tag: new_tag.to_string(),
+            sha7: sha7.to_string(),
+            served: served.clone(),
+            newer,
+        },
         served: served.tag.clone(),
         other_tag: served.tag.clone(),
     })
-}
-
-/// Flux's tie rule, as the messages state it.
-const TIE_RULE: &str = "On equal timestamps Flux serves the alphabetically smallest tag";
-const TIE_RULE_LOWER: &str = "on equal timestamps Flux serves the alphabetically smallest tag";
-/// What settles a same-second pick.
-const SETTLE: &str = "It settles with the next commit that changes the folder in a later second (an empty \
-                      commit does not count; edit a comment in a settings file)";
-
-/// Why Flux keeps serving `kept` over a new tag `new_tag` at `ts` (kept
-/// is Flux's pick over both).
-fn why_kept(kept: &Stamped, ts: u64, new_tag: &str) -> String {
-    if kept.ts > ts {
-        format!("its timestamp is higher than {new_tag}'s")
-    } else {
-        format!("it has the same timestamp ({ts}) and sorts before {new_tag}: {TIE_RULE_LOWER}")
-    }
-}
-
-fn short(id: &str) -> &str {
-    id.get(..12).unwrap_or(id)
 }
 
 /// What `--branch-tag` does.

@@ -517,7 +517,7 @@ fn notes(images: &[FolderImage], notices: &[LowerCased]) -> Vec<EventNote> {
         if let Some(a) = &r.anomaly {
             out.push(EventNote {
                 reason: anomaly_reason(a.kind),
-                message: format!("{}: {}", p.repository, a.message),
+                message: format!("{}: {}", p.repository, crate::show::anomaly::message(a)),
                 warning: true,
             });
         }
@@ -531,7 +531,11 @@ fn notes(images: &[FolderImage], notices: &[LowerCased]) -> Vec<EventNote> {
         for w in &r.warnings {
             out.push(EventNote {
                 reason: "PublishWarning",
-                message: format!("{}: {w}", p.repository),
+                message: format!(
+                    "{}: {}",
+                    p.repository,
+                    crate::show::notice(w).render(&crate::controller::spec::Spec)
+                ),
                 warning: true,
             });
         }

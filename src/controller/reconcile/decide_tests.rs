@@ -8,8 +8,9 @@ use super::super::step::{failed, stalled};
 use super::*;
 use crate::branch_tag::{BranchTag, Change};
 use crate::controller::crd::Condition;
+use crate::notice::{Notice, Unattested};
 use crate::publish::PushReport;
-use crate::release::ordering::{Anomaly, AnomalyKind};
+use crate::release::ordering::{Anomaly, AnomalyKind, Case};
 use crate::report::{LayerReport, Report};
 
 const NOW: &str = "2026-12-02T20:00:00Z";
@@ -250,7 +251,15 @@ fn the_notes_of_a_publish_are_events_and_part_of_the_ready_message() {
     let mut img = image("configs/Cart", "reg.example/acme/cart", true);
     img.report.anomaly = Some(Anomaly {
         kind: AnomalyKind::RerunOfOlder,
-        message: "older than main-1800000000-1111111 (token s3cr3t-t0ken-value)".into(),
+        // A server's echo of a credential, where a commit id goes.
+        case: Case::Rerun {
+            commit: "2222222222222222".into(),
+            ts: 1_700_000_000,
+            new_tag: "main-1700000000-2222222".into(),
+            newest: crate::release::channel::parse("main", "main-1800000000-1111111").unwrap(),
+            rev: "s3cr3t-t0ken-value".into(),
+            moves_to_new: false,
+        },
         served: "main-1800000000-1111111".into(),
         other_tag: "main-1800000000-1111111".into(),
     });
@@ -266,7 +275,7 @@ fn the_notes_of_a_publish_are_events_and_part_of_the_ready_message() {
         },
         unordered: None,
     });
-    img.report.warnings = vec!["no provenance attached".into()];
+    img.report.warnings = vec![Notice::NoProvenance(Unattested::NoCommit)];
     let held = Held::new();
     held.add_token("s3cr3t-t0ken-value");
     let d = decide(Observed {
@@ -303,7 +312,10 @@ fn the_notes_of_a_publish_are_events_and_part_of_the_ready_message() {
         ),
         note(
             "OlderRevision",
-            "reg.example/acme/cart: older than main-1800000000-1111111 (token <redacted>)",
+            "reg.example/acme/cart: commit 222222222222 is an ancestor of <redacted>, already published as \
+             main-1800000000-1111111: this is a re-run of an older job (or its first run after a newer commit \
+             was published); main-1700000000-2222222 names this older commit's content and Flux keeps serving \
+             main-1800000000-1111111 (its timestamp is higher than main-1700000000-2222222's)",
             true,
         ),
         note(
@@ -316,7 +328,7 @@ fn the_notes_of_a_publish_are_events_and_part_of_the_ready_message() {
         ),
         note(
             "PublishWarning",
-            "reg.example/acme/cart: no provenance attached",
+            "reg.example/acme/cart: no provenance attached: the folder is not in a git commit",
             true,
         ),
         note(

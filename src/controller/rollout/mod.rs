@@ -471,7 +471,7 @@ fn outcome(
                     events.push((
                         EventType::Normal,
                         "Recorded",
-                        format!("{} (record {d})", r.human()),
+                        format!("{} (record {d})", crate::show::rollout::record(r)),
                     ));
                 }
                 if let Some(mut n) = next.clone() {

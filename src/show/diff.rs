@@ -3,8 +3,9 @@
 //! [`text::shown`] or [`text::clean_lines`]: a name cannot move the cursor
 //! or end a code block.
 
-use super::text::{self, shown, size};
-use super::{Content, Diff, Facts, FileChange, KeyChange, Side, Status};
+use crate::diff::review::Review;
+use crate::diff::text::{self, shown, size};
+use crate::diff::{Content, Diff, Facts, FileChange, KeyChange, Side, Status};
 
 /// `0755` (any execute bit) as a word.
 fn executable(f: &Facts) -> bool {
@@ -170,11 +171,7 @@ fn side(s: &Side) -> String {
     if let Some(r) = &s.revision {
         facts.push(format!("commit {}", shown(r)));
     }
-    facts.push(format!(
-        "{} {}",
-        s.files,
-        if s.files == 1 { "file" } else { "files" }
-    ));
+    facts.push(super::files(s.files));
     format!("{} ({})", shown(&s.name), facts.join(", "))
 }
 
@@ -208,99 +205,97 @@ fn counts_line(d: &Diff) -> String {
     )
 }
 
-impl Diff {
-    /// The text `diff` prints: both sides, the counts, then each change
-    /// (its details indented), and what was left out.
-    pub fn human(&self) -> String {
-        let mut s = format!(
-            "old: {}\nnew: {}\n{}\n",
-            side(&self.old),
-            side(&self.new),
-            counts_line(self)
-        );
-        if !self.changes.is_empty() {
-            s.push('\n');
-        }
-        for c in &self.changes {
-            s.push_str(&format!(
-                "{:<9} {}{}\n",
-                c.status.as_str(),
-                shown(&c.path),
-                headline(c)
-            ));
-            for line in body(c) {
-                s.push_str(&format!("    {line}\n"));
-            }
-        }
-        if self.changes_not_shown > 0 {
-            s.push_str(&format!(
-                "... {} more changed files not shown\n",
-                self.changes_not_shown
-            ));
-        }
-        for r in &self.refused {
-            s.push_str(&format!(
-                "set aside ({} image): {}: {}\n",
-                r.side,
-                shown(&r.path),
-                r.why
-            ));
-        }
-        s
+/// The text `diff` prints: both sides, the counts, then each change (its
+/// details indented), and what was left out.
+pub(crate) fn human(d: &Diff) -> String {
+    let mut s = format!(
+        "old: {}\nnew: {}\n{}\n",
+        side(&d.old),
+        side(&d.new),
+        counts_line(d)
+    );
+    if !d.changes.is_empty() {
+        s.push('\n');
     }
+    for c in &d.changes {
+        s.push_str(&format!(
+            "{:<9} {}{}\n",
+            c.status.as_str(),
+            shown(&c.path),
+            headline(c)
+        ));
+        for line in body(c) {
+            s.push_str(&format!("    {line}\n"));
+        }
+    }
+    if d.changes_not_shown > 0 {
+        s.push_str(&format!(
+            "... {} more changed files not shown\n",
+            d.changes_not_shown
+        ));
+    }
+    for r in &d.refused {
+        s.push_str(&format!(
+            "set aside ({} image): {}: {}\n",
+            r.side,
+            shown(&r.path),
+            r.why
+        ));
+    }
+    s
+}
 
-    /// The diff as Markdown for a job summary: the counts, a table of the
-    /// changes, and each change's details in a collapsed block.
-    pub fn markdown(&self) -> String {
-        let mut s = format!(
-            "from {} to {}: {}\n",
-            code(&self.old.name),
-            code(&self.new.name),
-            counts_line(self)
-        );
-        if !self.changes.is_empty() {
-            s.push_str("\n| change | path | |\n|---|---|---|\n");
-        }
-        for c in &self.changes {
-            s.push_str(&format!(
-                "| {} | {} | {} |\n",
-                c.status.as_str(),
-                code(&c.path),
-                html(headline(c).trim_start_matches([':', ' ']))
-            ));
-        }
-        if self.changes_not_shown > 0 {
-            s.push_str(&format!(
-                "\n{} more changed files not shown\n",
-                self.changes_not_shown
-            ));
-        }
-        for c in self.changes.iter().filter(|c| c.content.is_some()) {
-            let lines = body(c);
-            if lines.is_empty() {
-                continue;
-            }
-            let block = lines.join("\n");
-            let fence = fence(&block);
-            let lang = match &c.content {
-                Some(Content::Text { .. }) => "diff",
-                _ => "",
-            };
-            s.push_str(&format!(
-                "\n<details><summary>{}</summary>\n\n{fence}{lang}\n{block}\n{fence}\n</details>\n",
-                code(&c.path)
-            ));
-        }
-        for r in &self.refused {
-            s.push_str(&format!(
-                "\n> [!WARNING]\n> set aside ({} image): {}: {}\n",
-                r.side,
-                code(&r.path),
-                html(&r.why)
-            ));
-        }
-        s
+/// The diff as Markdown for a job summary: the counts, a table of the
+/// changes, and each change's details in a collapsed block.
+pub(crate) fn markdown(d: &Diff) -> String {
+    let mut s = format!(
+        "from {} to {}: {}\n",
+        code(&d.old.name),
+        code(&d.new.name),
+        counts_line(d)
+    );
+    if !d.changes.is_empty() {
+        s.push_str("\n| change | path | |\n|---|---|---|\n");
     }
+    for c in &d.changes {
+        s.push_str(&format!(
+            "| {} | {} | {} |\n",
+            c.status.as_str(),
+            code(&c.path),
+            html(headline(c).trim_start_matches([':', ' ']))
+        ));
+    }
+    if d.changes_not_shown > 0 {
+        s.push_str(&format!(
+            "\n{} more changed files not shown\n",
+            d.changes_not_shown
+        ));
+    }
+    for c in d.changes.iter().filter(|c| c.content.is_some()) {
+        let lines = body(c);
+        if lines.is_empty() {
+            continue;
+        }
+        let block = lines.join("\n");
+        let fence = fence(&block);
+        let lang = match &c.content {
+            Some(Content::Text { .. }) => "diff",
+            _ => "",
+        };
+        s.push_str(&format!(
+            "\n<details><summary>{}</summary>\n\n{fence}{lang}\n{block}\n{fence}\n</details>\n",
+            code(&c.path)
+        ));
+    }
+    for r in &d.refused {
+        s.push_str(&format!(
+            "\n> [!WARNING]\n> set aside ({} image): {}: {}\n",
+            r.side,
+            code(&r.path),
+            html(&r.why)
+        ));
+    }
+    s
 }
 
 /// A code fence longer than any run of backticks in `block`.
@@ -322,4 +317,26 @@ fn html(s: &str) -> String {
 /// `s` as `<code>` (a backtick in it cannot end a code span).
 fn code(s: &str) -> String {
     format!("<code>{}</code>", html(s))
+}
+
+/// A reviewer's diff in words: the diff's text, the note, or why there is
+/// no diff.
+pub(crate) fn review(r: &Review) -> String {
+    match r {
+        Review::Diff(d) => human(d),
+        Review::Nothing { note } => format!("{note}\n"),
+        Review::Failed { error } => format!("no diff: {error}\n"),
+    }
+}
+
+/// A reviewer's diff as Markdown for a job summary.
+pub(crate) fn review_markdown(r: &Review) -> String {
+    match r {
+        Review::Diff(d) => markdown(d),
+        Review::Nothing { note } => format!("{note}\n"),
+        Review::Failed { error } => format!(
+            "> [!NOTE]\n> no diff: {}\n",
+            shown(error).replace('\n', " ")
+        ),
+    }
 }
