@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use crate::field::{Face, Field, Mention, Text};
+use crate::field::{Face, FetchBound, Field, Mention, Text};
 use crate::text;
 
 /// Everything that can go wrong, with the subject it went wrong on.
@@ -220,7 +220,7 @@ pub enum Error {
         /// The image reference verified.
         reference: String,
         /// Why, in one sentence.
-        reason: String,
+        reason: Text,
         /// The first differing file, when the layer differs.
         file: Option<String>,
     },
@@ -278,8 +278,8 @@ pub enum GitFailure {
     /// The fetch was interrupted by the caller.
     Interrupted,
     /// The server sent more than a fetch may hold: more bytes or objects,
-    /// or a larger object, than the fetch's bounds allow.
-    TooLarge,
+    /// or a larger object, than the fetch's bounds allow; which bound.
+    TooLarge(FetchBound),
     /// Anything else (a local disk problem while writing the pack, ...).
     Other,
 }
@@ -339,6 +339,19 @@ impl Error {
         }
     }
 
+    /// This error, when it is an input error, as being about `field`: a
+    /// face that leads its messages with the field (the controller's
+    /// `spec.repository: `) does, the others say what they said.
+    pub fn about(self, field: Field) -> Self {
+        match self {
+            Error::Input { message, hint } => Error::Input {
+                message: text![Mention::About(field)].then(message),
+                hint,
+            },
+            other => other,
+        }
+    }
+
     /// What the user can do about this error, when we know, in the CLI's
     /// words.
     pub fn hint(&self) -> Option<String> {
@@ -364,6 +377,9 @@ impl Error {
                 text![format!("{}: ", path.display())].then(message.clone())
             }
             Error::AfterPublish { published, error } => error.text().then(format!("; {published}")),
+            Error::Mismatch {
+                reference, reason, ..
+            } => text![format!("{reference} is not what its commit holds: ")].then(reason.clone()),
             _ => Text::from(self.to_string()),
         }
     }
@@ -376,6 +392,17 @@ impl Error {
             | Error::Source { hint, .. }
             | Error::History { hint, .. }
             | Error::Registry { hint, .. } => hint.clone(),
+            // A fetch past a bound: the hint says which to raise.
+            Error::Git {
+                hint,
+                kind: GitFailure::TooLarge(bound),
+                ..
+            } => Some(text![
+                hint.clone().unwrap_or_default(),
+                ": raise ",
+                Mention::Bound(*bound),
+                " (docs/controller.md, \"Fetch bounds\")"
+            ]),
             Error::GitHub { hint, .. } | Error::Git { hint, .. } => hint.clone().map(Text::from),
             Error::Auth { hint, .. } => Some(hint.clone()),
             Error::AfterPublish { error, .. } => {

@@ -28,7 +28,8 @@ pub enum Field {
     ForcePushedFrom,
     /// Package the commit's folder or the disk's (`--source`).
     Source,
-    /// The OCI layout directory (`--output`).
+    /// The directory written to (`--output`): the OCI layout, or the
+    /// folder `flux` writes its objects into.
     Output,
     /// The commit to start history from (`--revision`).
     Revision,
@@ -65,6 +66,114 @@ pub enum Field {
     At,
     /// The repository URL the image records, or `none` (`--source-url`).
     SourceUrl,
+    /// The file holding an OIDC ID token (`--id-token-file`).
+    IdTokenFile,
+    /// How often the request is checked: a SettingsImage's
+    /// `spec.interval`, `flux`'s `--interval`.
+    Interval,
+    /// The timestamp tag prefix the Flux objects follow (`flux --prefix`).
+    Prefix,
+    /// The Flux ImageRepository's registry secret (`flux --secret-ref`).
+    SecretRef,
+    /// The Flux ImageRepository's CA secret (`flux --cert-secret-ref`).
+    CertSecretRef,
+    /// The branch the Flux automation checks out (`flux --git-branch`).
+    GitBranch,
+    /// The branch the Flux automation pushes to (`flux --git-push-branch`).
+    GitPushBranch,
+    /// The cluster repository's folder the Flux automation updates
+    /// (`flux --git-path`).
+    GitPath,
+}
+
+impl Field {
+    /// Every field, for a face's tests to render each.
+    pub const ALL: [Field; 34] = [
+        Field::Path,
+        Field::Repository,
+        Field::Tag,
+        Field::TimestampTag,
+        Field::BranchTag,
+        Field::AllowRewind,
+        Field::ForcePushedFrom,
+        Field::Source,
+        Field::Output,
+        Field::Revision,
+        Field::NoProvenance,
+        Field::Insecure,
+        Field::Monolithic,
+        Field::Username,
+        Field::Password,
+        Field::AllowEmpty,
+        Field::Scan,
+        Field::From,
+        Field::To,
+        Field::TargetRepository,
+        Field::Policy,
+        Field::Force,
+        Field::Reason,
+        Field::Explain,
+        Field::At,
+        Field::SourceUrl,
+        Field::IdTokenFile,
+        Field::Interval,
+        Field::Prefix,
+        Field::SecretRef,
+        Field::CertSecretRef,
+        Field::GitBranch,
+        Field::GitPushBranch,
+        Field::GitPath,
+    ];
+}
+
+/// A bound on what one git fetch into a mirror may receive
+/// ([`crate::history::mirror`]): each is a process argument of the
+/// controller, the one face that fetches into mirrors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FetchBound {
+    /// Bytes of pack (`--fetch-max-bytes`).
+    Bytes,
+    /// Objects in the pack (`--fetch-max-objects`).
+    Objects,
+    /// The size of one object, inflated (`--fetch-max-object-bytes`).
+    ObjectBytes,
+    /// Bytes before the pack: refs and negotiation (`--fetch-max-ref-bytes`).
+    RefBytes,
+    /// Refs the server advertises (`--fetch-max-refs`).
+    Refs,
+}
+
+impl FetchBound {
+    /// Every bound.
+    pub const ALL: [FetchBound; 5] = [
+        FetchBound::Bytes,
+        FetchBound::Objects,
+        FetchBound::ObjectBytes,
+        FetchBound::RefBytes,
+        FetchBound::Refs,
+    ];
+
+    /// The controller's process argument that sets this bound.
+    pub fn argument(self) -> &'static str {
+        match self {
+            FetchBound::Bytes => "--fetch-max-bytes",
+            FetchBound::Objects => "--fetch-max-objects",
+            FetchBound::ObjectBytes => "--fetch-max-object-bytes",
+            FetchBound::RefBytes => "--fetch-max-ref-bytes",
+            FetchBound::Refs => "--fetch-max-refs",
+        }
+    }
+
+    /// What the bound counts, in words every face says alike.
+    pub fn what(self) -> &'static str {
+        match self {
+            FetchBound::Bytes => "the bytes of pack one fetch may receive",
+            FetchBound::Objects => "the objects one fetch may receive",
+            FetchBound::ObjectBytes => "the size one object may have",
+            FetchBound::RefBytes => "the bytes a server may send before its pack",
+            FetchBound::Refs => "the refs a server may advertise",
+        }
+    }
 }
 
 /// How a sentence names the registry credentials: a username joined to a
@@ -95,6 +204,14 @@ pub enum Mention {
     Looked(Option<String>),
     /// What the settings folder's path is relative to.
     PathRoot,
+    /// A bound on one git fetch, which only the controller's process
+    /// arguments set.
+    Bound(FetchBound),
+    /// The field a message is about, leading it ([`crate::error::Error::about`]):
+    /// the controller's messages start with their spec path
+    /// (`spec.repository: `); the CLI's and the action's say nothing here,
+    /// their message names the value.
+    About(Field),
 }
 
 /// One piece of a [`Text`].
@@ -151,6 +268,14 @@ impl Field {
             Field::Explain => "--explain",
             Field::At => "--at",
             Field::SourceUrl => "--source-url",
+            Field::IdTokenFile => "--id-token-file",
+            Field::Interval => "--interval",
+            Field::Prefix => "--prefix",
+            Field::SecretRef => "--secret-ref",
+            Field::CertSecretRef => "--cert-secret-ref",
+            Field::GitBranch => "--git-branch",
+            Field::GitPushBranch => "--git-push-branch",
+            Field::GitPath => "--git-path",
         }
     }
 }
@@ -165,6 +290,8 @@ impl Face for Cli {
             Mention::Looked(None) => "not on disk, not in the HEAD commit".to_string(),
             Mention::Looked(Some(rev)) => format!("not on disk, not in the commit {rev}"),
             Mention::PathRoot => "the current directory".to_string(),
+            Mention::Bound(b) => format!("the controller's {}", b.argument()),
+            Mention::About(_) => String::new(),
         }
     }
 }
@@ -202,6 +329,13 @@ impl Text {
 impl fmt::Display for Text {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.render(&Cli))
+    }
+}
+
+/// Serialized as the CLI's words (a report's JSON).
+impl serde::Serialize for Text {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
     }
 }
 
@@ -255,9 +389,62 @@ macro_rules! text {
     };
 }
 
+/// Every kind of [`Mention`], of every [`Field`] and [`FetchBound`], for
+/// a face's tests.
+#[cfg(test)]
+pub(crate) fn every_mention() -> Vec<Mention> {
+    let mut all = vec![
+        Mention::Credentials(Joint::With),
+        Mention::Credentials(Joint::And),
+        Mention::Looked(None),
+        Mention::Looked(Some("0a1b2c3".into())),
+        Mention::PathRoot,
+    ];
+    all.extend(FetchBound::ALL.map(Mention::Bound));
+    for f in Field::ALL {
+        all.extend([
+            Mention::Field(f),
+            Mention::Subject(f),
+            Mention::Set(f, "value".into()),
+            Mention::About(f),
+        ]);
+    }
+    all
+}
+
+/// The first `--` followed by a letter in `s` and the flag it starts
+/// (`--fetch-max-bytes`), if any.
+#[cfg(test)]
+pub(crate) fn names_a_flag(s: &str) -> Option<&str> {
+    let at = s
+        .match_indices("--")
+        .map(|(i, _)| i)
+        .find(|i| s[i + 2..].starts_with(|c: char| c.is_ascii_alphabetic()))?;
+    let end = s[at..]
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .map_or(s.len(), |e| at + e);
+    Some(&s[at..end])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_field_is_listed_once_and_has_its_own_flag() {
+        let flags: std::collections::BTreeSet<&str> = Field::ALL.iter().map(|f| f.flag()).collect();
+        assert_eq!(flags.len(), Field::ALL.len());
+        // The CLI names each by its flag.
+        for f in Field::ALL {
+            assert_eq!(Cli.mention(&Mention::Field(f)), f.flag());
+            assert_eq!(
+                names_a_flag(&Cli.mention(&Mention::Field(f))),
+                Some(f.flag())
+            );
+        }
+        assert_eq!(names_a_flag("a --b-c, d"), Some("--b-c"));
+        assert_eq!(names_a_flag("a -- b --1"), None);
+    }
 
     struct Spec;
     impl Face for Spec {

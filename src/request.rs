@@ -107,26 +107,36 @@ impl Request {
     /// Checks everything that can be checked before any I/O.
     pub fn validate(&self) -> Result<()> {
         for t in &self.tags {
-            tag::validate_writable(t)?;
+            tag::validate_writable(t).map_err(|e| e.about(Field::Tag))?;
         }
         if let Some(prefix) = &self.timestamp_tag {
-            tag::sanitize_prefix(prefix)?;
+            tag::sanitize_prefix(prefix).map_err(|e| e.about(Field::TimestampTag))?;
         }
         if let Target::Registry(opts) = &self.target {
-            crate::registry::parse_repository(&opts.repository)?;
+            crate::registry::parse_repository(&opts.repository)
+                .map_err(|e| e.about(Field::Repository))?;
         }
         if let Some(b) = &self.forward.branch_tag {
-            tag::validate_writable(b)?;
-            if tag::is_timestamp_tag(b) || self.tags.contains(b) {
+            tag::validate_writable(b).map_err(|e| e.about(Field::BranchTag))?;
+            if tag::is_timestamp_tag(b) {
                 return Err(Error::input_hinted(
-                    text![
-                        Field::BranchTag,
-                        format!(" {b:?} is a timestamp tag or also given with "),
-                        Field::Tag
-                    ],
+                    text![Field::BranchTag, format!(" {b:?} is a timestamp tag")],
                     text![
                         "name the moving tag after the branch, e.g. ",
                         Mention::Set(Field::BranchTag, "main".into())
+                    ],
+                ));
+            }
+            if self.tags.contains(b) {
+                return Err(Error::input_hinted(
+                    text![
+                        Field::BranchTag,
+                        format!(" {b:?} is also given with "),
+                        Field::Tag
+                    ],
+                    text![
+                        "a tag either moves with the branch or never moves: drop it from ",
+                        Field::Tag
                     ],
                 ));
             }
@@ -245,9 +255,16 @@ pub fn merge_metadata(
 /// is not the commit or the mirror lacks the commit.
 pub(crate) fn for_mirror(req: &Request, mirror: &Mirror) -> Result<Request> {
     if req.source != SourceMode::Commit {
-        return Err(Error::input(
-            "a mirror has no worktree: only --source commit can be published from it",
-            Some("publish the commit's folder (SourceMode::Commit)".to_string()),
+        return Err(Error::input_hinted(
+            text![
+                "a mirror has no worktree: only ",
+                Mention::Set(Field::Source, "commit".into()),
+                " can be published from it"
+            ],
+            text![
+                "publish the commit's folder: ",
+                Mention::Set(Field::Source, "commit".into())
+            ],
         ));
     }
     let mut req = req.clone();

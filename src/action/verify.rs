@@ -114,10 +114,11 @@ fn scan(env: &Env) -> Result<i32> {
             .display()
             .to_string();
         let line = row.found.line.unwrap_or(1);
+        let detail = row.detail.render(&super::fields::Inputs::Publish);
         let message = if row.found.reference.is_empty() {
-            row.detail.clone()
+            detail
         } else {
-            format!("{}: {}", row.found.reference, row.detail)
+            format!("{}: {detail}", row.found.reference)
         };
         match row.status {
             "mismatch" | "error" => say(&format!(
@@ -168,7 +169,7 @@ pub fn summary(report: &Report) -> String {
             r.found.line.unwrap_or(0),
             cell(&r.found.object),
             cell(&r.found.reference),
-            cell(&r.detail)
+            cell(&r.detail.render(&super::fields::Inputs::Publish))
         ));
     }
     if report.rows.is_empty() {

@@ -24,8 +24,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::field::Field;
+use crate::field::{Field, Mention};
 use crate::registry;
+use crate::text;
 
 use checks::{check_branch, check_git_path, check_interval, check_name, check_text};
 use yaml::to_yaml;
@@ -180,15 +181,28 @@ pub fn images(
 ) -> Result<(Vec<Image>, Vec<crate::many::LowerCased>)> {
     let has_placeholder = template.contains("{name}") || template.contains("{path}");
     if paths.len() > 1 && !has_placeholder {
-        return Err(Error::input(
+        return Err(Error::input_hinted(
             format!("{} folders but one repository {template:?}", paths.len()),
-            Some("put {name} or {path} in --repository, e.g. ghcr.io/acme/settings-{name}".into()),
+            text![
+                "put {name} or {path} in ",
+                Field::Repository,
+                ", e.g. ghcr.io/acme/settings-{name}"
+            ],
         ));
     }
     if paths.is_empty() && has_placeholder {
-        return Err(Error::input(
-            format!("--repository {template:?} is a template, but no --path names a folder"),
-            Some("add --path DIR for each settings folder".into()),
+        return Err(Error::input_hinted(
+            text![
+                Field::Repository,
+                format!(" {template:?} is a template, but no "),
+                Field::Path,
+                " names a folder"
+            ],
+            text![
+                "add ",
+                Mention::Set(Field::Path, "DIR".into()),
+                " for each settings folder"
+            ],
         ));
     }
     let (repos, notices) = if paths.is_empty() {
@@ -277,12 +291,12 @@ pub fn generate(opts: &Options) -> Result<Vec<Document>> {
         return Err(Error::input("no image to follow", None));
     }
     check_name("namespace", &opts.namespace)?;
-    check_text("--prefix", &opts.prefix)?;
+    check_text(Field::Prefix, &opts.prefix)?;
     if let Some(secret) = &opts.secret {
-        check_name("--secret-ref", secret)?;
+        check_name(Field::SecretRef, secret)?;
     }
     if let Some(secret) = &opts.cert_secret {
-        check_name("--cert-secret-ref", secret)?;
+        check_name(Field::CertSecretRef, secret)?;
     }
     let pattern = filter_pattern(&opts.prefix)?;
     let interval = check_interval(&opts.interval)?;
@@ -321,9 +335,9 @@ pub fn generate(opts: &Options) -> Result<Vec<Document>> {
         if let Some(ns) = &a.source_namespace {
             check_name("git source namespace", ns)?;
         }
-        check_branch("--git-branch", &a.branch)?;
+        check_branch(Field::GitBranch, &a.branch)?;
         if let Some(b) = &a.push_branch {
-            check_branch("--git-push-branch", b)?;
+            check_branch(Field::GitPushBranch, b)?;
         }
         check_git_path(&a.path)?;
         check_text("the commit author's name", &a.author_name)?;
@@ -363,9 +377,19 @@ pub fn write(dir: &Path, docs: &[Document]) -> Result<Vec<PathBuf>> {
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
     let symlink = |p: &Path| {
-        Error::input(
-            format!("--output: {} is a symlink; the objects are not written through it", p.display()),
-            Some("give --output a folder of its own (not a symlink, holding no symlinks of these names)".into()),
+        Error::input_hinted(
+            text![
+                Field::Output,
+                format!(
+                    ": {} is a symlink; the objects are not written through it",
+                    p.display()
+                )
+            ],
+            text![
+                "give ",
+                Field::Output,
+                " a folder of its own (not a symlink, holding no symlinks of these names)"
+            ],
         )
     };
     let is_link = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink());

@@ -10,7 +10,8 @@ use serde::Serialize;
 use super::finding::Found;
 use super::scan::{Findings, find};
 use crate::error::{Error, Result};
-use crate::field::Field;
+use crate::field::{Field, Text};
+use crate::text;
 
 /// One verified row of the scan.
 #[derive(Debug, Clone, Serialize)]
@@ -20,8 +21,9 @@ pub struct Row {
     pub found: Found,
     /// `verified`, `mismatch` or `error`.
     pub status: &'static str,
-    /// The commit it holds (verified) or why not.
-    pub detail: String,
+    /// The commit it holds (verified) or why not, with the fields it
+    /// names as values (serialized in the CLI's words).
+    pub detail: Text,
     /// The first differing file, for a mismatch in the layer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub file_differs: Option<String>,
@@ -65,7 +67,7 @@ impl Report {
                 },
                 r.found.object.clone(),
                 r.found.reference.clone(),
-                r.detail.clone(),
+                r.detail.to_string(),
             ]);
         }
         let widths: Vec<usize> = (0..4)
@@ -93,7 +95,7 @@ impl Report {
 #[derive(Clone)]
 struct Verdict {
     status: &'static str,
-    detail: String,
+    detail: Text,
     file: Option<String>,
     code: Option<i32>,
 }
@@ -119,7 +121,7 @@ pub fn verify_all(
             .or_insert_with(|| match verify(&found.verify_as) {
                 Ok(v) => Verdict {
                     status: "verified",
-                    detail: format!("{} at {}", v.path, v.commit),
+                    detail: text![format!("{} at {}", v.path, v.commit)],
                     file: None,
                     code: None,
                 },
@@ -131,9 +133,9 @@ pub fn verify_all(
                 },
                 Err(e) => Verdict {
                     status: "error",
-                    detail: match e.hint() {
-                        Some(h) => format!("{e} (hint: {h})"),
-                        None => e.to_string(),
+                    detail: match e.hint_text() {
+                        Some(h) => e.text().then(" (hint: ").then(h).then(")"),
+                        None => e.text(),
                     },
                     file: None,
                     code: Some(e.exit_code()),
@@ -147,7 +149,7 @@ pub fn verify_all(
         let detail = if found.verify_as == found.reference {
             detail
         } else {
-            format!("{detail} (verified as {})", found.verify_as)
+            detail.then(format!(" (verified as {})", found.verify_as))
         };
         rows.push(Row {
             found,
@@ -161,7 +163,7 @@ pub fn verify_all(
         rows.push(Row {
             found: u.found,
             status: "error",
-            detail: u.reason,
+            detail: Text::from(u.reason),
             file_differs: None,
         });
     }

@@ -24,7 +24,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::field::Field;
+use crate::field::{Field, Text};
 use crate::history::{self, Checkout, SourceMode, github};
 use crate::image::artifact::ManifestView;
 use crate::image::{self, ANNOTATION_REVISION, ANNOTATION_SOURCE, Descriptor, MANIFEST_MEDIA_TYPE};
@@ -103,7 +103,7 @@ pub struct Verified {
     pub notes: Vec<String>,
 }
 
-fn mismatch(reference: &str, reason: impl Into<String>, file: Option<String>) -> Error {
+fn mismatch(reference: &str, reason: impl Into<Text>, file: Option<String>) -> Error {
     Error::Mismatch {
         reference: reference.to_string(),
         reason: reason.into(),
@@ -226,7 +226,11 @@ pub fn verify_with(client: &Client, r: &Reference, req: &Verification) -> Result
     {
         return Err(mismatch(
             shown,
-            format!("the provenance says the image holds folder {p}, but --path names {folder}"),
+            crate::text![
+                format!("the provenance says the image holds folder {p}, but "),
+                Field::Path,
+                format!(" names {folder}")
+            ],
             None,
         ));
     }
@@ -386,7 +390,13 @@ fn read_provenance(
     if list.is_empty() {
         return Err(mismatch(
             shown,
-            "the image has no provenance referrer: nothing attests which folder of which commit it was built from (pushed with --no-provenance or by another tool, or changed after the push: an annotation or label added by hand makes a new digest that no provenance names); push it again with provenance",
+            crate::text![
+                "the image has no provenance referrer: nothing attests which folder of which commit it was \
+                 built from (pushed with ",
+                Field::NoProvenance,
+                " or by another tool, or changed after the push: an annotation or label added by hand makes a \
+                 new digest that no provenance names); push it again with provenance"
+            ],
             None,
         ));
     }

@@ -39,7 +39,7 @@ mod reconcile;
 mod redact;
 mod rollout;
 mod source;
-mod spec;
+pub(crate) mod spec;
 mod status;
 mod watch;
 

@@ -79,9 +79,12 @@ fn relative(path: &Path, abs: &Path, root: &Path) -> Result<String> {
         parts.push(s.to_string());
     }
     if parts.iter().any(|p| p == ".git") {
-        return Err(Error::input(
+        return Err(Error::input_hinted(
             format!("{} is inside a .git directory", path.display()),
-            Some("name the settings folder in the worktree".to_string()),
+            crate::text![
+                "name the settings folder in the worktree with ",
+                crate::field::Field::Path
+            ],
         ));
     }
     Ok(parts.join("/"))

@@ -189,10 +189,11 @@ fn not_in_git(path: &Path) -> Error {
     Error::Source {
         path: path.to_path_buf(),
         message: "is not inside a git repository, so no commit names it".into(),
-        hint: Some(
-            "run inside a git checkout, or build without a timestamp tag (the folder is then packaged from disk)"
-                .into(),
-        ),
+        hint: Some(crate::text![
+            "run inside a git checkout, or build without ",
+            crate::field::Field::TimestampTag,
+            " (the folder is then packaged from disk)"
+        ]),
     }
 }
 

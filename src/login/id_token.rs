@@ -17,6 +17,7 @@ use base64::Engine as _;
 
 use super::http::{self, Ctx};
 use crate::error::{Error, Result};
+use crate::field::{Field, Mention};
 
 /// Where the ID token comes from.
 #[derive(Clone, PartialEq, Eq)]
@@ -80,7 +81,10 @@ impl IdTokenSource {
             }
             IdTokenSource::Missing { in_action: false } => {
                 return Err(Error::input(
-                    "an OIDC login needs an ID token: give --id-token-file FILE",
+                    crate::text![
+                        "an OIDC login needs an ID token: give ",
+                        Mention::Set(Field::IdTokenFile, "FILE".into())
+                    ],
                     Some(
                         "in GitLab CI use `id_tokens:` and write the variable to a file; in GitHub Actions the action fetches it itself with `permissions: id-token: write`"
                             .into(),

@@ -1,30 +1,35 @@
 //! The checks every option passes before it is written into an object:
 //! one-line text, branch names, the automation's folder, object names and
-//! intervals, each refused as an input error naming the option.
+//! intervals, each refused as an input error naming the option: a
+//! [`Field`] where a flag sets it, else words (a default no flag sets).
 
 use crate::error::{Error, Result};
+use crate::field::{Field, Text};
+use crate::text;
 
 /// Refuses a value holding a character that ends a YAML line or comment
 /// (control characters, including NEL, and the Unicode line and paragraph
 /// separators) or a byte-order mark: every option is at least this.
-pub(super) fn check_text(what: &str, value: &str) -> Result<()> {
+pub(super) fn check_text(what: impl Into<Text>, value: &str) -> Result<()> {
+    let what = what.into();
     let bad = value
         .chars()
         .find(|c| c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{feff}'));
     match bad {
         None => Ok(()),
-        Some(c) => Err(Error::input(
-            format!("{what} {value:?} holds the character {c:?}"),
-            Some(format!(
-                "give {what} on one line, without control characters"
-            )),
+        Some(c) => Err(Error::input_hinted(
+            what.clone()
+                .then(format!(" {value:?} holds the character {c:?}")),
+            text!["give "]
+                .then(what)
+                .then(" on one line, without control characters"),
         )),
     }
 }
 
 /// Checks a branch name as `git check-ref-format --branch` does (the
 /// automation's checkout and push branches).
-pub(super) fn check_branch(what: &str, name: &str) -> Result<()> {
+pub(super) fn check_branch(what: Field, name: &str) -> Result<()> {
     check_text(what, name)?;
     let bad_char = name
         .chars()
@@ -47,7 +52,7 @@ pub(super) fn check_branch(what: &str, name: &str) -> Result<()> {
     match why {
         None => Ok(()),
         Some(why) => Err(Error::input(
-            format!("{what} {name:?} is not a branch name: {why}"),
+            text![what, format!(" {name:?} is not a branch name: {why}")],
             Some("give the cluster repository's branch, e.g. main".to_string()),
         )),
     }
@@ -56,7 +61,7 @@ pub(super) fn check_branch(what: &str, name: &str) -> Result<()> {
 /// Checks the automation's folder: relative to the cluster repository's
 /// root, without `..`.
 pub(super) fn check_git_path(path: &str) -> Result<()> {
-    check_text("--git-path", path)?;
+    check_text(Field::GitPath, path)?;
     let why = if path.is_empty() {
         Some("it is empty")
     } else if path.starts_with('/') {
@@ -69,14 +74,17 @@ pub(super) fn check_git_path(path: &str) -> Result<()> {
     match why {
         None => Ok(()),
         Some(why) => Err(Error::input(
-            format!("--git-path {path:?} is not a folder of the cluster repository: {why}"),
+            text![
+                Field::GitPath,
+                format!(" {path:?} is not a folder of the cluster repository: {why}")
+            ],
             Some("give the folder relative to the repository's root, e.g. ./clusters/prod".into()),
         )),
     }
 }
 
 /// Checks a Kubernetes object name (RFC 1123 subdomain, at most 253).
-pub(super) fn check_name(what: &str, name: &str) -> Result<()> {
+pub(super) fn check_name(what: impl Into<Text>, name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= 253
         && name.split('.').all(|part| {
@@ -91,7 +99,8 @@ pub(super) fn check_name(what: &str, name: &str) -> Result<()> {
         Ok(())
     } else {
         Err(Error::input(
-            format!("{what} {name:?} is not a Kubernetes object name"),
+            what.into()
+                .then(format!(" {name:?} is not a Kubernetes object name")),
             Some(
                 "use lowercase letters, digits and '-', starting and ending with a letter or digit"
                     .into(),

@@ -36,9 +36,9 @@ pub struct Attempt {
 pub async fn attempt(si: &SettingsImage, ctx: &Ctx, key: &str, held: &Held) -> Attempt {
     let mut checked = match spec::check(&si.spec) {
         Ok(c) => c,
-        Err(invalid) => {
+        Err(e) => {
             return Attempt {
-                step: stalled("InvalidSpec", invalid.to_string()),
+                step: stalled("InvalidSpec", spec::said(&e)),
                 interval: spec::DEFAULT_INTERVAL,
                 raised: None,
             };

@@ -230,7 +230,7 @@ fn spec_and_history_errors_stall_and_network_errors_retry() {
     );
     // A fetch past --fetch-max-*: retried, as docs/controller.md says.
     assert_eq!(
-        classify(&git(GitFailure::TooLarge)),
+        classify(&git(GitFailure::TooLarge(crate::field::FetchBound::Bytes))),
         ("GitOperationFailed", false)
     );
 }

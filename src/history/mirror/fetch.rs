@@ -33,6 +33,7 @@ use super::intake::{self, Stop};
 use super::wire;
 use super::{Credentials, Limits, Remote};
 use crate::error::{Error, GitFailure, Result};
+use crate::field::FetchBound;
 
 /// What one fetch brought.
 #[derive(Debug, Clone, Default)]
@@ -387,15 +388,15 @@ fn update_refs(
 }
 
 /// A bound on what comes before the pack, passed ([`wire::Budget`]).
-fn too_much(remote: &Remote, bound: String) -> Error {
+fn too_much(remote: &Remote, (bound, message): (FetchBound, String)) -> Error {
     Error::Git {
         url: remote.url().to_string(),
-        message: bound,
+        message,
         hint: Some(
-            "the server is failing or hostile, or the repository has that many refs; if it is meant to, raise the controller's flag the message names (docs/controller.md, \"Fetch bounds\")"
+            "the server is failing or hostile, or the repository has that many refs; if it is meant to"
                 .to_string(),
         ),
-        kind: GitFailure::TooLarge,
+        kind: GitFailure::TooLarge(bound),
     }
 }
 
@@ -403,13 +404,10 @@ fn too_much(remote: &Remote, bound: String) -> Error {
 fn refused(remote: &Remote, stop: Stop, interrupt: &AtomicBool) -> Error {
     let url = remote.url().to_string();
     let (kind, message, hint) = match stop {
-        Stop::Bound(message) => (
-            GitFailure::TooLarge,
+        Stop::Bound(bound, message) => (
+            GitFailure::TooLarge(bound),
             message,
-            Some(
-                "if the repository is meant to be this large, raise the controller's flag the message names (docs/controller.md, \"Fetch bounds\")"
-                    .to_string(),
-            ),
+            Some("if the repository is meant to be this large".to_string()),
         ),
         Stop::Broken(why) if !interrupt.load(std::sync::atomic::Ordering::Relaxed) => (
             GitFailure::Server,
@@ -421,7 +419,11 @@ fn refused(remote: &Remote, stop: Stop, interrupt: &AtomicBool) -> Error {
             "the fetch was interrupted".to_string(),
             None,
         ),
-        Stop::Local(why) => (GitFailure::Other, format!("storing the received pack: {why}"), None),
+        Stop::Local(why) => (
+            GitFailure::Other,
+            format!("storing the received pack: {why}"),
+            None,
+        ),
     };
     Error::Git {
         url,

@@ -37,6 +37,7 @@ use gix::odb::pack;
 use gix::odb::pack::data::entry::Header;
 
 use super::Limits;
+use crate::field::FetchBound;
 use crate::history::blobs::Zlib;
 
 /// Objects stored whole at least this large go into a pack of their own;
@@ -58,8 +59,8 @@ pub(super) struct Taken {
 /// Why the intake stopped.
 #[derive(Debug)]
 pub(super) enum Stop {
-    /// A bound was passed: what was sent, and the bound.
-    Bound(String),
+    /// A bound was passed: which, and what was sent past it.
+    Bound(FetchBound, String),
     /// The pack is not a valid pack.
     Broken(String),
     /// The caller interrupted the fetch.
@@ -194,10 +195,13 @@ impl Entries {
 fn stop_of(e: io::Error, at: &str) -> Stop {
     if let Some(r) = e.get_ref().and_then(|r| r.downcast_ref::<Refusal>()) {
         return match r {
-            Refusal::Bytes(limit) => Stop::Bound(format!(
-                "the server sent a pack larger than {} (--fetch-max-bytes), and more was coming",
-                human(*limit)
-            )),
+            Refusal::Bytes(limit) => Stop::Bound(
+                FetchBound::Bytes,
+                format!(
+                    "the server sent a pack larger than {}, and more was coming",
+                    human(*limit)
+                ),
+            ),
             Refusal::Interrupted => Stop::Interrupted,
         };
     }
@@ -247,10 +251,13 @@ pub(super) fn take(
         .map_err(|e| Stop::Broken(format!("the server sent no pack ({e})")))?;
     let count = u64::from(count);
     if count > limits.max_objects {
-        return Err(Stop::Bound(format!(
-            "the server's pack holds {count} objects, more than the {} a fetch may hold (--fetch-max-objects)",
-            limits.max_objects
-        )));
+        return Err(Stop::Bound(
+            FetchBound::Objects,
+            format!(
+                "the server's pack holds {count} objects, more than the {} a fetch may hold",
+                limits.max_objects
+            ),
+        ));
     }
     let mut entries = Entries {
         offsets: Vec::with_capacity(usize::try_from(count.min(1 << 16)).unwrap_or(0)),
@@ -293,10 +300,13 @@ fn read_entry(
         .map_err(|e| stop_of(e, &at()))?;
     let size = entry.decompressed_size;
     if size > limits.max_object_bytes {
-        return Err(Stop::Bound(format!(
-            "the server sent an object of {size} bytes (at offset {offset} of the pack), more than the {} one object may have (--fetch-max-object-bytes)",
-            human(limits.max_object_bytes)
-        )));
+        return Err(Stop::Bound(
+            FetchBound::ObjectBytes,
+            format!(
+                "the server sent an object of {size} bytes (at offset {offset} of the pack), more than the {} one object may have",
+                human(limits.max_object_bytes)
+            ),
+        ));
     }
     let big = matches!(entry.header, Header::Blob) && size >= BIG;
     let mut id = big.then(|| {
@@ -340,10 +350,13 @@ fn read_entry(
             .map(|(_, built)| built)
             .map_err(|e| Stop::Broken(format!("the delta at offset {offset}: {e}")))?;
         if built > limits.max_object_bytes {
-            return Err(Stop::Bound(format!(
-                "the server sent a delta that builds an object of {built} bytes (at offset {offset} of the pack), more than the {} one object may have (--fetch-max-object-bytes)",
-                human(limits.max_object_bytes)
-            )));
+            return Err(Stop::Bound(
+                FetchBound::ObjectBytes,
+                format!(
+                    "the server sent a delta that builds an object of {built} bytes (at offset {offset} of the pack), more than the {} one object may have",
+                    human(limits.max_object_bytes)
+                ),
+            ));
         }
     }
     id.map(|h| {

@@ -500,8 +500,8 @@ fn an_object_that_claims_a_huge_size_and_never_ends_is_refused_at_its_header() {
         Value::Null,
         &[
             "the server sent an object of 1099511627776 bytes",
-            "more than the 100 MiB one object may have (--fetch-max-object-bytes)",
-            "hint: if the repository is meant to be this large",
+            "more than the 100 MiB one object may have\n",
+            "hint: if the repository is meant to be this large: raise the controller's --fetch-max-object-bytes",
         ],
     );
     // Read no further than the header: what the server got to write is
@@ -531,7 +531,8 @@ fn a_pack_that_claims_too_many_objects_is_refused_at_its_header() {
         "many-objects",
         Value::Null,
         &[
-            "the server's pack holds 4294967295 objects, more than the 1000000 a fetch may hold (--fetch-max-objects)",
+            "the server's pack holds 4294967295 objects, more than the 1000000 a fetch may hold\n",
+            "hint: if the repository is meant to be this large: raise the controller's --fetch-max-objects",
         ],
     );
     assert!(sent < 64 << 20, "the server wrote {sent} bytes");
@@ -546,7 +547,10 @@ fn a_pack_that_never_ends_stops_at_the_byte_bound() {
         "a_pack_that_never_ends_stops_at_the_byte_bound",
         "endless-nothing",
         serde_json::json!({ "max_fetch_bytes": 8 << 20 }),
-        &["the server sent a pack larger than 8 MiB (--fetch-max-bytes), and more was coming"],
+        &[
+            "the server sent a pack larger than 8 MiB, and more was coming\n",
+            "raise the controller's --fetch-max-bytes",
+        ],
     );
     assert!(sent >= 8 << 20, "the server wrote {sent} bytes");
     assert!(sent < 72 << 20, "the server wrote {sent} bytes");
@@ -567,8 +571,9 @@ fn an_endless_v1_ref_advertisement_stops_at_the_ref_bound() {
         "info/refs",
         Value::Null,
         &[
-            "the server's ref advertisement lists more than 100000 refs (--fetch-max-refs), and more were coming",
-            "hint: the server is failing or hostile",
+            "the server's ref advertisement lists more than 100000 refs, and more were coming\n",
+            "hint: the server is failing or hostile, or the repository has that many refs; if it is meant to: \
+             raise the controller's --fetch-max-refs",
         ],
     );
     assert!(sent < 64 << 20, "the server wrote {sent} bytes");
@@ -585,7 +590,8 @@ fn an_endless_ls_refs_answer_stops_at_the_byte_bound() {
         "ls-refs",
         serde_json::json!({ "max_refs": 1u64 << 40 }),
         &[
-            "the server's ref advertisement is larger than 16 MiB (--fetch-max-ref-bytes), and more was coming",
+            "the server's ref advertisement is larger than 16 MiB, and more was coming\n",
+            "raise the controller's --fetch-max-ref-bytes",
         ],
     );
     assert!(sent >= 16 << 20, "the server wrote {sent} bytes");
@@ -603,7 +609,8 @@ fn a_ref_advertisement_with_too_many_refs_is_refused() {
         "ls-refs",
         serde_json::json!({ "max_refs": 150_000 }),
         &[
-            "the server's ref advertisement lists more than 150000 refs (--fetch-max-refs), and more were coming",
+            "the server's ref advertisement lists more than 150000 refs, and more were coming\n",
+            "raise the controller's --fetch-max-refs",
         ],
     );
 }
@@ -618,7 +625,8 @@ fn an_endless_negotiation_stops_at_the_byte_bound() {
         "endless-acks",
         serde_json::json!({ "max_ref_bytes": 4u64 << 20 }),
         &[
-            "the server's answers before the pack (the negotiation) is larger than 4 MiB (--fetch-max-ref-bytes), and more was coming",
+            "the server's answers before the pack (the negotiation) is larger than 4 MiB, and more was coming\n",
+            "raise the controller's --fetch-max-ref-bytes",
         ],
     );
     assert!(sent >= 4 << 20, "the server wrote {sent} bytes");

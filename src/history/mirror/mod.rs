@@ -595,9 +595,9 @@ impl Mirror {
 /// root). Absolute paths, `..` and `.git` are refused.
 pub fn folder_path(folder: &str) -> Result<String> {
     let bad = |why: &str| {
-        Error::input(
-            format!("the path {folder:?} {why}"),
-            Some("name the folder relative to the repository root, e.g. configs/shop".to_string()),
+        Error::input_hinted(
+            crate::text![crate::field::Field::Path, format!(" {folder:?} {why}")],
+            "name the folder relative to the repository root, e.g. configs/shop",
         )
     };
     if folder.starts_with('/') {

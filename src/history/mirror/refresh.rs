@@ -127,7 +127,7 @@ impl Mirrors {
                         GitFailure::Auth
                         | GitFailure::Unreachable
                         | GitFailure::Interrupted
-                        | GitFailure::TooLarge,
+                        | GitFailure::TooLarge(_),
                     ..
                 },
             ) => {

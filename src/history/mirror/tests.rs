@@ -127,7 +127,11 @@ fn folders_are_repository_relative() {
         ("a/.git", "is inside .git"),
     ] {
         let e = folder_path(bad).unwrap_err();
-        assert_eq!(e.to_string(), format!("the path {bad:?} {why}"));
+        assert_eq!(e.to_string(), format!("--path {bad:?} {why}"));
+        assert_eq!(
+            e.render(&crate::controller::spec::Spec),
+            format!("spec.path {bad:?} {why}")
+        );
         assert_eq!(e.exit_code(), 2, "{bad}");
     }
 }

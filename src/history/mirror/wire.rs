@@ -3,7 +3,7 @@
 //! as `gix` reads it.
 //!
 //! The pack itself goes to disk through `super::intake`, within
-//! `--fetch-max-bytes`. Everything before it is parsed into memory by
+//! the controller's `--fetch-max-bytes`. Everything before it is parsed into memory by
 //! `gix`: the ref advertisement (`info/refs` in protocol v1, the `ls-refs`
 //! answer in v2: one entry per ref) and the negotiation's acknowledgements.
 //! A server that never ends those grew the process by hundreds of MB a
@@ -19,6 +19,8 @@ use std::sync::{Arc, Mutex};
 use gix::protocol::transport::client::blocking_io::http::{
     self, GetResponse, Http, PostBodyDataKind, PostResponse,
 };
+
+use crate::field::FetchBound;
 
 /// What a fetch allows before its pack, and what has come so far.
 #[derive(Debug)]
@@ -36,8 +38,8 @@ struct State {
     refs_read: bool,
     /// The pack started: the intake bounds the rest.
     pack: bool,
-    /// The bound passed, in words, once it was.
-    tripped: Option<String>,
+    /// The bound passed, and what passed it in words, once it was.
+    tripped: Option<(FetchBound, String)>,
 }
 
 impl Budget {
@@ -64,8 +66,8 @@ impl Budget {
         }
     }
 
-    /// The bound the server passed, in words naming its flag.
-    pub(super) fn tripped(&self) -> Option<String> {
+    /// The bound the server passed, and what passed it in words.
+    pub(super) fn tripped(&self) -> Option<(FetchBound, String)> {
         self.state.lock().ok().and_then(|s| s.tripped.clone())
     }
 
@@ -78,7 +80,7 @@ impl Budget {
         if s.pack {
             return Ok(());
         }
-        if let Some(t) = &s.tripped {
+        if let Some((_, t)) = &s.tripped {
             return Err(io::Error::other(t.clone()));
         }
         s.bytes += bytes;
@@ -89,21 +91,27 @@ impl Budget {
             "ref advertisement"
         };
         let passed = if s.refs > self.max_refs {
-            Some(format!(
-                "the server's ref advertisement lists more than {} refs (--fetch-max-refs), and more were coming",
-                self.max_refs
+            Some((
+                FetchBound::Refs,
+                format!(
+                    "the server's ref advertisement lists more than {} refs, and more were coming",
+                    self.max_refs
+                ),
             ))
         } else if s.bytes > self.max_bytes {
-            Some(format!(
-                "the server's {what} is larger than {} (--fetch-max-ref-bytes), and more was coming",
-                super::intake::human(self.max_bytes)
+            Some((
+                FetchBound::RefBytes,
+                format!(
+                    "the server's {what} is larger than {}, and more was coming",
+                    super::intake::human(self.max_bytes)
+                ),
             ))
         } else {
             None
         };
         match passed {
-            Some(t) => {
-                s.tripped = Some(t.clone());
+            Some((bound, t)) => {
+                s.tripped = Some((bound, t.clone()));
                 Err(io::Error::other(t))
             }
             None => Ok(()),
@@ -322,15 +330,25 @@ mod tests {
         let b = Budget::new(100, 2);
         assert!(b.count(60, 2).is_ok());
         let e = b.count(60, 0).unwrap_err();
-        assert!(e.to_string().contains("--fetch-max-ref-bytes"), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "the server's ref advertisement is larger than 100 bytes, and more was coming"
+        );
         assert!(b.count(1, 0).is_err());
-        assert_eq!(b.tripped(), Some(e.to_string()));
+        assert_eq!(b.tripped(), Some((FetchBound::RefBytes, e.to_string())));
         let b = Budget::new(1 << 20, 2);
         let e = b.count(10, 3).unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("more than 2 refs (--fetch-max-refs)"),
-            "{e}"
+        assert_eq!(
+            b.tripped(),
+            Some((
+                FetchBound::Refs,
+                "the server's ref advertisement lists more than 2 refs, and more were coming"
+                    .into()
+            ))
+        );
+        assert_eq!(
+            e.to_string(),
+            "the server's ref advertisement lists more than 2 refs, and more were coming"
         );
         // The pack is the intake's to bound.
         let b = Budget::new(10, 1);
