@@ -88,7 +88,7 @@ fn print_report(report: &crate::report::Report, json: bool) -> Result<()> {
         output::eprintln(&format!(
             "warning: {}: {}",
             a.kind.as_str(),
-            show::anomaly::message(a)
+            show::anomaly::message(a, &crate::field::Cli)
         ));
     }
     if let Some(line) = report.branch_tag.as_ref().and_then(branch_line) {

@@ -207,6 +207,9 @@ pub enum Mention {
     /// A bound on one git fetch, which only the controller's process
     /// arguments set.
     Bound(FetchBound),
+    /// A break-glass promotion, which releases into a gated channel at
+    /// once (`promote --force --reason ...`).
+    BreakGlass,
     /// The field a message is about, leading it ([`crate::error::Error::about`]):
     /// the controller's messages start with their spec path
     /// (`spec.repository: `); the CLI's and the action's say nothing here,
@@ -291,6 +294,7 @@ impl Face for Cli {
             Mention::Looked(Some(rev)) => format!("not on disk, not in the commit {rev}"),
             Mention::PathRoot => "the current directory".to_string(),
             Mention::Bound(b) => format!("the controller's {}", b.argument()),
+            Mention::BreakGlass => "`promote --force --reason ...`".to_string(),
             Mention::About(_) => String::new(),
         }
     }

@@ -40,7 +40,7 @@ fn break_glass_needs_a_reason() {
         refusal(true, None, &action),
         (
             "break-glass (`force: true`) needs a reason".to_string(),
-            "add `reason` \"...\" saying why the release cannot wait for a window; it is recorded with the promotion"
+            "add `reason: \"...\"` saying why the release cannot wait for a window; it is recorded with the promotion"
                 .to_string()
         )
     );

@@ -75,7 +75,7 @@ pub(crate) fn report(r: &Report) -> String {
         s.push_str(&format!(
             "anomaly {}: {}\n",
             a.kind.as_str(),
-            anomaly::message(a)
+            anomaly::message(a, &crate::field::Cli)
         ));
     }
     if let Some(b) = &r.branch_tag {
@@ -160,7 +160,7 @@ impl ImageLine {
                 digest: Some(report.digest.clone()),
                 reference: report.push.as_ref().map(|p| p.reference.clone()),
                 pushed: report.push.as_ref().map(|p| p.pushed),
-                anomaly: report.anomaly.as_ref().map(AnomalyLine::of),
+                anomaly: report.anomaly.as_ref().map(|a| AnomalyLine::of(a, face)),
                 error: None,
             },
             Err(e) => {
@@ -227,7 +227,7 @@ impl<'a> ReportJson<'a> {
             commit: r.commit.as_deref(),
             timestamp: r.timestamp,
             timestamp_tag: r.timestamp_tag.as_deref(),
-            anomaly: r.anomaly.as_ref().map(AnomalyLine::of),
+            anomaly: r.anomaly.as_ref().map(|a| AnomalyLine::of(a, face)),
             branch_tag: r.branch_tag.as_ref(),
             push: r.push.as_ref(),
             warnings: r.warnings.iter().map(|w| notice(w).render(face)).collect(),

@@ -134,14 +134,23 @@ impl Face for Inputs {
                 Inputs::Publish => format!("`source: {value}`"),
                 Inputs::Promote => format!("the publish action's `source: {value}`"),
             },
-            Mention::Set(f, value) => match self.input(*f) {
-                Some(name) => format!("{name} {value}"),
-                None => match self.words(*f) {
-                    // The other action's input, set.
-                    w if w.ends_with('`') => format!("{w} {value}"),
-                    // No input to set: what the action has instead.
-                    w => w,
-                },
+            // An input set as a workflow writes it (`` `tags: v1` ``);
+            // an input with its value already (`` `insecure: true` ``) or
+            // what the action has instead, as it is.
+            Mention::Set(f, value) => {
+                let w = self.words(*f);
+                let input =
+                    w.starts_with('`') || w.starts_with("the p") && w.contains(" action's `");
+                match w.strip_suffix('`') {
+                    Some(name) if input && !name.contains(':') => format!("{name}: {value}`"),
+                    _ => w,
+                }
+            }
+            Mention::BreakGlass => match self {
+                Inputs::Publish => {
+                    "the promote action with `force: true` and a `reason`".to_string()
+                }
+                Inputs::Promote => "`force: true` with a `reason`".to_string(),
             },
             Mention::Credentials(Joint::With | Joint::And) => {
                 "`username` and `password`, or an OIDC `login` (docs/registries.md)".to_string()
@@ -230,8 +239,8 @@ mod tests {
         assert_eq!(
             faces(hint),
             [
-                "name the moving tag after the branch, e.g. `branch-tag` main",
-                "name the moving tag after the branch, e.g. the publish action's `branch-tag` main",
+                "name the moving tag after the branch, e.g. `branch-tag: main`",
+                "name the moving tag after the branch, e.g. the publish action's `branch-tag: main`",
                 "name the moving tag after the branch, e.g. spec.branchTag: main",
             ]
         );

@@ -607,7 +607,7 @@ fn report_folders(env: &Env, inputs: &PublishInputs, outcome: &RunReport) -> Res
         if let Some(a) = &report.anomaly {
             say(&commands::warning(
                 &format!("settings-image: {}: {}", f.path, a.kind.as_str()),
-                &show::anomaly::message(a),
+                &show::anomaly::message(a, &Inputs::Publish),
             ));
         }
     }
@@ -877,7 +877,7 @@ fn outputs(report: &Report, published: &Published) -> String {
             report
                 .anomaly
                 .as_ref()
-                .map(show::anomaly::message)
+                .map(|a| show::anomaly::message(a, &Inputs::Publish))
                 .unwrap_or_default(),
         ),
         (
@@ -905,9 +905,9 @@ fn anomaly_annotation(a: &Anomaly, tag: Option<&str>) -> String {
     let moves_back = tag.is_some_and(|t| a.serves(t));
     match a.kind {
         AnomalyKind::RerunOfOlder if !moves_back => {
-            commands::notice(&title, &show::anomaly::message(a))
+            commands::notice(&title, &show::anomaly::message(a, &Inputs::Publish))
         }
-        _ => commands::warning(&title, &show::anomaly::message(a)),
+        _ => commands::warning(&title, &show::anomaly::message(a, &Inputs::Publish)),
     }
 }
 
@@ -973,7 +973,13 @@ fn facts(env: &Env, inputs: &PublishInputs, report: &Report, published: &Publish
         notes: report
             .anomaly
             .iter()
-            .map(|a| format!("{}: {}", a.kind.as_str(), show::anomaly::message(a)))
+            .map(|a| {
+                format!(
+                    "{}: {}",
+                    a.kind.as_str(),
+                    show::anomaly::message(a, &Inputs::Publish)
+                )
+            })
             .chain(
                 report
                     .branch_tag

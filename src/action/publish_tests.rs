@@ -111,7 +111,7 @@ fn hints_name_inputs_not_flags() {
         ),
         (
             crate::registry::parse_repository("ghcr.io/Acme/Shop").unwrap_err(),
-            &["`repository` ghcr.io/acme/shop"][..],
+            &["`repository: ghcr.io/acme/shop`"][..],
         ),
         (
             crate::registry::parse_repository("ghcr.io/acme/shop:v1").unwrap_err(),
@@ -143,7 +143,7 @@ fn hints_name_inputs_not_flags() {
             .unwrap_err(),
             &[
                 "`branch-tag` \"main\" needs `timestamp-tag`",
-                "add `timestamp-tag` BRANCH",
+                "add `timestamp-tag: BRANCH`",
             ][..],
         ),
     ] {

@@ -141,6 +141,12 @@ impl Face for Spec {
             Mention::Looked(Some(rev)) => format!("not in the commit {rev}"),
             Mention::Looked(None) => "not in the fetched commit".to_string(),
             Mention::PathRoot => "the repository root".to_string(),
+            // A SettingsImage does not promote: the command that does.
+            Mention::BreakGlass => {
+                "`settings-image promote --force --reason ...` (or the promote action's `force: true` \
+                 with a `reason`)"
+                    .to_string()
+            }
             Mention::About(f) => match Spec::path(*f) {
                 Some(p) => format!("{p}: "),
                 None => String::new(),

@@ -5,7 +5,7 @@ use super::*;
 
 /// The anomaly in words, as every face shows it.
 fn message(a: &Anomaly) -> String {
-    crate::show::anomaly::message(a)
+    crate::show::anomaly::message(a, &crate::field::Cli)
 }
 
 /// A linear history c0 -> c1 -> ... as full-looking ids.

@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use crate::field::{Face, Mention, Text};
 use crate::release::ordering::{Anomaly, AnomalyKind, Case};
 use crate::tag::Stamped;
 
@@ -19,11 +20,11 @@ pub struct AnomalyLine {
 }
 
 impl AnomalyLine {
-    /// The line of `a`.
-    pub fn of(a: &Anomaly) -> AnomalyLine {
+    /// The line of `a` in `face`'s words.
+    pub fn of(a: &Anomaly, face: &dyn Face) -> AnomalyLine {
         AnomalyLine {
             kind: a.kind,
-            message: message(a),
+            message: message(a, face),
             served: a.served.clone(),
         }
     }
@@ -36,9 +37,9 @@ const TIE_RULE_LOWER: &str = "on equal timestamps Flux serves the alphabetically
 const SETTLE: &str = "It settles with the next commit that changes the folder in a later second (an empty \
                       commit does not count; edit a comment in a settings file)";
 
-/// What `a` means and what to do about it. Every message names the tag
-/// Flux serves after the push ([`Anomaly::served`]).
-pub fn message(a: &Anomaly) -> String {
+/// What `a` means and what to do about it, in `face`'s words. Every
+/// message names the tag Flux serves after the push ([`Anomaly::served`]).
+pub fn message(a: &Anomaly, face: &dyn Face) -> String {
     match &a.case {
         Case::Rewound {
             commit,
@@ -48,7 +49,7 @@ pub fn message(a: &Anomaly) -> String {
             rev,
             before,
             moves_to_new,
-        } => rewound(commit, *ts, new_tag, newest, rev, before, *moves_to_new),
+        } => rewound(commit, *ts, new_tag, newest, rev, before, *moves_to_new).render(face),
         Case::Rerun {
             commit,
             ts,
@@ -183,7 +184,7 @@ fn rewound(
     rev: &str,
     before: &str,
     moves_to_new: bool,
-) -> String {
+) -> Text {
     let rewound = format!(
         "a force-push rewound the branch from {} to {}, an ancestor of {rev}, which the branch no longer \
          has",
@@ -199,18 +200,24 @@ fn rewound(
              commit in a later second is served as usual",
             newest.tag
         )
+        .into()
     } else {
-        format!(
-            "{rewound}: Flux keeps serving {} (the dropped commit's content), because {}. To serve this \
-             commit's content, a new commit must carry it with a current timestamp: push the dropped \
-             commits back and then a commit that reverts them, or commit one more change to the folder on \
-             the rewound branch (an empty commit does not count; edit a comment in a settings file). Into \
-             a gated channel, `promote --force --reason ...` then releases it at once; promoting before \
-             that would copy {} into the channel",
-            newest.tag,
-            why_kept(newest, ts, new_tag),
-            newest.tag
-        )
+        crate::text![
+            format!(
+                "{rewound}: Flux keeps serving {} (the dropped commit's content), because {}. To serve this \
+                 commit's content, a new commit must carry it with a current timestamp: push the dropped \
+                 commits back and then a commit that reverts them, or commit one more change to the folder \
+                 on the rewound branch (an empty commit does not count; edit a comment in a settings file). \
+                 Into a gated channel, ",
+                newest.tag,
+                why_kept(newest, ts, new_tag),
+            ),
+            Mention::BreakGlass,
+            format!(
+                " then releases it at once; promoting before that would copy {} into the channel",
+                newest.tag
+            )
+        ]
     }
 }
 
@@ -469,7 +476,55 @@ mod tests {
     #[test]
     fn each_case_is_worded_as_before() {
         for (a, words) in every() {
-            assert_eq!(message(&a), words, "{:?}", a.case);
+            assert_eq!(message(&a, &crate::field::Cli), words, "{:?}", a.case);
+        }
+    }
+
+    /// The rewind that Flux does not follow names break-glass in each
+    /// face's words: the CLI's command, the action's inputs, and for a
+    /// SettingsImage (which does not promote) the command and the action
+    /// that do; neither the action nor the controller names a CLI flag
+    /// alone.
+    #[test]
+    fn break_glass_is_named_in_each_faces_words() {
+        use crate::action::fields::Inputs;
+        use crate::controller::spec::Spec;
+        let (a, _) = every()
+            .into_iter()
+            .find(|(a, _)| {
+                matches!(
+                    a.case,
+                    Case::Rewound {
+                        moves_to_new: false,
+                        ..
+                    }
+                )
+            })
+            .unwrap();
+        let cli = message(&a, &crate::field::Cli);
+        assert!(
+            cli.contains("Into a gated channel, `promote --force --reason ...` then releases it"),
+            "{cli}"
+        );
+        let publish = message(&a, &Inputs::Publish);
+        assert!(
+            publish.contains(
+                "Into a gated channel, the promote action with `force: true` and a `reason` then"
+            ),
+            "{publish}"
+        );
+        let promote = message(&a, &Inputs::Promote);
+        assert!(
+            promote.contains("Into a gated channel, `force: true` with a `reason` then"),
+            "{promote}"
+        );
+        let spec = message(&a, &Spec);
+        assert!(
+            spec.contains("`settings-image promote --force --reason ...` (or the promote action's `force: true`"),
+            "{spec}"
+        );
+        for words in [publish, promote] {
+            assert!(!words.contains("--"), "{words}");
         }
     }
 
@@ -477,7 +532,7 @@ mod tests {
     #[test]
     fn the_json_line_keeps_kind_message_served() {
         let (a, words) = every().swap_remove(0);
-        let json = serde_json::to_string(&AnomalyLine::of(&a)).unwrap();
+        let json = serde_json::to_string(&AnomalyLine::of(&a, &crate::field::Cli)).unwrap();
         assert_eq!(
             json,
             format!(

@@ -517,7 +517,11 @@ fn notes(images: &[FolderImage], notices: &[LowerCased]) -> Vec<EventNote> {
         if let Some(a) = &r.anomaly {
             out.push(EventNote {
                 reason: anomaly_reason(a.kind),
-                message: format!("{}: {}", p.repository, crate::show::anomaly::message(a)),
+                message: format!(
+                    "{}: {}",
+                    p.repository,
+                    crate::show::anomaly::message(a, &crate::controller::spec::Spec)
+                ),
                 warning: true,
             });
         }
