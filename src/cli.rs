@@ -16,7 +16,7 @@ use crate::registry::{self, Credentials};
 use crate::request::{self, Request, Target};
 use crate::show;
 
-mod args;
+pub(crate) mod args;
 pub mod cluster;
 mod login;
 pub mod metadata;
@@ -85,17 +85,13 @@ fn password_given(env: &front::Env, stdin: bool) -> bool {
 /// Prints the report.
 fn print_report(report: &crate::report::Report, json: bool) -> Result<()> {
     if let Some(a) = &report.anomaly {
-        output::eprintln(&format!(
-            "warning: {}: {}",
-            a.kind.as_str(),
-            show::anomaly::message(a, &crate::field::Cli)
-        ));
+        output::eprintln(&anomaly_line(a));
     }
     if let Some(line) = report.branch_tag.as_ref().and_then(branch_line) {
         output::eprintln(&line);
     }
     for w in &report.warnings {
-        output::eprintln(&format!("warning: {}", show::notice(w)));
+        output::eprintln(&warning_line(w));
     }
     if json {
         let s = serde_json::to_string(&show::ReportJson::of(report, &crate::field::Cli))
@@ -435,7 +431,7 @@ fn run_diff(env: &front::Env, args: &DiffArgs) -> Result<ExitCode> {
         }
     };
     for w in &new.warnings {
-        output::eprintln(&format!("warning: {}", show::notice(w)));
+        output::eprintln(&warning_line(w));
     }
     let diff = crate::diff::compare(&old, &new, &limits)?;
     if args.json {
@@ -475,16 +471,41 @@ fn run_inspect(env: &front::Env, args: &InspectArgs) -> Result<()> {
 /// its warnings first (they were not printed: the push did not finish).
 pub fn report_error(err: &Error) -> ExitCode {
     // The reader went away: nothing more to say (see `crate::output`).
-    if !matches!(err, Error::OutputClosed) {
-        if let Error::AfterPublish { published, .. } = err {
-            for w in &published.warnings {
-                output::eprintln(&format!("warning: {}", show::notice(w)));
-            }
-        }
-        output::eprintln(&format!("error: {err}"));
-        if let Some(hint) = err.hint() {
-            output::eprintln(&format!("hint: {hint}"));
-        }
+    for line in error_lines(err) {
+        output::eprintln(&line);
     }
     exit_code(err.exit_code())
+}
+
+/// What the CLI prints on stderr for `err`, line by line: a push that
+/// failed after it published its warnings first, then `error: ` and
+/// `hint: `; nothing when standard output was closed.
+pub(crate) fn error_lines(err: &Error) -> Vec<String> {
+    let mut lines = Vec::new();
+    // The reader went away: nothing more to say (see `crate::output`).
+    if matches!(err, Error::OutputClosed) {
+        return lines;
+    }
+    if let Error::AfterPublish { published, .. } = err {
+        lines.extend(published.warnings.iter().map(warning_line));
+    }
+    lines.push(format!("error: {err}"));
+    if let Some(hint) = err.hint() {
+        lines.push(format!("hint: {hint}"));
+    }
+    lines
+}
+
+/// The CLI's stderr line for a warning.
+pub(crate) fn warning_line(w: &crate::notice::Notice) -> String {
+    format!("warning: {}", show::notice(w))
+}
+
+/// The CLI's stderr line for an anomaly of a push.
+pub(crate) fn anomaly_line(a: &crate::release::ordering::Anomaly) -> String {
+    format!(
+        "warning: {}: {}",
+        a.kind.as_str(),
+        show::anomaly::message(a, &crate::field::Cli)
+    )
 }

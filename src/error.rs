@@ -440,18 +440,16 @@ impl Error {
                 ours, suggestion, ..
             } => Some(text![
                 format!("publish {ours} under a prefix of its own: "),
-                Field::TimestampTag,
-                format!(
-                    " {suggestion} (no tag of the repository uses it), followed by an ImagePolicy of its own"
-                )
+                set(Field::TimestampTag, suggestion),
+                " (no tag of the repository uses it), followed by an ImagePolicy of its own"
             ]),
             Error::Rewind { current, .. } => Some(text![
                 "the branch's history was rewritten (force-push, reset); to move the branch tag to this commit, \
                  re-run with ",
                 Field::AllowRewind,
                 format!(" (a run that says the force-push dropped {current}, "),
-                Field::ForcePushedFrom,
-                format!(" {current}, moves it too)")
+                set(Field::ForcePushedFrom, current),
+                ", moves it too)"
             ]),
             Error::Layout { .. } => Some(text![
                 "choose an empty directory or a valid OCI image layout for ",

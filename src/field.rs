@@ -207,6 +207,14 @@ pub enum Mention {
     /// A bound on one git fetch, which only the controller's process
     /// arguments set.
     Bound(FetchBound),
+    /// Every way this face gives a registry login for `host`, to push
+    /// (`push`) or to pull, and what GitHub's registry needs besides.
+    Login {
+        /// The registry host.
+        host: String,
+        /// Whether the login must be allowed to push.
+        push: bool,
+    },
     /// A break-glass promotion, which releases into a gated channel at
     /// once (`promote --force --reason ...`).
     BreakGlass,
@@ -294,6 +302,16 @@ impl Face for Cli {
             Mention::Looked(Some(rev)) => format!("not on disk, not in the commit {rev}"),
             Mention::PathRoot => "the current directory".to_string(),
             Mention::Bound(b) => format!("the controller's {}", b.argument()),
+            Mention::Login { host, push: true } => format!(
+                "--username with --password-stdin, SETTINGS_IMAGE_USERNAME and SETTINGS_IMAGE_PASSWORD, or \
+                 `docker login {host}`{}",
+                ghcr_push(host, "in GitHub Actions the workflow needs")
+            ),
+            Mention::Login { host, push: false } => {
+                format!(
+                    "SETTINGS_IMAGE_USERNAME and SETTINGS_IMAGE_PASSWORD, or `docker login {host}`"
+                )
+            }
             Mention::BreakGlass => "`promote --force --reason ...`".to_string(),
             Mention::About(_) => String::new(),
         }
@@ -393,6 +411,20 @@ macro_rules! text {
     };
 }
 
+/// What pushing to `host` needs from a GitHub workflow besides a login,
+/// after `; {needs}`, when `host` is GitHub's registry: the package
+/// permission, and a package made by hand the repository's access.
+pub fn ghcr_push(host: &str, needs: &str) -> String {
+    if host == "ghcr.io" {
+        format!(
+            "; {needs} `permissions: packages: write`, and a package first created by hand needs this \
+             repository added under the package's \"Manage Actions access\" settings"
+        )
+    } else {
+        String::new()
+    }
+}
+
 /// Every kind of [`Mention`], of every [`Field`] and [`FetchBound`], for
 /// a face's tests.
 #[cfg(test)]
@@ -403,6 +435,15 @@ pub(crate) fn every_mention() -> Vec<Mention> {
         Mention::Looked(None),
         Mention::Looked(Some("0a1b2c3".into())),
         Mention::PathRoot,
+        Mention::Login {
+            host: "ghcr.io".into(),
+            push: true,
+        },
+        Mention::Login {
+            host: "registry.example".into(),
+            push: false,
+        },
+        Mention::BreakGlass,
     ];
     all.extend(FetchBound::ALL.map(Mention::Bound));
     for f in Field::ALL {

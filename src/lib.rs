@@ -42,6 +42,9 @@ pub mod trust;
 
 pub use error::{Error, Result};
 
+#[cfg(test)]
+mod messages_tests;
+
 /// The test kit of the integration suite (`tests/common/`), for the unit
 /// tests that need what it starts (git, a git server, a registry, the
 /// GitHub API stub): one kit for both. The unit tests use a part of it;

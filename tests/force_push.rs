@@ -240,10 +240,12 @@ fn a_force_push_back_to_an_ancestor_is_a_rewound_history_warning_not_a_rerun() {
         format!("from {}", &b[..12]),
         format!("to {}", &a[..12]),
         "reverts".to_string(),
-        "promote --force".to_string(),
+        // Break-glass in the action's words: its inputs, no CLI flag.
+        "the promote action with `force: true` and a `reason`".to_string(),
     ] {
         assert!(message.contains(&needle), "{needle:?} not in {message}");
     }
+    assert!(!message.contains("--"), "{message}");
     // A warning, with the same text; not the re-run notice.
     let warning = step
         .annotation("warning", "settings-image: rewound-history")

@@ -143,6 +143,8 @@ impl Face for Inputs {
                     w.starts_with('`') || w.starts_with("the p") && w.contains(" action's `");
                 match w.strip_suffix('`') {
                     Some(name) if input && !name.contains(':') => format!("{name}: {value}`"),
+                    // What the action has instead, with the value.
+                    Some(_) if !input => format!("{w} {value}"),
                     _ => w,
                 }
             }
@@ -155,6 +157,14 @@ impl Face for Inputs {
             Mention::Credentials(Joint::With | Joint::And) => {
                 "`username` and `password`, or an OIDC `login` (docs/registries.md)".to_string()
             }
+            Mention::Login { host, push } => format!(
+                "`username` and `password`, or an OIDC `login` (docs/registries.md){}",
+                if *push {
+                    crate::field::ghcr_push(host, "the workflow needs")
+                } else {
+                    String::new()
+                }
+            ),
             Mention::PathRoot => "the workspace".to_string(),
             Mention::Looked(_) => crate::field::Cli.mention(m),
             // Only the controller fetches into mirrors.

@@ -657,10 +657,7 @@ fn announce(inputs: &PublishInputs, report: &Report, published: &Published) {
         ),
     }));
     for w in &report.warnings {
-        say(&commands::warning(
-            "settings-image",
-            &show::notice(w).render(&Inputs::Publish),
-        ));
+        say(&warning_annotation(w));
     }
     if let Some(a) = &report.anomaly {
         say(&anomaly_annotation(a, report.timestamp_tag.as_deref()));
@@ -686,10 +683,7 @@ fn published_then_failed(
     error: &Error,
 ) -> Result<()> {
     for w in &published.warnings {
-        say(&commands::warning(
-            "settings-image",
-            &show::notice(w).render(&Inputs::Publish),
-        ));
+        say(&warning_annotation(w));
     }
     say(&commands::escape_text(&format!(
         "published, then failed: {published}"
@@ -900,7 +894,7 @@ fn outputs(report: &Report, published: &Published) -> String {
 /// tag's second and sorts first, so that Flux moves to the older commit.
 /// The others (a rewind, a same-second or backwards timestamp) are ordering
 /// problems Flux will act on: warnings.
-fn anomaly_annotation(a: &Anomaly, tag: Option<&str>) -> String {
+pub(crate) fn anomaly_annotation(a: &Anomaly, tag: Option<&str>) -> String {
     let title = format!("settings-image: {}", a.kind.as_str());
     let moves_back = tag.is_some_and(|t| a.serves(t));
     match a.kind {
@@ -909,6 +903,11 @@ fn anomaly_annotation(a: &Anomaly, tag: Option<&str>) -> String {
         }
         _ => commands::warning(&title, &show::anomaly::message(a, &Inputs::Publish)),
     }
+}
+
+/// The annotation of a warning.
+pub(crate) fn warning_annotation(w: &crate::notice::Notice) -> String {
+    commands::warning("settings-image", &show::notice(w).render(&Inputs::Publish))
 }
 
 /// One line on what happened to the branch tag, in the action's words.

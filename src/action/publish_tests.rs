@@ -93,7 +93,7 @@ fn hints_name_inputs_not_flags() {
                 ours: "refs/heads/feat+x".into(),
                 suggestion: "feat_2bx".into(),
             },
-            &["`timestamp-tag` feat_2bx"][..],
+            &["`timestamp-tag: feat_2bx`"][..],
         ),
         (
             Error::Source {

@@ -35,7 +35,7 @@ mod login;
 pub mod logs;
 mod metrics;
 mod publish;
-mod reconcile;
+pub(crate) mod reconcile;
 mod redact;
 mod rollout;
 mod source;

@@ -130,14 +130,17 @@ impl Face for Spec {
                 "the fetched commit's folder".to_string()
             }
             Mention::Set(Field::Source, _) => {
-                "a worktree, which a SettingsImage does not have: it publishes the fetched commit"
-                    .to_string()
+                "a worktree (a SettingsImage publishes only the fetched commit)".to_string()
             }
             Mention::Set(f, value) => match Spec::path(*f) {
                 Some(p) => format!("{p}: {value}"),
                 None => Spec::words(*f),
             },
             Mention::Credentials(_) => "spec.secretRef".to_string(),
+            Mention::Login { host, .. } => format!(
+                "spec.secretRef (a kubernetes.io/dockerconfigjson Secret with a login for {host}), or \
+                 spec.provider (the cloud identity of the controller)"
+            ),
             Mention::Looked(Some(rev)) => format!("not in the commit {rev}"),
             Mention::Looked(None) => "not in the fetched commit".to_string(),
             Mention::PathRoot => "the repository root".to_string(),
@@ -505,7 +508,8 @@ mod tests {
 
     /// Every field and every kind of mention, in a SettingsImage's
     /// words: none names a flag of the CLI; only a fetch bound names the
-    /// controller's own container argument.
+    /// controller's own container argument, and break-glass the command
+    /// that promotes (a SettingsImage does not).
     #[test]
     fn no_mention_names_a_cli_flag() {
         for m in crate::field::every_mention() {
@@ -513,6 +517,12 @@ mod tests {
             let flag = crate::field::names_a_flag(&said);
             match &m {
                 Mention::Bound(b) => assert_eq!(flag, Some(b.argument()), "{m:?}: {said}"),
+                Mention::BreakGlass => {
+                    assert!(
+                        said.starts_with("`settings-image promote --force"),
+                        "{said}"
+                    )
+                }
                 _ => assert_eq!(flag, None, "{m:?}: {said}"),
             }
             assert!(!said.contains("CLI"), "{m:?}: {said}");

@@ -378,27 +378,17 @@ impl Auth {
 /// What to do about a refused authentication at `host`, for a client
 /// that needed `access` (reading needs only pull rights).
 pub(crate) fn auth_hint(host: &str, access: Access) -> Text {
-    let mut h = match access {
-        Access::Push => text![
-            format!("give credentials that may push to {host}: "),
-            Mention::Credentials(Joint::With),
-            format!(
-                ", SETTINGS_IMAGE_USERNAME and SETTINGS_IMAGE_PASSWORD, or `docker login {host}`"
-            )
-        ],
-        Access::Pull => text![format!(
-            "give credentials that may pull from {host}: SETTINGS_IMAGE_USERNAME and \
-             SETTINGS_IMAGE_PASSWORD, or `docker login {host}`"
-        )],
-    };
-    if host == "ghcr.io" && access == Access::Push {
-        h.push(
-            "; in GitHub Actions the workflow needs `permissions: packages: write`, and a package \
-             first created by hand needs this repository added under the package's \
-             \"Manage Actions access\" settings",
-        );
-    }
-    h
+    let push = access == Access::Push;
+    text![
+        format!(
+            "give credentials that may {} {host}: ",
+            if push { "push to" } else { "pull from" }
+        ),
+        Mention::Login {
+            host: host.to_string(),
+            push
+        }
+    ]
 }
 
 /// The host part of an `auths` key: `https://index.docker.io/v1/` ->

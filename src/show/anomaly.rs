@@ -236,7 +236,7 @@ fn short(id: &str) -> &str {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::release::channel::parse;
 
@@ -259,7 +259,7 @@ mod tests {
 
     /// Each case with the words `main` printed for it (written out by hand
     /// from its format strings).
-    fn every() -> Vec<(Anomaly, &'static str)> {
+    pub(crate) fn every() -> Vec<(Anomaly, &'static str)> {
         let rerun = |ts, new_tag: &str, moves_to_new| Case::Rerun {
             commit: COMMIT.into(),
             ts,

@@ -515,15 +515,7 @@ fn notes(images: &[FolderImage], notices: &[LowerCased]) -> Vec<EventNote> {
     for p in images {
         let r = &p.report;
         if let Some(a) = &r.anomaly {
-            out.push(EventNote {
-                reason: anomaly_reason(a.kind),
-                message: format!(
-                    "{}: {}",
-                    p.repository,
-                    crate::show::anomaly::message(a, &crate::controller::spec::Spec)
-                ),
-                warning: true,
-            });
+            out.push(anomaly_note(&p.repository, a));
         }
         if let Some(message) = crate::controller::spec::branch_note(&p.repository, r) {
             out.push(EventNote {
@@ -532,19 +524,33 @@ fn notes(images: &[FolderImage], notices: &[LowerCased]) -> Vec<EventNote> {
                 warning: true,
             });
         }
-        for w in &r.warnings {
-            out.push(EventNote {
-                reason: "PublishWarning",
-                message: format!(
-                    "{}: {}",
-                    p.repository,
-                    crate::show::notice(w).render(&crate::controller::spec::Spec)
-                ),
-                warning: true,
-            });
-        }
+        out.extend(r.warnings.iter().map(|w| warning_note(&p.repository, w)));
     }
     out
+}
+
+/// The Event of an anomaly of the publish to `repository`.
+pub(crate) fn anomaly_note(repository: &str, a: &crate::release::ordering::Anomaly) -> EventNote {
+    EventNote {
+        reason: anomaly_reason(a.kind),
+        message: format!(
+            "{repository}: {}",
+            crate::show::anomaly::message(a, &crate::controller::spec::Spec)
+        ),
+        warning: true,
+    }
+}
+
+/// The Event of a warning of the publish to `repository`.
+pub(crate) fn warning_note(repository: &str, w: &crate::notice::Notice) -> EventNote {
+    EventNote {
+        reason: "PublishWarning",
+        message: format!(
+            "{repository}: {}",
+            crate::show::notice(w).render(&crate::controller::spec::Spec)
+        ),
+        warning: true,
+    }
 }
 
 fn anomaly_reason(kind: crate::release::ordering::AnomalyKind) -> &'static str {

@@ -19,7 +19,7 @@
 //! the credentials the reconcile read (`super::redact`), whatever a server
 //! echoed into it.
 
-mod decide;
+pub(crate) mod decide;
 pub(crate) mod observe;
 pub(crate) mod step;
 mod write;
