@@ -29,7 +29,6 @@ use crate::notice::{MetadataKind, Notice, Unattested};
 use crate::request::{Forward, Request, Target};
 use crate::text;
 
-const WRITE: &str = "SETTINGS_IMAGE_WRITE_REFERENCE";
 const PAGE: &str = "docs/messages.md";
 
 /// One error as the faces meet it: the variant it shows, what case it is,
@@ -634,26 +633,7 @@ fn case_name(c: &crate::release::ordering::Case) -> String {
 #[test]
 fn every_message_in_every_face_is_the_golden_table() {
     let (generated, _) = page();
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(PAGE);
-    if std::env::var_os(WRITE).is_some() {
-        std::fs::write(&path, &generated).unwrap();
-        return;
-    }
-    let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
-    if on_disk != generated {
-        let line = on_disk
-            .lines()
-            .zip(generated.lines())
-            .position(|(a, b)| a != b)
-            .unwrap_or_else(|| on_disk.lines().count().min(generated.lines().count()));
-        panic!(
-            "{PAGE} differs from the messages the faces give, first at line {}:\n  file: {:?}\n  now:  {:?}\n\
-             regenerate with {WRITE}=1 cargo nextest run --lib messages_tests, review the diff, commit it",
-            line + 1,
-            on_disk.lines().nth(line).unwrap_or("(end)"),
-            generated.lines().nth(line).unwrap_or("(end)")
-        );
-    }
+    crate::testkit::golden(PAGE, &generated, "cargo nextest run --lib messages_tests");
 }
 
 #[test]

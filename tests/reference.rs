@@ -16,31 +16,12 @@ use std::fmt::Write as _;
 use clap::CommandFactory;
 use serde_yaml_ng::Value;
 
-const WRITE: &str = "SETTINGS_IMAGE_WRITE_REFERENCE";
-
-/// Compares `generated` with the file `rel`; writes it instead when
-/// [`WRITE`] is set.
+/// Compares `generated` with the file `rel` (see [`common::golden`]).
 fn check(rel: &str, generated: &str) {
-    let path = common::repo().join(rel);
-    if std::env::var_os(WRITE).is_some() {
-        std::fs::write(&path, generated).unwrap_or_else(|e| panic!("writing {rel}: {e}"));
-        return;
-    }
-    let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
-    if on_disk == generated {
-        return;
-    }
-    let line = on_disk
-        .lines()
-        .zip(generated.lines())
-        .position(|(a, b)| a != b)
-        .unwrap_or_else(|| on_disk.lines().count().min(generated.lines().count()));
-    panic!(
-        "{rel} is out of date: line {} is\n  {:?}\nbut the code generates\n  {:?}\n\
-         regenerate it with `{WRITE}=1 cargo test --test integration -- reference::` and commit it",
-        line + 1,
-        on_disk.lines().nth(line).unwrap_or("(end of file)"),
-        generated.lines().nth(line).unwrap_or("(end of file)"),
+    common::golden(
+        rel,
+        generated,
+        "cargo nextest run --test integration -E 'test(/^reference::/)'",
     );
 }
 
@@ -69,7 +50,8 @@ fn help_exit_codes() -> (String, Vec<(String, String)>) {
 fn generated_from(what: &str) -> String {
     format!(
         "<!-- Generated from {what} by tests/reference.rs: do not edit; regenerate with\n     \
-         {WRITE}=1 cargo test --test integration -- reference:: -->\n"
+         {}=1 cargo test --test integration -- reference:: -->\n",
+        common::WRITE_GOLDEN
     )
 }
 

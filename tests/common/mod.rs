@@ -47,6 +47,38 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The variable that makes [`golden`] write its files instead of
+/// comparing them.
+pub const WRITE_GOLDEN: &str = "SETTINGS_IMAGE_WRITE_REFERENCE";
+
+/// Compares `generated` with the committed file `rel` (a generated page
+/// of docs/, a golden table) and fails naming the first line that
+/// differs, with `regenerate` (the command that runs this test) in the
+/// message; writes the file instead when [`WRITE_GOLDEN`] is set.
+pub fn golden(rel: &str, generated: &str, regenerate: &str) {
+    let path = repo().join(rel);
+    if std::env::var_os(WRITE_GOLDEN).is_some() {
+        std::fs::write(&path, generated).unwrap_or_else(|e| panic!("writing {rel}: {e}"));
+        return;
+    }
+    let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+    if on_disk == generated {
+        return;
+    }
+    let line = on_disk
+        .lines()
+        .zip(generated.lines())
+        .position(|(a, b)| a != b)
+        .unwrap_or_else(|| on_disk.lines().count().min(generated.lines().count()));
+    panic!(
+        "{rel} is out of date: line {} is\n  {:?}\nbut the code generates\n  {:?}\n\
+         regenerate it with `{WRITE_GOLDEN}=1 {regenerate}`, review the diff and commit it",
+        line + 1,
+        on_disk.lines().nth(line).unwrap_or("(end of file)"),
+        generated.lines().nth(line).unwrap_or("(end of file)"),
+    );
+}
+
 /// Polls `check` every `every` until it gives `Ok`, and returns that.
 /// `check`'s `Err` is the failure's message, what it saw last (a check may
 /// also panic on what can never come right, a process that exited). The
