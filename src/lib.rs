@@ -2,43 +2,51 @@
 //! image that Kubernetes mounts as an image volume, tags it from git history
 //! and publishes it to an OCI layout or a registry.
 //!
-//! The pipeline: [`request`] (what to do) -> [`source`] (files) -> [`image`]
-//! (blobs and manifest) -> [`publish`] (layout or registry) -> [`report`].
-//! [`registry`] is the OCI distribution client every registry user shares.
+//! The pipeline: [`request`] (what to do) -> `source` (files) -> `image`
+//! (blobs and manifest) -> `publish` (layout or registry) -> `report`, run
+//! by [`pipeline::run`]. [`registry`] is the OCI distribution client every
+//! registry user shares.
+//!
+//! The library is the binary's: what is public is what the binary
+//! (`main.rs`: [`cli`], [`scratch`]), the reference pages (`tests/reference.rs`:
+//! clap's [`cli::Cli`]), `examples/mirror_fetch.rs` ([`pipeline`], [`request`],
+//! [`history`]) and the registry client's API (docs/design.md) use. The faces
+//! (`action`, `controller`) and the rest of the core are the crate's own, so
+//! the compiler reports whatever nothing calls.
 
-pub mod action;
-pub mod branch_tag;
+pub(crate) mod action;
+pub(crate) mod branch_tag;
 pub mod cli;
-pub mod cluster;
-pub mod controller;
-pub mod diff;
+pub(crate) mod cluster;
+pub(crate) mod controller;
+pub(crate) mod diff;
 pub mod error;
-pub mod field;
-pub mod front;
+pub(crate) mod field;
+pub(crate) mod front;
 pub mod history;
-pub mod image;
-pub mod inspect;
-pub mod login;
-pub mod many;
-pub mod named_file;
-pub mod notice;
-pub mod output;
+pub(crate) mod image;
+pub(crate) mod inspect;
+pub(crate) mod login;
+pub(crate) mod many;
+pub(crate) mod named_file;
+pub(crate) mod notice;
+pub(crate) mod output;
 pub mod pipeline;
-pub mod progress;
-pub mod promote;
-pub mod provenance;
-pub mod publish;
-pub mod redirects;
+pub(crate) mod progress;
+pub(crate) mod promote;
+pub(crate) mod provenance;
+pub(crate) mod publish;
+pub(crate) mod redirects;
 pub mod registry;
-pub mod release;
-pub mod report;
+pub(crate) mod release;
+pub(crate) mod report;
 pub mod request;
-pub mod rollout;
+pub(crate) mod rollout;
 pub mod scratch;
 mod show;
-pub mod source;
-pub mod tag;
-pub mod trust;
+pub(crate) mod source;
+pub(crate) mod tag;
+pub(crate) mod trust;
 
 pub use error::{Error, Result};
 

@@ -26,8 +26,6 @@ pub trait Bar: Send + Sync {
     fn inc(&self, n: u64);
     /// Sets what is done (an upload starting over from `done`).
     fn set(&self, done: u64);
-    /// Replaces the words shown ("... (attempt 2: connection refused)").
-    fn say(&self, what: String);
 }
 
 /// Where tasks are shown: installed once by a face.
@@ -76,13 +74,6 @@ impl Task {
     pub fn set(&self, done: u64) {
         if let Some(b) = &self.0 {
             b.set(done);
-        }
-    }
-
-    /// Replaces the words; `what` is only called when a sink shows them.
-    pub fn say(&self, what: impl FnOnce() -> String) {
-        if let Some(b) = &self.0 {
-            b.say(what());
         }
     }
 }

@@ -611,8 +611,10 @@ fn copy_blobs(
 
 #[path = "promote_evidence.rs"]
 mod evidence_of;
+pub use evidence_of::CandidateReport;
+#[cfg(test)]
+pub(crate) use evidence_of::IgnoredRecord;
 use evidence_of::judge_candidates;
-pub use evidence_of::{CandidateReport, IgnoredRecord};
 
 #[cfg(test)]
 #[path = "promote_tests.rs"]

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::history::{Checkout, CommitInfo};
 use crate::image::artifact::Artifact;
-use crate::image::{ANNOTATION_CREATED, ANNOTATION_REVISION, Descriptor, Image, Metadata};
+use crate::image::{ANNOTATION_CREATED, ANNOTATION_REVISION, Descriptor, Metadata};
 use crate::registry::Client;
 
 /// The referrer's `artifactType` and its layer's media type.
@@ -264,29 +264,13 @@ fn strings(v: &serde_json::Value, ptr: &str) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-/// Attaches the provenance of `image` (built from `commit` for a ref)
-/// unless a provenance referrer for the same (commit, ref) is already
-/// there: one statement per run that published the digest, so a later run
-/// from another branch or a tag push records its own, and a re-run of the
-/// same adds none. Returns the referrer's digest, the existing one's on a
-/// re-run.
-///
-/// Why not first-writer-wins per digest: the image is byte-identical for
-/// every ref that builds the same commit, so the digest alone would hide
-/// every ref but the first from `inspect`.
-pub fn attach(client: &Client, image: &Image, facts: &Facts) -> Result<String> {
-    let subject = image.manifest_descriptor();
-    if let Some(d) = attached(client, &subject.digest, facts, None, None)? {
-        return Ok(d);
-    }
-    let name = client.repository().to_string();
-    let art = artifact(&name, &subject.digest, facts)?;
-    let attached = client.attach_referrer(&subject, &art)?;
-    Ok(attached.descriptor.digest)
-}
-
 /// The provenance referrer of the image `subject_digest` already attached
-/// for the same (commit, ref) as `facts` (see [`attach`]), if any.
+/// for the same (commit, ref) as `facts`, if any: one statement per run
+/// that published the digest, so a later run from another branch or a tag
+/// push records its own, and a re-run of the same adds none. Not
+/// first-writer-wins per digest: the image is byte-identical for every ref
+/// that builds the same commit, so the digest alone would hide every ref
+/// but the first from `inspect`.
 /// `tag_listed` is what the caller's tag list says of the referrers tag
 /// `sha256-<hex>` (`None`: not listed). The referrers API is asked first,
 /// as the distribution spec has clients do, and the tag when the registry

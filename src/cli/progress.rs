@@ -80,10 +80,6 @@ impl Bar for Shown {
     fn set(&self, done: u64) {
         self.0.set_position(done);
     }
-
-    fn say(&self, what: String) {
-        self.0.set_message(what);
-    }
 }
 
 impl Drop for Shown {

@@ -43,7 +43,6 @@ use crate::error::{Error, Result};
 use crate::field::Field;
 
 pub use super::finding::{Found, Unverified};
-pub use super::stream::MAX_DOCUMENT_BYTES;
 
 /// The deepest nesting the scan's YAML reader reads (serde_yaml_ng's
 /// bound); a deeper document is an `error` row.

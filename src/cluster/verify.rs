@@ -31,8 +31,6 @@ use crate::image::{self, ANNOTATION_REVISION, ANNOTATION_SOURCE, Descriptor, MAN
 use crate::provenance;
 use crate::registry::{self, Client, Credentials};
 
-pub use layer::{INFLATE_SLACK, inflate_limit};
-
 /// What to verify.
 #[derive(Debug, Clone)]
 pub struct Verification {

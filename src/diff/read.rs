@@ -36,6 +36,7 @@ enum Blob {
     /// No layer: an empty side.
     None,
     /// A layer in memory (a test's).
+    #[cfg(test)]
     Bytes(Vec<u8>),
     /// A layer in a temporary file of ours.
     Mapped(Mapped),
@@ -88,6 +89,7 @@ impl Image {
     }
 
     /// A side whose layer is `gz` in memory.
+    #[cfg(test)]
     pub fn from_layer(side: Side, gz: Vec<u8>) -> Image {
         Image {
             side,
@@ -99,6 +101,7 @@ impl Image {
     fn bytes(&self) -> Option<&[u8]> {
         match &self.blob {
             Blob::None => None,
+            #[cfg(test)]
             Blob::Bytes(b) => Some(b),
             Blob::Mapped(m) => Some(&m.map),
         }

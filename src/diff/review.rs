@@ -42,11 +42,6 @@ impl Review {
             error: crate::error::error_chain(&e),
         })
     }
-
-    /// Whether it is a diff with differences.
-    pub fn different(&self) -> bool {
-        matches!(self, Review::Diff(d) if d.different)
-    }
 }
 
 /// The diff of a promotion: the channel's newest release (`current`,

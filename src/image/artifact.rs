@@ -49,9 +49,6 @@ struct ArtifactManifestJson<'a> {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ManifestView {
-    /// `mediaType`, when the manifest names it.
-    #[serde(default)]
-    pub media_type: Option<String>,
     /// `artifactType`, when set.
     #[serde(default)]
     pub artifact_type: Option<String>,
@@ -61,9 +58,6 @@ pub struct ManifestView {
     /// The layer descriptors.
     #[serde(default)]
     pub layers: Vec<Descriptor>,
-    /// The manifest this one refers to.
-    #[serde(default)]
-    pub subject: Option<Descriptor>,
     /// Manifest annotations.
     #[serde(default)]
     pub annotations: BTreeMap<String, String>,

@@ -5,7 +5,6 @@
 
 use crate::error::{Error, PublishedSoFar, Result};
 use crate::image::Descriptor;
-use crate::image::Image;
 use crate::image::artifact::{self, Artifact};
 use crate::notice::Notice;
 use crate::provenance;
@@ -315,12 +314,4 @@ struct Upload {
     branch_move: Option<crate::release::ordering::BranchMove>,
     referrer: Option<Artifact>,
     subject: Descriptor,
-}
-
-/// Pushes `image` under `tags` through an open `client`, without the
-/// guards (steps 4 to 6 of [`RegistryPush`]).
-pub fn push_with(client: &Client, image: &Image, tags: &[String]) -> Result<Pushed> {
-    let known = vec![KnownTag::Unknown; tags.len()];
-    let (pushed, _) = client.run(|s| upload::ordered_push(s, image, tags, &known, None))?;
-    Ok(pushed)
 }

@@ -197,6 +197,7 @@ impl Cron {
     }
 
     /// The (hour, minute) pairs of a matching day, in order.
+    #[cfg(test)]
     pub fn times(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
         (0..24u32)
             .filter(|h| self.hours & (1 << h) != 0)

@@ -79,8 +79,6 @@ pub struct Window {
     pub timing: Timing,
     /// The zone its wall-clock times are read in.
     pub zone: TimeZone,
-    /// The zone's name as written (default `UTC`).
-    pub zone_name: String,
 }
 
 /// A validated policy.
@@ -257,7 +255,6 @@ impl Policy {
                 description: w.description,
                 timing,
                 zone,
-                zone_name,
             });
         }
         let mut requires = Vec::new();
@@ -279,6 +276,7 @@ impl Policy {
 /// How many dates and start times this thread's window evaluations have
 /// looked at: a count of the work a gate decision costs, not a clock, for
 /// tests to hold it flat whatever the schedule.
+#[cfg(test)]
 pub fn evaluations() -> u64 {
     EVALUATIONS.with(Cell::get)
 }
