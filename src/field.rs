@@ -215,6 +215,9 @@ pub enum Mention {
         /// Whether the login must be allowed to push.
         push: bool,
     },
+    /// What lets the GitHub compare API order two commits the clone
+    /// cannot (the repository and a token).
+    CompareApi,
     /// A break-glass promotion, which releases into a gated channel at
     /// once (`promote --force --reason ...`).
     BreakGlass,
@@ -311,6 +314,10 @@ impl Face for Cli {
                 format!(
                     "SETTINGS_IMAGE_USERNAME and SETTINGS_IMAGE_PASSWORD, or `docker login {host}`"
                 )
+            }
+            Mention::CompareApi => {
+                "set GITHUB_REPOSITORY and GITHUB_TOKEN so the GitHub compare API can answer"
+                    .to_string()
             }
             Mention::BreakGlass => "`promote --force --reason ...`".to_string(),
             Mention::About(_) => String::new(),
@@ -444,6 +451,7 @@ pub(crate) fn every_mention() -> Vec<Mention> {
             push: false,
         },
         Mention::BreakGlass,
+        Mention::CompareApi,
     ];
     all.extend(FetchBound::ALL.map(Mention::Bound));
     for f in Field::ALL {

@@ -165,6 +165,11 @@ impl Face for Inputs {
                     String::new()
                 }
             ),
+            Mention::CompareApi => {
+                "give `github-token` (the job's token by default) so the GitHub \
+                 compare API can answer"
+                    .to_string()
+            }
             Mention::PathRoot => "the workspace".to_string(),
             Mention::Looked(_) => crate::field::Cli.mention(m),
             // Only the controller fetches into mirrors.

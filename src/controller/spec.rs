@@ -144,6 +144,9 @@ impl Face for Spec {
             Mention::Looked(Some(rev)) => format!("not in the commit {rev}"),
             Mention::Looked(None) => "not in the fetched commit".to_string(),
             Mention::PathRoot => "the repository root".to_string(),
+            Mention::CompareApi => "a SettingsImage orders commits only by the history it fetched \
+                 (spec.sourceRef's branch), which does not hold them"
+                .to_string(),
             // A SettingsImage does not promote: the command that does.
             Mention::BreakGlass => {
                 "`settings-image promote --force --reason ...` (or the promote action's `force: true` \

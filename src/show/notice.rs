@@ -36,11 +36,13 @@ pub fn notice(n: &Notice) -> Text {
             Mention::Set(Field::Source, "worktree".to_string()),
             " packages the disk, which no commit attests"
         ],
-        Notice::BranchUnordered { tag, count, first } => text![format!(
-            "branch tag {tag}: {count} tagged commit(s) could not be ordered against this one, so a racing \
-             run's newer image may not have been followed ({first}); set GITHUB_REPOSITORY and GITHUB_TOKEN so \
-             the GitHub compare API can answer"
-        )],
+        Notice::BranchUnordered { tag, count, first } => text![
+            format!(
+                "branch tag {tag}: {count} tagged commit(s) could not be ordered against this one, so a racing \
+                 run's newer image may not have been followed ({first}); "
+            ),
+            Mention::CompareApi
+        ],
         Notice::StampedOutsideGit { tag } => text![format!(
             "tag {tag} is shaped like a timestamp tag, but the folder is not in a git commit: nothing attests the commit it names"
         )],
