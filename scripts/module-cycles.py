@@ -88,9 +88,9 @@ def production_text(text):
             continue  # another attribute of the test item (`#[path = ..]`)
         if pending_test and skip_depth is None:
             pending_test = False
-            if stripped.endswith(";"):
+            if stripped.endswith((";", ",")) and line.count("{") == line.count("}"):
                 out.append("")
-                continue  # `mod tests;` or a test-only `use`
+                continue  # `mod tests;`, a test-only `use`, variant or match arm
             skip_depth = depth
         opens, closes = line.count("{"), line.count("}")
         if skip_depth is not None:

@@ -107,71 +107,100 @@ pub fn message(a: &Anomaly, face: &dyn Face) -> String {
             newest,
             revision,
             forced_before,
-        } => {
-            let what = match forced_before {
-                Some(before) => format!(
-                    "a force-push rewrote the branch (it named {} before)",
-                    short(before)
-                ),
-                None => "history was rewritten (a force-push or reset)".to_string(),
-            };
-            format!(
-                "the committer time of {} ({ts}) is lower than that of {} ({}), whose commit {} is not in this \
-                 commit's history: {what}. Flux's numerical policy keeps serving {}, content the branch no longer \
-                 has, and ignores {new_tag} until a commit with a later time. Fix: commit one more change to the \
-                 folder with a correct clock (an empty commit does not count; edit a comment in a settings file), \
-                 or merge through GitHub, which stamps the time itself",
-                short(commit),
-                newest.tag,
-                newest.ts,
-                revision.as_deref().map_or("(none recorded)", short),
-                newest.tag
-            )
-        }
+        } => below_off_history(
+            commit,
+            *ts,
+            new_tag,
+            newest,
+            revision.as_deref(),
+            forced_before.as_deref(),
+        ),
         Case::SameSecondServesNew {
             ts,
             new_tag,
             names,
             older,
-        } => {
-            let older = older
-                .as_deref()
-                .map(|t| {
-                    format!(
-                        " This commit is the older one ({t} descends from it): Flux moves to the older content."
-                    )
-                })
-                .unwrap_or_default();
-            format!(
-                "{} {} the same timestamp ({ts}) as {new_tag} but another commit: {TIE_RULE_LOWER}, so Flux serves \
-                 {new_tag}, this commit, whatever order the registry lists them in.{older} {SETTLE}",
-                names.join(", "),
-                if names.len() == 1 { "has" } else { "have" },
-            )
-        }
+        } => same_second_new(*ts, new_tag, names, older.as_deref()),
         Case::SameSecondServesOther {
             ts,
             new_tag,
             sha7,
             served,
             newer,
-        } => {
-            let newer = newer
-                .as_deref()
-                .map(|rev| {
-                    format!(
-                        " This commit is the newer one (it descends from {}): Flux keeps serving the older content.",
-                        short(rev)
-                    )
-                })
-                .unwrap_or_default();
-            format!(
-                "{} has the same timestamp ({ts}) as {new_tag} but another commit: {TIE_RULE_LOWER}, so Flux serves {}, not \
-                 this commit, whose {sha7} sorts after {}.{newer} {SETTLE}",
-                served.tag, served.tag, served.sha7,
-            )
-        }
+        } => same_second_other(*ts, new_tag, sha7, served, newer.as_deref()),
     }
+}
+
+/// The message of a commit stamped lower than the newest tag's, whose
+/// commit (`revision`) this one's history does not hold: history was
+/// rewritten, by a force-push from `forced_before` when the run knows it.
+fn below_off_history(
+    commit: &str,
+    ts: u64,
+    new_tag: &str,
+    newest: &Stamped,
+    revision: Option<&str>,
+    forced_before: Option<&str>,
+) -> String {
+    let what = match forced_before {
+        Some(before) => format!(
+            "a force-push rewrote the branch (it named {} before)",
+            short(before)
+        ),
+        None => "history was rewritten (a force-push or reset)".to_string(),
+    };
+    format!(
+        "the committer time of {} ({ts}) is lower than that of {} ({}), whose commit {} is not in this \
+         commit's history: {what}. Flux's numerical policy keeps serving {}, content the branch no longer \
+         has, and ignores {new_tag} until a commit with a later time. Fix: commit one more change to the \
+         folder with a correct clock (an empty commit does not count; edit a comment in a settings file), \
+         or merge through GitHub, which stamps the time itself",
+        short(commit),
+        newest.tag,
+        newest.ts,
+        revision.map_or("(none recorded)", short),
+        newest.tag
+    )
+}
+
+/// The message of a new tag that shares its second with the tags `names`
+/// of other commits and sorts first, so Flux serves it; `older`: the tag
+/// that descends from this commit, when one does.
+fn same_second_new(ts: u64, new_tag: &str, names: &[String], older: Option<&str>) -> String {
+    let older = older
+        .map(|t| format!(" This commit is the older one ({t} descends from it): Flux moves to the older content."))
+        .unwrap_or_default();
+    format!(
+        "{} {} the same timestamp ({ts}) as {new_tag} but another commit: {TIE_RULE_LOWER}, so Flux serves \
+         {new_tag}, this commit, whatever order the registry lists them in.{older} {SETTLE}",
+        names.join(", "),
+        if names.len() == 1 { "has" } else { "have" },
+    )
+}
+
+/// The message of a new tag that shares its second with `served`, another
+/// commit's tag that sorts first, so Flux keeps serving that; `newer`: the
+/// commit this one descends from, when it does.
+fn same_second_other(
+    ts: u64,
+    new_tag: &str,
+    sha7: &str,
+    served: &Stamped,
+    newer: Option<&str>,
+) -> String {
+    let newer = newer
+        .map(|rev| {
+            format!(
+                " This commit is the newer one (it descends from {}): Flux keeps serving the older content.",
+                short(rev)
+            )
+        })
+        .unwrap_or_default();
+    format!(
+        "{} has the same timestamp ({ts}) as {new_tag} but another commit: {TIE_RULE_LOWER}, so Flux serves {}, not \
+         this commit, whose {sha7} sorts after {}.{newer} {SETTLE}",
+        served.tag, served.tag, served.sha7,
+    )
 }
 
 /// The message of a rewind: a force-push from `before` dropped `rev`, the
