@@ -55,16 +55,28 @@ impl Inputs {
         })
     }
 
+    /// The other action, and how this one names its inputs.
+    fn other(self) -> (Inputs, &'static str) {
+        match self {
+            Inputs::Publish => (Inputs::Promote, "the promote action's"),
+            Inputs::Promote => (Inputs::Publish, "the publish action's"),
+        }
+    }
+
+    /// Whether `field` is an input by name (`` `tags` ``) of this action
+    /// or the other, not what the action has instead.
+    fn named_input(self, field: Field) -> bool {
+        let named = |i: Inputs| i.input(field).is_some_and(|n| n.starts_with('`'));
+        named(self) || (self.input(field).is_none() && named(self.other().0))
+    }
+
     /// `field` in this action's words: its input, the other action's
     /// input, what the action has instead, or that it offers none.
     fn words(self, field: Field) -> String {
         if let Some(name) = self.input(field) {
             return name.to_string();
         }
-        let (other, its) = match self {
-            Inputs::Publish => (Inputs::Promote, "the promote action's"),
-            Inputs::Promote => (Inputs::Publish, "the publish action's"),
-        };
+        let (other, its) = self.other();
         match other.input(field) {
             // An input by name belongs to the other action; what the other
             // action has instead (the event's commit) is this one's too.
@@ -139,8 +151,7 @@ impl Face for Inputs {
             // what the action has instead, as it is.
             Mention::Set(f, value) => {
                 let w = self.words(*f);
-                let input =
-                    w.starts_with('`') || w.starts_with("the p") && w.contains(" action's `");
+                let input = self.named_input(*f);
                 match w.strip_suffix('`') {
                     Some(name) if input && !name.contains(':') => format!("{name}: {value}`"),
                     // What the action has instead, with the value.
