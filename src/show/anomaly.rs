@@ -33,6 +33,10 @@ impl AnomalyLine {
 /// Flux's tie rule, as the messages state it.
 const TIE_RULE: &str = "On equal timestamps Flux serves the alphabetically smallest tag";
 const TIE_RULE_LOWER: &str = "on equal timestamps Flux serves the alphabetically smallest tag";
+/// What mends a commit stamped lower than one Flux serves.
+const CLOCK_FIX: &str = "Fix: commit one more change to the folder with a correct clock (an empty commit does \
+                         not count; edit a comment in a settings file), or merge through GitHub, which stamps \
+                         the time itself";
 /// What settles a same-second pick.
 const SETTLE: &str = "It settles with the next commit that changes the folder in a later second (an empty \
                       commit does not count; edit a comment in a settings file)";
@@ -92,9 +96,7 @@ pub fn message(a: &Anomaly, face: &dyn Face) -> String {
             "the committer time of {} ({ts}) is lower than that of its ancestor {} ({}): \
              Flux's numerical policy keeps serving {} and ignores {new_tag} until a later commit. The \
              committer clock was behind, or history was rewritten (a rebase with \
-             --committer-date-is-author-date). Fix: commit one more change to the folder with a correct \
-             clock (an empty commit does not count; edit a comment in a settings file), or merge through \
-             GitHub, which stamps the time itself",
+             --committer-date-is-author-date). {CLOCK_FIX}",
             short(commit),
             ancestor.tag,
             ancestor.ts,
@@ -152,9 +154,7 @@ fn below_off_history(
     format!(
         "the committer time of {} ({ts}) is lower than that of {} ({}), whose commit {} is not in this \
          commit's history: {what}. Flux's numerical policy keeps serving {}, content the branch no longer \
-         has, and ignores {new_tag} until a commit with a later time. Fix: commit one more change to the \
-         folder with a correct clock (an empty commit does not count; edit a comment in a settings file), \
-         or merge through GitHub, which stamps the time itself",
+         has, and ignores {new_tag} until a commit with a later time. {CLOCK_FIX}",
         short(commit),
         newest.tag,
         newest.ts,
